@@ -1,0 +1,8 @@
+/* The `ckv` subcommands. Each takes argv with argv[0] = the command name,
+ * prints its own --help, and returns the process exit status. */
+#ifndef CKV_CLI_COMMANDS_H
+#define CKV_CLI_COMMANDS_H
+
+int cmd_devices(int argc, char **argv);
+
+#endif
