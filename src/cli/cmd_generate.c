@@ -1,0 +1,150 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "opts.h"
+#include "sampler.h"
+#include "session.h"
+#include "util.h"
+
+static void help(void)
+{
+    printf("usage: ckv generate [--model M] --prompt TEXT [options]\n\n"
+           "Generates text on the CPU with the full KV cache and streams it to stdout; a\n"
+           "final line on stderr gives prompt and generation speed in tokens per second.\n\n"
+           "  -m, --model PATH       GGUF model (default $CKV_MODEL, then models/SmolLM2-...)\n"
+           "  -p, --prompt TEXT      the prompt (special-token strings are parsed)\n"
+           "  -f, --prompt-file F    read the prompt from a file instead\n"
+           "      --chat             wrap the prompt in the model's chat format\n"
+           "      --system TEXT      system message for --chat\n"
+           "  -n, --max-tokens N     stop after N new tokens (default 128); also stops at EOS\n"
+           "      --temperature T    sample with temperature T > 0 (default 0: greedy)\n"
+           "      --top-p P          nucleus sampling mass in (0, 1] (default 0.95)\n"
+           "      --seed S           sampling seed (default 0)\n"
+           "  -t, --threads N        CPU threads (default: all online CPUs)\n"
+           "  -h, --help             this help\n");
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'},   {"prompt", required_argument, 0, 'p'},
+        {"prompt-file", required_argument, 0, 'f'}, {"chat", no_argument, 0, 'c'},
+        {"system", required_argument, 0, 'S'},  {"max-tokens", required_argument, 0, 'n'},
+        {"temperature", required_argument, 0, 'T'}, {"top-p", required_argument, 0, 'P'},
+        {"seed", required_argument, 0, 's'},    {"threads", required_argument, 0, 't'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    const char *model = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
+    bool chat = false;
+    long long max_tokens = 128, seed = 0, threads = 0;
+    double temperature = 0, top_p = 0.95;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:p:f:n:t:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'f': prompt_file = optarg; break;
+        case 'c': chat = true; break;
+        case 'S': system = optarg; break;
+        case 'n':
+            if (!cli_int("generate", "--max-tokens", optarg, 1, 1 << 24, &max_tokens))
+                return CLI_USAGE;
+            break;
+        case 'T':
+            if (!cli_double("generate", "--temperature", optarg, 0, 100, &temperature))
+                return CLI_USAGE;
+            break;
+        case 'P':
+            if (!cli_double("generate", "--top-p", optarg, 1e-6, 1, &top_p))
+                return CLI_USAGE;
+            break;
+        case 's':
+            if (!cli_int("generate", "--seed", optarg, 0, INT64_MAX, &seed))
+                return CLI_USAGE;
+            break;
+        case 't':
+            if (!cli_int("generate", "--threads", optarg, 0, 1024, &threads))
+                return CLI_USAGE;
+            break;
+        case 'h': help(); return CLI_OK;
+        default: return cli_usage_error("generate", "invalid option");
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("generate", "unexpected argument '%s'", argv[optind]);
+    if (!prompt == !prompt_file)
+        return cli_usage_error("generate", "give exactly one of --prompt and --prompt-file");
+    if (system && !chat)
+        return cli_usage_error("generate", "--system needs --chat");
+
+    ckv_error err = {0};
+    char *file_text = NULL;
+    if (prompt_file) {
+        if (ckv_read_file(prompt_file, &file_text, NULL, &err))
+            return cli_fail("generate", &err);
+        prompt = file_text;
+    }
+    cli_session s;
+    int rc = cli_session_open(&s, "generate", model, (int)threads);
+    if (rc) {
+        free(file_text);
+        return rc;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    float *logits = NULL;
+    ckv_cache cache = {0};
+    ckv_sampler smp = {0};
+    const ckv_config *cfg = &s.model.cfg;
+    if ((rc = cli_prompt_ids(&s, "generate", prompt, chat, system, &ids, &n)))
+        goto done;
+    rc = CLI_FAIL;
+    if ((long long)n + max_tokens > cfg->n_ctx)
+        fprintf(stderr, "ckv generate: warning: %zu prompt + %lld new tokens exceed the model's "
+                "training context %d\n", n, max_tokens, cfg->n_ctx);
+    logits = malloc((size_t)cfg->n_vocab * sizeof *logits);
+    if (!logits) {
+        ckv_errorf(&err, CKV_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (ckv_cache_init(&cache, cfg->n_layer, cfg->n_head_kv, cfg->head_dim,
+                       (int32_t)(n + (size_t)max_tokens), false, &err) ||
+        ckv_sampler_init(&smp, cfg->n_vocab, (float)temperature, (float)top_p, (uint64_t)seed,
+                         &err))
+        goto fail;
+    double t0 = ckv_now();
+    if (ckv_cpu_forward(s.cpu, &cache, ids, (int32_t)n, NULL, logits, &err))
+        goto fail;
+    double t1 = ckv_now();
+    long long gen = 0;
+    for (; gen < max_tokens; gen++) {
+        int32_t tok = ckv_sample(&smp, logits);
+        if (ckv_token_is_eog(s.tok, tok))
+            break;
+        size_t bl;
+        const char *b = ckv_token_bytes(s.tok, tok, &bl);
+        fwrite(b, 1, bl, stdout);
+        fflush(stdout);
+        if (gen + 1 < max_tokens && ckv_cpu_forward(s.cpu, &cache, &tok, 1, NULL, logits, &err))
+            goto fail;
+    }
+    double t2 = ckv_now();
+    printf("\n");
+    fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generation: %lld tokens, %.1f tok/s\n", n,
+            (double)n / (t1 - t0), gen, gen > 0 ? (double)gen / (t2 - t1) : 0.0);
+    rc = CLI_OK;
+    goto done;
+fail:
+    rc = cli_fail("generate", &err);
+done:
+    ckv_sampler_free(&smp);
+    ckv_cache_free(&cache);
+    free(logits);
+    free(ids);
+    free(file_text);
+    cli_session_close(&s);
+    return rc;
+}

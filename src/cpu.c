@@ -1,0 +1,320 @@
+/* CPU reference forward pass. Reads top to bottom like the model: embed ->
+ * per layer (RMSNorm -> Q/K/V -> [bias | q/k-norm] -> RoPE -> append K/V to
+ * the cache -> attention with log(degree) -> output proj -> residual ->
+ * RMSNorm -> SwiGLU FFN -> residual) -> final norm -> logits. Buffers are
+ * allocated once in ckv_cpu_create; the forward pass allocates nothing. */
+#include "cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "util.h"
+
+struct ckv_cpu {
+    const ckv_model *m;
+    int32_t max_batch;
+    int n_threads;
+    double *inv_freq;  /* [n_rot/2] RoPE frequencies incl. scaling and rope_freqs */
+    float *x, *xb;     /* [B][n_embd] residual stream and normed input */
+    float *q, *k, *v;  /* [B][n_head*hd], [B][n_kv*hd] x2 */
+    float *att;        /* [B][n_head*hd] attention output */
+    float *hg, *hu;    /* [B][n_ff] gate and up */
+    float *scores;     /* [max_batch][capacity] attention probabilities of one head */
+    float *logdeg;     /* [n_kv][capacity] log(degree) of the current layer */
+    int32_t aux_cap;
+    int32_t *len0;     /* [n_kv] list lengths before the current chunk */
+};
+
+static void *xcalloc(size_t n, size_t sz, bool *ok)
+{
+    void *p = n ? calloc(n, sz) : NULL;
+    if (n && !p)
+        *ok = false;
+    return p;
+}
+
+ckv_status ckv_cpu_create(ckv_cpu **out, const ckv_model *m, int32_t max_batch, int n_threads,
+                          ckv_error *err)
+{
+    const ckv_config *c = &m->cfg;
+    if (max_batch <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "cpu: max_batch %d must be positive", max_batch);
+    ckv_cpu *s = calloc(1, sizeof *s);
+    if (!s)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cpu: out of memory");
+    s->m = m;
+    s->max_batch = max_batch;
+    s->n_threads = n_threads > 0 ? n_threads : ckv_cpu_count();
+    size_t B = (size_t)max_batch, qd = (size_t)c->n_head * c->head_dim,
+           kvd = (size_t)c->n_head_kv * c->head_dim;
+    bool ok = true;
+    s->inv_freq = xcalloc((size_t)c->n_rot / 2, sizeof *s->inv_freq, &ok);
+    s->x = xcalloc(B * c->n_embd, sizeof(float), &ok);
+    s->xb = xcalloc(B * c->n_embd, sizeof(float), &ok);
+    s->q = xcalloc(B * qd, sizeof(float), &ok);
+    s->k = xcalloc(B * kvd, sizeof(float), &ok);
+    s->v = xcalloc(B * kvd, sizeof(float), &ok);
+    s->att = xcalloc(B * qd, sizeof(float), &ok);
+    s->hg = xcalloc(B * c->n_ff, sizeof(float), &ok);
+    s->hu = xcalloc(B * c->n_ff, sizeof(float), &ok);
+    s->len0 = xcalloc((size_t)c->n_head_kv, sizeof *s->len0, &ok);
+    if (!ok) {
+        ckv_cpu_free(s);
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cpu: out of memory for batch %d", max_batch);
+    }
+    /* theta_i = pos * base^(-2i/n_rot) * freq_scale / rope_freqs[i], in double. */
+    for (int i = 0; i < c->n_rot / 2; i++) {
+        double f = pow((double)c->rope_base, -2.0 * i / c->n_rot) * c->rope_freq_scale;
+        if (m->rope_freqs)
+            f /= m->rope_freqs[i];
+        s->inv_freq[i] = f;
+    }
+    *out = s;
+    return CKV_OK;
+}
+
+void ckv_cpu_free(ckv_cpu *s)
+{
+    if (!s)
+        return;
+    free(s->inv_freq);
+    free(s->x);
+    free(s->xb);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->hg);
+    free(s->hu);
+    free(s->scores);
+    free(s->logdeg);
+    free(s->len0);
+    free(s);
+}
+
+/* Scratch that grows with the cache capacity; sized once per capacity, not per token. */
+static ckv_status ensure_aux(ckv_cpu *s, int32_t capacity, ckv_error *err)
+{
+    if (capacity <= s->aux_cap)
+        return CKV_OK;
+    size_t T = (size_t)capacity, kv = (size_t)s->m->cfg.n_head_kv;
+    float *sc = realloc(s->scores, (size_t)s->max_batch * T * sizeof(float));
+    if (sc)
+        s->scores = sc;
+    float *ld = realloc(s->logdeg, kv * T * sizeof(float));
+    if (ld)
+        s->logdeg = ld;
+    if (!sc || !ld)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cpu: out of memory for cache capacity %d", capacity);
+    s->aux_cap = capacity;
+    return CKV_OK;
+}
+
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] * r * w[i];
+}
+
+/* Y[n][out] = X[n][in] . W[out][in]^T (+ bias), contiguous rows. */
+static void matmul(const ckv_cpu *s, float *y, const float *x, const float *w, const float *bias,
+                   int n, int in, int out)
+{
+    ckv_matmul_nt(y, out, x, in, w, in, bias, n, out, in, 1.0f, s->n_threads);
+}
+
+static void rope(float *v, int head_dim, const double *inv_freq, int64_t pos, ckv_rope_type type)
+{
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        double th = (double)pos * inv_freq[i];
+        float c = (float)cos(th), s = (float)sin(th);
+        int a = type == CKV_ROPE_NEOX ? i : 2 * i;
+        int b = type == CKV_ROPE_NEOX ? i + half : 2 * i + 1;
+        float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+    }
+}
+
+/* Softmax of one score row in place (after scaling and the degree bias); the
+ * row's first `visible` entries take part, the rest get probability 0. */
+static void softmax_row(float *row, int32_t visible, int32_t len)
+{
+    float mx = -INFINITY;
+    for (int32_t t = 0; t < visible; t++)
+        if (row[t] > mx)
+            mx = row[t];
+    double sum = 0;
+    for (int32_t t = 0; t < visible; t++) {
+        row[t] = expf(row[t] - mx);
+        sum += row[t];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int32_t t = 0; t < visible; t++)
+        row[t] *= inv;
+    for (int32_t t = visible; t < len; t++)
+        row[t] = 0.0f;
+}
+
+static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tokens, int32_t n,
+                                int32_t first, int32_t total, const ckv_forward_opts *o,
+                                float *logits, ckv_error *err)
+{
+    const ckv_model *m = s->m;
+    const ckv_config *c = &m->cfg;
+    const int E = c->n_embd, hd = c->head_dim, H = c->n_head, KV = c->n_head_kv;
+    const int qd = H * hd, kvd = KV * hd, group = H / KV;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t T = (size_t)cache->capacity;
+    const int nt = s->n_threads;
+
+    for (int32_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
+            return ckv_errorf(err, CKV_ERR_ARG, "token id %d at index %d is outside [0, %d)",
+                              tokens[i], first + i, c->n_vocab);
+        memcpy(s->x + (size_t)i * E, m->tok_embd + (size_t)tokens[i] * E, (size_t)E * sizeof(float));
+    }
+
+    for (int l = 0; l < c->n_layer; l++) {
+        const ckv_layer *L = &m->layers[l];
+        for (int32_t i = 0; i < n; i++)
+            rmsnorm(s->xb + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, c->rms_eps);
+        matmul(s, s->q, s->xb, L->wq, L->bq, n, E, qd);
+        matmul(s, s->k, s->xb, L->wk, L->bk, n, E, kvd);
+        matmul(s, s->v, s->xb, L->wv, L->bv, n, E, kvd);
+        for (int32_t i = 0; i < n; i++) {
+            int64_t pos = cache->n_pos + i;
+            for (int qh = 0; qh < H; qh++) {
+                float *q = s->q + (size_t)i * qd + (size_t)qh * hd;
+                if (L->q_norm)
+                    rmsnorm(q, q, L->q_norm, hd, c->rms_eps);
+                rope(q, hd, s->inv_freq, pos, c->rope_type);
+                int32_t w = first + i - (total - o->q_window);
+                if (o->q_window > 0 && w >= 0)
+                    memcpy(o->q_window_out + (((size_t)l * H + qh) * o->q_window + w) * hd, q,
+                           (size_t)hd * sizeof(float));
+            }
+            for (int h = 0; h < KV; h++) {
+                float *k = s->k + (size_t)i * kvd + (size_t)h * hd;
+                if (L->k_norm)
+                    rmsnorm(k, k, L->k_norm, hd, c->rms_eps);
+                rope(k, hd, s->inv_freq, pos, c->rope_type);
+            }
+        }
+        /* Append this chunk's keys and values as degree-1 entries. */
+        int32_t *len0 = s->len0;
+        for (int h = 0; h < KV; h++) {
+            int32_t *len = &cache->len[ckv_cache_lh(cache, l, h)];
+            len0[h] = *len;
+            for (int32_t i = 0; i < n; i++) {
+                memcpy(ckv_cache_key(cache, l, h, *len + i), s->k + (size_t)i * kvd + (size_t)h * hd,
+                       (size_t)hd * sizeof(float));
+                memcpy(ckv_cache_val(cache, l, h, *len + i), s->v + (size_t)i * kvd + (size_t)h * hd,
+                       (size_t)hd * sizeof(float));
+                ckv_cache_degp(cache, l, h)[*len + i] = 1.0f;
+                if (cache->score)
+                    ckv_cache_scorep(cache, l, h)[*len + i] = 0.0f;
+            }
+            *len += n;
+            const float *deg = ckv_cache_degp(cache, l, h);
+            for (int32_t t = 0; t < *len; t++)
+                s->logdeg[h * T + t] = logf(deg[t]);
+        }
+        /* Per query head: S = Q K^T * scale + log(deg), causal within the chunk
+         * (query i sees every older entry plus chunk tokens <= i), softmax,
+         * then O = P V. Both products go through BLAS. */
+        for (int qh = 0; qh < H; qh++) {
+            int h = qh / group;
+            int32_t len = cache->len[ckv_cache_lh(cache, l, h)];
+            float *S = s->scores;
+            ckv_matmul_nt(S, len, s->q + (size_t)qh * hd, qd, ckv_cache_key(cache, l, h, 0), hd,
+                          NULL, n, len, hd, scale, nt);
+            const float *ld = s->logdeg + h * T;
+#pragma omp parallel for schedule(static) num_threads(nt)
+            for (int32_t i = 0; i < n; i++) {
+                float *row = S + (size_t)i * len;
+                if (!o->no_degree_bias)
+                    for (int32_t t = 0; t < len0[h] + i + 1; t++)
+                        row[t] += ld[t];
+                softmax_row(row, len0[h] + i + 1, len);
+            }
+            if (cache->score) {
+                float *acc = ckv_cache_scorep(cache, l, h);
+                for (int32_t i = 0; i < n; i++)
+                    for (int32_t t = 0; t < len; t++)
+                        acc[t] += S[(size_t)i * len + t];
+            }
+            ckv_matmul_nn(s->att + (size_t)qh * hd, qd, S, len, ckv_cache_val(cache, l, h, 0), hd, n,
+                          len, hd, nt);
+        }
+        matmul(s, s->xb, s->att, L->wo, NULL, n, qd, E);
+        for (size_t i = 0; i < (size_t)n * E; i++)
+            s->x[i] += s->xb[i];
+
+        for (int32_t i = 0; i < n; i++)
+            rmsnorm(s->xb + (size_t)i * E, s->x + (size_t)i * E, L->ffn_norm, E, c->rms_eps);
+        matmul(s, s->hg, s->xb, L->w_gate, NULL, n, E, c->n_ff);
+        matmul(s, s->hu, s->xb, L->w_up, NULL, n, E, c->n_ff);
+        for (size_t i = 0; i < (size_t)n * c->n_ff; i++) {
+            float g = s->hg[i];
+            s->hg[i] = g / (1.0f + expf(-g)) * s->hu[i];
+        }
+        matmul(s, s->xb, s->hg, L->w_down, NULL, n, c->n_ff, E);
+        for (size_t i = 0; i < (size_t)n * E; i++)
+            s->x[i] += s->xb[i];
+    }
+    cache->n_pos += n;
+
+    if (logits) {
+        /* All logits, or only those of the very last token of the whole input. */
+        int32_t from = o->all_logits ? 0 : (first + n == total ? n - 1 : n);
+        for (int32_t i = from; i < n; i++)
+            rmsnorm(s->xb + (size_t)(i - from) * E, s->x + (size_t)i * E, m->output_norm, E,
+                    c->rms_eps);
+        if (n - from > 0)
+            matmul(s, o->all_logits ? logits + (size_t)first * c->n_vocab : logits, s->xb, m->output,
+                   NULL, n - from, E, c->n_vocab);
+    }
+    return CKV_OK;
+}
+
+ckv_status ckv_cpu_forward(ckv_cpu *s, ckv_cache *cache, const int32_t *tokens, int32_t n,
+                           const ckv_forward_opts *opts, float *logits, ckv_error *err)
+{
+    const ckv_config *c = &s->m->cfg;
+    static const ckv_forward_opts none = {0};
+    const ckv_forward_opts *o = opts ? opts : &none;
+    if (n <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: no tokens");
+    if (cache->n_layer != c->n_layer || cache->n_head_kv != c->n_head_kv ||
+        cache->head_dim != c->head_dim)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "forward: cache shape [%d layers, %d kv heads, dim %d] does not match "
+                          "the model [%d, %d, %d]",
+                          cache->n_layer, cache->n_head_kv, cache->head_dim, c->n_layer,
+                          c->n_head_kv, c->head_dim);
+    if (o->q_window < 0 || o->q_window > n || (o->q_window > 0 && !o->q_window_out))
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: query window %d invalid for %d tokens",
+                          o->q_window, n);
+    int32_t mx = ckv_cache_max_len(cache);
+    if ((int64_t)mx + n > cache->capacity)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "forward: %d new tokens overflow the cache (longest list %d, capacity %d)",
+                          n, mx, cache->capacity);
+    ckv_status st = ensure_aux(s, cache->capacity, err);
+    if (st)
+        return st;
+    for (int32_t first = 0; first < n; first += s->max_batch) {
+        int32_t chunk = n - first < s->max_batch ? n - first : s->max_batch;
+        if ((st = forward_chunk(s, cache, tokens + first, chunk, first, n, o, logits, err)))
+            return st;
+    }
+    return CKV_OK;
+}
