@@ -508,3 +508,57 @@ Test(gguf, open_maps_and_prefixes_path)
     cr_assert(strstr(e.msg, path), "%s", e.msg);
     free(b.p);
 }
+
+/* ---- fuzzer inputs ---- */
+
+/* Parses every file in dir (README.md excepted) and dequantises every
+ * supported tensor; returns how many parsed. Must never crash. */
+static int parse_dir(const char *dir, int *files)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d, "cannot open %s", dir);
+    int ok = 0;
+    *files = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || !strcmp(de->d_name, "README.md"))
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        gguf_file f;
+        ckv_error e = {0};
+        ckv_status st = gguf_open(&f, path, &e);
+        (*files)++;
+        if (st) {
+            cr_assert(st == CKV_ERR_FORMAT && e.msg[0], "%s: status %d: %s", path, st, e.msg);
+            continue;
+        }
+        ok++;
+        for (uint64_t i = 0; i < f.n_tensors; i++) {
+            const gguf_tensor *t = &f.tensors[i];
+            float *y = malloc(t->nelem * sizeof *y);
+            cr_assert(y);
+            st = ckv_dequantize(t->type, t->data, y, t->nelem, &e);
+            cr_assert(st == CKV_OK || (st == CKV_ERR_UNSUPPORTED && !ggml_type_supported(t->type)),
+                      "%s: tensor %llu: %s", path, (unsigned long long)i, e.msg);
+            free(y);
+        }
+        gguf_close(&f);
+    }
+    closedir(d);
+    return ok;
+}
+
+Test(gguf, fuzz_regressions_do_not_crash)
+{
+    int files;
+    parse_dir(CKV_SOURCE_ROOT "/tests/fuzz/regressions", &files);
+    cr_assert_gt(files, 0);
+}
+
+Test(gguf, fuzz_seed_corpus_parses)
+{
+    int files, ok = parse_dir(CKV_SOURCE_ROOT "/tests/fuzz/corpus", &files);
+    cr_assert_gt(files, 0);
+    cr_assert_eq(ok, files, "%d of %d seeds parsed", ok, files);
+}
