@@ -29,7 +29,8 @@ typedef struct {
 
 /* One metadata entry. For arrays, `arr_type` and `arr_n` describe the
  * elements and `data` points at the first element; for scalars `data` points
- * at the value bytes. Nested arrays are validated but only exposed raw. */
+ * at the value bytes (for a string, at its u64 length). Nested arrays are
+ * validated but only exposed raw. */
 typedef struct {
     gguf_str key;
     uint32_t type;
