@@ -259,12 +259,10 @@ static ckv_status split(bpe_run *r, int k, const char *s, size_t n)
     size_t pos = 0;
     ckv_status st;
     while (pos < n) {
-        int rc;
+        int rc = PCRE2_ERROR_JIT_STACKLIMIT;
         if (r->t->stage_jit[k])
             rc = pcre2_jit_match(re, (PCRE2_SPTR)s, n, pos, 0, r->md, r->mctx);
-        else
-            rc = PCRE2_ERROR_JIT_STACKLIMIT;
-        /* The interpreter handles what the JIT stack cannot (long runs). */
+        /* Without JIT, or past the JIT stack, the interpreter finds the same match. */
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
             rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, r->md,
                              r->mctx);

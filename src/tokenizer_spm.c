@@ -124,8 +124,8 @@ static ckv_status encode_text(spm_run *r, const char *s, size_t n, bool prefix, 
 {
     const ckv_tokenizer *t = r->t;
     /* Each byte becomes at most 3 (a space -> U+2581), plus the prefix. */
-    if (n > (SIZE_MAX - 3) / 3)
-        return ckv_errorf(r->err, CKV_ERR_ARG, "tokenizer: text of %zu bytes", n);
+    if (n > (INT32_MAX - 3) / 3)
+        return ckv_errorf(r->err, CKV_ERR_UNSUPPORTED, "tokenizer: text of %zu bytes", n);
     ckv_status st = reserve(r, 3 * n + 3);
     if (st)
         return st;

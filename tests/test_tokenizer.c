@@ -521,7 +521,7 @@ enum { P_SP, P_H, P_E, P_L, P_O, P_W, P_R, P_D, P_LL, P_HE, P_HELL, P_HELLO, P_S
 static uint8_t *spm_mem;
 static gguf_file spm_file;
 
-static ckv_tokenizer *spm_model(bool bytes)
+static ckv_tokenizer *spm_model(bool bytes, const char *chat_template)
 {
     size_t np = sizeof spm_pieces / sizeof spm_pieces[0], n = 3 + (bytes ? 256 : 0) + np;
     gguf_str *toks = calloc(n, sizeof *toks);
@@ -553,7 +553,8 @@ static ckv_tokenizer *spm_model(bool bytes)
     kv_u32(&b, "tokenizer.ggml.eos_token_id", SPM_EOS);
     kv_u32(&b, "tokenizer.ggml.unknown_token_id", SPM_UNK);
     kv_bool(&b, "tokenizer.ggml.add_bos_token", true);
-    kv_str(&b, "tokenizer.chat_template", "{{ bos_token + '[INST] ' + content + ' [/INST]' }}");
+    if (chat_template)
+        kv_str(&b, "tokenizer.chat_template", chat_template);
     free(toks);
     free(scores);
     free(types);
@@ -594,7 +595,7 @@ static void spm_expect(const ckv_tokenizer *t, const char *text, bool special, b
  * (-0.2), ▁w (-3), or (-4), ld (-5), orld (-6) merge in that order. */
 Test(tokenizer, spm_merges_by_score)
 {
-    ckv_tokenizer *t = spm_model(true);
+    ckv_tokenizer *t = spm_model(true, "{{ bos_token + '[INST] ' + content + ' [/INST]' }}");
 #define P(k) piece(k, true)
     cr_expect_str_eq(ckv_tokenizer_model(t), "llama");
     int32_t hw[] = {P(P_SP), P(P_HELLO), P(P_SPW), P(P_ORLD)};
@@ -638,7 +639,7 @@ Test(tokenizer, spm_merges_by_score)
 
 Test(tokenizer, spm_without_byte_tokens_uses_unknown)
 {
-    ckv_tokenizer *t = spm_model(false);
+    ckv_tokenizer *t = spm_model(false, NULL);
     int32_t *ids;
     size_t n;
     ckv_error err = {0};
@@ -724,4 +725,45 @@ Test(tokenizer, malformed_metadata_is_an_error)
     cr_expect(strstr(err.msg, "bos_token_id"), "%s", err.msg);
     cr_expect_eq(load_kvs(fill_no_tokens, &err), CKV_ERR_FORMAT);
     cr_expect(strstr(err.msg, "tokenizer.ggml.tokens"), "%s", err.msg);
+}
+
+/* Chat formats from template markers. Expected strings follow the published
+ * templates: Qwen2.5's (default system prompt inside a Jinja string with an
+ * escaped newline) and Llama 3's (BOS left to ckv_tokenize). */
+Test(tokenizer, chat_formats_from_templates)
+{
+    static const char qwen[] =
+        "{%- if messages[0]['role'] == 'system' %}\n"
+        "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+        "{%- else %}\n"
+        "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+        "assistant.<|im_end|>\\n' }}\n"
+        "{%- endif %}";
+    char *s;
+    ckv_error err = {0};
+    ckv_tokenizer *t = spm_model(true, qwen);
+    cr_expect_eq(ckv_tokenizer_chat_format(t), CKV_CHAT_CHATML);
+    cr_assert_eq(ckv_chat_render(t, NULL, "U", &s, &err), CKV_OK);
+    cr_expect_str_eq(s, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a "
+                        "helpful assistant.<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+                        "<|im_start|>assistant\n");
+    free(s);
+    spm_free(t);
+
+    t = spm_model(true, "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}");
+    cr_expect_eq(ckv_tokenizer_chat_format(t), CKV_CHAT_LLAMA3);
+    cr_assert_eq(ckv_chat_render(t, "S", "U", &s, &err), CKV_OK);
+    cr_expect_str_eq(s, "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+                        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(s);
+    spm_free(t);
+
+    /* No template and no <|im_start|> token: the text as is. */
+    t = spm_model(true, NULL);
+    cr_expect_eq(ckv_tokenizer_chat_format(t), CKV_CHAT_NONE);
+    cr_assert_eq(ckv_chat_render(t, NULL, "U", &s, &err), CKV_OK);
+    cr_expect_str_eq(s, "U");
+    free(s);
+    spm_free(t);
 }
