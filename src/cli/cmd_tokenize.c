@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "gguf.h"
+#include "model.h"
 #include "opts.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -193,7 +194,7 @@ int cmd_tokenize(int argc, char **argv)
         return cli_fail("tokenize", &err);
     gguf_file f;
     ckv_tokenizer *t = NULL;
-    const char *path = cli_model_path(model);
+    const char *path = ckv_default_model_path(model);
     if (gguf_open(&f, path, &err)) {
         free(text);
         return cli_fail("tokenize", &err);
