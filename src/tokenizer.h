@@ -60,7 +60,10 @@ ckv_chat_format ckv_tokenizer_chat_format(const ckv_tokenizer *t);
 /* Renders a single-turn chat (optional system message, user message,
  * assistant header with generation prompt) in the model's chat format. The
  * result is text with special-token strings, to be encoded with
- * parse_special = true. *out is malloc'd. */
+ * parse_special = true; it has no BOS (ckv_tokenize's add_bos adds it). With
+ * system == NULL, a ChatML template's built-in default system prompt (e.g.
+ * SmolLM2's) is used, as Hugging Face's apply_chat_template does; other
+ * formats then have no system part. *out is malloc'd. */
 ckv_status ckv_chat_render(const ckv_tokenizer *t, const char *system, const char *user,
                            char **out, ckv_error *err);
 
