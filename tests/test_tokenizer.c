@@ -315,6 +315,16 @@ static ckv_tokenizer *with_pre(const char *pre, uint8_t **mem)
     return t;
 }
 
+/* The hash covers the tokenizer only, not the rest of the file. */
+Test(tokenizer, hash_depends_on_tokenizer_only, .init = open_model, .fini = close_model)
+{
+    uint8_t *mem;
+    ckv_tokenizer *t = with_pre("smollm", &mem);
+    cr_expect_eq(ckv_tokenizer_hash(t), ckv_tokenizer_hash(smollm));
+    ckv_tokenizer_free(t);
+    free(mem);
+}
+
 Test(tokenizer, other_pretokenizers_match_hugging_face, .init = open_model, .fini = close_model)
 {
     static const char *pres[] = {"gpt2", "qwen2", "llama-bpe"};
