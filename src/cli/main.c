@@ -13,6 +13,7 @@ typedef struct {
 
 static const command commands[] = {
     {"devices", cmd_devices, "list CUDA devices (when built with CUDA)"},
+    {"compress", cmd_compress, "apply a KV-cache policy to a dump (HDF5)"},
 };
 
 static void usage(FILE *fp)

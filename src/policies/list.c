@@ -47,8 +47,9 @@ ckv_status ckv_list_apply(ckv_cache *c, int32_t l, int32_t h, const int32_t *des
     int32_t n_acc = 0;
     if (!acc_of || !newslot)
         goto nomem;
-    for (int32_t t = 0; t < T; t++) {
+    for (int32_t t = 0; t < T; t++)
         acc_of[t] = -1;
+    for (int32_t t = 0; t < T; t++) {
         if (dest[t] >= 0 && dest[t] != t && acc_of[dest[t]] < 0)
             acc_of[dest[t]] = n_acc++;
     }
