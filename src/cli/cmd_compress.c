@@ -28,9 +28,10 @@ static void help(void)
            "                    --help' lists them. For centroid, round=J starts the rate\n"
            "                    schedule at round J (default: the input's csm_round)\n"
            "  --in FILE         input dump (k, v; optional degree, length, q_window, h2o_score)\n"
-           "  --out FILE        output: k, v, degree, length, assign, h2o_score if present, and\n"
-           "                    attributes policy, params, budget, budget_entries, csm_round,\n"
-           "                    prompt_tokens, model, prompt; written atomically\n"
+           "  --out FILE        output: k, v, degree, length, assign (q_window, h2o_score\n"
+           "                    when present) and attributes policy, params, budget,\n"
+           "                    budget_entries, csm_round, prompt_tokens, model, prompt;\n"
+           "                    written atomically\n"
            "  -h, --help        this help\n\n"
            "Exit status: 0 done, 1 failure, 2 usage error, 3 skipped (a fractional budget\n"
            "that does not exceed the policy's protected entries; the reason is printed).\n");
@@ -158,6 +159,9 @@ int cmd_compress(int argc, char **argv)
     char params[1024];
     ckv_policy_describe(&pol, params, sizeof params);
     ckv_kvfile_extra x = {
+        .q_window = d.q_window,
+        .n_head = d.n_head,
+        .w = d.w,
         .assign = assign,
         .assign_tokens = d.cache.capacity,
         .assign_stride = d.cache.capacity,

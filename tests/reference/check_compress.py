@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Runs `ckv compress` ($CKV) for every policy on the committed SmolLM2
+fixture dump and compares the output with policies_ref.py: decisions
+(length, assign, degree) exactly, keys and values to float32 rounding.
+Exits non-zero on any difference."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import policies_ref  # noqa: E402
+
+ROOT = os.environ.get("CKV_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+CKV = os.environ["CKV"]
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "kv_small.h5")
+
+CASES = [
+    ("full", "25%", []),
+    ("streaming", "25%", []),
+    ("streaming", "100", ["sinks=0"]),
+    ("h2o", "25%", []),
+    ("h2o", "0.4", ["recent=16"]),
+    ("snapkv", "25%", []),
+    ("snapkv", "200", ["pooling=avg", "kernel=5", "window=16"]),
+    ("snapkv", "150", ["kernel=4"]),
+    ("kmeans", "25%", []),
+    ("kmeans", "100", ["iters=3", "sinks=2", "recent=8"]),
+    ("centroid", "25%", []),
+    ("centroid", "100", ["partition=sequential"]),
+    ("centroid", "100", ["partition=random", "seed=12345"]),
+    ("centroid", "0.3", ["schedule=constant", "chunk=8", "recent=16"]),
+    ("centroid", "150", ["round=3", "r_init=0.7", "r_step=0.25", "r_min=0.2"]),
+]
+
+
+def read(path):
+    with h5py.File(path, "r") as f:
+        d = {name: f[name][...] for name in f}
+        d.update({key: f.attrs[key] for key in f.attrs})
+    return d
+
+
+def compare(tag, got, ref):
+    k, v, n, length, assign, rounds = ref
+    bad = []
+    if not np.array_equal(got["length"], length):
+        bad.append(f"length {got['length'].tolist()} != {length.tolist()}")
+    if not np.array_equal(got["assign"], assign):
+        diff = np.argwhere(got["assign"] != assign)
+        bad.append(f"assign differs at {len(diff)} places, first {diff[0].tolist()}")
+    if got["k"].shape[2] != k.shape[2]:
+        bad.append(f"max length {got['k'].shape[2]} != {k.shape[2]}")
+    elif not bad:
+        if not np.array_equal(got["degree"], n.astype(np.float32)):
+            bad.append("degree differs")
+        for name, want in (("k", k), ("v", v)):
+            err = np.abs(got[name] - want) / (np.abs(want) + 1e-3)
+            if err.max() > 1e-5:
+                bad.append(f"{name} max relative error {err.max():.3g}")
+    if "policy" in got and got["policy"] == "centroid" and int(got["csm_round"]) != rounds:
+        bad.append(f"csm_round {int(got['csm_round'])} != {rounds}")
+    print(("FAIL " if bad else "ok   ") + tag + ("" if not bad else ": " + "; ".join(bad)))
+    return not bad
+
+
+def run(inp, out, policy, budget, sets):
+    cmd = [CKV, "compress", "--policy", policy, "--budget", budget, "--in", inp, "--out", out]
+    for s in sets:
+        cmd += ["--set", s]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"FAIL {' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")
+        return False
+    return True
+
+
+def main():
+    dump = read(FIXTURE)
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.h5")
+        for policy, budget, sets in CASES:
+            tag = f"{policy} --budget {budget} {' '.join(sets)}"
+            if not run(FIXTURE, out, policy, budget, sets):
+                ok = False
+                continue
+            ok &= compare(tag, read(out), policies_ref.compress(policy, sets, budget, dump))
+        # A second compression of a compressed cache: degrees > 1, a
+        # `length` dataset, and the CSM round counter carried on.
+        first = os.path.join(tmp, "first.h5")
+        for policy, sets in (("centroid", []), ("kmeans", []), ("snapkv", []), ("h2o", [])):
+            if not run(FIXTURE, first, policy, "40%", sets) or \
+                    not run(first, out, policy, "20%", sets):
+                ok = False
+                continue
+            ok &= compare(f"{policy} 40% then 20%", read(out),
+                          policies_ref.compress(policy, sets, "20%", read(first)))
+    print("all policies match the reference" if ok else "MISMATCH")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
