@@ -5,5 +5,7 @@
 
 int cmd_devices(int argc, char **argv);
 int cmd_compress(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

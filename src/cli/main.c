@@ -14,6 +14,8 @@ typedef struct {
 static const command commands[] = {
     {"devices", cmd_devices, "list CUDA devices (when built with CUDA)"},
     {"compress", cmd_compress, "apply a KV-cache policy to a dump (HDF5)"},
+    {"analyze", cmd_analyze, "analyses of a dump (keys: similarity vs token distance)"},
+    {"bench", cmd_bench, "benchmarks (compress: every policy's compression time)"},
 };
 
 static void usage(FILE *fp)
