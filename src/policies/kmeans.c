@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "list.h"
 #include "policies.h"
 
@@ -34,32 +36,37 @@ static int32_t interval(const ckv_policy *p)
     return (int32_t)p->p[P_INTERVAL];
 }
 
-/* Cosine of two double vectors with the zero-norm rule. */
-static double cosine_d(const double *a, const double *b, int32_t d)
+static void norms(const double *x, int32_t n, int32_t d, double *out)
 {
-    double na = 0, nb = 0, s = 0;
-    for (int32_t i = 0; i < d; i++) {
-        na += a[i] * a[i];
-        nb += b[i] * b[i];
-        s += a[i] * b[i];
+    for (int32_t r = 0; r < n; r++) {
+        double s = 0;
+        for (int32_t i = 0; i < d; i++)
+            s += x[(size_t)r * d + i] * x[(size_t)r * d + i];
+        out[r] = sqrt(s);
     }
-    na = sqrt(na);
-    nb = sqrt(nb);
-    return na < 1e-30 || nb < 1e-30 ? 0 : s / (na * nb);
 }
 
-/* Assigns each of the M features to its most similar centroid (ties: the
- * lowest cluster index). */
-static void assign_all(const double *f, int32_t M, const double *cen, int32_t k, int32_t d,
-                       int32_t *cl)
+enum { BLOCK = 256 };
+
+/* Assigns each of the M features to the centroid of highest cosine
+ * similarity (ties: the lowest cluster index; zero norms give 0). The dot
+ * products are one BLAS product per block of BLOCK features. */
+static void assign_all(const double *f, const double *fnorm, int32_t M, const double *cen,
+                       int32_t k, int32_t d, double *cnorm, double *sim, int32_t *cl)
 {
-    for (int32_t m = 0; m < M; m++) {
-        double best = -INFINITY;
-        for (int32_t j = 0; j < k; j++) {
-            double s = cosine_d(f + (size_t)m * d, cen + (size_t)j * d, d);
-            if (s > best) {
-                best = s;
-                cl[m] = j;
+    norms(cen, k, d, cnorm);
+    for (int32_t m0 = 0; m0 < M; m0 += BLOCK) {
+        int32_t rows = M - m0 < BLOCK ? M - m0 : BLOCK;
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, k, d, 1.0, f + (size_t)m0 * d,
+                    d, cen, d, 0.0, sim, k);
+        for (int32_t r = 0; r < rows; r++) {
+            double best = -INFINITY, fn = fnorm[m0 + r];
+            for (int32_t j = 0; j < k; j++) {
+                double s = fn < 1e-30 || cnorm[j] < 1e-30 ? 0 : sim[(size_t)r * k + j] / (fn * cnorm[j]);
+                if (s > best) {
+                    best = s;
+                    cl[m0 + r] = j;
+                }
             }
         }
     }
@@ -106,8 +113,10 @@ static ckv_status compress_list(ckv_cache *c, int32_t l, int32_t h, int32_t sink
     double *sum = malloc((size_t)k * d * sizeof *sum), *wsum = malloc((size_t)k * sizeof *wsum);
     int32_t *cl = malloc((size_t)M * sizeof *cl), *first = malloc((size_t)k * sizeof *first);
     int32_t *dest = malloc((size_t)T * sizeof *dest);
+    double *fnorm = malloc((size_t)M * sizeof *fnorm), *cnorm = malloc((size_t)k * sizeof *cnorm);
+    double *sim = malloc((size_t)BLOCK * k * sizeof *sim);
     ckv_status st = CKV_OK;
-    if (!f || !cen || !sum || !wsum || !cl || !first || !dest) {
+    if (!f || !cen || !sum || !wsum || !cl || !first || !dest || !fnorm || !cnorm || !sim) {
         st = ckv_errorf(err, CKV_ERR_NOMEM, "kmeans: out of memory for M=%d k=%d", M, k);
         goto done;
     }
@@ -117,15 +126,16 @@ static ckv_status compress_list(ckv_cache *c, int32_t l, int32_t h, int32_t sink
         for (int32_t i = 0; i < d; i++)
             f[(size_t)m * d + i] = n < 1e-30 ? 0 : key[i] / n;
     }
+    norms(f, M, d, fnorm);
     for (int32_t j = 0; j < k; j++) {
         int64_t m = ((2 * (int64_t)j + 1) * M) / (2 * (int64_t)k);
         memcpy(cen + (size_t)j * d, f + (size_t)m * d, (size_t)d * sizeof *cen);
     }
     for (int32_t it = 0; it < iters; it++) {
-        assign_all(f, M, cen, k, d, cl);
+        assign_all(f, fnorm, M, cen, k, d, cnorm, sim, cl);
         update(f, deg, M, cl, cen, k, d, sum, wsum);
     }
-    assign_all(f, M, cen, k, d, cl);
+    assign_all(f, fnorm, M, cen, k, d, cnorm, sim, cl);
     /* Each cluster collapses into its smallest member slot, which orders
      * the clusters as the contract asks. */
     for (int32_t j = 0; j < k; j++)
@@ -146,6 +156,9 @@ done:
     free(cl);
     free(first);
     free(dest);
+    free(fnorm);
+    free(cnorm);
+    free(sim);
     return st;
 }
 
