@@ -2,7 +2,8 @@
 """Runs `ckv compress` ($CKV) for every policy on the committed SmolLM2
 fixture dump and compares the output with policies_ref.py: decisions
 (length, assign, degree) exactly, keys and values to float32 rounding.
-Exits non-zero on any difference."""
+Also checks `ckv analyze keys` against NumPy and the exit statuses and
+messages of `ckv compress` on bad input. Exits non-zero on any difference."""
 import os
 import subprocess
 import sys
@@ -78,9 +79,60 @@ def run(inp, out, policy, budget, sets):
     return True
 
 
+def cli_errors(tmp):
+    """Bad input: clear message, documented exit status."""
+    nan = os.path.join(tmp, "nan.h5")
+    bare = os.path.join(tmp, "bare.h5")
+    with h5py.File(FIXTURE, "r") as f, h5py.File(nan, "w") as g, h5py.File(bare, "w") as b:
+        k = f["k"][...]
+        k[1, 2, 300, 5] = np.nan
+        g["k"], g["v"] = k, f["v"][...]
+        b["k"], b["v"] = f["k"][...], f["v"][...]
+    out = os.path.join(tmp, "err.h5")
+    cases = [
+        (["--policy", "centroid", "--budget", "68", "--in", FIXTURE], 2, "68 entries"),
+        (["--policy", "centroid", "--budget", "10%", "--in", FIXTURE], 3, "skipped"),
+        (["--policy", "h2o", "--budget", "25%", "--set", "window=3", "--in", FIXTURE], 2, "window"),
+        (["--policy", "kmeans", "--budget", "25%", "--set", "iters=-1", "--in", FIXTURE], 2, "-1"),
+        (["--policy", "nosuch", "--budget", "25%", "--in", FIXTURE], 2, "nosuch"),
+        (["--policy", "h2o", "--budget", "2.5", "--in", FIXTURE], 2, "2.5"),
+        (["--policy", "h2o", "--budget", "25%", "--in", os.path.join(tmp, "absent.h5")], 1,
+         "absent.h5"),
+        (["--policy", "streaming", "--budget", "25%", "--in", nan], 1, "'k' [1, 2, 300]"),
+        (["--policy", "snapkv", "--budget", "25%", "--in", bare], 1, "q_window"),
+        (["--policy", "h2o", "--budget", "25%", "--in", bare], 1, "h2o_score"),
+    ]
+    ok = True
+    for args, code, text in cases:
+        r = subprocess.run([CKV, "compress", *args, "--out", out], capture_output=True, text=True)
+        good = r.returncode == code and text in r.stderr and not os.path.exists(out)
+        print(("ok   " if good else "FAIL ") + f"compress {' '.join(args[:4])}: exit {r.returncode}"
+              + ("" if good else f" (want {code} and '{text}'): {r.stderr.strip()}"))
+        ok &= good
+    return ok
+
+
+def analyze_keys():
+    """`ckv analyze keys` against NumPy: mean cosine of keys t, t + dist."""
+    r = subprocess.run([CKV, "analyze", "keys", FIXTURE, "--max-distance", "5"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"FAIL analyze keys: exit {r.returncode}: {r.stderr.strip()}")
+        return False
+    got = np.array([[float(x) for x in line.split()[1:]] for line in r.stdout.splitlines()[1:]])
+    k = read(FIXTURE)["k"].astype(np.float64)
+    kn = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    want = np.array([[(kn[l, :, dist:] * kn[l, :, :-dist]).sum(-1).mean() for l in range(2)]
+                     for dist in range(1, 6)])
+    good = got.shape == want.shape and np.abs(got - want).max() < 1e-4
+    print(("ok   " if good else "FAIL ") + "analyze keys matches NumPy"
+          + ("" if good else f": {got} vs {want}"))
+    return good
+
+
 def main():
     dump = read(FIXTURE)
-    ok = True
+    ok = analyze_keys()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.h5")
         for policy, budget, sets in CASES:
@@ -99,6 +151,7 @@ def main():
                 continue
             ok &= compare(f"{policy} 40% then 20%", read(out),
                           policies_ref.compress(policy, sets, "20%", read(first)))
+        ok &= cli_errors(tmp)
     print("all policies match the reference" if ok else "MISMATCH")
     return 0 if ok else 1
 
