@@ -196,7 +196,7 @@ ckv_status ckv_budget_check(const ckv_policy *p, const ckv_budget *b, int64_t n_
     *skip = false;
     if (skip_reason && reason_size)
         skip_reason[0] = 0;
-    if (B > prot || !strcmp(p->ops->name, "full"))
+    if (B > prot)
         return CKV_OK;
     if (b->absolute)
         return ckv_errorf(err, CKV_ERR_ARG,
@@ -229,7 +229,7 @@ ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget
     if ((needs & CKV_NEEDS_Q_WINDOW) && (!qw || !qw->q))
         return ckv_errorf(err, CKV_ERR_ARG, "policy %s needs the window queries (q_window)",
                           p->ops->name);
-    if (strcmp(p->ops->name, "full") && budget <= p->ops->protected_count(p))
+    if (budget <= p->ops->protected_count(p))
         return ckv_errorf(err, CKV_ERR_ARG,
                           "budget %d entries does not exceed the %d entries policy %s protects",
                           budget, p->ops->protected_count(p), p->ops->name);

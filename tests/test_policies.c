@@ -292,6 +292,35 @@ Test(hand, snapkv_maxpool3)
     snap_case("kernel=3", want);
 }
 
+Test(hand, snapkv_gqa_groups)
+{
+    /* Two KV heads with the snap_keys above, four query heads: heads 0, 1
+     * belong to KV head 0 and ask (1, 0); heads 2, 3 belong to KV head 1
+     * and ask (0, 1). KV head 0 keeps 6, 1, 8 as in snapkv_kernel1; KV head
+     * 1 ranks by k_y / sqrt(2) + ln n: slot 6 (0 + 3.00), 7 (1.41), 2 (0.71),
+     * so it keeps 2, 6, 7. */
+    ckv_cache c;
+    cr_assert_eq(ckv_cache_init(&c, 1, 2, 2, 12, false, NULL), CKV_OK);
+    for (int h = 0; h < 2; h++) {
+        for (int t = 0; t < 12; t++) {
+            memcpy(ckv_cache_key(&c, 0, h, t), snap_keys[t], sizeof snap_keys[t]);
+            ckv_cache_val(&c, 0, h, t)[0] = ckv_cache_val(&c, 0, h, t)[1] = (float)t;
+            ckv_cache_degp(&c, 0, h)[t] = t == 6 ? 20 : 1;
+        }
+        c.len[h] = 12;
+    }
+    float q[4][2][2] = {{{1, 0}, {1, 0}}, {{1, 0}, {1, 0}}, {{0, 1}, {0, 1}}, {{0, 1}, {0, 1}}};
+    ckv_qwindow qw = {&q[0][0][0], 4, 2};
+    ckv_policy p;
+    make(&p, "snapkv", (const char *[]){"window=2", "kernel=1", NULL});
+    int32_t assign[24];
+    run(&p, &c, 5, &qw, assign);
+    const int32_t want[] = {-1, 0, -1, -1, -1, -1, 1, -1, 2, -1, 3, 4,
+                            -1, -1, 0, -1, -1, -1, 1, 2, -1, -1, 3, 4};
+    expect_assign(assign, want, 24);
+    ckv_cache_free(&c);
+}
+
 /* K-Means keys: sinks 1, recent 2, middle slots 1..9 (M = 9), B = 5 so
  * k = 2. Initial centroids at local ((2i+1) * 9) / 4 = 2, 6: slots 3 (x-ish)
  * and 7 (y). The x-direction keys (1, 3, 5, 8) and y-direction keys

@@ -1,7 +1,9 @@
 /* full: no compression, the reference every score is compared with. */
 #include "policies.h"
 
-static int32_t protected_count(const ckv_policy *p)
+/* Protects nothing (any budget >= 1 is valid) and never compresses during
+ * decode. */
+static int32_t none(const ckv_policy *p)
 {
     (void)p;
     return 0;
@@ -25,8 +27,8 @@ const ckv_policy_ops ckv_policy_full = {
     .summary = "no compression (reference)",
     .params = NULL,
     .n_params = 0,
-    .protected_count = protected_count,
+    .protected_count = none,
     .needs = needs,
-    .interval = protected_count,
+    .interval = none,
     .compress = compress,
 };
