@@ -10,9 +10,9 @@
 #include "kvfile.h"
 #include "opts.h"
 
-static void help(void)
+static void help(FILE *fp)
 {
-    printf("usage: ckv analyze keys kv.h5 [--max-distance D] [--png FILE]\n\n"
+    fprintf(fp, "usage: ckv analyze keys kv.h5 [--max-distance D] [--png FILE]\n\n"
            "Mean cosine similarity of keys at token distance 1..D, per layer (over every KV\n"
            "head and every pair of slots), from a dump written by 'ckv dump-kv': the\n"
            "observation CentroidKV builds on. Prints one row per distance, one column per\n"
@@ -76,7 +76,7 @@ static int analyze_keys(int argc, char **argv)
                 return CLI_USAGE;
             break;
         case 'p': png = optarg; break;
-        case 'h': help(); return CLI_OK;
+        case 'h': help(stdout); return CLI_OK;
         default: return cli_usage_error("analyze", "invalid option");
         }
     }
@@ -115,7 +115,7 @@ static int analyze_keys(int argc, char **argv)
 int cmd_analyze(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        help();
+        help(argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     if (!strcmp(argv[1], "keys"))

@@ -11,9 +11,9 @@
 #include "synthetic_kv.h"
 #include "util.h"
 
-static void help(void)
+static void help(FILE *fp)
 {
-    printf("usage: ckv bench compress (kv.h5 | --synthetic --tokens N [--layers L]\n"
+    fprintf(fp, "usage: ckv bench compress (kv.h5 | --synthetic --tokens N [--layers L]\n"
            "                           [--kv-heads H] [--head-dim D]) [--budget X] [--repeats R]\n\n"
            "Times one compression by every policy of the same cache at the same budget\n"
            "(default policy parameters), the median of R runs each on a fresh copy, and\n"
@@ -104,7 +104,7 @@ static int bench_compress(int argc, char **argv)
         case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &seed); break;
         case 'b': budget_s = optarg; break;
         case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 1000, &repeats); break;
-        case 'h': help(); return CLI_OK;
+        case 'h': help(stdout); return CLI_OK;
         default: return cli_usage_error("bench", "invalid option");
         }
         if (!ok)
@@ -184,7 +184,7 @@ static int bench_compress(int argc, char **argv)
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        help();
+        help(argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     if (!strcmp(argv[1], "compress"))
