@@ -467,7 +467,8 @@ static void random_cache(ckv_cache *c, uint64_t seed)
             walk[i] = (float)(urand(&s) * 2 - 1);
         c->len[lh] = lens[lh];
         for (int32_t t = 0; t < lens[lh]; t++) {
-            float *k = ckv_cache_key(c, lh / 2, lh % 2, t), *v = ckv_cache_val(c, lh / 2, lh % 2, t);
+            float *k = ckv_cache_key(c, lh / 2, lh % 2, t);
+            float *v = ckv_cache_val(c, lh / 2, lh % 2, t);
             for (int i = 0; i < 8; i++) {
                 walk[i] += (float)(urand(&s) - 0.5) * 0.3f;
                 k[i] = walk[i] + (float)(urand(&s) - 0.5) * 0.2f;

@@ -14,7 +14,8 @@
 static void help(FILE *fp)
 {
     fprintf(fp, "usage: ckv bench compress (kv.h5 | --synthetic --tokens N [--layers L]\n"
-           "                           [--kv-heads H] [--head-dim D]) [--budget X] [--repeats R]\n\n"
+           "                           [--kv-heads H] [--head-dim D] [--seed S])\n"
+           "                          [--budget X] [--repeats R]\n\n"
            "Times one compression by every policy of the same cache at the same budget\n"
            "(default policy parameters), the median of R runs each on a fresh copy, and\n"
            "prints CPU and wall time and the CPU-time ratio to centroid (CSM). Policies\n"

@@ -62,7 +62,9 @@ static void assign_all(const double *f, const double *fnorm, int32_t M, const do
         for (int32_t r = 0; r < rows; r++) {
             double best = -INFINITY, fn = fnorm[m0 + r];
             for (int32_t j = 0; j < k; j++) {
-                double s = fn < 1e-30 || cnorm[j] < 1e-30 ? 0 : sim[(size_t)r * k + j] / (fn * cnorm[j]);
+                double s = fn < 1e-30 || cnorm[j] < 1e-30
+                               ? 0
+                               : sim[(size_t)r * k + j] / (fn * cnorm[j]);
                 if (s > best) {
                     best = s;
                     cl[m0 + r] = j;

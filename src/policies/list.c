@@ -12,17 +12,6 @@ double ckv_norm(const float *a, int32_t d)
     return sqrt(s);
 }
 
-double ckv_cosine(const float *a, const float *b, int32_t d)
-{
-    double na = ckv_norm(a, d), nb = ckv_norm(b, d);
-    if (na < 1e-30 || nb < 1e-30)
-        return 0;
-    double s = 0;
-    for (int32_t i = 0; i < d; i++)
-        s += (double)a[i] * b[i];
-    return s / (na * nb);
-}
-
 static int cmp_ranked(const void *x, const void *y)
 {
     const ckv_ranked *a = x, *b = y;

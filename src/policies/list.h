@@ -1,7 +1,7 @@
 /* Operations on one (layer, KV head) entry list that several policies
- * share: cosine similarity with the zero-vector rule, ranking with the
- * contract's tie rule, and the one in-place edit (merge, evict, compact)
- * every policy ends with. Internal to src/policies/. */
+ * share: key norms, ranking with the contract's tie rule, and the one
+ * in-place edit (merge, evict, compact) every policy ends with. Internal to
+ * src/policies/. */
 #ifndef CKV_POLICIES_LIST_H
 #define CKV_POLICIES_LIST_H
 
@@ -10,8 +10,8 @@
 #include "cache.h"
 #include "status.h"
 
-/* Cosine similarity in double; 0 when either norm is below 1e-30. */
-double ckv_cosine(const float *a, const float *b, int32_t d);
+/* Euclidean norm in double. Cosines use it with the contract's rule: a key
+ * whose norm is below 1e-30 has cosine 0 with anything. */
 double ckv_norm(const float *a, int32_t d);
 
 /* A (score, slot) pair for ranking. */

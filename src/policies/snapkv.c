@@ -123,8 +123,8 @@ static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, co
             }
             for (int32_t t = 0; t < T - W; t++)
                 score[t] /= group;
-            st = ckv_list_keep_top(c, l, h, score, W, budget, assign ? assign + (size_t)lh * cap : NULL,
-                                   err);
+            st = ckv_list_keep_top(c, l, h, score, W, budget,
+                                   assign ? assign + (size_t)lh * cap : NULL, err);
         }
     free(logit);
     free(acc);
