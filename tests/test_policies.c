@@ -695,6 +695,39 @@ Test(decode, compresses_on_interval_only)
     cr_expect_eq(sk.ops->interval(&sk), 0);
     make(&sk, "snapkv", (const char *[]){"window=2", "interval=4", "decode=on", NULL});
     cr_expect_eq(sk.ops->interval(&sk), 4);
+    /* ... and only once W decode queries exist. */
+    ckv_cache_free(&c);
+    hand_cache(&c, snap_keys, NULL, false);
+    float q[2] = {1, 0};
+    ckv_qwindow one = {q, 1, 1};
+    cr_expect_eq(ckv_policy_on_decode(&sk, &c, 5, 4, &one, &did, &err), CKV_OK, "%s", err.msg);
+    cr_expect(!did);
+    cr_expect_eq(c.len[0], 12);
+    ckv_cache_free(&c);
+}
+
+Test(decode, csm_rounds_continue)
+{
+    /* A decode compression continues the sequence's round counter: after
+     * the prefill compression (round 0 only, see centroid_one_merge) one
+     * appended token and a decode step run round 1. */
+    ckv_cache c;
+    hand_cache(&c, csm_keys, NULL, false);
+    ckv_policy p;
+    make(&p, "centroid", (const char *[]){"sinks=1", "recent=2", "chunk=4", "interval=2", NULL});
+    int32_t assign[12];
+    run(&p, &c, 11, NULL, assign);
+    cr_assert_eq(c.round, 1);
+    ckv_cache_key(&c, 0, 0, 11)[0] = 7;
+    ckv_cache_key(&c, 0, 0, 11)[1] = 1;
+    c.deg[11] = 1;
+    c.len[0] = 12;
+    bool did;
+    ckv_error err = {0};
+    cr_expect_eq(ckv_policy_on_decode(&p, &c, 11, 2, NULL, &did, &err), CKV_OK, "%s", err.msg);
+    cr_expect(did);
+    cr_expect_eq(c.len[0], 11);
+    cr_expect_eq(c.round, 2);
     ckv_cache_free(&c);
 }
 
