@@ -16,6 +16,9 @@ static const command commands[] = {
     {"info", cmd_info, "show a GGUF model's metadata, tokenizer and tensors"},
     {"synth", cmd_synth, "write a small random GGUF model (tests, fuzzing)"},
     {"tokenize", cmd_tokenize, "encode text to token ids, or decode ids to text"},
+    {"compress", cmd_compress, "apply a KV-cache policy to a dump (HDF5)"},
+    {"analyze", cmd_analyze, "analyses of a dump (keys: similarity vs token distance)"},
+    {"bench", cmd_bench, "benchmarks (compress: every policy's compression time)"},
 };
 
 static void usage(FILE *fp)

@@ -1,0 +1,46 @@
+/* Operations on one (layer, KV head) entry list that several policies
+ * share: key norms, ranking with the contract's tie rule, and the one
+ * in-place edit (merge, evict, compact) every policy ends with. Internal to
+ * src/policies/. */
+#ifndef CKV_POLICIES_LIST_H
+#define CKV_POLICIES_LIST_H
+
+#include <stdint.h>
+
+#include "cache.h"
+#include "status.h"
+
+/* Euclidean norm in double. Cosines use it with the contract's rule: a key
+ * whose norm is below 1e-30 has cosine 0 with anything. */
+double ckv_norm(const float *a, int32_t d);
+
+/* A (score, slot) pair for ranking. */
+typedef struct {
+    double s;
+    int32_t slot;
+} ckv_ranked;
+
+/* Sorts by score descending, ties: lower slot first. */
+void ckv_rank(ckv_ranked *r, int32_t n);
+
+/* Rewrites list (l, h) of length T = c->len[...] in place. dest[t] is t
+ * (kept), -1 (evicted) or another slot d with dest[d] == d (merged into d).
+ * A destination with sources becomes the degree-weighted centroid
+ * (n_d x_d + sum n_s x_s) / (n_d + sum n_s) of keys and values, its degree
+ * the sum, its score (when tracked) the sum. Survivors keep slot order.
+ * assign (may be NULL) is this list's row of the assign map: each value, a
+ * current slot, is replaced by the slot it ends in (-1 if evicted). */
+ckv_status ckv_list_apply(ckv_cache *c, int32_t l, int32_t h, const int32_t *dest, int32_t *assign,
+                          ckv_error *err);
+
+/* Evicts every slot whose keep flag is 0 (keep has T entries). */
+ckv_status ckv_list_keep(ckv_cache *c, int32_t l, int32_t h, const uint8_t *keep, int32_t *assign,
+                         ckv_error *err);
+
+/* Keeps the last `recent` slots and the `budget - recent` highest-scoring
+ * of slots [0, T - recent) (ties: lower slot), slot order kept; score has
+ * T - recent entries. H2O and SnapKV both end this way. */
+ckv_status ckv_list_keep_top(ckv_cache *c, int32_t l, int32_t h, const double *score,
+                             int32_t recent, int32_t budget, int32_t *assign, ckv_error *err);
+
+#endif
