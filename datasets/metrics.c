@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pystr.h"
+#include "regex.h"
 #include "util.h"
 
 static const char *const metric_names[CKV_METRIC_N] = {
@@ -116,53 +117,16 @@ static ckv_status intern(const str_list *a, const str_list *b, int32_t **ida, in
     return CKV_OK;
 }
 
-/* ---- regular expressions (PCRE2, Unicode semantics as Python's re) ------ */
-
-static ckv_status re_compile(const char *pat, uint32_t opts, pcre2_code **out, ckv_error *err)
-{
-    int ec;
-    PCRE2_SIZE eo;
-    *out = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | opts, &ec,
-                         &eo, NULL);
-    if (!*out) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(ec, msg, sizeof msg);
-        return ckv_errorf(err, CKV_ERR_ARG, "regex '%s' at %zu: %s", pat, (size_t)eo, (char *)msg);
-    }
-    return CKV_OK;
-}
-
-/* re.findall: the spans of capture group `group` (0 = whole match) of every
- * non-overlapping match, left to right. */
+/* re.findall into a token list. */
 static ckv_status re_findall(const char *pat, uint32_t opts, int group, const char *s, size_t len,
                              str_list *out, ckv_error *err)
 {
-    pcre2_code *re;
-    ckv_status st = re_compile(pat, opts, &re, err);
-    if (st)
-        return st;
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    if (!md) {
-        pcre2_code_free(re);
-        return ckv_errorf(err, CKV_ERR_NOMEM, "out of memory for regex match data");
-    }
-    size_t at = 0;
-    while (at <= len) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, len, at, PCRE2_NO_UTF_CHECK, md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH)
-            break;
-        if (rc < 0) {
-            st = ckv_errorf(err, CKV_ERR_NUMERIC, "regex '%s': match failed (%d)", pat, rc);
-            break;
-        }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-        if ((st = push(out, s + ov[2 * group], ov[2 * group + 1] - ov[2 * group], err)))
-            break;
-        /* None of our patterns matches the empty string. */
-        at = ov[1] > ov[0] ? ov[1] : ov[0] + 1;
-    }
-    pcre2_match_data_free(md);
-    pcre2_code_free(re);
+    ckv_span *sp;
+    size_t n;
+    ckv_status st = ckv_re_findall(pat, opts, group, s, len, &sp, &n, err);
+    for (size_t i = 0; i < n && !st; i++)
+        st = push(out, s + sp[i].off, sp[i].len, err);
+    free(sp);
     return st;
 }
 

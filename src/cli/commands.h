@@ -4,5 +4,6 @@
 #define CKV_CLI_COMMANDS_H
 
 int cmd_devices(int argc, char **argv);
+int cmd_score(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ typedef struct {
 
 static const command commands[] = {
     {"devices", cmd_devices, "list CUDA devices (when built with CUDA)"},
+    {"score", cmd_score, "score predictions with LongBench and RULER metrics"},
 };
 
 static void usage(FILE *fp)
