@@ -86,9 +86,9 @@ ckv_status ckv_jsonl_next(ckv_jsonl *r, json_t **obj, ckv_error *err)
         if (i == (size_t)n)
             continue;
         json_error_t je;
-        /* The length form accepts embedded NUL bytes as invalid JSON instead
-         * of silently stopping at them. */
-        json_t *v = json_loadb(r->buf, (size_t)n, 0, &je);
+        /* The length form reports a raw NUL byte as invalid JSON instead of
+         * stopping at it; escaped "\u0000" is data (see the header). */
+        json_t *v = json_loadb(r->buf, (size_t)n, JSON_ALLOW_NUL, &je);
         if (!v)
             return ckv_errorf(err, CKV_ERR_FORMAT, "%s:%zu: invalid JSON at column %d: %s", r->path,
                               r->line, je.column, je.text);
@@ -113,16 +113,28 @@ static ckv_status field_error(const ckv_jsonl *r, const char *field, const char 
                       r->line, field, what, type_name(v));
 }
 
+static bool has_nul(const json_t *s)
+{
+    return strlen(json_string_value(s)) != json_string_length(s);
+}
+
 ckv_status ckv_jsonl_string(const ckv_jsonl *r, json_t *obj, const char *field, bool required,
-                            const char **out, ckv_error *err)
+                            const char **out, size_t *len, ckv_error *err)
 {
     json_t *v = json_object_get(obj, field);
     *out = NULL;
+    if (len)
+        *len = 0;
     if ((!v || json_is_null(v)) && !required)
         return CKV_OK;
     if (!v || !json_is_string(v))
         return field_error(r, field, "a string", v, err);
+    if (!len && has_nul(v))
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "%s:%zu: field '%s' contains U+0000",
+                          r->path, r->line, field);
     *out = json_string_value(v);
+    if (len)
+        *len = json_string_length(v);
     return CKV_OK;
 }
 
@@ -142,8 +154,11 @@ ckv_status ckv_jsonl_strings(const ckv_jsonl *r, json_t *obj, const char *field,
         return ckv_errorf(err, CKV_ERR_NOMEM, "%s:%zu: out of memory", r->path, r->line);
     for (size_t i = 0; i < k; i++) {
         json_t *e = json_array_get(v, i);
-        if (!json_is_string(e)) {
+        if (!json_is_string(e) || has_nul(e)) {
             free(s);
+            if (json_is_string(e))
+                return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "%s:%zu: field '%s'[%zu] contains U+0000",
+                                  r->path, r->line, field, i);
             return ckv_errorf(err, CKV_ERR_FORMAT, "%s:%zu: field '%s'[%zu]: expected string, got %s",
                               r->path, r->line, field, i, type_name(e));
         }

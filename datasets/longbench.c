@@ -120,9 +120,11 @@ static bool put(buf *b, const char *s, size_t n)
 
 /* Python str.format for templates whose replacement fields are plain names
  * of string fields of the record; "{{" and "}}" are literal braces. Records
- * where the filled {context} ends in *context_end. */
+ * where the filled {context} ends in *context_end. Values may hold U+0000,
+ * so lengths are tracked. */
 static ckv_status format_template(const ckv_jsonl *r, const char *tmpl, const char *tmpl_name,
-                                  json_t *rec, char **out, size_t *context_end, ckv_error *err)
+                                  json_t *rec, char **out, size_t *out_len, size_t *context_end,
+                                  ckv_error *err)
 {
     buf b = {0};
     bool have_context = false;
@@ -160,9 +162,10 @@ static ckv_status format_template(const ckv_jsonl *r, const char *tmpl, const ch
         memcpy(name, p + 1, nl);
         name[nl] = 0;
         const char *val;
-        if ((st = ckv_jsonl_string(r, rec, name, true, &val, err)))
+        size_t vlen;
+        if ((st = ckv_jsonl_string(r, rec, name, true, &val, &vlen, err)))
             break;
-        if (!put(&b, val, strlen(val))) {
+        if (!put(&b, val, vlen)) {
             st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory formatting a prompt");
             break;
         }
@@ -181,6 +184,7 @@ static ckv_status format_template(const ckv_jsonl *r, const char *tmpl, const ch
         return st;
     }
     *out = b.p;
+    *out_len = b.n;
     return CKV_OK;
 }
 
@@ -189,15 +193,16 @@ ckv_status ckv_longbench_import(const ckv_longbench_config *cfg, const ckv_jsonl
 {
     memset(out, 0, sizeof *out);
     const char *input, *context, *ds, *lang, *id;
+    size_t input_len, context_len;
     const char **answers = NULL, **classes = NULL;
     size_t n_answers = 0, n_classes = 0;
     int64_t length = 0;
     ckv_status st;
-    if ((st = ckv_jsonl_string(r, rec, "input", true, &input, err)) ||
-        (st = ckv_jsonl_string(r, rec, "context", true, &context, err)) ||
-        (st = ckv_jsonl_string(r, rec, "dataset", true, &ds, err)) ||
-        (st = ckv_jsonl_string(r, rec, "language", true, &lang, err)) ||
-        (st = ckv_jsonl_string(r, rec, "_id", true, &id, err)) ||
+    if ((st = ckv_jsonl_string(r, rec, "input", true, &input, &input_len, err)) ||
+        (st = ckv_jsonl_string(r, rec, "context", true, &context, &context_len, err)) ||
+        (st = ckv_jsonl_string(r, rec, "dataset", true, &ds, NULL, err)) ||
+        (st = ckv_jsonl_string(r, rec, "language", true, &lang, NULL, err)) ||
+        (st = ckv_jsonl_string(r, rec, "_id", true, &id, NULL, err)) ||
         (st = ckv_jsonl_int(r, rec, "length", true, &length, NULL, err)))
         return st;
     if (!json_object_get(rec, "all_classes"))
@@ -227,7 +232,7 @@ ckv_status ckv_longbench_import(const ckv_longbench_config *cfg, const ckv_jsonl
                         cfg->dir, info->name);
     if (!st)
         st = format_template(r, json_string_value(tmpl), info->name, rec, &out->prompt,
-                             &out->context_len, err);
+                             &out->prompt_len, &out->context_len, err);
     if (!st) {
         out->task = ckv_strndup(info->name, strlen(info->name));
         out->id = ckv_strndup(id, strlen(id));

@@ -79,14 +79,15 @@ ckv_status ckv_ruler_import(const ckv_ruler_config *cfg, const ckv_jsonl *r, jso
 {
     memset(out, 0, sizeof *out);
     const char *input, *prefix;
+    size_t ni, np;
     const char **outputs = NULL;
     size_t n_outputs = 0;
     int64_t index = 0, length = 0;
     ckv_status st;
     if ((st = ckv_jsonl_int(r, rec, "index", true, &index, NULL, err)) ||
-        (st = ckv_jsonl_string(r, rec, "input", true, &input, err)) ||
+        (st = ckv_jsonl_string(r, rec, "input", true, &input, &ni, err)) ||
         (st = ckv_jsonl_int(r, rec, "length", true, &length, NULL, err)) ||
-        (st = ckv_jsonl_string(r, rec, "answer_prefix", false, &prefix, err)) ||
+        (st = ckv_jsonl_string(r, rec, "answer_prefix", false, &prefix, &np, err)) ||
         (st = ckv_jsonl_strings(r, rec, "outputs", true, &outputs, &n_outputs, err)))
         return st;
     json_t *t = json_object_get(json_object_get(cfg->templates, "tasks"), task);
@@ -114,7 +115,6 @@ ckv_status ckv_ruler_import(const ckv_ruler_config *cfg, const ckv_jsonl *r, jso
         free(outputs);
         return st;
     }
-    size_t ni = strlen(input), np = prefix ? strlen(prefix) : 0;
     ckv_span *m = NULL;
     size_t nm = 0;
     if ((st = ckv_utf8_check(input, ni, "input", err)) ||
@@ -140,6 +140,7 @@ ckv_status ckv_ruler_import(const ckv_ruler_config *cfg, const ckv_jsonl *r, jso
         memcpy(out->prompt, input, ni);
         memcpy(out->prompt + ni, prefix ? prefix : "", np);
         out->prompt[ni + np] = 0;
+        out->prompt_len = ni + np;
         st = ckv_strings_dup(outputs, n_outputs, &out->answers, &out->n_answers, err);
     }
     free(outputs);

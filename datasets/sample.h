@@ -21,6 +21,7 @@ typedef struct {
     char *task;   /* LongBench dataset or RULER task name */
     char *id;     /* LongBench _id; RULER index in decimal */
     char *prompt; /* full prompt text: context part, then question part */
+    size_t prompt_len; /* bytes; official contexts may contain U+0000 */
     /* prompt[0, context_len) is the context part and the rest the question
      * part, for query-agnostic compression (compress the context, then
      * append the question). */

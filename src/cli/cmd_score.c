@@ -66,7 +66,7 @@ static int score_jsonl(const char *path, ckv_metric m, bool first_line)
         const char *afield = json_object_get(o, "answers") || !json_object_get(o, "outputs")
                                  ? "answers"
                                  : "outputs";
-        if (!(st = ckv_jsonl_string(r, o, "pred", true, &pred, &err)) &&
+        if (!(st = ckv_jsonl_string(r, o, "pred", true, &pred, NULL, &err)) &&
             !(st = ckv_jsonl_strings(r, o, afield, true, &ans, &na, &err)) &&
             !(st = ckv_jsonl_strings(r, o, "all_classes", false, &cls, &nc, &err))) {
             if (m == CKV_METRIC_CLASSIFICATION && !json_is_array(json_object_get(o, "all_classes")))
