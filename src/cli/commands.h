@@ -5,5 +5,6 @@
 
 int cmd_devices(int argc, char **argv);
 int cmd_score(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

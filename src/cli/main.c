@@ -14,6 +14,7 @@ typedef struct {
 static const command commands[] = {
     {"devices", cmd_devices, "list CUDA devices (when built with CUDA)"},
     {"score", cmd_score, "score predictions with LongBench and RULER metrics"},
+    {"tokenize", cmd_tokenize, "encode text to token ids, or decode ids to text"},
 };
 
 static void usage(FILE *fp)

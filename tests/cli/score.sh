@@ -75,5 +75,5 @@ status no_answer 2 "$CKV" score --metric qa_f1_score --pred a
 status unknown_option 2 "$CKV" score --metric qa_f1_score --pred a --answer a --bogus
 status missing_value 2 "$CKV" score --metric
 
-[ "$fails" -eq 0 ] && echo "score_cli: all checks passed"
+[ "$fails" -eq 0 ] && echo "cli score: all checks passed"
 exit "$fails"
