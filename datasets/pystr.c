@@ -4,17 +4,13 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "utf8.h"
+
 ckv_status ckv_utf8_check(const char *s, size_t len, const char *what, ckv_error *err)
 {
-    size_t i = 0;
-    while (i < len) {
-        int32_t cp;
-        utf8proc_ssize_t k =
-            utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(len - i), &cp);
-        if (k <= 0)
-            return ckv_errorf(err, CKV_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu", what, i);
-        i += (size_t)k;
-    }
+    size_t ok = ckv_utf8_valid_prefix(s, len);
+    if (ok < len)
+        return ckv_errorf(err, CKV_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu", what, ok);
     return CKV_OK;
 }
 
