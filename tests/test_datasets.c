@@ -4,6 +4,7 @@
  * malformed jsonl fails with file:line and the field; aggregates against
  * hand-derived and published numbers. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,43 @@ Test(longbench, every_file_loads_with_official_prompts)
     free(line);
     fclose(fp);
     cr_expect_geq(checked, 18);
+    ckv_longbench_config_free(&cfg);
+}
+
+/* Whatever jsonl files the data directory holds, each loads completely. */
+Test(longbench, every_file_in_the_data_dir_loads)
+{
+    ckv_longbench_config cfg;
+    ckv_error err = {0};
+    cr_assert_eq(ckv_longbench_config_load(data_dir(), &cfg, &err), CKV_OK, "%s", err.msg);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/longbench", data_dir());
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    size_t files = 0, records = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 7 || strcmp(e->d_name + len - 6, ".jsonl"))
+            continue;
+        char path[4500];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ckv_sample *s;
+        size_t n;
+        cr_expect_eq(ckv_longbench_load(&cfg, path, NULL, 0, &s, &n, &err), CKV_OK, "%s", err.msg);
+        for (size_t i = 0; i < n; i++) {
+            cr_expect(s[i].context_len <= s[i].prompt_len);
+            cr_expect_gt(s[i].max_new_tokens, 0);
+        }
+        records += n;
+        ckv_samples_free(s, n);
+        files++;
+    }
+    closedir(d);
+    /* The shared data (its README.md): lcc 12, qasper 11, multifieldqa_en 8, trec 10,
+     * samsum 6, triviaqa 4, and 200 each of multi_news, multifieldqa_zh and
+     * passage_retrieval_zh: 9 files, 651 records. */
+    cr_expect_eq(files, 9);
+    cr_expect_eq(records, 651);
     ckv_longbench_config_free(&cfg);
 }
 
