@@ -15,19 +15,18 @@
 #include "datadir.h"
 #include "jsonl.h"
 #include "longbench.h"
-#include "ruler_jsonl.h"
+#include "ruler_import.h"
 
 /* $CKV_DATA_DIR, else the project's ../shared/data; the test fails when
- * neither exists rather than skipping. */
+ * that is not a directory rather than skipping. */
 static const char *data_dir(void)
 {
-    static char dir[4096];
     const char *env = getenv("CKV_DATA_DIR");
-    ckv_error err = {0};
-    cr_assert_eq(ckv_data_dir(env && *env ? env : CKV_SOURCE_ROOT "/../shared/data", dir,
-                              sizeof dir, &err),
-                 CKV_OK, "set CKV_DATA_DIR to the shared data: %s", err.msg);
-    return dir;
+    const char *d = ckv_data_dir(env && *env ? NULL : CKV_SOURCE_ROOT "/../shared/data");
+    struct stat sb;
+    cr_assert(d && stat(d, &sb) == 0 && S_ISDIR(sb.st_mode),
+              "set CKV_DATA_DIR to the shared data (%s is not a directory)", d ? d : "(none)");
+    return d;
 }
 
 Test(longbench, every_file_loads_with_official_prompts)
@@ -300,22 +299,28 @@ Test(ruler, import_splits_at_the_question)
 
 Test(datadir, resolution_order)
 {
-    char out[4096];
-    ckv_error err = {0};
-    cr_expect_eq(ckv_data_dir("/nonexistent-dir", out, sizeof out, &err), CKV_ERR_IO);
-    cr_expect(strstr(err.msg, "--data-dir") != NULL, "%s", err.msg);
-    cr_expect_eq(ckv_data_dir("/tmp", out, sizeof out, &err), CKV_OK);
-    cr_expect_str_eq(out, "/tmp");
-    setenv("CKV_DATA_DIR", "/", 1);
-    cr_expect_eq(ckv_data_dir(NULL, out, sizeof out, &err), CKV_OK);
-    cr_expect_str_eq(out, "/");
-    setenv("CKV_DATA_DIR", "/nonexistent-env", 1);
-    cr_expect_eq(ckv_data_dir(NULL, out, sizeof out, &err), CKV_ERR_IO);
-    cr_expect(strstr(err.msg, "CKV_DATA_DIR") != NULL, "%s", err.msg);
-    unsetenv("CKV_DATA_DIR");
-    cr_assert_eq(chdir("/tmp"), 0); /* no ../shared/data from here */
-    cr_expect_eq(ckv_data_dir(NULL, out, sizeof out, &err), CKV_ERR_IO);
-    cr_expect(strstr(err.msg, "--data-dir") != NULL, "%s", err.msg);
+    cr_expect_str_eq(ckv_data_dir("/some/dir"), "/some/dir");
+    setenv("CKV_DATA_DIR", "/env/dir", 1);
+    cr_expect_str_eq(ckv_data_dir(NULL), "/env/dir");
+    cr_expect_str_eq(ckv_data_dir("/some/dir"), "/some/dir");
+    setenv("CKV_DATA_DIR", "", 1); /* empty counts as unset */
+    char top[256], sub[300], data[300];
+    snprintf(top, sizeof top, "/tmp/ckv_test_%d_dd", (int)getpid());
+    snprintf(sub, sizeof sub, "%s/work", top);
+    snprintf(data, sizeof data, "%s/shared", top);
+    cr_assert_eq(mkdir(top, 0700), 0);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    cr_assert_eq(chdir(sub), 0);
+    cr_expect_null(ckv_data_dir(NULL)); /* no ../shared/data yet */
+    cr_assert_eq(mkdir(data, 0700), 0);
+    snprintf(data, sizeof data, "%s/shared/data", top);
+    cr_assert_eq(mkdir(data, 0700), 0);
+    cr_expect_str_eq(ckv_data_dir(NULL), "../shared/data");
+    rmdir(data);
+    snprintf(data, sizeof data, "%s/shared", top);
+    rmdir(data);
+    rmdir(sub);
+    rmdir(top);
 }
 
 /* GPT-3.5's English LongBench row (benchmarks.md §2.10): category means

@@ -2,8 +2,8 @@
  * optional `answer_prefix`; the older format without `answer_prefix` has it
  * inside `input`) into ckv_sample. Task facts (task type, tokens to
  * generate, metric) come from DATA_DIR/ruler/templates.json. */
-#ifndef CKV_RULER_JSONL_H
-#define CKV_RULER_JSONL_H
+#ifndef CKV_RULER_IMPORT_H
+#define CKV_RULER_IMPORT_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-#include "ruler_jsonl.h"
+#include "ruler_import.h"
 
 #include <inttypes.h>
 #include <stdio.h>
