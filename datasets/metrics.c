@@ -3,7 +3,6 @@
 #include "metrics.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <math.h>
 #include <pcre2.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +11,9 @@
 
 #include "pystr.h"
 #include "regex.h"
+#include "rouge.h"
+#include "seqmatch.h"
+#include "wordlist.h"
 #include "util.h"
 
 static const char *const metric_names[CKV_METRIC_N] = {
@@ -45,87 +47,15 @@ bool ckv_metric_is_ruler(ckv_metric m)
     return m == CKV_METRIC_STRING_MATCH_ALL || m == CKV_METRIC_STRING_MATCH_PART;
 }
 
-/* ---- growable buffers and token interning -------------------------------- */
-
-typedef struct {
-    const char *p;
-    size_t len;
-} str;
-
-typedef struct {
-    str *v;
-    size_t n, cap;
-} str_list;
-
-static ckv_status push(str_list *l, const char *p, size_t len, ckv_error *err)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 32;
-        str *nv = realloc(l->v, cap * sizeof *nv);
-        if (!nv)
-            return ckv_errorf(err, CKV_ERR_NOMEM, "out of memory collecting tokens");
-        l->v = nv;
-        l->cap = cap;
-    }
-    l->v[l->n++] = (str){p, len};
-    return CKV_OK;
-}
-
-typedef struct {
-    str s;
-    size_t idx;
-} keyed;
-
-static int cmp_keyed(const void *a, const void *b)
-{
-    const keyed *x = a, *y = b;
-    size_t n = x->s.len < y->s.len ? x->s.len : y->s.len;
-    int c = n ? memcmp(x->s.p, y->s.p, n) : 0;
-    if (c)
-        return c;
-    return (x->s.len > y->s.len) - (x->s.len < y->s.len);
-}
-
-/* Gives equal strings of a and b equal ids in [0, *n_ids): Python compares
- * str by code points, which for valid UTF-8 is byte equality. */
-static ckv_status intern(const str_list *a, const str_list *b, int32_t **ida, int32_t **idb,
-                         size_t *n_ids, ckv_error *err)
-{
-    size_t n = a->n + b->n;
-    keyed *k = malloc((n ? n : 1) * sizeof *k);
-    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-    if (!k || !ids) {
-        free(k);
-        free(ids);
-        return ckv_errorf(err, CKV_ERR_NOMEM, "out of memory interning %zu tokens", n);
-    }
-    for (size_t i = 0; i < a->n; i++)
-        k[i] = (keyed){a->v[i], i};
-    for (size_t i = 0; i < b->n; i++)
-        k[a->n + i] = (keyed){b->v[i], a->n + i};
-    qsort(k, n, sizeof *k, cmp_keyed);
-    int32_t id = -1;
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 || cmp_keyed(&k[i - 1], &k[i]))
-            id++;
-        ids[k[i].idx] = id;
-    }
-    free(k);
-    *ida = ids;
-    *idb = ids + a->n;
-    *n_ids = (size_t)(id + 1);
-    return CKV_OK;
-}
-
 /* re.findall into a token list. */
 static ckv_status re_findall(const char *pat, uint32_t opts, int group, const char *s, size_t len,
-                             str_list *out, ckv_error *err)
+                             ckv_words *out, ckv_error *err)
 {
     ckv_span *sp;
     size_t n;
     ckv_status st = ckv_re_findall(pat, opts, group, s, len, &sp, &n, err);
     for (size_t i = 0; i < n && !st; i++)
-        st = push(out, s + sp[i].off, sp[i].len, err);
+        st = ckv_words_push(out, s + sp[i].off, sp[i].len, err);
     free(sp);
     return st;
 }
@@ -198,14 +128,14 @@ static ckv_status lower_drop(const char *s, size_t len, bool (*drop)(int32_t), c
 
 /* normalize_answer: lower, drop string.punctuation, articles -> " ", then
  * whitespace-split into tokens (pointing into *buf, which the caller frees). */
-static ckv_status normalize_answer_tokens(const char *s, size_t len, char **buf, str_list *tok,
+static ckv_status normalize_answer_tokens(const char *s, size_t len, char **buf, ckv_words *tok,
                                           ckv_error *err)
 {
     size_t n;
     ckv_status st = lower_drop(s, len, is_ascii_punct, buf, &n, err);
     if (st)
         return st;
-    str_list arts = {0};
+    ckv_words arts = {0};
     if ((st = re_findall("\\b(a|an|the)\\b", 0, 0, *buf, n, &arts, err)))
         return st;
     for (size_t i = 0; i < arts.n; i++) /* same-length blanking keeps offsets */
@@ -216,7 +146,7 @@ static ckv_status normalize_answer_tokens(const char *s, size_t len, char **buf,
     if ((st = ckv_py_split(*buf, n, &sp, &ns, err)))
         return st;
     for (size_t i = 0; i < ns && !st; i++)
-        st = push(tok, *buf + sp[i].off, sp[i].len, err);
+        st = ckv_words_push(tok, *buf + sp[i].off, sp[i].len, err);
     free(sp);
     return st;
 }
@@ -226,7 +156,7 @@ static ckv_status normalize_answer_tokens(const char *s, size_t len, char **buf,
  * jieba's optional decimal and percent suffix, "\r\n" as one token, and one
  * per other character. jieba instead joins Han characters into dictionary
  * and HMM words; docs/datasets.md says where the scores differ. */
-static ckv_status cut_zh(const char *s, size_t len, str_list *tok, ckv_error *err)
+static ckv_status cut_zh(const char *s, size_t len, ckv_words *tok, ckv_error *err)
 {
     return re_findall("[\\x{4E00}-\\x{9FD5}]|[a-zA-Z0-9]+(?:\\.[0-9]+)?%?|\\r\\n|.", PCRE2_DOTALL,
                       0, s, len, tok, err);
@@ -254,11 +184,11 @@ static double f1_ids(const int32_t *p, size_t np, const int32_t *g, size_t ng, s
     return (2 * precision * recall) / (precision + recall);
 }
 
-static ckv_status token_f1(const str_list *p, const str_list *g, double *score, ckv_error *err)
+static ckv_status token_f1(const ckv_words *p, const ckv_words *g, double *score, ckv_error *err)
 {
     int32_t *ip, *ig;
     size_t n_ids;
-    ckv_status st = intern(p, g, &ip, &ig, &n_ids, err);
+    ckv_status st = ckv_words_intern(p, g, &ip, &ig, &n_ids, err);
     if (st)
         return st;
     int32_t *counts = malloc((n_ids ? n_ids : 1) * sizeof *counts);
@@ -275,7 +205,7 @@ static ckv_status token_f1(const str_list *p, const str_list *g, double *score, 
 static ckv_status qa_f1(const char *pred, const char *truth, double *score, ckv_error *err)
 {
     char *bp = NULL, *bg = NULL;
-    str_list tp = {0}, tg = {0};
+    ckv_words tp = {0}, tg = {0};
     ckv_status st = normalize_answer_tokens(pred, strlen(pred), &bp, &tp, err);
     if (!st)
         st = normalize_answer_tokens(truth, strlen(truth), &bg, &tg, err);
@@ -290,10 +220,10 @@ static ckv_status qa_f1(const char *pred, const char *truth, double *score, ckv_
 
 /* jieba-cut tokens, each normalised with normalize_zh_answer, empties
  * dropped. The normalised text lives in *arena (caller frees). */
-static ckv_status zh_tokens(const char *s, str_list *out, char ***arena, size_t *n_arena,
+static ckv_status zh_tokens(const char *s, ckv_words *out, char ***arena, size_t *n_arena,
                             ckv_error *err)
 {
-    str_list raw = {0};
+    ckv_words raw = {0};
     ckv_status st = cut_zh(s, strlen(s), &raw, err);
     char **a = calloc(raw.n ? raw.n : 1, sizeof *a);
     if (!st && !a)
@@ -305,7 +235,7 @@ static ckv_status zh_tokens(const char *s, str_list *out, char ***arena, size_t 
             break;
         a[i] = p2;
         if (n2)
-            st = push(out, p2, n2, err);
+            st = ckv_words_push(out, p2, n2, err);
     }
     *arena = a;
     *n_arena = raw.n;
@@ -324,7 +254,7 @@ static void free_arena(char **a, size_t n)
 
 static ckv_status qa_f1_zh(const char *pred, const char *truth, double *score, ckv_error *err)
 {
-    str_list tp = {0}, tg = {0};
+    ckv_words tp = {0}, tg = {0};
     char **ap = NULL, **ag = NULL;
     size_t nap = 0, nag = 0;
     ckv_status st = zh_tokens(pred, &tp, &ap, &nap, err);
@@ -339,184 +269,10 @@ static ckv_status qa_f1_zh(const char *pred, const char *truth, double *score, c
     return st;
 }
 
-/* ROUGE-L as the `rouge` package (pltrdy, 1.0.1) computes it with its
- * defaults: sentences are the non-empty pieces of text.split("."), each
- * whitespace-normalised (a blank piece becomes the empty sentence, whose only
- * word is ""); words are unique (exclusive=True); the LCS of each (reference
- * sentence, hypothesis sentence) pair is backtracked as its _recon_lcs does
- * and the union of LCS words over all pairs is a set. Its backtrack is
- * recursive: when a pair needs more Python frames than remain under the
- * recursion limit, the package raises and LongBench scores 0. */
-typedef struct {
-    str_list words;  /* all words, sentence after sentence */
-    size_t *start;   /* first word of each sentence */
-    size_t n_sent;
-} sentences;
-
-static ckv_status split_sentences(const char *s, sentences *out, ckv_error *err)
-{
-    size_t len = strlen(s), cap = 0;
-    ckv_status st = CKV_OK;
-    *out = (sentences){0};
-    for (size_t a = 0; a <= len && !st;) {
-        const char *dot = memchr(s + a, '.', len - a);
-        size_t b = dot ? (size_t)(dot - s) : len;
-        if (b > a) {
-            if (out->n_sent == cap) {
-                cap = cap ? 2 * cap : 16;
-                size_t *ns = realloc(out->start, (cap + 1) * sizeof *ns);
-                if (!ns)
-                    return ckv_errorf(err, CKV_ERR_NOMEM, "out of memory splitting sentences");
-                out->start = ns;
-            }
-            out->start[out->n_sent++] = out->words.n;
-            ckv_span *sp;
-            size_t n;
-            if ((st = ckv_py_split(s + a, b - a, &sp, &n, err)))
-                break;
-            for (size_t i = 0; i < n && !st; i++)
-                st = push(&out->words, s + a + sp[i].off, sp[i].len, err);
-            if (!n && !st) /* "".split(" ") == [""] */
-                st = push(&out->words, "", 0, err);
-            free(sp);
-        }
-        a = b + 1;
-    }
-    if (!st && out->start)
-        out->start[out->n_sent] = out->words.n;
-    return st;
-}
-
-static size_t count_unique(const int32_t *ids, size_t n, size_t n_ids, uint8_t *seen)
-{
-    memset(seen, 0, n_ids);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!seen[ids[i]]) {
-            seen[ids[i]] = 1;
-            k++;
-        }
-    return k;
-}
-
-/* LCS of x (reference sentence) and y (hypothesis sentence) backtracked as
- * rouge's _recon: adds the matched words of x to the union set `in_union`
- * (growing *union_n). Fails (returns false) when the recursion would need
- * more than max_frames _recon frames. */
-static bool recon_lcs(const int32_t *x, size_t nx, const int32_t *y, size_t ny, int32_t *table,
-                      uint8_t *in_union, size_t *union_n, size_t max_frames)
-{
-    size_t w = ny + 1;
-#define T(i, j) table[(size_t)(i) * w + (size_t)(j)]
-    for (size_t i = 0; i <= nx; i++)
-        for (size_t j = 0; j <= ny; j++) {
-            if (i == 0 || j == 0)
-                T(i, j) = 0;
-            else if (x[i - 1] == y[j - 1])
-                T(i, j) = T(i - 1, j - 1) + 1;
-            else
-                T(i, j) = T(i - 1, j) > T(i, j - 1) ? T(i - 1, j) : T(i, j - 1);
-        }
-    size_t frames = 1;
-    for (size_t i = nx, j = ny; i > 0 && j > 0; frames++) {
-        if (x[i - 1] == y[j - 1]) {
-            if (!in_union[x[i - 1]]) {
-                in_union[x[i - 1]] = 1;
-                ++*union_n;
-            }
-            i--;
-            j--;
-        } else if (T(i - 1, j) > T(i, j - 1)) {
-            i--;
-        } else {
-            j--;
-        }
-    }
-#undef T
-    /* Words are only added to the union after the whole recursion returns,
-     * so a failing pair must not count; the caller discards the score. */
-    return frames <= max_frames;
-}
-
-/* Python frames available to _recon under CPython's default recursion limit
- * (1000) when LongBench's eval.py calls rouge_score: module, scorer,
- * rouge_score, get_scores, _get_avg_scores, lambda, rouge_l_summary_level,
- * _union_lcs, _recon_lcs use 9. rouge_zh_score adds one frame. Measured with
- * rouge 1.0.1 under CPython 3.11 (identical sentences of 990 words score 1,
- * of 991 words 0). */
-enum { ROUGE_MAX_RECON_FRAMES = 991 };
-
-/* Cells of one LCS table we are willing to allocate; a larger pair would
- * need gigabytes in the Python original too. */
-#define ROUGE_MAX_CELLS ((size_t)1 << 28)
-
-static ckv_status rouge_l(const char *pred, const char *truth, size_t max_frames, double *score,
-                          ckv_error *err)
-{
-    sentences h = {0}, r = {0};
-    int32_t *ih = NULL, *ir = NULL, *table = NULL;
-    uint8_t *seen = NULL, *in_union = NULL;
-    size_t n_ids = 0;
-    *score = 0.0;
-    ckv_status st = split_sentences(pred, &h, err);
-    if (!st)
-        st = split_sentences(truth, &r, err);
-    /* rouge raises "Hypothesis is empty." / "Reference is empty."; LongBench
-     * catches every exception and scores 0. */
-    if (st || h.n_sent == 0 || r.n_sent == 0)
-        goto done;
-    if ((st = intern(&h.words, &r.words, &ih, &ir, &n_ids, err)))
-        goto done;
-    seen = malloc(n_ids);
-    in_union = calloc(n_ids, 1);
-    if (!seen || !in_union) {
-        st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory for ROUGE word sets");
-        goto done;
-    }
-    size_t m = count_unique(ir, r.words.n, n_ids, seen);
-    size_t n = count_unique(ih, h.words.n, n_ids, seen);
-    size_t llcs = 0, max_cells = 0;
-    for (size_t a = 0; a < r.n_sent; a++)
-        for (size_t b = 0; b < h.n_sent; b++) {
-            size_t cells = (r.start[a + 1] - r.start[a] + 1) * (h.start[b + 1] - h.start[b] + 1);
-            if (cells > max_cells)
-                max_cells = cells;
-        }
-    if (max_cells > ROUGE_MAX_CELLS) {
-        st = ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                        "rouge: a sentence pair needs a %zu-cell LCS table (limit %zu)", max_cells,
-                        ROUGE_MAX_CELLS);
-        goto done;
-    }
-    table = malloc(max_cells * sizeof *table);
-    if (!table) {
-        st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory for the LCS table");
-        goto done;
-    }
-    for (size_t a = 0; a < r.n_sent; a++)
-        for (size_t b = 0; b < h.n_sent; b++)
-            if (!recon_lcs(ir + r.start[a], r.start[a + 1] - r.start[a], ih + h.start[b],
-                           h.start[b + 1] - h.start[b], table, in_union, &llcs, max_frames))
-                goto done; /* RecursionError: scored 0 */
-    double r_lcs = (double)llcs / (double)m;
-    double p_lcs = (double)llcs / (double)n;
-    *score = 2.0 * ((p_lcs * r_lcs) / (p_lcs + r_lcs + 1e-8));
-done:
-    free(h.words.v);
-    free(h.start);
-    free(r.words.v);
-    free(r.start);
-    free(ih);
-    free(seen);
-    free(in_union);
-    free(table);
-    return st;
-}
-
 /* rouge_zh_score: jieba-cut (approximated) and space-joined, then rouge. */
 static ckv_status join_zh(const char *s, char **out, ckv_error *err)
 {
-    str_list t = {0};
+    ckv_words t = {0};
     ckv_status st = cut_zh(s, strlen(s), &t, err);
     if (st) {
         free(t.v);
@@ -550,7 +306,7 @@ static ckv_status rouge_zh(const char *pred, const char *truth, double *score, c
     if (!st)
         st = join_zh(truth, &g, err);
     if (!st)
-        st = rouge_l(p, g, ROUGE_MAX_RECON_FRAMES - 1, score, err);
+        st = ckv_rouge_l(p, g, CKV_ROUGE_MAX_RECON_FRAMES - 1, score, err);
     free(p);
     free(g);
     return st;
@@ -599,7 +355,7 @@ static ckv_status classification(const char *pred, const char *truth, const char
 static ckv_status number_fraction(const char *pred, const char *want, size_t want_len,
                                   double *score, ckv_error *err)
 {
-    str_list nums = {0};
+    ckv_words nums = {0};
     ckv_status st = re_findall("\\d+", 0, 0, pred, strlen(pred), &nums, err);
     if (st) {
         free(nums.v);
@@ -617,190 +373,13 @@ static ckv_status number_fraction(const char *pred, const char *want, size_t wan
 static ckv_status retrieval(const char *pred, const char *truth, const char *pattern,
                             double *score, ckv_error *err)
 {
-    str_list ids = {0};
+    ckv_words ids = {0};
     ckv_status st = re_findall(pattern, 0, 1, truth, strlen(truth), &ids, err);
     if (!st && ids.n == 0) /* the original raises IndexError here */
         st = ckv_errorf(err, CKV_ERR_ARG, "answer '%.80s' does not match '%s'", truth, pattern);
     if (!st)
         st = number_fraction(pred, ids.v[0].p, ids.v[0].len, score, err);
     free(ids.v);
-    return st;
-}
-
-/* ---- difflib.SequenceMatcher(None, a, b).ratio() ------------------------ */
-
-typedef struct {
-    const int32_t *a, *b;
-    size_t la, lb;
-    /* b2j: positions of each code point in b, popular ones removed
-     * (autojunk); stored as (code point, position) pairs sorted by both. */
-    struct cp_pos {
-        int32_t cp;
-        int32_t pos;
-    } *b2j;
-    size_t n_b2j;
-    int32_t *len_prev, *len_cur; /* j2len / newj2len, indexed by j + 1 */
-    size_t *touched_prev, *touched_cur;
-    size_t n_prev, n_cur;
-} seqmatch;
-
-static int cmp_cp_pos(const void *x, const void *y)
-{
-    const struct cp_pos *p = x, *q = y;
-    if (p->cp != q->cp)
-        return (p->cp > q->cp) - (p->cp < q->cp);
-    return (p->pos > q->pos) - (p->pos < q->pos);
-}
-
-/* First b2j entry for code point c, or n_b2j. */
-static size_t b2j_find(const seqmatch *m, int32_t c)
-{
-    size_t lo = 0, hi = m->n_b2j;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->b2j[mid].cp < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* find_longest_match(alo, ahi, blo, bhi) of Python 3.11's difflib with no
- * junk function: bjunk is empty, so only the popular-element pruning of
- * b2j applies, and matches are then extended over equal neighbours. */
-static void longest_match(seqmatch *m, size_t alo, size_t ahi, size_t blo, size_t bhi,
-                          size_t *bi, size_t *bj, size_t *bsize)
-{
-    size_t besti = alo, bestj = blo, bestsize = 0;
-    m->n_prev = 0;
-    for (size_t i = alo; i < ahi; i++) {
-        m->n_cur = 0;
-        for (size_t e = b2j_find(m, m->a[i]); e < m->n_b2j && m->b2j[e].cp == m->a[i]; e++) {
-            size_t j = (size_t)m->b2j[e].pos;
-            if (j < blo)
-                continue;
-            if (j >= bhi)
-                break;
-            size_t k = (size_t)m->len_prev[j] + 1; /* j2len[j - 1], offset by one */
-            m->len_cur[j + 1] = (int32_t)k;
-            m->touched_cur[m->n_cur++] = j + 1;
-            if (k > bestsize) {
-                besti = i + 1 - k;
-                bestj = j + 1 - k;
-                bestsize = k;
-            }
-        }
-        for (size_t t = 0; t < m->n_prev; t++)
-            m->len_prev[m->touched_prev[t]] = 0;
-        int32_t *tl = m->len_prev;
-        m->len_prev = m->len_cur;
-        m->len_cur = tl;
-        size_t *tt = m->touched_prev;
-        m->touched_prev = m->touched_cur;
-        m->touched_cur = tt;
-        m->n_prev = m->n_cur;
-    }
-    for (size_t t = 0; t < m->n_prev; t++)
-        m->len_prev[m->touched_prev[t]] = 0;
-    while (besti > alo && bestj > blo && m->a[besti - 1] == m->b[bestj - 1]) {
-        besti--;
-        bestj--;
-        bestsize++;
-    }
-    while (besti + bestsize < ahi && bestj + bestsize < bhi &&
-           m->a[besti + bestsize] == m->b[bestj + bestsize])
-        bestsize++;
-    *bi = besti;
-    *bj = bestj;
-    *bsize = bestsize;
-}
-
-/* Sum of the sizes of get_matching_blocks(); the sum does not depend on the
- * order in which the sub-ranges are visited, so an explicit stack serves. */
-static size_t matching_chars(seqmatch *m, size_t *stack)
-{
-    size_t sp = 0, total = 0;
-    stack[sp++] = 0, stack[sp++] = m->la, stack[sp++] = 0, stack[sp++] = m->lb;
-    while (sp) {
-        size_t bhi = stack[--sp], blo = stack[--sp], ahi = stack[--sp], alo = stack[--sp];
-        size_t i, j, k;
-        longest_match(m, alo, ahi, blo, bhi, &i, &j, &k);
-        if (!k)
-            continue;
-        total += k;
-        if (alo < i && blo < j)
-            stack[sp++] = alo, stack[sp++] = i, stack[sp++] = blo, stack[sp++] = j;
-        if (i + k < ahi && j + k < bhi)
-            stack[sp++] = i + k, stack[sp++] = ahi, stack[sp++] = j + k, stack[sp++] = bhi;
-    }
-    return total;
-}
-
-/* fuzzywuzzy 0.18 fuzz.ratio without python-Levenshtein (LongBench's
- * requirements do not install it): 100 for equal strings, 0 if either is
- * empty, else int(round(100 * SequenceMatcher(None, s1, s2).ratio())). */
-static ckv_status fuzz_ratio(const char *s1, size_t n1, const char *s2, size_t n2, int *out,
-                             ckv_error *err)
-{
-    if (n1 == n2 && !memcmp(s1, s2, n1)) {
-        *out = 100;
-        return CKV_OK;
-    }
-    if (!n1 || !n2) {
-        *out = 0;
-        return CKV_OK;
-    }
-    seqmatch m = {0};
-    int32_t *a = NULL, *b = NULL;
-    size_t la, lb, *stack = NULL;
-    ckv_status st = ckv_utf8_decode(s1, n1, &a, &la, err);
-    if (!st)
-        st = ckv_utf8_decode(s2, n2, &b, &lb, err);
-    if (st)
-        goto done;
-    m.a = a, m.b = b, m.la = la, m.lb = lb;
-    m.b2j = malloc(lb * sizeof *m.b2j);
-    m.len_prev = calloc(lb + 1, sizeof *m.len_prev);
-    m.len_cur = calloc(lb + 1, sizeof *m.len_cur);
-    m.touched_prev = malloc(lb * sizeof *m.touched_prev);
-    m.touched_cur = malloc(lb * sizeof *m.touched_cur);
-    /* Each popped range pushes at most two; the stack depth stays below
-     * 4 * (number of matching blocks + 1) <= 4 * (la + 1). */
-    stack = malloc(4 * (la + 2) * sizeof *stack);
-    if (!m.b2j || !m.len_prev || !m.len_cur || !m.touched_prev || !m.touched_cur || !stack) {
-        st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory for fuzz.ratio");
-        goto done;
-    }
-    for (size_t j = 0; j < lb; j++)
-        m.b2j[j] = (struct cp_pos){b[j], (int32_t)j};
-    qsort(m.b2j, lb, sizeof *m.b2j, cmp_cp_pos);
-    m.n_b2j = lb;
-    if (lb >= 200) { /* autojunk: drop elements occurring more than n/100 + 1 times */
-        size_t ntest = lb / 100 + 1, k = 0;
-        for (size_t e = 0; e < lb;) {
-            size_t f = e;
-            while (f < lb && m.b2j[f].cp == m.b2j[e].cp)
-                f++;
-            if (f - e <= ntest)
-                for (size_t t = e; t < f; t++)
-                    m.b2j[k++] = m.b2j[t];
-            e = f;
-        }
-        m.n_b2j = k;
-    }
-    size_t matches = matching_chars(&m, stack);
-    double ratio = 2.0 * (double)matches / (double)(la + lb);
-    *out = (int)nearbyint(100 * ratio); /* round() ties to even, as Python */
-done:
-    free(a);
-    free(b);
-    free(m.b2j);
-    free(m.len_prev);
-    free(m.len_cur);
-    free(m.touched_prev);
-    free(m.touched_cur);
-    free(stack);
     return st;
 }
 
@@ -823,7 +402,7 @@ static ckv_status code_sim(const char *pred, const char *truth, double *score, c
         p = nl + 1;
     }
     int r = 0;
-    ckv_status st = fuzz_ratio(line, line_len, truth, strlen(truth), &r, err);
+    ckv_status st = ckv_fuzz_ratio(line, line_len, truth, strlen(truth), &r, err);
     if (!st)
         *score = (double)r / 100;
     return st;
@@ -885,7 +464,7 @@ ckv_status ckv_metric_pair(ckv_metric m, const char *pred, const char *truth,
     switch (m) {
     case CKV_METRIC_QA_F1: return qa_f1(pred, truth, score, err);
     case CKV_METRIC_QA_F1_ZH: return qa_f1_zh(pred, truth, score, err);
-    case CKV_METRIC_ROUGE: return rouge_l(pred, truth, ROUGE_MAX_RECON_FRAMES, score, err);
+    case CKV_METRIC_ROUGE: return ckv_rouge_l(pred, truth, CKV_ROUGE_MAX_RECON_FRAMES, score, err);
     case CKV_METRIC_ROUGE_ZH: return rouge_zh(pred, truth, score, err);
     case CKV_METRIC_CLASSIFICATION:
         return classification(pred, truth, classes, n_classes, score, err);
