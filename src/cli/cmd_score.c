@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aggregate.h"
 #include "commands.h"
 #include "jsonl.h"
 #include "longbench.h"
@@ -14,7 +15,8 @@ static void usage(FILE *fp)
     fprintf(fp,
             "usage: ckv score (--metric NAME | --dataset NAME) --pred TEXT --answer A [--answer B ...]\n"
             "                 [--class C ...]\n"
-            "       ckv score (--metric NAME | --dataset NAME) --jsonl FILE\n\n"
+            "       ckv score (--metric NAME | --dataset NAME) --jsonl FILE\n"
+            "       ckv score --summary FILE [--language en|zh]\n\n"
             "Scores predictions with LongBench's and RULER's metrics, as the originals compute\n"
             "them (docs/datasets.md lists the quirks kept and where zh metrics approximate jieba).\n\n"
             "Options:\n"
@@ -31,6 +33,11 @@ static void usage(FILE *fp)
             "                  of strings; RULER's \"outputs\" is accepted instead) and\n"
             "                  \"all_classes\" (array or null); prints the task score x100,\n"
             "                  rounded to 2 decimals as the originals do\n"
+            "  --summary FILE  a JSON object of task scores (x100), e.g. LongBench's result.json:\n"
+            "                  prints the 16-dataset English + code mean, the category means and\n"
+            "                  the leaderboard average for LongBench, or the 13-task mean for\n"
+            "                  RULER, each with how many of its tasks were present\n"
+            "  --language L    en (default) or zh: which leaderboard's categories --summary uses\n"
             "  -h, --help      this help\n\n"
             "Exit status: 0 scored, 1 bad input (file:line named), 2 usage error.\n");
 }
@@ -103,15 +110,78 @@ static int score_jsonl(const char *path, ckv_metric m, bool first_line)
     return CLI_OK;
 }
 
+/* A mean with nothing present prints n/a, never 0. */
+static void print_mean(const char *name, const ckv_mean *m, const char *unit)
+{
+    if (m->present == 0)
+        printf("%s: n/a (0 of %zu %s)\n", name, m->expected, unit);
+    else
+        printf("%s: %.2f (%zu of %zu %s%s)\n", name, m->mean, m->present, m->expected, unit,
+               m->present == m->expected ? "" : ", incomplete");
+}
+
+/* Reads {"task": score, ...} and prints the benchmark's aggregates. */
+static int summarize(const char *path, ckv_lb_language lang)
+{
+    json_error_t je;
+    json_t *o = json_load_file(path, 0, &je);
+    ckv_error err = {0};
+    if (!o) {
+        ckv_errorf(&err, CKV_ERR_FORMAT, "%s:%d: %s", path, je.line, je.text);
+        return cli_fail("score", &err);
+    }
+    size_t n = json_is_object(o) ? json_object_size(o) : 0;
+    ckv_task_score *s = calloc(n ? n : 1, sizeof *s);
+    size_t k = 0, n_lb = 0;
+    const char *key;
+    json_t *v;
+    ckv_status st = !json_is_object(o) || n == 0
+                        ? ckv_errorf(&err, CKV_ERR_FORMAT, "%s: expected a non-empty JSON object",
+                                     path)
+                    : !s ? ckv_errorf(&err, CKV_ERR_NOMEM, "out of memory")
+                         : CKV_OK;
+    json_object_foreach(o, key, v)
+    {
+        if (st)
+            break;
+        if (!json_is_number(v))
+            st = ckv_errorf(&err, CKV_ERR_FORMAT, "%s: field '%s': expected a number", path, key);
+        else
+            s[k++] = (ckv_task_score){key, json_number_value(v)};
+        n_lb += ckv_longbench_find(key) != NULL;
+    }
+    if (!st && n_lb == k) {
+        ckv_longbench_summary sum;
+        if (!(st = ckv_longbench_summarize(s, k, lang, &sum, &err))) {
+            print_mean("english16", &sum.english16, "datasets");
+            for (int c = 0; c < CKV_LB_N_CATEGORIES; c++)
+                print_mean(ckv_longbench_category_name((ckv_lb_category)c), &sum.category[c],
+                           "datasets");
+            print_mean("avg", &sum.avg, "complete categories");
+        }
+    } else if (!st) {
+        ckv_mean m;
+        if (!(st = ckv_ruler_summarize(s, k, &m, &err)))
+            print_mean("ruler", &m, "tasks");
+    }
+    if (st)
+        ckv_error_prefix(&err, "%s", path);
+    free(s);
+    json_decref(o);
+    return st ? cli_fail("score", &err) : CLI_OK;
+}
+
 int cmd_score(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"metric", required_argument, NULL, 'm'}, {"dataset", required_argument, NULL, 'd'},
         {"pred", required_argument, NULL, 'p'},   {"answer", required_argument, NULL, 'a'},
         {"class", required_argument, NULL, 'c'},  {"jsonl", required_argument, NULL, 'j'},
+        {"summary", required_argument, NULL, 's'}, {"language", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
-    const char *metric = NULL, *dataset = NULL, *pred = NULL, *jsonl = NULL;
+    const char *metric = NULL, *dataset = NULL, *pred = NULL, *jsonl = NULL, *summary = NULL;
+    const char *language = NULL;
     const char **answers = calloc((size_t)argc, sizeof *answers);
     const char **classes = calloc((size_t)argc, sizeof *classes);
     size_t na = 0, nc = 0;
@@ -132,6 +202,8 @@ int cmd_score(int argc, char **argv)
         case 'a': answers[na++] = optarg; break;
         case 'c': classes[nc++] = optarg; break;
         case 'j': jsonl = optarg; break;
+        case 's': summary = optarg; break;
+        case 'l': language = optarg; break;
         case 'h': usage(stdout); goto done;
         case ':': rc = cli_usage_error("score", "%s needs a value", argv[optind - 1]); goto done;
         default: rc = cli_usage_error("score", "unknown option '%s'", argv[optind - 1]); goto done;
@@ -139,6 +211,18 @@ int cmd_score(int argc, char **argv)
     }
     if (optind < argc) {
         rc = cli_usage_error("score", "unexpected argument '%s'", argv[optind]);
+        goto done;
+    }
+    if (summary || language) {
+        if (!summary || metric || dataset || pred || jsonl || na || nc) {
+            rc = cli_usage_error("score", "--summary FILE takes only --language");
+            goto done;
+        }
+        if (language && strcmp(language, "en") && strcmp(language, "zh")) {
+            rc = cli_usage_error("score", "--language: '%s' is not en or zh", language);
+            goto done;
+        }
+        rc = summarize(summary, language && !strcmp(language, "zh") ? CKV_LB_ZH : CKV_LB_EN);
         goto done;
     }
     if (!metric == !dataset) {

@@ -65,6 +65,27 @@ status empty 1 "$CKV" score --metric qa_f1_score --jsonl "$tmp/empty.jsonl"
 status missing_file 1 "$CKV" score --metric qa_f1_score --jsonl "$tmp/none.jsonl"
 status bad_utf8 1 "$CKV" score --metric qa_f1_score --pred "$(printf 'a\377')" --answer a
 
+# GPT-3.5's published English category means (benchmarks.md §2.10) average
+# to 44.0; its 16 datasets (3+3+3+3+2+2) average to 700.1 / 16 = 43.75625.
+cat >"$tmp/result.json" <<'JSON'
+{"narrativeqa": 39.8, "qasper": 39.8, "multifieldqa_en": 39.8, "hotpotqa": 38.7, "2wikimqa": 38.7,
+ "musique": 38.7, "gov_report": 26.5, "qmsum": 26.5, "multi_news": 26.5, "trec": 67.1,
+ "triviaqa": 67.1, "samsum": 67.1, "passage_count": 37.8, "passage_retrieval_en": 37.8,
+ "lcc": 54.1, "repobench-p": 54.1}
+JSON
+"$CKV" score --summary "$tmp/result.json" >"$tmp/sum" 2>&1
+check summary_avg "avg: 44.00 (6 of 6 complete categories)" "$(grep '^avg' "$tmp/sum")"
+check summary_en16 "english16: 43.76 (16 of 16 datasets)" "$(grep '^english16' "$tmp/sum")"
+check summary_zh_missing "Summarization: n/a (0 of 1 datasets)" "$("$CKV" score --summary "$tmp/result.json" --language zh | grep '^Summarization')"
+printf '{"vt": 50, "qa_1": 30}' >"$tmp/ruler.json"
+check summary_ruler "ruler: 40.00 (2 of 13 tasks, incomplete)" "$("$CKV" score --summary "$tmp/ruler.json")"
+printf '{"vt": 50, "qasper": 30}' >"$tmp/mixed.json"
+status summary_mixed 1 "$CKV" score --summary "$tmp/mixed.json"
+printf '{"vt": "50"}' >"$tmp/str.json"
+status summary_type 1 "$CKV" score --summary "$tmp/str.json"
+status summary_language 2 "$CKV" score --summary "$tmp/result.json" --language fr
+status summary_extra 2 "$CKV" score --summary "$tmp/result.json" --metric qa_f1_score
+
 status help 0 "$CKV" score --help
 grep -q -- "--jsonl FILE" "$tmp/out" || { echo "FAIL help text"; fails=$((fails + 1)); }
 status no_args 2 "$CKV" score
