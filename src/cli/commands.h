@@ -6,6 +6,7 @@
 int cmd_devices(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_score(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_compress(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
