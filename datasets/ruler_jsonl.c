@@ -35,7 +35,7 @@ ckv_status ckv_ruler_write_jsonl(FILE *fp, const char *path, const ckv_ruler_set
                                  ckv_error *err)
 {
     for (size_t i = 0; i < set->n_samples; i++) {
-        json_t *o;
+        json_t *o = NULL;
         ckv_status st = sample_json(set, &set->samples[i], &o, err);
         if (st)
             return st;
