@@ -4,5 +4,7 @@
 #define CKV_CLI_COMMANDS_H
 
 int cmd_devices(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 
 #endif

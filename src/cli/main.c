@@ -13,6 +13,8 @@ typedef struct {
 
 static const command commands[] = {
     {"devices", cmd_devices, "list CUDA devices (when built with CUDA)"},
+    {"info", cmd_info, "show a GGUF model's metadata, tokenizer and tensors"},
+    {"synth", cmd_synth, "write a small random GGUF model (tests, fuzzing)"},
 };
 
 static void usage(FILE *fp)
