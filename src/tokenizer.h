@@ -1,7 +1,8 @@
 /* Tokenizer built from GGUF metadata: byte-level BPE (`gpt2` model, with the
  * pre-tokenizers smollm, llama-bpe, qwen2 and default, via PCRE2) and
  * SentencePiece BPE (`llama` model, byte fallback). Decoding is byte-exact:
- * decode(encode(x)) == x for any bytes, invalid UTF-8 included. */
+ * decode(encode(x)) == x for any bytes, invalid UTF-8 and NUL included,
+ * provided the vocabulary has a token for every byte of x (see ckv_tokenize). */
 #ifndef CKV_TOKENIZER_H
 #define CKV_TOKENIZER_H
 
@@ -28,10 +29,15 @@ typedef enum {
 ckv_status ckv_tokenizer_load(ckv_tokenizer **out, const gguf_file *f, ckv_error *err);
 void ckv_tokenizer_free(ckv_tokenizer *t);
 
-/* Encodes text (any bytes). With parse_special, special/control token
- * strings in the text (e.g. "<|im_start|>") become their ids; otherwise they
- * are encoded as plain text. add_bos prepends BOS when the model asks for it
- * (tokenizer.ggml.add_bos_token). *out is malloc'd; caller frees. */
+/* Encodes text (any bytes). With parse_special, control token strings in
+ * the text (e.g. "<|im_start|>") become their ids; otherwise they are
+ * encoded as plain text. User-defined tokens (token_type 4, Hugging Face's
+ * non-special added tokens) always match. add_bos prepends BOS when the
+ * model asks for it (tokenizer.ggml.add_bos_token). Bytes that are not
+ * valid UTF-8 are encoded one by one as their byte tokens. A byte that no
+ * token stands for is dropped by byte-level BPE (as Hugging Face does;
+ * SmolLM2 lacks 21 of the 256, mostly bytes that never occur in UTF-8) and
+ * becomes the unknown token in SentencePiece. *out is malloc'd; caller frees. */
 ckv_status ckv_tokenize(const ckv_tokenizer *t, const char *text, size_t len, bool add_bos,
                         bool parse_special, int32_t **out, size_t *n_out, ckv_error *err);
 

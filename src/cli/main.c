@@ -15,6 +15,7 @@ static const command commands[] = {
     {"devices", cmd_devices, "list CUDA devices (when built with CUDA)"},
     {"info", cmd_info, "show a GGUF model's metadata, tokenizer and tensors"},
     {"synth", cmd_synth, "write a small random GGUF model (tests, fuzzing)"},
+    {"tokenize", cmd_tokenize, "encode text to token ids, or decode ids to text"},
 };
 
 static void usage(FILE *fp)

@@ -57,3 +57,11 @@ bool cli_double(const char *cmd, const char *opt, const char *s, double lo, doub
     *out = v;
     return true;
 }
+
+const char *cli_model_path(const char *opt)
+{
+    if (opt)
+        return opt;
+    const char *env = getenv("CKV_MODEL");
+    return env && *env ? env : "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}

@@ -22,4 +22,8 @@ bool cli_int(const char *cmd, const char *opt, const char *s, long long lo, long
              long long *out);
 bool cli_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
 
+/* The model to load: the --model value if given, else $CKV_MODEL, else
+ * models/SmolLM2-135M-Instruct.Q4_1.gguf (relative to the working directory). */
+const char *cli_model_path(const char *opt);
+
 #endif
