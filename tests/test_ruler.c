@@ -2,7 +2,8 @@
  * constants.py via templates.json / benchmarks.md), needle placement,
  * answers in the context, CWE/FWE frequencies by counting, length
  * fitting, determinism, missing data, and the RNG against published
- * vectors. Data: $CKV_DATA_DIR, else /work-independent ../shared/data. */
+ * vectors. Data: $CKV_DATA_DIR, else ../shared/data beside the source tree;
+ * tests whose data or model is absent are skipped with the reason. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +12,12 @@
 #include <unistd.h>
 
 #include "datadir.h"
+#include "gguf.h"
 #include "rng.h"
 #include "ruler.h"
 #include "ruler_text.h"
+#include "token_count.h"
+#include "tokenizer.h"
 
 /* Words separated by spaces or newlines: a stand-in tokenizer whose
  * counts are easy to derive by hand. */
@@ -601,4 +605,64 @@ Test(ruler_determinism, same_seed_same_prompts)
         ckv_ruler_set_free(&c);
         ckv_ruler_set_free(&d);
     }
+}
+
+/* Lengths with the default model's own tokenizer: every prompt plus the
+ * tokens to generate fits the target, the recorded length is the
+ * tokenizer's count, and the fitted haystack comes close to the target. */
+Test(ruler_fit, default_model_tokenizer_4k_8k, .timeout = 240)
+{
+    skip_without("ruler/PaulGrahamEssays.json");
+    skip_without("squad/dev-v2.0.json");
+    char path[4096];
+    const char *m = getenv("CKV_MODEL");
+    if (m && *m)
+        snprintf(path, sizeof path, "%s", m);
+    else
+        snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", CKV_SOURCE_ROOT);
+    if (access(path, R_OK))
+        cr_skip_test("model %s absent (set CKV_MODEL or run scripts/get-model)", path);
+    gguf_file gf;
+    ckv_tokenizer *tok;
+    ckv_error e = {0};
+    cr_assert_eq(gguf_open(&gf, path, &e), CKV_OK, "%s", e.msg);
+    cr_assert_eq(ckv_tokenizer_load(&tok, &gf, &e), CKV_OK, "%s", e.msg);
+    ckv_token_counter tc = ckv_tokenizer_counter(tok);
+    ckv_ruler *r;
+    cr_assert_eq(ckv_ruler_open(&r, data_dir(), &e), CKV_OK, "%s", e.msg);
+    const uint32_t lens[] = {4096, 8192};
+    for (int li = 0; li < 2; li++) {
+        for (size_t t = 0; t < ckv_ruler_n_tasks(); t++) {
+            ckv_ruler_set s;
+            const char *task = ckv_ruler_task_name(t);
+            cr_assert_eq(ckv_ruler_generate(r, task, lens[li], 3, 42, &tc, &s, &e), CKV_OK, "%s",
+                         e.msg);
+            if (!strcmp(task, "qa_2") && s.skipped)
+                continue; /* HotpotQA is not in the shared data */
+            cr_assert(!s.skipped, "%s: %s", task, s.skip_reason);
+            uint32_t best = 0;
+            for (size_t i = 0; i < s.n_samples; i++) {
+                const ckv_ruler_sample *x = &s.samples[i];
+                size_t a = strlen(x->input), b = strlen(x->answer_prefix);
+                char *full = malloc(a + b + 1);
+                memcpy(full, x->input, a);
+                memcpy(full + a, x->answer_prefix, b + 1);
+                int32_t *ids;
+                size_t n;
+                cr_assert_eq(ckv_tokenize(tok, full, a + b, false, false, &ids, &n, &e), CKV_OK);
+                cr_assert_eq(x->length, n + s.max_new_tokens, "%s", task);
+                cr_assert_leq(x->length, lens[li], "%s", task);
+                best = x->length > best ? x->length : best;
+                free(ids);
+                free(full);
+            }
+            /* a draw that comes out too long shrinks by RULER's step (500
+             * essay words, 25 lines, 10 documents: 500-700 tokens here) */
+            cr_assert_geq(best, lens[li] * 3 / 4, "%s at %u: best %u", task, lens[li], best);
+            ckv_ruler_set_free(&s);
+        }
+    }
+    ckv_ruler_close(r);
+    ckv_tokenizer_free(tok);
+    gguf_close(&gf);
 }

@@ -7,5 +7,6 @@ int cmd_devices(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
 
 #endif

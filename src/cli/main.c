@@ -16,6 +16,7 @@ static const command commands[] = {
     {"info", cmd_info, "show a GGUF model's metadata, tokenizer and tensors"},
     {"synth", cmd_synth, "write a small random GGUF model (tests, fuzzing)"},
     {"tokenize", cmd_tokenize, "encode text to token ids, or decode ids to text"},
+    {"prepare", cmd_prepare, "build benchmark prompts fitted to a model (RULER)"},
 };
 
 static void usage(FILE *fp)
