@@ -57,8 +57,15 @@ static bool have(const char *rel)
     return access(p, R_OK) == 0;
 }
 
+static void skip_without(const char *rel)
+{
+    if (!have(rel))
+        cr_skip_test("data file %s absent under %s", rel, data_dir());
+}
+
 static ckv_ruler_set gen(const char *task, uint32_t len, uint32_t n, uint64_t seed)
 {
+    skip_without("ruler/templates.json");
     ckv_ruler *r;
     ckv_error e = {0};
     cr_assert_eq(ckv_ruler_open(&r, data_dir(), &e), CKV_OK, "%s", e.msg);
@@ -93,12 +100,6 @@ static void needle_key(const char *needle, char *key, size_t cap)
 {
     const char *a = strstr(needle, " for ") + 5, *b = strstr(a, " is: ");
     snprintf(key, cap, "%.*s", (int)(b - a), a);
-}
-
-static void skip_without(const char *rel)
-{
-    if (!have(rel))
-        cr_skip_test("data file %s absent under %s", rel, data_dir());
 }
 
 Test(ruler_rng, published_vectors)
