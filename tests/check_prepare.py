@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """`ckv prepare ruler` end to end: help, usage errors (exit 2), missing
 model or data (exit 1 with the path), and a small run whose jsonl is read
-back with Python's json and checked against RULER's official format.
+back with Python's json and checked against RULER's official format, and
+whose task pack is read with h5py: its token ids, decoded with the GGUF
+vocabulary read by gguf-py (GPT-2 byte-level symbols), must spell the
+prompt exactly, split at the context boundary.
 
-Uses only the standard library. The ckv binary comes from $CKV; the model
+Uses numpy, h5py and gguf. The ckv binary comes from $CKV; the model
 from $CKV_MODEL or models/ under $CKV_SOURCE_ROOT; data from $CKV_DATA_DIR or
 ../shared/data beside the source tree (exit 77, skipped, when absent)."""
 import json
@@ -12,17 +15,79 @@ import subprocess
 import sys
 import tempfile
 
+import h5py
+from gguf import GGUFReader
+
 CKV = os.environ.get("CKV", "build/ckv")
 ROOT = os.environ.get("CKV_SOURCE_ROOT", ".")
 MODEL = os.environ.get("CKV_MODEL") or os.path.join(ROOT, "models/SmolLM2-135M-Instruct.Q4_1.gguf")
 DATA = os.environ.get("CKV_DATA_DIR") or os.path.join(ROOT, "../shared/data")
 failures = []
+checks = [0]
 
 
 def check(cond, what):
+    checks[0] += 1
     if not cond:
         failures.append(what)
         print("FAIL:", what)
+
+
+def bytes_to_unicode():
+    """GPT-2's byte -> symbol table, as published in openai/gpt-2 encoder.py."""
+    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+          + list(range(ord("®"), ord("ÿ") + 1)))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def decoder():
+    r = GGUFReader(MODEL)
+    check(r.fields["tokenizer.ggml.model"].contents() == "gpt2", "default model is byte-level BPE")
+    toks = r.fields["tokenizer.ggml.tokens"].contents()
+    inv = {c: b for b, c in bytes_to_unicode().items()}
+    return lambda ids: b"".join(bytes(inv[ch] for ch in toks[i]) for i in ids)
+
+
+def check_pack(path, lines):
+    decode = decoder()
+    with h5py.File(path, "r") as f:
+        check(f.attrs["format"] == "ckv-pack" and f.attrs["version"] == 1, "pack format attrs")
+        check(f.attrs["model_path"] == MODEL, "pack records the model path")
+        check(f.attrs["tokenizer_hash"] != 0, "pack records a tokenizer hash")
+        g = f["samples"]
+        n = len(g["task"])
+        check(n == len(lines), f"pack holds every jsonl sample ({n} vs {len(lines)})")
+        tokens, answers = f["tokens"][:], [a.decode() for a in f["answers"][:]]
+        t = a = 0
+        for i in range(n):
+            o = lines[i]
+            task = g["task"][i].decode()
+            prompt = g["prompt"][i].decode()
+            prefix = g["answer_prefix"][i].decode()
+            nt, nc, na = int(g["n_tokens"][i]), int(g["n_context_tokens"][i]), int(g["n_answers"][i])
+            cc = int(g["context_chars"][i])
+            check(task == o["task"] and prompt == o["input"] and prefix == o["answer_prefix"],
+                  f"pack sample {i} matches the jsonl")
+            check(answers[a:a + na] == o["outputs"], f"pack answers {i}")
+            want_metric = "string_match_part" if task.startswith("qa") else "string_match_all"
+            check(g["metric"][i].decode() == want_metric, f"{task}: metric")
+            ids = tokens[t:t + nt]
+            pb = prompt.encode()
+            check(decode(ids[:nc]) == pb[:cc], f"{task} {i}: context tokens spell the context")
+            check(decode(ids[nc:]) == pb[cc:] + prefix.encode(),
+                  f"{task} {i}: question tokens spell the question and answer prefix")
+            check(abs(nt - (o["length"] - int(g["max_new_tokens"][i]))) <= 2,
+                  f"{task} {i}: split tokenization within 2 tokens of the whole prompt's")
+            t += nt
+            a += na
+        check(t == len(tokens) and a == len(answers), "pack has no leftover tokens or answers")
 
 
 def run(*args):
@@ -50,7 +115,7 @@ def main():
             (["--lengths", "4096,x", "--jsonl", out_path], "--lengths"),
             (["--samples", "0", "--jsonl", out_path], "--samples"),
             (["--seed", "-1", "--jsonl", out_path], "--seed"),
-            ([], "--jsonl FILE is required"),
+            ([], "an output is required"),
             (["--jsonl", out_path, "extra"], "unexpected argument"),
         ]
         for extra, msg in usage:
@@ -67,8 +132,9 @@ def main():
         check(rc == 1 and "templates.json" in err, f"missing templates name the file ({err})")
         check(not os.path.exists(out_path), "no output file after a failure")
 
+        pack_path = os.path.join(tmp, "r.h5")
         rc, out, err = run(*base, "--tasks", "niah_single_1,qa_2,fwe", "--lengths", "2048,3000",
-                           "--samples", "2", "--seed", "7", "--jsonl", out_path)
+                           "--samples", "2", "--seed", "7", "--jsonl", out_path, "--out", pack_path)
         check(rc == 0, f"small run exits 0 ({err})")
         check("skipped qa_2 at 2048" in err and "hotpot" in err.lower() or
               os.path.exists(os.path.join(DATA, "hotpotqa")), "qa_2 reported as skipped")
@@ -86,6 +152,7 @@ def main():
                 check(f"is: {o['outputs'][0]}." in o["input"], "the needle's value is in the input")
             if o["task"] == "fwe":
                 check(len(o["outputs"]) == 3, "fwe has three answers")
+        check_pack(pack_path, lines)
         raw = open(out_path, "rb").read()
         check(all(b < 0x80 for b in raw), "non-ASCII escaped as json.dump does")
         # same seed, same file
@@ -93,6 +160,7 @@ def main():
         run(*base, "--tasks", "niah_single_1,qa_2,fwe", "--lengths", "2048,3000",
             "--samples", "2", "--seed", "7", "--jsonl", again)
         check(open(again, "rb").read() == raw, "same seed, identical jsonl")
+    print(f"{checks[0]} checks, {len(failures)} failed")
     return 1 if failures else 0
 
 

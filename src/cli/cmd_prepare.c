@@ -1,5 +1,6 @@
 /* ckv prepare ruler: generates RULER prompts fitted to the model's own
- * tokenizer and writes them in RULER's official jsonl format. */
+ * tokenizer and writes them as a task pack (HDF5) and/or in RULER's
+ * official jsonl format. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -11,8 +12,10 @@
 #include "gguf.h"
 #include "model.h"
 #include "opts.h"
+#include "pack.h"
 #include "ruler.h"
 #include "ruler_jsonl.h"
+#include "ruler_pack.h"
 #include "token_count.h"
 #include "tokenizer.h"
 
@@ -22,7 +25,7 @@
 static void usage(FILE *fp)
 {
     fprintf(fp,
-            "usage: ckv prepare ruler [options] --jsonl FILE\n\n"
+            "usage: ckv prepare ruler [options] (--out PACK.h5 | --jsonl FILE | both)\n\n"
             "Generates RULER's synthetic tasks (NVIDIA/RULER scripts/data/synthetic) with the\n"
             "official templates, each prompt fitted so that its tokens with the model's\n"
             "tokenizer plus the task's tokens to generate stay within the length. Seeded and\n"
@@ -40,6 +43,9 @@ static void usage(FILE *fp)
             "  --seed S          random seed (default: 42, RULER's)\n"
             "  --data-dir DIR    data (ruler/, squad/, hotpotqa/) (default: $CKV_DATA_DIR,\n"
             "                    then ../shared/data when it exists)\n"
+            "  --out PACK.h5     output: task pack (token ids with the context/question\n"
+            "                    split, prompt text, answers, task, metric, max new tokens,\n"
+            "                    model path and tokenizer hash), written atomically\n"
             "  --jsonl FILE      output: one RULER jsonl line per sample (index, input,\n"
             "                    outputs, length, length_w_model_temp, answer_prefix, plus\n"
             "                    task and max_seq_length), written atomically\n"
@@ -59,7 +65,7 @@ static int split_list(char *s, char **items, int max)
 }
 
 typedef struct {
-    const char *model, *data_dir, *jsonl;
+    const char *model, *data_dir, *jsonl, *out;
     char *tasks[MAX_LIST];
     int n_tasks;
     long long lengths[MAX_LIST];
@@ -73,7 +79,8 @@ static int parse(int argc, char **argv, prep_opts *o, char *tasks_buf, char *len
         {"model", required_argument, 0, 'm'},   {"tasks", required_argument, 0, 't'},
         {"lengths", required_argument, 0, 'l'}, {"samples", required_argument, 0, 'n'},
         {"seed", required_argument, 0, 's'},    {"data-dir", required_argument, 0, 'd'},
-        {"jsonl", required_argument, 0, 'j'},   {"help", no_argument, 0, 'h'},
+        {"jsonl", required_argument, 0, 'j'},   {"out", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     strcpy(tasks_buf, "all");
@@ -88,6 +95,7 @@ static int parse(int argc, char **argv, prep_opts *o, char *tasks_buf, char *len
         case 'm': o->model = optarg; break;
         case 'd': o->data_dir = optarg; break;
         case 'j': o->jsonl = optarg; break;
+        case 'o': o->out = optarg; break;
         case 't':
         case 'l':
             if (strlen(optarg) >= 4096)
@@ -109,8 +117,8 @@ static int parse(int argc, char **argv, prep_opts *o, char *tasks_buf, char *len
     }
     if (optind < argc)
         return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!o->jsonl)
-        return cli_usage_error(CMD, "--jsonl FILE is required");
+    if (!o->jsonl && !o->out)
+        return cli_usage_error(CMD, "an output is required: --out PACK.h5 and/or --jsonl FILE");
     if (!strcmp(tasks_buf, "all")) {
         o->n_tasks = (int)ckv_ruler_n_tasks();
         for (int i = 0; i < o->n_tasks; i++)
@@ -153,15 +161,17 @@ static int prepare_ruler(int argc, char **argv)
     gguf_file gf;
     ckv_tokenizer *tok = NULL;
     ckv_ruler *r = NULL;
+    ckv_pack pack = {0};
     FILE *fp = NULL;
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o.jsonl);
+    snprintf(tmp, sizeof tmp, "%s.tmp", o.jsonl ? o.jsonl : "");
     if (gguf_open(&gf, model, &err))
         return cli_fail(CMD, &err);
     rc = CLI_FAIL;
-    if (ckv_tokenizer_load(&tok, &gf, &err) || ckv_ruler_open(&r, dir, &err))
+    if (ckv_tokenizer_load(&tok, &gf, &err) || ckv_ruler_open(&r, dir, &err) ||
+        (o.out && ckv_pack_init(&pack, model, tok, &err)))
         goto out;
-    if (!(fp = fopen(tmp, "w"))) {
+    if (o.jsonl && !(fp = fopen(tmp, "w"))) {
         ckv_errorf(&err, CKV_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
         goto out;
     }
@@ -184,7 +194,9 @@ static int prepare_ruler(int argc, char **argv)
                 lo = set.samples[i].length < lo ? set.samples[i].length : lo;
                 hi = set.samples[i].length > hi ? set.samples[i].length : hi;
             }
-            ckv_status st = ckv_ruler_write_jsonl(fp, tmp, &set, &err);
+            ckv_status st = fp ? ckv_ruler_write_jsonl(fp, tmp, &set, &err) : CKV_OK;
+            if (!st && o.out)
+                st = ckv_pack_add_ruler(&pack, tok, &set, &err);
             printf("%s %lld: %zu samples, length %u..%u (%s, %u new tokens)\n", set.task,
                    o.lengths[li], set.n_samples, lo, hi, set.metric, set.max_new_tokens);
             ckv_ruler_set_free(&set);
@@ -193,23 +205,34 @@ static int prepare_ruler(int argc, char **argv)
             written++;
         }
     }
-    if (fclose(fp)) {
+    if (o.out) {
+        if (ckv_pack_write(&pack, o.out, &err))
+            goto out;
+        printf("wrote %s: %zu samples\n", o.out, pack.n_samples);
+    }
+    if (fp) {
+        int bad = fclose(fp);
         fp = NULL;
-        ckv_errorf(&err, CKV_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        goto out;
+        if (bad) {
+            ckv_errorf(&err, CKV_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+            remove(tmp);
+            goto out;
+        }
+        if (rename(tmp, o.jsonl)) {
+            ckv_errorf(&err, CKV_ERR_IO, "%s: cannot rename to %s: %s", tmp, o.jsonl,
+                       strerror(errno));
+            goto out;
+        }
+        printf("wrote %s\n", o.jsonl);
     }
-    fp = NULL;
-    if (rename(tmp, o.jsonl)) {
-        ckv_errorf(&err, CKV_ERR_IO, "%s: cannot rename to %s: %s", tmp, o.jsonl, strerror(errno));
-        goto out;
-    }
-    printf("wrote %s: %d task-length sets, %d skipped\n", o.jsonl, written, skipped);
+    printf("%d task-length sets, %d skipped\n", written, skipped);
     rc = CLI_OK;
 out:
     if (fp) {
         fclose(fp);
         remove(tmp);
     }
+    ckv_pack_free(&pack);
     ckv_ruler_close(r);
     ckv_tokenizer_free(tok);
     gguf_close(&gf);
