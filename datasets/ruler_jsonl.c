@@ -1,6 +1,8 @@
 #include "ruler_jsonl.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -31,6 +33,22 @@ static ckv_status sample_json(const ckv_ruler_set *set, const ckv_ruler_sample *
     return CKV_OK;
 }
 
+/* Python writes \u escapes with lower-case hex, jansson with upper case:
+ * match Python so files are byte-identical in form. */
+static void lower_unicode_escapes(char *s)
+{
+    for (; *s; s++) {
+        if (*s != '\\')
+            continue;
+        if (s[1] == 'u') {
+            for (int i = 2; i < 6 && s[i]; i++)
+                s[i] = (char)tolower((unsigned char)s[i]);
+        }
+        if (s[1])
+            s++; /* skip the escaped character, e.g. the second \ of \\ */
+    }
+}
+
 ckv_status ckv_ruler_write_jsonl(FILE *fp, const char *path, const ckv_ruler_set *set,
                                  ckv_error *err)
 {
@@ -39,9 +57,15 @@ ckv_status ckv_ruler_write_jsonl(FILE *fp, const char *path, const ckv_ruler_set
         ckv_status st = sample_json(set, &set->samples[i], &o, err);
         if (st)
             return st;
-        int rc = json_dumpf(o, fp, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+        char *line = json_dumps(o, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
         json_decref(o);
-        if (rc || fputc('\n', fp) == EOF)
+        if (!line)
+            return ckv_errorf(err, CKV_ERR_NOMEM, "%s: out of memory encoding %s sample %zu",
+                              path, set->task, i);
+        lower_unicode_escapes(line);
+        int bad = fputs(line, fp) == EOF || fputc('\n', fp) == EOF;
+        free(line);
+        if (bad)
             return ckv_errorf(err, CKV_ERR_IO, "%s: write failed: %s", path, strerror(errno));
     }
     return CKV_OK;
