@@ -298,7 +298,7 @@ ckv_status ckv_ruler_generate(ckv_ruler *r, const char *task, uint32_t target_le
     memcpy(full + tl, prefix, pl + 1);
     ruler_gen g = {
         .data_dir = r->dir, .task = out->task, .target = target_length,
-        .gen_tokens = out->max_new_tokens, .seed = seed, .tmpl = full, .task_template = tmpl,
+        .gen_tokens = out->max_new_tokens, .seed = seed, .tmpl = full,
         .answer_prefix = prefix, .tc = tc,
     };
     ruler_draft d = {0};

@@ -40,7 +40,6 @@ struct ruler_gen {
     uint32_t gen_tokens; /* tokens_to_generate */
     uint64_t seed;
     const char *tmpl;          /* task template + answer prefix (model template "base") */
-    const char *task_template; /* without the answer prefix */
     const char *answer_prefix;
     const ckv_token_counter *tc;
 
