@@ -60,9 +60,11 @@ ckv_status ckv_ruler_open(ckv_ruler **out, const char *data_dir, ckv_error *err)
     json_error_t je;
     r->templates = json_load_file(r->templates_path, 0, &je);
     if (!r->templates) {
+        ckv_status st = ckv_errorf(err, ruler_file_exists(r->templates_path) ? CKV_ERR_FORMAT
+                                                                             : CKV_ERR_IO,
+                                   "%s: line %d: %s", r->templates_path, je.line, je.text);
         ckv_ruler_close(r);
-        return ckv_errorf(err, ruler_file_exists(r->templates_path) ? CKV_ERR_FORMAT : CKV_ERR_IO,
-                          "%s: line %d: %s", je.source, je.line, je.text);
+        return st;
     }
     *out = r;
     return CKV_OK;
@@ -296,6 +298,19 @@ ckv_status ckv_ruler_generate(ckv_ruler *r, const char *task, uint32_t target_le
         return ckv_errorf(err, CKV_ERR_NOMEM, "ruler: out of memory");
     memcpy(full, tmpl, tl);
     memcpy(full + tl, prefix, pl + 1);
+    /* a template with a stray brace or an unknown field fails here, named */
+    {
+        static const char *const names[5] = {"type_needle_v", "context", "query", "num_v",
+                                             "num_cw"};
+        static const char *const empty[5] = {"", "", "", "", ""};
+        rbuf dry = {0};
+        ckv_status st = ruler_format(&dry, full, names, empty, 5, NULL, NULL, err);
+        rbuf_free(&dry);
+        if (st) {
+            free(full);
+            return ckv_error_prefix(err, "%s: task_types.%s", r->templates_path, family);
+        }
+    }
     ruler_gen g = {
         .data_dir = r->dir, .task = out->task, .target = target_length,
         .gen_tokens = out->max_new_tokens, .seed = seed, .tmpl = full,

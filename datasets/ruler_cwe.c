@@ -32,6 +32,9 @@ static void cwe_free(void *p)
 static ckv_status example(ruler_gen *g, cwe_state *s, size_t num_words, int rep_c, int rep_u,
                           ckv_rng *rng, rbuf *ctx, const char **common, ckv_error *err)
 {
+    if (num_words > s->n_pool || num_words < (size_t)s->num_cw)
+        return ckv_errorf(err, CKV_ERR_ARG, "cwe: %zu words asked of a pool of %zu (at least %d)",
+                          num_words, s->n_pool, s->num_cw);
     size_t *pick = malloc(num_words * sizeof *pick);
     size_t total = (size_t)s->num_cw * (size_t)rep_c + (num_words - (size_t)s->num_cw) * (size_t)rep_u;
     const char **list = malloc((total ? total : 1) * sizeof *list);

@@ -91,6 +91,8 @@ ckv_status ruler_words_load(ruler_gen *g, ruler_words *w, ckv_error *err)
         }
         if (st)
             return st;
+        if (*cnt[i] < 2)
+            return ckv_errorf(err, CKV_ERR_FORMAT, "%s: fewer than 2 distinct words", path);
     }
     return CKV_OK;
 }

@@ -536,6 +536,59 @@ Test(ruler_missing, reported_as_skipped)
     rm_dir(dir);
 }
 
+/* A data dir whose templates.json is text; returns the dir. */
+static char *dir_with_templates(const char *json)
+{
+    char *dir = partial_dir(false, false);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/ruler/templates.json", dir);
+    cr_assert_eq(unlink(p), 0);
+    FILE *fp = fopen(p, "w");
+    fputs(json, fp);
+    fclose(fp);
+    return dir;
+}
+
+Test(ruler_missing, malformed_data_is_an_error)
+{
+    skip_without("ruler/templates.json");
+    static const struct {
+        const char *json, *task, *want;
+    } cases[] = {
+        {"{\"tasks\": {", "niah_single_1", "templates.json"},
+        {"{\"task_types\": {\"niah\": {\"tokens_to_generate\": 128, \"template\": "
+         "\"{context} {oops\", \"answer_prefix\": \" A\"}}, \"metric_by_task_type\": "
+         "{\"niah\": \"string_match_all\"}, \"tasks\": {\"niah_single_1\": {\"task\": "
+         "\"niah\", \"args\": {\"type_haystack\": \"noise\", \"type_needle_k\": "
+         "\"words\", \"type_needle_v\": \"numbers\", \"num_needle_k\": 1, "
+         "\"num_needle_v\": 1, \"num_needle_q\": 1}}}}",
+         "niah_single_1", "templates.json: task_types.niah: template: unmatched '{'"},
+        {"{\"task_types\": {\"niah\": {\"tokens_to_generate\": 128, \"template\": "
+         "\"{context}\", \"answer_prefix\": \" A\"}}, \"metric_by_task_type\": "
+         "{\"niah\": \"string_match_all\"}, \"tasks\": {\"niah_single_1\": {\"task\": "
+         "\"niah\", \"args\": {\"type_haystack\": \"noise\", \"type_needle_k\": "
+         "\"words\", \"type_needle_v\": \"numbers\", \"num_needle_k\": 1000, "
+         "\"num_needle_v\": 1, \"num_needle_q\": 1}}}}",
+         "niah_single_1", "num_needle_k"},
+        {"{\"task_types\": {}, \"tasks\": {\"vt\": {\"task\": \"variable_tracking\"}}}",
+         "vt", "template"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir = dir_with_templates(cases[i].json);
+        ckv_ruler *r = NULL;
+        ckv_error e = {0};
+        ckv_status st = ckv_ruler_open(&r, dir, &e);
+        if (!st) {
+            ckv_ruler_set s;
+            st = ckv_ruler_generate(r, cases[i].task, 4096, 1, 1, &words_counter, &s, &e);
+            ckv_ruler_close(r);
+        }
+        cr_assert_neq(st, CKV_OK, "case %zu", i);
+        cr_assert_not_null(strstr(e.msg, cases[i].want), "case %zu: %s", i, e.msg);
+        rm_dir(dir);
+    }
+}
+
 Test(ruler_qa, hotpotqa_when_present)
 {
     skip_without("ruler/templates.json");
