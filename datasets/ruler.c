@@ -60,9 +60,12 @@ ckv_status ckv_ruler_open(ckv_ruler **out, const char *data_dir, ckv_error *err)
     json_error_t je;
     r->templates = json_load_file(r->templates_path, 0, &je);
     if (!r->templates) {
-        ckv_status st = ckv_errorf(err, ruler_file_exists(r->templates_path) ? CKV_ERR_FORMAT
-                                                                             : CKV_ERR_IO,
-                                   "%s: line %d: %s", r->templates_path, je.line, je.text);
+        ckv_status st =
+            ruler_file_exists(r->templates_path)
+                ? ckv_errorf(err, CKV_ERR_FORMAT, "%s: line %d: %s", r->templates_path, je.line,
+                             je.text)
+                : ckv_errorf(err, CKV_ERR_IO, "%s: not found (is %s the data dir?)",
+                             r->templates_path, data_dir);
         ckv_ruler_close(r);
         return st;
     }
