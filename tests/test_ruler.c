@@ -589,6 +589,55 @@ Test(ruler_missing, malformed_data_is_an_error)
     }
 }
 
+/* Writes text to dir/rel, replacing a symlink or creating the folder. */
+static void put_file(const char *dir, const char *rel, const char *text)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    unlink(p);
+    char *slash = strrchr(p, '/');
+    *slash = 0;
+    mkdir(p, 0755);
+    *slash = '/';
+    FILE *fp = fopen(p, "w");
+    cr_assert_not_null(fp, "%s", p);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+Test(ruler_missing, malformed_sources_are_errors)
+{
+    skip_without("ruler/templates.json");
+    static const struct {
+        const char *rel, *text, *task, *want;
+    } cases[] = {
+        {"squad/dev-v2.0.json", "{\"data\": [{\"paragraphs\": [{\"context\": \"c\", "
+         "\"qas\": [{\"question\": \"q\"}]}]}]}", "qa_1", "qas[0]: needs is_impossible"},
+        {"squad/dev-v2.0.json", "{\"data\": 3}", "qa_1", "field \"data\""},
+        {"hotpotqa/hotpot_dev_distractor_v1.json", "[{\"question\": \"q\"}]", "qa_2",
+         "needs question, answer and context"},
+        {"ruler/PaulGrahamEssays.json", "{\"text\": \"\"}", "niah_single_2",
+         "field \"text\": missing or empty"},
+        {"ruler/PaulGrahamEssays.json", "[1, 2", "niah_single_2", "PaulGrahamEssays.json"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir = partial_dir(false, false);
+        char p[4200];
+        snprintf(p, sizeof p, "%s/squad", dir); /* a real folder instead of the link */
+        cr_assert_eq(unlink(p), 0);
+        put_file(dir, cases[i].rel, cases[i].text);
+        ckv_ruler *r;
+        ckv_error e = {0};
+        cr_assert_eq(ckv_ruler_open(&r, dir, &e), CKV_OK, "%s", e.msg);
+        ckv_ruler_set s;
+        ckv_status st = ckv_ruler_generate(r, cases[i].task, 4096, 1, 1, &words_counter, &s, &e);
+        ckv_ruler_close(r);
+        cr_assert_eq(st, CKV_ERR_FORMAT, "case %zu: %d %s", i, st, e.msg);
+        cr_assert_not_null(strstr(e.msg, cases[i].want), "case %zu: %s", i, e.msg);
+        rm_dir(dir);
+    }
+}
+
 Test(ruler_qa, hotpotqa_when_present)
 {
     skip_without("ruler/templates.json");
