@@ -1,10 +1,15 @@
 /* Haystack-size search (RULER §1.10). RULER binary-searches the size in
  * [incremental, upper] for the largest prompt with prompt + generated
  * tokens <= max_seq_length, tokenizing the full prompt at every step. Token
- * counts grow almost linearly with size, so interpolating between the
- * bracket ends finds the same size in a handful of full tokenizations
- * instead of ~log2(upper); bisection takes over whenever a step fails to
- * halve the bracket, so the worst case stays logarithmic. */
+ * counts grow almost linearly with size, so a secant step through the last
+ * two sizes lands next to the boundary in a few full tokenizations instead
+ * of ~log2(upper). Secant steps approach from one side, so each repeat on
+ * the same side pushes the next guess past the estimate by a doubling
+ * margin until it crosses; the bracket [fits, does not fit] shrinks every
+ * step, and once the push is half the bracket the step is a bisection, so
+ * the worst case stays logarithmic. */
+#include <math.h>
+
 #include "ruler_gen.h"
 
 static ckv_status eval(ruler_gen *g, size_t units, ruler_draft *d, size_t *length,
@@ -39,44 +44,46 @@ ckv_status ruler_fit_search(ruler_gen *g, size_t *units, ckv_error *err)
 
     /* bracket: a fits (or is below the range), b does not (or is above it) */
     size_t a = g->incremental - 1, b = upper + 1;
-    bool have_a = false, have_b = false;
-    size_t la = 0, lb = 0;
+    bool have_a = false;
+    /* the last two evaluated points, for the secant */
+    double n0 = 0, l0 = 0, n1 = (double)probe, l1 = (double)plen;
+    bool two = false;
+    int side = -1; /* 1: the last point fit, 0: it did not */
+    size_t push = 0;
     if (probe >= g->incremental && probe <= upper) {
-        if (plen <= g->target) {
-            a = probe, la = plen, have_a = true;
-        } else {
-            b = probe, lb = plen, have_b = true;
-        }
+        side = plen <= g->target;
+        if (side)
+            a = probe, have_a = true;
+        else
+            b = probe;
     }
-    bool bisect = false;
+    const double want = g->target;
     while (b - a > 1) {
-        size_t width = b - a, n;
-        uint64_t want = g->target;
-        if (bisect) {
-            n = a + width / 2;
-        } else if (have_a && have_b && lb > la) {
-            n = a + (size_t)((want - la) * (uint64_t)width / (lb - la));
+        double x;
+        if (two && l1 != l0)
+            x = n1 + (want - l1) * (n1 - n0) / (l1 - l0);
+        else /* tokens per unit from the probe (template overhead included) */
+            x = n1 + (want - l1) * (double)probe / (double)(ptok ? ptok : 1);
+        size_t half = (b - a) / 2;
+        size_t n;
+        if (push >= half) {
+            n = a + half;
         } else {
-            /* one side known: extrapolate with the probe's tokens per unit */
-            size_t x = have_a ? a : have_b ? b : probe;
-            size_t lx = have_a ? la : have_b ? lb : plen;
-            double per = (double)ptok / (double)probe;
-            double step = ((double)want - (double)lx) / (per > 0 ? per : 1.0);
-            double nn = (double)x + step;
-            n = nn < (double)(a + 1) ? a + 1 : nn > (double)(b - 1) ? b - 1 : (size_t)nn;
+            double y = side == 1 ? ceil(x) + (double)push : floor(x) - (double)push;
+            n = y <= (double)(a + 1) ? a + 1 : y >= (double)(b - 1) ? b - 1 : (size_t)y;
         }
-        if (n <= a)
-            n = a + 1;
-        if (n >= b)
-            n = b - 1;
         size_t len;
         if ((st = eval(g, n, &d, &len, err)))
             goto done;
-        if (len <= g->target)
-            a = n, la = len, have_a = true;
+        int now = len <= g->target;
+        if (now)
+            a = n, have_a = true;
         else
-            b = n, lb = len, have_b = true;
-        bisect = !bisect && (b - a) * 2 > width;
+            b = n;
+        push = now == side ? (push ? 2 * push : 1) : 0;
+        side = now;
+        n0 = n1, l0 = l1, n1 = (double)n, l1 = (double)len;
+        two = true;
     }
     /* RULER falls back to `incremental` when nothing fits */
     *units = have_a ? a : g->incremental;
