@@ -3,13 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-uint64_t ckv_splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "splitmix.h"
 
 ckv_status ckv_sampler_init(ckv_sampler *s, int32_t n_vocab, float temperature, float top_p,
                             uint64_t seed, ckv_error *err)

@@ -22,7 +22,5 @@ ckv_status ckv_sampler_init(ckv_sampler *s, int32_t n_vocab, float temperature, 
 void ckv_sampler_free(ckv_sampler *s);
 int32_t ckv_sample(ckv_sampler *s, const float *logits);
 int32_t ckv_argmax(const float *x, int32_t n);
-/* SplitMix64: the project's one seeded generator for sampling. */
-uint64_t ckv_splitmix64(uint64_t *state);
 
 #endif

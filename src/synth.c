@@ -3,6 +3,8 @@
  * BPE tokenizer laid out like SmolLM2's (specials 0-2, then bytes, then merges). */
 #include "synth.h"
 
+#include "splitmix.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,18 +305,10 @@ static ckv_status add_layer(tensor_list *l, const ckv_synth_opts *o, uint32_t i,
 
 /* ---- random numbers: SplitMix64, one stream per tensor ---- */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in (0, 1): 53 random bits, offset by half a unit so never 0. */
 static double uniform01(uint64_t *s)
 {
-    return ((double)(splitmix64(s) >> 11) + 0.5) * 0x1p-53;
+    return ((double)(ckv_splitmix64(s) >> 11) + 0.5) * 0x1p-53;
 }
 
 /* Box-Muller; the second variate is discarded for simplicity. */

@@ -133,6 +133,7 @@ int cmd_generate(int argc, char **argv)
     }
     double t2 = ckv_now();
     printf("\n");
+    fflush(stdout);
     fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generation: %lld tokens, %.1f tok/s\n", n,
             (double)n / (t1 - t0), gen, gen > 0 ? (double)gen / (t2 - t1) : 0.0);
     rc = CLI_OK;

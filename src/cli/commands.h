@@ -4,6 +4,8 @@
 #define CKV_CLI_COMMANDS_H
 
 int cmd_devices(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_score(int argc, char **argv);
@@ -11,5 +13,6 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_compress(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
 
 #endif

@@ -13,6 +13,8 @@ typedef struct {
 
 static const command commands[] = {
     {"devices", cmd_devices, "list CUDA devices (when built with CUDA)"},
+    {"generate", cmd_generate, "generate text from a prompt (greedy or sampled)"},
+    {"logits", cmd_logits, "print the top next tokens and their logits"},
     {"info", cmd_info, "show a GGUF model's metadata, tokenizer and tensors"},
     {"synth", cmd_synth, "write a small random GGUF model (tests, fuzzing)"},
     {"score", cmd_score, "score predictions with LongBench and RULER metrics"},
@@ -20,6 +22,7 @@ static const command commands[] = {
     {"compress", cmd_compress, "apply a KV-cache policy to a dump (HDF5)"},
     {"analyze", cmd_analyze, "analyses of a dump (keys: similarity vs token distance)"},
     {"bench", cmd_bench, "benchmarks (compress: every policy's compression time)"},
+    {"prepare", cmd_prepare, "build benchmark prompts fitted to a model (RULER)"},
 };
 
 static void usage(FILE *fp)
