@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache.h"
+#include "cpu.h"
+#include "model.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -26,6 +29,46 @@ typedef struct {
  * is no driver or no device. */
 ckv_status ckv_cuda_device_count(int32_t *count, ckv_error *err);
 ckv_status ckv_cuda_device_query(int32_t index, ckv_cuda_device *out, ckv_error *err);
+
+/* The decoder on one GPU: the model's weights dequantised once (from the
+ * host fp32 copy in ckv_model) to bf16 for cuBLAS (fp32 accumulation);
+ * norms, biases, the embedding table and all activations between GEMMs in
+ * fp32. It mirrors ckv_cpu (cpu.h) step by step. */
+typedef struct ckv_gpu ckv_gpu;
+
+/* A KV cache on the GPU with the layout of ckv_cache (cache.h): fp32 keys and
+ * values, fp32 degrees, lengths per (layer, KV head) on the device and
+ * mirrored on the host. */
+typedef struct ckv_gpu_cache ckv_gpu_cache;
+
+/* Uploads the model to device `device`. max_batch bounds the tokens run at
+ * once (longer inputs are split). The model must outlive the decoder only
+ * for its configuration; weights are copied. */
+ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device, int32_t max_batch,
+                          ckv_error *err);
+void ckv_gpu_free(ckv_gpu *g);
+/* Device memory the decoder holds (weights and scratch), in bytes. */
+size_t ckv_gpu_bytes(const ckv_gpu *g);
+
+ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g, int32_t capacity,
+                                ckv_error *err);
+void ckv_gpu_cache_free(ckv_gpu_cache *c);
+size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
+/* Empties the cache (lengths 0, position 0). */
+ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);
+/* Copies a host cache (entries, degrees, lengths, position) onto the GPU
+ * cache; its lists must fit the GPU cache's capacity. */
+ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_error *err);
+/* Copies the GPU cache into a host cache of the same shape and at least
+ * the longest list's capacity. */
+ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst, ckv_error *err);
+
+/* As ckv_cpu_forward: runs n tokens at positions n_pos .. n_pos + n - 1,
+ * appending degree-1 entries, and writes the last token's logits (all
+ * tokens' with opts->all_logits) unless logits is NULL. Supported options:
+ * no_degree_bias, all_logits; a query window is CKV_ERR_UNSUPPORTED here. */
+ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, int32_t n,
+                           const ckv_forward_opts *opts, float *logits, ckv_error *err);
 
 #ifdef __cplusplus
 }

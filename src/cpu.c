@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decoder_ops.h"
 #include "matmul.h"
 #include "util.h"
 
@@ -64,13 +65,7 @@ ckv_status ckv_cpu_create(ckv_cpu **out, const ckv_model *m, int32_t max_batch, 
         ckv_cpu_free(s);
         return ckv_errorf(err, CKV_ERR_NOMEM, "cpu: out of memory for batch %d", max_batch);
     }
-    /* theta_i = pos * base^(-2i/n_rot) * freq_scale / rope_freqs[i], in double. */
-    for (int i = 0; i < c->n_rot / 2; i++) {
-        double f = pow((double)c->rope_base, -2.0 * i / c->n_rot) * c->rope_freq_scale;
-        if (m->rope_freqs)
-            f /= m->rope_freqs[i];
-        s->inv_freq[i] = f;
-    }
+    ckv_rope_inv_freq(s->inv_freq, c, m->rope_freqs);
     *out = s;
     return CKV_OK;
 }
@@ -112,55 +107,11 @@ static ckv_status ensure_aux(ckv_cpu *s, int32_t capacity, ckv_error *err)
     return CKV_OK;
 }
 
-static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
-{
-    double ss = 0;
-    for (int i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] * r * w[i];
-}
-
 /* Y[n][out] = X[n][in] . W[out][in]^T (+ bias), contiguous rows. */
 static void matmul(const ckv_cpu *s, float *y, const float *x, const float *w, const float *bias,
                    int n, int in, int out)
 {
     ckv_matmul_nt(y, out, x, in, w, in, bias, n, out, in, 1.0f, s->n_threads);
-}
-
-static void rope(float *v, int head_dim, const double *inv_freq, int64_t pos, ckv_rope_type type)
-{
-    int half = head_dim / 2;
-    for (int i = 0; i < half; i++) {
-        double th = (double)pos * inv_freq[i];
-        float c = (float)cos(th), s = (float)sin(th);
-        int a = type == CKV_ROPE_NEOX ? i : 2 * i;
-        int b = type == CKV_ROPE_NEOX ? i + half : 2 * i + 1;
-        float x0 = v[a], x1 = v[b];
-        v[a] = x0 * c - x1 * s;
-        v[b] = x0 * s + x1 * c;
-    }
-}
-
-/* Softmax of one score row in place (after scaling and the degree bias); the
- * row's first `visible` entries take part, the rest get probability 0. */
-static void softmax_row(float *row, int32_t visible, int32_t len)
-{
-    float mx = -INFINITY;
-    for (int32_t t = 0; t < visible; t++)
-        if (row[t] > mx)
-            mx = row[t];
-    double sum = 0;
-    for (int32_t t = 0; t < visible; t++) {
-        row[t] = expf(row[t] - mx);
-        sum += row[t];
-    }
-    float inv = (float)(1.0 / sum);
-    for (int32_t t = 0; t < visible; t++)
-        row[t] *= inv;
-    for (int32_t t = visible; t < len; t++)
-        row[t] = 0.0f;
 }
 
 static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tokens, int32_t n,
@@ -185,7 +136,7 @@ static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tok
     for (int l = 0; l < c->n_layer; l++) {
         const ckv_layer *L = &m->layers[l];
         for (int32_t i = 0; i < n; i++)
-            rmsnorm(s->xb + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, c->rms_eps);
+            ckv_rmsnorm(s->xb + (size_t)i * E, s->x + (size_t)i * E, L->attn_norm, E, c->rms_eps);
         matmul(s, s->q, s->xb, L->wq, L->bq, n, E, qd);
         matmul(s, s->k, s->xb, L->wk, L->bk, n, E, kvd);
         matmul(s, s->v, s->xb, L->wv, L->bv, n, E, kvd);
@@ -194,8 +145,8 @@ static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tok
             for (int qh = 0; qh < H; qh++) {
                 float *q = s->q + (size_t)i * qd + (size_t)qh * hd;
                 if (L->q_norm)
-                    rmsnorm(q, q, L->q_norm, hd, c->rms_eps);
-                rope(q, hd, s->inv_freq, pos, c->rope_type);
+                    ckv_rmsnorm(q, q, L->q_norm, hd, c->rms_eps);
+                ckv_rope(q, hd, s->inv_freq, pos, c->rope_type);
                 int32_t w = first + i - (total - o->q_window);
                 if (o->q_window > 0 && w >= 0)
                     memcpy(o->q_window_out + (((size_t)l * H + qh) * o->q_window + w) * hd, q,
@@ -204,8 +155,8 @@ static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tok
             for (int h = 0; h < KV; h++) {
                 float *k = s->k + (size_t)i * kvd + (size_t)h * hd;
                 if (L->k_norm)
-                    rmsnorm(k, k, L->k_norm, hd, c->rms_eps);
-                rope(k, hd, s->inv_freq, pos, c->rope_type);
+                    ckv_rmsnorm(k, k, L->k_norm, hd, c->rms_eps);
+                ckv_rope(k, hd, s->inv_freq, pos, c->rope_type);
             }
         }
         /* Append this chunk's keys and values as degree-1 entries. */
@@ -227,45 +178,23 @@ static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tok
             for (int32_t t = 0; t < *len; t++)
                 s->logdeg[h * T + t] = logf(deg[t]);
         }
-        /* Per query head: S = Q K^T * scale + log(deg), causal within the chunk
-         * (query i sees every older entry plus chunk tokens <= i), softmax,
-         * then O = P V. Both products go through BLAS. */
         for (int qh = 0; qh < H; qh++) {
             int h = qh / group;
-            int32_t len = cache->len[ckv_cache_lh(cache, l, h)];
-            float *S = s->scores;
-            ckv_matmul_nt(S, len, s->q + (size_t)qh * hd, qd, ckv_cache_key(cache, l, h, 0), hd,
-                          NULL, n, len, hd, scale, nt);
-            const float *ld = s->logdeg + h * T;
-#pragma omp parallel for schedule(static) num_threads(nt)
-            for (int32_t i = 0; i < n; i++) {
-                float *row = S + (size_t)i * len;
-                if (!o->no_degree_bias)
-                    for (int32_t t = 0; t < len0[h] + i + 1; t++)
-                        row[t] += ld[t];
-                softmax_row(row, len0[h] + i + 1, len);
-            }
-            if (cache->score) {
-                float *acc = ckv_cache_scorep(cache, l, h);
-                for (int32_t i = 0; i < n; i++)
-                    for (int32_t t = 0; t < len; t++)
-                        acc[t] += S[(size_t)i * len + t];
-            }
-            ckv_matmul_nn(s->att + (size_t)qh * hd, qd, S, len, ckv_cache_val(cache, l, h, 0), hd, n,
-                          len, hd, nt);
+            ckv_attend(s->att + (size_t)qh * hd, qd, s->scores, s->q + (size_t)qh * hd, qd, n,
+                       ckv_cache_key(cache, l, h, 0), ckv_cache_val(cache, l, h, 0),
+                       o->no_degree_bias ? NULL : s->logdeg + h * T, len0[h],
+                       cache->len[ckv_cache_lh(cache, l, h)], hd, scale, ckv_cache_scorep(cache, l, h),
+                       nt);
         }
         matmul(s, s->xb, s->att, L->wo, NULL, n, qd, E);
         for (size_t i = 0; i < (size_t)n * E; i++)
             s->x[i] += s->xb[i];
 
         for (int32_t i = 0; i < n; i++)
-            rmsnorm(s->xb + (size_t)i * E, s->x + (size_t)i * E, L->ffn_norm, E, c->rms_eps);
+            ckv_rmsnorm(s->xb + (size_t)i * E, s->x + (size_t)i * E, L->ffn_norm, E, c->rms_eps);
         matmul(s, s->hg, s->xb, L->w_gate, NULL, n, E, c->n_ff);
         matmul(s, s->hu, s->xb, L->w_up, NULL, n, E, c->n_ff);
-        for (size_t i = 0; i < (size_t)n * c->n_ff; i++) {
-            float g = s->hg[i];
-            s->hg[i] = g / (1.0f + expf(-g)) * s->hu[i];
-        }
+        ckv_swiglu(s->hg, s->hu, (size_t)n * c->n_ff);
         matmul(s, s->xb, s->hg, L->w_down, NULL, n, c->n_ff, E);
         for (size_t i = 0; i < (size_t)n * E; i++)
             s->x[i] += s->xb[i];
@@ -276,7 +205,7 @@ static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tok
         /* All logits, or only those of the very last token of the whole input. */
         int32_t from = o->all_logits ? 0 : (first + n == total ? n - 1 : n);
         for (int32_t i = from; i < n; i++)
-            rmsnorm(s->xb + (size_t)(i - from) * E, s->x + (size_t)i * E, m->output_norm, E,
+            ckv_rmsnorm(s->xb + (size_t)(i - from) * E, s->x + (size_t)i * E, m->output_norm, E,
                     c->rms_eps);
         if (n - from > 0)
             matmul(s, o->all_logits ? logits + (size_t)first * c->n_vocab : logits, s->xb, m->output,

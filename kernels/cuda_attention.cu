@@ -1,0 +1,193 @@
+// Attention over the compressed-cache lists, prefill and decode in one
+// kernel: a block takes 32 queries of one query head and one range of the
+// list (split-KV), streams the keys and values through shared memory in
+// tiles of 32 entries and keeps an online softmax (running max m, sum l,
+// unnormalised output) per query; a second kernel merges the ranges. Causal
+// masking follows the cache: query i sees len0[h] + i + 1 entries.
+#include <cuda_bf16.h>
+#include <math.h>
+
+#include "cuda_check.h"
+#include "cuda_kernels.h"
+
+namespace {
+
+constexpr int BQ = 32;   // queries per block
+constexpr int TPQ = 4;   // threads per query; thread `part` owns dims part, part + 4, ...
+constexpr int BK = 32;   // entries per shared-memory tile
+constexpr int MIN_SPLIT = 128;
+
+struct Args {
+    const float *q;
+    int32_t q_stride, n, H, KV;
+    ckv_k_kv_layer c;
+    float scale;
+    bool bias;
+    int32_t split_len;
+    float *part_o;   // [splits][n][H][HD] unnormalised outputs
+    float *part_ml;  // [splits][n][H][2] running max and sum
+};
+
+template <int HD>
+__global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
+{
+    constexpr int PD = HD / TPQ;
+    __shared__ float ks[BK][HD];
+    __shared__ float vs[BK][HD];
+    __shared__ float ld[BK];
+    const int tid = threadIdx.x, part = tid % TPQ;
+    const int i = blockIdx.x * BQ + tid / TPQ;
+    const int qh = blockIdx.y, split = blockIdx.z;
+    const int h = qh / (a.H / a.KV);
+    const int L0 = a.c.len0[h];
+    const int i_last = min(a.n, (int)(blockIdx.x + 1) * BQ) - 1;
+    const int t_begin = split * a.split_len;
+    const int t_end = min(t_begin + a.split_len, L0 + i_last + 1);
+    const int visible = i < a.n ? L0 + i + 1 : 0;
+    const float *K = a.c.k + (size_t)h * a.c.capacity * HD;
+    const float *V = a.c.v + (size_t)h * a.c.capacity * HD;
+    const float *deg = a.c.deg + (size_t)h * a.c.capacity;
+
+    float q[PD], acc[PD];
+#pragma unroll
+    for (int k = 0; k < PD; k++) {
+        q[k] = i < a.n ? a.q[(size_t)i * a.q_stride + (size_t)qh * HD + part + TPQ * k] * a.scale
+                       : 0.0f;
+        acc[k] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int t0 = t_begin; t0 < t_end; t0 += BK) {
+        __syncthreads();  // the previous tile is no longer read
+        for (int e = tid; e < BK * HD; e += BQ * TPQ) {
+            int j = e / HD, d = e % HD, t = t0 + j;
+            ks[j][d] = t < t_end ? K[(size_t)t * HD + d] : 0.0f;
+            vs[j][d] = t < t_end ? V[(size_t)t * HD + d] : 0.0f;
+        }
+        if (tid < BK)
+            ld[tid] = a.bias && t0 + tid < t_end ? logf(deg[t0 + tid]) : 0.0f;
+        __syncthreads();
+        float s[BK], tmax = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BK; j++) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int k = 0; k < PD; k++)
+                dot += q[k] * ks[j][part + TPQ * k];
+            dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+            dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+            s[j] = t0 + j < t_end && t0 + j < visible ? dot + ld[j] : -INFINITY;
+            tmax = fmaxf(tmax, s[j]);
+        }
+        if (tmax == -INFINITY)
+            continue;
+        const float mn = fmaxf(m, tmax), corr = expf(m - mn);
+        l *= corr;
+#pragma unroll
+        for (int k = 0; k < PD; k++)
+            acc[k] *= corr;
+#pragma unroll
+        for (int j = 0; j < BK; j++) {
+            const float p = expf(s[j] - mn);
+            l += p;
+#pragma unroll
+            for (int k = 0; k < PD; k++)
+                acc[k] += p * vs[j][part + TPQ * k];
+        }
+        m = mn;
+    }
+    if (i >= a.n)
+        return;
+    const size_t row = ((size_t)split * a.n + i) * a.H + qh;
+#pragma unroll
+    for (int k = 0; k < PD; k++)
+        a.part_o[row * HD + part + TPQ * k] = acc[k];
+    if (part == 0) {
+        a.part_ml[row * 2] = m;
+        a.part_ml[row * 2 + 1] = l;
+    }
+}
+
+// One block per (query, head), one thread per dimension.
+__global__ void attention_merge(const float *part_o, const float *part_ml, int32_t splits,
+                                int32_t n, int32_t H, int32_t hd, float *out32, ckv_bf16 *out16)
+{
+    const int i = blockIdx.x, qh = blockIdx.y, d = threadIdx.x;
+    float M = -INFINITY;
+    for (int s = 0; s < splits; s++)
+        M = fmaxf(M, part_ml[(((size_t)s * n + i) * H + qh) * 2]);
+    float L = 0.0f, O = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        const size_t row = ((size_t)s * n + i) * H + qh;
+        const float ms = part_ml[row * 2];
+        if (ms == -INFINITY)
+            continue;
+        const float w = expf(ms - M);
+        L += w * part_ml[row * 2 + 1];
+        O += w * part_o[row * hd + d];
+    }
+    const float r = O / L;
+    const size_t o = (size_t)i * H * hd + (size_t)qh * hd + d;
+    if (out32)
+        out32[o] = r;
+    else {
+        __nv_bfloat16 b = __float2bfloat16_rn(r);
+        out16[o] = *reinterpret_cast<ckv_bf16 *>(&b);
+    }
+}
+
+}  // namespace
+
+extern "C" size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim)
+{
+    return (size_t)splits * n * n_head * (head_dim + 2);
+}
+
+extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t head_dim,
+                                                      int32_t max_len, int32_t n_sm,
+                                                      size_t ws_floats)
+{
+    const int64_t blocks = (int64_t)(n + BQ - 1) / BQ * n_head;
+    int64_t splits = (2 * (int64_t)n_sm + blocks - 1) / blocks;
+    const int64_t by_len = (max_len + MIN_SPLIT - 1) / MIN_SPLIT;
+    const int64_t by_ws = (int64_t)(ws_floats / ckv_k_attention_ws(n, 1, n_head, head_dim));
+    if (splits > by_len)
+        splits = by_len;
+    if (splits > by_ws)
+        splits = by_ws;
+    if (splits < 1)
+        splits = 1;
+    int64_t len = (max_len + splits - 1) / splits;
+    len = (len + BK - 1) / BK * BK;
+    ckv_k_attention_split r = {(int32_t)splits, (int32_t)(len > 0 ? len : BK)};
+    return r;
+}
+
+extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q,
+                                      int32_t q_stride, int32_t n, int32_t n_head,
+                                      int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer *c,
+                                      float scale, bool degree_bias, ckv_k_attention_split split,
+                                      float *ws, void *stream, ckv_error *err)
+{
+    if ((out32 == NULL) == (out16 == NULL))
+        return ckv_errorf(err, CKV_ERR_ARG, "attention: exactly one of out32, out16 must be set");
+    if (n_head_kv <= 0 || n_head % n_head_kv)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "attention: %d query heads do not group over %d KV heads", n_head,
+                          n_head_kv);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    Args a = {q, q_stride, n, n_head, n_head_kv, *c, scale, degree_bias, split.split_len, ws,
+              ws + (size_t)split.splits * n * n_head * head_dim};
+    dim3 grid((n + BQ - 1) / BQ, n_head, split.splits);
+    if (head_dim == 64)
+        attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
+    else if (head_dim == 128)
+        attention_partial<128><<<grid, BQ * TPQ, 0, st>>>(a);
+    else
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "attention: head_dim %d (64 or 128 only)",
+                          head_dim);
+    CKV_CUDA_LAUNCHED();
+    attention_merge<<<dim3(n, n_head), head_dim, 0, st>>>(a.part_o, a.part_ml, split.splits, n,
+                                                          n_head, head_dim, out32, out16);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
+}

@@ -1,0 +1,510 @@
+// The GPU decoder: ckv_cpu's forward pass (src/cpu.c) with the projections
+// and the FFN as cuBLAS bf16 GEMMs (fp32 accumulation and output) and the
+// rest as the kernels of cuda_kernels.h. Per layer: residual add + RMSNorm
+// -> QKV GEMM -> bias, q/k norm, RoPE, cache append -> attention -> output
+// GEMM -> residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM.
+// All device memory is taken in ckv_gpu_create and ckv_gpu_cache_create;
+// a forward pass allocates nothing.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "cuda_check.h"
+#include "cuda_kernels.h"
+#include "decoder_ops.h"
+
+namespace {
+
+struct Layer {
+    ckv_bf16 *wqkv;  // [(H + 2 KV) hd][E]: wq, wk, wv stacked
+    ckv_bf16 *wo;    // [E][H hd]
+    ckv_bf16 *wgu;   // [2 n_ff][E]: w_gate, w_up stacked
+    ckv_bf16 *wdown; // [E][n_ff]
+    float *attn_norm, *ffn_norm, *bias, *q_norm, *k_norm;
+};
+
+// Round to nearest even, as __float2bfloat16_rn; NaN stays NaN.
+ckv_bf16 bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (ckv_bf16)(u >> 16);
+}
+
+}  // namespace
+
+struct ckv_gpu {
+    ckv_config cfg;
+    int32_t device, max_batch, n_sm;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *blas_ws;
+    float *embd;        // [n_vocab][E] fp32, for the gather
+    ckv_bf16 *out_w;    // [n_vocab][E]
+    float *out_norm;
+    double *inv_freq;
+    Layer *layers;
+    int32_t *tok;
+    float *x, *y, *qkv, *gu, *logits, *ws;
+    ckv_bf16 *xb, *att, *hb;
+    size_t ws_floats, bytes;
+    ckv_bf16 *staging;  // host, largest matrix
+};
+
+struct ckv_gpu_cache {
+    int32_t n_layer, n_head_kv, head_dim, capacity;
+    float *k, *v, *deg;
+    int32_t *len_d, *len_h;
+    int64_t n_pos;
+    size_t bytes;
+};
+
+static ckv_status dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
+{
+    void **p = static_cast<void **>(pp);
+    *p = NULL;
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e != cudaSuccess)
+        return ckv_errorf(err, CKV_ERR_DEVICE, "cuda: cannot allocate %.1f MiB of device memory: %s",
+                          (double)bytes / (1 << 20), cudaGetErrorString(e));
+    *total += bytes;
+    return CKV_OK;
+}
+
+static ckv_status upload_f32(ckv_gpu *g, float **dst, const float *src, size_t count, ckv_error *err)
+{
+    *dst = NULL;
+    if (!src)
+        return CKV_OK;
+    ckv_status st = dalloc(&g->bytes, dst, count * sizeof(float), err);
+    if (st)
+        return st;
+    CKV_CUDA(cudaMemcpy(*dst, src, count * sizeof(float), cudaMemcpyHostToDevice));
+    return CKV_OK;
+}
+
+// Stacks up to two row-major matrices of `cols` columns and uploads them as bf16.
+static ckv_status upload_bf16(ckv_gpu *g, ckv_bf16 **dst, const float *a, size_t rows_a,
+                              const float *b, size_t rows_b, size_t cols, ckv_error *err)
+{
+    const size_t na = rows_a * cols, nb = rows_b * cols;
+    for (size_t i = 0; i < na; i++)
+        g->staging[i] = bf16_bits(a[i]);
+    for (size_t i = 0; i < nb; i++)
+        g->staging[na + i] = bf16_bits(b[i]);
+    ckv_status st = dalloc(&g->bytes, dst, (na + nb) * sizeof(ckv_bf16), err);
+    if (st)
+        return st;
+    CKV_CUDA(cudaMemcpy(*dst, g->staging, (na + nb) * sizeof(ckv_bf16), cudaMemcpyHostToDevice));
+    return CKV_OK;
+}
+
+// Three stacked matrices (wq, wk, wv): the first two through the staging
+// buffer's front, the third appended by a second conversion pass.
+static ckv_status upload_qkv(ckv_gpu *g, ckv_bf16 **dst, const ckv_layer *L, ckv_error *err)
+{
+    const ckv_config *c = &g->cfg;
+    const size_t E = c->n_embd, qd = (size_t)c->n_head * c->head_dim,
+                 kvd = (size_t)c->n_head_kv * c->head_dim;
+    const float *parts[3] = {L->wq, L->wk, L->wv};
+    const size_t rows[3] = {qd, kvd, kvd};
+    size_t off = 0;
+    for (int p = 0; p < 3; p++)
+        for (size_t i = 0; i < rows[p] * E; i++)
+            g->staging[off++] = bf16_bits(parts[p][i]);
+    ckv_status st = dalloc(&g->bytes, dst, off * sizeof(ckv_bf16), err);
+    if (st)
+        return st;
+    CKV_CUDA(cudaMemcpy(*dst, g->staging, off * sizeof(ckv_bf16), cudaMemcpyHostToDevice));
+    return CKV_OK;
+}
+
+static ckv_status upload_bias(ckv_gpu *g, float **dst, const ckv_layer *L, ckv_error *err)
+{
+    const ckv_config *c = &g->cfg;
+    *dst = NULL;
+    if (!L->bq)
+        return CKV_OK;
+    const size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
+    float *host = static_cast<float *>(malloc((qd + 2 * kvd) * sizeof(float)));
+    if (!host)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory for biases");
+    memcpy(host, L->bq, qd * sizeof(float));
+    memcpy(host + qd, L->bk, kvd * sizeof(float));
+    memcpy(host + qd + kvd, L->bv, kvd * sizeof(float));
+    ckv_status st = upload_f32(g, dst, host, qd + 2 * kvd, err);
+    free(host);
+    return st;
+}
+
+static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
+{
+    const ckv_config *c = &g->cfg;
+    if (c->n_rot != c->head_dim)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "cuda: partial RoPE (n_rot %d of head_dim %d) is not supported", c->n_rot,
+                          c->head_dim);
+    if (c->head_dim != 64 && c->head_dim != 128)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "cuda: head_dim %d (64 or 128 only)",
+                          c->head_dim);
+    if (c->n_head % c->n_head_kv)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "cuda: %d heads do not group over %d KV heads",
+                          c->n_head, c->n_head_kv);
+    CKV_CUDA(cudaSetDevice(g->device));
+    CKV_CUDA(cudaDeviceGetAttribute(&g->n_sm, cudaDevAttrMultiProcessorCount, g->device));
+    CKV_CUDA(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+    CKV_CUBLAS(cublasCreate(&g->blas));
+    CKV_CUBLAS(cublasSetStream(g->blas, g->stream));
+    // A fixed cuBLAS workspace, so that no GEMM allocates during a forward pass.
+    const size_t blas_ws = 32u << 20;
+    ckv_status st = dalloc(&g->bytes, &g->blas_ws, blas_ws, err);
+    if (st)
+        return st;
+    CKV_CUBLAS(cublasSetWorkspace(g->blas, g->blas_ws, blas_ws));
+
+    const size_t E = c->n_embd, V = c->n_vocab, F = c->n_ff, hd = c->head_dim,
+                 H = c->n_head, KV = c->n_head_kv, B = g->max_batch;
+    const size_t qkvd = (H + 2 * KV) * hd;
+    size_t biggest = V * E;
+    if (2 * F * E > biggest)
+        biggest = 2 * F * E;
+    if (qkvd * E > biggest)
+        biggest = qkvd * E;
+    g->staging = static_cast<ckv_bf16 *>(malloc(biggest * sizeof(ckv_bf16)));
+    g->layers = static_cast<Layer *>(calloc((size_t)c->n_layer, sizeof(Layer)));
+    if (!g->staging || !g->layers)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory for weight staging");
+
+    if ((st = upload_f32(g, &g->embd, m->tok_embd, V * E, err)) ||
+        (st = upload_bf16(g, &g->out_w, m->output, V, NULL, 0, E, err)) ||
+        (st = upload_f32(g, &g->out_norm, m->output_norm, E, err)))
+        return st;
+    for (int l = 0; l < c->n_layer; l++) {
+        const ckv_layer *L = &m->layers[l];
+        Layer *D = &g->layers[l];
+        if ((st = upload_qkv(g, &D->wqkv, L, err)) ||
+            (st = upload_bf16(g, &D->wo, L->wo, E, NULL, 0, H * hd, err)) ||
+            (st = upload_bf16(g, &D->wgu, L->w_gate, F, L->w_up, F, E, err)) ||
+            (st = upload_bf16(g, &D->wdown, L->w_down, E, NULL, 0, F, err)) ||
+            (st = upload_f32(g, &D->attn_norm, L->attn_norm, E, err)) ||
+            (st = upload_f32(g, &D->ffn_norm, L->ffn_norm, E, err)) ||
+            (st = upload_f32(g, &D->q_norm, L->q_norm, hd, err)) ||
+            (st = upload_f32(g, &D->k_norm, L->k_norm, hd, err)) ||
+            (st = upload_bias(g, &D->bias, L, err)))
+            return st;
+    }
+    free(g->staging);
+    g->staging = NULL;
+
+    double *inv_freq = static_cast<double *>(malloc(hd / 2 * sizeof(double)));
+    if (!inv_freq)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
+    ckv_rope_inv_freq(inv_freq, c, m->rope_freqs);
+    st = dalloc(&g->bytes, &g->inv_freq, hd / 2 * sizeof(double), err);
+    cudaError_t e = st ? cudaSuccess
+                       : cudaMemcpy(g->inv_freq, inv_freq, hd / 2 * sizeof(double),
+                                    cudaMemcpyHostToDevice);
+    free(inv_freq);
+    if (st)
+        return st;
+    CKV_CUDA(e);
+
+    g->ws_floats = ckv_k_attention_ws(B > 512 ? (int32_t)B : 512, 1, (int32_t)H, (int32_t)hd);
+    if ((st = dalloc(&g->bytes, &g->tok, B * sizeof(int32_t), err)) ||
+        (st = dalloc(&g->bytes, &g->x, B * E * sizeof(float), err)) ||
+        (st = dalloc(&g->bytes, &g->y, B * E * sizeof(float), err)) ||
+        (st = dalloc(&g->bytes, &g->qkv, B * qkvd * sizeof(float), err)) ||
+        (st = dalloc(&g->bytes, &g->gu, B * 2 * F * sizeof(float), err)) ||
+        (st = dalloc(&g->bytes, &g->logits, B * V * sizeof(float), err)) ||
+        (st = dalloc(&g->bytes, &g->ws, g->ws_floats * sizeof(float), err)) ||
+        (st = dalloc(&g->bytes, &g->xb, B * E * sizeof(ckv_bf16), err)) ||
+        (st = dalloc(&g->bytes, &g->att, B * H * hd * sizeof(ckv_bf16), err)) ||
+        (st = dalloc(&g->bytes, &g->hb, B * F * sizeof(ckv_bf16), err)))
+        return st;
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device,
+                                     int32_t max_batch, ckv_error *err)
+{
+    *out = NULL;
+    if (max_batch <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "cuda: max_batch %d must be positive", max_batch);
+    ckv_gpu *g = static_cast<ckv_gpu *>(calloc(1, sizeof *g));
+    if (!g)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
+    g->cfg = m->cfg;
+    g->device = device;
+    g->max_batch = max_batch;
+    ckv_status st = create(g, m, err);
+    if (st) {
+        ckv_gpu_free(g);
+        return st;
+    }
+    *out = g;
+    return CKV_OK;
+}
+
+extern "C" void ckv_gpu_free(ckv_gpu *g)
+{
+    if (!g)
+        return;
+    if (g->layers)
+        for (int l = 0; l < g->cfg.n_layer; l++) {
+            Layer *D = &g->layers[l];
+            void *ps[] = {D->wqkv, D->wo, D->wgu, D->wdown, D->attn_norm,
+                          D->ffn_norm, D->bias, D->q_norm, D->k_norm};
+            for (void *p : ps)
+                cudaFree(p);
+        }
+    void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->x, g->y,
+                  g->qkv, g->gu, g->logits, g->ws, g->xb, g->att, g->hb};
+    for (void *p : ps)
+        cudaFree(p);
+    if (g->blas)
+        cublasDestroy(g->blas);
+    if (g->stream)
+        cudaStreamDestroy(g->stream);
+    free(g->layers);
+    free(g->staging);
+    free(g);
+}
+
+extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
+{
+    return g->bytes;
+}
+
+extern "C" ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g,
+                                           int32_t capacity, ckv_error *err)
+{
+    *out = NULL;
+    if (capacity <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "cuda: cache capacity %d must be positive", capacity);
+    ckv_gpu_cache *c = static_cast<ckv_gpu_cache *>(calloc(1, sizeof *c));
+    if (!c)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
+    c->n_layer = g->cfg.n_layer;
+    c->n_head_kv = g->cfg.n_head_kv;
+    c->head_dim = g->cfg.head_dim;
+    c->capacity = capacity;
+    const size_t lists = (size_t)c->n_layer * c->n_head_kv, T = (size_t)capacity;
+    c->len_h = static_cast<int32_t *>(calloc(lists, sizeof(int32_t)));
+    ckv_status st = c->len_h ? CKV_OK : ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
+    if (!st && !(st = dalloc(&c->bytes, &c->k, lists * T * c->head_dim * sizeof(float), err)) &&
+        !(st = dalloc(&c->bytes, &c->v, lists * T * c->head_dim * sizeof(float), err)) &&
+        !(st = dalloc(&c->bytes, &c->deg, lists * T * sizeof(float), err)) &&
+        !(st = dalloc(&c->bytes, &c->len_d, lists * sizeof(int32_t), err)))
+        st = ckv_gpu_cache_reset(c, err);
+    if (st) {
+        ckv_gpu_cache_free(c);
+        return st;
+    }
+    *out = c;
+    return CKV_OK;
+}
+
+extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
+{
+    if (!c)
+        return;
+    cudaFree(c->k);
+    cudaFree(c->v);
+    cudaFree(c->deg);
+    cudaFree(c->len_d);
+    free(c->len_h);
+    free(c);
+}
+
+extern "C" size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c)
+{
+    return c->bytes;
+}
+
+extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
+{
+    const size_t lists = (size_t)c->n_layer * c->n_head_kv;
+    memset(c->len_h, 0, lists * sizeof(int32_t));
+    CKV_CUDA(cudaMemset(c->len_d, 0, lists * sizeof(int32_t)));
+    c->n_pos = 0;
+    return CKV_OK;
+}
+
+static int32_t longest(const int32_t *len, size_t count)
+{
+    int32_t mx = 0;
+    for (size_t i = 0; i < count; i++)
+        if (len[i] > mx)
+            mx = len[i];
+    return mx;
+}
+
+// Copies `entries` rows of every list between caches of different capacities.
+static ckv_status copy_lists(void *dst, int32_t dst_cap, const void *src, int32_t src_cap,
+                             size_t row_bytes, int32_t entries, size_t lists, cudaMemcpyKind kind,
+                             ckv_error *err)
+{
+    if (entries > 0)
+        CKV_CUDA(cudaMemcpy2D(dst, dst_cap * row_bytes, src, src_cap * row_bytes,
+                              entries * row_bytes, lists, kind));
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_error *err)
+{
+    if (src->n_layer != dst->n_layer || src->n_head_kv != dst->n_head_kv ||
+        src->head_dim != dst->head_dim)
+        return ckv_errorf(err, CKV_ERR_ARG, "cuda: cache shape [%d, %d, %d] does not match [%d, %d, %d]",
+                          src->n_layer, src->n_head_kv, src->head_dim, dst->n_layer,
+                          dst->n_head_kv, dst->head_dim);
+    const size_t lists = (size_t)src->n_layer * src->n_head_kv;
+    const int32_t mx = longest(src->len, lists);
+    if (mx > dst->capacity)
+        return ckv_errorf(err, CKV_ERR_ARG, "cuda: a list of %d entries exceeds the GPU cache capacity %d",
+                          mx, dst->capacity);
+    const size_t row = (size_t)src->head_dim * sizeof(float);
+    ckv_status st;
+    if ((st = copy_lists(dst->k, dst->capacity, src->k, src->capacity, row, mx, lists,
+                         cudaMemcpyHostToDevice, err)) ||
+        (st = copy_lists(dst->v, dst->capacity, src->v, src->capacity, row, mx, lists,
+                         cudaMemcpyHostToDevice, err)) ||
+        (st = copy_lists(dst->deg, dst->capacity, src->deg, src->capacity, sizeof(float), mx,
+                         lists, cudaMemcpyHostToDevice, err)))
+        return st;
+    CKV_CUDA(cudaMemcpy(dst->len_d, src->len, lists * sizeof(int32_t), cudaMemcpyHostToDevice));
+    memcpy(dst->len_h, src->len, lists * sizeof(int32_t));
+    dst->n_pos = src->n_pos;
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst,
+                                             ckv_error *err)
+{
+    const size_t lists = (size_t)src->n_layer * src->n_head_kv;
+    const int32_t mx = longest(src->len_h, lists);
+    if (src->n_layer != dst->n_layer || src->n_head_kv != dst->n_head_kv ||
+        src->head_dim != dst->head_dim || mx > dst->capacity)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "cuda: host cache [%d, %d, %d] of capacity %d cannot hold the GPU cache "
+                          "[%d, %d, %d] with lists up to %d",
+                          dst->n_layer, dst->n_head_kv, dst->head_dim, dst->capacity,
+                          src->n_layer, src->n_head_kv, src->head_dim, mx);
+    const size_t row = (size_t)src->head_dim * sizeof(float);
+    ckv_status st;
+    if ((st = copy_lists(dst->k, dst->capacity, src->k, src->capacity, row, mx, lists,
+                         cudaMemcpyDeviceToHost, err)) ||
+        (st = copy_lists(dst->v, dst->capacity, src->v, src->capacity, row, mx, lists,
+                         cudaMemcpyDeviceToHost, err)) ||
+        (st = copy_lists(dst->deg, dst->capacity, src->deg, src->capacity, sizeof(float), mx,
+                         lists, cudaMemcpyDeviceToHost, err)))
+        return st;
+    memcpy(dst->len, src->len_h, lists * sizeof(int32_t));
+    dst->n_pos = src->n_pos;
+    return CKV_OK;
+}
+
+// Y[n][out] = X[n][in] . W[out][in]^T: column-major Y^T = W^T X^T.
+static ckv_status gemm(ckv_gpu *g, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int n, int in,
+                       int out, ckv_error *err)
+{
+    const float one = 1.0f, zero = 0.0f;
+    CKV_CUBLAS(cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, CUDA_R_16BF, in,
+                            x, CUDA_R_16BF, in, &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+    return CKV_OK;
+}
+
+static ckv_status forward_chunk(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, int32_t n,
+                                int32_t first, int32_t total, const ckv_forward_opts *o,
+                                float *logits, ckv_error *err)
+{
+    const ckv_config *cf = &g->cfg;
+    const int E = cf->n_embd, hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv,
+              F = cf->n_ff, V = cf->n_vocab;
+    const int qkvd = (H + 2 * KV) * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    void *st = g->stream;
+    ckv_status s;
+    CKV_CUDA(cudaMemcpyAsync(g->tok, tokens, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             g->stream));
+    if ((s = ckv_k_embed(g->x, g->embd, g->tok, n, E, st, err)))
+        return s;
+    for (int l = 0; l < cf->n_layer; l++) {
+        const Layer *D = &g->layers[l];
+        const size_t lh = (size_t)l * KV;
+        ckv_k_kv_layer kv = {c->k + lh * c->capacity * hd, c->v + lh * c->capacity * hd,
+                             c->deg + lh * c->capacity, c->len_d + lh, c->capacity};
+        ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
+                               cf->rope_type, cf->rms_eps};
+        const int32_t max_len = longest(c->len_h + lh, (size_t)KV) + n;
+        ckv_k_attention_split split = ckv_k_attention_plan(n, H, hd, max_len, g->n_sm, g->ws_floats);
+        if ((s = ckv_k_residual_rmsnorm(g->x, l ? g->y : NULL, D->attn_norm, g->xb, n, E,
+                                        cf->rms_eps, st, err)) ||
+            (s = gemm(g, g->qkv, g->xb, D->wqkv, n, E, qkvd, err)) ||
+            (s = ckv_k_qkv_post(g->qkv, n, c->n_pos, &qp, &kv, st, err)) ||
+            (s = ckv_k_attention(NULL, g->att, g->qkv, qkvd, n, H, KV, hd, &kv, scale,
+                                 !o->no_degree_bias, split, g->ws, st, err)) ||
+            (s = gemm(g, g->y, g->att, D->wo, n, H * hd, E, err)) ||
+            (s = ckv_k_residual_rmsnorm(g->x, g->y, D->ffn_norm, g->xb, n, E, cf->rms_eps, st,
+                                        err)) ||
+            (s = gemm(g, g->gu, g->xb, D->wgu, n, E, 2 * F, err)) ||
+            (s = ckv_k_swiglu(g->hb, g->gu, n, F, st, err)) ||
+            (s = gemm(g, g->y, g->hb, D->wdown, n, F, E, err)))
+            return s;
+    }
+    const size_t lists = (size_t)cf->n_layer * KV;
+    if ((s = ckv_k_add_lengths(c->len_d, (int32_t)lists, n, st, err)))
+        return s;
+    for (size_t j = 0; j < lists; j++)
+        c->len_h[j] += n;
+    c->n_pos += n;
+
+    // All logits, or only those of the very last token of the whole input.
+    const int32_t from = o->all_logits ? 0 : (first + n == total ? n - 1 : n);
+    if (logits && n - from > 0) {
+        if ((s = ckv_k_residual_rmsnorm(g->x + (size_t)from * E, g->y + (size_t)from * E,
+                                        g->out_norm, g->xb, n - from, E, cf->rms_eps, st, err)) ||
+            (s = gemm(g, g->logits, g->xb, g->out_w, n - from, E, V, err)))
+            return s;
+        float *dst = o->all_logits ? logits + (size_t)first * V : logits;
+        CKV_CUDA(cudaMemcpyAsync(dst, g->logits, (size_t)(n - from) * V * sizeof(float),
+                                 cudaMemcpyDeviceToHost, g->stream));
+    }
+    CKV_CUDA(cudaStreamSynchronize(g->stream));
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens,
+                                      int32_t n, const ckv_forward_opts *opts, float *logits,
+                                      ckv_error *err)
+{
+    static const ckv_forward_opts none = {};
+    const ckv_forward_opts *o = opts ? opts : &none;
+    const ckv_config *cf = &g->cfg;
+    if (n <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: no tokens");
+    if (o->q_window)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "cuda forward: query-window capture is not implemented on the GPU");
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= cf->n_vocab)
+            return ckv_errorf(err, CKV_ERR_ARG, "token id %d at index %d is outside [0, %d)",
+                              tokens[i], i, cf->n_vocab);
+    const int32_t mx = longest(c->len_h, (size_t)c->n_layer * c->n_head_kv);
+    if ((int64_t)mx + n > c->capacity)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "forward: %d new tokens overflow the cache (longest list %d, capacity %d)",
+                          n, mx, c->capacity);
+    CKV_CUDA(cudaSetDevice(g->device));
+    for (int32_t first = 0; first < n; first += g->max_batch) {
+        int32_t chunk = n - first < g->max_batch ? n - first : g->max_batch;
+        ckv_status s = forward_chunk(g, c, tokens + first, chunk, first, n, o, logits, err);
+        if (s)
+            return s;
+    }
+    return CKV_OK;
+}

@@ -1,0 +1,181 @@
+// The decoder's per-token kernels: embedding gather, residual add + RMSNorm,
+// the Q/K/V epilogue (bias, q/k norm, RoPE, cache append) and SwiGLU. Each
+// mirrors a CPU function of src/decoder_ops.c; the arithmetic follows it
+// (RoPE angles in double, silu as g / (1 + exp(-g))).
+#include <cuda_bf16.h>
+#include <math.h>
+
+#include "cuda_check.h"
+#include "cuda_kernels.h"
+
+static __device__ __forceinline__ ckv_bf16 to_bf16(float f)
+{
+    __nv_bfloat16 b = __float2bfloat16_rn(f);
+    return *reinterpret_cast<ckv_bf16 *>(&b);
+}
+
+// Sum over the block; every thread gets the result. blockDim.x <= 1024.
+static __device__ float block_sum(float v)
+{
+    __shared__ float part[32];
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();  // part[] may still be read by a previous call
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    int nw = (blockDim.x + 31) / 32;
+    v = lane < nw ? part[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static cudaStream_t as_stream(void *s)
+{
+    return static_cast<cudaStream_t>(s);
+}
+
+__global__ void embed_kernel(float *x, const float *table, const int32_t *tokens, int32_t E)
+{
+    const float *src = table + (size_t)tokens[blockIdx.x] * E;
+    float *dst = x + (size_t)blockIdx.x * E;
+    for (int j = threadIdx.x; j < E; j += blockDim.x)
+        dst[j] = src[j];
+}
+
+extern "C" ckv_status ckv_k_embed(float *x, const float *table, const int32_t *tokens, int32_t n,
+                                  int32_t E, void *stream, ckv_error *err)
+{
+    embed_kernel<<<n, 256, 0, as_stream(stream)>>>(x, table, tokens, E);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
+}
+
+__global__ void residual_rmsnorm_kernel(float *x, const float *add, const float *w, ckv_bf16 *out,
+                                        int32_t E, float eps)
+{
+    float *xr = x + (size_t)blockIdx.x * E;
+    const float *ar = add ? add + (size_t)blockIdx.x * E : NULL;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < E; j += blockDim.x) {
+        float v = xr[j];
+        if (ar) {
+            v += ar[j];
+            xr[j] = v;
+        }
+        ss += v * v;
+    }
+    ss = block_sum(ss);
+    float r = (float)(1.0 / sqrt((double)ss / E + eps));
+    ckv_bf16 *o = out + (size_t)blockIdx.x * E;
+    for (int j = threadIdx.x; j < E; j += blockDim.x)
+        o[j] = to_bf16(xr[j] * r * w[j]);
+}
+
+extern "C" ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w,
+                                             ckv_bf16 *out, int32_t n, int32_t E, float eps,
+                                             void *stream, ckv_error *err)
+{
+    residual_rmsnorm_kernel<<<n, 256, 0, as_stream(stream)>>>(x, add, w, out, E, eps);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
+}
+
+// One block per (token, head slot); slot < H: query, < H + KV: key, else
+// value. One thread per dimension.
+__global__ void qkv_post_kernel(float *qkv, int64_t pos0, ckv_k_qkv_params p, ckv_k_kv_layer c)
+{
+    extern __shared__ float rot[];
+    const int hd = p.head_dim, H = p.n_head, KV = p.n_head_kv;
+    const int i = blockIdx.x, slot = blockIdx.y, d = threadIdx.x;
+    const int width = (H + 2 * KV) * hd;
+    float *row = qkv + (size_t)i * width + (size_t)slot * hd;
+    float x = row[d];
+    if (p.bias)
+        x += p.bias[slot * hd + d];
+    const bool is_q = slot < H, is_k = !is_q && slot < H + KV;
+    const int h = is_q ? 0 : is_k ? slot - H : slot - H - KV;
+    if (!is_q && !is_k) {
+        size_t t = (size_t)h * c.capacity + c.len0[h] + i;
+        c.v[t * hd + d] = x;
+        if (d == 0)
+            c.deg[t] = 1.0f;
+        return;
+    }
+    const float *norm = is_q ? p.q_norm : p.k_norm;
+    if (norm) {
+        float ss = block_sum(x * x);
+        x = x * (float)(1.0 / sqrt((double)ss / hd + p.eps)) * norm[d];
+    }
+    rot[d] = x;
+    __syncthreads();
+    const int half = hd / 2;
+    int j, a, b;
+    if (p.rope_type == CKV_ROPE_NEOX) {
+        j = d < half ? d : d - half;
+        a = j;
+        b = j + half;
+    } else {
+        j = d / 2;
+        a = 2 * j;
+        b = 2 * j + 1;
+    }
+    double s, co;
+    sincos((double)(pos0 + i) * p.inv_freq[j], &s, &co);
+    const float cf = (float)co, sf = (float)s, x0 = rot[a], x1 = rot[b];
+    const float y = d == a ? x0 * cf - x1 * sf : x0 * sf + x1 * cf;
+    if (is_q)
+        row[d] = y;
+    else
+        c.k[((size_t)h * c.capacity + c.len0[h] + i) * hd + d] = y;
+}
+
+extern "C" ckv_status ckv_k_qkv_post(float *qkv, int32_t n, int64_t pos0,
+                                     const ckv_k_qkv_params *p, const ckv_k_kv_layer *c,
+                                     void *stream, ckv_error *err)
+{
+    if (p->head_dim % 2 || p->head_dim > 1024)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "qkv_post: head_dim %d unsupported",
+                          p->head_dim);
+    dim3 grid(n, p->n_head + 2 * p->n_head_kv);
+    qkv_post_kernel<<<grid, p->head_dim, p->head_dim * sizeof(float), as_stream(stream)>>>(
+        qkv, pos0, *p, *c);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
+}
+
+__global__ void swiglu_kernel(ckv_bf16 *out, const float *gu, int32_t n, int32_t n_ff)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)n * n_ff)
+        return;
+    size_t i = idx / n_ff, j = idx % n_ff;
+    float g = gu[i * 2 * n_ff + j], u = gu[i * 2 * n_ff + n_ff + j];
+    out[idx] = to_bf16(g / (1.0f + expf(-g)) * u);
+}
+
+extern "C" ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, int32_t n_ff,
+                                   void *stream, ckv_error *err)
+{
+    size_t total = (size_t)n * n_ff;
+    swiglu_kernel<<<(unsigned)((total + 255) / 256), 256, 0, as_stream(stream)>>>(out, gu, n, n_ff);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
+}
+
+__global__ void add_lengths_kernel(int32_t *len, int32_t count, int32_t n)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < count)
+        len[j] += n;
+}
+
+extern "C" ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int32_t n, void *stream,
+                                        ckv_error *err)
+{
+    add_lengths_kernel<<<(count + 255) / 256, 256, 0, as_stream(stream)>>>(len, count, n);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
+}

@@ -1,0 +1,105 @@
+/* The decoder's GPU kernels one by one, with C linkage, so that the decoder
+ * (cuda_decoder.cu) and the parity program (tests/gpu/parity.c) launch the
+ * same code. Pointers are device pointers unless named host; every launcher
+ * is asynchronous on `stream` (NULL: the default stream) and returns
+ * CKV_ERR_DEVICE with CUDA's message when the launch fails. Each kernel's CPU
+ * twin is named beside it (src/decoder_ops.h). */
+#ifndef CKV_KERNELS_CUDA_KERNELS_H
+#define CKV_KERNELS_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bfloat16 bits (the upper half of an fp32): weights and GEMM inputs. */
+typedef uint16_t ckv_bf16;
+
+ckv_status ckv_cuda_alloc(void **p, size_t bytes, ckv_error *err);
+void ckv_cuda_free(void *p);
+ckv_status ckv_cuda_upload(void *dst, const void *host_src, size_t bytes, ckv_error *err);
+ckv_status ckv_cuda_download(void *host_dst, const void *src, size_t bytes, ckv_error *err);
+/* Fills with 0xff bytes: NaN as fp32 and as bf16, so unwritten outputs show. */
+ckv_status ckv_cuda_poison(void *p, size_t bytes, ckv_error *err);
+ckv_status ckv_cuda_sync(ckv_error *err);
+
+/* x[i] = table[tokens[i]] (rows of E floats). Twin: memcpy of the fp32 row. */
+ckv_status ckv_k_embed(float *x, const float *table, const int32_t *tokens, int32_t n, int32_t E,
+                       void *stream, ckv_error *err);
+
+/* Per row i < n: x[i] += add[i] (when add is not NULL), then
+ * out[i] = bf16(rmsnorm(x[i]) * w). Twin: ckv_rmsnorm. */
+ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ckv_bf16 *out,
+                                  int32_t n, int32_t E, float eps, void *stream, ckv_error *err);
+
+/* One layer of a KV cache on the GPU: lists of `capacity` entries per KV
+ * head, fp32 keys and values [n_head_kv][capacity][head_dim], degrees
+ * [n_head_kv][capacity], and the list lengths before the current tokens. */
+typedef struct {
+    float *k, *v, *deg;
+    const int32_t *len0; /* [n_head_kv] */
+    int32_t capacity;
+} ckv_k_kv_layer;
+
+typedef struct {
+    int32_t n_head, n_head_kv, head_dim;
+    const float *bias;       /* [(n_head + 2 n_head_kv) head_dim] (qwen2) or NULL */
+    const float *q_norm;     /* [head_dim] (qwen3) or NULL */
+    const float *k_norm;
+    const double *inv_freq;  /* [head_dim / 2], from ckv_rope_inv_freq */
+    ckv_rope_type rope_type;
+    float eps;
+} ckv_k_qkv_params;
+
+/* qkv holds n rows of [q heads | k heads | v heads] as the projection wrote
+ * them. Adds the bias, applies q/k norm and RoPE (token i at position
+ * pos0 + i); rotates the queries in place and appends each token's key and
+ * value to the cache at len0[h] + i with degree 1. Twins: ckv_rmsnorm,
+ * ckv_rope. */
+ckv_status ckv_k_qkv_post(float *qkv, int32_t n, int64_t pos0, const ckv_k_qkv_params *p,
+                          const ckv_k_kv_layer *c, void *stream, ckv_error *err);
+
+/* Scratch for ckv_k_attention, in floats, for n queries split `splits` ways. */
+size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim);
+
+typedef struct {
+    int32_t splits, split_len;
+} ckv_k_attention_split;
+
+/* Splits so that the launch has about 2 blocks per SM, no range is shorter
+ * than 128 entries, and the scratch of ws_floats suffices. max_len: the
+ * longest list after the append. */
+ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t head_dim,
+                                           int32_t max_len, int32_t n_sm, size_t ws_floats);
+
+/* Attention of n queries (row i at q + i * q_stride, heads of head_dim) over
+ * the layer's lists after their own entries were appended: query i of KV
+ * head h sees the first len0[h] + i + 1 entries, logits q.k * scale +
+ * log(deg) (without the log term when degree_bias is false), GQA groups of
+ * n_head / n_head_kv. The lists are cut into `splits` ranges of split_len
+ * entries (ckv_k_attention_plan) whose partial softmax sums are merged.
+ * Writes out32 (fp32) or out16 (bf16), [n][n_head * head_dim]; the other is
+ * NULL. head_dim must be 64 or 128. Twin: ckv_attend. */
+ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
+                           int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                           const ckv_k_kv_layer *c, float scale, bool degree_bias,
+                           ckv_k_attention_split split, float *ws, void *stream, ckv_error *err);
+
+/* out[i][j] = bf16(silu(gu[i][j]) * gu[i][n_ff + j]): gate and up side by
+ * side as one projection wrote them. Twin: ckv_swiglu. */
+ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, int32_t n_ff, void *stream,
+                        ckv_error *err);
+
+/* len[j] += n for j < count: the lists grew by the tokens just run. */
+ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int32_t n, void *stream, ckv_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

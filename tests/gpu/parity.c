@@ -1,0 +1,640 @@
+/* GPU parity: every decoder kernel against its CPU twin (src/decoder_ops.h)
+ * on random inputs with poisoned (NaN) outputs, then the whole GPU decoder
+ * against the CPU decoder (src/cpu.h) on the real model: next-token logits
+ * for several prompts and lengths, the KV cache after the prompt, and greedy
+ * continuations. A plain program (the GPU machine has no Criterion): exit 0
+ * when everything is within tolerance, 1 on a failure, 77 when there is no
+ * GPU or, for the model part, no model. */
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache.h"
+#include "cpu.h"
+#include "cuda.h"
+#include "cuda_kernels.h"
+#include "decoder_ops.h"
+#include "model.h"
+#include "splitmix.h"
+
+#define SKIP 77
+
+/* Tolerances, fixed before any run. fp32 kernels against the fp32 twin differ
+ * only in summation order (and double vs float sums); bf16 outputs carry a
+ * rounding of at most 2^-9 relative; end-to-end, bf16 weights and GEMM inputs
+ * through 30 layers. */
+#define TOL_F32 1e-4
+#define TOL_BF16 8e-3
+#define TOL_LOGITS 5e-2
+#define TOL_KV 3e-2
+
+static int failures;
+static uint64_t rng = 0x5eed;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Uniform in [lo, hi), never exactly zero in practice. */
+static float uniform(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((ckv_splitmix64(&rng) >> 11) * 0x1.0p-53);
+}
+
+static void fill(float *a, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        a[i] = uniform(lo, hi);
+}
+
+static float bf16_to_f32(ckv_bf16 b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ||got - want|| / ||want||; infinite when got holds a NaN (an unwritten output). */
+static double rel_l2(const float *got, const float *want, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]))
+            return INFINITY;
+        double d = (double)got[i] - want[i];
+        num += d * d;
+        den += (double)want[i] * want[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* Largest |got - want| / (|want| + floor): elementwise check for bf16 outputs. */
+static double max_rel(const float *got, const float *want, size_t n, double floor)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]))
+            return INFINITY;
+        double e = fabs((double)got[i] - want[i]) / (fabs((double)want[i]) + floor);
+        if (e > worst)
+            worst = e;
+    }
+    return worst;
+}
+
+static void report(const char *what, double err, double tol)
+{
+    bool ok = err <= tol;
+    printf("%-44s err %.3e  tol %.0e  %s\n", what, err, tol, ok ? "ok" : "FAIL");
+    if (!ok)
+        failures++;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "parity: out of host memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+#define CHECK(call)                                                      \
+    do {                                                                 \
+        ckv_error e_ = {0};                                              \
+        ckv_error *err = &e_;                                            \
+        if ((call) != CKV_OK) {                                          \
+            fprintf(stderr, "parity: %s:%d: %s\n", __FILE__, __LINE__, e_.msg); \
+            exit(1);                                                     \
+        }                                                                \
+        (void)err;                                                       \
+    } while (0)
+
+/* Device copy of a host array. */
+static void *dup_dev(const void *host, size_t bytes)
+{
+    void *d;
+    CHECK(ckv_cuda_alloc(&d, bytes, err));
+    CHECK(ckv_cuda_upload(d, host, bytes, err));
+    return d;
+}
+
+static void *dev_poisoned(size_t bytes)
+{
+    void *d;
+    CHECK(ckv_cuda_alloc(&d, bytes, err));
+    CHECK(ckv_cuda_poison(d, bytes, err));
+    return d;
+}
+
+static void check_embed(void)
+{
+    const int V = 50, E = 96, n = 7;
+    float *table = xmalloc(sizeof(float) * V * E), *got = xmalloc(sizeof(float) * n * E),
+          *want = xmalloc(sizeof(float) * n * E);
+    int32_t tok[7] = {3, 49, 0, 17, 17, 8, 31};
+    fill(table, (size_t)V * E, -2, 2);
+    for (int i = 0; i < n; i++)
+        memcpy(want + (size_t)i * E, table + (size_t)tok[i] * E, sizeof(float) * E);
+    float *dt = dup_dev(table, sizeof(float) * V * E), *dx = dev_poisoned(sizeof(float) * n * E);
+    int32_t *dtok = dup_dev(tok, sizeof tok);
+    CHECK(ckv_k_embed(dx, dt, dtok, n, E, NULL, err));
+    CHECK(ckv_cuda_download(got, dx, sizeof(float) * n * E, err));
+    report("embed gather (exact)", rel_l2(got, want, (size_t)n * E), 0.0);
+    ckv_cuda_free(dt);
+    ckv_cuda_free(dx);
+    ckv_cuda_free(dtok);
+    free(table);
+    free(got);
+    free(want);
+}
+
+static void check_rmsnorm(bool with_add)
+{
+    const int n = 5, E = 576;
+    const float eps = 1e-5f;
+    size_t ne = (size_t)n * E;
+    float *x = xmalloc(4 * ne), *add = xmalloc(4 * ne), *w = xmalloc(4 * E), *want = xmalloc(4 * ne),
+          *xw = xmalloc(4 * ne), *got = xmalloc(4 * ne), *xg = xmalloc(4 * ne);
+    ckv_bf16 *g16 = xmalloc(2 * ne);
+    fill(x, ne, -3, 3);
+    fill(add, ne, -1, 1);
+    fill(w, E, 0.2f, 1.5f);
+    for (size_t i = 0; i < ne; i++)
+        xw[i] = with_add ? x[i] + add[i] : x[i];
+    for (int i = 0; i < n; i++)
+        ckv_rmsnorm(want + (size_t)i * E, xw + (size_t)i * E, w, E, eps);
+    float *dx = dup_dev(x, 4 * ne), *da = dup_dev(add, 4 * ne), *dw = dup_dev(w, 4 * E);
+    ckv_bf16 *dout = dev_poisoned(2 * ne);
+    CHECK(ckv_k_residual_rmsnorm(dx, with_add ? da : NULL, dw, dout, n, E, eps, NULL, err));
+    CHECK(ckv_cuda_download(g16, dout, 2 * ne, err));
+    CHECK(ckv_cuda_download(xg, dx, 4 * ne, err));
+    for (size_t i = 0; i < ne; i++)
+        got[i] = bf16_to_f32(g16[i]);
+    report(with_add ? "residual add (exact)" : "residual stream untouched (exact)",
+           rel_l2(xg, xw, ne), 0.0);
+    report(with_add ? "residual add + rmsnorm -> bf16" : "rmsnorm -> bf16", max_rel(got, want, ne, 1e-6),
+           TOL_BF16);
+    ckv_cuda_free(dx);
+    ckv_cuda_free(da);
+    ckv_cuda_free(dw);
+    ckv_cuda_free(dout);
+    free(x), free(add), free(w), free(want), free(xw), free(got), free(xg), free(g16);
+}
+
+/* The Q/K/V epilogue for one configuration: biases and q/k norm on or off,
+ * NORM or NEOX rotation, llama3-style rope_freqs divisors or none. */
+static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, bool freqs)
+{
+    const int H = 4, KV = 2, n = 3, cap = 40;
+    const int64_t pos0 = 6000;
+    const int32_t len0[2] = {5, 11};
+    const int width = (H + 2 * KV) * hd;
+    ckv_config cfg = {0};
+    cfg.n_rot = hd;
+    cfg.head_dim = hd;
+    cfg.rope_base = 10000.0f;
+    cfg.rope_freq_scale = 0.5f;
+    cfg.rope_type = type;
+    cfg.rms_eps = 1e-6f;
+    float *qkv = xmalloc(sizeof(float) * n * width), *b = xmalloc(sizeof(float) * width),
+          *qn = xmalloc(sizeof(float) * hd), *kn = xmalloc(sizeof(float) * hd),
+          *rf = xmalloc(sizeof(float) * hd / 2), *want = xmalloc(sizeof(float) * n * width);
+    double *inv = xmalloc(sizeof(double) * hd / 2);
+    fill(qkv, (size_t)n * width, -2, 2);
+    fill(b, width, -0.5f, 0.5f);
+    fill(qn, hd, 0.5f, 1.5f);
+    fill(kn, hd, 0.5f, 1.5f);
+    fill(rf, hd / 2, 1.0f, 8.0f);
+    ckv_rope_inv_freq(inv, &cfg, freqs ? rf : NULL);
+    /* CPU twin, in the order of cpu.c: bias (in the projection), norm, rope. */
+    memcpy(want, qkv, sizeof(float) * n * width);
+    for (int i = 0; i < n; i++)
+        for (int s = 0; s < H + 2 * KV; s++) {
+            float *v = want + (size_t)i * width + (size_t)s * hd;
+            if (bias)
+                for (int d = 0; d < hd; d++)
+                    v[d] += b[s * hd + d];
+            if (s >= H + KV)
+                continue;
+            if (qk_norm)
+                ckv_rmsnorm(v, v, s < H ? qn : kn, hd, cfg.rms_eps);
+            ckv_rope(v, hd, inv, pos0 + i, type);
+        }
+    size_t cache_f = (size_t)KV * cap * hd;
+    float *dqkv = dup_dev(qkv, sizeof(float) * n * width), *db = dup_dev(b, sizeof(float) * width),
+          *dqn = dup_dev(qn, sizeof(float) * hd), *dkn = dup_dev(kn, sizeof(float) * hd);
+    double *dinv = dup_dev(inv, sizeof(double) * hd / 2);
+    int32_t *dlen = dup_dev(len0, sizeof len0);
+    float *dk = dev_poisoned(4 * cache_f), *dv = dev_poisoned(4 * cache_f),
+          *ddeg = dev_poisoned(4 * (size_t)KV * cap);
+    ckv_k_qkv_params p = {H, KV, hd, bias ? db : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL,
+                          dinv, type, cfg.rms_eps};
+    ckv_k_kv_layer c = {dk, dv, ddeg, dlen, cap};
+    CHECK(ckv_k_qkv_post(dqkv, n, pos0, &p, &c, NULL, err));
+    float *got = xmalloc(sizeof(float) * n * width), *k = xmalloc(4 * cache_f),
+          *v = xmalloc(4 * cache_f), *deg = xmalloc(4 * (size_t)KV * cap);
+    CHECK(ckv_cuda_download(got, dqkv, sizeof(float) * n * width, err));
+    CHECK(ckv_cuda_download(k, dk, 4 * cache_f, err));
+    CHECK(ckv_cuda_download(v, dv, 4 * cache_f, err));
+    CHECK(ckv_cuda_download(deg, ddeg, 4 * (size_t)KV * cap, err));
+    /* Gather what the kernel put in the cache into the projection layout. */
+    float *gq = xmalloc(sizeof(float) * n * width), *wq = xmalloc(sizeof(float) * n * width);
+    size_t m = 0;
+    int bad_deg = 0, untouched_nan = 0;
+    for (int i = 0; i < n; i++) {
+        for (int s = 0; s < H; s++)
+            for (int d = 0; d < hd; d++, m++) {
+                gq[m] = got[(size_t)i * width + s * hd + d];
+                wq[m] = want[(size_t)i * width + s * hd + d];
+            }
+        for (int h = 0; h < KV; h++) {
+            size_t t = (size_t)h * cap + len0[h] + i;
+            for (int d = 0; d < hd; d++, m++) {
+                gq[m] = k[t * hd + d];
+                wq[m] = want[(size_t)i * width + (H + h) * hd + d];
+            }
+            for (int d = 0; d < hd; d++, m++) {
+                gq[m] = v[t * hd + d];
+                wq[m] = want[(size_t)i * width + (H + KV + h) * hd + d];
+            }
+            bad_deg += deg[t] != 1.0f;
+        }
+    }
+    for (int h = 0; h < KV; h++)
+        untouched_nan += isnan(deg[(size_t)h * cap + len0[h] + n]) ? 1 : 0;
+    char what[96];
+    snprintf(what, sizeof what, "qkv epilogue hd %d %s%s%s%s", hd, type == CKV_ROPE_NEOX ? "neox" : "norm",
+             bias ? " +bias" : "", qk_norm ? " +qknorm" : "", freqs ? " +freqs" : "");
+    report(what, rel_l2(gq, wq, m) + bad_deg + (untouched_nan == KV ? 0 : 1), TOL_F32);
+    ckv_cuda_free(dqkv), ckv_cuda_free(db), ckv_cuda_free(dqn), ckv_cuda_free(dkn);
+    ckv_cuda_free(dinv), ckv_cuda_free(dlen), ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg);
+    free(qkv), free(b), free(qn), free(kn), free(rf), free(want), free(inv), free(got), free(k);
+    free(v), free(deg), free(gq), free(wq);
+}
+
+static void check_swiglu(void)
+{
+    const int n = 3, F = 1536;
+    size_t ne = (size_t)n * F;
+    float *gu = xmalloc(8 * ne), *g = xmalloc(4 * ne), *u = xmalloc(4 * ne), *got = xmalloc(4 * ne);
+    ckv_bf16 *g16 = xmalloc(2 * ne);
+    fill(gu, 2 * ne, -6, 6);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < F; j++) {
+            g[(size_t)i * F + j] = gu[(size_t)i * 2 * F + j];
+            u[(size_t)i * F + j] = gu[(size_t)i * 2 * F + F + j];
+        }
+    ckv_swiglu(g, u, ne);
+    float *dgu = dup_dev(gu, 8 * ne);
+    ckv_bf16 *dout = dev_poisoned(2 * ne);
+    CHECK(ckv_k_swiglu(dout, dgu, n, F, NULL, err));
+    CHECK(ckv_cuda_download(g16, dout, 2 * ne, err));
+    for (size_t i = 0; i < ne; i++)
+        got[i] = bf16_to_f32(g16[i]);
+    report("swiglu -> bf16", max_rel(got, g, ne, 1e-6), TOL_BF16);
+    ckv_cuda_free(dgu);
+    ckv_cuda_free(dout);
+    free(gu), free(g), free(u), free(got), free(g16);
+}
+
+/* Attention over lists of different lengths with random degrees, n queries
+ * whose own entries are already in the lists; forced_splits 0 lets the
+ * planner choose. */
+static void check_attention(int hd, int n, const int32_t *len0, bool bias, int forced_splits)
+{
+    const int KV = 2, H = 6, group = H / KV, cap = 4096;
+    const float scale = 1.0f / sqrtf((float)hd);
+    size_t cf = (size_t)KV * cap * hd;
+    float *k = xmalloc(4 * cf), *v = xmalloc(4 * cf), *deg = xmalloc(4 * (size_t)KV * cap),
+          *ld = xmalloc(4 * (size_t)KV * cap), *q = xmalloc(sizeof(float) * n * H * hd),
+          *want = xmalloc(sizeof(float) * n * H * hd), *got = xmalloc(sizeof(float) * n * H * hd);
+    fill(k, cf, -1.5f, 1.5f);
+    fill(v, cf, -1, 1);
+    fill(q, (size_t)n * H * hd, -1.5f, 1.5f);
+    for (size_t t = 0; t < (size_t)KV * cap; t++) {
+        deg[t] = (float)(1 + ckv_splitmix64(&rng) % 6);
+        ld[t] = logf(deg[t]);
+    }
+    int32_t max_len = 0;
+    for (int h = 0; h < KV; h++)
+        if (len0[h] + n > max_len)
+            max_len = len0[h] + n;
+    float *S = xmalloc(sizeof(float) * n * max_len);
+    for (int qh = 0; qh < H; qh++) {
+        int h = qh / group;
+        ckv_attend(want + (size_t)qh * hd, (size_t)H * hd, S, q + (size_t)qh * hd, (size_t)H * hd, n,
+                   k + (size_t)h * cap * hd, v + (size_t)h * cap * hd,
+                   bias ? ld + (size_t)h * cap : NULL, len0[h], len0[h] + n, hd, scale, NULL, 1);
+    }
+    float *dk = dup_dev(k, 4 * cf), *dv = dup_dev(v, 4 * cf), *ddeg = dup_dev(deg, 4 * (size_t)KV * cap),
+          *dq = dup_dev(q, sizeof(float) * n * H * hd), *dout = dev_poisoned(sizeof(float) * n * H * hd);
+    int32_t *dlen = dup_dev(len0, sizeof(int32_t) * KV);
+    size_t ws_f = ckv_k_attention_ws(n, 64, H, hd);
+    float *dws = dev_poisoned(4 * ws_f);
+    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, hd, max_len, 132, ws_f);
+    if (forced_splits) {
+        sp.splits = forced_splits;
+        sp.split_len = (max_len + forced_splits - 1) / forced_splits;
+        sp.split_len = (sp.split_len + 31) / 32 * 32;
+    }
+    ckv_k_kv_layer c = {dk, dv, ddeg, dlen, cap};
+    CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
+    CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
+    char what[96];
+    snprintf(what, sizeof what, "attention hd %d n %d len0 %d/%d%s splits %d", hd, n, len0[0],
+             len0[1], bias ? " +logdeg" : "", sp.splits);
+    report(what, rel_l2(got, want, (size_t)n * H * hd), TOL_F32);
+    ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg), ckv_cuda_free(dq);
+    ckv_cuda_free(dout), ckv_cuda_free(dlen), ckv_cuda_free(dws);
+    free(k), free(v), free(deg), free(ld), free(q), free(want), free(got), free(S);
+}
+
+static void check_kernels(void)
+{
+    check_embed();
+    check_rmsnorm(false);
+    check_rmsnorm(true);
+    check_qkv_post(64, CKV_ROPE_NORM, false, false, false);
+    check_qkv_post(64, CKV_ROPE_NEOX, true, true, true);
+    check_qkv_post(128, CKV_ROPE_NEOX, false, true, false);
+    check_qkv_post(128, CKV_ROPE_NORM, true, false, true);
+    check_swiglu();
+    const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17};
+    check_attention(64, 1, b, true, 0);
+    check_attention(64, 1, c, true, 7);
+    check_attention(64, 7, b, true, 1);
+    check_attention(64, 77, a, true, 0);
+    check_attention(64, 77, b, false, 0);
+    check_attention(128, 1, c, true, 0);
+    check_attention(128, 40, b, true, 3);
+}
+
+/* ---- end to end ---------------------------------------------------------- */
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+typedef struct {
+    int32_t len;
+    double logit_err, kv_err;
+    bool top1;
+    int32_t agree;  /* greedy tokens identical before the first difference */
+    double gpu_prefill_s, cpu_prefill_s, gpu_decode_s, cpu_decode_s;
+} e2e_row;
+
+static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
+                        int32_t len, int32_t greedy)
+{
+    const ckv_config *cf = &m->cfg;
+    const int32_t V = cf->n_vocab, cap = len + greedy + 1;
+    e2e_row r = {0};
+    r.len = len;
+    ckv_cache cc;
+    ckv_gpu_cache *gc;
+    CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, err));
+    float *lc = xmalloc(sizeof(float) * V), *lg = xmalloc(sizeof(float) * V);
+    double t0 = now();
+    CHECK(ckv_cpu_forward(cpu, &cc, ids, len, NULL, lc, err));
+    double t1 = now();
+    for (int32_t i = 0; i < V; i++)
+        lg[i] = NAN;
+    CHECK(ckv_gpu_forward(gpu, gc, ids, len, NULL, lg, err));
+    double t2 = now();
+    r.cpu_prefill_s = t1 - t0;
+    r.gpu_prefill_s = t2 - t1;
+    r.logit_err = rel_l2(lg, lc, (size_t)V);
+    r.top1 = argmax(lg, V) == argmax(lc, V);
+
+    ckv_cache back;
+    CHECK(ckv_cache_init(&back, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
+    CHECK(ckv_gpu_cache_download(gc, &back, err));
+    double kv = 0;
+    for (int l = 0; l < cf->n_layer; l++)
+        for (int h = 0; h < cf->n_head_kv; h++) {
+            size_t cnt = (size_t)cc.len[ckv_cache_lh(&cc, l, h)] * cf->head_dim;
+            double ek = rel_l2(ckv_cache_key(&back, l, h, 0), ckv_cache_key(&cc, l, h, 0), cnt);
+            double ev = rel_l2(ckv_cache_val(&back, l, h, 0), ckv_cache_val(&cc, l, h, 0), cnt);
+            kv = fmax(kv, fmax(ek, ev));
+            if (back.len[ckv_cache_lh(&cc, l, h)] != cc.len[ckv_cache_lh(&cc, l, h)])
+                kv = INFINITY;
+        }
+    r.kv_err = kv;
+
+    int32_t tc = argmax(lc, V), tg = argmax(lg, V);
+    bool same = tc == tg;
+    r.agree = same ? 1 : 0;
+    for (int32_t s = 1; s < greedy; s++) {
+        double a = now();
+        CHECK(ckv_cpu_forward(cpu, &cc, &tc, 1, NULL, lc, err));
+        double b = now();
+        CHECK(ckv_gpu_forward(gpu, gc, &tg, 1, NULL, lg, err));
+        double c = now();
+        r.cpu_decode_s += b - a;
+        r.gpu_decode_s += c - b;
+        tc = argmax(lc, V);
+        tg = argmax(lg, V);
+        same = same && tc == tg;
+        r.agree += same ? 1 : 0;
+    }
+    ckv_cache_free(&cc);
+    ckv_cache_free(&back);
+    ckv_gpu_cache_free(gc);
+    free(lc);
+    free(lg);
+    return r;
+}
+
+static int32_t *read_ids(const char *path, int32_t *n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "parity: cannot open %s\n", path);
+        exit(1);
+    }
+    size_t cap = 1 << 16, k = 0;
+    int32_t *ids = xmalloc(cap * sizeof *ids);
+    long v;
+    while (fscanf(f, "%ld", &v) == 1) {
+        if (k == cap) {
+            cap *= 2;
+            int32_t *p = realloc(ids, cap * sizeof *ids);
+            if (!p) {
+                fprintf(stderr, "parity: out of host memory\n");
+                exit(1);
+            }
+            ids = p;
+        }
+        ids[k++] = (int32_t)v;
+    }
+    fclose(f);
+    *n = (int32_t)k;
+    return ids;
+}
+
+static int run_e2e(const char *model_path, const char *ids_path, const int32_t *lengths,
+                   int n_lengths, int prompts, int32_t greedy)
+{
+    ckv_model m;
+    ckv_error err = {0};
+    if (ckv_model_load(&m, model_path, &err)) {
+        printf("model: %s; end-to-end part skipped\n", err.msg);
+        return SKIP;
+    }
+    const int32_t V = m.cfg.n_vocab;
+    int32_t n_ids = 0, *ids;
+    int32_t longest = 0;
+    for (int i = 0; i < n_lengths; i++)
+        if (lengths[i] > longest)
+            longest = lengths[i];
+    if (ids_path) {
+        ids = read_ids(ids_path, &n_ids);
+    } else {
+        /* Without a token file: reproducible pseudo-random ids. */
+        n_ids = longest * prompts;
+        ids = xmalloc(sizeof(int32_t) * (size_t)n_ids);
+        for (int32_t i = 0; i < n_ids; i++)
+            ids[i] = (int32_t)(ckv_splitmix64(&rng) % (uint64_t)V);
+    }
+    ckv_cpu *cpu;
+    ckv_gpu *gpu;
+    CHECK(ckv_cpu_create(&cpu, &m, 256, 0, err));
+    double t0 = now();
+    CHECK(ckv_gpu_create(&gpu, &m, 0, 512, err));
+    printf("gpu decoder: %.1f MiB of weights and scratch, upload %.2f s\n",
+           (double)ckv_gpu_bytes(gpu) / (1 << 20), now() - t0);
+    printf("\n%6s %6s %10s %10s %5s %7s %9s %9s %9s %9s\n", "prompt", "len", "logit_err",
+           "kv_err", "top1", "greedy", "gpu_pf_s", "cpu_pf_s", "gpu_tok/s", "cpu_tok/s");
+    int full = 0, cases = 0;
+    for (int li = 0; li < n_lengths; li++)
+        for (int p = 0; p < prompts; p++) {
+            int32_t len = lengths[li];
+            /* Prompt p starts at a different place of the token stream. */
+            int64_t off = ((int64_t)p * 7919 + (int64_t)li * 104729) % (n_ids - len > 0 ? n_ids - len : 1);
+            if (len > n_ids) {
+                printf("parity: %d ids cannot make a prompt of %d\n", n_ids, len);
+                exit(1);
+            }
+            e2e_row r = run_case(&m, cpu, gpu, ids + off, len, greedy);
+            cases++;
+            full += r.agree == greedy;
+            printf("%6d %6d %10.3e %10.3e %5s %4d/%-2d %9.3f %9.3f %9.1f %9.1f\n", p, len,
+                   r.logit_err, r.kv_err, r.top1 ? "yes" : "no", r.agree, greedy, r.gpu_prefill_s,
+                   r.cpu_prefill_s, greedy > 1 ? (greedy - 1) / r.gpu_decode_s : 0.0,
+                   greedy > 1 ? (greedy - 1) / r.cpu_decode_s : 0.0);
+            if (!(r.logit_err <= TOL_LOGITS) || !(r.kv_err <= TOL_KV))
+                failures++;
+        }
+    printf("\ngreedy continuations identical for %d tokens: %d of %d prompts (%.0f%%)\n", greedy,
+           full, cases, 100.0 * full / cases);
+    if (2 * full < cases) {
+        printf("FAIL: fewer than half of the continuations agree\n");
+        failures++;
+    }
+    ckv_gpu_free(gpu);
+    ckv_cpu_free(cpu);
+    ckv_model_free(&m);
+    free(ids);
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gpu_parity [OPTIONS]\n\n"
+            "Checks the CUDA kernels and decoder against the CPU reference.\n\n"
+            "  --kernels-only   only the per-kernel checks (no model needed)\n"
+            "  --model PATH     GGUF model (default $CKV_MODEL, then models/...Q4_1.gguf)\n"
+            "  --ids FILE       whitespace-separated token ids to cut prompts from\n"
+            "                   (default: pseudo-random ids)\n"
+            "  --lengths LIST   prompt lengths, comma-separated (default 32,512,2048,8192)\n"
+            "  --prompts N      prompts per length (default 3)\n"
+            "  --greedy N       greedy tokens compared after each prompt (default 32)\n"
+            "Exit 0: all within tolerance; 1: a failure; 77: no GPU, or no model.\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"kernels-only", no_argument, 0, 'k'},
+                                         {"model", required_argument, 0, 'm'},
+                                         {"ids", required_argument, 0, 'i'},
+                                         {"lengths", required_argument, 0, 'l'},
+                                         {"prompts", required_argument, 0, 'p'},
+                                         {"greedy", required_argument, 0, 'g'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    bool kernels_only = false;
+    const char *model = NULL, *ids = NULL;
+    int32_t lengths[16] = {32, 512, 2048, 8192};
+    int n_lengths = 4, prompts = 3, greedy = 32, c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'k': kernels_only = true; break;
+        case 'm': model = optarg; break;
+        case 'i': ids = optarg; break;
+        case 'l': {
+            n_lengths = 0;
+            for (char *s = optarg; *s && n_lengths < 16;) {
+                char *end;
+                long v = strtol(s, &end, 10);
+                if (end == s || v <= 0 || v > 1 << 20) {
+                    fprintf(stderr, "gpu_parity: bad --lengths '%s'\n", optarg);
+                    return 2;
+                }
+                lengths[n_lengths++] = (int32_t)v;
+                s = *end == ',' ? end + 1 : end;
+                if (*end && *end != ',') {
+                    fprintf(stderr, "gpu_parity: bad --lengths '%s'\n", optarg);
+                    return 2;
+                }
+            }
+            break;
+        }
+        case 'p': prompts = atoi(optarg); break;
+        case 'g': greedy = atoi(optarg); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc || prompts <= 0 || greedy <= 0 || n_lengths == 0) {
+        usage(stderr);
+        return 2;
+    }
+    ckv_error err = {0};
+    int32_t n_dev = 0;
+    if (ckv_cuda_device_count(&n_dev, &err)) {
+        printf("gpu_parity: no GPU (%s); skipped\n", err.msg);
+        return SKIP;
+    }
+    ckv_cuda_device d;
+    if (ckv_cuda_device_query(0, &d, &err)) {
+        printf("gpu_parity: %s\n", err.msg);
+        return 1;
+    }
+    printf("device 0: %s, compute %d.%d, %d SMs, %.1f GiB\n\n", d.name, d.cc_major, d.cc_minor,
+           d.sm_count, (double)d.mem_total / (1 << 30));
+    check_kernels();
+    if (!kernels_only) {
+        int r = run_e2e(ckv_default_model_path(model), ids, lengths, n_lengths, prompts, greedy);
+        if (r == SKIP && !failures)
+            return SKIP;
+    }
+    printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
