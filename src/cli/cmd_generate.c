@@ -12,7 +12,7 @@
 static void help(void)
 {
     printf("usage: ckv generate [--model M] --prompt TEXT [options]\n\n"
-           "Generates text on the CPU with the full KV cache and streams it to stdout; a\n"
+           "Generates text with the full KV cache and streams it to stdout; a\n"
            "final line on stderr gives prompt and generation speed in tokens per second.\n\n"
            "  -m, --model PATH       GGUF model (default $CKV_MODEL, then models/SmolLM2-...)\n"
            "  -p, --prompt TEXT      the prompt (special-token strings are parsed)\n"
@@ -23,6 +23,7 @@ static void help(void)
            "      --temperature T    sample with temperature T > 0 (default 0: greedy)\n"
            "      --top-p P          nucleus sampling mass in (0, 1] (default 0.95)\n"
            "      --seed S           sampling seed (default 0)\n"
+           CLI_DEVICE_HELP
            "  -t, --threads N        CPU threads (default: all online CPUs)\n"
            "  -h, --help             this help\n");
 }
@@ -35,11 +36,12 @@ int cmd_generate(int argc, char **argv)
         {"system", required_argument, 0, 'S'},  {"max-tokens", required_argument, 0, 'n'},
         {"temperature", required_argument, 0, 'T'}, {"top-p", required_argument, 0, 'P'},
         {"seed", required_argument, 0, 's'},    {"threads", required_argument, 0, 't'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+        {"device", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *model = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
     bool chat = false;
     long long max_tokens = 128, seed = 0, threads = 0;
     double temperature = 0, top_p = 0.95;
+    cli_device device = CLI_DEVICE_CPU;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:f:n:t:h", lo, NULL)) != -1) {
@@ -69,6 +71,10 @@ int cmd_generate(int argc, char **argv)
             if (!cli_int("generate", "--threads", optarg, 0, 1024, &threads))
                 return CLI_USAGE;
             break;
+        case 'D':
+            if (!cli_device_parse("generate", optarg, &device))
+                return CLI_USAGE;
+            break;
         case 'h': help(); return CLI_OK;
         default: return cli_usage_error("generate", "invalid option");
         }
@@ -88,7 +94,7 @@ int cmd_generate(int argc, char **argv)
         prompt = file_text;
     }
     cli_session s;
-    int rc = cli_session_open(&s, "generate", model, (int)threads);
+    int rc = cli_session_open_on(&s, "generate", model, (int)threads, device);
     if (rc) {
         free(file_text);
         return rc;
@@ -96,7 +102,7 @@ int cmd_generate(int argc, char **argv)
     int32_t *ids = NULL;
     size_t n = 0;
     float *logits = NULL;
-    ckv_cache cache = {0};
+    cli_seq seq = {0};
     ckv_sampler smp = {0};
     const ckv_config *cfg = &s.model.cfg;
     if ((rc = cli_prompt_ids(&s, "generate", prompt, chat, system, &ids, &n)))
@@ -110,13 +116,12 @@ int cmd_generate(int argc, char **argv)
         ckv_errorf(&err, CKV_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if (ckv_cache_init(&cache, cfg->n_layer, cfg->n_head_kv, cfg->head_dim,
-                       (int32_t)(n + (size_t)max_tokens), false, &err) ||
+    if (cli_seq_init(&s, &seq, (int32_t)(n + (size_t)max_tokens), &err) ||
         ckv_sampler_init(&smp, cfg->n_vocab, (float)temperature, (float)top_p, (uint64_t)seed,
                          &err))
         goto fail;
     double t0 = ckv_now();
-    if (ckv_cpu_forward(s.cpu, &cache, ids, (int32_t)n, NULL, logits, &err))
+    if (cli_seq_forward(&s, &seq, ids, (int32_t)n, logits, &err))
         goto fail;
     double t1 = ckv_now();
     long long gen = 0;
@@ -128,12 +133,13 @@ int cmd_generate(int argc, char **argv)
         const char *b = ckv_token_bytes(s.tok, tok, &bl);
         fwrite(b, 1, bl, stdout);
         fflush(stdout);
-        if (gen + 1 < max_tokens && ckv_cpu_forward(s.cpu, &cache, &tok, 1, NULL, logits, &err))
+        if (gen + 1 < max_tokens && cli_seq_forward(&s, &seq, &tok, 1, logits, &err))
             goto fail;
     }
     double t2 = ckv_now();
     printf("\n");
     fflush(stdout);
+    cli_seq_report(&s, &seq, "generate");
     fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generation: %lld tokens, %.1f tok/s\n", n,
             (double)n / (t1 - t0), gen, gen > 0 ? (double)gen / (t2 - t1) : 0.0);
     rc = CLI_OK;
@@ -142,7 +148,7 @@ fail:
     rc = cli_fail("generate", &err);
 done:
     ckv_sampler_free(&smp);
-    ckv_cache_free(&cache);
+    cli_seq_free(&seq);
     free(logits);
     free(ids);
     free(file_text);

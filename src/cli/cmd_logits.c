@@ -10,7 +10,7 @@
 static void help(void)
 {
     printf("usage: ckv logits [--model M] (--prompt TEXT | --ids 'ID ID ...') [--top K]\n\n"
-           "Runs the prompt through the CPU decoder and prints the K most likely next tokens:\n"
+           "Runs the prompt through the decoder (CPU, or GPU with --device) and prints the K most likely next tokens:\n"
            "rank, id, logit and the token's text (escaped).\n\n"
            "  -m, --model PATH    GGUF model (default $CKV_MODEL, then models/SmolLM2-...)\n"
            "  -p, --prompt TEXT   prompt text (special-token strings are parsed)\n"
@@ -18,6 +18,7 @@ static void help(void)
            "      --chat          wrap the prompt in the model's chat format\n"
            "  -k, --top K         how many tokens to print (default 10)\n"
            "      --raw FILE      also write all logits as little-endian float32 to FILE\n"
+           CLI_DEVICE_HELP
            "  -t, --threads N     CPU threads (default: all online CPUs)\n"
            "  -h, --help          this help\n");
 }
@@ -67,11 +68,12 @@ int cmd_logits(int argc, char **argv)
         {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},
         {"ids", required_argument, 0, 'i'},   {"chat", no_argument, 0, 'c'},
         {"top", required_argument, 0, 'k'},   {"raw", required_argument, 0, 'r'},
-        {"threads", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'},
+        {"threads", required_argument, 0, 't'}, {"device", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *model = NULL, *prompt = NULL, *ids_arg = NULL, *raw = NULL;
     bool chat = false;
     long long top = 10, threads = 0;
+    cli_device device = CLI_DEVICE_CPU;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:k:t:h", lo, NULL)) != -1) {
@@ -87,6 +89,10 @@ int cmd_logits(int argc, char **argv)
             break;
         case 't':
             if (!cli_int("logits", "--threads", optarg, 0, 1024, &threads))
+                return CLI_USAGE;
+            break;
+        case 'D':
+            if (!cli_device_parse("logits", optarg, &device))
                 return CLI_USAGE;
             break;
         case 'h': help(); return CLI_OK;
@@ -106,13 +112,13 @@ int cmd_logits(int argc, char **argv)
     if (ids_arg && (rc = parse_ids(ids_arg, &ids, &n)))
         return rc;
     cli_session s;
-    if ((rc = cli_session_open(&s, "logits", model, (int)threads))) {
+    if ((rc = cli_session_open_on(&s, "logits", model, (int)threads, device))) {
         free(ids);
         return rc;
     }
     const ckv_config *cfg = &s.model.cfg;
     ckv_error err = {0};
-    ckv_cache cache = {0};
+    cli_seq seq = {0};
     float *logits = NULL;
     int32_t *order = NULL;
     if (prompt && (rc = cli_prompt_ids(&s, "logits", prompt, chat, NULL, &ids, &n)))
@@ -124,9 +130,8 @@ int cmd_logits(int argc, char **argv)
         ckv_errorf(&err, CKV_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if (ckv_cache_init(&cache, cfg->n_layer, cfg->n_head_kv, cfg->head_dim, (int32_t)n, false,
-                       &err) ||
-        ckv_cpu_forward(s.cpu, &cache, ids, (int32_t)n, NULL, logits, &err))
+    if (cli_seq_init(&s, &seq, (int32_t)n, &err) ||
+        cli_seq_forward(&s, &seq, ids, (int32_t)n, logits, &err))
         goto fail;
     if (raw) {
         FILE *fp = fopen(raw, "wb");
@@ -161,7 +166,7 @@ int cmd_logits(int argc, char **argv)
 fail:
     rc = cli_fail("logits", &err);
 done:
-    ckv_cache_free(&cache);
+    cli_seq_free(&seq);
     free(logits);
     free(order);
     free(ids);

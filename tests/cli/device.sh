@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Checks the --device option of `ckv generate` and `ckv logits` where there is
+# no usable GPU (CI): bad values are usage errors, cuda fails with a message
+# that says why, auto falls back to the CPU and gives the CPU's logits.
+# Skipped (77) on a machine with a GPU: scripts/gpu-check covers that.
+set -uo pipefail
+: "${CKV:?CKV must point at the ckv binary}"
+model=${CKV_MODEL:-${CKV_SOURCE_ROOT:-.}/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+[ -f "$model" ] || { echo "model not found: $model (run scripts/get-model)"; exit 1; }
+export CKV_MODEL=$model
+if "$CKV" devices >/dev/null 2>&1; then echo "a GPU is usable here: skipped"; exit 77; fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { # description, then a command that must succeed
+  local what=$1; shift
+  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
+}
+status_is() { # expected status, command...
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*"; cat "$tmp/err"; return 1; }
+}
+
+for cmd in generate logits; do
+  check "$cmd --help documents --device" grep -q -- "--device" <<<"$("$CKV" $cmd --help)"
+  check "$cmd --device gpu is a usage error" status_is 2 "$CKV" $cmd --device gpu -p x
+  check "$cmd --device cuda without a GPU fails" status_is 1 "$CKV" $cmd --device cuda -p x
+  check "$cmd: the failure says why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
+done
+check "logits --device auto runs on the CPU" status_is 0 "$CKV" logits --device auto --ids "1 2 3" -k 3
+cp "$tmp/out" "$tmp/auto"
+check "auto says it fell back" grep -q "running on the CPU" "$tmp/err"
+check "logits --device cpu runs" status_is 0 "$CKV" logits --device cpu --ids "1 2 3" -k 3
+check "auto and cpu print the same logits" cmp -s "$tmp/out" "$tmp/auto"
+
+[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all device checks passed"
