@@ -4,6 +4,7 @@
 #ifndef CKV_KERNELS_CUDA_H
 #define CKV_KERNELS_CUDA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,23 +51,27 @@ void ckv_gpu_free(ckv_gpu *g);
 /* Device memory the decoder holds (weights and scratch), in bytes. */
 size_t ckv_gpu_bytes(const ckv_gpu *g);
 
+/* track_score: keep each entry's accumulated attention (H2O), as
+ * ckv_cache's score. */
 ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g, int32_t capacity,
-                                ckv_error *err);
+                                bool track_score, ckv_error *err);
 void ckv_gpu_cache_free(ckv_gpu_cache *c);
 size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
 /* Empties the cache (lengths 0, position 0). */
 ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);
-/* Copies a host cache (entries, degrees, lengths, position) onto the GPU
- * cache; its lists must fit the GPU cache's capacity. */
+/* Copies a host cache (entries, degrees, scores, lengths, position) onto
+ * the GPU cache; its lists must fit the GPU cache's capacity. Scores are
+ * copied when both track them, zeroed when only the GPU cache does. */
 ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_error *err);
 /* Copies the GPU cache into a host cache of the same shape and at least
  * the longest list's capacity. */
 ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst, ckv_error *err);
 
-/* As ckv_cpu_forward: runs n tokens at positions n_pos .. n_pos + n - 1,
- * appending degree-1 entries, and writes the last token's logits (all
- * tokens' with opts->all_logits) unless logits is NULL. Supported options:
- * no_degree_bias, all_logits; a query window is CKV_ERR_UNSUPPORTED here. */
+/* As ckv_cpu_forward, with every option: runs n tokens at positions
+ * n_pos .. n_pos + n - 1, appending degree-1 entries, writes the last
+ * token's logits (all tokens' with opts->all_logits) unless logits is NULL,
+ * the window queries with opts->q_window, and accumulates attention into the
+ * scores when the cache tracks them. */
 ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, int32_t n,
                            const ckv_forward_opts *opts, float *logits, ckv_error *err);
 

@@ -26,7 +26,45 @@ struct Args {
     int32_t split_len;
     float *part_o;   // [splits][n][H][HD] unnormalised outputs
     float *part_ml;  // [splits][n][H][2] running max and sum
+    float *ml;       // [n][H][2] merged max and sum (for the score pass)
 };
+
+// Scores of one tile for the calling thread's query: q.k (+ log deg), -inf
+// where the entry is past the range or not visible to the query. The 4
+// threads of a query hold the same values afterwards.
+template <int HD>
+__device__ __forceinline__ void tile_scores(float (&s)[BK], const float (&q)[HD / TPQ],
+                                            const float (*ks)[HD], const float *ld, int part,
+                                            int t0, int t_end, int visible)
+{
+#pragma unroll
+    for (int j = 0; j < BK; j++) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int k = 0; k < HD / TPQ; k++)
+            dot += q[k] * ks[j][part + TPQ * k];
+        dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+        dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+        s[j] = t0 + j < t_end && t0 + j < visible ? dot + ld[j] : -INFINITY;
+    }
+}
+
+// Loads one tile of keys (and values when vs is set) and log-degrees.
+template <int HD>
+__device__ __forceinline__ void load_tile(float (*ks)[HD], float (*vs)[HD], float *ld,
+                                          const float *K, const float *V, const float *deg,
+                                          bool bias, int t0, int t_end)
+{
+    const int tid = threadIdx.x;
+    for (int e = tid; e < BK * HD; e += BQ * TPQ) {
+        int j = e / HD, d = e % HD, t = t0 + j;
+        ks[j][d] = t < t_end ? K[(size_t)t * HD + d] : 0.0f;
+        if (vs)
+            vs[j][d] = t < t_end ? V[(size_t)t * HD + d] : 0.0f;
+    }
+    if (tid < BK)
+        ld[tid] = bias && t0 + tid < t_end ? logf(deg[t0 + tid]) : 0.0f;
+}
 
 template <int HD>
 __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
@@ -58,26 +96,13 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
     float m = -INFINITY, l = 0.0f;
     for (int t0 = t_begin; t0 < t_end; t0 += BK) {
         __syncthreads();  // the previous tile is no longer read
-        for (int e = tid; e < BK * HD; e += BQ * TPQ) {
-            int j = e / HD, d = e % HD, t = t0 + j;
-            ks[j][d] = t < t_end ? K[(size_t)t * HD + d] : 0.0f;
-            vs[j][d] = t < t_end ? V[(size_t)t * HD + d] : 0.0f;
-        }
-        if (tid < BK)
-            ld[tid] = a.bias && t0 + tid < t_end ? logf(deg[t0 + tid]) : 0.0f;
+        load_tile<HD>(ks, vs, ld, K, V, deg, a.bias, t0, t_end);
         __syncthreads();
         float s[BK], tmax = -INFINITY;
+        tile_scores<HD>(s, q, ks, ld, part, t0, t_end, visible);
 #pragma unroll
-        for (int j = 0; j < BK; j++) {
-            float dot = 0.0f;
-#pragma unroll
-            for (int k = 0; k < PD; k++)
-                dot += q[k] * ks[j][part + TPQ * k];
-            dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-            dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-            s[j] = t0 + j < t_end && t0 + j < visible ? dot + ld[j] : -INFINITY;
+        for (int j = 0; j < BK; j++)
             tmax = fmaxf(tmax, s[j]);
-        }
         if (tmax == -INFINITY)
             continue;
         const float mn = fmaxf(m, tmax), corr = expf(m - mn);
@@ -109,7 +134,8 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
 
 // One block per (query, head), one thread per dimension.
 __global__ void attention_merge(const float *part_o, const float *part_ml, int32_t splits,
-                                int32_t n, int32_t H, int32_t hd, float *out32, ckv_bf16 *out16)
+                                int32_t n, int32_t H, int32_t hd, float *out32, ckv_bf16 *out16,
+                                float *ml)
 {
     const int i = blockIdx.x, qh = blockIdx.y, d = threadIdx.x;
     float M = -INFINITY;
@@ -126,6 +152,10 @@ __global__ void attention_merge(const float *part_o, const float *part_ml, int32
         O += w * part_o[row * hd + d];
     }
     const float r = O / L;
+    if (d == 0) {
+        ml[((size_t)i * H + qh) * 2] = M;
+        ml[((size_t)i * H + qh) * 2 + 1] = L;
+    }
     const size_t o = (size_t)i * H * hd + (size_t)qh * hd + d;
     if (out32)
         out32[o] = r;
@@ -135,11 +165,60 @@ __global__ void attention_merge(const float *part_o, const float *part_ml, int32
     }
 }
 
+// The attention mass each entry receives (H2O): with the merged max M and
+// sum L of every query, recomputes the scores of the same ranges and adds
+// exp(s - M) / L, summed over the block's queries, to score[t]; the query
+// heads of a KV group add into the same list.
+template <int HD>
+__global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
+{
+    constexpr int PD = HD / TPQ;
+    __shared__ float ks[BK][HD];
+    __shared__ float ld[BK];
+    __shared__ float mass[BK];
+    const int tid = threadIdx.x, part = tid % TPQ;
+    const int i = blockIdx.x * BQ + tid / TPQ;
+    const int qh = blockIdx.y, split = blockIdx.z;
+    const int h = qh / (a.H / a.KV);
+    const int L0 = a.c.len0[h];
+    const int i_last = min(a.n, (int)(blockIdx.x + 1) * BQ) - 1;
+    const int t_begin = split * a.split_len;
+    const int t_end = min(t_begin + a.split_len, L0 + i_last + 1);
+    const int visible = i < a.n ? L0 + i + 1 : 0;
+    const float *K = a.c.k + (size_t)h * a.c.capacity * HD;
+    const float *deg = a.c.deg + (size_t)h * a.c.capacity;
+    float *score = a.c.score + (size_t)h * a.c.capacity;
+    float q[PD];
+#pragma unroll
+    for (int k = 0; k < PD; k++)
+        q[k] = i < a.n ? a.q[(size_t)i * a.q_stride + (size_t)qh * HD + part + TPQ * k] * a.scale
+                       : 0.0f;
+    const float M = i < a.n ? a.ml[((size_t)i * a.H + qh) * 2] : 0.0f;
+    const float invL = i < a.n ? 1.0f / a.ml[((size_t)i * a.H + qh) * 2 + 1] : 0.0f;
+    for (int t0 = t_begin; t0 < t_end; t0 += BK) {
+        __syncthreads();
+        load_tile<HD>(ks, NULL, ld, K, NULL, deg, a.bias, t0, t_end);
+        if (tid < BK)
+            mass[tid] = 0.0f;
+        __syncthreads();
+        float s[BK];
+        tile_scores<HD>(s, q, ks, ld, part, t0, t_end, visible);
+        if (part == 0)
+#pragma unroll
+            for (int j = 0; j < BK; j++)
+                if (s[j] != -INFINITY)
+                    atomicAdd(&mass[j], expf(s[j] - M) * invL);
+        __syncthreads();
+        if (tid < BK && t0 + tid < t_end)
+            atomicAdd(&score[t0 + tid], mass[tid]);
+    }
+}
+
 }  // namespace
 
 extern "C" size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim)
 {
-    return (size_t)splits * n * n_head * (head_dim + 2);
+    return (size_t)splits * n * n_head * (head_dim + 2) + (size_t)n * n_head * 2;
 }
 
 extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t head_dim,
@@ -149,7 +228,8 @@ extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head,
     const int64_t blocks = (int64_t)(n + BQ - 1) / BQ * n_head;
     int64_t splits = (2 * (int64_t)n_sm + blocks - 1) / blocks;
     const int64_t by_len = (max_len + MIN_SPLIT - 1) / MIN_SPLIT;
-    const int64_t by_ws = (int64_t)(ws_floats / ckv_k_attention_ws(n, 1, n_head, head_dim));
+    const int64_t by_ws = (int64_t)((ws_floats - (size_t)n * n_head * 2) /
+                                    ((size_t)n * n_head * (head_dim + 2)));
     if (splits > by_len)
         splits = by_len;
     if (splits > by_ws)
@@ -175,8 +255,9 @@ extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float
                           "attention: %d query heads do not group over %d KV heads", n_head,
                           n_head_kv);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
+    float *part_ml = ws + (size_t)split.splits * n * n_head * head_dim;
     Args a = {q, q_stride, n, n_head, n_head_kv, *c, scale, degree_bias, split.split_len, ws,
-              ws + (size_t)split.splits * n * n_head * head_dim};
+              part_ml, part_ml + (size_t)split.splits * n * n_head * 2};
     dim3 grid((n + BQ - 1) / BQ, n_head, split.splits);
     if (head_dim == 64)
         attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
@@ -187,7 +268,14 @@ extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float
                           head_dim);
     CKV_CUDA_LAUNCHED();
     attention_merge<<<dim3(n, n_head), head_dim, 0, st>>>(a.part_o, a.part_ml, split.splits, n,
-                                                          n_head, head_dim, out32, out16);
+                                                          n_head, head_dim, out32, out16, a.ml);
     CKV_CUDA_LAUNCHED();
+    if (c->score) {
+        if (head_dim == 64)
+            attention_score<64><<<grid, BQ * TPQ, 0, st>>>(a);
+        else
+            attention_score<128><<<grid, BQ * TPQ, 0, st>>>(a);
+        CKV_CUDA_LAUNCHED();
+    }
     return CKV_OK;
 }

@@ -57,7 +57,7 @@ struct ckv_gpu {
 
 struct ckv_gpu_cache {
     int32_t n_layer, n_head_kv, head_dim, capacity;
-    float *k, *v, *deg;
+    float *k, *v, *deg, *score;
     int32_t *len_d, *len_h;
     int64_t n_pos;
     size_t bytes;
@@ -280,7 +280,7 @@ extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
 }
 
 extern "C" ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g,
-                                           int32_t capacity, ckv_error *err)
+                                           int32_t capacity, bool track_score, ckv_error *err)
 {
     *out = NULL;
     if (capacity <= 0)
@@ -298,6 +298,7 @@ extern "C" ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g
     if (!st && !(st = dalloc(&c->bytes, &c->k, lists * T * c->head_dim * sizeof(float), err)) &&
         !(st = dalloc(&c->bytes, &c->v, lists * T * c->head_dim * sizeof(float), err)) &&
         !(st = dalloc(&c->bytes, &c->deg, lists * T * sizeof(float), err)) &&
+        !(st = track_score ? dalloc(&c->bytes, &c->score, lists * T * sizeof(float), err) : CKV_OK) &&
         !(st = dalloc(&c->bytes, &c->len_d, lists * sizeof(int32_t), err)))
         st = ckv_gpu_cache_reset(c, err);
     if (st) {
@@ -315,6 +316,7 @@ extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
     cudaFree(c->k);
     cudaFree(c->v);
     cudaFree(c->deg);
+    cudaFree(c->score);
     cudaFree(c->len_d);
     free(c->len_h);
     free(c);
@@ -375,6 +377,13 @@ extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *
         (st = copy_lists(dst->deg, dst->capacity, src->deg, src->capacity, sizeof(float), mx,
                          lists, cudaMemcpyHostToDevice, err)))
         return st;
+    if (dst->score && src->score &&
+        (st = copy_lists(dst->score, dst->capacity, src->score, src->capacity, sizeof(float), mx,
+                         lists, cudaMemcpyHostToDevice, err)))
+        return st;
+    if (dst->score && !src->score && mx > 0)
+        CKV_CUDA(cudaMemset2D(dst->score, dst->capacity * sizeof(float), 0, mx * sizeof(float),
+                              lists));
     CKV_CUDA(cudaMemcpy(dst->len_d, src->len, lists * sizeof(int32_t), cudaMemcpyHostToDevice));
     memcpy(dst->len_h, src->len, lists * sizeof(int32_t));
     dst->n_pos = src->n_pos;
@@ -402,6 +411,10 @@ extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache
         (st = copy_lists(dst->deg, dst->capacity, src->deg, src->capacity, sizeof(float), mx,
                          lists, cudaMemcpyDeviceToHost, err)))
         return st;
+    if (dst->score && src->score &&
+        (st = copy_lists(dst->score, dst->capacity, src->score, src->capacity, sizeof(float), mx,
+                         lists, cudaMemcpyDeviceToHost, err)))
+        return st;
     memcpy(dst->len, src->len_h, lists * sizeof(int32_t));
     dst->n_pos = src->n_pos;
     return CKV_OK;
@@ -415,6 +428,30 @@ static ckv_status gemm(ckv_gpu *g, float *y, const ckv_bf16 *x, const ckv_bf16 *
     CKV_CUBLAS(cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, CUDA_R_16BF, in,
                             x, CUDA_R_16BF, in, &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
+    return CKV_OK;
+}
+
+// Copies the rotated queries of the chunk's tokens that fall in the last
+// q_window tokens of the whole input to opts->q_window_out
+// [n_layer][n_head][W][head_dim], as ckv_cpu_forward does.
+static ckv_status capture_window(ckv_gpu *g, int l, int32_t n, int32_t first, int32_t total,
+                                 const ckv_forward_opts *o, ckv_error *err)
+{
+    const int32_t W = o->q_window;
+    if (W <= 0)
+        return CKV_OK;
+    const int32_t from = total - W > first ? total - W - first : 0;  // first chunk row inside
+    if (from >= n)
+        return CKV_OK;
+    const ckv_config *cf = &g->cfg;
+    const size_t hd = cf->head_dim, qkvd = (size_t)(cf->n_head + 2 * cf->n_head_kv) * hd;
+    const int32_t w0 = first + from - (total - W);
+    for (int qh = 0; qh < cf->n_head; qh++) {
+        float *dst = o->q_window_out + (((size_t)l * cf->n_head + qh) * W + w0) * hd;
+        CKV_CUDA(cudaMemcpy2DAsync(dst, hd * sizeof(float), g->qkv + from * qkvd + qh * hd,
+                                   qkvd * sizeof(float), hd * sizeof(float), n - from,
+                                   cudaMemcpyDeviceToHost, g->stream));
+    }
     return CKV_OK;
 }
 
@@ -437,7 +474,9 @@ static ckv_status forward_chunk(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tok
         const Layer *D = &g->layers[l];
         const size_t lh = (size_t)l * KV;
         ckv_k_kv_layer kv = {c->k + lh * c->capacity * hd, c->v + lh * c->capacity * hd,
-                             c->deg + lh * c->capacity, c->len_d + lh, c->capacity};
+                             c->deg + lh * c->capacity,
+                             c->score ? c->score + lh * c->capacity : NULL, c->len_d + lh,
+                             c->capacity};
         ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
                                cf->rope_type, cf->rms_eps};
         const int32_t max_len = longest(c->len_h + lh, (size_t)KV) + n;
@@ -446,6 +485,7 @@ static ckv_status forward_chunk(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tok
                                         cf->rms_eps, st, err)) ||
             (s = gemm(g, g->qkv, g->xb, D->wqkv, n, E, qkvd, err)) ||
             (s = ckv_k_qkv_post(g->qkv, n, c->n_pos, &qp, &kv, st, err)) ||
+            (s = capture_window(g, l, n, first, total, o, err)) ||
             (s = ckv_k_attention(NULL, g->att, g->qkv, qkvd, n, H, KV, hd, &kv, scale,
                                  !o->no_degree_bias, split, g->ws, st, err)) ||
             (s = gemm(g, g->y, g->att, D->wo, n, H * hd, E, err)) ||
@@ -487,9 +527,9 @@ extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_
     const ckv_config *cf = &g->cfg;
     if (n <= 0)
         return ckv_errorf(err, CKV_ERR_ARG, "forward: no tokens");
-    if (o->q_window)
-        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                          "cuda forward: query-window capture is not implemented on the GPU");
+    if (o->q_window < 0 || o->q_window > n || (o->q_window > 0 && !o->q_window_out))
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: query window %d invalid for %d tokens",
+                          o->q_window, n);
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= cf->n_vocab)
             return ckv_errorf(err, CKV_ERR_ARG, "token id %d at index %d is outside [0, %d)",

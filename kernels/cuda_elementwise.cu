@@ -100,8 +100,11 @@ __global__ void qkv_post_kernel(float *qkv, int64_t pos0, ckv_k_qkv_params p, ck
     if (!is_q && !is_k) {
         size_t t = (size_t)h * c.capacity + c.len0[h] + i;
         c.v[t * hd + d] = x;
-        if (d == 0)
+        if (d == 0) {
             c.deg[t] = 1.0f;
+            if (c.score)
+                c.score[t] = 0.0f;
+        }
         return;
     }
     const float *norm = is_q ? p.q_norm : p.k_norm;

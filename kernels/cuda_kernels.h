@@ -39,10 +39,11 @@ ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ck
                                   int32_t n, int32_t E, float eps, void *stream, ckv_error *err);
 
 /* One layer of a KV cache on the GPU: lists of `capacity` entries per KV
- * head, fp32 keys and values [n_head_kv][capacity][head_dim], degrees
- * [n_head_kv][capacity], and the list lengths before the current tokens. */
+ * head, fp32 keys and values [n_head_kv][capacity][head_dim], degrees and
+ * accumulated attention [n_head_kv][capacity] (score NULL: not tracked), and
+ * the list lengths before the current tokens. */
 typedef struct {
-    float *k, *v, *deg;
+    float *k, *v, *deg, *score;
     const int32_t *len0; /* [n_head_kv] */
     int32_t capacity;
 } ckv_k_kv_layer;
@@ -60,7 +61,7 @@ typedef struct {
 /* qkv holds n rows of [q heads | k heads | v heads] as the projection wrote
  * them. Adds the bias, applies q/k norm and RoPE (token i at position
  * pos0 + i); rotates the queries in place and appends each token's key and
- * value to the cache at len0[h] + i with degree 1. Twins: ckv_rmsnorm,
+ * value to the cache at len0[h] + i with degree 1 (and score 0). Twins: ckv_rmsnorm,
  * ckv_rope. */
 ckv_status ckv_k_qkv_post(float *qkv, int32_t n, int64_t pos0, const ckv_k_qkv_params *p,
                           const ckv_k_kv_layer *c, void *stream, ckv_error *err);
@@ -85,7 +86,9 @@ ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t he
  * n_head / n_head_kv. The lists are cut into `splits` ranges of split_len
  * entries (ckv_k_attention_plan) whose partial softmax sums are merged.
  * Writes out32 (fp32) or out16 (bf16), [n][n_head * head_dim]; the other is
- * NULL. head_dim must be 64 or 128. Twin: ckv_attend. */
+ * NULL. When c->score is set, each entry's score gains the probability it
+ * receives from every query and query head of its group (a second pass).
+ * head_dim must be 64 or 128. Twin: ckv_attend (its acc). */
 ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
                            int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                            const ckv_k_kv_layer *c, float scale, bool degree_bias,

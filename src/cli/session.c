@@ -90,7 +90,7 @@ ckv_status cli_seq_init(const cli_session *s, cli_seq *q, int32_t capacity, ckv_
     const ckv_config *c = &s->model.cfg;
 #if CKV_HAVE_CUDA
     if (s->gpu)
-        return ckv_gpu_cache_create(&q->gpu, s->gpu, capacity, err);
+        return ckv_gpu_cache_create(&q->gpu, s->gpu, capacity, false, err);
 #endif
     return ckv_cache_init(&q->cpu, c->n_layer, c->n_head_kv, c->head_dim, capacity, false, err);
 }

@@ -239,7 +239,7 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
           *ddeg = dev_poisoned(4 * (size_t)KV * cap);
     ckv_k_qkv_params p = {H, KV, hd, bias ? db : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL,
                           dinv, type, cfg.rms_eps};
-    ckv_k_kv_layer c = {dk, dv, ddeg, dlen, cap};
+    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap};
     CHECK(ckv_k_qkv_post(dqkv, n, pos0, &p, &c, NULL, err));
     float *got = xmalloc(sizeof(float) * n * width), *k = xmalloc(4 * cache_f),
           *v = xmalloc(4 * cache_f), *deg = xmalloc(4 * (size_t)KV * cap);
@@ -309,7 +309,8 @@ static void check_swiglu(void)
 
 /* Attention over lists of different lengths with random degrees, n queries
  * whose own entries are already in the lists; forced_splits 0 lets the
- * planner choose. */
+ * planner choose. The accumulated attention (H2O scores) is checked too,
+ * starting from random values. */
 static void check_attention(int hd, int n, const int32_t *len0, bool bias, int forced_splits)
 {
     const int KV = 2, H = 6, group = H / KV, cap = 4096;
@@ -321,6 +322,10 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
     fill(k, cf, -1.5f, 1.5f);
     fill(v, cf, -1, 1);
     fill(q, (size_t)n * H * hd, -1.5f, 1.5f);
+    float *acc = xmalloc(4 * (size_t)KV * cap), *acc0 = xmalloc(4 * (size_t)KV * cap),
+          *gacc = xmalloc(4 * (size_t)KV * cap);
+    fill(acc0, (size_t)KV * cap, 0.5f, 2.0f);
+    memcpy(acc, acc0, 4 * (size_t)KV * cap);
     for (size_t t = 0; t < (size_t)KV * cap; t++) {
         deg[t] = (float)(1 + ckv_splitmix64(&rng) % 6);
         ld[t] = logf(deg[t]);
@@ -334,11 +339,13 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
         int h = qh / group;
         ckv_attend(want + (size_t)qh * hd, (size_t)H * hd, S, q + (size_t)qh * hd, (size_t)H * hd, n,
                    k + (size_t)h * cap * hd, v + (size_t)h * cap * hd,
-                   bias ? ld + (size_t)h * cap : NULL, len0[h], len0[h] + n, hd, scale, NULL, 1);
+                   bias ? ld + (size_t)h * cap : NULL, len0[h], len0[h] + n, hd, scale,
+                   acc + (size_t)h * cap, 1);
     }
     float *dk = dup_dev(k, 4 * cf), *dv = dup_dev(v, 4 * cf), *ddeg = dup_dev(deg, 4 * (size_t)KV * cap),
           *dq = dup_dev(q, sizeof(float) * n * H * hd), *dout = dev_poisoned(sizeof(float) * n * H * hd);
     int32_t *dlen = dup_dev(len0, sizeof(int32_t) * KV);
+    float *dacc = dup_dev(acc0, 4 * (size_t)KV * cap);
     size_t ws_f = ckv_k_attention_ws(n, 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
     ckv_k_attention_split sp = ckv_k_attention_plan(n, H, hd, max_len, 132, ws_f);
@@ -347,16 +354,24 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
         sp.split_len = (max_len + forced_splits - 1) / forced_splits;
         sp.split_len = (sp.split_len + 31) / 32 * 32;
     }
-    ckv_k_kv_layer c = {dk, dv, ddeg, dlen, cap};
+    ckv_k_kv_layer c = {dk, dv, ddeg, dacc, dlen, cap};
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     char what[96];
     snprintf(what, sizeof what, "attention hd %d n %d len0 %d/%d%s splits %d", hd, n, len0[0],
              len0[1], bias ? " +logdeg" : "", sp.splits);
     report(what, rel_l2(got, want, (size_t)n * H * hd), TOL_F32);
+    CHECK(ckv_cuda_download(gacc, dacc, 4 * (size_t)KV * cap, err));
+    /* Only the mass added is compared (the starting values would dilute it). */
+    for (size_t t = 0; t < (size_t)KV * cap; t++) {
+        gacc[t] -= acc0[t];
+        acc[t] -= acc0[t];
+    }
+    report("  + accumulated attention (scores)", rel_l2(gacc, acc, (size_t)KV * cap), TOL_F32);
     ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg), ckv_cuda_free(dq);
-    ckv_cuda_free(dout), ckv_cuda_free(dlen), ckv_cuda_free(dws);
+    ckv_cuda_free(dout), ckv_cuda_free(dlen), ckv_cuda_free(dws), ckv_cuda_free(dacc);
     free(k), free(v), free(deg), free(ld), free(q), free(want), free(got), free(S);
+    free(acc), free(acc0), free(gacc);
 }
 
 static void check_kernels(void)
@@ -408,7 +423,7 @@ static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const in
     ckv_cache cc;
     ckv_gpu_cache *gc;
     CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
-    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, err));
     float *lc = xmalloc(sizeof(float) * V), *lg = xmalloc(sizeof(float) * V);
     double t0 = now();
     CHECK(ckv_cpu_forward(cpu, &cc, ids, len, NULL, lc, err));
@@ -473,7 +488,7 @@ static void check_uploaded_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
     ckv_cache cc;
     ckv_gpu_cache *gc;
     CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
-    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, err));
     CHECK(ckv_cpu_forward(cpu, &cc, ids, len, NULL, NULL, err));
     for (int l = 0; l < cf->n_layer; l++)
         for (int h = 0; h < cf->n_head_kv; h++) {
@@ -502,6 +517,53 @@ static void check_uploaded_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
     free(lg);
 }
 
+/* The statistics SnapKV and H2O read: the rotated queries of the last W
+ * prompt tokens, and every entry's accumulated attention after the prompt
+ * (two chunks) and after one decode step. */
+static void check_window_and_scores(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
+                                    const int32_t *ids, int32_t len)
+{
+    const ckv_config *cf = &m->cfg;
+    const int32_t W = 16, cap = len + 1;
+    const size_t nw = (size_t)cf->n_layer * cf->n_head * W * cf->head_dim;
+    ckv_cache cc, back;
+    ckv_gpu_cache *gc;
+    CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, true, err));
+    CHECK(ckv_cache_init(&back, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, true, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, true, err));
+    float *qc = xmalloc(sizeof(float) * nw), *qg = xmalloc(sizeof(float) * nw);
+    for (size_t i = 0; i < nw; i++)
+        qg[i] = NAN;
+    ckv_forward_opts o = {0};
+    o.q_window = W;
+    o.q_window_out = qc;
+    CHECK(ckv_cpu_forward(cpu, &cc, ids, len, &o, NULL, err));
+    o.q_window_out = qg;
+    CHECK(ckv_gpu_forward(gpu, gc, ids, len, &o, NULL, err));
+    char what[96];
+    snprintf(what, sizeof what, "window queries (last %d of %d)", W, len);
+    report(what, rel_l2(qg, qc, nw), TOL_KV);
+    for (int step = 0; step < 2; step++) {
+        CHECK(ckv_gpu_cache_download(gc, &back, err));
+        double worst = 0;
+        for (int l = 0; l < cf->n_layer; l++)
+            for (int h = 0; h < cf->n_head_kv; h++)
+                worst = fmax(worst, rel_l2(ckv_cache_scorep(&back, l, h), ckv_cache_scorep(&cc, l, h),
+                                           (size_t)cc.len[ckv_cache_lh(&cc, l, h)]));
+        snprintf(what, sizeof what, "attention mass per entry, %s", step ? "+1 decode" : "prompt");
+        report(what, worst, TOL_LOGITS);
+        if (step == 0) {
+            CHECK(ckv_cpu_forward(cpu, &cc, ids + len, 1, NULL, NULL, err));
+            CHECK(ckv_gpu_forward(gpu, gc, ids + len, 1, NULL, NULL, err));
+        }
+    }
+    ckv_cache_free(&cc);
+    ckv_cache_free(&back);
+    ckv_gpu_cache_free(gc);
+    free(qc);
+    free(qg);
+}
+
 /* Logits of every token of a prompt longer than the GPU batch (two chunks). */
 static void check_all_logits(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
                              int32_t len)
@@ -511,7 +573,7 @@ static void check_all_logits(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, con
     ckv_cache cc;
     ckv_gpu_cache *gc;
     CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, len, false, err));
-    CHECK(ckv_gpu_cache_create(&gc, gpu, len, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, len, false, err));
     float *lc = xmalloc(sizeof(float) * nl), *lg = xmalloc(sizeof(float) * nl);
     for (size_t i = 0; i < nl; i++)
         lg[i] = NAN;
@@ -604,6 +666,7 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
     if (n_ids >= side + 2) {
         check_all_logits(&m, cpu, gpu, ids, side);
         check_uploaded_cache(&m, cpu, gpu, ids, side);
+        check_window_and_scores(&m, cpu, gpu, ids, side);
     }
     printf("\n%6s %6s %10s %10s %5s %7s %9s %9s %9s %9s\n", "prompt", "len", "logit_err",
            "kv_err", "top1", "greedy", "gpu_pf_s", "cpu_pf_s", "gpu_tok/s", "cpu_tok/s");
