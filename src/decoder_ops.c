@@ -72,7 +72,7 @@ void ckv_attend(float *out, size_t out_stride, float *S, const float *q, size_t 
      * then O = P V; both products go through the BLAS-like kernels. */
     ckv_matmul_nt(S, len, q, (int64_t)q_stride, k, head_dim, NULL, n, len, head_dim, scale,
                   n_threads);
-#pragma omp parallel for schedule(static) num_threads(n_threads)
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (n > 1)
     for (int32_t i = 0; i < n; i++) {
         float *row = S + (size_t)i * len;
         if (logdeg)

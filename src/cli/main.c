@@ -15,6 +15,7 @@ static const command commands[] = {
     {"devices", cmd_devices, "list CUDA devices (when built with CUDA)"},
     {"generate", cmd_generate, "generate text from a prompt (greedy or sampled)"},
     {"logits", cmd_logits, "print the top next tokens and their logits"},
+    {"dump-kv", cmd_dump_kv, "prefill a prompt and write its KV cache (HDF5) for compress"},
     {"info", cmd_info, "show a GGUF model's metadata, tokenizer and tensors"},
     {"synth", cmd_synth, "write a small random GGUF model (tests, fuzzing)"},
     {"score", cmd_score, "score predictions with LongBench and RULER metrics"},
