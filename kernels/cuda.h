@@ -57,6 +57,7 @@ ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g, int32_t c
                                 bool track_score, ckv_error *err);
 void ckv_gpu_cache_free(ckv_gpu_cache *c);
 size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
+int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c);
 /* Empties the cache (lengths 0, position 0). */
 ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);
 /* Copies a host cache (entries, degrees, scores, lengths, position) onto

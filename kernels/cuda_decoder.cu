@@ -327,6 +327,11 @@ extern "C" size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c)
     return c->bytes;
 }
 
+extern "C" int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c)
+{
+    return c->capacity;
+}
+
 extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
 {
     const size_t lists = (size_t)c->n_layer * c->n_head_kv;

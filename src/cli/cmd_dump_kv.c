@@ -12,7 +12,7 @@
 static void help(void)
 {
     printf("usage: ckv dump-kv [--model M] (--prompt TEXT | --prompt-file F) --out kv.h5\n\n"
-           "Prefills the prompt on the CPU with the full cache and writes the cache as HDF5:\n"
+           "Prefills the prompt (on the CPU, or the GPU with --device) with the full cache and writes the cache as HDF5:\n"
            "k, v [layers, kv_heads, tokens, head_dim] (post-RoPE keys), degree, length,\n"
            "q_window [layers, heads, W, head_dim] (the last W queries, for SnapKV),\n"
            "h2o_score [layers, kv_heads, tokens] (attention accumulated over every prompt\n"
@@ -24,6 +24,7 @@ static void help(void)
            "      --chat            wrap the prompt in the model's chat format\n"
            "  -w, --window W        query window for SnapKV (default 32; at most the prompt)\n"
            "  -o, --out FILE        output HDF5 file (written atomically)\n"
+           CLI_DEVICE_HELP
            "  -t, --threads N       CPU threads (default: all online CPUs)\n"
            "  -h, --help            this help\n");
 }
@@ -34,11 +35,13 @@ int cmd_dump_kv(int argc, char **argv)
         {"model", required_argument, 0, 'm'},  {"prompt", required_argument, 0, 'p'},
         {"prompt-file", required_argument, 0, 'f'}, {"chat", no_argument, 0, 'c'},
         {"window", required_argument, 0, 'w'}, {"out", required_argument, 0, 'o'},
-        {"threads", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'},
+        {"threads", required_argument, 0, 't'}, {"device", required_argument, 0, 'D'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *model = NULL, *prompt = NULL, *prompt_file = NULL, *out = NULL;
     bool chat = false;
     long long window = 32, threads = 0;
+    cli_device device = CLI_DEVICE_CPU;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:f:w:o:t:h", lo, NULL)) != -1) {
@@ -54,6 +57,10 @@ int cmd_dump_kv(int argc, char **argv)
             break;
         case 't':
             if (!cli_int("dump-kv", "--threads", optarg, 0, 1024, &threads))
+                return CLI_USAGE;
+            break;
+        case 'D':
+            if (!cli_device_parse("dump-kv", optarg, &device))
                 return CLI_USAGE;
             break;
         case 'h': help(); return CLI_OK;
@@ -75,7 +82,7 @@ int cmd_dump_kv(int argc, char **argv)
         prompt = file_text;
     }
     cli_session s;
-    int rc = cli_session_open(&s, "dump-kv", model, (int)threads);
+    int rc = cli_session_open_on(&s, "dump-kv", model, (int)threads, device);
     if (rc) {
         free(file_text);
         return rc;
@@ -84,7 +91,8 @@ int cmd_dump_kv(int argc, char **argv)
     int32_t *ids = NULL;
     size_t n = 0;
     float *qwin = NULL;
-    ckv_cache cache = {0};
+    cli_seq seq = {0};
+    const ckv_cache *cache = NULL;
     if ((rc = cli_prompt_ids(&s, "dump-kv", prompt, chat, NULL, &ids, &n)))
         goto done;
     rc = CLI_FAIL;
@@ -97,9 +105,9 @@ int cmd_dump_kv(int argc, char **argv)
         goto fail;
     }
     ckv_forward_opts fo = {.q_window = (int32_t)window, .q_window_out = qwin};
-    if (ckv_cache_init(&cache, cfg->n_layer, cfg->n_head_kv, cfg->head_dim, (int32_t)n, true,
-                       &err) ||
-        ckv_cpu_forward(s.cpu, &cache, ids, (int32_t)n, &fo, NULL, &err))
+    if (cli_seq_init(&s, &seq, (int32_t)n, true, &err) ||
+        cli_seq_forward(&s, &seq, ids, (int32_t)n, &fo, NULL, &err) ||
+        cli_seq_cache(&s, &seq, &cache, &err))
         goto fail;
     ckv_kvfile_extra x = {.q_window = qwin,
                           .n_head = cfg->n_head,
@@ -107,7 +115,7 @@ int cmd_dump_kv(int argc, char **argv)
                           .prompt_tokens = (int64_t)n,
                           .model = s.model.path,
                           .prompt = prompt};
-    if (ckv_kvfile_write(out, &cache, &x, &err))
+    if (ckv_kvfile_write(out, cache, &x, &err))
         goto fail;
     fprintf(stderr, "%s: %zu tokens, %d layers x %d kv heads x %d dims, window %lld\n", out, n,
             cfg->n_layer, cfg->n_head_kv, cfg->head_dim, window);
@@ -116,7 +124,7 @@ int cmd_dump_kv(int argc, char **argv)
 fail:
     rc = cli_fail("dump-kv", &err);
 done:
-    ckv_cache_free(&cache);
+    cli_seq_free(&seq);
     free(qwin);
     free(ids);
     free(file_text);

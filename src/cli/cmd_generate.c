@@ -116,12 +116,12 @@ int cmd_generate(int argc, char **argv)
         ckv_errorf(&err, CKV_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if (cli_seq_init(&s, &seq, (int32_t)(n + (size_t)max_tokens), &err) ||
+    if (cli_seq_init(&s, &seq, (int32_t)(n + (size_t)max_tokens), false, &err) ||
         ckv_sampler_init(&smp, cfg->n_vocab, (float)temperature, (float)top_p, (uint64_t)seed,
                          &err))
         goto fail;
     double t0 = ckv_now();
-    if (cli_seq_forward(&s, &seq, ids, (int32_t)n, logits, &err))
+    if (cli_seq_forward(&s, &seq, ids, (int32_t)n, NULL, logits, &err))
         goto fail;
     double t1 = ckv_now();
     long long gen = 0;
@@ -133,7 +133,7 @@ int cmd_generate(int argc, char **argv)
         const char *b = ckv_token_bytes(s.tok, tok, &bl);
         fwrite(b, 1, bl, stdout);
         fflush(stdout);
-        if (gen + 1 < max_tokens && cli_seq_forward(&s, &seq, &tok, 1, logits, &err))
+        if (gen + 1 < max_tokens && cli_seq_forward(&s, &seq, &tok, 1, NULL, logits, &err))
             goto fail;
     }
     double t2 = ckv_now();

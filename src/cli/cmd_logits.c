@@ -130,8 +130,8 @@ int cmd_logits(int argc, char **argv)
         ckv_errorf(&err, CKV_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if (cli_seq_init(&s, &seq, (int32_t)n, &err) ||
-        cli_seq_forward(&s, &seq, ids, (int32_t)n, logits, &err))
+    if (cli_seq_init(&s, &seq, (int32_t)n, false, &err) ||
+        cli_seq_forward(&s, &seq, ids, (int32_t)n, NULL, logits, &err))
         goto fail;
     if (raw) {
         FILE *fp = fopen(raw, "wb");

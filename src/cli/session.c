@@ -84,15 +84,18 @@ int cli_session_open(cli_session *s, const char *cmd, const char *model_path, in
     return cli_session_open_on(s, cmd, model_path, threads, CLI_DEVICE_CPU);
 }
 
-ckv_status cli_seq_init(const cli_session *s, cli_seq *q, int32_t capacity, ckv_error *err)
+ckv_status cli_seq_init(const cli_session *s, cli_seq *q, int32_t capacity, bool track_score,
+                        ckv_error *err)
 {
     memset(q, 0, sizeof *q);
+    q->track_score = track_score;
     const ckv_config *c = &s->model.cfg;
 #if CKV_HAVE_CUDA
     if (s->gpu)
-        return ckv_gpu_cache_create(&q->gpu, s->gpu, capacity, false, err);
+        return ckv_gpu_cache_create(&q->gpu, s->gpu, capacity, track_score, err);
 #endif
-    return ckv_cache_init(&q->cpu, c->n_layer, c->n_head_kv, c->head_dim, capacity, false, err);
+    return ckv_cache_init(&q->cpu, c->n_layer, c->n_head_kv, c->head_dim, capacity, track_score,
+                          err);
 }
 
 void cli_seq_free(cli_seq *q)
@@ -105,13 +108,36 @@ void cli_seq_free(cli_seq *q)
 }
 
 ckv_status cli_seq_forward(cli_session *s, cli_seq *q, const int32_t *ids, int32_t n,
-                           float *logits, ckv_error *err)
+                           const ckv_forward_opts *opts, float *logits, ckv_error *err)
 {
 #if CKV_HAVE_CUDA
     if (s->gpu)
-        return ckv_gpu_forward(s->gpu, q->gpu, ids, n, NULL, logits, err);
+        return ckv_gpu_forward(s->gpu, q->gpu, ids, n, opts, logits, err);
 #endif
-    return ckv_cpu_forward(s->cpu, &q->cpu, ids, n, NULL, logits, err);
+    return ckv_cpu_forward(s->cpu, &q->cpu, ids, n, opts, logits, err);
+}
+
+ckv_status cli_seq_cache(const cli_session *s, cli_seq *q, const ckv_cache **out,
+                         ckv_error *err)
+{
+#if CKV_HAVE_CUDA
+    if (s->gpu) {
+        const ckv_config *c = &s->model.cfg;
+        ckv_status st = CKV_OK;
+        if (!q->cpu.len)
+            st = ckv_cache_init(&q->cpu, c->n_layer, c->n_head_kv, c->head_dim,
+                                ckv_gpu_cache_capacity(q->gpu), q->track_score, err);
+        if (!st)
+            st = ckv_gpu_cache_download(q->gpu, &q->cpu, err);
+        if (st)
+            return st;
+    }
+#else
+    (void)s;
+    (void)err;
+#endif
+    *out = &q->cpu;
+    return CKV_OK;
 }
 
 void cli_seq_report(const cli_session *s, const cli_seq *q, const char *cmd)

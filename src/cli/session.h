@@ -41,17 +41,24 @@ int cli_session_open_on(cli_session *s, const char *cmd, const char *model_path,
                         cli_device device);
 void cli_session_close(cli_session *s);
 
-/* One sequence's KV cache on the session's device. */
+/* One sequence's KV cache on the session's device (cpu: the cache itself;
+ * gpu: the GPU cache, and cpu a host copy made by cli_seq_cache). */
 typedef struct {
     ckv_cache cpu;
     ckv_gpu_cache *gpu;
+    bool track_score;
 } cli_seq;
 
-ckv_status cli_seq_init(const cli_session *s, cli_seq *q, int32_t capacity, ckv_error *err);
+/* track_score: accumulate each entry's attention (H2O), as ckv_cache_init. */
+ckv_status cli_seq_init(const cli_session *s, cli_seq *q, int32_t capacity, bool track_score,
+                        ckv_error *err);
 void cli_seq_free(cli_seq *q);
 /* ckv_cpu_forward or ckv_gpu_forward, whichever device the session has. */
 ckv_status cli_seq_forward(cli_session *s, cli_seq *q, const int32_t *ids, int32_t n,
-                           float *logits, ckv_error *err);
+                           const ckv_forward_opts *opts, float *logits, ckv_error *err);
+/* The cache on the host: on the GPU, downloaded into q->cpu first. */
+ckv_status cli_seq_cache(const cli_session *s, cli_seq *q, const ckv_cache **out,
+                         ckv_error *err);
 /* Prints "device: ..." with the memory the decoder and the sequence hold. */
 void cli_seq_report(const cli_session *s, const cli_seq *q, const char *cmd);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the --device option of `ckv generate` and `ckv logits` where there is
+# Checks the --device option of `ckv generate`, `logits` and `dump-kv` where there is
 # no usable GPU (CI): bad values are usage errors, cuda fails with a message
 # that says why, auto falls back to the CPU and gives the CPU's logits.
 # Skipped (77) on a machine with a GPU: scripts/gpu-check covers that.
@@ -29,6 +29,11 @@ for cmd in generate logits; do
   check "$cmd --device cuda without a GPU fails" status_is 1 "$CKV" $cmd --device cuda -p x
   check "$cmd: the failure says why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 done
+check "dump-kv --help documents --device" grep -q -- "--device" <<<"$("$CKV" dump-kv --help)"
+check "dump-kv --device gpu is a usage error" status_is 2 "$CKV" dump-kv --device gpu -p x -o "$tmp/kv.h5"
+check "dump-kv --device cuda without a GPU fails" status_is 1 "$CKV" dump-kv --device cuda -p x -o "$tmp/kv.h5"
+check "dump-kv: the failure says why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
+check "dump-kv wrote no file" test ! -e "$tmp/kv.h5"
 check "logits --device auto runs on the CPU" status_is 0 "$CKV" logits --device auto --ids "1 2 3" -k 3
 cp "$tmp/out" "$tmp/auto"
 check "auto says it fell back" grep -q "running on the CPU" "$tmp/err"
