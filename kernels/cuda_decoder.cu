@@ -87,40 +87,26 @@ static ckv_status upload_f32(ckv_gpu *g, float **dst, const float *src, size_t c
     return CKV_OK;
 }
 
-// Stacks up to two row-major matrices of `cols` columns and uploads them as bf16.
-static ckv_status upload_bf16(ckv_gpu *g, ckv_bf16 **dst, const float *a, size_t rows_a,
-                              const float *b, size_t rows_b, size_t cols, ckv_error *err)
+// Stacks row-major matrices of `cols` columns (rows[p] rows each) and
+// uploads them as one bf16 matrix.
+static ckv_status upload_stacked(ckv_gpu *g, ckv_bf16 **dst, const float *const *parts,
+                                 const size_t *rows, int n_parts, size_t cols, ckv_error *err)
 {
-    const size_t na = rows_a * cols, nb = rows_b * cols;
-    for (size_t i = 0; i < na; i++)
-        g->staging[i] = bf16_bits(a[i]);
-    for (size_t i = 0; i < nb; i++)
-        g->staging[na + i] = bf16_bits(b[i]);
-    ckv_status st = dalloc(&g->bytes, dst, (na + nb) * sizeof(ckv_bf16), err);
-    if (st)
-        return st;
-    CKV_CUDA(cudaMemcpy(*dst, g->staging, (na + nb) * sizeof(ckv_bf16), cudaMemcpyHostToDevice));
-    return CKV_OK;
-}
-
-// Three stacked matrices (wq, wk, wv): the first two through the staging
-// buffer's front, the third appended by a second conversion pass.
-static ckv_status upload_qkv(ckv_gpu *g, ckv_bf16 **dst, const ckv_layer *L, ckv_error *err)
-{
-    const ckv_config *c = &g->cfg;
-    const size_t E = c->n_embd, qd = (size_t)c->n_head * c->head_dim,
-                 kvd = (size_t)c->n_head_kv * c->head_dim;
-    const float *parts[3] = {L->wq, L->wk, L->wv};
-    const size_t rows[3] = {qd, kvd, kvd};
     size_t off = 0;
-    for (int p = 0; p < 3; p++)
-        for (size_t i = 0; i < rows[p] * E; i++)
+    for (int p = 0; p < n_parts; p++)
+        for (size_t i = 0; i < rows[p] * cols; i++)
             g->staging[off++] = bf16_bits(parts[p][i]);
     ckv_status st = dalloc(&g->bytes, dst, off * sizeof(ckv_bf16), err);
     if (st)
         return st;
     CKV_CUDA(cudaMemcpy(*dst, g->staging, off * sizeof(ckv_bf16), cudaMemcpyHostToDevice));
     return CKV_OK;
+}
+
+static ckv_status upload_bf16(ckv_gpu *g, ckv_bf16 **dst, const float *w, size_t rows,
+                              size_t cols, ckv_error *err)
+{
+    return upload_stacked(g, dst, &w, &rows, 1, cols, err);
 }
 
 static ckv_status upload_bias(ckv_gpu *g, float **dst, const ckv_layer *L, ckv_error *err)
@@ -180,16 +166,18 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory for weight staging");
 
     if ((st = upload_f32(g, &g->embd, m->tok_embd, V * E, err)) ||
-        (st = upload_bf16(g, &g->out_w, m->output, V, NULL, 0, E, err)) ||
+        (st = upload_bf16(g, &g->out_w, m->output, V, E, err)) ||
         (st = upload_f32(g, &g->out_norm, m->output_norm, E, err)))
         return st;
     for (int l = 0; l < c->n_layer; l++) {
         const ckv_layer *L = &m->layers[l];
         Layer *D = &g->layers[l];
-        if ((st = upload_qkv(g, &D->wqkv, L, err)) ||
-            (st = upload_bf16(g, &D->wo, L->wo, E, NULL, 0, H * hd, err)) ||
-            (st = upload_bf16(g, &D->wgu, L->w_gate, F, L->w_up, F, E, err)) ||
-            (st = upload_bf16(g, &D->wdown, L->w_down, E, NULL, 0, F, err)) ||
+        const float *qkv[3] = {L->wq, L->wk, L->wv}, *gu[2] = {L->w_gate, L->w_up};
+        const size_t qkv_rows[3] = {H * hd, KV * hd, KV * hd}, gu_rows[2] = {F, F};
+        if ((st = upload_stacked(g, &D->wqkv, qkv, qkv_rows, 3, E, err)) ||
+            (st = upload_bf16(g, &D->wo, L->wo, E, H * hd, err)) ||
+            (st = upload_stacked(g, &D->wgu, gu, gu_rows, 2, E, err)) ||
+            (st = upload_bf16(g, &D->wdown, L->w_down, E, F, err)) ||
             (st = upload_f32(g, &D->attn_norm, L->attn_norm, E, err)) ||
             (st = upload_f32(g, &D->ffn_norm, L->ffn_norm, E, err)) ||
             (st = upload_f32(g, &D->q_norm, L->q_norm, hd, err)) ||
