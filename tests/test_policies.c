@@ -73,7 +73,23 @@ Test(budget, parses_to_ppm_or_absolute)
     cr_expect_eq(ckv_budget_entries(&b, 512), 128);
     cr_assert_eq(ckv_budget_parse("33.3333%", &b, NULL), CKV_OK);
     cr_expect_eq(ckv_budget_entries(&b, 3), 1);
-    const char *bad[] = {"0", "1.5", "101%", "abc", "-3", "0.0000001", "", "12x", "0%", "nan"};
+    /* Rounded to nearest from the decimal digits, ties away from zero:
+     * 0.0002535 = 253.5 ppm -> 254; 0.00145% = 14.5 ppm -> 15; 0.0000005 =
+     * 0.5 ppm -> 1; 0.00000049 = 0.49 ppm -> 0 (refused below); 2.5e-1 =
+     * 250000 exactly; 1.0000004 = 1000000.4 ppm is more than 1. (Through a
+     * double the first three are 253.49999..., 14.49999..., 0.49999...) */
+    cr_assert_eq(ckv_budget_parse("0.0002535", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 254);
+    cr_assert_eq(ckv_budget_parse("0.00145%", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 15);
+    cr_assert_eq(ckv_budget_parse("0.0000005", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 1);
+    cr_assert_eq(ckv_budget_parse("2.5e-1", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 250000);
+    cr_assert_eq(ckv_budget_parse("100%", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 1000000);
+    const char *bad[] = {"0", "1.5", "101%", "abc", "-3", "0.0000001", "", "12x", "0%", "nan",
+                         "0.00000049", "1.0000004", "100.00001%", "0x0.4", "1e", ".", "%"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ckv_error err = {0};
         cr_expect_eq(ckv_budget_parse(bad[i], &b, &err), CKV_ERR_ARG, "'%s' accepted", bad[i]);
@@ -133,6 +149,15 @@ Test(params, errors_name_key_and_value)
     cr_expect_eq(ckv_policy_param(&p, "r_init", -1), 123);
     cr_assert_eq(ckv_policy_set(&p, "r_step=0.0005", &err), CKV_OK);
     cr_expect_eq(ckv_policy_param(&p, "r_step", -1), 1);
+    /* Ties go away from zero whatever the binary value: 0.0125 is 12.5 ->
+     * 13 (Python's round() gives 12), 0.5005 is 500.5 -> 501 (a double
+     * holds 500.4999...). */
+    cr_assert_eq(ckv_policy_set(&p, "r_min=0.0125", &err), CKV_OK);
+    cr_expect_eq(ckv_policy_param(&p, "r_min", -1), 13);
+    cr_assert_eq(ckv_policy_set(&p, "r_step=0.5005", &err), CKV_OK);
+    cr_expect_eq(ckv_policy_param(&p, "r_step", -1), 501);
+    cr_assert_eq(ckv_policy_set(&p, "r_step=1", &err), CKV_OK);
+    cr_expect_eq(ckv_policy_param(&p, "r_step", -1), 1000);
     cr_assert_eq(ckv_policy_set(&p, "degree_bias=off", &err), CKV_OK);
     cr_expect(!ckv_policy_degree_bias(&p));
     char desc[512];
