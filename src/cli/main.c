@@ -23,6 +23,7 @@ static const command commands[] = {
     {"analyze", cmd_analyze, "analyses of a dump (keys: similarity vs token distance)"},
     {"bench", cmd_bench, "benchmarks (compress: every policy's compression time)"},
     {"prepare", cmd_prepare, "build benchmark prompts fitted to a model (RULER)"},
+    {"sweep", cmd_sweep, "run a config's policy x budget x task grid to HDF5 results"},
 };
 
 static void usage(FILE *fp)
