@@ -30,6 +30,7 @@ static const field sample_fields[] = {
 #define FR(n, t) {#n, offsetof(ckv_run_row, n), t}
 static const field run_fields[] = {
     FR(run, F_I32), FR(name, F_STR), FR(policy, F_STR), FR(budget_spec, F_STR), FR(params, F_STR),
+    FR(params_set, F_STR),
 };
 #undef FR
 #define FM(n, t) {#n, offsetof(ckv_summary_row, n), t}

@@ -47,6 +47,7 @@ typedef struct {
     char *policy;
     char *budget_spec;
     char *params;            /* every parameter, "key=value ..." */
+    char *params_set;        /* those the config set, "key=value ..." ("" if none) */
 } ckv_run_row;
 
 typedef struct {

@@ -569,7 +569,7 @@ static ckv_status open_results(sweep *w, ckv_results **res, bool **done, size_t 
     for (size_t i = 0; i < c->n_runs; i++) {
         ckv_policy_describe(&c->runs[i].policy, params[i], sizeof params[i]);
         runs[i] = (ckv_run_row){(int32_t)i, c->runs[i].name, (char *)c->runs[i].policy.ops->name,
-                                c->runs[i].budget_spec, params[i]};
+                                c->runs[i].budget_spec, params[i], c->runs[i].params};
     }
     st = ckv_results_create(res, o->out_path, &meta, runs, c->n_runs, err);
     free(runs);
