@@ -3,6 +3,7 @@
 #include "sweep.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,24 @@ static void samples_free(sample_set *s)
     memset(s, 0, sizeof *s);
 }
 
-static ckv_status ruler_pack(const ckv_sweep_config *c, const ckv_task_source *src,
+static void note(const ckv_sweep_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Tells the caller something it should show (a task without data). */
+static void note(const ckv_sweep_opts *o, const char *fmt, ...)
+{
+    if (!o->progress)
+        return;
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ckv_sweep_progress p = {.note = msg};
+    o->progress(o->progress_ctx, CKV_SWEEP_NOTE, &p);
+}
+
+static ckv_status ruler_pack(const ckv_sweep_config *c, const ckv_sweep_opts *o,
+                             const ckv_task_source *src,
                              const char *model_path, const ckv_tokenizer *tok, ckv_pack *p,
                              ckv_error *err)
 {
@@ -62,8 +80,7 @@ static ckv_status ruler_pack(const ckv_sweep_config *c, const ckv_task_source *s
             if (st)
                 break;
             if (set.skipped)
-                st = ckv_errorf(err, CKV_ERR_ARG, "%s: RULER task %s: %s", c->path,
-                                src->ruler_tasks[t], set.skip_reason);
+                note(o, "RULER task %s skipped: %s", src->ruler_tasks[t], set.skip_reason);
             else
                 st = ckv_pack_add_ruler(p, tok, &set, err);
             ckv_ruler_set_free(&set);
@@ -74,7 +91,8 @@ static ckv_status ruler_pack(const ckv_sweep_config *c, const ckv_task_source *s
 
 /* Reads or generates every source; keeps the first `limit` samples of each
  * (task, length) per source. */
-static ckv_status load_samples(const ckv_sweep_config *c, const char *model_path,
+static ckv_status load_samples(const ckv_sweep_config *c, const ckv_sweep_opts *o,
+                               const char *model_path,
                                const ckv_tokenizer *tok, int64_t limit, sample_set *out,
                                ckv_error *err)
 {
@@ -86,7 +104,7 @@ static ckv_status load_samples(const ckv_sweep_config *c, const char *model_path
         const ckv_task_source *src = &c->sources[i];
         ckv_status st = src->pack ? ckv_pack_read(&out->packs[i], src->pack,
                                                   ckv_tokenizer_hash(tok), err)
-                                  : ruler_pack(c, src, model_path, tok, &out->packs[i], err);
+                                  : ruler_pack(c, o, src, model_path, tok, &out->packs[i], err);
         if (st) {
             out->n_packs++;
             return st;
@@ -118,21 +136,31 @@ static int64_t effective_limit(const ckv_sweep_config *c, int64_t limit)
 ckv_status ckv_sweep_count_samples(const ckv_sweep_config *c, int64_t limit, size_t *n_samples,
                                    ckv_error *err)
 {
-    const char *model_path = ckv_default_model_path(c->model);
-    gguf_file gf;
-    ckv_tokenizer *tok = NULL;
-    sample_set s = {0};
-    ckv_status st = gguf_open(&gf, model_path, err);
-    if (st)
-        return st;
-    st = ckv_tokenizer_load(&tok, &gf, err);
-    if (!st)
-        st = load_samples(c, model_path, tok, effective_limit(c, limit), &s, err);
-    *n_samples = s.n_units;
-    samples_free(&s);
-    ckv_tokenizer_free(tok);
-    gguf_close(&gf);
-    return st;
+    limit = effective_limit(c, limit);
+    *n_samples = 0;
+    for (size_t i = 0; i < c->n_sources; i++) {
+        const ckv_task_source *src = &c->sources[i];
+        if (!src->pack) {
+            uint64_t per = limit > 0 && (uint64_t)limit < src->samples ? (uint64_t)limit
+                                                                      : src->samples;
+            *n_samples += src->n_ruler_tasks * src->n_lengths * per;
+            continue;
+        }
+        /* Counting needs no tokenizer check: any pack is accepted here. */
+        ckv_pack p;
+        ckv_status st = ckv_pack_read(&p, src->pack, 0, err);
+        if (st)
+            return st;
+        for (size_t j = 0; j < p.n_samples; j++) {
+            int64_t seen = 0;
+            for (size_t k = 0; k < j; k++)
+                seen += !strcmp(p.samples[k].task, p.samples[j].task) &&
+                        p.samples[k].target_length == p.samples[j].target_length;
+            *n_samples += limit <= 0 || seen < limit;
+        }
+        ckv_pack_free(&p);
+    }
+    return CKV_OK;
 }
 
 static ckv_status sha256_file(const char *path, char hex[65], ckv_error *err)
@@ -648,7 +676,7 @@ ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv
     if ((st = ckv_tokenizer_load(&w.tok, &w.model.gguf, err)) ||
         (st = ckv_backend_open(&w.be, o->device ? o->device : "auto", &w.model, 512, c->threads,
                                err)) ||
-        (st = load_samples(c, model_path, w.tok, effective_limit(c, o->limit), &set, err)))
+        (st = load_samples(c, o, model_path, w.tok, effective_limit(c, o->limit), &set, err)))
         goto out;
     uint32_t max_new = 1;
     for (size_t u = 0; u < set.n_units; u++)

@@ -18,7 +18,8 @@
 typedef enum {
     CKV_SWEEP_PLAN,     /* grid known: total rows of this shard, rows already done */
     CKV_SWEEP_UNIT,     /* one unit finished (rows_done counts it) */
-    CKV_SWEEP_FLUSHED   /* rows_flushed rows are safely in the file */
+    CKV_SWEEP_FLUSHED,  /* rows_flushed rows are safely in the file */
+    CKV_SWEEP_NOTE      /* note: something to show (a RULER task without data, skipped) */
 } ckv_sweep_event;
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
     size_t rows_done;
     size_t rows_flushed;
     size_t units_total, units_done;
+    const char *note;
 } ckv_sweep_progress;
 
 typedef struct {
@@ -41,8 +43,9 @@ typedef struct {
     void *progress_ctx;
 } ckv_sweep_opts;
 
-/* The samples a config yields (packs read, RULER prompts generated) for
- * --dry-run: their count after limits. Loads the model's tokenizer. */
+/* The samples a config yields after limits, for --dry-run, without
+ * generating RULER prompts: tasks x lengths x samples for RULER specs (a
+ * task whose data is missing is only found, and skipped, at run time). */
 ckv_status ckv_sweep_count_samples(const ckv_sweep_config *c, int64_t limit, size_t *n_samples,
                                    ckv_error *err);
 

@@ -27,6 +27,10 @@ void cli_progress_event(void *ctx, ckv_sweep_event ev, const ckv_sweep_progress 
 {
     cli_progress *p = ctx;
     double now = ckv_now(), el = now - p->start;
+    if (ev == CKV_SWEEP_NOTE) {
+        fprintf(stderr, "sweep: %s\n", s->note);
+        return;
+    }
     if (ev == CKV_SWEEP_PLAN) {
         p->start_rows = s->rows_done;
         fprintf(stderr, "sweep: %zu rows (%zu samples), %zu already done\n", s->rows_total,
