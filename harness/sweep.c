@@ -29,7 +29,9 @@
 
 enum { FLUSH_ROWS = 64 };
 
-/* Every sample of the config, as units in load order. */
+/* Every sample of the config, as units in load order; a unit's number
+ * does not depend on the sample limit (units beyond it are NULL), so files
+ * of one config resume and merge whatever --limit was given. */
 typedef struct {
     ckv_pack *packs;
     size_t n_packs;
@@ -121,8 +123,7 @@ static ckv_status load_samples(const ckv_sweep_config *c, const ckv_sweep_opts *
             for (size_t k = 0; k < j; k++)
                 seen += !strcmp(p->samples[k].task, s->task) &&
                         p->samples[k].target_length == s->target_length;
-            if (limit <= 0 || seen < limit)
-                out->units[out->n_units++] = s;
+            out->units[out->n_units++] = limit <= 0 || seen < limit ? s : NULL;
         }
     }
     return CKV_OK;
@@ -680,7 +681,7 @@ ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv
         goto out;
     uint32_t max_new = 1;
     for (size_t u = 0; u < set.n_units; u++)
-        if (set.units[u]->max_new_tokens > max_new)
+        if (set.units[u] && set.units[u]->max_new_tokens > max_new)
             max_new = set.units[u]->max_new_tokens;
     ckv_sweep_progress pr = {0};
     if ((st = sweep_alloc(&w, (int32_t)max_new, err)) ||
@@ -692,7 +693,7 @@ ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv
         goto out;
     }
     for (size_t u = 0; u < set.n_units; u++)
-        if ((int64_t)(u % (size_t)n_shards) == o->shard) {
+        if (set.units[u] && (int64_t)(u % (size_t)n_shards) == o->shard) {
             pr.units_total++;
             pr.units_done += done[u];
         }
@@ -701,7 +702,7 @@ ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv
     report(o, CKV_SWEEP_PLAN, &pr);
     double last_flush = ckv_now();
     for (size_t u = 0; u < set.n_units && !st; u++) {
-        if ((int64_t)(u % (size_t)n_shards) != o->shard || done[u])
+        if (!set.units[u] || (int64_t)(u % (size_t)n_shards) != o->shard || done[u])
             continue;
         if (o->stop && *o->stop) {
             st = ckv_errorf(err, CKV_ERR_INTERRUPTED, "interrupted");

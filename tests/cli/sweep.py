@@ -75,12 +75,14 @@ def main():
     cfg = os.path.join(d, "c.yaml")
     text = (f"model: {model}\ntasks:\n  - pack: {pack}\npolicies:\n  - full\n"
             "  - name: centroid\n    budgets: [25%, 50%]\n  - name: streaming\n"
-            "    budgets: [25%]\n  - name: h2o\n    budgets: [25%]\nthreads: 1\nfidelity: true\n")
+            "    budgets: [25%]\n  - name: h2o\n    budgets: [25%]\n"
+            "  - name: snapkv\n    budgets: [25%]\n    decode: on\n    window: 8\n    interval: 16\n"
+            "threads: 1\nfidelity: true\n")
     open(cfg, "w").write(text)
 
-    # Dry run: 5 runs x 4 samples.
+    # Dry run: 6 runs x 4 samples.
     r = run("sweep", cfg, "--dry-run")
-    check(r.returncode == 0 and "4 samples x 5 runs = 20 rows" in r.stdout, "dry-run: " + r.stdout + r.stderr)
+    check(r.returncode == 0 and "4 samples x 6 runs = 24 rows" in r.stdout, "dry-run: " + r.stdout + r.stderr)
     check("     1  centroid@25%" in r.stdout, "dry-run lists run 1: " + r.stdout)
 
     # Whole run, then the schema.
@@ -102,7 +104,7 @@ def main():
         for n in need:
             check(n in s.dtype.names, "/samples field " + n)
         v = s[:]
-        check(len(v) == 20, f"20 rows, got {len(v)}")
+        check(len(v) == 24, f"24 rows, got {len(v)}")
         hd = 64 // 4
         for row in v:
             check(row["kv_bytes"] == row["kv_entries"] * (2 * hd + 1) * 4, "kv bytes = entries x (2d+1) x 4")
@@ -116,8 +118,15 @@ def main():
             check(fr["kv_entries"] == n * 2 * 2, "full: N entries in each of 2 layers x 2 heads")
             check(cr["kv_entries"] <= cr["budget_entries"] * 4, "compressed within B per list")
             check(fr["kl"] == 0 and fr["top1"] == 1, "full vs itself: KL 0, top-1 1")
-        check(len(f["runs"]) == 5 and f["runs"][1]["name"] == b"centroid@25%", "/runs")
-        check(len(f["summary"]) == 5, "/summary: one task x 5 runs")
+        # Decode compressions keep every list within B + interval (2 layers x 2 heads);
+        # SnapKV with decode on compresses from its own decode queries.
+        for run_, interval in ((3, 64), (4, 64), (5, 16)):
+            for row in v[v["run"] == run_]:
+                check(row["kv_entries_peak"] <= (row["budget_entries"] + interval) * 4,
+                      f"run {run_}: peak {row['kv_entries_peak']} within (B + {interval}) x 4")
+                check(row["kv_entries_peak"] > row["kv_entries"], f"run {run_}: grew while decoding")
+        check(len(f["runs"]) == 6 and f["runs"][1]["name"] == b"centroid@25%", "/runs")
+        check(len(f["summary"]) == 6, "/summary: one task x 6 runs")
 
     # SIGKILL after the first flush, then --resume.
     killed = os.path.join(d, "killed.h5")
@@ -131,13 +140,30 @@ def main():
     check(p.returncode == -signal.SIGKILL, "killed with SIGKILL")
     with h5py.File(killed, "r") as f:
         n_before = len(f["samples"])
-    print(f"killed after the first flush with {n_before} of 20 rows")
-    check(0 < n_before < 20, f"killed mid-sweep with {n_before} of 20 rows")
+    print(f"killed after the first flush with {n_before} of 24 rows")
+    check(0 < n_before < 24, f"killed mid-sweep with {n_before} of 24 rows")
     r = run("sweep", cfg, "-o", killed)
     check(r.returncode == 1 and "--resume" in r.stderr, "existing file refused without --resume")
     r = run("sweep", cfg, "-o", killed, "--resume")
     check(r.returncode == 0, "resume: " + r.stderr)
     same(rows(whole), rows(killed), "resumed vs whole")
+
+    # SIGINT: flush, exit 130, then resume to the same rows.
+    inter = os.path.join(d, "int.h5")
+    p = subprocess.Popen([CKV, "sweep", cfg, "-o", inter, "--log-every", "0.1"],
+                         stderr=subprocess.PIPE, text=True)
+    for line in p.stderr:
+        if "flushed" in line:
+            break
+    p.send_signal(signal.SIGINT)
+    rest = p.stderr.read()
+    p.wait()
+    check(p.returncode == 130, f"SIGINT exits 130, got {p.returncode}: {rest}")
+    with h5py.File(inter, "r") as f:
+        check(len(f["samples"]) % 6 == 0, "SIGINT keeps whole samples only")
+    r = run("sweep", cfg, "-o", inter, "--resume")
+    check(r.returncode == 0, "resume after SIGINT: " + r.stderr)
+    same(rows(whole), rows(inter), "resumed after SIGINT vs whole")
 
     # A changed config is refused on resume unless forced.
     cfg2 = os.path.join(d, "c2.yaml")
