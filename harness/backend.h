@@ -59,9 +59,9 @@ typedef struct {
     void *state;
 } ckv_backend;
 
-/* Opens the backend for device "cpu", "cuda" or "auto" (CUDA when built
- * with it and a device answers, else CPU). A build without CUDA refuses
- * "cuda" with "built without CUDA backend". */
+/* Opens the backend for device "cpu", "cuda" or "auto". "auto" is the CPU
+ * until a CUDA backend implements this table; "cuda" is refused with a
+ * message saying so ("built without CUDA backend" in a CPU-only build). */
 ckv_status ckv_backend_open(ckv_backend *b, const char *device, const ckv_model *m,
                             int32_t max_batch, int n_threads, ckv_error *err);
 void ckv_backend_close(ckv_backend *b);

@@ -2,10 +2,12 @@
  * HDF5 type, so the C structs and the file schema cannot drift apart. */
 #include "results.h"
 
+#include <errno.h>
 #include <hdf5.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "metrics.h"
 
@@ -147,7 +149,14 @@ ckv_status ckv_results_create(ckv_results **out, const char *path, const ckv_res
         free(r);
         return ckv_errorf(err, CKV_ERR_NOMEM, "%s: out of memory", path);
     }
-    r->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    /* Unlink, then create exclusively: truncating in place would wreck a
+     * file another process still writes. */
+    if (unlink(path) && errno != ENOENT) {
+        free(r->path);
+        free(r);
+        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
+    }
+    r->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     if (r->file < 0) {
         free(r->path);
         free(r);

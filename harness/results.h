@@ -70,7 +70,8 @@ typedef struct {
 
 typedef struct ckv_results ckv_results;
 
-/* Creates (truncating) a results file with its attributes and run table. */
+/* Creates a results file with its attributes and run table, replacing an
+ * existing one (unlinked first, never truncated in place). */
 ckv_status ckv_results_create(ckv_results **out, const char *path, const ckv_results_meta *meta,
                               const ckv_run_row *runs, size_t n_runs, ckv_error *err);
 /* Opens an existing results file to append rows. */
