@@ -186,6 +186,25 @@ def main():
     r = run("merge", s0, other, "-o", os.path.join(d, "mix.h5"))
     check(r.returncode == 1 and "config hash" in r.stderr, "mismatched configs refused: " + r.stderr)
 
+    # Query-agnostic: B = ceil(25% of the context tokens), the question is
+    # appended after the compression (peak = compressed context + question).
+    agn = os.path.join(d, "agn.yaml")
+    open(agn, "w").write(text.replace("threads: 1", "threads: 1\nmode: query_agnostic"))
+    r = run("sweep", agn, "-o", os.path.join(d, "agn.h5"), "--limit", "1")
+    check(r.returncode == 0, "agnostic sweep: " + r.stderr)
+    with h5py.File(pack, "r") as f:
+        n_ctx, n_tok = int(f["samples/n_context_tokens"][0]), int(f["samples/n_tokens"][0])
+    check(0 < n_ctx < n_tok, "pack has a context/question split")
+    with h5py.File(os.path.join(d, "agn.h5"), "r") as f:
+        check(f.attrs["mode"] == "query_agnostic", "mode attribute")
+        v = f["samples"][:]
+        streaming = v[v["run"] == 3][0]  # streaming@25%: evicts to exactly B per list
+        b = -(-n_ctx // 4)
+        check(streaming["budget_entries"] == b, f"agnostic B = ceil(N_ctx/4) = {b}")
+        check(streaming["kv_entries"] == b * 4, "context compressed to B per list")
+        full = v[v["run"] == 0][0]
+        check(full["kv_entries"] == n_ctx * 4, "full: the context only before the question")
+
     report_tables(d)
     print(f"{len(failures)} failures")
     return 1 if failures else 0
