@@ -189,7 +189,9 @@ def main():
     # Query-agnostic: B = ceil(25% of the context tokens), the question is
     # appended after the compression (peak = compressed context + question).
     agn = os.path.join(d, "agn.yaml")
-    open(agn, "w").write(text.replace("threads: 1", "threads: 1\nmode: query_agnostic"))
+    # A fractional budget below centroid's 68 protected entries: a skipped row.
+    open(agn, "w").write(text.replace("threads: 1", "  - name: centroid\n    budgets: [3%]\n"
+                                      "threads: 1\nmode: query_agnostic"))
     r = run("sweep", agn, "-o", os.path.join(d, "agn.h5"), "--limit", "1")
     check(r.returncode == 0, "agnostic sweep: " + r.stderr)
     with h5py.File(pack, "r") as f:
@@ -204,6 +206,9 @@ def main():
         check(streaming["kv_entries"] == b * 4, "context compressed to B per list")
         full = v[v["run"] == 0][0]
         check(full["kv_entries"] == n_ctx * 4, "full: the context only before the question")
+        skipped = v[v["run"] == 6][0]
+        check(skipped["status"].startswith(b"skipped: budget 3.0000%% of %d tokens" % n_ctx)
+              and np.isnan(skipped["score"]), f"skipped row: {skipped['status']!r}")
 
     report_tables(d)
     print(f"{len(failures)} failures")
