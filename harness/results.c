@@ -144,6 +144,13 @@ static int write_table(hid_t file, const char *name, const field *f, size_t nf, 
 ckv_status ckv_results_create(ckv_results **out, const char *path, const ckv_results_meta *meta,
                               const ckv_run_row *runs, size_t n_runs, ckv_error *err)
 {
+    /* Attributes live in the object header, which holds under 64 KiB. */
+    for (size_t i = 0; i < NF(meta_fields); i++)
+        if (strlen(*(char *const *)((const char *)meta + meta_fields[i].off)) > 60000)
+            return ckv_errorf(err, CKV_ERR_ARG,
+                              "%s: attribute %s is over 60000 bytes (a config that long cannot "
+                              "be recorded)",
+                              path, meta_fields[i].name);
     ckv_results *r = calloc(1, sizeof *r);
     if (!r || !(r->path = strdup(path))) {
         free(r);
