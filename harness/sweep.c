@@ -367,6 +367,14 @@ static ckv_status run_one(sweep *w, const ckv_pack_sample *s, const ckv_run_conf
                                      sizeof reason, err))
         return ckv_error_prefix(err, "run %s: ", rc->name);
     row->budget_entries = B;
+    /* SnapKV scores with the last W prefill queries: a shorter prefill
+     * cannot be compressed as the policy defines, like a budget too small. */
+    int32_t want_w = (int32_t)ckv_policy_param(p, "window", 0);
+    if (!is_full && !skip && (p->ops->needs(p) & CKV_NEEDS_Q_WINDOW) && n_prefill < want_w) {
+        skip = true;
+        snprintf(reason, sizeof reason, "the prefill has %d tokens, fewer than the %d-query "
+                 "window of policy %s", n_prefill, want_w, p->ops->name);
+    }
     if (skip) {
         size_t n = strlen(reason) + 10;
         if (!(row->status = malloc(n)) || !(row->prediction = strdup("")))
@@ -383,12 +391,6 @@ static ckv_status run_one(sweep *w, const ckv_pack_sample *s, const ckv_run_conf
     ckv_qwindow qw = {.q = w->qwin, .n_head = w->model.cfg.n_head, .w = W};
     bool no_bias = !ckv_policy_degree_bias(p);
     double t0 = ckv_now();
-    if (!is_full && W < (int32_t)ckv_policy_param(p, "window", 0) &&
-        (p->ops->needs(p) & CKV_NEEDS_Q_WINDOW)) {
-        st = ckv_errorf(err, CKV_ERR_ARG, "run %s: the prefill has %d tokens, fewer than the "
-                        "query window", rc->name, n_prefill);
-        goto done;
-    }
     if (!is_full && (st = ops->compress(w->be.state, p, fork, budget, W ? &qw : NULL, err)))
         goto done;
     row->compress_ms = (ckv_now() - t0) * 1e3;
