@@ -6,8 +6,8 @@ missing), shards merged equal to the whole, refusals (changed config on
 resume, mismatched merge), and report tables of a file with hand-set scores.
 
 Uses numpy and h5py (hashlib for the model sha256). The ckv binary comes from
-$CKV; data from $CKV_DATA_DIR or ../shared/data beside the source tree (exit
-77, skipped, when absent)."""
+$CKV; data from $CKV_DATA_DIR or ../shared/data beside the source tree (a
+missing data directory fails the check: it cannot run without it)."""
 import hashlib
 import os
 import signal
@@ -62,8 +62,8 @@ def same(a, b, what):
 
 def main():
     if not os.path.isdir(os.path.join(DATA, "ruler")):
-        print("no RULER data in", DATA, "- skipped")
-        return 77
+        print("FAIL: no RULER data in", DATA, "(set CKV_DATA_DIR)")
+        return 1
     d = tempfile.mkdtemp(prefix="ckv_sweep_")
     model, pack = os.path.join(d, "tiny.gguf"), os.path.join(d, "pack.h5")
     r = run("synth", "--arch", "llama", "--layers", "2", "--hidden", "64", "--heads", "4",
