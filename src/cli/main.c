@@ -24,6 +24,9 @@ static const command commands[] = {
     {"analyze", cmd_analyze, "analyses of a dump (keys: similarity vs token distance)"},
     {"bench", cmd_bench, "benchmarks (compress: every policy's compression time)"},
     {"prepare", cmd_prepare, "build benchmark prompts fitted to a model (RULER)"},
+    {"sweep", cmd_sweep, "run a config's policy x budget x task grid to HDF5 results"},
+    {"merge", cmd_merge, "join sweep results files (shards) of one config"},
+    {"report", cmd_report, "tables (markdown/csv) and plots from sweep results"},
 };
 
 static void usage(FILE *fp)
