@@ -58,9 +58,9 @@ ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g, int32_t c
 void ckv_gpu_cache_free(ckv_gpu_cache *c);
 size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
 int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c);
-/* Empties the cache (lengths 0, position 0). */
+/* Empties the cache (lengths 0, position 0, CSM round 0). */
 ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);
-/* Copies a host cache (entries, degrees, scores, lengths, position) onto
+/* Copies a host cache (entries, degrees, scores, lengths, position, round) onto
  * the GPU cache; its lists must fit the GPU cache's capacity. Scores are
  * copied when both track them, zeroed when only the GPU cache does. */
 ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_error *err);

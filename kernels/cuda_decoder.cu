@@ -60,6 +60,7 @@ struct ckv_gpu_cache {
     float *k, *v, *deg, *score;
     int32_t *len_d, *len_h;
     int64_t n_pos;
+    int32_t round;  // CSM round counter, kept for the host cache (policies.md)
     size_t bytes;
 };
 
@@ -326,6 +327,7 @@ extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
     memset(c->len_h, 0, lists * sizeof(int32_t));
     CKV_CUDA(cudaMemset(c->len_d, 0, lists * sizeof(int32_t)));
     c->n_pos = 0;
+    c->round = 0;
     return CKV_OK;
 }
 
@@ -380,6 +382,7 @@ extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *
     CKV_CUDA(cudaMemcpy(dst->len_d, src->len, lists * sizeof(int32_t), cudaMemcpyHostToDevice));
     memcpy(dst->len_h, src->len, lists * sizeof(int32_t));
     dst->n_pos = src->n_pos;
+    dst->round = src->round;
     return CKV_OK;
 }
 
@@ -410,6 +413,7 @@ extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache
         return st;
     memcpy(dst->len, src->len_h, lists * sizeof(int32_t));
     dst->n_pos = src->n_pos;
+    dst->round = src->round;
     return CKV_OK;
 }
 
