@@ -14,5 +14,6 @@ int cmd_compress(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 #endif

@@ -22,7 +22,8 @@ static const command commands[] = {
     {"compress", cmd_compress, "apply a KV-cache policy to a dump (HDF5)"},
     {"analyze", cmd_analyze, "analyses of a dump (keys: similarity vs token distance)"},
     {"bench", cmd_bench, "benchmarks (compress: every policy's compression time)"},
-    {"prepare", cmd_prepare, "build benchmark prompts fitted to a model (RULER)"},
+    {"prepare", cmd_prepare, "build benchmark task packs (RULER, LongBench, official jsonl)"},
+    {"perplexity", cmd_perplexity, "perplexity and fidelity of a compressed cache on the essays"},
 };
 
 static void usage(FILE *fp)
