@@ -72,7 +72,6 @@ static ckv_status comp_prefill(ckv_cpu *cpu, const ckv_model *m, const int32_t *
     r->skipped = skip;
     r->budget_entries = entries;
     s->budget = (int32_t)entries;
-    r->peak_len = longest(&s->c);
     if (skip)
         return CKV_OK;
     ckv_qwindow qw = {s->qw, cfg->n_head, s->w};

@@ -36,7 +36,7 @@ typedef struct {
      * the prefill, before it, and is the same for both caches). */
     ckv_fidelity_summary s;
     int64_t budget_entries;   /* B */
-    int32_t peak_len;         /* longest compressed list seen */
+    int32_t peak_len;         /* longest compressed list during decode (B + interval) */
     int64_t compressions;     /* prefill + decode compressions that ran */
     bool skipped;             /* fractional budget not above the protected count */
     char skip_reason[256];
