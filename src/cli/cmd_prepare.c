@@ -284,10 +284,10 @@ static void import_usage(FILE *fp, import_kind k)
     fprintf(fp,
             "  --model PATH      GGUF model the pack is for (default: $CKV_MODEL, then\n"
             "                    models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
-            "  --data-dir DIR    data dir (%s) (default: $CKV_DATA_DIR, then\n"
-            "                    ../shared/data when it exists)\n"
+            "  --data-dir DIR    data dir holding %s (default:\n"
+            "                    $CKV_DATA_DIR, then ../shared/data when it exists)\n"
             "  --samples N       at most N samples per task, from the start (default: all)\n",
-            k == KIND_RULER_JSONL ? "ruler/templates.json" : "longbench/config/, files");
+            k == KIND_RULER_JSONL ? "ruler/templates.json" : "longbench/");
     if (k != KIND_RULER_JSONL)
         fprintf(fp,
                 "  --max-length L    prompt budget in tokens: longer prompts keep their first\n"
@@ -409,11 +409,11 @@ static ckv_status import_file(import_kind k, const import_opts *o, const void *c
             lo = t < lo ? t : lo;
             hi = t > hi ? t : hi;
         }
-        printf("%s: %zu samples, %u..%u tokens, %zu truncated to %d, %zu with chat format "
-               "(%s, %d new tokens%s)\n",
-               n ? v[0].task : path, n, lo, hi, n_trunc, po->max_length, n_chat,
-               n ? ckv_metric_name(v[0].metric) : "-", n ? v[0].max_new_tokens : 0,
-               n && v[0].first_line ? ", first line scored" : "");
+        printf("%s: %zu samples, %u..%u tokens", n ? v[0].task : path, n, lo, hi);
+        if (po->max_length > 0)
+            printf(", %zu truncated to %d, %zu with chat format", n_trunc, po->max_length, n_chat);
+        printf(" (%s, %d new tokens%s)\n", n ? ckv_metric_name(v[0].metric) : "-",
+               n ? v[0].max_new_tokens : 0, n && v[0].first_line ? ", first line scored" : "");
     }
     ckv_samples_free(v, n);
     return st;
