@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """`ckv prepare` on all the real data of the data dir, read back with h5py:
 
-- every LongBench file in DATA/longbench prepares (`longbench-jsonl`, one
-  file at a time, and `longbench --tasks all`, which reports the absent
-  datasets as skipped); each pack sample is checked against the jsonl
+- every LongBench file in DATA/longbench prepares (`longbench --tasks` with
+  every file's name; `--tasks all` reports the absent datasets as skipped;
+  `longbench-jsonl` with the other options); each pack sample is checked against the jsonl
   record: LongBench's template filled with Python's str.format, SmolLM2's
   ChatML wrapping (the string transformers' apply_chat_template gives)
   except for the six datasets pred.py leaves raw, answers, classes, the
@@ -126,7 +126,7 @@ def read_pack(path):
 
 
 def check_longbench_sample(s, rec, name, templates, maxlen, decode):
-    task = rec["dataset"]
+    task = rec["dataset"].removesuffix("_e")  # LongBench-E scores as its base dataset
     where = f"{name}:{s['index'] + 1}"
     check(s["task"] == task and s["metric"] == METRIC[task], f"{where}: task and metric")
     check(s["max_new_tokens"] == maxlen[task], f"{where}: max new tokens")
@@ -169,35 +169,40 @@ def check_longbench(tmp, decode):
     maxlen = json.load(open(os.path.join(cfg, "dataset2maxlen.json"), encoding="utf-8"))
     files = sorted(f for f in os.listdir(os.path.join(DATA, "longbench")) if f.endswith(".jsonl"))
     check(len(files) > 0, "LongBench files present")
-    total = 0
-    for name in files:
-        src = os.path.join(DATA, "longbench", name)
-        out = os.path.join(tmp, name + ".h5")
-        rc, stdout, err = run("prepare", "longbench-jsonl", "--model", MODEL, "--data-dir", DATA,
-                              "--in", src, "--out", out)
-        if not check(rc == 0, f"prepare longbench-jsonl {name} exits 0 ({err.strip()})"):
-            continue
-        recs = [json.loads(l) for l in open(src, encoding="utf-8") if l.strip()]
-        samples = read_pack(out)
-        check(len(samples) == len(recs), f"{name}: every record ({len(samples)}/{len(recs)})")
-        for s, rec in zip(samples, recs):
-            check_longbench_sample(s, rec, name, templates, maxlen, decode)
-        total += len(recs)
-    out = os.path.join(tmp, "all.h5")
+    # every file of the data dir, named on the command line
+    out = os.path.join(tmp, "lb.h5")
     rc, stdout, err = run("prepare", "longbench", "--model", MODEL, "--data-dir", DATA,
-                          "--out", out)
+                          "--tasks", ",".join(f[:-len(".jsonl")] for f in files), "--out", out)
+    if check(rc == 0, f"prepare longbench of every file exits 0 ({err.strip()})"):
+        samples = read_pack(out)
+        k = 0
+        for name in files:
+            recs = [json.loads(l) for l in open(os.path.join(DATA, "longbench", name),
+                                                 encoding="utf-8") if l.strip()]
+            mine = samples[k:k + len(recs)]
+            k += len(recs)
+            check(len(mine) == len(recs) and all(s["index"] == i for i, s in enumerate(mine)),
+                  f"{name}: every record, in order")
+            for s, rec in zip(mine, recs):
+                check_longbench_sample(s, rec, name, templates, maxlen, decode)
+        check(k == len(samples), "the pack holds exactly the files' records")
+    # --tasks all: the 21 v1 datasets, absent ones reported
+    rc, _, err = run("prepare", "longbench", "--model", MODEL, "--data-dir", DATA, "--samples", "1",
+                     "--out", out)
     check(rc == 0, f"prepare longbench --tasks all exits 0 ({err.strip()})")
     for task in METRIC:
         present = os.path.exists(os.path.join(DATA, "longbench", task + ".jsonl"))
         check(present or f"skipped {task}:" in err, f"absent {task} reported as skipped")
-    if rc == 0:
-        check(len(read_pack(out)) == total, "the all-tasks pack holds every file's records")
-    rc, _, err = run("prepare", "longbench", "--model", MODEL, "--data-dir", DATA, "--tasks",
-                     "trec", "--samples", "2", "--no-chat", "--max-length", "1000", "--out", out)
-    check(rc == 0, f"--samples/--no-chat/--max-length run ({err.strip()})")
+    # one file through longbench-jsonl, with the other options
+    src = os.path.join(DATA, "longbench", files[0])
+    rc, _, err = run("prepare", "longbench-jsonl", "--model", MODEL, "--data-dir", DATA, "--in",
+                     src, "--samples", "2", "--no-chat", "--max-length", "1000", "--out", out)
+    check(rc == 0, f"longbench-jsonl with --samples/--no-chat/--max-length ({err.strip()})")
     if rc == 0:
         s = read_pack(out)
-        check(len(s) == 2 and all(len(x["tokens"]) <= 1002 for x in s), "2 samples within 1000")
+        check(len(s) == 2 and all(len(x["tokens"]) <= 1002 and x["target_length"] == 1000 and
+                                  not x["prompt"].startswith(b"<|im_start|>") for x in s),
+              "2 samples within 1000 tokens, no chat format")
 
 
 def check_ruler(tmp, decode):
