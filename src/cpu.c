@@ -24,7 +24,8 @@ struct ckv_cpu {
     float *scores;     /* [max_batch][capacity] attention probabilities of one head */
     float *logdeg;     /* [n_kv][capacity] log(degree) of the current layer */
     int32_t aux_cap;
-    int32_t *len0;     /* [n_kv] list lengths before the current chunk */
+    int32_t *len0;     /* [n_kv] list lengths before the current segment */
+    int32_t *seg;      /* [max_batch + 1] segment bounds of a batched decode */
 };
 
 static void *xcalloc(size_t n, size_t sz, bool *ok)
@@ -60,6 +61,7 @@ ckv_status ckv_cpu_create(ckv_cpu **out, const ckv_model *m, int32_t max_batch, 
     s->hg = xcalloc(B * c->n_ff, sizeof(float), &ok);
     s->hu = xcalloc(B * c->n_ff, sizeof(float), &ok);
     s->len0 = xcalloc((size_t)c->n_head_kv, sizeof *s->len0, &ok);
+    s->seg = xcalloc(B + 1, sizeof *s->seg, &ok);
     if (!ok) {
         ckv_cpu_free(s);
         return ckv_errorf(err, CKV_ERR_NOMEM, "cpu: out of memory for batch %d", max_batch);
@@ -91,6 +93,7 @@ void ckv_cpu_free(ckv_cpu *s)
     free(s->scores);
     free(s->logdeg);
     free(s->len0);
+    free(s->seg);
     free(s);
 }
 
@@ -163,17 +166,26 @@ static void softmax_row(float *row, int32_t visible, int32_t len)
         row[t] = 0.0f;
 }
 
-static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tokens, int32_t n,
-                                int32_t first, int32_t total, const ckv_forward_opts *o,
-                                float *logits, ckv_error *err)
+/* One pass over n rows. The rows form n_seg segments: segment g is rows
+ * [seg[g], seg[g+1]), the consecutive tokens of caches[g] (a prefill chunk is
+ * one segment; a batched decode step is one single-row segment per
+ * sequence). Row-wise work (projections, FFN) runs over all rows at once, so
+ * the weights are read once per pass; attention runs per segment against its
+ * own cache. first/total place the rows within the caller's whole input for
+ * the query window and last-token logits. */
+static ckv_status forward_rows(ckv_cpu *s, ckv_cache *const *caches, int32_t n_seg,
+                               const int32_t *seg, const int32_t *tokens, int32_t first,
+                               int32_t total, const ckv_forward_opts *o, float *logits,
+                               ckv_error *err)
 {
     const ckv_model *m = s->m;
     const ckv_config *c = &m->cfg;
     const int E = c->n_embd, hd = c->head_dim, H = c->n_head, KV = c->n_head_kv;
     const int qd = H * hd, kvd = KV * hd, group = H / KV;
     const float scale = 1.0f / sqrtf((float)hd);
-    const size_t T = (size_t)cache->capacity;
+    const size_t T = (size_t)s->aux_cap;
     const int nt = s->n_threads;
+    const int32_t n = seg[n_seg];
 
     for (int32_t i = 0; i < n; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
@@ -189,70 +201,74 @@ static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tok
         matmul(s, s->q, s->xb, L->wq, L->bq, n, E, qd);
         matmul(s, s->k, s->xb, L->wk, L->bk, n, E, kvd);
         matmul(s, s->v, s->xb, L->wv, L->bv, n, E, kvd);
-        for (int32_t i = 0; i < n; i++) {
-            int64_t pos = cache->n_pos + i;
-            for (int qh = 0; qh < H; qh++) {
-                float *q = s->q + (size_t)i * qd + (size_t)qh * hd;
-                if (L->q_norm)
-                    rmsnorm(q, q, L->q_norm, hd, c->rms_eps);
-                rope(q, hd, s->inv_freq, pos, c->rope_type);
-                int32_t w = first + i - (total - o->q_window);
-                if (o->q_window > 0 && w >= 0)
-                    memcpy(o->q_window_out + (((size_t)l * H + qh) * o->q_window + w) * hd, q,
-                           (size_t)hd * sizeof(float));
+        for (int32_t g = 0; g < n_seg; g++)
+            for (int32_t i = seg[g]; i < seg[g + 1]; i++) {
+                int64_t pos = caches[g]->n_pos + (i - seg[g]);
+                for (int qh = 0; qh < H; qh++) {
+                    float *q = s->q + (size_t)i * qd + (size_t)qh * hd;
+                    if (L->q_norm)
+                        rmsnorm(q, q, L->q_norm, hd, c->rms_eps);
+                    rope(q, hd, s->inv_freq, pos, c->rope_type);
+                    int32_t w = first + i - (total - o->q_window);
+                    if (o->q_window > 0 && w >= 0)
+                        memcpy(o->q_window_out + (((size_t)l * H + qh) * o->q_window + w) * hd, q,
+                               (size_t)hd * sizeof(float));
+                }
+                for (int h = 0; h < KV; h++) {
+                    float *k = s->k + (size_t)i * kvd + (size_t)h * hd;
+                    if (L->k_norm)
+                        rmsnorm(k, k, L->k_norm, hd, c->rms_eps);
+                    rope(k, hd, s->inv_freq, pos, c->rope_type);
+                }
             }
+        for (int32_t g = 0; g < n_seg; g++) {
+            ckv_cache *cache = caches[g];
+            const int32_t r0 = seg[g], nr = seg[g + 1] - seg[g];
+            /* Append the segment's keys and values as degree-1 entries. */
+            int32_t *len0 = s->len0;
             for (int h = 0; h < KV; h++) {
-                float *k = s->k + (size_t)i * kvd + (size_t)h * hd;
-                if (L->k_norm)
-                    rmsnorm(k, k, L->k_norm, hd, c->rms_eps);
-                rope(k, hd, s->inv_freq, pos, c->rope_type);
+                int32_t *len = &cache->len[ckv_cache_lh(cache, l, h)];
+                len0[h] = *len;
+                for (int32_t i = 0; i < nr; i++) {
+                    const size_t src = (size_t)(r0 + i) * kvd + (size_t)h * hd;
+                    memcpy(ckv_cache_key(cache, l, h, *len + i), s->k + src, (size_t)hd * sizeof(float));
+                    memcpy(ckv_cache_val(cache, l, h, *len + i), s->v + src, (size_t)hd * sizeof(float));
+                    ckv_cache_degp(cache, l, h)[*len + i] = 1.0f;
+                    if (cache->score)
+                        ckv_cache_scorep(cache, l, h)[*len + i] = 0.0f;
+                }
+                *len += nr;
+                const float *deg = ckv_cache_degp(cache, l, h);
+                for (int32_t t = 0; t < *len; t++)
+                    s->logdeg[h * T + t] = logf(deg[t]);
             }
-        }
-        /* Append this chunk's keys and values as degree-1 entries. */
-        int32_t *len0 = s->len0;
-        for (int h = 0; h < KV; h++) {
-            int32_t *len = &cache->len[ckv_cache_lh(cache, l, h)];
-            len0[h] = *len;
-            for (int32_t i = 0; i < n; i++) {
-                memcpy(ckv_cache_key(cache, l, h, *len + i), s->k + (size_t)i * kvd + (size_t)h * hd,
-                       (size_t)hd * sizeof(float));
-                memcpy(ckv_cache_val(cache, l, h, *len + i), s->v + (size_t)i * kvd + (size_t)h * hd,
-                       (size_t)hd * sizeof(float));
-                ckv_cache_degp(cache, l, h)[*len + i] = 1.0f;
-                if (cache->score)
-                    ckv_cache_scorep(cache, l, h)[*len + i] = 0.0f;
+            /* Per query head: S = Q K^T * scale + log(deg), causal within the
+             * segment (row i sees every older entry plus segment rows <= i),
+             * softmax, then O = P V. */
+            for (int qh = 0; qh < H; qh++) {
+                int h = qh / group;
+                int32_t len = cache->len[ckv_cache_lh(cache, l, h)];
+                float *S = s->scores;
+                ckv_matmul_nt(S, len, s->q + (size_t)r0 * qd + (size_t)qh * hd, qd,
+                              ckv_cache_key(cache, l, h, 0), hd, NULL, nr, len, hd, scale, nt);
+                const float *ld = s->logdeg + h * T;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nr > 1)
+                for (int32_t i = 0; i < nr; i++) {
+                    float *row = S + (size_t)i * len;
+                    if (!o->no_degree_bias)
+                        for (int32_t t = 0; t < len0[h] + i + 1; t++)
+                            row[t] += ld[t];
+                    softmax_row(row, len0[h] + i + 1, len);
+                }
+                if (cache->score) {
+                    float *acc = ckv_cache_scorep(cache, l, h);
+                    for (int32_t i = 0; i < nr; i++)
+                        for (int32_t t = 0; t < len; t++)
+                            acc[t] += S[(size_t)i * len + t];
+                }
+                ckv_matmul_nn(s->att + (size_t)r0 * qd + (size_t)qh * hd, qd, S, len,
+                              ckv_cache_val(cache, l, h, 0), hd, nr, len, hd, nt);
             }
-            *len += n;
-            const float *deg = ckv_cache_degp(cache, l, h);
-            for (int32_t t = 0; t < *len; t++)
-                s->logdeg[h * T + t] = logf(deg[t]);
-        }
-        /* Per query head: S = Q K^T * scale + log(deg), causal within the chunk
-         * (query i sees every older entry plus chunk tokens <= i), softmax,
-         * then O = P V. Both products go through BLAS. */
-        for (int qh = 0; qh < H; qh++) {
-            int h = qh / group;
-            int32_t len = cache->len[ckv_cache_lh(cache, l, h)];
-            float *S = s->scores;
-            ckv_matmul_nt(S, len, s->q + (size_t)qh * hd, qd, ckv_cache_key(cache, l, h, 0), hd,
-                          NULL, n, len, hd, scale, nt);
-            const float *ld = s->logdeg + h * T;
-#pragma omp parallel for schedule(static) num_threads(nt)
-            for (int32_t i = 0; i < n; i++) {
-                float *row = S + (size_t)i * len;
-                if (!o->no_degree_bias)
-                    for (int32_t t = 0; t < len0[h] + i + 1; t++)
-                        row[t] += ld[t];
-                softmax_row(row, len0[h] + i + 1, len);
-            }
-            if (cache->score) {
-                float *acc = ckv_cache_scorep(cache, l, h);
-                for (int32_t i = 0; i < n; i++)
-                    for (int32_t t = 0; t < len; t++)
-                        acc[t] += S[(size_t)i * len + t];
-            }
-            ckv_matmul_nn(s->att + (size_t)qh * hd, qd, S, len, ckv_cache_val(cache, l, h, 0), hd, n,
-                          len, hd, nt);
         }
         matmul(s, s->xb, s->att, L->wo, NULL, n, qd, E);
         for (size_t i = 0; i < (size_t)n * E; i++)
@@ -270,7 +286,8 @@ static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tok
         for (size_t i = 0; i < (size_t)n * E; i++)
             s->x[i] += s->xb[i];
     }
-    cache->n_pos += n;
+    for (int32_t g = 0; g < n_seg; g++)
+        caches[g]->n_pos += seg[g + 1] - seg[g];
 
     if (logits) {
         /* All logits, or only those of the very last token of the whole input. */
@@ -285,14 +302,9 @@ static ckv_status forward_chunk(ckv_cpu *s, ckv_cache *cache, const int32_t *tok
     return CKV_OK;
 }
 
-ckv_status ckv_cpu_forward(ckv_cpu *s, ckv_cache *cache, const int32_t *tokens, int32_t n,
-                           const ckv_forward_opts *opts, float *logits, ckv_error *err)
+static ckv_status check_cache(const ckv_cpu *s, const ckv_cache *cache, int32_t n, ckv_error *err)
 {
     const ckv_config *c = &s->m->cfg;
-    static const ckv_forward_opts none = {0};
-    const ckv_forward_opts *o = opts ? opts : &none;
-    if (n <= 0)
-        return ckv_errorf(err, CKV_ERR_ARG, "forward: no tokens");
     if (cache->n_layer != c->n_layer || cache->n_head_kv != c->n_head_kv ||
         cache->head_dim != c->head_dim)
         return ckv_errorf(err, CKV_ERR_ARG,
@@ -300,20 +312,63 @@ ckv_status ckv_cpu_forward(ckv_cpu *s, ckv_cache *cache, const int32_t *tokens, 
                           "the model [%d, %d, %d]",
                           cache->n_layer, cache->n_head_kv, cache->head_dim, c->n_layer,
                           c->n_head_kv, c->head_dim);
-    if (o->q_window < 0 || o->q_window > n || (o->q_window > 0 && !o->q_window_out))
-        return ckv_errorf(err, CKV_ERR_ARG, "forward: query window %d invalid for %d tokens",
-                          o->q_window, n);
     int32_t mx = ckv_cache_max_len(cache);
     if ((int64_t)mx + n > cache->capacity)
         return ckv_errorf(err, CKV_ERR_ARG,
                           "forward: %d new tokens overflow the cache (longest list %d, capacity %d)",
                           n, mx, cache->capacity);
-    ckv_status st = ensure_aux(s, cache->capacity, err);
-    if (st)
+    return CKV_OK;
+}
+
+ckv_status ckv_cpu_forward(ckv_cpu *s, ckv_cache *cache, const int32_t *tokens, int32_t n,
+                           const ckv_forward_opts *opts, float *logits, ckv_error *err)
+{
+    static const ckv_forward_opts none = {0};
+    const ckv_forward_opts *o = opts ? opts : &none;
+    if (n <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: no tokens");
+    if (o->q_window < 0 || o->q_window > n || (o->q_window > 0 && !o->q_window_out))
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: query window %d invalid for %d tokens",
+                          o->q_window, n);
+    ckv_status st = check_cache(s, cache, n, err);
+    if (st || (st = ensure_aux(s, cache->capacity, err)))
         return st;
     for (int32_t first = 0; first < n; first += s->max_batch) {
-        int32_t chunk = n - first < s->max_batch ? n - first : s->max_batch;
-        if ((st = forward_chunk(s, cache, tokens + first, chunk, first, n, o, logits, err)))
+        int32_t seg[2] = {0, n - first < s->max_batch ? n - first : s->max_batch};
+        if ((st = forward_rows(s, &cache, 1, seg, tokens + first, first, n, o, logits, err)))
+            return st;
+    }
+    return CKV_OK;
+}
+
+ckv_status ckv_cpu_decode_batch(ckv_cpu *s, ckv_cache *const *caches, const int32_t *tokens,
+                                int32_t n, bool no_degree_bias, float *logits, ckv_error *err)
+{
+    if (n <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "decode batch: no sequences");
+    int32_t cap = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ckv_status st = check_cache(s, caches[i], 1, err);
+        if (st)
+            return ckv_error_prefix(err, "decode batch: sequence %d", i);
+        for (int32_t j = 0; j < i; j++)
+            if (caches[j] == caches[i])
+                return ckv_errorf(err, CKV_ERR_ARG,
+                                  "decode batch: sequences %d and %d share one cache", j, i);
+        if (caches[i]->capacity > cap)
+            cap = caches[i]->capacity;
+    }
+    ckv_status st = ensure_aux(s, cap, err);
+    if (st)
+        return st;
+    const ckv_forward_opts o = {.no_degree_bias = no_degree_bias, .all_logits = true};
+    int32_t *seg = s->seg;
+    for (int32_t first = 0; first < n; first += s->max_batch) {
+        int32_t rows = n - first < s->max_batch ? n - first : s->max_batch;
+        for (int32_t i = 0; i <= rows; i++)
+            seg[i] = i;
+        if ((st = forward_rows(s, caches + first, rows, seg, tokens + first, first, n, &o,
+                               logits, err)))
             return st;
     }
     return CKV_OK;

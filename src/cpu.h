@@ -40,6 +40,14 @@ void ckv_cpu_free(ckv_cpu *cpu);
 ckv_status ckv_cpu_forward(ckv_cpu *cpu, ckv_cache *cache, const int32_t *tokens, int32_t n,
                            const ckv_forward_opts *opts, float *logits, ckv_error *err);
 
+/* One decode step for n independent sequences: token i is appended to
+ * caches[i] at that cache's own position, and logits receives [n][n_vocab].
+ * The projections and FFN run over all n rows together, so the weights are
+ * read once per step whatever n is (the forks of a sweep decode as one batch).
+ * The caches must be distinct. */
+ckv_status ckv_cpu_decode_batch(ckv_cpu *cpu, ckv_cache *const *caches, const int32_t *tokens,
+                                int32_t n, bool no_degree_bias, float *logits, ckv_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,6 @@
 #include "policy.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,16 +39,88 @@ ckv_status ckv_policy_init(ckv_policy *p, const char *name, ckv_error *err)
     return ckv_errorf(err, CKV_ERR_ARG, "unknown policy '%s' (known: %s)", name, list);
 }
 
+/* A decimal number (digits, an optional '.' and digits, an optional exponent
+ * e[+-]digits) in s[0, n), times 10^scale, read from its digits exactly:
+ * *whole is the integer part and *rest says what is left below it (0
+ * nothing, 1 less than one half, 2 one half or more). Going through a double
+ * instead would round ties by binary accident ("0.0125" is exactly 12.5
+ * per-mille but "0.5005" becomes 500.49999...). False on a syntax error or a
+ * value of 10^15 or more. */
+static bool parse_decimal(const char *s, size_t n, int scale, int64_t *whole, int *rest)
+{
+    size_t i = 0, int0, int_n, frac0, frac_n = 0;
+    for (int0 = i; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+        ;
+    int_n = i - int0;
+    if (i < n && s[i] == '.')
+        for (i++, frac0 = i; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            frac_n++;
+    else
+        frac0 = i;
+    if (!int_n && !frac_n)
+        return false;
+    long exp10 = 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        int sign = 1;
+        if (++i < n && (s[i] == '+' || s[i] == '-'))
+            sign = s[i++] == '-' ? -1 : 1;
+        size_t e0 = i;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            if (exp10 < 100000)
+                exp10 = exp10 * 10 + (s[i] - '0');
+        if (i == e0)
+            return false;
+        exp10 *= sign;
+    }
+    if (i != n)
+        return false;
+    *whole = 0;
+    *rest = 0;
+    bool below_half = false; /* a nonzero digit after the first dropped one */
+    for (size_t k = 0; k < int_n + frac_n; k++) {
+        int digit = k < int_n ? s[int0 + k] - '0' : s[frac0 + k - int_n] - '0';
+        /* The digit's power of ten after scaling. */
+        long p = (long)int_n - 1 - (long)k + exp10 + scale;
+        if (!digit)
+            continue;
+        if (p >= 15)
+            return false;
+        if (p >= 0) {
+            int64_t v = digit;
+            for (long e = 0; e < p; e++)
+                v *= 10;
+            *whole += v;
+            if (*whole >= 1000000000000000)
+                return false;
+        } else if (p == -1) {
+            *rest = digit >= 5 ? 2 : 1;
+        } else {
+            below_half = true;
+        }
+    }
+    if (below_half && !*rest)
+        *rest = 1;
+    return true;
+}
+
+/* s times 10^scale rounded to nearest, ties away from zero (the contract's
+ * "rounded to nearest"; every reference rounds the same way). The value must
+ * lie in (0, hi] (hi already scaled). */
+static bool parse_scaled(const char *s, size_t n, int scale, int64_t hi, int64_t *out)
+{
+    int64_t whole;
+    int rest;
+    if (!parse_decimal(s, n, scale, &whole, &rest) || (!whole && !rest) || whole > hi ||
+        (whole == hi && rest))
+        return false;
+    *out = whole + (rest == 2);
+    return true;
+}
+
 /* Parses a plain decimal number in (0, 1] to per-mille, rounded to nearest. */
 static bool parse_rate(const char *s, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(x) || x <= 0 || x > 1)
-        return false;
-    *out = llround(x * 1000);
-    return true;
+    return parse_scaled(s, strlen(s), 3, 1000, out);
 }
 
 ckv_status ckv_policy_set_kv(ckv_policy *p, const char *key, const char *value, ckv_error *err)
@@ -157,15 +228,11 @@ ckv_status ckv_budget_parse(const char *s, ckv_budget *b, ckv_error *err)
     char *end;
     errno = 0;
     if (n && s[n - 1] == '%') {
-        double x = strtod(s, &end);
-        if (errno || end != s + n - 1 || !isfinite(x) || x <= 0 || x > 100)
+        if (!parse_scaled(s, n - 1, 4, 1000000, &b->ppm))
             return ckv_errorf(err, CKV_ERR_ARG, "budget '%s': a percent must lie in (0, 100]", s);
-        b->ppm = llround(x * 1e4);
     } else if (strpbrk(s, ".eE")) {
-        double x = strtod(s, &end);
-        if (errno || end == s || *end || !isfinite(x) || x <= 0 || x > 1)
+        if (!parse_scaled(s, n, 6, 1000000, &b->ppm))
             return ckv_errorf(err, CKV_ERR_ARG, "budget '%s': a fraction must lie in (0, 1]", s);
-        b->ppm = llround(x * 1e6);
     } else {
         long long x = strtoll(s, &end, 10);
         if (errno || end == s || *end || x < 1 || x > INT32_MAX)

@@ -328,17 +328,17 @@ static uint64_t tensor_seed(uint64_t seed, const char *name)
     return seed ^ h;
 }
 
-/* Matrices ~ N(0, 0.02) like common initialisers, norms ~ 1 + N(0, 0.1),
- * biases ~ N(0, 0.02). A value of exactly zero is redrawn. */
-static ckv_status fill_tensor(const tensor_spec *t, uint64_t seed, float *tmp, uint8_t *dst,
-                              ckv_error *err)
+/* Matrices and biases ~ N(0, std) (0.02 like common initialisers), norms ~
+ * 1 + N(0, 0.1). A value of exactly zero is redrawn. */
+static ckv_status fill_tensor(const tensor_spec *t, uint64_t seed, float std, float *tmp,
+                              uint8_t *dst, ckv_error *err)
 {
     uint64_t s = tensor_seed(seed, t->name), n = t->ne[0] * t->ne[1];
     for (uint64_t i = 0; i < n; i++) {
         float v;
         do {
             float g = gaussian(&s);
-            v = t->init == INIT_NORM ? 1.0f + 0.1f * g : 0.02f * g;
+            v = t->init == INIT_NORM ? 1.0f + 0.1f * g : std * g;
         } while (v == 0.0f);
         tmp[i] = v;
     }
@@ -360,6 +360,7 @@ void ckv_synth_defaults(ckv_synth_opts *o)
     o->type = GGML_F32;
     o->rope_freq_base = 10000.0f;
     o->rms_eps = 1e-5f;
+    o->std = 0.02f;
 }
 
 static ckv_status check_opts(const ckv_synth_opts *o, uint32_t *hd, ckv_error *err)
@@ -497,7 +498,7 @@ ckv_status ckv_synth_build(const ckv_synth_opts *o, uint8_t **out, size_t *len, 
     for (size_t i = 0; i < l.n && !b.oom; i++) {
         put_zeros(&b, data + l.t[i].offset - b.n); /* inter-tensor padding */
         uint8_t *at = reserve(&b, (size_t)l.t[i].nbytes);
-        if (at && (st = fill_tensor(&l.t[i], o->seed, tmp, at, err)))
+        if (at && (st = fill_tensor(&l.t[i], o->seed, o->std, tmp, at, err)))
             goto done;
     }
     if (b.oom) {

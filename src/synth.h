@@ -29,6 +29,7 @@ typedef struct {
     bool untied;       /* write output.weight instead of reusing token_embd */
     float rope_freq_base;
     float rms_eps;
+    float std;         /* standard deviation of matrix and bias entries */
 } ckv_synth_opts;
 
 /* Defaults for everything but arch and the sizes. */

@@ -1,7 +1,8 @@
 /* Fidelity math on vectors small enough to work out by hand: two- and
  * three-token distributions whose KL divergence has a closed form, the
  * same values with logits shifted by 1000 (where exp overflows without the
- * max shift), top-1 agreement, perplexities of uniform and mixed steps. */
+ * max shift), top-1 agreement with argmax ties, perplexities of uniform
+ * and mixed steps. */
 #include <criterion/criterion.h>
 #include <math.h>
 
@@ -88,4 +89,31 @@ Test(fidelity, accumulator)
     s = ckv_fidelity_summarize(&g, false);
     cr_assert_float_eq(s.ppl_full, 2.0, 1e-12);
     cr_assert(isnan(s.ppl_comp) && isnan(s.kl_mean) && isnan(s.top1));
+}
+
+/* P = softmax(0, ln 3) = (1/4, 3/4), Q = softmax(0, 0) = (1/2, 1/2):
+ * KL(P||Q) = 1/4 ln(1/2) + 3/4 ln(3/2) = 0.130812035...;
+ * KL(Q||P) = 1/2 ln 2 + 1/2 ln(2/3) = 0.143841036... */
+Test(fidelity, kl_quarter_three_quarters)
+{
+    float p[2] = {0.0f, logf(3.0f)}, q[2] = {0.0f, 0.0f};
+    cr_assert(fabs(ckv_kl_logits(p, q, 2) - 0.13081203594113694) < 1e-6);
+    cr_assert(fabs(ckv_kl_logits(q, p, 2) - 0.14384103622589045) < 1e-6);
+    float big[3] = {1000.0f, 999.0f, 998.0f}, small[3] = {1.0f, 0.0f, -1.0f};
+    cr_assert(fabs(ckv_kl_logits(big, small, 3)) < 1e-9, "shifted copy");
+}
+
+/* Top-1 agreement counts equal argmaxes; a tie goes to the lowest id. */
+Test(fidelity, top1_with_ties)
+{
+    ckv_fidelity f = {0};
+    float a[2] = {0.0f, logf(3.0f)}, b[2] = {0.0f, 0.0f}, c[2] = {1.0f, 0.0f};
+    ckv_fidelity_add(&f, a, a, 2, 1); /* KL 0, both pick token 1 */
+    ckv_fidelity_add(&f, a, c, 2, 1); /* full picks 1, compressed 0 */
+    ckv_fidelity_add(&f, a, b, 2, 1); /* tie in b: argmax takes the lowest id, 0 */
+    cr_assert_eq(f.n, 3);
+    cr_assert_eq(f.top1_agree, 1);
+    double q0 = exp(1.0) / (1 + exp(1.0)), q1 = 1 / (1 + exp(1.0));
+    double kl_c = 0.25 * log(0.25 / q0) + 0.75 * log(0.75 / q1);
+    cr_assert(fabs(f.kl_sum - (0.13081203594113694 + kl_c)) < 1e-6);
 }

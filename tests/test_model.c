@@ -143,3 +143,41 @@ Test(model, chunked_prefill_and_decode_match_transformers)
     free(logits);
     ckv_cpu_free(cpu);
 }
+
+/* A batched decode step over sequences of different lengths: each short
+ * prompt minus its last token is prefilled into its own cache, then all last
+ * tokens go through one ckv_cpu_decode_batch call; every row must match that
+ * prompt's reference logits. */
+Test(model, batched_decode_matches_transformers)
+{
+    ckv_error err = {0};
+    ckv_cpu *cpu;
+    cr_assert(ckv_cpu_create(&cpu, &model, 64, 0, &err) == CKV_OK);
+    ckv_cache caches[16];
+    ckv_cache *ptr[16];
+    int32_t last[16];
+    uint32_t nb = 0;
+    while (nb < n_refs && refs[nb].n < 64)
+        nb++;
+    cr_assert(nb >= 3, "the fixture needs short prompts of different lengths");
+    for (uint32_t i = 0; i < nb; i++) {
+        cr_assert(ckv_cache_init(&caches[i], model.cfg.n_layer, model.cfg.n_head_kv,
+                                 model.cfg.head_dim, (int32_t)refs[i].n, false, &err) == CKV_OK);
+        cr_assert(ckv_cpu_forward(cpu, &caches[i], refs[i].ids, (int32_t)refs[i].n - 1, NULL, NULL,
+                                  &err) == CKV_OK,
+                  "%s", err.msg);
+        ptr[i] = &caches[i];
+        last[i] = refs[i].ids[refs[i].n - 1];
+    }
+    float *logits = malloc((size_t)nb * n_vocab * sizeof(float));
+    cr_assert(ckv_cpu_decode_batch(cpu, ptr, last, (int32_t)nb, false, logits, &err) == CKV_OK,
+              "%s", err.msg);
+    for (uint32_t i = 0; i < nb; i++) {
+        double e = rel_err(logits + (size_t)i * n_vocab, refs[i].logits, n_vocab);
+        cr_expect(e < 1e-3, "prompt %u: relative logit error %g >= 1e-3", i, e);
+        cr_expect_eq(caches[i].n_pos, (int64_t)refs[i].n);
+        ckv_cache_free(&caches[i]);
+    }
+    free(logits);
+    ckv_cpu_free(cpu);
+}

@@ -73,7 +73,23 @@ Test(budget, parses_to_ppm_or_absolute)
     cr_expect_eq(ckv_budget_entries(&b, 512), 128);
     cr_assert_eq(ckv_budget_parse("33.3333%", &b, NULL), CKV_OK);
     cr_expect_eq(ckv_budget_entries(&b, 3), 1);
-    const char *bad[] = {"0", "1.5", "101%", "abc", "-3", "0.0000001", "", "12x", "0%", "nan"};
+    /* Rounded to nearest from the decimal digits, ties away from zero:
+     * 0.0002535 = 253.5 ppm -> 254; 0.00145% = 14.5 ppm -> 15; 0.0000005 =
+     * 0.5 ppm -> 1; 0.00000049 = 0.49 ppm -> 0 (refused below); 2.5e-1 =
+     * 250000 exactly; 1.0000004 = 1000000.4 ppm is more than 1. (Through a
+     * double the first three are 253.49999..., 14.49999..., 0.49999...) */
+    cr_assert_eq(ckv_budget_parse("0.0002535", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 254);
+    cr_assert_eq(ckv_budget_parse("0.00145%", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 15);
+    cr_assert_eq(ckv_budget_parse("0.0000005", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 1);
+    cr_assert_eq(ckv_budget_parse("2.5e-1", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 250000);
+    cr_assert_eq(ckv_budget_parse("100%", &b, NULL), CKV_OK);
+    cr_expect_eq(b.ppm, 1000000);
+    const char *bad[] = {"0", "1.5", "101%", "abc", "-3", "0.0000001", "", "12x", "0%", "nan",
+                         "0.00000049", "1.0000004", "100.00001%", "0x0.4", "1e", ".", "%"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ckv_error err = {0};
         cr_expect_eq(ckv_budget_parse(bad[i], &b, &err), CKV_ERR_ARG, "'%s' accepted", bad[i]);
@@ -133,6 +149,15 @@ Test(params, errors_name_key_and_value)
     cr_expect_eq(ckv_policy_param(&p, "r_init", -1), 123);
     cr_assert_eq(ckv_policy_set(&p, "r_step=0.0005", &err), CKV_OK);
     cr_expect_eq(ckv_policy_param(&p, "r_step", -1), 1);
+    /* Ties go away from zero whatever the binary value: 0.0125 is 12.5 ->
+     * 13 (Python's round() gives 12), 0.5005 is 500.5 -> 501 (a double
+     * holds 500.4999...). */
+    cr_assert_eq(ckv_policy_set(&p, "r_min=0.0125", &err), CKV_OK);
+    cr_expect_eq(ckv_policy_param(&p, "r_min", -1), 13);
+    cr_assert_eq(ckv_policy_set(&p, "r_step=0.5005", &err), CKV_OK);
+    cr_expect_eq(ckv_policy_param(&p, "r_step", -1), 501);
+    cr_assert_eq(ckv_policy_set(&p, "r_step=1", &err), CKV_OK);
+    cr_expect_eq(ckv_policy_param(&p, "r_step", -1), 1000);
     cr_assert_eq(ckv_policy_set(&p, "degree_bias=off", &err), CKV_OK);
     cr_expect(!ckv_policy_degree_bias(&p));
     char desc[512];
@@ -203,9 +228,13 @@ Test(csm, partitions)
     ckv_csm_partition_chunk(CKV_CSM_RANDOM, 0, 0, 1, 0, 1, 0, 0, 4, a);
     const uint8_t r0[] = {0, 0, 1, 1};
     cr_expect_arr_eq(a, r0, 4);
-    /* seed 42, round 3, layers 2, l 1, heads 3, h 2, chunk 5, L 9: A =
-     * {1, 4, 5, 7, 8} per the independent tests/reference/policies_ref.py;
-     * seed 43 gives {1, 2, 4, 5, 8}. Same seed, same partition. */
+    /* seed 42, round 3, layers 2, l 1, heads 3 (KV heads), h 2, chunk 5,
+     * L 9, worked out with big integers apart from both implementations:
+     * ((3 * 2 + 1) * 3 + 2) * 2^20 + 5 = 24117253, state = 42 +
+     * 0x9E3779B97F4A7C15 * 24117254 mod 2^64 = 0xAFF3D56B59EEE8A8; the
+     * draws mod 9, 8, ..., 2 are 6, 3, 2, 0, 3, 2, 1, 0, leaving the order
+     * [4 5 1 8 7 0 2 3 6], so A = {4, 5, 1, 8, 7}. Seed 43 gives
+     * {1, 2, 4, 5, 8} (policies_ref.py). Same seed, same partition. */
     const uint8_t r42[] = {0, 1, 0, 0, 1, 1, 0, 1, 1}, r43[] = {0, 1, 1, 0, 1, 1, 0, 0, 1};
     for (int rep = 0; rep < 2; rep++) {
         ckv_csm_partition_chunk(CKV_CSM_RANDOM, 42, 3, 2, 1, 3, 2, 5, 9, a);
@@ -319,6 +348,53 @@ Test(hand, snapkv_gqa_groups)
                             -1, -1, 0, -1, -1, -1, 1, 2, -1, -1, 3, 4};
     expect_assign(assign, want, 24);
     ckv_cache_free(&c);
+}
+
+/* The causal mask of the window and avg pooling's zero padding. T = 6,
+ * W = 2, B = 3 (the window 4, 5 and one more). Queries q0 = (1, 0) (the
+ * token of slot 4) and q1 = (0, 1) (slot 5). Keys are chosen so that
+ * exp(q . k / sqrt 2) is a whole number: slot 0 (sqrt2 ln 3, 0) gives 3 to
+ * q0 and 1 to q1; slot 1 (0, sqrt2 ln 3) gives 1 and 3; slots 2..4 are 0
+ * (1 and 1); slot 5 (sqrt2 ln 100, 0) gives 100 to q0 and 1 to q1.
+ * q0 sees slots 0..4: Z = 7, p = 3/7, 1/7, 1/7, 1/7; q1 sees 0..5: Z = 8,
+ * p = 1/8, 3/8, 1/8, 1/8. Sums s = .554, .518, .268, .268.
+ *   kernel 1: slot 0 (had q0 seen slot 5, Z = 107: s0 = .153 < s1 = .384).
+ *   avg kernel 3: (0 + s0 + s1) / 3 = .357, (s0 + s1 + s2) / 3 = .446,
+ *   .351, (s2 + s3 + 0) / 3 = .179: slot 1 (without counting the padding
+ *   slot 0 would have (s0 + s1) / 2 = .536). */
+static void snap_causal_case(const char *const *sets, const int32_t *want)
+{
+    const float c3 = (float)(sqrt(2.0) * log(3.0)), c100 = (float)(sqrt(2.0) * log(100.0));
+    const float keys[6][2] = {{c3, 0}, {0, c3}, {0, 0}, {0, 0}, {0, 0}, {c100, 0}};
+    ckv_cache c;
+    cr_assert_eq(ckv_cache_init(&c, 1, 1, 2, 6, false, NULL), CKV_OK);
+    for (int t = 0; t < 6; t++) {
+        memcpy(ckv_cache_key(&c, 0, 0, t), keys[t], sizeof keys[t]);
+        ckv_cache_val(&c, 0, 0, t)[0] = ckv_cache_val(&c, 0, 0, t)[1] = (float)t;
+        c.deg[t] = 1;
+    }
+    c.len[0] = 6;
+    float q[2][2] = {{1, 0}, {0, 1}};
+    ckv_qwindow qw = {&q[0][0], 1, 2};
+    ckv_policy p;
+    make(&p, "snapkv", sets);
+    int32_t assign[6];
+    run(&p, &c, 3, &qw, assign);
+    cr_assert_eq(c.len[0], 3);
+    expect_assign(assign, want, 6);
+    ckv_cache_free(&c);
+}
+
+Test(hand, snapkv_causal_window)
+{
+    const int32_t want[] = {0, -1, -1, -1, 1, 2};
+    snap_causal_case((const char *[]){"window=2", "kernel=1", NULL}, want);
+}
+
+Test(hand, snapkv_avg_counts_padding)
+{
+    const int32_t want[] = {-1, 0, -1, -1, 1, 2};
+    snap_causal_case((const char *[]){"window=2", "kernel=3", "pooling=avg", NULL}, want);
 }
 
 /* K-Means keys: sinks 1, recent 2, middle slots 1..9 (M = 9), B = 5 so

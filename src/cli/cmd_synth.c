@@ -18,7 +18,7 @@ static void usage(FILE *fp)
             "Writes a random, valid GGUF v3 model with every tensor the architecture needs\n"
             "(qwen2: q/k/v biases; qwen3: per-head q/k norms) and a tiny GPT-2 byte-level BPE\n"
             "tokenizer (256 byte tokens, a few merges, <|im_start|>/<|im_end|>, ChatML template).\n"
-            "Matrices ~ N(0, 0.02), norm weights ~ 1 + N(0, 0.1) (F32), all from --seed.\n\n"
+            "Matrices ~ N(0, --std), norm weights ~ 1 + N(0, 0.1) (F32), all from --seed.\n\n"
             "  --arch A        llama, qwen2 or qwen3 (required)\n"
             "  --layers N      number of blocks (required)\n"
             "  --hidden H      embedding width (required)\n"
@@ -36,6 +36,8 @@ static void usage(FILE *fp)
             "  --untied        write output.weight (default: tied to token_embd.weight)\n"
             "  --rope-base B   rope.freq_base (default 10000)\n"
             "  --rms-eps E     attention.layer_norm_rms_epsilon (default 1e-5)\n"
+            "  --std S         standard deviation of matrix and bias entries (default 0.02;\n"
+            "                  larger values give sharper attention for reference checks)\n"
             "  --out FILE      output path, written atomically (required)\n"
             "  -h, --help      show this help\n",
             ckv_synth_min_vocab());
@@ -64,6 +66,7 @@ int cmd_synth(int argc, char **argv)
         {"ctx", required_argument, NULL, 'c'},     {"seed", required_argument, NULL, 's'},
         {"type", required_argument, NULL, 't'},    {"untied", no_argument, NULL, 'u'},
         {"rope-base", required_argument, NULL, 'r'}, {"rms-eps", required_argument, NULL, 'e'},
+        {"std", required_argument, NULL, 'S'},
         {"out", required_argument, NULL, 'o'},     {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *cmd = "synth", *out = NULL;
@@ -144,6 +147,11 @@ int cmd_synth(int argc, char **argv)
             if (!cli_double(cmd, "--rms-eps", optarg, 1e-12, 1.0, &x))
                 return CLI_USAGE;
             o.rms_eps = (float)x;
+            break;
+        case 'S':
+            if (!cli_double(cmd, "--std", optarg, 1e-6, 10.0, &x))
+                return CLI_USAGE;
+            o.std = (float)x;
             break;
         case 'o':
             out = optarg;

@@ -6,6 +6,7 @@
 int cmd_devices(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_dump_kv(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_score(int argc, char **argv);
@@ -15,5 +16,8 @@ int cmd_analyze(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 #endif

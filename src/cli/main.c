@@ -15,6 +15,7 @@ static const command commands[] = {
     {"devices", cmd_devices, "list CUDA devices (when built with CUDA)"},
     {"generate", cmd_generate, "generate text from a prompt (greedy or sampled)"},
     {"logits", cmd_logits, "print the top next tokens and their logits"},
+    {"dump-kv", cmd_dump_kv, "prefill a prompt and write its KV cache (HDF5) for compress"},
     {"info", cmd_info, "show a GGUF model's metadata, tokenizer and tensors"},
     {"synth", cmd_synth, "write a small random GGUF model (tests, fuzzing)"},
     {"score", cmd_score, "score predictions with LongBench and RULER metrics"},
@@ -23,6 +24,9 @@ static const command commands[] = {
     {"analyze", cmd_analyze, "analyses of a dump (keys: similarity vs token distance)"},
     {"bench", cmd_bench, "benchmarks (compress: every policy's compression time)"},
     {"prepare", cmd_prepare, "build benchmark task packs (RULER, LongBench, official jsonl)"},
+    {"sweep", cmd_sweep, "run a config's policy x budget x task grid to HDF5 results"},
+    {"merge", cmd_merge, "join sweep results files (shards) of one config"},
+    {"report", cmd_report, "tables (markdown/csv) and plots from sweep results"},
     {"perplexity", cmd_perplexity, "perplexity and fidelity of a compressed cache on the essays"},
 };
 

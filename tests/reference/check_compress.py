@@ -35,6 +35,10 @@ CASES = [
     ("centroid", "100", ["partition=random", "seed=12345"]),
     ("centroid", "0.3", ["schedule=constant", "chunk=8", "recent=16"]),
     ("centroid", "150", ["round=3", "r_init=0.7", "r_step=0.25", "r_min=0.2"]),
+    # Exact decimal ties: 292968.5 ppm -> 292969, so B = ceil(150.0001) = 151;
+    # 462.5, 12.5 and 37.5 per-mille -> 463, 13, 38.
+    ("h2o", "0.2929685", []),
+    ("centroid", "0.2929685", ["r_init=0.4625", "r_step=0.0125", "r_min=0.0375"]),
 ]
 
 

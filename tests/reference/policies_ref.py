@@ -8,6 +8,7 @@ A list is a dict with k [T, d], v [T, d] (float64), n [T] degrees and
 score [T] (H2O), plus `slot`: for every input slot the current slot or -1.
 """
 import math
+from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
 
@@ -24,17 +25,22 @@ def splitmix64(state):
     return state, z ^ (z >> 31)
 
 
+def scaled(text, scale):
+    """The decimal text times `scale`, rounded to nearest from its digits
+    (ties away from zero; not through a float, whose ties fall either way)."""
+    return int((Decimal(text) * scale).to_integral_value(rounding=ROUND_HALF_UP))
+
+
 def parse_rate(s):
-    x = float(s)
-    assert 0 < x <= 1
-    return int(round(x * 1000))
+    assert 0 < Decimal(s) <= 1
+    return scaled(s, 1000)
 
 
 def budget_entries(text, n_tokens):
     if text.endswith("%"):
-        ppm = int(round(float(text[:-1]) * 1e4))
+        ppm = scaled(text[:-1], 10000)
     elif any(c in text for c in ".eE"):
-        ppm = int(round(float(text) * 1e6))
+        ppm = scaled(text, 1000000)
     else:
         return int(text)
     return (ppm * n_tokens + 999999) // 1000000

@@ -1,0 +1,761 @@
+/* The sweep loop. See sweep.h for the order of events and policies.md for
+ * the budget arithmetic and the query-aware/agnostic sequences. */
+#include "sweep.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <nettle/sha2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "ckv_config.h"
+#include "datadir.h"
+#include "fidelity.h"
+#include "model.h"
+#include "pack.h"
+#include "pack_score.h"
+#include "results.h"
+#include "ruler.h"
+#include "ruler_pack.h"
+#include "sampler.h"
+#include "token_count.h"
+#include "tokenizer.h"
+#include "utf8.h"
+#include "util.h"
+
+enum { FLUSH_ROWS = 64 };
+
+/* Every sample of the config, as units in load order; a unit's number
+ * does not depend on the sample limit (units beyond it are NULL), so files
+ * of one config resume and merge whatever --limit was given. */
+typedef struct {
+    ckv_pack *packs;
+    size_t n_packs;
+    const ckv_pack_sample **units;
+    size_t n_units;
+} sample_set;
+
+static void samples_free(sample_set *s)
+{
+    for (size_t i = 0; i < s->n_packs; i++)
+        ckv_pack_free(&s->packs[i]);
+    free(s->packs);
+    free(s->units);
+    memset(s, 0, sizeof *s);
+}
+
+static void note(const ckv_sweep_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Tells the caller something it should show (a task without data). */
+static void note(const ckv_sweep_opts *o, const char *fmt, ...)
+{
+    if (!o->progress)
+        return;
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ckv_sweep_progress p = {.note = msg};
+    o->progress(o->progress_ctx, CKV_SWEEP_NOTE, &p);
+}
+
+static ckv_status ruler_pack(const ckv_sweep_config *c, const ckv_sweep_opts *o,
+                             const ckv_task_source *src,
+                             const char *model_path, const ckv_tokenizer *tok, ckv_pack *p,
+                             ckv_error *err)
+{
+    ckv_ruler *r = NULL;
+    ckv_token_counter tc = ckv_tokenizer_counter(tok);
+    ckv_status st = ckv_pack_init(p, model_path, tok, err);
+    if (!st)
+        st = ckv_ruler_open(&r, ckv_data_dir(c->data_dir), err);
+    for (size_t t = 0; !st && t < src->n_ruler_tasks; t++)
+        for (size_t l = 0; !st && l < src->n_lengths; l++) {
+            ckv_ruler_set set;
+            st = ckv_ruler_generate(r, src->ruler_tasks[t], src->lengths[l], src->samples,
+                                    src->seed, &tc, &set, err);
+            if (st)
+                break;
+            if (set.skipped)
+                note(o, "RULER task %s skipped: %s", src->ruler_tasks[t], set.skip_reason);
+            else
+                st = ckv_pack_add_ruler(p, tok, &set, err);
+            ckv_ruler_set_free(&set);
+        }
+    ckv_ruler_close(r);
+    return st;
+}
+
+/* Reads or generates every source; keeps the first `limit` samples of each
+ * (task, length) per source. */
+static ckv_status load_samples(const ckv_sweep_config *c, const ckv_sweep_opts *o,
+                               const char *model_path,
+                               const ckv_tokenizer *tok, int64_t limit, sample_set *out,
+                               ckv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!(out->packs = calloc(c->n_sources, sizeof *out->packs)))
+        return ckv_errorf(err, CKV_ERR_NOMEM, "samples: out of memory");
+    size_t total = 0;
+    for (size_t i = 0; i < c->n_sources; i++, out->n_packs++) {
+        const ckv_task_source *src = &c->sources[i];
+        ckv_status st = src->pack ? ckv_pack_read(&out->packs[i], src->pack,
+                                                  ckv_tokenizer_hash(tok), err)
+                                  : ruler_pack(c, o, src, model_path, tok, &out->packs[i], err);
+        if (st) {
+            out->n_packs++;
+            return st;
+        }
+        total += out->packs[i].n_samples;
+    }
+    if (total && !(out->units = calloc(total, sizeof *out->units)))
+        return ckv_errorf(err, CKV_ERR_NOMEM, "samples: out of memory");
+    for (size_t i = 0; i < out->n_packs; i++) {
+        const ckv_pack *p = &out->packs[i];
+        for (size_t j = 0; j < p->n_samples; j++) {
+            const ckv_pack_sample *s = &p->samples[j];
+            int64_t seen = 0;
+            for (size_t k = 0; k < j; k++)
+                seen += !strcmp(p->samples[k].task, s->task) &&
+                        p->samples[k].target_length == s->target_length;
+            out->units[out->n_units++] = limit <= 0 || seen < limit ? s : NULL;
+        }
+    }
+    return CKV_OK;
+}
+
+static int64_t effective_limit(const ckv_sweep_config *c, int64_t limit)
+{
+    return limit > 0 ? limit : c->limit;
+}
+
+ckv_status ckv_sweep_count_samples(const ckv_sweep_config *c, int64_t limit, size_t *n_samples,
+                                   ckv_error *err)
+{
+    limit = effective_limit(c, limit);
+    *n_samples = 0;
+    for (size_t i = 0; i < c->n_sources; i++) {
+        const ckv_task_source *src = &c->sources[i];
+        if (!src->pack) {
+            uint64_t per = limit > 0 && (uint64_t)limit < src->samples ? (uint64_t)limit
+                                                                      : src->samples;
+            *n_samples += src->n_ruler_tasks * src->n_lengths * per;
+            continue;
+        }
+        /* Counting needs no tokenizer check: any pack is accepted here. */
+        ckv_pack p;
+        ckv_status st = ckv_pack_read(&p, src->pack, 0, err);
+        if (st)
+            return st;
+        for (size_t j = 0; j < p.n_samples; j++) {
+            int64_t seen = 0;
+            for (size_t k = 0; k < j; k++)
+                seen += !strcmp(p.samples[k].task, p.samples[j].task) &&
+                        p.samples[k].target_length == p.samples[j].target_length;
+            *n_samples += limit <= 0 || seen < limit;
+        }
+        ckv_pack_free(&p);
+    }
+    return CKV_OK;
+}
+
+static ckv_status sha256_file(const char *path, char hex[65], ckv_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot open for hashing", path);
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    static uint8_t buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        sha256_update(&ctx, n, buf);
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad)
+        return ckv_errorf(err, CKV_ERR_IO, "%s: read error while hashing", path);
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_digest(&ctx, sizeof d, d);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    return CKV_OK;
+}
+
+/* Decoded text with invalid UTF-8 bytes replaced by U+FFFD, as Hugging
+ * Face's decode does (the metrics take only valid UTF-8). */
+static char *valid_utf8(const char *s, size_t n)
+{
+    char *out = malloc(3 * n + 1);
+    size_t o = 0;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t k = ckv_utf8_next(s + i, n - i, NULL);
+        if (k) {
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = 0;
+    return out;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n)
+{
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Everything one sweep holds while it runs. */
+typedef struct {
+    const ckv_sweep_config *c;
+    const ckv_sweep_opts *o;
+    ckv_model model;
+    ckv_tokenizer *tok;
+    ckv_backend be;
+    int32_t n_vocab, q_stride; /* q_stride: floats of one token's queries, all layers */
+    int32_t window;            /* prefill query window: the largest any run needs */
+    bool track_score;
+    float *logits, *prefill_logits, *qwin, *qring, *qbuf;
+    double *step_ms;
+    int32_t *gen;
+    /* Fidelity reference: the full cache's tokens and logits per step. */
+    int32_t *ref_tok;
+    float *ref_logits;
+    int32_t ref_n;
+} sweep;
+
+/* Greedy decoding (or teacher forcing with `forced`) of one fork from
+ * `logits`, with the policy's decode compressions. Fills gen[0, *n_gen). */
+typedef struct {
+    const ckv_policy *policy; /* NULL: no compression (reference) */
+    int32_t budget;
+    bool no_bias;
+    const int32_t *forced;    /* teacher forcing: feed these, compare with ref_logits */
+    int32_t n_forced;
+    ckv_fidelity *fid;
+} decode_spec;
+
+typedef struct {
+    int32_t n_gen;
+    double compress_ms, tpot_ms;
+    ckv_cache_stats peak;
+} decode_result;
+
+/* The ring of decode queries as [n_layer][n_head][w][head_dim], the layout
+ * ckv_qwindow wants, oldest first. */
+static ckv_qwindow ring_window(sweep *w, int32_t n_steps, int32_t cap)
+{
+    const ckv_config *cfg = &w->model.cfg;
+    int32_t n = n_steps < cap ? n_steps : cap, hd = cfg->head_dim;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t slot = (n_steps - n + i) % cap;
+        const float *src = w->qring + (size_t)slot * w->q_stride;
+        for (int32_t lh = 0; lh < cfg->n_layer * cfg->n_head; lh++)
+            memcpy(w->qbuf + ((size_t)lh * n + i) * hd, src + (size_t)lh * hd,
+                   (size_t)hd * sizeof(float));
+    }
+    return (ckv_qwindow){.q = w->qbuf, .n_head = cfg->n_head, .w = n};
+}
+
+static ckv_status decode(sweep *w, ckv_bcache *cache, const decode_spec *d, int32_t max_new,
+                         decode_result *res, ckv_error *err)
+{
+    const ckv_backend_ops *ops = w->be.ops;
+    memset(res, 0, sizeof *res);
+    res->peak = ops->stats(w->be.state, cache);
+    int32_t ring_cap = 0, interval = 0;
+    if (d->policy) {
+        interval = d->policy->ops->interval(d->policy);
+        if (interval > 0 && (d->policy->ops->needs(d->policy) & CKV_NEEDS_Q_WINDOW))
+            ring_cap = (int32_t)ckv_policy_param(d->policy, "window", 0);
+    }
+    ckv_forward_opts fo = {.no_degree_bias = d->no_bias, .q_window = ring_cap ? 1 : 0};
+    int32_t limit = d->forced ? d->n_forced : max_new, n_steps = 0;
+    for (int32_t k = 0; k < limit; k++) {
+        int32_t tok;
+        if (d->forced) {
+            ckv_fidelity_add(d->fid, w->ref_logits + (size_t)k * w->n_vocab, w->logits,
+                             w->n_vocab, d->forced[k]);
+            tok = d->forced[k];
+        } else {
+            tok = ckv_argmax(w->logits, w->n_vocab);
+            if (ckv_token_is_eog(w->tok, tok))
+                break;
+            w->gen[res->n_gen++] = tok;
+        }
+        if (k + 1 == limit)
+            break;
+        fo.q_window_out = ring_cap ? w->qring + (size_t)(n_steps % ring_cap) * w->q_stride : NULL;
+        double t0 = ckv_now();
+        ckv_status st = ops->forward(w->be.state, cache, &tok, 1, &fo, w->logits, err);
+        if (st)
+            return st;
+        w->step_ms[n_steps++] = (ckv_now() - t0) * 1e3;
+        ckv_cache_stats s = ops->stats(w->be.state, cache);
+        if (s.entries > res->peak.entries)
+            res->peak = s;
+        if (!d->policy || interval <= 0 || n_steps % interval)
+            continue;
+        ckv_qwindow qw = ring_cap ? ring_window(w, n_steps, ring_cap) : (ckv_qwindow){0};
+        t0 = ckv_now();
+        if ((st = ops->on_decode(w->be.state, d->policy, cache, d->budget, n_steps,
+                                 ring_cap ? &qw : NULL, NULL, err)))
+            return st;
+        res->compress_ms += (ckv_now() - t0) * 1e3;
+    }
+    res->tpot_ms = median(w->step_ms, (size_t)n_steps);
+    return CKV_OK;
+}
+
+static ckv_status score_row(sweep *w, const ckv_pack_sample *s, ckv_result_row *row,
+                            int32_t n_gen, ckv_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    ckv_status st = ckv_detokenize(w->tok, w->gen, (size_t)n_gen, &text, &len, err);
+    if (st)
+        return st;
+    row->prediction = valid_utf8(text, len);
+    free(text);
+    if (!row->prediction)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "prediction: out of memory");
+    return ckv_pack_score(s, row->prediction, &row->score, err);
+}
+
+static void row_free(ckv_result_row *r)
+{
+    free(r->prediction);
+    free(r->status);
+    r->prediction = r->status = NULL;
+}
+
+/* One run on a prefilled sample: fork, compress, (agnostic) question,
+ * decode, score, fidelity. */
+static ckv_status run_one(sweep *w, const ckv_pack_sample *s, const ckv_run_config *rc,
+                          ckv_bcache *base, int32_t n_prefill, double prefill_ms,
+                          ckv_result_row *row, ckv_error *err)
+{
+    const ckv_backend_ops *ops = w->be.ops;
+    const ckv_policy *p = &rc->policy;
+    bool is_full = !rc->budget_spec[0];
+    int64_t B = n_prefill;
+    bool skip = false;
+    char reason[400] = "";
+    row->ttft_ms = prefill_ms;
+    row->kl = row->top1 = NAN;
+    row->score = NAN;
+    if (!is_full && ckv_budget_check(p, &rc->budget, n_prefill, &B, &skip, reason,
+                                     sizeof reason, err))
+        return ckv_error_prefix(err, "run %s: ", rc->name);
+    row->budget_entries = B;
+    /* SnapKV scores with the last W prefill queries: a shorter prefill
+     * cannot be compressed as the policy defines, like a budget too small. */
+    int32_t want_w = (int32_t)ckv_policy_param(p, "window", 0);
+    if (!is_full && !skip && (p->ops->needs(p) & CKV_NEEDS_Q_WINDOW) && n_prefill < want_w) {
+        skip = true;
+        snprintf(reason, sizeof reason, "the prefill has %d tokens, fewer than the %d-query "
+                 "window of policy %s", n_prefill, want_w, p->ops->name);
+    }
+    if (skip) {
+        size_t n = strlen(reason) + 10;
+        if (!(row->status = malloc(n)) || !(row->prediction = strdup("")))
+            return ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
+        snprintf(row->status, n, "skipped: %s", reason);
+        return CKV_OK;
+    }
+    int32_t cap = (int32_t)s->n_tokens + (int32_t)s->max_new_tokens + 1;
+    ckv_bcache *fork = NULL, *tf = NULL;
+    ckv_status st = ops->fork(w->be.state, &fork, base, cap, err);
+    if (st)
+        return st;
+    int32_t budget = B > INT32_MAX ? INT32_MAX : (int32_t)B, W = w->window;
+    ckv_qwindow qw = {.q = w->qwin, .n_head = w->model.cfg.n_head, .w = W};
+    bool no_bias = !ckv_policy_degree_bias(p);
+    double t0 = ckv_now();
+    if (!is_full && (st = ops->compress(w->be.state, p, fork, budget, W ? &qw : NULL, err)))
+        goto done;
+    row->compress_ms = (ckv_now() - t0) * 1e3;
+    ckv_cache_stats after = ops->stats(w->be.state, fork);
+    row->kv_entries = after.entries;
+    row->kv_bytes = after.bytes;
+    memcpy(w->logits, w->prefill_logits, (size_t)w->n_vocab * sizeof(float));
+    int32_t n_q = (int32_t)s->n_tokens - n_prefill;
+    if (n_q > 0) {
+        ckv_forward_opts fo = {.no_degree_bias = no_bias};
+        t0 = ckv_now();
+        if ((st = ops->forward(w->be.state, fork, s->tokens + n_prefill, n_q, &fo, w->logits,
+                               err)))
+            goto done;
+        row->ttft_ms += (ckv_now() - t0) * 1e3;
+    }
+    if (w->ref_n > 0 && (st = ops->fork(w->be.state, &tf, fork, cap, err)))
+        goto done;
+    float *fork_logits = NULL;
+    if (tf && !(fork_logits = malloc((size_t)w->n_vocab * sizeof(float)))) {
+        st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (fork_logits)
+        memcpy(fork_logits, w->logits, (size_t)w->n_vocab * sizeof(float));
+    decode_spec ds = {.policy = is_full ? NULL : p, .budget = budget, .no_bias = no_bias};
+    decode_result dr;
+    if ((st = decode(w, fork, &ds, (int32_t)s->max_new_tokens, &dr, err))) {
+        free(fork_logits);
+        goto done;
+    }
+    row->compress_ms += dr.compress_ms;
+    row->tpot_ms = dr.tpot_ms;
+    row->generated_tokens = dr.n_gen;
+    row->kv_entries_peak = dr.peak.entries > after.entries ? dr.peak.entries : after.entries;
+    row->kv_bytes_peak = dr.peak.bytes > after.bytes ? dr.peak.bytes : after.bytes;
+    if ((st = score_row(w, s, row, dr.n_gen, err))) {
+        free(fork_logits);
+        goto done;
+    }
+    if (tf) {
+        ckv_fidelity fid = {0};
+        memcpy(w->logits, fork_logits, (size_t)w->n_vocab * sizeof(float));
+        decode_spec fs = ds;
+        fs.forced = w->ref_tok;
+        fs.n_forced = w->ref_n;
+        fs.fid = &fid;
+        decode_result fr;
+        st = decode(w, tf, &fs, w->ref_n, &fr, err);
+        ckv_fidelity_summary fsum = ckv_fidelity_summarize(&fid, true);
+        row->fidelity_steps = (int32_t)fid.n;
+        row->kl = fsum.kl_mean;
+        row->top1 = fsum.top1;
+    }
+    free(fork_logits);
+    if (!st && !(row->status = strdup("ok")))
+        st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
+done:
+    ops->cache_free(w->be.state, tf);
+    ops->cache_free(w->be.state, fork);
+    return st;
+}
+
+/* The full cache's greedy continuation, its tokens and per-step logits,
+ * for teacher-forced fidelity. */
+static ckv_status reference(sweep *w, const ckv_pack_sample *s, ckv_bcache *base,
+                            int32_t n_prefill, ckv_error *err)
+{
+    const ckv_backend_ops *ops = w->be.ops;
+    int32_t cap = (int32_t)s->n_tokens + (int32_t)s->max_new_tokens + 1;
+    ckv_bcache *fork = NULL;
+    ckv_status st = ops->fork(w->be.state, &fork, base, cap, err);
+    if (st)
+        return st;
+    memcpy(w->logits, w->prefill_logits, (size_t)w->n_vocab * sizeof(float));
+    int32_t n_q = (int32_t)s->n_tokens - n_prefill;
+    if (n_q > 0)
+        st = ops->forward(w->be.state, fork, s->tokens + n_prefill, n_q, NULL, w->logits, err);
+    w->ref_n = 0;
+    for (int32_t k = 0; !st && k < (int32_t)s->max_new_tokens; k++) {
+        int32_t tok = ckv_argmax(w->logits, w->n_vocab);
+        if (ckv_token_is_eog(w->tok, tok))
+            break;
+        memcpy(w->ref_logits + (size_t)k * w->n_vocab, w->logits,
+               (size_t)w->n_vocab * sizeof(float));
+        w->ref_tok[w->ref_n++] = tok;
+        if (k + 1 < (int32_t)s->max_new_tokens)
+            st = ops->forward(w->be.state, fork, &tok, 1, NULL, w->logits, err);
+    }
+    ops->cache_free(w->be.state, fork);
+    return st;
+}
+
+static double budget_value(const ckv_run_config *rc)
+{
+    return rc->budget.absolute ? (double)rc->budget.absolute : (double)rc->budget.ppm / 1e6;
+}
+
+/* All runs of one sample into rows[0, n_runs). */
+static ckv_status run_unit(sweep *w, int64_t unit, const ckv_pack_sample *s, ckv_result_row *rows,
+                           ckv_error *err)
+{
+    const ckv_backend_ops *ops = w->be.ops;
+    const ckv_sweep_config *c = w->c;
+    int32_t n_prefill = (int32_t)(c->query_agnostic ? s->n_context_tokens : s->n_tokens);
+    int32_t cap = (int32_t)s->n_tokens + (int32_t)s->max_new_tokens + 1;
+    if (n_prefill < 1)
+        return ckv_errorf(err, CKV_ERR_ARG, "task %s sample %u: nothing to prefill", s->task,
+                          s->index);
+    ckv_bcache *base = NULL;
+    ckv_status st = ops->cache_new(w->be.state, &base, cap, w->track_score, err);
+    if (st)
+        return st;
+    int32_t W = w->window < n_prefill ? w->window : n_prefill;
+    ckv_forward_opts fo = {.q_window = W, .q_window_out = W ? w->qwin : NULL};
+    double t0 = ckv_now();
+    st = ops->forward(w->be.state, base, s->tokens, n_prefill, &fo, w->prefill_logits, err);
+    double prefill_ms = (ckv_now() - t0) * 1e3;
+    int32_t saved = w->window;
+    w->window = W;
+    w->ref_n = 0;
+    if (!st && c->fidelity)
+        st = reference(w, s, base, n_prefill, err);
+    for (size_t r = 0; !st && r < c->n_runs; r++) {
+        if (w->o->stop && *w->o->stop) {
+            st = ckv_errorf(err, CKV_ERR_INTERRUPTED, "interrupted");
+            break;
+        }
+        const ckv_run_config *rc = &c->runs[r];
+        ckv_result_row *row = &rows[r];
+        memset(row, 0, sizeof *row);
+        row->unit = unit;
+        row->task = s->task;
+        row->length = (int32_t)s->target_length;
+        row->sample = (int32_t)s->index;
+        row->run = (int32_t)r;
+        row->policy = (char *)rc->policy.ops->name;
+        row->budget = budget_value(rc);
+        row->budget_spec = rc->budget_spec;
+        row->metric = s->metric;
+        row->prompt_tokens = (int32_t)s->n_tokens;
+        row->device = (char *)ops->name;
+        st = run_one(w, s, rc, base, n_prefill, prefill_ms, row, err);
+        if (st && st != CKV_ERR_INTERRUPTED)
+            ckv_error_prefix(err, "task %s sample %u: ", s->task, s->index);
+    }
+    w->window = saved;
+    ops->cache_free(w->be.state, base);
+    return st;
+}
+
+static ckv_status open_results(sweep *w, ckv_results **res, bool **done, size_t n_units,
+                               size_t *rows_done, ckv_error *err)
+{
+    const ckv_sweep_config *c = w->c;
+    const ckv_sweep_opts *o = w->o;
+    *rows_done = 0;
+    if (!(*done = calloc(n_units ? n_units : 1, sizeof **done)))
+        return ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)c->hash);
+    bool exists = access(o->out_path, F_OK) == 0;
+    if (exists && o->resume) {
+        ckv_results_data d;
+        ckv_status st = ckv_results_read(o->out_path, &d, err);
+        if (st)
+            return st;
+        if (strcmp(d.meta.config_hash, hash) && !o->force) {
+            st = ckv_errorf(err, CKV_ERR_ARG,
+                            "%s: was started with another config (hash %s, now %s); use --force "
+                            "to resume anyway",
+                            o->out_path, d.meta.config_hash, hash);
+            ckv_results_data_free(&d);
+            return st;
+        }
+        for (size_t i = 0; i < d.n_rows; i++)
+            if (d.rows[i].unit >= 0 && (size_t)d.rows[i].unit < n_units) {
+                (*rows_done) += !(*done)[d.rows[i].unit] ? c->n_runs : 0;
+                (*done)[d.rows[i].unit] = true;
+            }
+        ckv_results_data_free(&d);
+        return ckv_results_open(res, o->out_path, err);
+    }
+    if (exists && !o->force)
+        return ckv_errorf(err, CKV_ERR_ARG, "%s exists: use --resume to continue it or --force "
+                          "to overwrite it", o->out_path);
+    const char *model_path = ckv_default_model_path(c->model);
+    char sha[65], host[256] = "", when[32];
+    ckv_status st = sha256_file(model_path, sha, err);
+    if (st)
+        return st;
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    ckv_results_meta meta = {
+        .tool_version = CKV_VERSION, .git_rev = CKV_GIT_REV, .model_path = (char *)model_path,
+        .model_sha256 = sha, .config_path = c->path, .config_text = c->text,
+        .config_hash = hash, .device = (char *)w->be.ops->name, .host = host,
+        .start_time = when, .mode = c->query_agnostic ? "query_agnostic" : "query_aware"};
+    ckv_run_row *runs = calloc(c->n_runs, sizeof *runs);
+    char (*params)[512] = calloc(c->n_runs, sizeof *params);
+    if (!runs || !params) {
+        free(runs);
+        free(params);
+        return ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < c->n_runs; i++) {
+        ckv_policy_describe(&c->runs[i].policy, params[i], sizeof params[i]);
+        runs[i] = (ckv_run_row){(int32_t)i, c->runs[i].name, (char *)c->runs[i].policy.ops->name,
+                                c->runs[i].budget_spec, params[i], c->runs[i].params};
+    }
+    st = ckv_results_create(res, o->out_path, &meta, runs, c->n_runs, err);
+    free(runs);
+    free(params);
+    return st;
+}
+
+static ckv_status sweep_alloc(sweep *w, int32_t max_new, ckv_error *err)
+{
+    const ckv_config *cfg = &w->model.cfg;
+    w->n_vocab = cfg->n_vocab;
+    w->q_stride = cfg->n_layer * cfg->n_head * cfg->head_dim;
+    int32_t ring = 0;
+    for (size_t r = 0; r < w->c->n_runs; r++) {
+        const ckv_policy *p = &w->c->runs[r].policy;
+        int needs = p->ops->needs(p);
+        int32_t win = (int32_t)ckv_policy_param(p, "window", 0);
+        if ((needs & CKV_NEEDS_Q_WINDOW) && win > w->window)
+            w->window = win;
+        if ((needs & CKV_NEEDS_Q_WINDOW) && p->ops->interval(p) > 0 && win > ring)
+            ring = win;
+        w->track_score |= (needs & CKV_NEEDS_SCORE) != 0;
+    }
+    size_t win = (size_t)(w->window > ring ? w->window : ring);
+    w->logits = malloc((size_t)w->n_vocab * sizeof(float));
+    w->prefill_logits = malloc((size_t)w->n_vocab * sizeof(float));
+    w->qwin = malloc(((size_t)w->window + 1) * w->q_stride * sizeof(float));
+    w->qring = malloc(((size_t)ring + 1) * w->q_stride * sizeof(float));
+    w->qbuf = malloc((win + 1) * w->q_stride * sizeof(float));
+    w->step_ms = malloc(((size_t)max_new + 1) * sizeof(double));
+    w->gen = malloc(((size_t)max_new + 1) * sizeof(int32_t));
+    w->ref_tok = malloc(((size_t)max_new + 1) * sizeof(int32_t));
+    w->ref_logits = w->c->fidelity ? malloc((size_t)max_new * w->n_vocab * sizeof(float) + 1)
+                                   : NULL;
+    if (!w->logits || !w->prefill_logits || !w->qwin || !w->qring || !w->qbuf || !w->step_ms ||
+        !w->gen || !w->ref_tok || (w->c->fidelity && !w->ref_logits))
+        return ckv_errorf(err, CKV_ERR_NOMEM, "sweep buffers: out of memory");
+    return CKV_OK;
+}
+
+static void sweep_free(sweep *w)
+{
+    free(w->logits);
+    free(w->prefill_logits);
+    free(w->qwin);
+    free(w->qring);
+    free(w->qbuf);
+    free(w->step_ms);
+    free(w->gen);
+    free(w->ref_tok);
+    free(w->ref_logits);
+    ckv_backend_close(&w->be);
+    ckv_tokenizer_free(w->tok);
+    ckv_model_free(&w->model);
+}
+
+static void report(const ckv_sweep_opts *o, ckv_sweep_event ev, const ckv_sweep_progress *p)
+{
+    if (o->progress)
+        o->progress(o->progress_ctx, ev, p);
+}
+
+ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv_error *err)
+{
+    sweep w = {.c = c, .o = o};
+    sample_set set = {0};
+    ckv_results *res = NULL;
+    bool *done = NULL;
+    ckv_result_row *buf = NULL;
+    size_t n_buf = 0;
+    const char *model_path = ckv_default_model_path(c->model);
+    int32_t n_shards = o->n_shards > 0 ? o->n_shards : 1;
+    ckv_status st = ckv_model_load(&w.model, model_path, err);
+    if (st)
+        return st;
+    if ((st = ckv_tokenizer_load(&w.tok, &w.model.gguf, err)) ||
+        (st = ckv_backend_open(&w.be, o->device ? o->device : "auto", &w.model, 512, c->threads,
+                               err)) ||
+        (st = load_samples(c, o, model_path, w.tok, effective_limit(c, o->limit), &set, err)))
+        goto out;
+    uint32_t max_new = 1;
+    for (size_t u = 0; u < set.n_units; u++)
+        if (set.units[u] && set.units[u]->max_new_tokens > max_new)
+            max_new = set.units[u]->max_new_tokens;
+    ckv_sweep_progress pr = {0};
+    if ((st = sweep_alloc(&w, (int32_t)max_new, err)) ||
+        (st = open_results(&w, &res, &done, set.n_units, &pr.rows_done, err)))
+        goto out;
+    size_t flush_cap = FLUSH_ROWS + c->n_runs;
+    if (!(buf = calloc(flush_cap, sizeof *buf))) {
+        st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t u = 0; u < set.n_units; u++)
+        if (set.units[u] && (int64_t)(u % (size_t)n_shards) == o->shard) {
+            pr.units_total++;
+            pr.units_done += done[u];
+        }
+    pr.rows_total = pr.units_total * c->n_runs;
+    pr.rows_flushed = pr.rows_done;
+    report(o, CKV_SWEEP_PLAN, &pr);
+    double last_flush = ckv_now();
+    for (size_t u = 0; u < set.n_units && !st; u++) {
+        if (!set.units[u] || (int64_t)(u % (size_t)n_shards) != o->shard || done[u])
+            continue;
+        if (o->stop && *o->stop) {
+            st = ckv_errorf(err, CKV_ERR_INTERRUPTED, "interrupted");
+            break;
+        }
+        st = run_unit(&w, (int64_t)u, set.units[u], buf + n_buf, err);
+        if (st) {
+            for (size_t r = 0; r < c->n_runs; r++)
+                row_free(&buf[n_buf + r]);
+            break;
+        }
+        n_buf += c->n_runs;
+        pr.units_done++;
+        pr.rows_done += c->n_runs;
+        report(o, CKV_SWEEP_UNIT, &pr);
+        if (n_buf >= FLUSH_ROWS || ckv_now() - last_flush >= o->flush_seconds) {
+            st = ckv_results_append(res, buf, n_buf, err);
+            for (size_t r = 0; r < n_buf; r++)
+                row_free(&buf[r]);
+            pr.rows_flushed += st ? 0 : n_buf;
+            n_buf = 0;
+            last_flush = ckv_now();
+            if (!st)
+                report(o, CKV_SWEEP_FLUSHED, &pr);
+        }
+    }
+    /* Finished units are kept on an interruption too. */
+    if (n_buf && (!st || st == CKV_ERR_INTERRUPTED)) {
+        ckv_error e2 = {0};
+        ckv_status fs = ckv_results_append(res, buf, n_buf, st ? &e2 : err);
+        if (fs && !st)
+            st = fs;
+        pr.rows_flushed += fs ? 0 : n_buf;
+        if (!fs)
+            report(o, CKV_SWEEP_FLUSHED, &pr);
+    }
+    for (size_t r = 0; r < n_buf; r++)
+        row_free(&buf[r]);
+    if (res) {
+        ckv_error e2 = {0};
+        ckv_status fs = ckv_results_finish(res, st ? &e2 : err);
+        res = NULL;
+        if (fs && !st)
+            st = fs;
+    }
+out:
+    ckv_results_close(res);
+    free(buf);
+    free(done);
+    samples_free(&set);
+    sweep_free(&w);
+    return st;
+}

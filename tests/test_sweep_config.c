@@ -1,0 +1,95 @@
+/* Sweep config: grid expansion (order, count, names) and errors with the
+ * line and column of the offending node. Configs are parsed from memory;
+ * the pack-file check is exercised by the CLI test. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+
+static ckv_status parse(ckv_sweep_config *c, const char *text, ckv_error *err)
+{
+    return ckv_sweep_config_parse(c, "t.yaml", text, strlen(text), err);
+}
+
+static const char *const tasks = "tasks:\n  - ruler: {tasks: [niah_single_1], lengths: [512]}\n";
+
+Test(sweep_config, grid_is_the_cartesian_product_in_written_order)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "%spolicies:\n"
+             "  - full\n"
+             "  - name: centroid\n"
+             "    budgets: [25%%, 50%%]\n"
+             "    r_init: [0.5, 0.3]\n"
+             "    chunk: [16, 32, 64]\n"
+             "  - name: snapkv\n"
+             "    budgets: 0.25\n"
+             "seeds: [1, 2]\n"
+             "limit: 3\n"
+             "mode: query_agnostic\n",
+             tasks);
+    ckv_sweep_config c;
+    ckv_error err = {0};
+    cr_assert_eq(parse(&c, text, &err), CKV_OK, "%s", err.msg);
+    /* full: 1; centroid: 2 budgets x 2 r_init x 3 chunks x 2 seeds (centroid
+     * has a seed parameter) = 24; snapkv (no seed parameter): 1. */
+    cr_assert_eq(c.n_runs, 26);
+    cr_assert_str_eq(c.runs[0].name, "full");
+    cr_assert_str_eq(c.runs[1].name, "centroid@25% r_init=0.5 chunk=16 seed=1");
+    cr_assert_str_eq(c.runs[2].name, "centroid@25% r_init=0.5 chunk=16 seed=2");
+    cr_assert_str_eq(c.runs[3].name, "centroid@25% r_init=0.5 chunk=32 seed=1");
+    cr_assert_str_eq(c.runs[7].name, "centroid@25% r_init=0.3 chunk=16 seed=1");
+    cr_assert_str_eq(c.runs[13].name, "centroid@50% r_init=0.5 chunk=16 seed=1");
+    cr_assert_str_eq(c.runs[24].name, "centroid@50% r_init=0.3 chunk=64 seed=2");
+    cr_assert_str_eq(c.runs[25].name, "snapkv@0.25");
+    cr_assert_eq(ckv_policy_param(&c.runs[7].policy, "r_init", 0), 300);
+    cr_assert_eq(ckv_policy_param(&c.runs[24].policy, "chunk", 0), 64);
+    cr_assert_eq(c.runs[13].budget.ppm, 500000);
+    cr_assert_eq(c.limit, 3);
+    cr_assert(c.query_agnostic);
+    cr_assert_eq(c.sources[0].lengths[0], 512);
+    ckv_sweep_config_free(&c);
+}
+
+static void expect_error(const char *body, const char *where, const char *what)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s", tasks, body);
+    ckv_sweep_config c;
+    ckv_error err = {0};
+    cr_assert_neq(parse(&c, text, &err), CKV_OK, "accepted: %s", body);
+    cr_assert(strstr(err.msg, where), "'%s' lacks '%s'", err.msg, where);
+    cr_assert(strstr(err.msg, what), "'%s' lacks '%s'", err.msg, what);
+    ckv_sweep_config_free(&c);
+}
+
+Test(sweep_config, errors_name_line_and_column)
+{
+    expect_error("policies:\n  - name: nosuch\n    budgets: [25%]\n", "t.yaml:4:11",
+                 "unknown policy 'nosuch'");
+    expect_error("policies:\n  - name: h2o\n    budgets: [25%, 150%]\n", "t.yaml:5:20",
+                 "percent must lie in (0, 100]");
+    expect_error("policies:\n  - name: centroid\n    budgets: [10]\n", "t.yaml:5:15",
+                 "does not exceed the 68 entries");
+    expect_error("policies:\n  - name: centroid\n    budgets: [25%]\n    wobble: 3\n",
+                 "t.yaml:6:5", "unknown parameter 'wobble'");
+    expect_error("policies:\n  - name: centroid\n    budgets: [25%]\n    r_init: [0.5, 2]\n",
+                 "t.yaml:6:19", "r_init");
+    expect_error("policies: [full]\nbudget: 3\n", "t.yaml:4:1", "unknown key 'budget'");
+    expect_error("policies:\n  - name: centroid\n", "t.yaml:4:11", "'budgets' is required");
+    expect_error("policies: [full]\nmode: sideways\n", "t.yaml:4:7", "mode 'sideways'");
+    expect_error("policies: [full\n", "t.yaml:", "YAML");
+}
+
+Test(sweep_config, missing_pack_file)
+{
+    ckv_sweep_config c;
+    ckv_error err = {0};
+    const char *text = "tasks:\n  - pack: /nonexistent/pack.h5\npolicies: [full]\n";
+    cr_assert_neq(parse(&c, text, &err), CKV_OK);
+    cr_assert(strstr(err.msg, "t.yaml:2:11: pack '/nonexistent/pack.h5': No such file"),
+              "%s", err.msg);
+    ckv_sweep_config_free(&c);
+}
