@@ -9,7 +9,7 @@
 #include "util.h"
 
 #define PACK_FORMAT "ckv-pack"
-#define PACK_VERSION 1
+#define PACK_VERSION 2
 
 static char *dup_or_empty(const char *s)
 {
@@ -51,6 +51,11 @@ void ckv_pack_free(ckv_pack *p)
     memset(p, 0, sizeof *p);
 }
 
+static size_t prompt_bytes(const ckv_pack_sample *s)
+{
+    return s->prompt_len ? (size_t)s->prompt_len : strlen(s->prompt);
+}
+
 static char **dup_list(char *const *src, uint32_t n, bool *oom)
 {
     char **d = calloc(n ? n : 1, sizeof *d);
@@ -82,7 +87,7 @@ static ckv_pack_sample *grow(ckv_pack *p)
 ckv_status ckv_pack_add(ckv_pack *p, const ckv_tokenizer *tok, const ckv_pack_sample *src,
                         ckv_error *err)
 {
-    size_t plen = strlen(src->prompt);
+    size_t plen = prompt_bytes(src);
     if (src->context_chars > plen)
         return ckv_errorf(err, CKV_ERR_ARG, "pack: %s sample %u: context split %llu beyond the "
                           "prompt's %zu bytes", src->task, src->index,
@@ -95,7 +100,12 @@ ckv_status ckv_pack_add(ckv_pack *p, const ckv_tokenizer *tok, const ckv_pack_sa
     s->tokens = NULL;
     s->task = dup_or_empty(src->task);
     s->metric = dup_or_empty(src->metric);
-    s->prompt = dup_or_empty(src->prompt);
+    s->prompt = malloc(plen + 1);
+    if (s->prompt) {
+        memcpy(s->prompt, src->prompt, plen);
+        s->prompt[plen] = 0;
+    }
+    s->prompt_len = plen;
     s->answer_prefix = dup_or_empty(src->answer_prefix);
     s->answers = dup_list(src->answers, src->n_answers, &oom);
     s->classes = dup_list(src->classes, src->n_classes, &oom);
@@ -112,9 +122,10 @@ ckv_status ckv_pack_add(ckv_pack *p, const ckv_tokenizer *tok, const ckv_pack_sa
     }
     memcpy(q, src->prompt + src->context_chars, ql);
     memcpy(q + ql, s->answer_prefix, al + 1);
-    st = ckv_tokenize(tok, src->prompt, (size_t)src->context_chars, true, false, &c_ids, &nc, err);
+    st = ckv_tokenize(tok, src->prompt, (size_t)src->context_chars, true, src->parse_special,
+                      &c_ids, &nc, err);
     if (!st)
-        st = ckv_tokenize(tok, q, ql + al, false, false, &q_ids, &nq, err);
+        st = ckv_tokenize(tok, q, ql + al, false, src->parse_special, &q_ids, &nq, err);
     free(q);
     if (st)
         goto fail;
@@ -187,13 +198,15 @@ static bool write_attr(hid_t loc, const char *name, hid_t ftype, hid_t mtype, co
 /* Per-sample fields, gathered into arrays for writing. */
 #define U32_FIELDS(X) X(index) X(target_length) X(max_new_tokens) X(length) X(n_tokens) \
     X(n_context_tokens) X(n_answers) X(n_classes)
-#define STR_FIELDS(X) X(task) X(metric) X(prompt) X(answer_prefix)
+#define U8_FIELDS(X) X(parse_special) X(first_line)
+#define STR_FIELDS(X) X(task) X(metric) X(answer_prefix)
 
 ckv_status ckv_pack_write(const ckv_pack *p, const char *path, ckv_error *err)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    size_t n = p->n_samples, nt = 0, na = 0, ncl = 0;
+    size_t n = p->n_samples, nt = 0, na = 0, ncl = 0, nb = 0;
     for (size_t i = 0; i < n; i++) {
+        nb += prompt_bytes(&p->samples[i]);
         nt += p->samples[i].n_tokens;
         na += p->samples[i].n_answers;
         ncl += p->samples[i].n_classes;
@@ -205,16 +218,21 @@ ckv_status ckv_pack_write(const ckv_pack *p, const char *path, ckv_error *err)
     const char **classes = malloc((ncl ? ncl : 1) * sizeof *classes);
     uint32_t *u32 = malloc((n ? n : 1) * sizeof *u32);
     uint64_t *u64 = malloc((n ? n : 1) * sizeof *u64);
+    uint8_t *u8 = malloc((n ? n : 1) * sizeof *u8);
+    char *prompts = malloc(nb ? nb : 1);
     const char **strs = malloc((n ? n : 1) * sizeof *strs);
     ckv_status st = CKV_OK;
     hid_t f = -1, g = -1, stype = str_type();
-    if (!tmp || !tokens || !answers || !classes || !u32 || !u64 || !strs) {
+    if (!tmp || !tokens || !answers || !classes || !u32 || !u64 || !u8 || !prompts ||
+        !strs) {
         st = ckv_errorf(err, CKV_ERR_NOMEM, "%s: out of memory", path);
         goto out;
     }
     snprintf(tmp, plen + 8, "%s.tmp", path);
-    for (size_t i = 0, t = 0, a = 0, c = 0; i < n; i++) {
+    for (size_t i = 0, t = 0, a = 0, c = 0, b = 0; i < n; i++) {
         const ckv_pack_sample *s = &p->samples[i];
+        memcpy(prompts + b, s->prompt, prompt_bytes(s));
+        b += prompt_bytes(s);
         memcpy(tokens + t, s->tokens, s->n_tokens * sizeof *tokens);
         t += s->n_tokens;
         for (uint32_t j = 0; j < s->n_answers; j++)
@@ -234,6 +252,7 @@ ckv_status ckv_pack_write(const ckv_pack *p, const char *path, ckv_error *err)
               write_attr(f, "model_path", stype, stype, &p->model_path) &&
               write_attr(f, "tokenizer_hash", H5T_STD_U64LE, H5T_NATIVE_UINT64, &p->tokenizer_hash) &&
               write_ds(f, "tokens", H5T_STD_I32LE, H5T_NATIVE_INT32, nt, tokens) &&
+              write_ds(f, "prompts", H5T_STD_U8LE, H5T_NATIVE_UINT8, nb, prompts) &&
               write_ds(f, "answers", stype, stype, na, answers) &&
               write_ds(f, "classes", stype, stype, ncl, classes) &&
               (g = H5Gcreate2(f, "samples", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0;
@@ -245,8 +264,16 @@ ckv_status ckv_pack_write(const ckv_pack *p, const char *path, ckv_error *err)
     for (size_t i = 0; ok && i < n; i++)                                                  \
         strs[i] = p->samples[i].name;                                                     \
     ok = ok && write_ds(g, #name, stype, stype, n, strs);
+#define W_U8(name)                                                                        \
+    for (size_t i = 0; ok && i < n; i++)                                                  \
+        u8[i] = p->samples[i].name;                                                       \
+    ok = ok && write_ds(g, #name, H5T_STD_U8LE, H5T_NATIVE_UINT8, n, u8);
     U32_FIELDS(W_U32)
+    U8_FIELDS(W_U8)
     STR_FIELDS(W_STR)
+    for (size_t i = 0; ok && i < n; i++)
+        u64[i] = prompt_bytes(&p->samples[i]);
+    ok = ok && write_ds(g, "prompt_len", H5T_STD_U64LE, H5T_NATIVE_UINT64, n, u64);
     for (size_t i = 0; ok && i < n; i++)
         u64[i] = p->samples[i].context_chars;
     ok = ok && write_ds(g, "context_chars", H5T_STD_U64LE, H5T_NATIVE_UINT64, n, u64);
@@ -268,6 +295,8 @@ out:
     free(classes);
     free(u32);
     free(u64);
+    free(u8);
+    free(prompts);
     free(strs);
     return st;
 }
@@ -386,8 +415,11 @@ ckv_status ckv_pack_read(ckv_pack *p, const char *path, uint64_t tokenizer_hash,
     int32_t *tokens = NULL;
     char **answers = NULL, **classes = NULL;
     uint32_t *u32[8] = {0};
-    uint64_t *ctx = NULL;
-    char **strs[4] = {0};
+    uint64_t *ctx = NULL, *plens = NULL;
+    uint8_t *u8[2] = {0};
+    char *prompts = NULL;
+    size_t nb = 0;
+    char **strs[3] = {0};
     ckv_status st = read_attr(f, path, "format", stype, &fmt, err);
     if (!st && (!fmt || strcmp(fmt, PACK_FORMAT)))
         st = ckv_errorf(err, CKV_ERR_FORMAT, "%s: attribute format is \"%s\", not \"%s\"", path,
@@ -413,6 +445,10 @@ ckv_status ckv_pack_read(ckv_pack *p, const char *path, uint64_t tokenizer_hash,
     if (!st)
         st = read_nums(f, path, "tokens", H5T_NATIVE_INT32, SIZE_MAX, &nt, &tk, 4, err);
     tokens = tk;
+    void *pb = NULL;
+    if (!st)
+        st = read_nums(f, path, "prompts", H5T_NATIVE_UINT8, SIZE_MAX, &nb, &pb, 1, err);
+    prompts = pb;
     if (!st)
         st = read_strs(f, path, "answers", SIZE_MAX, &na, &answers, err);
     if (!st)
@@ -421,7 +457,8 @@ ckv_status ckv_pack_read(ckv_pack *p, const char *path, uint64_t tokenizer_hash,
     static const char *const u32_names[8] = {"index", "target_length", "max_new_tokens", "length",
                                              "n_tokens", "n_context_tokens", "n_answers",
                                              "n_classes"};
-    static const char *const str_names[4] = {"task", "metric", "prompt", "answer_prefix"};
+    static const char *const str_names[3] = {"task", "metric", "answer_prefix"};
+    static const char *const u8_names[2] = {"parse_special", "first_line"};
     for (int i = 0; i < 8 && !st; i++) {
         void *b = NULL;
         st = read_nums(g, path, u32_names[i], H5T_NATIVE_UINT32, i ? n : SIZE_MAX, &len, &b, 4,
@@ -433,11 +470,20 @@ ckv_status ckv_pack_read(ckv_pack *p, const char *path, uint64_t tokenizer_hash,
     if (!st)
         st = read_nums(g, path, "context_chars", H5T_NATIVE_UINT64, n, &len, &cb, 8, err);
     ctx = cb;
-    for (int i = 0; i < 4 && !st; i++)
+    void *lb = NULL;
+    if (!st)
+        st = read_nums(g, path, "prompt_len", H5T_NATIVE_UINT64, n, &len, &lb, 8, err);
+    plens = lb;
+    for (int i = 0; i < 2 && !st; i++) {
+        void *b = NULL;
+        st = read_nums(g, path, u8_names[i], H5T_NATIVE_UINT8, n, &len, &b, 1, err);
+        u8[i] = b;
+    }
+    for (int i = 0; i < 3 && !st; i++)
         st = read_strs(g, path, str_names[i], n, &len, &strs[i], err);
     if (!st && n && !(p->samples = calloc(n, sizeof *p->samples)))
         st = ckv_errorf(err, CKV_ERR_NOMEM, "%s: out of memory", path);
-    size_t t = 0, a = 0, c = 0;
+    size_t t = 0, a = 0, c = 0, b = 0;
     for (size_t i = 0; i < n && !st; i++) {
         ckv_pack_sample *s = &p->samples[i];
         p->n_samples = p->cap = i + 1;
@@ -450,24 +496,31 @@ ckv_status ckv_pack_read(ckv_pack *p, const char *path, uint64_t tokenizer_hash,
         s->n_answers = u32[6][i];
         s->n_classes = u32[7][i];
         s->context_chars = ctx[i];
+        s->prompt_len = plens[i];
+        s->parse_special = u8[0][i] != 0;
+        s->first_line = u8[1][i] != 0;
         s->task = strs[0][i];
         s->metric = strs[1][i];
-        s->prompt = strs[2][i];
-        s->answer_prefix = strs[3][i];
-        strs[0][i] = strs[1][i] = strs[2][i] = strs[3][i] = NULL;
+        s->answer_prefix = strs[2][i];
+        strs[0][i] = strs[1][i] = strs[2][i] = NULL;
         if (s->n_tokens > nt - t || s->n_answers > na - a || s->n_classes > ncl - c ||
-            s->n_context_tokens > s->n_tokens || s->context_chars > strlen(s->prompt)) {
+            s->prompt_len > nb - b || s->n_context_tokens > s->n_tokens ||
+            s->context_chars > s->prompt_len) {
             st = ckv_errorf(err, CKV_ERR_FORMAT, "%s: sample %zu: counts or context split exceed "
                             "the stored data", path, i);
             break;
         }
+        s->prompt = malloc(s->prompt_len + 1);
         s->tokens = malloc((s->n_tokens ? s->n_tokens : 1) * sizeof *s->tokens);
         s->answers = calloc(s->n_answers ? s->n_answers : 1, sizeof *s->answers);
         s->classes = calloc(s->n_classes ? s->n_classes : 1, sizeof *s->classes);
-        if (!s->tokens || !s->answers || !s->classes) {
+        if (!s->prompt || !s->tokens || !s->answers || !s->classes) {
             st = ckv_errorf(err, CKV_ERR_NOMEM, "%s: out of memory", path);
             break;
         }
+        memcpy(s->prompt, prompts + b, s->prompt_len);
+        s->prompt[s->prompt_len] = 0;
+        b += s->prompt_len;
         memcpy(s->tokens, tokens + t, s->n_tokens * sizeof *tokens);
         t += s->n_tokens;
         for (uint32_t j = 0; j < s->n_answers; j++, a++) {
@@ -479,14 +532,14 @@ ckv_status ckv_pack_read(ckv_pack *p, const char *path, uint64_t tokenizer_hash,
             classes[c] = NULL;
         }
     }
-    if (!st && (t != nt || a != na || c != ncl))
-        st = ckv_errorf(err, CKV_ERR_FORMAT, "%s: stored tokens, answers or classes left over "
-                        "after the last sample", path);
+    if (!st && (t != nt || a != na || c != ncl || b != nb))
+        st = ckv_errorf(err, CKV_ERR_FORMAT, "%s: stored tokens, prompt bytes, answers or classes "
+                        "left over after the last sample", path);
     for (size_t i = 0; i < na && answers; i++)
         free(answers[i]);
     for (size_t i = 0; i < ncl && classes; i++)
         free(classes[i]);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 3; k++) {
         for (size_t i = 0; strs[k] && i < n; i++)
             free(strs[k][i]);
         free(strs[k]);
@@ -494,6 +547,10 @@ ckv_status ckv_pack_read(ckv_pack *p, const char *path, uint64_t tokenizer_hash,
     for (int k = 0; k < 8; k++)
         free(u32[k]);
     free(ctx);
+    free(plens);
+    free(u8[0]);
+    free(u8[1]);
+    free(prompts);
     free(answers);
     free(classes);
     free(tokens);

@@ -1,6 +1,6 @@
 /* Scores a prediction for one task-pack sample with the sample's metric,
- * applying the benchmark's rules (LongBench's first-line cut for trec,
- * triviaqa, samsum and lsht). */
+ * applying the benchmark's rules as the pack records them (LongBench's
+ * first-line cut for trec, triviaqa, samsum and lsht). */
 #ifndef CKV_PACK_SCORE_H
 #define CKV_PACK_SCORE_H
 

@@ -293,8 +293,8 @@ static ckv_status decode(sweep *w, ckv_bcache *cache, const decode_spec *d, int3
     for (int32_t k = 0; k < limit; k++) {
         int32_t tok;
         if (d->forced) {
-            ckv_fidelity_step(d->fid, w->ref_logits + (size_t)k * w->n_vocab, w->logits,
-                              w->n_vocab);
+            ckv_fidelity_add(d->fid, w->ref_logits + (size_t)k * w->n_vocab, w->logits,
+                             w->n_vocab, d->forced[k]);
             tok = d->forced[k];
         } else {
             tok = ckv_argmax(w->logits, w->n_vocab);
@@ -440,9 +440,10 @@ static ckv_status run_one(sweep *w, const ckv_pack_sample *s, const ckv_run_conf
         fs.fid = &fid;
         decode_result fr;
         st = decode(w, tf, &fs, w->ref_n, &fr, err);
-        row->fidelity_steps = fid.steps;
-        row->kl = fid.steps ? fid.kl_sum / fid.steps : NAN;
-        row->top1 = fid.steps ? (double)fid.agree / fid.steps : NAN;
+        ckv_fidelity_summary fsum = ckv_fidelity_summarize(&fid, true);
+        row->fidelity_steps = (int32_t)fid.n;
+        row->kl = fsum.kl_mean;
+        row->top1 = fsum.top1;
     }
     free(fork_logits);
     if (!st && !(row->status = strdup("ok")))

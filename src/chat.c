@@ -73,45 +73,71 @@ ckv_chat_format ckv_tokenizer_chat_format(const ckv_tokenizer *t)
     return t->chat;
 }
 
+ckv_status ckv_chat_affixes(const ckv_tokenizer *t, const char *system, char **prefix,
+                            char **suffix, ckv_error *err)
+{
+    *prefix = *suffix = NULL;
+    if (!system && t->chat == CKV_CHAT_CHATML)
+        system = t->chat_default_system;
+    size_t cap = (system ? strlen(system) : 0) + 128;
+    char *pre = malloc(cap), *suf = malloc(128);
+    if (!pre || !suf) {
+        free(pre);
+        free(suf);
+        return ckv_errorf(err, CKV_ERR_NOMEM, "chat: out of memory");
+    }
+    int n = 0;
+    pre[0] = suf[0] = 0;
+    switch (t->chat) {
+    case CKV_CHAT_CHATML:
+        if (system)
+            n = snprintf(pre, cap, "<|im_start|>system\n%s<|im_end|>\n", system);
+        snprintf(pre + n, cap - (size_t)n, "<|im_start|>user\n");
+        snprintf(suf, 128, "<|im_end|>\n<|im_start|>assistant\n");
+        break;
+    case CKV_CHAT_LLAMA3:
+        if (system)
+            n = snprintf(pre, cap, "<|start_header_id|>system<|end_header_id|>\n\n%s<|eot_id|>",
+                         system);
+        snprintf(pre + n, cap - (size_t)n, "<|start_header_id|>user<|end_header_id|>\n\n");
+        snprintf(suf, 128, "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+        break;
+    case CKV_CHAT_LLAMA2:
+        if (system)
+            snprintf(pre, cap, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n", system);
+        else
+            snprintf(pre, cap, "[INST] ");
+        snprintf(suf, 128, " [/INST]");
+        break;
+    case CKV_CHAT_NONE:
+        break;
+    }
+    *prefix = pre;
+    *suffix = suf;
+    return CKV_OK;
+}
+
 ckv_status ckv_chat_render(const ckv_tokenizer *t, const char *system, const char *user,
                            char **out, ckv_error *err)
 {
     *out = NULL;
     if (!user)
         return ckv_errorf(err, CKV_ERR_ARG, "chat: no user message");
-    if (!system && t->chat == CKV_CHAT_CHATML)
-        system = t->chat_default_system;
-    size_t cap = strlen(user) + (system ? strlen(system) : 0) + 256;
-    char *buf = malloc(cap);
+    char *pre, *suf;
+    ckv_status st = ckv_chat_affixes(t, system, &pre, &suf, err);
+    if (st)
+        return st;
+    size_t a = strlen(pre), b = strlen(user), c = strlen(suf);
+    char *buf = malloc(a + b + c + 1);
+    if (buf) {
+        memcpy(buf, pre, a);
+        memcpy(buf + a, user, b);
+        memcpy(buf + a + b, suf, c + 1);
+    }
+    free(pre);
+    free(suf);
     if (!buf)
         return ckv_errorf(err, CKV_ERR_NOMEM, "chat: out of memory");
-    int n = 0;
-    switch (t->chat) {
-    case CKV_CHAT_CHATML:
-        if (system)
-            n = snprintf(buf, cap, "<|im_start|>system\n%s<|im_end|>\n", system);
-        snprintf(buf + n, cap - (size_t)n,
-                 "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", user);
-        break;
-    case CKV_CHAT_LLAMA3:
-        if (system)
-            n = snprintf(buf, cap, "<|start_header_id|>system<|end_header_id|>\n\n%s<|eot_id|>",
-                         system);
-        snprintf(buf + n, cap - (size_t)n,
-                 "<|start_header_id|>user<|end_header_id|>\n\n%s<|eot_id|>"
-                 "<|start_header_id|>assistant<|end_header_id|>\n\n",
-                 user);
-        break;
-    case CKV_CHAT_LLAMA2:
-        if (system)
-            snprintf(buf, cap, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", system, user);
-        else
-            snprintf(buf, cap, "[INST] %s [/INST]", user);
-        break;
-    case CKV_CHAT_NONE:
-        snprintf(buf, cap, "%s", user);
-        break;
-    }
     *out = buf;
     return CKV_OK;
 }

@@ -66,6 +66,11 @@ ckv_chat_format ckv_tokenizer_chat_format(const ckv_tokenizer *t);
  * formats then have no system part. *out is malloc'd. */
 ckv_status ckv_chat_render(const ckv_tokenizer *t, const char *system, const char *user,
                            char **out, ckv_error *err);
+/* The text ckv_chat_render puts before and after the user message (same
+ * system rule), for prompts that must stay split or hold U+0000. Both are
+ * malloc'd; "" and "" for CKV_CHAT_NONE. */
+ckv_status ckv_chat_affixes(const ckv_tokenizer *t, const char *system, char **prefix,
+                            char **suffix, ckv_error *err);
 
 /* A stable hash of the vocabulary and merges, recorded in task packs. */
 uint64_t ckv_tokenizer_hash(const ckv_tokenizer *t);

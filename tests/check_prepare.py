@@ -58,18 +58,21 @@ def decoder():
 def check_pack(path, lines):
     decode = decoder()
     with h5py.File(path, "r") as f:
-        check(f.attrs["format"] == "ckv-pack" and f.attrs["version"] == 1, "pack format attrs")
+        check(f.attrs["format"] == "ckv-pack" and f.attrs["version"] == 2, "pack format attrs")
         check(f.attrs["model_path"] == MODEL, "pack records the model path")
         check(f.attrs["tokenizer_hash"] != 0, "pack records a tokenizer hash")
         g = f["samples"]
         n = len(g["task"])
         check(n == len(lines), f"pack holds every jsonl sample ({n} vs {len(lines)})")
         tokens, answers = f["tokens"][:], [a.decode() for a in f["answers"][:]]
-        t = a = 0
+        prompts = f["prompts"][:].tobytes()
+        t = a = b = 0
         for i in range(n):
             o = lines[i]
             task = g["task"][i].decode()
-            prompt = g["prompt"][i].decode()
+            pl = int(g["prompt_len"][i])
+            prompt = prompts[b:b + pl].decode()
+            b += pl
             prefix = g["answer_prefix"][i].decode()
             nt, nc, na = int(g["n_tokens"][i]), int(g["n_context_tokens"][i]), int(g["n_answers"][i])
             cc = int(g["context_chars"][i])
@@ -87,7 +90,8 @@ def check_pack(path, lines):
                   f"{task} {i}: split tokenization within 2 tokens of the whole prompt's")
             t += nt
             a += na
-        check(t == len(tokens) and a == len(answers), "pack has no leftover tokens or answers")
+        check(t == len(tokens) and a == len(answers) and b == len(prompts),
+              "pack has no leftover tokens, answers or prompt bytes")
 
 
 def run(*args):
@@ -121,7 +125,7 @@ def main():
         for extra, msg in usage:
             rc, _, err = run(*base, *extra)
             check(rc == 2 and msg in err, f"{extra}: exit 2 with '{msg}' (got {rc}: {err.strip()})")
-        rc, _, err = run("prepare", "longbench")
+        rc, _, err = run("prepare", "bogus")
         check(rc == 2 and "unknown kind" in err, "unknown prepare kind is a usage error")
 
         rc, _, err = run("prepare", "ruler", "--model", os.path.join(tmp, "none.gguf"),

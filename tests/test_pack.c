@@ -1,5 +1,6 @@
-/* Task packs: write/read round trip of hand-made samples (UTF-8 text,
- * empty lists, classes), the tokenizer-hash guard, and clear errors on
+/* Task packs: write/read round trip of hand-made samples (UTF-8 text, a
+ * prompt holding U+0000, empty lists, classes, flags), the tokenizer-hash
+ * guard, tokenization with and without special tokens, and clear errors on
  * files that are not packs or whose counts do not add up. */
 #include <criterion/criterion.h>
 #include <hdf5.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model_path.h"
 #include "pack.h"
 
 static char tmpdir[64];
@@ -33,12 +35,14 @@ static void make_pack(ckv_pack *p)
     static char *ans0[] = {"Paris", "the city of Paris"}, *cls1[] = {"yes", "no"};
     static ckv_pack_sample s[2] = {
         {.task = "qa_1", .metric = "string_match_part", .index = 0, .target_length = 4096,
-         .max_new_tokens = 32, .length = 37, .prompt = "Context: caf\xc3\xa9.\nQuestion: where?",
-         .answer_prefix = " Answer:", .context_chars = 15, .tokens = t0, .n_tokens = 5,
+         .max_new_tokens = 32, .length = 37,
+         .prompt = "Context: caf\xc3\xa9\0.\nQuestion: where?", .prompt_len = 33,
+         .answer_prefix = " Answer:", .context_chars = 16, .tokens = t0, .n_tokens = 5,
          .n_context_tokens = 3, .answers = ans0, .n_answers = 2},
         {.task = "trec", .metric = "classification_score", .index = 1, .max_new_tokens = 64,
          .length = 1, .prompt = "x", .answer_prefix = "", .context_chars = 1, .tokens = t1,
-         .n_tokens = 1, .n_context_tokens = 1, .classes = cls1, .n_classes = 2},
+         .n_tokens = 1, .n_context_tokens = 1, .classes = cls1, .n_classes = 2,
+         .parse_special = true, .first_line = true},
     };
     memset(p, 0, sizeof *p);
     p->model_path = "models/m.gguf";
@@ -67,7 +71,11 @@ Test(pack, round_trip)
         const ckv_pack_sample *a = &w.samples[i], *b = &r.samples[i];
         cr_assert_str_eq(a->task, b->task);
         cr_assert_str_eq(a->metric, b->metric);
-        cr_assert_str_eq(a->prompt, b->prompt);
+        size_t plen = a->prompt_len ? a->prompt_len : strlen(a->prompt);
+        cr_assert_eq(b->prompt_len, plen);
+        cr_assert_arr_eq(a->prompt, b->prompt, plen + 1);
+        cr_assert_eq(a->parse_special, b->parse_special);
+        cr_assert_eq(a->first_line, b->first_line);
         cr_assert_str_eq(a->answer_prefix, b->answer_prefix);
         cr_assert_eq(a->index, b->index);
         cr_assert_eq(a->target_length, b->target_length);
@@ -150,4 +158,46 @@ Test(pack, counts_beyond_the_data)
     H5Fclose(f);
     cr_assert_eq(ckv_pack_read(&r, path, 0, &e), CKV_ERR_FORMAT);
     cr_assert_not_null(strstr(e.msg, "dataset length"), "%s", e.msg);
+}
+
+/* SmolLM2's special tokens are ids 0-2 (<|endoftext|>, <|im_start|>,
+ * <|im_end|>, as in its tokenizer_config.json). */
+Test(pack, special_tokens_and_nul_bytes)
+{
+    gguf_file gf;
+    ckv_tokenizer *tok = NULL;
+    ckv_error e = {0};
+    cr_assert_eq(gguf_open(&gf, test_model_path(), &e), CKV_OK, "%s", e.msg);
+    cr_assert_eq(ckv_tokenizer_load(&tok, &gf, &e), CKV_OK, "%s", e.msg);
+    ckv_pack p;
+    cr_assert_eq(ckv_pack_init(&p, "m.gguf", tok, &e), CKV_OK, "%s", e.msg);
+    ckv_pack_sample s = {.task = "t", .metric = "m", .prompt = "<|im_start|>user\nHi<|im_end|>\n",
+                         .context_chars = 16, .parse_special = true};
+    cr_assert_eq(ckv_pack_add(&p, tok, &s, &e), CKV_OK, "%s", e.msg);
+    s.parse_special = false;
+    cr_assert_eq(ckv_pack_add(&p, tok, &s, &e), CKV_OK, "%s", e.msg);
+    const ckv_pack_sample *a = &p.samples[0], *b = &p.samples[1];
+    cr_assert_eq(a->tokens[0], 1);
+    cr_assert_eq(a->tokens[a->n_tokens - 2], 2);
+    cr_assert_gt(b->n_tokens, a->n_tokens);
+    for (uint32_t i = 0; i < b->n_tokens; i++)
+        cr_assert_gt(b->tokens[i], 2, "plain text never yields a special id");
+    /* the bytes after a U+0000 are tokenized too, and the split holds */
+    ckv_pack_sample z = {.task = "t", .metric = "m", .prompt = "ab\0cd", .prompt_len = 5,
+                         .context_chars = 3};
+    cr_assert_eq(ckv_pack_add(&p, tok, &z, &e), CKV_OK, "%s", e.msg);
+    const ckv_pack_sample *c = &p.samples[2];
+    cr_assert_eq(c->prompt_len, 5);
+    char *text = NULL;
+    size_t n = 0;
+    cr_assert_eq(ckv_detokenize(tok, c->tokens, c->n_tokens, &text, &n, &e), CKV_OK, "%s", e.msg);
+    cr_assert_eq(n, 5);
+    cr_assert_arr_eq(text, "ab\0cd", 5);
+    free(text);
+    cr_assert_eq(ckv_detokenize(tok, c->tokens, c->n_context_tokens, &text, &n, &e), CKV_OK);
+    cr_assert_eq(n, 3);
+    free(text);
+    ckv_pack_free(&p);
+    ckv_tokenizer_free(tok);
+    gguf_close(&gf);
 }

@@ -23,10 +23,11 @@ static const command commands[] = {
     {"compress", cmd_compress, "apply a KV-cache policy to a dump (HDF5)"},
     {"analyze", cmd_analyze, "analyses of a dump (keys: similarity vs token distance)"},
     {"bench", cmd_bench, "benchmarks (compress: every policy's compression time)"},
-    {"prepare", cmd_prepare, "build benchmark prompts fitted to a model (RULER)"},
+    {"prepare", cmd_prepare, "build benchmark task packs (RULER, LongBench, official jsonl)"},
     {"sweep", cmd_sweep, "run a config's policy x budget x task grid to HDF5 results"},
     {"merge", cmd_merge, "join sweep results files (shards) of one config"},
     {"report", cmd_report, "tables (markdown/csv) and plots from sweep results"},
+    {"perplexity", cmd_perplexity, "perplexity and fidelity of a compressed cache on the essays"},
 };
 
 static void usage(FILE *fp)
