@@ -113,6 +113,67 @@ static void score_table(const rep *r, const char *table, int32_t length, bool ru
     }
 }
 
+/* LongBench's aggregates per run (datasets/aggregate.h): the 16 English +
+ * code datasets, the six category means and their average. A mean over
+ * fewer datasets than it is defined for says how many it has, e.g.
+ * "41.20 (6/16)"; none at all is "-". */
+static void longbench_means(const rep *r)
+{
+    static const char *title = "LongBench means";
+    const char *cols[2 + CKV_LB_N_CATEGORIES];
+    size_t nc = 0;
+    cols[nc++] = "EN+code 16";
+    for (int c = 0; c < CKV_LB_N_CATEGORIES; c++)
+        cols[nc++] = ckv_longbench_category_name((ckv_lb_category)c);
+    cols[nc++] = "avg";
+    bool printed = false;
+    for (size_t ri = 0; ri < r->d->n_runs; ri++) {
+        const ckv_run_row *run = &r->d->runs[ri];
+        ckv_task_score sc[64];
+        size_t n = 0;
+        for (size_t i = 0; i < r->ns && n < 64; i++) {
+            const ckv_summary_row *s = &r->s[i];
+            if (s->run != run->run || isnan(s->score) || is_ruler(s->metric) ||
+                !ckv_longbench_find(s->task))
+                continue;
+            bool seen = false;
+            for (size_t j = 0; j < n; j++)
+                seen |= !strcmp(sc[j].task, s->task);
+            if (!seen)
+                sc[n++] = (ckv_task_score){s->task, s->score};
+        }
+        ckv_longbench_summary sum;
+        ckv_error e;
+        if (!n || ckv_longbench_summarize(sc, n, CKV_LB_EN, &sum, &e))
+            continue;
+        if (!printed)
+            header(r, title, cols, nc);
+        printed = true;
+        ckv_mean m[2 + CKV_LB_N_CATEGORIES];
+        m[0] = sum.english16;
+        for (int c = 0; c < CKV_LB_N_CATEGORIES; c++)
+            m[1 + c] = sum.category[c];
+        m[nc - 1] = sum.avg;
+        if (r->fmt != CKV_REPORT_CSV)
+            fprintf(r->fp, "| %s |", run->name);
+        for (size_t j = 0; j < nc; j++) {
+            if (r->fmt == CKV_REPORT_CSV) {
+                if (m[j].present)
+                    fprintf(r->fp, "%s,0,\"%s\",%s (%zu/%zu),%.4f\n", title, run->name, cols[j],
+                            m[j].present, m[j].expected, m[j].mean);
+            } else if (!m[j].present) {
+                fprintf(r->fp, " - |");
+            } else if (m[j].present == m[j].expected) {
+                fprintf(r->fp, " %.2f |", m[j].mean);
+            } else {
+                fprintf(r->fp, " %.2f (%zu/%zu) |", m[j].mean, m[j].present, m[j].expected);
+            }
+        }
+        if (r->fmt != CKV_REPORT_CSV)
+            fputc('\n', r->fp);
+    }
+}
+
 /* Per-run means over every scored row of the run. */
 static void run_table(const rep *r, const char *table, const char *const *cols, size_t nc,
                       void (*values)(const ckv_result_row *, double *), bool need_fidelity)
@@ -203,6 +264,7 @@ ckv_status ckv_report_write(FILE *fp, const ckv_results_data *d, ckv_report_form
     nl = lengths(&r, false, lens, 64);
     for (size_t i = 0; i < nl; i++)
         score_table(&r, "LongBench", lens[i], false);
+    longbench_means(&r);
     static const char *const fcols[] = {"KL (nats/step)", "top-1 agree %", "steps"};
     run_table(&r, "Fidelity", fcols, 3, fidelity_values, true);
     static const char *const scols[] = {"prompt tok", "KV MiB", "KV MiB peak", "TTFT ms",
