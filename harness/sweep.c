@@ -229,7 +229,7 @@ static double median(double *v, size_t n)
  * compressions. The buffers belong to the sweep, one set per slot. */
 typedef struct {
     ckv_bcache *cache;        /* NULL: the run was skipped */
-    const ckv_policy *policy; /* NULL: no compression (reference) */
+    const ckv_policy *policy; /* NULL: no compression (the full run) */
     int32_t budget, interval, ring_cap;
     bool no_bias, active;
     const int32_t *forced;    /* teacher forcing: feed these, compare with ref_logits */
