@@ -11,10 +11,13 @@ struct ckv_bcache {
     ckv_cache c;
 };
 
-/* The decoder plus the model's cache shape, which new caches take. */
+/* The decoder plus the model's cache shape, which new caches take, and the
+ * host caches of a decode batch (grown to the largest batch seen). */
 typedef struct {
     ckv_cpu *cpu;
     int32_t n_layer, n_head_kv, head_dim;
+    ckv_cache **seq;
+    int32_t max_seq;
 } cpu_state;
 
 static ckv_status cpu_create(void **state, const ckv_model *m, int32_t max_batch, int n_threads,
@@ -39,6 +42,7 @@ static void cpu_destroy(void *state)
 {
     cpu_state *s = state;
     ckv_cpu_free(s->cpu);
+    free(s->seq);
     free(s);
 }
 
@@ -90,6 +94,23 @@ static ckv_status cpu_forward(void *state, ckv_bcache *c, const int32_t *tokens,
     return ckv_cpu_forward(((cpu_state *)state)->cpu, &c->c, tokens, n, opts, logits, err);
 }
 
+static ckv_status cpu_decode_batch(void *state, ckv_bcache *const *caches, const int32_t *tokens,
+                                   int32_t n, bool no_degree_bias, float *logits, float *q_out,
+                                   ckv_error *err)
+{
+    cpu_state *s = state;
+    if (n > s->max_seq) {
+        ckv_cache **grown = realloc(s->seq, (size_t)n * sizeof *grown);
+        if (!grown)
+            return ckv_errorf(err, CKV_ERR_NOMEM, "cpu backend: out of memory");
+        s->seq = grown;
+        s->max_seq = n;
+    }
+    for (int32_t i = 0; i < n; i++)
+        s->seq[i] = &caches[i]->c;
+    return ckv_cpu_decode_batch(s->cpu, s->seq, tokens, n, no_degree_bias, logits, q_out, err);
+}
+
 static ckv_status cpu_compress(void *state, const ckv_policy *p, ckv_bcache *c, int32_t budget,
                                const ckv_qwindow *qw, ckv_error *err)
 {
@@ -124,6 +145,7 @@ const ckv_backend_ops ckv_backend_cpu = {
     .cache_free = cpu_cache_free,
     .fork = cpu_fork,
     .forward = cpu_forward,
+    .decode_batch = cpu_decode_batch,
     .compress = cpu_compress,
     .on_decode = cpu_on_decode,
     .stats = cpu_stats,

@@ -8,6 +8,11 @@
  * - forward runs n tokens at the cache's next positions exactly as
  *   ckv_cpu_forward does (log(degree) bias unless opts->no_degree_bias,
  *   optional last-W query capture into host memory, logits to host memory);
+ * - decode_batch runs one token for each of n distinct caches as
+ *   ckv_cpu_decode_batch does: row i's logits (and, when q_out is not NULL,
+ *   its post-RoPE queries [n_layer][n_head][head_dim]) land at row i of the
+ *   host buffers, and each row's results equal a forward of that token alone
+ *   (a batch shares weight reads, never numbers between rows);
  * - fork deep-copies a cache (lengths, keys, values, degrees, scores,
  *   position, CSM round) into a new handle of the given capacity;
  * - compress and on_decode apply a policy exactly as ckv_policy_compress and
@@ -46,6 +51,9 @@ typedef struct {
                        ckv_error *err);
     ckv_status (*forward)(void *state, ckv_bcache *c, const int32_t *tokens, int32_t n,
                           const ckv_forward_opts *opts, float *logits, ckv_error *err);
+    ckv_status (*decode_batch)(void *state, ckv_bcache *const *caches, const int32_t *tokens,
+                               int32_t n, bool no_degree_bias, float *logits, float *q_out,
+                               ckv_error *err);
     ckv_status (*compress)(void *state, const ckv_policy *p, ckv_bcache *c, int32_t budget,
                            const ckv_qwindow *qw, ckv_error *err);
     ckv_status (*on_decode)(void *state, const ckv_policy *p, ckv_bcache *c, int32_t budget,

@@ -224,6 +224,35 @@ static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* One fork in a sample's joint decode: greedy, or teacher-forced along the
+ * full cache's tokens (`forced`, for fidelity), with its policy's decode
+ * compressions. The buffers belong to the sweep, one set per slot. */
+typedef struct {
+    ckv_bcache *cache;        /* NULL: the run was skipped */
+    const ckv_policy *policy; /* NULL: no compression (the full run) */
+    int32_t budget, interval, ring_cap;
+    bool no_bias, active;
+    const int32_t *forced;    /* teacher forcing: feed these, compare with ref_logits */
+    int32_t n_forced;
+    ckv_fidelity fid;
+    int32_t tok;              /* the token this step feeds */
+    int32_t n_gen, n_steps;
+    double compress_ms;
+    ckv_cache_stats peak;
+    float *logits;            /* [n_vocab] logits of the next token */
+    float *qring;             /* [ring_cap][q_stride] decode queries, a ring */
+    int32_t *gen;             /* [max_new] greedy tokens */
+    double *step_ms;          /* [max_new] wall time of every step it took part in */
+} fork_seq;
+
+/* Clears a slot's state for a new sample; its buffers stay. */
+static void seq_reset(fork_seq *f)
+{
+    fork_seq keep = {.logits = f->logits, .qring = f->qring, .gen = f->gen,
+                     .step_ms = f->step_ms};
+    *f = keep;
+}
+
 /* Everything one sweep holds while it runs. */
 typedef struct {
     const ckv_sweep_config *c;
@@ -234,41 +263,29 @@ typedef struct {
     int32_t n_vocab, q_stride; /* q_stride: floats of one token's queries, all layers */
     int32_t window;            /* prefill query window: the largest any run needs */
     bool track_score;
-    float *logits, *prefill_logits, *qwin, *qring, *qbuf;
-    double *step_ms;
-    int32_t *gen;
+    float *logits, *prefill_logits, *qwin, *qbuf;
+    /* Slots: greedy fork of run r at r, its teacher-forced fork at n_runs + r. */
+    fork_seq *seq;
+    /* One batched step: slot, cache and token of each row; its logits and queries. */
+    size_t *bidx, *brow;
+    ckv_bcache **bcache;
+    int32_t *btok;
+    float *blogits, *bq;
     /* Fidelity reference: the full cache's tokens and logits per step. */
     int32_t *ref_tok;
     float *ref_logits;
     int32_t ref_n;
 } sweep;
 
-/* Greedy decoding (or teacher forcing with `forced`) of one fork from
- * `logits`, with the policy's decode compressions. Fills gen[0, *n_gen). */
-typedef struct {
-    const ckv_policy *policy; /* NULL: no compression (reference) */
-    int32_t budget;
-    bool no_bias;
-    const int32_t *forced;    /* teacher forcing: feed these, compare with ref_logits */
-    int32_t n_forced;
-    ckv_fidelity *fid;
-} decode_spec;
-
-typedef struct {
-    int32_t n_gen;
-    double compress_ms, tpot_ms;
-    ckv_cache_stats peak;
-} decode_result;
-
-/* The ring of decode queries as [n_layer][n_head][w][head_dim], the layout
- * ckv_qwindow wants, oldest first. */
-static ckv_qwindow ring_window(sweep *w, int32_t n_steps, int32_t cap)
+/* The ring of a fork's decode queries as [n_layer][n_head][w][head_dim],
+ * the layout ckv_qwindow wants, oldest first. */
+static ckv_qwindow ring_window(sweep *w, const fork_seq *f)
 {
     const ckv_config *cfg = &w->model.cfg;
-    int32_t n = n_steps < cap ? n_steps : cap, hd = cfg->head_dim;
+    int32_t cap = f->ring_cap, n = f->n_steps < cap ? f->n_steps : cap, hd = cfg->head_dim;
     for (int32_t i = 0; i < n; i++) {
-        int32_t slot = (n_steps - n + i) % cap;
-        const float *src = w->qring + (size_t)slot * w->q_stride;
+        int32_t slot = (f->n_steps - n + i) % cap;
+        const float *src = f->qring + (size_t)slot * w->q_stride;
         for (int32_t lh = 0; lh < cfg->n_layer * cfg->n_head; lh++)
             memcpy(w->qbuf + ((size_t)lh * n + i) * hd, src + (size_t)lh * hd,
                    (size_t)hd * sizeof(float));
@@ -276,62 +293,116 @@ static ckv_qwindow ring_window(sweep *w, int32_t n_steps, int32_t cap)
     return (ckv_qwindow){.q = w->qbuf, .n_head = cfg->n_head, .w = n};
 }
 
-static ckv_status decode(sweep *w, ckv_bcache *cache, const decode_spec *d, int32_t max_new,
-                         decode_result *res, ckv_error *err)
+/* Picks every active fork's next token (argmax, or the forced one) and
+ * retires forks at an end-of-generation token or their last token; returns
+ * how many take the step, their slots in w->bidx. */
+static size_t next_tokens(sweep *w, fork_seq *f, size_t n, int32_t max_new)
 {
-    const ckv_backend_ops *ops = w->be.ops;
-    memset(res, 0, sizeof *res);
-    res->peak = ops->stats(w->be.state, cache);
-    int32_t ring_cap = 0, interval = 0;
-    if (d->policy) {
-        interval = d->policy->ops->interval(d->policy);
-        if (interval > 0 && (d->policy->ops->needs(d->policy) & CKV_NEEDS_Q_WINDOW))
-            ring_cap = (int32_t)ckv_policy_param(d->policy, "window", 0);
-    }
-    ckv_forward_opts fo = {.no_degree_bias = d->no_bias, .q_window = ring_cap ? 1 : 0};
-    int32_t limit = d->forced ? d->n_forced : max_new, n_steps = 0;
-    for (int32_t k = 0; k < limit; k++) {
-        int32_t tok;
-        if (d->forced) {
-            ckv_fidelity_add(d->fid, w->ref_logits + (size_t)k * w->n_vocab, w->logits,
-                             w->n_vocab, d->forced[k]);
-            tok = d->forced[k];
-        } else {
-            tok = ckv_argmax(w->logits, w->n_vocab);
-            if (ckv_token_is_eog(w->tok, tok))
-                break;
-            w->gen[res->n_gen++] = tok;
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        fork_seq *s = &f[i];
+        int32_t k = s->n_steps, limit = s->forced ? s->n_forced : max_new;
+        if (!s->active || k >= limit) {
+            s->active = false;
+            continue;
         }
-        if (k + 1 == limit)
-            break;
-        fo.q_window_out = ring_cap ? w->qring + (size_t)(n_steps % ring_cap) * w->q_stride : NULL;
-        double t0 = ckv_now();
-        ckv_status st = ops->forward(w->be.state, cache, &tok, 1, &fo, w->logits, err);
+        if (s->forced) {
+            ckv_fidelity_add(&s->fid, w->ref_logits + (size_t)k * w->n_vocab, s->logits,
+                             w->n_vocab, s->forced[k]);
+            s->tok = s->forced[k];
+        } else {
+            s->tok = ckv_argmax(s->logits, w->n_vocab);
+            if (ckv_token_is_eog(w->tok, s->tok)) {
+                s->active = false;
+                continue;
+            }
+            s->gen[s->n_gen++] = s->tok;
+        }
+        if (k + 1 == limit) {
+            s->active = false;
+            continue;
+        }
+        w->bidx[nb++] = i;
+    }
+    return nb;
+}
+
+/* One decode step of the forks in w->bidx[0, nb): a batched backend call per
+ * degree-bias setting, results scattered back to each fork. */
+static ckv_status batch_step(sweep *w, fork_seq *f, size_t nb, ckv_error *err)
+{
+    for (int bias = 0; bias < 2; bias++) {
+        int32_t m = 0;
+        bool want_q = false;
+        for (size_t j = 0; j < nb; j++) {
+            const fork_seq *s = &f[w->bidx[j]];
+            if (s->no_bias != (bias == 1))
+                continue;
+            w->brow[m] = w->bidx[j];
+            w->bcache[m] = s->cache;
+            w->btok[m++] = s->tok;
+            want_q |= s->ring_cap > 0;
+        }
+        if (!m)
+            continue;
+        ckv_status st = w->be.ops->decode_batch(w->be.state, w->bcache, w->btok, m, bias == 1,
+                                                w->blogits, want_q ? w->bq : NULL, err);
         if (st)
             return st;
-        w->step_ms[n_steps++] = (ckv_now() - t0) * 1e3;
-        ckv_cache_stats s = ops->stats(w->be.state, cache);
-        if (s.entries > res->peak.entries)
-            res->peak = s;
-        if (!d->policy || interval <= 0 || n_steps % interval)
-            continue;
-        ckv_qwindow qw = ring_cap ? ring_window(w, n_steps, ring_cap) : (ckv_qwindow){0};
-        t0 = ckv_now();
-        if ((st = ops->on_decode(w->be.state, d->policy, cache, d->budget, n_steps,
-                                 ring_cap ? &qw : NULL, NULL, err)))
-            return st;
-        res->compress_ms += (ckv_now() - t0) * 1e3;
+        for (int32_t j = 0; j < m; j++) {
+            fork_seq *s = &f[w->brow[j]];
+            memcpy(s->logits, w->blogits + (size_t)j * w->n_vocab,
+                   (size_t)w->n_vocab * sizeof(float));
+            if (s->ring_cap)
+                memcpy(s->qring + (size_t)(s->n_steps % s->ring_cap) * w->q_stride,
+                       w->bq + (size_t)j * w->q_stride, (size_t)w->q_stride * sizeof(float));
+        }
     }
-    res->tpot_ms = median(w->step_ms, (size_t)n_steps);
+    return CKV_OK;
+}
+
+/* Decodes forks f[0, n) together from their logits until each stops: every
+ * step feeds all active forks through the backend at once (the weights are
+ * read once per step), then applies each fork's decode compression on its
+ * interval. Every fork records the step's wall time: what it waited for. */
+static ckv_status decode_all(sweep *w, fork_seq *f, size_t n, int32_t max_new, ckv_error *err)
+{
+    const ckv_backend_ops *ops = w->be.ops;
+    for (size_t i = 0; i < n; i++)
+        if ((f[i].active = f[i].cache != NULL))
+            f[i].peak = ops->stats(w->be.state, f[i].cache);
+    size_t nb;
+    while ((nb = next_tokens(w, f, n, max_new)) > 0) {
+        double t0 = ckv_now();
+        ckv_status st = batch_step(w, f, nb, err);
+        if (st)
+            return st;
+        double ms = (ckv_now() - t0) * 1e3;
+        for (size_t j = 0; j < nb; j++) {
+            fork_seq *s = &f[w->bidx[j]];
+            s->step_ms[s->n_steps++] = ms;
+            ckv_cache_stats cs = ops->stats(w->be.state, s->cache);
+            if (cs.entries > s->peak.entries)
+                s->peak = cs;
+            if (!s->policy || s->interval <= 0 || s->n_steps % s->interval)
+                continue;
+            ckv_qwindow qw = s->ring_cap ? ring_window(w, s) : (ckv_qwindow){0};
+            t0 = ckv_now();
+            if ((st = ops->on_decode(w->be.state, s->policy, s->cache, s->budget, s->n_steps,
+                                     s->ring_cap ? &qw : NULL, NULL, err)))
+                return st;
+            s->compress_ms += (ckv_now() - t0) * 1e3;
+        }
+    }
     return CKV_OK;
 }
 
 static ckv_status score_row(sweep *w, const ckv_pack_sample *s, ckv_result_row *row,
-                            int32_t n_gen, ckv_error *err)
+                            const int32_t *gen, int32_t n_gen, ckv_error *err)
 {
     char *text = NULL;
     size_t len = 0;
-    ckv_status st = ckv_detokenize(w->tok, w->gen, (size_t)n_gen, &text, &len, err);
+    ckv_status st = ckv_detokenize(w->tok, gen, (size_t)n_gen, &text, &len, err);
     if (st)
         return st;
     row->prediction = valid_utf8(text, len);
@@ -348,11 +419,40 @@ static void row_free(ckv_result_row *r)
     r->prediction = r->status = NULL;
 }
 
-/* One run on a prefilled sample: fork, compress, (agnostic) question,
- * decode, score, fidelity. */
-static ckv_status run_one(sweep *w, const ckv_pack_sample *s, const ckv_run_config *rc,
-                          ckv_bcache *base, int32_t n_prefill, double prefill_ms,
-                          ckv_result_row *row, ckv_error *err)
+/* The capacity the rest of a fork's decode can use: its longest list plus
+ * max_new, at most the full capacity. */
+static int32_t decode_cap(sweep *w, const ckv_bcache *c, int32_t cap, int32_t max_new)
+{
+    int64_t need = (int64_t)w->be.ops->stats(w->be.state, c).max_len + max_new + 1;
+    return need < cap ? (int32_t)need : cap;
+}
+
+/* Replaces a fork by a copy of decode_cap's capacity, so a sample's forks,
+ * held together while they decode, take memory in proportion to their
+ * budgets rather than to the prompt. */
+static ckv_status right_size(sweep *w, ckv_bcache **c, int32_t cap, int32_t max_new,
+                             ckv_error *err)
+{
+    const ckv_backend_ops *ops = w->be.ops;
+    int32_t need = decode_cap(w, *c, cap, max_new);
+    if (need >= cap)
+        return CKV_OK;
+    ckv_bcache *small = NULL;
+    ckv_status st = ops->fork(w->be.state, &small, *c, need, err);
+    if (st)
+        return st;
+    ops->cache_free(w->be.state, *c);
+    *c = small;
+    return CKV_OK;
+}
+
+/* Phase 1 of one run on a prefilled sample: skip checks, fork, compress,
+ * (agnostic) question; leaves the greedy fork in g and, for fidelity, its
+ * teacher-forced copy in t, both ready to decode. A skipped run leaves g
+ * without a cache and its row final. */
+static ckv_status prepare_run(sweep *w, const ckv_pack_sample *s, const ckv_run_config *rc,
+                              ckv_bcache *base, int32_t n_prefill, double prefill_ms,
+                              ckv_result_row *row, fork_seq *g, fork_seq *t, ckv_error *err)
 {
     const ckv_backend_ops *ops = w->be.ops;
     const ckv_policy *p = &rc->policy;
@@ -382,76 +482,76 @@ static ckv_status run_one(sweep *w, const ckv_pack_sample *s, const ckv_run_conf
         snprintf(row->status, n, "skipped: %s", reason);
         return CKV_OK;
     }
-    int32_t cap = (int32_t)s->n_tokens + (int32_t)s->max_new_tokens + 1;
-    ckv_bcache *fork = NULL, *tf = NULL;
-    ckv_status st = ops->fork(w->be.state, &fork, base, cap, err);
+    int32_t max_new = (int32_t)s->max_new_tokens;
+    int32_t cap = (int32_t)s->n_tokens + max_new + 1;
+    ckv_status st = ops->fork(w->be.state, &g->cache, base, cap, err);
     if (st)
         return st;
     int32_t budget = B > INT32_MAX ? INT32_MAX : (int32_t)B, W = w->window;
     ckv_qwindow qw = {.q = w->qwin, .n_head = w->model.cfg.n_head, .w = W};
-    bool no_bias = !ckv_policy_degree_bias(p);
+    g->policy = is_full ? NULL : p;
+    g->budget = budget;
+    g->no_bias = !ckv_policy_degree_bias(p);
+    if (g->policy) {
+        g->interval = p->ops->interval(p);
+        if (g->interval > 0 && (p->ops->needs(p) & CKV_NEEDS_Q_WINDOW))
+            g->ring_cap = want_w;
+    }
     double t0 = ckv_now();
-    if (!is_full && (st = ops->compress(w->be.state, p, fork, budget, W ? &qw : NULL, err)))
-        goto done;
+    if (!is_full && (st = ops->compress(w->be.state, p, g->cache, budget, W ? &qw : NULL, err)))
+        return st;
     row->compress_ms = (ckv_now() - t0) * 1e3;
-    ckv_cache_stats after = ops->stats(w->be.state, fork);
+    ckv_cache_stats after = ops->stats(w->be.state, g->cache);
     row->kv_entries = after.entries;
     row->kv_bytes = after.bytes;
-    memcpy(w->logits, w->prefill_logits, (size_t)w->n_vocab * sizeof(float));
+    memcpy(g->logits, w->prefill_logits, (size_t)w->n_vocab * sizeof(float));
     int32_t n_q = (int32_t)s->n_tokens - n_prefill;
     if (n_q > 0) {
-        ckv_forward_opts fo = {.no_degree_bias = no_bias};
+        ckv_forward_opts fo = {.no_degree_bias = g->no_bias};
         t0 = ckv_now();
-        if ((st = ops->forward(w->be.state, fork, s->tokens + n_prefill, n_q, &fo, w->logits,
+        if ((st = ops->forward(w->be.state, g->cache, s->tokens + n_prefill, n_q, &fo, g->logits,
                                err)))
-            goto done;
+            return st;
         row->ttft_ms += (ckv_now() - t0) * 1e3;
     }
-    if (w->ref_n > 0 && (st = ops->fork(w->be.state, &tf, fork, cap, err)))
-        goto done;
-    float *fork_logits = NULL;
-    if (tf && !(fork_logits = malloc((size_t)w->n_vocab * sizeof(float)))) {
-        st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    if (fork_logits)
-        memcpy(fork_logits, w->logits, (size_t)w->n_vocab * sizeof(float));
-    decode_spec ds = {.policy = is_full ? NULL : p, .budget = budget, .no_bias = no_bias};
-    decode_result dr;
-    if ((st = decode(w, fork, &ds, (int32_t)s->max_new_tokens, &dr, err))) {
-        free(fork_logits);
-        goto done;
-    }
-    row->compress_ms += dr.compress_ms;
-    row->tpot_ms = dr.tpot_ms;
-    row->generated_tokens = dr.n_gen;
-    row->kv_entries_peak = dr.peak.entries > after.entries ? dr.peak.entries : after.entries;
-    row->kv_bytes_peak = dr.peak.bytes > after.bytes ? dr.peak.bytes : after.bytes;
-    if ((st = score_row(w, s, row, dr.n_gen, err))) {
-        free(fork_logits);
-        goto done;
-    }
-    if (tf) {
-        ckv_fidelity fid = {0};
-        memcpy(w->logits, fork_logits, (size_t)w->n_vocab * sizeof(float));
-        decode_spec fs = ds;
-        fs.forced = w->ref_tok;
-        fs.n_forced = w->ref_n;
-        fs.fid = &fid;
-        decode_result fr;
-        st = decode(w, tf, &fs, w->ref_n, &fr, err);
-        ckv_fidelity_summary fsum = ckv_fidelity_summarize(&fid, true);
-        row->fidelity_steps = (int32_t)fid.n;
+    if ((st = right_size(w, &g->cache, cap, max_new, err)))
+        return st;
+    if (w->ref_n <= 0)
+        return CKV_OK;
+    t->policy = g->policy;
+    t->budget = g->budget;
+    t->interval = g->interval;
+    t->ring_cap = g->ring_cap;
+    t->no_bias = g->no_bias;
+    t->forced = w->ref_tok;
+    t->n_forced = w->ref_n;
+    memcpy(t->logits, g->logits, (size_t)w->n_vocab * sizeof(float));
+    return ops->fork(w->be.state, &t->cache, g->cache, decode_cap(w, g->cache, cap, max_new), err);
+}
+
+/* Phase 3 of one run: its row from the decoded forks. */
+static ckv_status finish_run(sweep *w, const ckv_pack_sample *s, const fork_seq *g,
+                             const fork_seq *t, ckv_result_row *row, ckv_error *err)
+{
+    if (!g->cache)
+        return CKV_OK;
+    row->compress_ms += g->compress_ms;
+    row->tpot_ms = median(g->step_ms, (size_t)g->n_steps);
+    row->generated_tokens = g->n_gen;
+    row->kv_entries_peak = g->peak.entries > row->kv_entries ? g->peak.entries : row->kv_entries;
+    row->kv_bytes_peak = g->peak.bytes > row->kv_bytes ? g->peak.bytes : row->kv_bytes;
+    ckv_status st = score_row(w, s, row, g->gen, g->n_gen, err);
+    if (st)
+        return st;
+    if (t->cache) {
+        ckv_fidelity_summary fsum = ckv_fidelity_summarize(&t->fid, true);
+        row->fidelity_steps = (int32_t)t->fid.n;
         row->kl = fsum.kl_mean;
         row->top1 = fsum.top1;
     }
-    free(fork_logits);
-    if (!st && !(row->status = strdup("ok")))
-        st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
-done:
-    ops->cache_free(w->be.state, tf);
-    ops->cache_free(w->be.state, fork);
-    return st;
+    if (!(row->status = strdup("ok")))
+        return ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
+    return CKV_OK;
 }
 
 /* The full cache's greedy continuation, its tokens and per-step logits,
@@ -489,36 +589,21 @@ static double budget_value(const ckv_run_config *rc)
     return rc->budget.absolute ? (double)rc->budget.absolute : (double)rc->budget.ppm / 1e6;
 }
 
-/* All runs of one sample into rows[0, n_runs). */
+/* All runs of one sample into rows[0, n_runs): one prefill, then each run
+ * prepared on its own fork (phase 1), all forks decoded together (phase 2:
+ * greedy, then teacher-forced for fidelity), and the rows filled (phase 3). */
 static ckv_status run_unit(sweep *w, int64_t unit, const ckv_pack_sample *s, ckv_result_row *rows,
                            ckv_error *err)
 {
     const ckv_backend_ops *ops = w->be.ops;
     const ckv_sweep_config *c = w->c;
+    size_t n_runs = c->n_runs;
     int32_t n_prefill = (int32_t)(c->query_agnostic ? s->n_context_tokens : s->n_tokens);
     int32_t cap = (int32_t)s->n_tokens + (int32_t)s->max_new_tokens + 1;
     if (n_prefill < 1)
         return ckv_errorf(err, CKV_ERR_ARG, "task %s sample %u: nothing to prefill", s->task,
                           s->index);
-    ckv_bcache *base = NULL;
-    ckv_status st = ops->cache_new(w->be.state, &base, cap, w->track_score, err);
-    if (st)
-        return st;
-    int32_t W = w->window < n_prefill ? w->window : n_prefill;
-    ckv_forward_opts fo = {.q_window = W, .q_window_out = W ? w->qwin : NULL};
-    double t0 = ckv_now();
-    st = ops->forward(w->be.state, base, s->tokens, n_prefill, &fo, w->prefill_logits, err);
-    double prefill_ms = (ckv_now() - t0) * 1e3;
-    int32_t saved = w->window;
-    w->window = W;
-    w->ref_n = 0;
-    if (!st && c->fidelity)
-        st = reference(w, s, base, n_prefill, err);
-    for (size_t r = 0; !st && r < c->n_runs; r++) {
-        if (w->o->stop && *w->o->stop) {
-            st = ckv_errorf(err, CKV_ERR_INTERRUPTED, "interrupted");
-            break;
-        }
+    for (size_t r = 0; r < n_runs; r++) {
         const ckv_run_config *rc = &c->runs[r];
         ckv_result_row *row = &rows[r];
         memset(row, 0, sizeof *row);
@@ -533,12 +618,44 @@ static ckv_status run_unit(sweep *w, int64_t unit, const ckv_pack_sample *s, ckv
         row->metric = s->metric;
         row->prompt_tokens = (int32_t)s->n_tokens;
         row->device = (char *)ops->name;
-        st = run_one(w, s, rc, base, n_prefill, prefill_ms, row, err);
-        if (st && st != CKV_ERR_INTERRUPTED)
-            ckv_error_prefix(err, "task %s sample %u: ", s->task, s->index);
+    }
+    for (size_t i = 0; i < 2 * n_runs; i++)
+        seq_reset(&w->seq[i]);
+    ckv_bcache *base = NULL;
+    ckv_status st = ops->cache_new(w->be.state, &base, cap, w->track_score, err);
+    if (st)
+        return st;
+    int32_t W = w->window < n_prefill ? w->window : n_prefill;
+    ckv_forward_opts fo = {.q_window = W, .q_window_out = W ? w->qwin : NULL};
+    double t0 = ckv_now();
+    st = ops->forward(w->be.state, base, s->tokens, n_prefill, &fo, w->prefill_logits, err);
+    double prefill_ms = (ckv_now() - t0) * 1e3;
+    int32_t saved = w->window;
+    w->window = W;
+    w->ref_n = 0;
+    if (!st && c->fidelity)
+        st = reference(w, s, base, n_prefill, err);
+    for (size_t r = 0; !st && r < n_runs; r++) {
+        if (w->o->stop && *w->o->stop)
+            st = ckv_errorf(err, CKV_ERR_INTERRUPTED, "interrupted");
+        else
+            st = prepare_run(w, s, &c->runs[r], base, n_prefill, prefill_ms, &rows[r],
+                             &w->seq[r], &w->seq[n_runs + r], err);
     }
     w->window = saved;
     ops->cache_free(w->be.state, base);
+    if (!st)
+        st = decode_all(w, w->seq, n_runs, (int32_t)s->max_new_tokens, err);
+    if (!st && w->ref_n > 0)
+        st = decode_all(w, w->seq + n_runs, n_runs, w->ref_n, err);
+    for (size_t r = 0; !st && r < n_runs; r++)
+        st = finish_run(w, s, &w->seq[r], &w->seq[n_runs + r], &rows[r], err);
+    for (size_t i = 0; i < 2 * n_runs; i++) {
+        ops->cache_free(w->be.state, w->seq[i].cache);
+        w->seq[i].cache = NULL;
+    }
+    if (st && st != CKV_ERR_INTERRUPTED)
+        ckv_error_prefix(err, "task %s sample %u: ", s->task, s->index);
     return st;
 }
 
@@ -612,45 +729,73 @@ static ckv_status open_results(sweep *w, ckv_results **res, bool **done, size_t 
 static ckv_status sweep_alloc(sweep *w, int32_t max_new, ckv_error *err)
 {
     const ckv_config *cfg = &w->model.cfg;
+    size_t n_runs = w->c->n_runs;
     w->n_vocab = cfg->n_vocab;
     w->q_stride = cfg->n_layer * cfg->n_head * cfg->head_dim;
     int32_t ring = 0;
-    for (size_t r = 0; r < w->c->n_runs; r++) {
+    bool ok = (w->seq = calloc(2 * n_runs, sizeof *w->seq)) != NULL;
+    for (size_t r = 0; ok && r < n_runs; r++) {
         const ckv_policy *p = &w->c->runs[r].policy;
         int needs = p->ops->needs(p);
         int32_t win = (int32_t)ckv_policy_param(p, "window", 0);
         if ((needs & CKV_NEEDS_Q_WINDOW) && win > w->window)
             w->window = win;
-        if ((needs & CKV_NEEDS_Q_WINDOW) && p->ops->interval(p) > 0 && win > ring)
-            ring = win;
+        /* Only runs that score with decode queries keep a ring of them. */
+        int32_t run_ring = (needs & CKV_NEEDS_Q_WINDOW) && p->ops->interval(p) > 0 ? win : 0;
+        if (run_ring > ring)
+            ring = run_ring;
         w->track_score |= (needs & CKV_NEEDS_SCORE) != 0;
+        for (size_t k = r; ok && k < 2 * n_runs; k += n_runs) {
+            fork_seq *f = &w->seq[k];
+            f->logits = malloc((size_t)w->n_vocab * sizeof(float));
+            f->gen = malloc(((size_t)max_new + 1) * sizeof(int32_t));
+            f->step_ms = malloc(((size_t)max_new + 1) * sizeof(double));
+            f->qring = run_ring ? malloc((size_t)run_ring * w->q_stride * sizeof(float)) : NULL;
+            ok = f->logits && f->gen && f->step_ms && (!run_ring || f->qring);
+        }
     }
+    if (!ok)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "sweep buffers: out of memory");
     size_t win = (size_t)(w->window > ring ? w->window : ring);
     w->logits = malloc((size_t)w->n_vocab * sizeof(float));
     w->prefill_logits = malloc((size_t)w->n_vocab * sizeof(float));
     w->qwin = malloc(((size_t)w->window + 1) * w->q_stride * sizeof(float));
-    w->qring = malloc(((size_t)ring + 1) * w->q_stride * sizeof(float));
     w->qbuf = malloc((win + 1) * w->q_stride * sizeof(float));
-    w->step_ms = malloc(((size_t)max_new + 1) * sizeof(double));
-    w->gen = malloc(((size_t)max_new + 1) * sizeof(int32_t));
+    w->bidx = malloc(n_runs * sizeof *w->bidx);
+    w->brow = malloc(n_runs * sizeof *w->brow);
+    w->bcache = malloc(n_runs * sizeof *w->bcache);
+    w->btok = malloc(n_runs * sizeof *w->btok);
+    w->blogits = malloc(n_runs * (size_t)w->n_vocab * sizeof(float));
+    w->bq = ring ? malloc(n_runs * (size_t)w->q_stride * sizeof(float)) : NULL;
     w->ref_tok = malloc(((size_t)max_new + 1) * sizeof(int32_t));
     w->ref_logits = w->c->fidelity ? malloc((size_t)max_new * w->n_vocab * sizeof(float) + 1)
                                    : NULL;
-    if (!w->logits || !w->prefill_logits || !w->qwin || !w->qring || !w->qbuf || !w->step_ms ||
-        !w->gen || !w->ref_tok || (w->c->fidelity && !w->ref_logits))
+    if (!w->logits || !w->prefill_logits || !w->qwin || !w->qbuf || !w->bidx || !w->brow ||
+        !w->bcache || !w->btok || !w->blogits || (ring && !w->bq) || !w->ref_tok ||
+        (w->c->fidelity && !w->ref_logits))
         return ckv_errorf(err, CKV_ERR_NOMEM, "sweep buffers: out of memory");
     return CKV_OK;
 }
 
 static void sweep_free(sweep *w)
 {
+    for (size_t i = 0; w->seq && i < 2 * w->c->n_runs; i++) {
+        free(w->seq[i].logits);
+        free(w->seq[i].qring);
+        free(w->seq[i].gen);
+        free(w->seq[i].step_ms);
+    }
+    free(w->seq);
     free(w->logits);
     free(w->prefill_logits);
     free(w->qwin);
-    free(w->qring);
     free(w->qbuf);
-    free(w->step_ms);
-    free(w->gen);
+    free(w->bidx);
+    free(w->brow);
+    free(w->bcache);
+    free(w->btok);
+    free(w->blogits);
+    free(w->bq);
     free(w->ref_tok);
     free(w->ref_logits);
     ckv_backend_close(&w->be);

@@ -1,8 +1,10 @@
 /* ckv sweep: every sample of the config's tasks against every run of its
  * grid. Per sample (the unit of work, resume and sharding): one prefill with
- * the full cache, then per run a fork, the policy's compression, greedy
- * decoding with decode-time compression, scoring and, on request, fidelity
- * against the full cache under teacher forcing. Rows go to an HDF5 results
+ * the full cache, then per run a fork and the policy's compression; the
+ * forks of all runs then decode greedily together (one batched backend step
+ * per token, decode-time compression per run), then score and, on request,
+ * fidelity against the full cache under teacher forcing (forks again
+ * decoded together). Rows go to an HDF5 results
  * file (results.h) in flushed batches of whole units. */
 #ifndef CKV_SWEEP_H
 #define CKV_SWEEP_H

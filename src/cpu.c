@@ -123,11 +123,12 @@ static void matmul(const ckv_cpu *s, float *y, const float *x, const float *w, c
  * sequence). Row-wise work (projections, FFN) runs over all rows at once, so
  * the weights are read once per pass; attention runs per segment against its
  * own cache. first/total place the rows within the caller's whole input for
- * the query window and last-token logits. */
+ * the query window and last-token logits; q_rows, when not NULL, takes
+ * every row's queries as [total][n_layer][n_head][head_dim]. */
 static ckv_status forward_rows(ckv_cpu *s, ckv_cache *const *caches, int32_t n_seg,
                                const int32_t *seg, const int32_t *tokens, int32_t first,
                                int32_t total, const ckv_forward_opts *o, float *logits,
-                               ckv_error *err)
+                               float *q_rows, ckv_error *err)
 {
     const ckv_model *m = s->m;
     const ckv_config *c = &m->cfg;
@@ -164,6 +165,9 @@ static ckv_status forward_rows(ckv_cpu *s, ckv_cache *const *caches, int32_t n_s
                     if (o->q_window > 0 && w >= 0)
                         memcpy(o->q_window_out + (((size_t)l * H + qh) * o->q_window + w) * hd, q,
                                (size_t)hd * sizeof(float));
+                    if (q_rows)
+                        memcpy(q_rows + (((size_t)(first + i) * c->n_layer + l) * H + qh) * hd,
+                               q, (size_t)hd * sizeof(float));
                 }
                 for (int h = 0; h < KV; h++) {
                     float *k = s->k + (size_t)i * kvd + (size_t)h * hd;
@@ -265,14 +269,16 @@ ckv_status ckv_cpu_forward(ckv_cpu *s, ckv_cache *cache, const int32_t *tokens, 
         return st;
     for (int32_t first = 0; first < n; first += s->max_batch) {
         int32_t seg[2] = {0, n - first < s->max_batch ? n - first : s->max_batch};
-        if ((st = forward_rows(s, &cache, 1, seg, tokens + first, first, n, o, logits, err)))
+        if ((st = forward_rows(s, &cache, 1, seg, tokens + first, first, n, o, logits, NULL,
+                                   err)))
             return st;
     }
     return CKV_OK;
 }
 
 ckv_status ckv_cpu_decode_batch(ckv_cpu *s, ckv_cache *const *caches, const int32_t *tokens,
-                                int32_t n, bool no_degree_bias, float *logits, ckv_error *err)
+                                int32_t n, bool no_degree_bias, float *logits, float *q_out,
+                                ckv_error *err)
 {
     if (n <= 0)
         return ckv_errorf(err, CKV_ERR_ARG, "decode batch: no sequences");
@@ -298,7 +304,7 @@ ckv_status ckv_cpu_decode_batch(ckv_cpu *s, ckv_cache *const *caches, const int3
         for (int32_t i = 0; i <= rows; i++)
             seg[i] = i;
         if ((st = forward_rows(s, caches + first, rows, seg, tokens + first, first, n, &o,
-                               logits, err)))
+                               logits, q_out, err)))
             return st;
     }
     return CKV_OK;

@@ -44,9 +44,12 @@ ckv_status ckv_cpu_forward(ckv_cpu *cpu, ckv_cache *cache, const int32_t *tokens
  * caches[i] at that cache's own position, and logits receives [n][n_vocab].
  * The projections and FFN run over all n rows together, so the weights are
  * read once per step whatever n is (the forks of a sweep decode as one batch).
- * The caches must be distinct. */
+ * q_out, when not NULL, receives each row's queries as
+ * [n][n_layer][n_head][head_dim], post-RoPE (qwen3: post q-norm), for
+ * policies that score with decode queries. The caches must be distinct. */
 ckv_status ckv_cpu_decode_batch(ckv_cpu *cpu, ckv_cache *const *caches, const int32_t *tokens,
-                                int32_t n, bool no_degree_bias, float *logits, ckv_error *err);
+                                int32_t n, bool no_degree_bias, float *logits, float *q_out,
+                                ckv_error *err);
 
 #ifdef __cplusplus
 }

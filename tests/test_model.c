@@ -170,7 +170,7 @@ Test(model, batched_decode_matches_transformers)
         last[i] = refs[i].ids[refs[i].n - 1];
     }
     float *logits = malloc((size_t)nb * n_vocab * sizeof(float));
-    cr_assert(ckv_cpu_decode_batch(cpu, ptr, last, (int32_t)nb, false, logits, &err) == CKV_OK,
+    cr_assert(ckv_cpu_decode_batch(cpu, ptr, last, (int32_t)nb, false, logits, NULL, &err) == CKV_OK,
               "%s", err.msg);
     for (uint32_t i = 0; i < nb; i++) {
         double e = rel_err(logits + (size_t)i * n_vocab, refs[i].logits, n_vocab);
@@ -179,5 +179,58 @@ Test(model, batched_decode_matches_transformers)
         ckv_cache_free(&caches[i]);
     }
     free(logits);
+    ckv_cpu_free(cpu);
+}
+
+/* A batched step must give each row exactly what a single-sequence step
+ * gives: ckv_matmul_nt computes every output element from its own row, so
+ * batching changes no summation order. The single-sequence queries come from
+ * the last-W capture (W = 1), which check_dump_kv.py compares with
+ * transformers; the batch's per-row q_out must equal them bit for bit, and so
+ * must the logits. */
+Test(model, batched_decode_rows_equal_single_steps_with_queries)
+{
+    ckv_error err = {0};
+    ckv_cpu *cpu;
+    cr_assert(ckv_cpu_create(&cpu, &model, 64, 0, &err) == CKV_OK);
+    enum { NB = 3 };
+    cr_assert(n_refs >= NB);
+    const ckv_config *c = &model.cfg;
+    size_t qs = (size_t)c->n_layer * c->n_head * c->head_dim;
+    ckv_cache batch[NB], single[NB];
+    ckv_cache *ptr[NB];
+    int32_t last[NB];
+    for (int i = 0; i < NB; i++) {
+        int32_t n = refs[i].n < 40 ? (int32_t)refs[i].n : 40;
+        for (int k = 0; k < 2; k++) {
+            ckv_cache *cc = k ? &single[i] : &batch[i];
+            cr_assert(ckv_cache_init(cc, c->n_layer, c->n_head_kv, c->head_dim, n, false, &err) ==
+                      CKV_OK);
+            cr_assert(ckv_cpu_forward(cpu, cc, refs[i].ids, n - 1, NULL, NULL, &err) == CKV_OK,
+                      "%s", err.msg);
+        }
+        ptr[i] = &batch[i];
+        last[i] = refs[i].ids[n - 1];
+    }
+    float *logits = malloc((size_t)NB * n_vocab * sizeof(float));
+    float *q = malloc(NB * qs * sizeof(float));
+    float *l1 = malloc(n_vocab * sizeof(float)), *q1 = malloc(qs * sizeof(float));
+    cr_assert(ckv_cpu_decode_batch(cpu, ptr, last, NB, false, logits, q, &err) == CKV_OK, "%s",
+              err.msg);
+    for (int i = 0; i < NB; i++) {
+        ckv_forward_opts o = {.q_window = 1, .q_window_out = q1};
+        cr_assert(ckv_cpu_forward(cpu, &single[i], &last[i], 1, &o, l1, &err) == CKV_OK, "%s",
+                  err.msg);
+        cr_expect(memcmp(l1, logits + (size_t)i * n_vocab, n_vocab * sizeof(float)) == 0,
+                  "row %d: batched logits differ from a single step", i);
+        cr_expect(memcmp(q1, q + i * qs, qs * sizeof(float)) == 0,
+                  "row %d: batched queries differ from a single step", i);
+        ckv_cache_free(&batch[i]);
+        ckv_cache_free(&single[i]);
+    }
+    free(logits);
+    free(q);
+    free(l1);
+    free(q1);
     ckv_cpu_free(cpu);
 }
