@@ -18,6 +18,9 @@ import tempfile
 import h5py
 from gguf import GGUFReader
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
+from gpt2_bytes import bytes_to_unicode  # noqa: E402
+
 CKV = os.environ.get("CKV", "build/ckv")
 ROOT = os.environ.get("CKV_SOURCE_ROOT", ".")
 MODEL = os.environ.get("CKV_MODEL") or os.path.join(ROOT, "models/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -31,20 +34,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
         print("FAIL:", what)
-
-
-def bytes_to_unicode():
-    """GPT-2's byte -> symbol table, as published in openai/gpt-2 encoder.py."""
-    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-          + list(range(ord("®"), ord("ÿ") + 1)))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
 
 
 def decoder():

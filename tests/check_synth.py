@@ -11,6 +11,9 @@ import tempfile
 import numpy as np
 import gguf
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
+from gpt2_bytes import bytes_to_unicode  # noqa: E402
+
 CKV = os.environ.get("CKV", "build/ckv")
 failures = []
 
@@ -19,20 +22,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
         print("FAIL:", what)
-
-
-def bytes_to_unicode():
-    """GPT-2's byte -> symbol table, as published in openai/gpt-2 encoder.py."""
-    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-          + list(range(ord("®"), ord("ÿ") + 1)))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
 
 
 def synth(path, *args):
