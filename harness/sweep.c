@@ -470,7 +470,7 @@ static ckv_status prepare_run(sweep *w, const ckv_pack_sample *s, const ckv_run_
     /* SnapKV scores with the last W prefill queries: a shorter prefill
      * cannot be compressed as the policy defines, like a budget too small. */
     int32_t want_w = (int32_t)ckv_policy_param(p, "window", 0);
-    if (!is_full && !skip && (p->ops->needs(p) & CKV_NEEDS_Q_WINDOW) && n_prefill < want_w) {
+    if (!is_full && !skip && (ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW) && n_prefill < want_w) {
         skip = true;
         snprintf(reason, sizeof reason, "the prefill has %d tokens, fewer than the %d-query "
                  "window of policy %s", n_prefill, want_w, p->ops->name);
@@ -493,8 +493,8 @@ static ckv_status prepare_run(sweep *w, const ckv_pack_sample *s, const ckv_run_
     g->budget = budget;
     g->no_bias = !ckv_policy_degree_bias(p);
     if (g->policy) {
-        g->interval = p->ops->interval(p);
-        if (g->interval > 0 && (p->ops->needs(p) & CKV_NEEDS_Q_WINDOW))
+        g->interval = ckv_policy_interval(p);
+        if (g->interval > 0 && (ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW))
             g->ring_cap = want_w;
     }
     double t0 = ckv_now();
@@ -736,12 +736,12 @@ static ckv_status sweep_alloc(sweep *w, int32_t max_new, ckv_error *err)
     bool ok = (w->seq = calloc(2 * n_runs, sizeof *w->seq)) != NULL;
     for (size_t r = 0; ok && r < n_runs; r++) {
         const ckv_policy *p = &w->c->runs[r].policy;
-        int needs = p->ops->needs(p);
+        int needs = ckv_policy_needs(p);
         int32_t win = (int32_t)ckv_policy_param(p, "window", 0);
         if ((needs & CKV_NEEDS_Q_WINDOW) && win > w->window)
             w->window = win;
         /* Only runs that score with decode queries keep a ring of them. */
-        int32_t run_ring = (needs & CKV_NEEDS_Q_WINDOW) && p->ops->interval(p) > 0 ? win : 0;
+        int32_t run_ring = (needs & CKV_NEEDS_Q_WINDOW) && ckv_policy_interval(p) > 0 ? win : 0;
         if (run_ring > ring)
             ring = run_ring;
         w->track_score |= (needs & CKV_NEEDS_SCORE) != 0;

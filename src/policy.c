@@ -188,6 +188,17 @@ ckv_status ckv_policy_set(ckv_policy *p, const char *key_value, ckv_error *err)
     return ckv_policy_set_kv(p, key, eq + 1, err);
 }
 
+int ckv_policy_needs(const ckv_policy *p)
+{
+    return p->ops->needs ? p->ops->needs(p) : 0;
+}
+
+int32_t ckv_policy_interval(const ckv_policy *p)
+{
+    return p->ops->interval ? p->ops->interval(p)
+                            : (int32_t)ckv_policy_param(p, "interval", 0);
+}
+
 int64_t ckv_policy_param(const ckv_policy *p, const char *key, int64_t def)
 {
     for (int32_t j = 0; j < p->ops->n_params; j++)
@@ -289,7 +300,7 @@ void ckv_policy_assign_identity(const ckv_cache *c, int32_t *assign)
 ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget,
                                const ckv_qwindow *qw, int32_t *assign, ckv_error *err)
 {
-    int needs = p->ops->needs(p);
+    int needs = ckv_policy_needs(p);
     if ((needs & CKV_NEEDS_SCORE) && !c->score)
         return ckv_errorf(err, CKV_ERR_ARG,
                           "policy %s needs accumulated attention scores (h2o_score)", p->ops->name);
@@ -306,13 +317,13 @@ ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget
 ckv_status ckv_policy_on_decode(const ckv_policy *p, ckv_cache *c, int32_t budget, int64_t step,
                                 const ckv_qwindow *qw, bool *compressed, ckv_error *err)
 {
-    int32_t interval = p->ops->interval(p);
+    int32_t interval = ckv_policy_interval(p);
     if (compressed)
         *compressed = false;
     if (interval <= 0 || step % interval != 0 || ckv_cache_max_len(c) <= budget)
         return CKV_OK;
     /* SnapKV re-scores during decode only once W decode queries exist. */
-    if ((p->ops->needs(p) & CKV_NEEDS_Q_WINDOW) &&
+    if ((ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW) &&
         (!qw || !qw->q || qw->w < ckv_policy_param(p, "window", 0)))
         return CKV_OK;
     if (compressed)

@@ -53,9 +53,10 @@ typedef struct {
     int32_t n_params;
     /* Entries of one (layer, head) the policy never merges or evicts. */
     int32_t (*protected_count)(const ckv_policy *p);
+    /* Statistics the policy needs (CKV_NEEDS_*); NULL: none. */
     int (*needs)(const ckv_policy *p);
     /* Decode-time compression interval, 0 if the policy compresses only
-     * after prefill. */
+     * after prefill; NULL: the `interval` parameter (0 without one). */
     int32_t (*interval)(const ckv_policy *p);
     /* One compression of every list longer than budget. assign (may be NULL)
      * is [n_layer * n_head_kv * cache->capacity]: on entry, assign[i] holds
@@ -79,6 +80,9 @@ ckv_status ckv_policy_set(ckv_policy *p, const char *key_value, ckv_error *err);
 ckv_status ckv_policy_set_kv(ckv_policy *p, const char *key, const char *value, ckv_error *err);
 /* Value of a named parameter; def if the policy has no such parameter. */
 int64_t ckv_policy_param(const ckv_policy *p, const char *key, int64_t def);
+/* The policy's statistics needs and decode interval (ops defaults applied). */
+int ckv_policy_needs(const ckv_policy *p);
+int32_t ckv_policy_interval(const ckv_policy *p);
 /* "key=value key=value ..." with every parameter, for result records. */
 void ckv_policy_describe(const ckv_policy *p, char *buf, size_t size);
 /* Whether attention adds log(degree) (false only for degree_bias=off). */

@@ -44,7 +44,7 @@ static ckv_status comp_prefill(ckv_cpu *cpu, const ckv_model *m, const int32_t *
 {
     const ckv_config *cfg = &m->cfg;
     const ckv_policy *p = o->policy;
-    int needs = p->ops->needs(p);
+    int needs = ckv_policy_needs(p);
     ckv_status st = ckv_cache_init(&s->c, cfg->n_layer, cfg->n_head_kv, cfg->head_dim, n,
                                    (needs & CKV_NEEDS_SCORE) != 0, err);
     if (st)

@@ -768,9 +768,9 @@ Test(decode, compresses_on_interval_only)
     /* SnapKV compresses during decode only with decode=on. */
     ckv_policy sk;
     make(&sk, "snapkv", (const char *[]){"window=2", "interval=4", NULL});
-    cr_expect_eq(sk.ops->interval(&sk), 0);
+    cr_expect_eq(ckv_policy_interval(&sk), 0);
     make(&sk, "snapkv", (const char *[]){"window=2", "interval=4", "decode=on", NULL});
-    cr_expect_eq(sk.ops->interval(&sk), 4);
+    cr_expect_eq(ckv_policy_interval(&sk), 4);
     /* ... and only once W decode queries exist. */
     ckv_cache_free(&c);
     hand_cache(&c, snap_keys, NULL, false);

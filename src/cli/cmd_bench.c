@@ -159,8 +159,8 @@ static int bench_compress(int argc, char **argv)
             fprintf(stderr, "ckv bench: %s skipped: %s\n", names[n], reason);
             continue;
         }
-        if ((!qw.q && (p.ops->needs(&p) & CKV_NEEDS_Q_WINDOW)) ||
-            (!d.cache.score && (p.ops->needs(&p) & CKV_NEEDS_SCORE))) {
+        if ((!qw.q && (ckv_policy_needs(&p) & CKV_NEEDS_Q_WINDOW)) ||
+            (!d.cache.score && (ckv_policy_needs(&p) & CKV_NEEDS_SCORE))) {
             fprintf(stderr, "ckv bench: %s skipped: the dump lacks its statistics\n", names[n]);
             continue;
         }

@@ -94,17 +94,6 @@ static int32_t protected_count(const ckv_policy *p)
     return (int32_t)(p->p[P_SINKS] + p->p[P_RECENT]);
 }
 
-static int needs(const ckv_policy *p)
-{
-    (void)p;
-    return 0;
-}
-
-static int32_t interval(const ckv_policy *p)
-{
-    return (int32_t)p->p[P_INTERVAL];
-}
-
 typedef struct {
     ckv_ranked *cand; /* (s_a, a) */
     int32_t *partner; /* b*(a) by slot */
@@ -210,7 +199,5 @@ const ckv_policy_ops ckv_policy_centroid = {
     .params = params,
     .n_params = sizeof params / sizeof params[0],
     .protected_count = protected_count,
-    .needs = needs,
-    .interval = interval,
     .compress = compress,
 };

@@ -9,12 +9,6 @@ static int32_t none(const ckv_policy *p)
     return 0;
 }
 
-static int needs(const ckv_policy *p)
-{
-    (void)p;
-    return 0;
-}
-
 static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, const ckv_qwindow *qw,
                            int32_t *assign, ckv_error *err)
 {
@@ -28,7 +22,6 @@ const ckv_policy_ops ckv_policy_full = {
     .params = NULL,
     .n_params = 0,
     .protected_count = none,
-    .needs = needs,
     .interval = none,
     .compress = compress,
 };

@@ -25,17 +25,6 @@ static int32_t protected_count(const ckv_policy *p)
     return (int32_t)(p->p[P_SINKS] + p->p[P_RECENT]);
 }
 
-static int needs(const ckv_policy *p)
-{
-    (void)p;
-    return 0;
-}
-
-static int32_t interval(const ckv_policy *p)
-{
-    return (int32_t)p->p[P_INTERVAL];
-}
-
 static void norms(const double *x, int32_t n, int32_t d, double *out)
 {
     for (int32_t r = 0; r < n; r++) {
@@ -187,7 +176,5 @@ const ckv_policy_ops ckv_policy_kmeans = {
     .params = params,
     .n_params = sizeof params / sizeof params[0],
     .protected_count = protected_count,
-    .needs = needs,
-    .interval = interval,
     .compress = compress,
 };

@@ -17,17 +17,6 @@ static int32_t protected_count(const ckv_policy *p)
     return (int32_t)p->p[P_SINKS];
 }
 
-static int needs(const ckv_policy *p)
-{
-    (void)p;
-    return 0;
-}
-
-static int32_t interval(const ckv_policy *p)
-{
-    return (int32_t)p->p[P_INTERVAL];
-}
-
 static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, const ckv_qwindow *qw,
                            int32_t *assign, ckv_error *err)
 {
@@ -57,7 +46,5 @@ const ckv_policy_ops ckv_policy_streaming = {
     .params = params,
     .n_params = sizeof params / sizeof params[0],
     .protected_count = protected_count,
-    .needs = needs,
-    .interval = interval,
     .compress = compress,
 };
