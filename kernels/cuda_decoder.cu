@@ -12,17 +12,10 @@
 #include "cuda.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "cuda_state.h"
 #include "decoder_ops.h"
 
 namespace {
-
-struct Layer {
-    ckv_bf16 *wqkv;  // [(H + 2 KV) hd][E]: wq, wk, wv stacked
-    ckv_bf16 *wo;    // [E][H hd]
-    ckv_bf16 *wgu;   // [2 n_ff][E]: w_gate, w_up stacked
-    ckv_bf16 *wdown; // [E][n_ff]
-    float *attn_norm, *ffn_norm, *bias, *q_norm, *k_norm;
-};
 
 // Round to nearest even, as __float2bfloat16_rn; NaN stays NaN.
 ckv_bf16 bf16_bits(float f)
@@ -36,33 +29,6 @@ ckv_bf16 bf16_bits(float f)
 }
 
 }  // namespace
-
-struct ckv_gpu {
-    ckv_config cfg;
-    int32_t device, max_batch, n_sm;
-    cudaStream_t stream;
-    cublasHandle_t blas;
-    void *blas_ws;
-    float *embd;        // [n_vocab][E] fp32, for the gather
-    ckv_bf16 *out_w;    // [n_vocab][E]
-    float *out_norm;
-    double *inv_freq;
-    Layer *layers;
-    int32_t *tok;
-    float *x, *y, *qkv, *gu, *logits, *ws;
-    ckv_bf16 *xb, *att, *hb;
-    size_t ws_floats, bytes;
-    ckv_bf16 *staging;  // host, largest matrix
-};
-
-struct ckv_gpu_cache {
-    int32_t n_layer, n_head_kv, head_dim, capacity;
-    float *k, *v, *deg, *score;
-    int32_t *len_d, *len_h;
-    int64_t n_pos;
-    int32_t round;  // CSM round counter, kept for the host cache (policies.md)
-    size_t bytes;
-};
 
 static ckv_status dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
 {
@@ -162,7 +128,7 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
     if (qkvd * E > biggest)
         biggest = qkvd * E;
     g->staging = static_cast<ckv_bf16 *>(malloc(biggest * sizeof(ckv_bf16)));
-    g->layers = static_cast<Layer *>(calloc((size_t)c->n_layer, sizeof(Layer)));
+    g->layers = static_cast<ckv_gpu_layer *>(calloc((size_t)c->n_layer, sizeof(ckv_gpu_layer)));
     if (!g->staging || !g->layers)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory for weight staging");
 
@@ -172,7 +138,7 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
         return st;
     for (int l = 0; l < c->n_layer; l++) {
         const ckv_layer *L = &m->layers[l];
-        Layer *D = &g->layers[l];
+        ckv_gpu_layer *D = &g->layers[l];
         const float *qkv[3] = {L->wq, L->wk, L->wv}, *gu[2] = {L->w_gate, L->w_up};
         const size_t qkv_rows[3] = {H * hd, KV * hd, KV * hd}, gu_rows[2] = {F, F};
         if ((st = upload_stacked(g, &D->wqkv, qkv, qkv_rows, 3, E, err)) ||
@@ -244,7 +210,7 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
         return;
     if (g->layers)
         for (int l = 0; l < g->cfg.n_layer; l++) {
-            Layer *D = &g->layers[l];
+            ckv_gpu_layer *D = &g->layers[l];
             void *ps[] = {D->wqkv, D->wo, D->wgu, D->wdown, D->attn_norm,
                           D->ffn_norm, D->bias, D->q_norm, D->k_norm};
             for (void *p : ps)
@@ -468,7 +434,7 @@ static ckv_status forward_chunk(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tok
     if ((s = ckv_k_embed(g->x, g->embd, g->tok, n, E, st, err)))
         return s;
     for (int l = 0; l < cf->n_layer; l++) {
-        const Layer *D = &g->layers[l];
+        const ckv_gpu_layer *D = &g->layers[l];
         const size_t lh = (size_t)l * KV;
         ckv_k_kv_layer kv = {c->k + lh * c->capacity * hd, c->v + lh * c->capacity * hd,
                              c->deg + lh * c->capacity,
