@@ -383,15 +383,10 @@ extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache
     return CKV_OK;
 }
 
-// Y[n][out] = X[n][in] . W[out][in]^T: column-major Y^T = W^T X^T.
 static ckv_status gemm(ckv_gpu *g, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int n, int in,
                        int out, ckv_error *err)
 {
-    const float one = 1.0f, zero = 0.0f;
-    CKV_CUBLAS(cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, CUDA_R_16BF, in,
-                            x, CUDA_R_16BF, in, &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
-    return CKV_OK;
+    return ckv_k_gemm(g->blas, y, x, w, n, in, out, err);
 }
 
 // Copies the rotated queries of the chunk's tokens that fall in the last

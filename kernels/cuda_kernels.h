@@ -99,6 +99,20 @@ ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_
 ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, int32_t n_ff, void *stream,
                         ckv_error *err);
 
+/* Y[n][out] = X[n][in] . W[out][in]^T: bf16 inputs, fp32 accumulation and
+ * output, through cuBLAS on `blas` (a cublasHandle_t, with its stream).
+ * Twin: ckv_matmul_nt on the fp32 values of the inputs. */
+ckv_status ckv_k_gemm(void *blas, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int32_t n,
+                      int32_t in, int32_t out, ckv_error *err);
+
+/* p[i] = uniform in [lo, hi) from a hash of (seed, i): the same values for
+ * the same seed whatever the launch shape. For synthetic weights, caches and
+ * benchmark inputs. */
+ckv_status ckv_k_fill_uniform(float *p, size_t n, float lo, float hi, uint64_t seed, void *stream,
+                              ckv_error *err);
+ckv_status ckv_k_fill_uniform_bf16(ckv_bf16 *p, size_t n, float lo, float hi, uint64_t seed,
+                                   void *stream, ckv_error *err);
+
 /* len[j] += n for j < count: the lists grew by the tokens just run. */
 ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int32_t n, void *stream, ckv_error *err);
 
