@@ -47,6 +47,12 @@ typedef struct ckv_gpu_cache ckv_gpu_cache;
  * for its configuration; weights are copied. */
 ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device, int32_t max_batch,
                           ckv_error *err);
+/* A decoder of configuration cfg with random bf16 weights made on the
+ * device (matrices uniform in +-1/sqrt(fan_in), norms near 1): the shapes
+ * and bytes of a real model without its file, for benchmarks. The RoPE
+ * frequencies are plain (no rope_freqs divisors). */
+ckv_status ckv_gpu_create_synthetic(ckv_gpu **out, const ckv_config *cfg, int32_t device,
+                                    int32_t max_batch, uint64_t seed, ckv_error *err);
 void ckv_gpu_free(ckv_gpu *g);
 /* Device memory the decoder holds (weights and scratch), in bytes. */
 size_t ckv_gpu_bytes(const ckv_gpu *g);
@@ -60,6 +66,12 @@ size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
 int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c);
 /* Empties the cache (lengths 0, position 0, CSM round 0). */
 ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);
+/* Sets every list to `entries` random entries (keys and values uniform in
+ * +-1, degrees uniform in [1, max_degree), exactly 1 when max_degree is 1)
+ * at position n_pos, on the device: a full cache of n_pos tokens, or one
+ * compressed to `entries` when entries < n_pos. For benchmarks. */
+ckv_status ckv_gpu_cache_fill_random(ckv_gpu_cache *c, int32_t entries, int64_t n_pos,
+                                     float max_degree, uint64_t seed, ckv_error *err);
 /* Copies a host cache (entries, degrees, scores, lengths, position, round) onto
  * the GPU cache; its lists must fit the GPU cache's capacity. Scores are
  * copied when both track them, zeroed when only the GPU cache does. */

@@ -59,7 +59,8 @@ ckv_status dalloc(void *pp, size_t bytes, ckv_error *err)
     *p = NULL;
     cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
     if (e != cudaSuccess)
-        return ckv_errorf(err, CKV_ERR_DEVICE, "bench: cannot allocate %.2f GiB of device memory: %s",
+        return ckv_errorf(err, CKV_ERR_DEVICE,
+                          "bench: cannot allocate %.2f GiB of device memory: %s",
                           (double)bytes / (1 << 30), cudaGetErrorString(e));
     return CKV_OK;
 }

@@ -42,6 +42,11 @@ static ckv_status dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
     return CKV_OK;
 }
 
+ckv_status ckv_gpu_dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
+{
+    return dalloc(total, pp, bytes, err);
+}
+
 static ckv_status upload_f32(ckv_gpu *g, float **dst, const float *src, size_t count, ckv_error *err)
 {
     *dst = NULL;
@@ -94,7 +99,8 @@ static ckv_status upload_bias(ckv_gpu *g, float **dst, const ckv_layer *L, ckv_e
     return st;
 }
 
-static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
+// Checks the configuration, then the stream and cuBLAS.
+static ckv_status setup(ckv_gpu *g, ckv_error *err)
 {
     const ckv_config *c = &g->cfg;
     if (c->n_rot != c->head_dim)
@@ -118,9 +124,17 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
     if (st)
         return st;
     CKV_CUBLAS(cublasSetWorkspace(g->blas, g->blas_ws, blas_ws));
+    return CKV_OK;
+}
 
+// The model's weights, converted to bf16 on the host through one staging buffer.
+static ckv_status upload_weights(ckv_gpu *g, const void *model, ckv_error *err)
+{
+    const ckv_model *m = static_cast<const ckv_model *>(model);
+    const ckv_config *c = &g->cfg;
+    ckv_status st;
     const size_t E = c->n_embd, V = c->n_vocab, F = c->n_ff, hd = c->head_dim,
-                 H = c->n_head, KV = c->n_head_kv, B = g->max_batch;
+                 H = c->n_head, KV = c->n_head_kv;
     const size_t qkvd = (H + 2 * KV) * hd;
     size_t biggest = V * E;
     if (2 * F * E > biggest)
@@ -154,11 +168,21 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
     }
     free(g->staging);
     g->staging = NULL;
+    return CKV_OK;
+}
 
+// RoPE frequencies and the scratch of a forward pass.
+static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
+{
+    const ckv_config *c = &g->cfg;
+    const size_t E = c->n_embd, V = c->n_vocab, F = c->n_ff, hd = c->head_dim, H = c->n_head,
+                 KV = c->n_head_kv, B = g->max_batch;
+    const size_t qkvd = (H + 2 * KV) * hd;
+    ckv_status st;
     double *inv_freq = static_cast<double *>(malloc(hd / 2 * sizeof(double)));
     if (!inv_freq)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
-    ckv_rope_inv_freq(inv_freq, c, m->rope_freqs);
+    ckv_rope_inv_freq(inv_freq, c, rope_freqs);
     st = dalloc(&g->bytes, &g->inv_freq, hd / 2 * sizeof(double), err);
     cudaError_t e = st ? cudaSuccess
                        : cudaMemcpy(g->inv_freq, inv_freq, hd / 2 * sizeof(double),
@@ -183,8 +207,9 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
     return CKV_OK;
 }
 
-extern "C" ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device,
-                                     int32_t max_batch, ckv_error *err)
+ckv_status ckv_gpu_create_with(ckv_gpu **out, const ckv_config *cfg, const float *rope_freqs,
+                               int32_t device, int32_t max_batch, ckv_gpu_weights_fn load,
+                               const void *ctx, ckv_error *err)
 {
     *out = NULL;
     if (max_batch <= 0)
@@ -192,16 +217,23 @@ extern "C" ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t 
     ckv_gpu *g = static_cast<ckv_gpu *>(calloc(1, sizeof *g));
     if (!g)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
-    g->cfg = m->cfg;
+    g->cfg = *cfg;
     g->device = device;
     g->max_batch = max_batch;
-    ckv_status st = create(g, m, err);
-    if (st) {
+    ckv_status st;
+    if ((st = setup(g, err)) || (st = load(g, ctx, err)) || (st = finish(g, rope_freqs, err))) {
         ckv_gpu_free(g);
         return st;
     }
     *out = g;
     return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device,
+                                     int32_t max_batch, ckv_error *err)
+{
+    return ckv_gpu_create_with(out, &m->cfg, m->rope_freqs, device, max_batch, upload_weights, m,
+                               err);
 }
 
 extern "C" void ckv_gpu_free(ckv_gpu *g)

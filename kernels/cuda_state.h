@@ -45,4 +45,17 @@ struct ckv_gpu_cache {
     size_t bytes;
 };
 
+// Device memory counted into *total; the message names the size.
+ckv_status ckv_gpu_dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err);
+
+// Allocates and fills the decoder's weights (g->layers, embd, out_w,
+// out_norm); runs after the stream and cuBLAS exist, before the scratch.
+typedef ckv_status (*ckv_gpu_weights_fn)(ckv_gpu *g, const void *ctx, ckv_error *err);
+
+// The decoder for `cfg` with weights from `load`: ckv_gpu_create loads a
+// model's, ckv_gpu_create_synthetic makes random ones on the device.
+ckv_status ckv_gpu_create_with(ckv_gpu **out, const ckv_config *cfg, const float *rope_freqs,
+                               int32_t device, int32_t max_batch, ckv_gpu_weights_fn load,
+                               const void *ctx, ckv_error *err);
+
 #endif

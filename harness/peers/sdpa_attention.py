@@ -87,7 +87,8 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--csv")
     a = ap.parse_args()
-    warnings.filterwarnings("ignore")  # backends that decline a shape warn; the table says which ran
+    # Backends that decline a shape warn; the table says which one ran.
+    warnings.filterwarnings("ignore")
     try:
         import torch
         import torch.nn.functional as F
@@ -172,7 +173,8 @@ def main():
                     row["note"] = "no SDPA backend ran this shape"
                     out.append(row)
                     continue
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start = torch.cuda.Event(enable_timing=True)
+                stop = torch.cuda.Event(enable_timing=True)
                 times = []
                 # As ckv: a prefill gets at most 2 warm-up and 10 timed runs.
                 warmup = min(a.warmup, 2) if n > 1 else a.warmup
@@ -210,8 +212,8 @@ def main():
           f"{'dtype':>5} {'backend':>9} {'median us':>10} {'min us':>10} {'max us':>10} "
           f"{'MB read':>9} {'GB/s':>7} {'%copy':>6} {'TFLOP/s':>8} {'%mm':>5}")
     for r in out:
-        print(f"{r['kind']:7} {r['batch']:3d} {r['kv_heads']:3d} {r['group']:3d} {r['head_dim']:3d} "
-              f"{r['context']:7d} {r['queries']:6d} {'on' if r['bias'] else 'off':>4} "
+        print(f"{r['kind']:7} {r['batch']:3d} {r['kv_heads']:3d} {r['group']:3d} "
+              f"{r['head_dim']:3d} {r['context']:7d} {r['queries']:6d} {'on' if r['bias'] else 'off':>4} "
               f"{r['dtype']:>5} {r['backend'] or '-':>9} {fmt(r['median_us'], '10.1f')} "
               f"{fmt(r['min_us'], '10.1f')} {fmt(r['max_us'], '10.1f')} "
               f"{r['bytes'] / 1e6:9.1f} {fmt(r['gbps'], '7.0f')} {fmt(r['pct_copy'], '6.1f')} "

@@ -13,6 +13,7 @@
 #define BENCH_MATMUL_FLOPS 750e12
 
 int bench_attention(int argc, char **argv);
+int bench_decode(int argc, char **argv);
 
 /* Parses "a,b,c" of integers in [lo, hi] (at most max of them) into out;
  * prints a usage error naming opt and returns false on bad input. */

@@ -465,8 +465,8 @@ static void print_attention(const attn_row *rows, size_t n, bool peer, const cha
             printf(" %s", peer_note);
         else if (peer)
             printf(" %10.1f %7.2f %10.1f %7.2f  %s/%s", r->sdpa_fp32_us,
-                   r->median_us / r->sdpa_fp32_us, r->sdpa_bf16_us,
-                   r->median_us / r->sdpa_bf16_us, r->sdpa_fp32_backend[0] ? r->sdpa_fp32_backend : "-",
+                   r->median_us / r->sdpa_fp32_us, r->sdpa_bf16_us, r->median_us / r->sdpa_bf16_us,
+                   r->sdpa_fp32_backend[0] ? r->sdpa_fp32_backend : "-",
                    r->sdpa_bf16_backend[0] ? r->sdpa_bf16_backend : "-");
         printf("\n");
     }
@@ -618,10 +618,11 @@ static int run(int argc, char **argv, const opts *o)
         print_attention(rows, n, o->peer != NULL, peer_note);
         if (n_gemm)
             print_gemm(gemm, n_gemm, o->gemm_shape);
+        const char *peer = !o->peer ? "none" : peer_note[0] ? peer_note : "sdpa";
         const char *attrs[] = {"format", "ckv-bench-attention", "version", "1", "date", date,
                                "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                                "copy_bandwidth_Bps", "4.19e12", "matmul_peak_flops", "7.5e14",
-                               "checks", checks, "peer", o->peer ? (peer_note[0] ? peer_note : "sdpa") : "none"};
+                               "checks", checks, "peer", peer};
         const ckv_h5_table tables[] = {
             {"/attention", attn_fields, NF(attn_fields), sizeof(attn_row), rows, n},
             {"/gemm", gemm_fields, NF(gemm_fields), sizeof(gemm_row), gemm, n_gemm},

@@ -176,7 +176,8 @@ static void usage(FILE *fp)
     fprintf(fp, "usage: ckv bench BENCHMARK [options]\n\n"
                 "Benchmarks:\n"
                 "  compress   every policy's compression time of one cache (CPU)\n"
-                "  attention  the attention kernel and GEMMs vs copy and matrix ceilings (GPU)\n\n"
+                "  attention  the attention kernel and GEMMs vs copy and matrix ceilings (GPU)\n"
+                "  decode     per-token decode of a model shape with random weights (GPU)\n\n"
                 "Run 'ckv bench BENCHMARK --help' for its options.\n");
 }
 
@@ -190,5 +191,8 @@ int cmd_bench(int argc, char **argv)
         return bench_compress(argc - 1, argv + 1);
     if (!strcmp(argv[1], "attention"))
         return bench_attention(argc - 1, argv + 1);
-    return cli_usage_error("bench", "unknown benchmark '%s' (known: compress, attention)", argv[1]);
+    if (!strcmp(argv[1], "decode"))
+        return bench_decode(argc - 1, argv + 1);
+    return cli_usage_error("bench", "unknown benchmark '%s' (known: compress, attention, decode)",
+                           argv[1]);
 }

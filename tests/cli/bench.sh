@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks `ckv bench attention` where there is no usable GPU (CI): every option
+# Checks `ckv bench attention` and `ckv bench decode` where there is no usable GPU (CI): every option
 # is documented, bad values are usage errors (2) naming the option, and a valid
 # command fails (1) with a message that says why, writing no results file; the
 # SDPA peer exits 3 with the reason.
@@ -41,6 +41,23 @@ check "an unknown benchmark is a usage error" status_is 2 "$CKV" bench nothing
 check "attention without a GPU fails" status_is 1 "$CKV" bench attention --out "$tmp/a.h5"
 check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 check "  and writes no file" test ! -e "$tmp/a.h5"
+
+"$CKV" bench decode --help >"$tmp/help"
+for opt in --shape --synthetic --device --contexts --budgets --warmup --repeats --seed --out; do
+  check "decode --help documents $opt" grep -q -- "$opt" "$tmp/help"
+done
+check "decode without --shape is a usage error" status_is 2 "$CKV" bench decode --synthetic
+check "decode without --synthetic is a usage error" status_is 2 "$CKV" bench decode --shape mistral-7b
+check "  saying no model file is read" grep -q "synthetic" "$tmp/err"
+check "decode --shape unknown is a usage error" status_is 2 "$CKV" bench decode --shape x --synthetic
+check "decode --budgets 1 is a usage error" status_is 2 \
+  "$CKV" bench decode --shape smollm2-135m --synthetic --budgets 0.25,1
+check "decode --device cpu is a usage error" status_is 2 \
+  "$CKV" bench decode --shape smollm2-135m --synthetic --device cpu
+check "decode without a GPU fails" status_is 1 \
+  "$CKV" bench decode --shape smollm2-135m --synthetic --out "$tmp/d.h5"
+check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
+check "  and writes no file" test ! -e "$tmp/d.h5"
 
 peer=${CKV_SOURCE_ROOT:-.}/harness/peers/sdpa_attention.py
 check "the SDPA peer without a GPU exits 3" status_is 3 python3 "$peer" --json "$tmp/p.json"
