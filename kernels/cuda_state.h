@@ -18,6 +18,13 @@ struct ckv_gpu_layer {
     float *attn_norm, *ffn_norm, *bias, *q_norm, *k_norm;
 };
 
+// Rows [row, row + n) of a pass belong to one cache: a prefill chunk is one
+// segment of n rows, a decode batch n segments of one row each.
+struct ckv_gpu_seg {
+    ckv_gpu_cache *c;
+    int32_t row, n;
+};
+
 struct ckv_gpu {
     ckv_config cfg;
     int32_t device, max_batch, n_sm;
@@ -34,6 +41,7 @@ struct ckv_gpu {
     ckv_bf16 *xb, *att, *hb;
     size_t ws_floats, bytes;
     ckv_bf16 *staging;  // host, largest matrix
+    ckv_gpu_seg *seg;   // host, [max_batch]: the rows of a decode batch
 };
 
 struct ckv_gpu_cache {
