@@ -126,10 +126,12 @@ static ckv_status cuda_decode_batch(void *state, ckv_bcache *const *caches,
     return ckv_gpu_decode_batch(s->g, s->seq, tokens, n, no_degree_bias, logits, q_out, err);
 }
 
-/* The host scratch, shaped for the GPU cache c (capacity and scores). */
-static ckv_status host_for(cuda_state *s, const ckv_gpu_cache *c, bool score, ckv_error *err)
+/* The host scratch, shaped for the GPU cache c (capacity, and scores when it
+ * tracks them, so that a merge sums them as on the CPU). */
+static ckv_status host_for(cuda_state *s, const ckv_gpu_cache *c, ckv_error *err)
 {
     int32_t cap = ckv_gpu_cache_capacity(c);
+    bool score = ckv_gpu_cache_tracks_score(c);
     if (s->host_ready && s->host.capacity == cap && (s->host.score != NULL) == score)
         return CKV_OK;
     if (s->host_ready)
@@ -146,8 +148,7 @@ static ckv_status cuda_compress(void *state, const ckv_policy *p, ckv_bcache *c,
 {
     cuda_state *s = state;
     ckv_status st;
-    bool score = (ckv_policy_needs(p) & CKV_NEEDS_SCORE) != 0;
-    if ((st = host_for(s, c->gpu, score, err)) ||
+    if ((st = host_for(s, c->gpu, err)) ||
         (st = ckv_gpu_cache_download(c->gpu, &s->host, err)) ||
         (st = ckv_policy_compress(p, &s->host, budget, qw, NULL, err)))
         return st;
@@ -158,8 +159,10 @@ static ckv_status cuda_on_decode(void *state, const ckv_policy *p, ckv_bcache *c
                                  int64_t step, const ckv_qwindow *qw, bool *compressed,
                                  ckv_error *err)
 {
-    *compressed = ckv_policy_due(p, ckv_gpu_cache_max_len(c->gpu), budget, step, qw);
-    return *compressed ? cuda_compress(state, p, c, budget, qw, err) : CKV_OK;
+    bool due = ckv_policy_due(p, ckv_gpu_cache_max_len(c->gpu), budget, step, qw);
+    if (compressed)
+        *compressed = due;
+    return due ? cuda_compress(state, p, c, budget, qw, err) : CKV_OK;
 }
 
 static ckv_cache_stats cuda_stats(void *state, const ckv_bcache *c)

@@ -58,6 +58,7 @@ ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g, int32_t c
 void ckv_gpu_cache_free(ckv_gpu_cache *c);
 size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
 int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c);
+bool ckv_gpu_cache_tracks_score(const ckv_gpu_cache *c);
 /* A deep copy of src (entries, degrees, scores, lengths, position, round) in
  * a new GPU cache of the given capacity (>= src's longest list), on the
  * current device. */

@@ -308,6 +308,11 @@ extern "C" int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c)
     return c->capacity;
 }
 
+extern "C" bool ckv_gpu_cache_tracks_score(const ckv_gpu_cache *c)
+{
+    return c->score != NULL;
+}
+
 extern "C" int32_t ckv_gpu_cache_max_len(const ckv_gpu_cache *c)
 {
     return longest(c->len_h, (size_t)c->n_layer * c->n_head_kv);
