@@ -188,7 +188,8 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
         (st = dalloc(&g->bytes, &g->ws, g->ws_floats * sizeof(float), err)) ||
         (st = dalloc(&g->bytes, &g->xb, B * E * sizeof(ckv_bf16), err)) ||
         (st = dalloc(&g->bytes, &g->att, B * H * hd * sizeof(ckv_bf16), err)) ||
-        (st = dalloc(&g->bytes, &g->hb, B * F * sizeof(ckv_bf16), err)))
+        (st = dalloc(&g->bytes, &g->hb, B * F * sizeof(ckv_bf16), err)) ||
+        (st = dalloc(&g->bytes, &g->q_rows, B * c->n_layer * H * hd * sizeof(float), err)))
         return st;
     return CKV_OK;
 }
@@ -227,7 +228,7 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
                 cudaFree(p);
         }
     void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->x, g->y,
-                  g->qkv, g->gu, g->logits, g->ws, g->xb, g->att, g->hb};
+                  g->qkv, g->gu, g->logits, g->ws, g->xb, g->att, g->hb, g->q_rows};
     for (void *p : ps)
         cudaFree(p);
     if (g->blas)
@@ -560,10 +561,10 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
         if (out->opts && (s = capture_window(g, l, n, out->first, out->total, out->opts, err)))
             return s;
         if (out->q_out)
-            CKV_CUDA(cudaMemcpy2DAsync(out->q_out + (size_t)l * H * hd,
+            CKV_CUDA(cudaMemcpy2DAsync(g->q_rows + (size_t)l * H * hd,
                                        (size_t)cf->n_layer * H * hd * sizeof(float), g->qkv,
                                        qkvd * sizeof(float), (size_t)H * hd * sizeof(float), n,
-                                       cudaMemcpyDeviceToHost, g->stream));
+                                       cudaMemcpyDeviceToDevice, g->stream));
         if ((s = gemm(g, g->y, g->att, D->wo, n, H * hd, E, err)) ||
             (s = ckv_k_residual_rmsnorm(g->x, g->y, D->ffn_norm, g->xb, n, E, cf->rms_eps, st,
                                         err)) ||
@@ -572,6 +573,12 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
             (s = gemm(g, g->y, g->hb, D->wdown, n, F, E, err)))
             return s;
     }
+    // One copy of every row's queries, not one (synchronous, to pageable
+    // memory) per layer.
+    if (out->q_out)
+        CKV_CUDA(cudaMemcpyAsync(out->q_out, g->q_rows,
+                                 (size_t)n * cf->n_layer * H * hd * sizeof(float),
+                                 cudaMemcpyDeviceToHost, g->stream));
     for (int32_t i = 0; i < n_seg; i++) {
         ckv_gpu_cache *c = seg[i].c;
         const size_t lists = (size_t)c->n_layer * c->n_head_kv;

@@ -38,6 +38,7 @@ struct ckv_gpu {
     ckv_gpu_layer *layers;
     int32_t *tok;
     float *x, *y, *qkv, *gu, *logits, *ws;
+    float *q_rows;      // [max_batch][n_layer][n_head][head_dim]: a decode batch's queries
     ckv_bf16 *xb, *att, *hb;
     size_t ws_floats, bytes;
     ckv_bf16 *staging;  // host, largest matrix
