@@ -39,6 +39,14 @@ static int32_t longest(const int32_t *len, size_t count)
     return mx;
 }
 
+static void drop_graph(ckv_gpu *g)
+{
+    if (g->graph_exec)
+        cudaGraphExecDestroy(g->graph_exec);
+    g->graph_exec = NULL;
+    g->graph_n = -1;
+}
+
 static ckv_status dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
 {
     void **p = static_cast<void **>(pp);
@@ -138,8 +146,13 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
         biggest = qkvd * E;
     g->staging = static_cast<ckv_bf16 *>(malloc(biggest * sizeof(ckv_bf16)));
     g->seg = static_cast<ckv_gpu_seg *>(calloc(B, sizeof(ckv_gpu_seg)));
+    g->graph_ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
+    g->graph_n = -1;
+    // CKV_CUDA_GRAPHS=0 runs decode steps launch by launch (for comparisons).
+    const char *graphs = getenv("CKV_CUDA_GRAPHS");
+    g->use_graphs = !graphs || strcmp(graphs, "0");
     g->layers = static_cast<ckv_gpu_layer *>(calloc((size_t)c->n_layer, sizeof(ckv_gpu_layer)));
-    if (!g->staging || !g->layers || !g->seg)
+    if (!g->staging || !g->layers || !g->seg || !g->graph_ids)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory for weight staging");
 
     if ((st = upload_f32(g, &g->embd, m->tok_embd, V * E, err)) ||
@@ -235,6 +248,11 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
         cublasDestroy(g->blas);
     if (g->stream)
         cudaStreamDestroy(g->stream);
+    drop_graph(g);
+    cudaFreeHost(g->pin_tok);
+    cudaFreeHost(g->pin_logits);
+    cudaFreeHost(g->pin_q);
+    free(g->graph_ids);
     free(g->layers);
     free(g->seg);
     free(g->staging);
@@ -260,6 +278,8 @@ static ckv_status cache_create(ckv_gpu_cache **out, int32_t n_layer, int32_t n_h
     c->n_head_kv = n_head_kv;
     c->head_dim = head_dim;
     c->capacity = capacity;
+    static uint64_t made;
+    c->id = ++made;
     const size_t lists = (size_t)c->n_layer * c->n_head_kv, T = (size_t)capacity;
     c->len_h = static_cast<int32_t *>(calloc(lists, sizeof(int32_t)));
     ckv_status st = c->len_h ? CKV_OK : ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
@@ -267,7 +287,8 @@ static ckv_status cache_create(ckv_gpu_cache **out, int32_t n_layer, int32_t n_h
         !(st = dalloc(&c->bytes, &c->v, lists * T * c->head_dim * sizeof(float), err)) &&
         !(st = dalloc(&c->bytes, &c->deg, lists * T * sizeof(float), err)) &&
         !(st = track_score ? dalloc(&c->bytes, &c->score, lists * T * sizeof(float), err) : CKV_OK) &&
-        !(st = dalloc(&c->bytes, &c->len_d, lists * sizeof(int32_t), err)))
+        !(st = dalloc(&c->bytes, &c->len_d, lists * sizeof(int32_t), err)) &&
+        !(st = dalloc(&c->bytes, &c->pos_d, sizeof(int64_t), err)))
         st = ckv_gpu_cache_reset(c, err);
     if (st) {
         ckv_gpu_cache_free(c);
@@ -295,6 +316,7 @@ extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
     cudaFree(c->deg);
     cudaFree(c->score);
     cudaFree(c->len_d);
+    cudaFree(c->pos_d);
     free(c->len_h);
     free(c);
 }
@@ -332,6 +354,7 @@ extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
     const size_t lists = (size_t)c->n_layer * c->n_head_kv;
     memset(c->len_h, 0, lists * sizeof(int32_t));
     CKV_CUDA(cudaMemset(c->len_d, 0, lists * sizeof(int32_t)));
+    CKV_CUDA(cudaMemset(c->pos_d, 0, sizeof(int64_t)));
     c->n_pos = 0;
     c->round = 0;
     return CKV_OK;
@@ -377,6 +400,7 @@ extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *
         CKV_CUDA(cudaMemset2D(dst->score, dst->capacity * sizeof(float), 0, mx * sizeof(float),
                               lists));
     CKV_CUDA(cudaMemcpy(dst->len_d, src->len, lists * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(dst->pos_d, &src->n_pos, sizeof(int64_t), cudaMemcpyHostToDevice));
     memcpy(dst->len_h, src->len, lists * sizeof(int32_t));
     dst->n_pos = src->n_pos;
     dst->round = src->round;
@@ -438,6 +462,8 @@ extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cach
                                        sizeof(float), mx, lists, d2d, err)
                           : CKV_OK)) {
         cudaError_t e = cudaMemcpy(c->len_d, src->len_d, lists * sizeof(int32_t), d2d);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(c->pos_d, src->pos_d, sizeof(int64_t), d2d);
         if (e != cudaSuccess)
             st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: fork lengths: %s", cudaGetErrorString(e));
     }
@@ -498,6 +524,7 @@ struct PassOut {
     const ckv_forward_opts *opts;
     int32_t first, total;
     float *q_out;
+    bool plan_by_capacity;  // split plans from capacities, not lengths: fixed for a graph
 };
 
 }  // namespace
@@ -507,13 +534,13 @@ static ckv_k_kv_layer kv_layer(const ckv_gpu_cache *c, int l)
     const size_t lh = (size_t)l * c->n_head_kv, hd = c->head_dim;
     return {c->k + lh * c->capacity * hd, c->v + lh * c->capacity * hd,
             c->deg + lh * c->capacity, c->score ? c->score + lh * c->capacity : NULL,
-            c->len_d + lh, c->capacity};
+            c->len_d + lh, c->capacity, c->pos_d};
 }
 
 // The new keys and values of one segment go into its cache, then its
 // queries attend over that cache.
 static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_bias,
-                                 ckv_error *err)
+                                 bool plan_by_capacity, ckv_error *err)
 {
     const ckv_config *cf = &g->cfg;
     const int hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv;
@@ -524,11 +551,13 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
     const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
                                  cf->rope_type, cf->rms_eps};
     float *q = g->qkv + (size_t)sg->row * qkvd;
-    const int32_t max_len = longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
+    const int32_t max_len = plan_by_capacity
+                                ? c->capacity
+                                : longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
     const ckv_k_attention_split split = ckv_k_attention_plan(sg->n, H, hd, max_len, g->n_sm,
                                                              g->ws_floats);
     ckv_status s;
-    if ((s = ckv_k_qkv_post(q, sg->n, c->n_pos, &qp, &kv, g->stream, err)) ||
+    if ((s = ckv_k_qkv_post(q, sg->n, &qp, &kv, g->stream, err)) ||
         (s = ckv_k_attention(NULL, g->att + (size_t)sg->row * H * hd, q, qkvd, sg->n, H, KV, hd,
                              &kv, 1.0f / sqrtf((float)hd), degree_bias, split, g->ws, g->stream,
                              err)))
@@ -536,8 +565,9 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
     return CKV_OK;
 }
 
-// Every layer over n rows whose tokens are already in g->tok, then each
-// segment's cache grows by its rows. Logits are left to the caller.
+// Enqueues every layer over n rows whose tokens are already in g->tok, and
+// the growth of each segment's cache on the device (advance_host mirrors it
+// on the host). Logits are left to the caller.
 static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t n,
                              bool degree_bias, const PassOut *out, ckv_error *err)
 {
@@ -556,7 +586,7 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
             (s = gemm(g, g->qkv, g->xb, D->wqkv, n, E, qkvd, err)))
             return s;
         for (int32_t i = 0; i < n_seg; i++)
-            if ((s = attend_segment(g, &seg[i], l, degree_bias, err)))
+            if ((s = attend_segment(g, &seg[i], l, degree_bias, out->plan_by_capacity, err)))
                 return s;
         if (out->opts && (s = capture_window(g, l, n, out->first, out->total, out->opts, err)))
             return s;
@@ -582,13 +612,20 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
     for (int32_t i = 0; i < n_seg; i++) {
         ckv_gpu_cache *c = seg[i].c;
         const size_t lists = (size_t)c->n_layer * c->n_head_kv;
-        if ((s = ckv_k_add_lengths(c->len_d, (int32_t)lists, seg[i].n, st, err)))
+        if ((s = ckv_k_add_lengths(c->len_d, (int32_t)lists, c->pos_d, seg[i].n, st, err)))
             return s;
-        for (size_t j = 0; j < lists; j++)
+    }
+    return CKV_OK;
+}
+
+static void advance_host(const Seg *seg, int32_t n_seg)
+{
+    for (int32_t i = 0; i < n_seg; i++) {
+        ckv_gpu_cache *c = seg[i].c;
+        for (size_t j = 0; j < (size_t)c->n_layer * c->n_head_kv; j++)
             c->len_h[j] += seg[i].n;
         c->n_pos += seg[i].n;
     }
-    return CKV_OK;
 }
 
 // Final norm and logits of rows [from, from + count), copied to host dst.
@@ -644,6 +681,9 @@ extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_
     if (o->q_window < 0 || o->q_window > n || (o->q_window > 0 && !o->q_window_out))
         return ckv_errorf(err, CKV_ERR_ARG, "forward: query window %d invalid for %d tokens",
                           o->q_window, n);
+    // One token is a decode step (captured as a graph, replayed next time).
+    if (n == 1 && o->q_window == 0)
+        return ckv_gpu_decode_batch(g, &c, tokens, 1, o->no_degree_bias, logits, NULL, err);
     ckv_status s;
     if ((s = check_tokens(g, tokens, n, err)) || (s = check_room(c, n, err)))
         return s;
@@ -652,10 +692,11 @@ extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_
     for (int32_t first = 0; first < n; first += g->max_batch) {
         const int32_t chunk = n - first < g->max_batch ? n - first : g->max_batch;
         const Seg seg = {c, 0, chunk};
-        const PassOut out = {o, first, n, NULL};
+        const PassOut out = {o, first, n, NULL, false};
         if ((s = upload_tokens(g, tokens + first, chunk, err)) ||
             (s = run_layers(g, &seg, 1, chunk, !o->no_degree_bias, &out, err)))
             return s;
+        advance_host(&seg, 1);
         // All logits, or only those of the very last token of the whole input.
         const int32_t from = o->all_logits ? 0 : (first + chunk == n ? chunk - 1 : chunk);
         if (logits && chunk - from > 0 &&
@@ -664,6 +705,81 @@ extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_
             return s;
         CKV_CUDA(cudaStreamSynchronize(g->stream));
     }
+    return CKV_OK;
+}
+
+// Host buffers a decode step's copies use: pinned, because a captured graph
+// may copy only to and from page-locked memory. Grown to m rows; growing
+// drops the captured graph, which holds their addresses.
+static ckv_status pinned_rows(ckv_gpu *g, int32_t m, ckv_error *err)
+{
+    if (m <= g->pin_rows)
+        return CKV_OK;
+    const ckv_config *cf = &g->cfg;
+    drop_graph(g);
+    cudaFreeHost(g->pin_tok);
+    cudaFreeHost(g->pin_logits);
+    cudaFreeHost(g->pin_q);
+    g->pin_tok = NULL;
+    g->pin_logits = g->pin_q = NULL;
+    g->pin_rows = 0;
+    CKV_CUDA(cudaMallocHost(&g->pin_tok, (size_t)m * sizeof(int32_t)));
+    CKV_CUDA(cudaMallocHost(&g->pin_logits, (size_t)m * cf->n_vocab * sizeof(float)));
+    CKV_CUDA(cudaMallocHost(&g->pin_q,
+                            (size_t)m * cf->n_layer * cf->n_head * cf->head_dim * sizeof(float)));
+    g->pin_rows = m;
+    return CKV_OK;
+}
+
+// One decode step of the m rows in g->seg, from the pinned tokens to the
+// pinned logits (and queries): everything a graph captures.
+static ckv_status enqueue_step(ckv_gpu *g, int32_t m, bool degree_bias, bool want_logits,
+                               bool want_q, ckv_error *err)
+{
+    CKV_CUDA(cudaMemcpyAsync(g->tok, g->pin_tok, (size_t)m * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, g->stream));
+    const PassOut out = {NULL, 0, 0, want_q ? g->pin_q : NULL, true};
+    ckv_status s = run_layers(g, g->seg, m, m, degree_bias, &out, err);
+    if (!s && want_logits)
+        s = logits_rows(g, 0, m, g->pin_logits, err);
+    return s;
+}
+
+static bool graph_matches(const ckv_gpu *g, int32_t m, int flags)
+{
+    if (!g->graph_exec || g->graph_n != m || g->graph_flags != flags)
+        return false;
+    for (int32_t i = 0; i < m; i++)
+        if (g->graph_ids[i] != g->seg[i].c->id)
+            return false;
+    return true;
+}
+
+// Captures the step for these caches (by id: a cache made later never
+// matches a graph of an earlier one) and keeps it for the next call.
+static ckv_status capture_step(ckv_gpu *g, int32_t m, bool degree_bias, bool want_logits,
+                               bool want_q, int flags, ckv_error *err)
+{
+    drop_graph(g);
+    CKV_CUDA(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+    ckv_status s = enqueue_step(g, m, degree_bias, want_logits, want_q, err);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
+    if (!s && e == cudaSuccess)
+        e = cudaGraphInstantiate(&g->graph_exec, graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (s)
+        return s;
+    if (e != cudaSuccess) {
+        g->graph_exec = NULL;
+        return ckv_errorf(err, CKV_ERR_DEVICE, "cuda: capturing the decode step: %s",
+                          cudaGetErrorString(e));
+    }
+    for (int32_t i = 0; i < m; i++)
+        g->graph_ids[i] = g->seg[i].c->id;
+    g->graph_n = m;
+    g->graph_flags = flags;
     return CKV_OK;
 }
 
@@ -686,17 +802,30 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
     }
     CKV_CUDA(cudaSetDevice(g->device));
     const ckv_config *cf = &g->cfg;
-    const size_t q_row = (size_t)cf->n_layer * cf->n_head * cf->head_dim;
+    const size_t q_row = (size_t)cf->n_layer * cf->n_head * cf->head_dim, V = cf->n_vocab;
+    const bool bias = !no_degree_bias, want_l = logits != NULL, want_q = q_out != NULL;
+    const int flags = bias | want_l << 1 | want_q << 2;
     for (int32_t at = 0; at < n; at += g->max_batch) {
         const int32_t m = n - at < g->max_batch ? n - at : g->max_batch;
+        if ((s = pinned_rows(g, m, err)))
+            return s;
         for (int32_t i = 0; i < m; i++)
             g->seg[i] = {caches[at + i], i, 1};
-        const PassOut out = {NULL, 0, 0, q_out ? q_out + (size_t)at * q_row : NULL};
-        if ((s = upload_tokens(g, tokens + at, m, err)) ||
-            (s = run_layers(g, g->seg, m, m, !no_degree_bias, &out, err)) ||
-            (logits && (s = logits_rows(g, 0, m, logits + (size_t)at * cf->n_vocab, err))))
+        memcpy(g->pin_tok, tokens + at, (size_t)m * sizeof(int32_t));
+        if (!g->use_graphs)
+            s = enqueue_step(g, m, bias, want_l, want_q, err);
+        else if (!graph_matches(g, m, flags))
+            s = capture_step(g, m, bias, want_l, want_q, flags, err);
+        if (s)
             return s;
+        if (g->use_graphs)
+            CKV_CUDA(cudaGraphLaunch(g->graph_exec, g->stream));
         CKV_CUDA(cudaStreamSynchronize(g->stream));
+        advance_host(g->seg, m);
+        if (want_l)
+            memcpy(logits + (size_t)at * V, g->pin_logits, (size_t)m * V * sizeof(float));
+        if (want_q)
+            memcpy(q_out + (size_t)at * q_row, g->pin_q, (size_t)m * q_row * sizeof(float));
     }
     return CKV_OK;
 }

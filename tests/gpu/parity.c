@@ -235,12 +235,13 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
           *dqn = dup_dev(qn, sizeof(float) * hd), *dkn = dup_dev(kn, sizeof(float) * hd);
     double *dinv = dup_dev(inv, sizeof(double) * hd / 2);
     int32_t *dlen = dup_dev(len0, sizeof len0);
+    int64_t *dpos = dup_dev(&pos0, sizeof pos0);
     float *dk = dev_poisoned(4 * cache_f), *dv = dev_poisoned(4 * cache_f),
           *ddeg = dev_poisoned(4 * (size_t)KV * cap);
     ckv_k_qkv_params p = {H, KV, hd, bias ? db : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL,
                           dinv, type, cfg.rms_eps};
-    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap};
-    CHECK(ckv_k_qkv_post(dqkv, n, pos0, &p, &c, NULL, err));
+    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap, dpos};
+    CHECK(ckv_k_qkv_post(dqkv, n, &p, &c, NULL, err));
     float *got = xmalloc(sizeof(float) * n * width), *k = xmalloc(4 * cache_f),
           *v = xmalloc(4 * cache_f), *deg = xmalloc(4 * (size_t)KV * cap);
     CHECK(ckv_cuda_download(got, dqkv, sizeof(float) * n * width, err));
@@ -277,7 +278,7 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
              bias ? " +bias" : "", qk_norm ? " +qknorm" : "", freqs ? " +freqs" : "");
     report(what, rel_l2(gq, wq, m) + bad_deg + (untouched_nan == KV ? 0 : 1), TOL_F32);
     ckv_cuda_free(dqkv), ckv_cuda_free(db), ckv_cuda_free(dqn), ckv_cuda_free(dkn);
-    ckv_cuda_free(dinv), ckv_cuda_free(dlen), ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg);
+    ckv_cuda_free(dinv), ckv_cuda_free(dlen), ckv_cuda_free(dpos), ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg);
     free(qkv), free(b), free(qn), free(kn), free(rf), free(want), free(inv), free(got), free(k);
     free(v), free(deg), free(gq), free(wq);
 }
@@ -354,7 +355,7 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
         sp.split_len = (max_len + forced_splits - 1) / forced_splits;
         sp.split_len = (sp.split_len + 31) / 32 * 32;
     }
-    ckv_k_kv_layer c = {dk, dv, ddeg, dacc, dlen, cap};
+    ckv_k_kv_layer c = {dk, dv, ddeg, dacc, dlen, cap, NULL};
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     char what[96];
