@@ -819,13 +819,19 @@ ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv
     size_t n_buf = 0;
     const char *model_path = ckv_default_model_path(c->model);
     int32_t n_shards = o->n_shards > 0 ? o->n_shards : 1;
+    char line[512];
     ckv_status st = ckv_model_load(&w.model, model_path, err);
     if (st)
         return st;
     if ((st = ckv_tokenizer_load(&w.tok, &w.model.gguf, err)) ||
         (st = ckv_backend_open(&w.be, o->device ? o->device : "auto", &w.model, 512, c->threads,
-                               err)) ||
-        (st = load_samples(c, o, model_path, w.tok, effective_limit(c, o->limit), &set, err)))
+                               line, sizeof line, err)))
+        goto out;
+    if (line[0])
+        note(o, "device auto: %s; running on the CPU", line);
+    w.be.ops->describe(w.be.state, line, sizeof line);
+    note(o, "device %s", line);
+    if ((st = load_samples(c, o, model_path, w.tok, effective_limit(c, o->limit), &set, err)))
         goto out;
     uint32_t max_new = 1;
     for (size_t u = 0; u < set.n_units; u++)
@@ -895,6 +901,10 @@ ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv
         res = NULL;
         if (fs && !st)
             st = fs;
+    }
+    if (w.be.ops) {
+        w.be.ops->describe(w.be.state, line, sizeof line);
+        note(o, "device at the end: %s", line);
     }
 out:
     ckv_results_close(res);

@@ -64,6 +64,15 @@ ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g, int32_t c
 void ckv_gpu_cache_free(ckv_gpu_cache *c);
 size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
 int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c);
+bool ckv_gpu_cache_tracks_score(const ckv_gpu_cache *c);
+/* A deep copy of src (entries, degrees, scores, lengths, position, round) in
+ * a new GPU cache of the given capacity (>= src's longest list), on the
+ * current device. */
+ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cache *src, int32_t capacity,
+                              ckv_error *err);
+/* Longest list and total entries, from the host mirror of the lengths. */
+int32_t ckv_gpu_cache_max_len(const ckv_gpu_cache *c);
+int64_t ckv_gpu_cache_entries(const ckv_gpu_cache *c);
 /* Empties the cache (lengths 0, position 0, CSM round 0). */
 ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);
 /* Sets every list to `entries` random entries (keys and values uniform in
@@ -87,6 +96,15 @@ ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst, ckv_
  * scores when the cache tracks them. */
 ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, int32_t n,
                            const ckv_forward_opts *opts, float *logits, ckv_error *err);
+
+/* As ckv_cpu_decode_batch: one decode step for n distinct caches, token i
+ * appended to caches[i] at its own position; logits [n][n_vocab] and, when
+ * q_out is not NULL, each row's post-RoPE queries [n][n_layer][n_head][head_dim]
+ * in host memory. The projections and FFN run over all rows at once; each
+ * row attends over its own cache. */
+ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches, const int32_t *tokens,
+                                int32_t n, bool no_degree_bias, float *logits, float *q_out,
+                                ckv_error *err);
 
 #ifdef __cplusplus
 }

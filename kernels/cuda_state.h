@@ -18,6 +18,13 @@ struct ckv_gpu_layer {
     float *attn_norm, *ffn_norm, *bias, *q_norm, *k_norm;
 };
 
+// Rows [row, row + n) of a pass belong to one cache: a prefill chunk is one
+// segment of n rows, a decode batch n segments of one row each.
+struct ckv_gpu_seg {
+    ckv_gpu_cache *c;
+    int32_t row, n;
+};
+
 struct ckv_gpu {
     ckv_config cfg;
     int32_t device, max_batch, n_sm;
@@ -31,16 +38,29 @@ struct ckv_gpu {
     ckv_gpu_layer *layers;
     int32_t *tok;
     float *x, *y, *qkv, *gu, *logits, *ws;
+    float *q_rows;      // [max_batch][n_layer][n_head][head_dim]: a decode batch's queries
     ckv_bf16 *xb, *att, *hb;
     size_t ws_floats, bytes;
     ckv_bf16 *staging;  // host, largest matrix
+    ckv_gpu_seg *seg;   // host, [max_batch]: the rows of a decode batch
+    // The last decode step captured as a CUDA Graph, for the caches (by id)
+    // and options it was captured with; the pinned buffers it copies through.
+    bool use_graphs;
+    cudaGraphExec_t graph_exec;
+    uint64_t *graph_ids;  // [max_batch]
+    int32_t graph_n, graph_flags;
+    int32_t *pin_tok;
+    float *pin_logits, *pin_q;
+    int32_t pin_rows;
 };
 
 struct ckv_gpu_cache {
     int32_t n_layer, n_head_kv, head_dim, capacity;
     float *k, *v, *deg, *score;
     int32_t *len_d, *len_h;
+    int64_t *pos_d;  // the device copy of n_pos (qkv_post reads it)
     int64_t n_pos;
+    uint64_t id;     // unique per cache made, so a captured graph never outlives its cache
     int32_t round;  // CSM round counter, kept for the host cache (policies.md)
     size_t bytes;
 };

@@ -98,6 +98,7 @@ extern "C" ckv_status ckv_gpu_cache_fill_random(ckv_gpu_cache *c, int32_t entrie
     for (size_t j = 0; j < lists; j++)
         c->len_h[j] = entries;
     CKV_CUDA(cudaMemcpy(c->len_d, c->len_h, lists * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(c->pos_d, &n_pos, sizeof(int64_t), cudaMemcpyHostToDevice));
     CKV_CUDA(cudaDeviceSynchronize());
     c->n_pos = n_pos;
     c->round = 0;
