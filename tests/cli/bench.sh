@@ -43,7 +43,7 @@ check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 check "  and writes no file" test ! -e "$tmp/a.h5"
 
 "$CKV" bench decode --help >"$tmp/help"
-for opt in --shape --synthetic --device --contexts --budgets --warmup --repeats --seed --out; do
+for opt in --shape --synthetic --device --contexts --batches --budgets --warmup --repeats --seed --out; do
   check "decode --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
 check "decode without --shape is a usage error" status_is 2 "$CKV" bench decode --synthetic
