@@ -483,6 +483,42 @@ static void print_gemm(const gemm_row *g, size_t n, const char *shape)
                g[i].tflops, g[i].pct_matmul, g[i].gbps, g[i].pct_copy);
 }
 
+/* The issue's attention targets, counted over the decode rows timed here:
+ * with the bias, no slower than SDPA with its mask (fp32: the same bytes;
+ * bf16: the issue's reference), and >= 90% of copy bandwidth wherever at
+ * least 256 MB of cache is read. */
+static void print_targets(const attn_row *rows, size_t n, bool peer)
+{
+    int fast32 = 0, fast16 = 0, timed32 = 0, timed16 = 0, big = 0, big_ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        const attn_row *r = &rows[i];
+        if (strcmp(r->status, "ok") || r->queries != 1)
+            continue;
+        if (r->bytes >= 256e6) {
+            big++;
+            big_ok += r->pct_copy >= 90;
+        }
+        if (!r->degree_bias)
+            continue;
+        if (!isnan(r->sdpa_fp32_us)) {
+            timed32++;
+            fast32 += r->median_us <= r->sdpa_fp32_us;
+        }
+        if (!isnan(r->sdpa_bf16_us)) {
+            timed16++;
+            fast16 += r->median_us <= r->sdpa_bf16_us;
+        }
+    }
+    printf("\ntargets (decode):\n");
+    printf("  >= 90%% of copy bandwidth where >= 256 MB is read: %d of %d shapes\n", big_ok, big);
+    if (peer) {
+        printf("  biased, no slower than SDPA fp32 with a mask: %d of %d shapes\n", fast32,
+               timed32);
+        printf("  biased, no slower than SDPA bf16 with a mask: %d of %d shapes\n", fast16,
+               timed16);
+    }
+}
+
 static void fill_timing(double bytes, double flops, const ckv_bench_timing *t, double *med,
                         double *mn, double *mx, int32_t *runs, int32_t *sets, double *gbps,
                         double *pct_copy, double *tflops, double *pct_mm)
@@ -618,6 +654,7 @@ static int run(int argc, char **argv, const opts *o)
         print_attention(rows, n, o->peer != NULL, peer_note);
         if (n_gemm)
             print_gemm(gemm, n_gemm, o->gemm_shape);
+        print_targets(rows, n, o->peer != NULL);
         const char *peer = !o->peer ? "none" : peer_note[0] ? peer_note : "sdpa";
         const char *attrs[] = {"format", "ckv-bench-attention", "version", "1", "date", date,
                                "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,

@@ -244,6 +244,34 @@ static void print_rows(const decode_row *rows, size_t n)
     }
 }
 
+/* The issue's decode targets over the points timed here: full caches within
+ * 1.15x of the floor, compressed ones at >= 90% of the ideal speedup, and
+ * SmolLM2-135M at <= 1.0 ms per token (batch 1, 1K context). */
+static void print_targets(const decode_row *rows, size_t n)
+{
+    int near = 0, full = 0, good = 0, comp = 0;
+    for (size_t i = 0; i < n; i++) {
+        const decode_row *r = &rows[i];
+        if (strcmp(r->status, "ok"))
+            continue;
+        if (r->budget < 1) {
+            comp += !isnan(r->pct_ideal);
+            good += r->pct_ideal >= 90;
+        } else {
+            full++;
+            near += r->over_floor <= 1.15;
+        }
+    }
+    printf("\ntargets:\n");
+    printf("  full caches within 1.15x of the floor: %d of %d points\n", near, full);
+    printf("  compressed caches at >= 90%% of the ideal speedup: %d of %d points\n", good, comp);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(rows[i].shape, "smollm2-135m") && rows[i].batch == 1 &&
+            rows[i].context == 1024 && rows[i].budget >= 1 && !strcmp(rows[i].status, "ok"))
+            printf("  smollm2-135m at 1K, batch 1: %.3f ms per token (target <= 1.0): %s\n",
+                   rows[i].median_ms, rows[i].median_ms <= 1.0 ? "met" : "missed");
+}
+
 /* Fills a row's shape and counts; the status says whether it fits. */
 static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_t batch,
                      int32_t context, double budget, double weight_bytes)
@@ -331,6 +359,7 @@ static int run(int argc, char **argv, const opts *o)
             }
         }
     print_rows(rows, n);
+    print_targets(rows, n);
     const char *attrs[] = {"format", "ckv-bench-decode", "version", "1", "date", date, "device",
                            dev.name, "command", cmdline, "git_rev", CKV_GIT_REV, "shape", o->shape,
                            "copy_bandwidth_Bps", "4.19e12"};
