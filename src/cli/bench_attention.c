@@ -251,6 +251,8 @@ static attn_row *make_grid(const opts *o, size_t *n)
                             r->sdpa_fp32_backend = r->sdpa_bf16_backend = "";
                             r->bytes = attn_bytes(r);
                             r->flops = attn_flops(r);
+                            r->status = r->note;
+                            snprintf(r->note, sizeof r->note, "not run");
                         }
     return rows;
 }
