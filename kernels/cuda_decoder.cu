@@ -44,7 +44,7 @@ static void drop_graph(ckv_gpu *g)
     if (g->graph_exec)
         cudaGraphExecDestroy(g->graph_exec);
     g->graph_exec = NULL;
-    g->graph_n = -1;
+    g->graph_key.n = g->eager_key.n = -1;
 }
 
 static ckv_status dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
@@ -197,13 +197,14 @@ static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
     const size_t qkvd = (H + 2 * KV) * hd;
     ckv_status st;
     g->seg = static_cast<ckv_gpu_seg *>(calloc(B, sizeof(ckv_gpu_seg)));
-    g->graph_ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
-    g->graph_n = -1;
+    g->graph_key.ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
+    g->eager_key.ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
+    g->graph_key.n = g->eager_key.n = -1;
     // CKV_CUDA_GRAPHS=0 runs decode steps launch by launch (for comparisons).
     const char *graphs = getenv("CKV_CUDA_GRAPHS");
     g->use_graphs = !graphs || strcmp(graphs, "0");
     double *inv_freq = static_cast<double *>(malloc(hd / 2 * sizeof(double)));
-    if (!g->seg || !g->graph_ids || !inv_freq) {
+    if (!g->seg || !g->graph_key.ids || !g->eager_key.ids || !inv_freq) {
         free(inv_freq);
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
     }
@@ -286,7 +287,8 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
     cudaFreeHost(g->pin_tok);
     cudaFreeHost(g->pin_logits);
     cudaFreeHost(g->pin_q);
-    free(g->graph_ids);
+    free(g->graph_key.ids);
+    free(g->eager_key.ids);
     free(g->layers);
     free(g->seg);
     free(g->staging);
@@ -775,14 +777,22 @@ static ckv_status enqueue_step(ckv_gpu *g, int32_t m, bool degree_bias, bool wan
     return s;
 }
 
-static bool graph_matches(const ckv_gpu *g, int32_t m, int flags)
+static bool key_matches(const ckv_gpu_step_key *k, const ckv_gpu *g, int32_t m, int flags)
 {
-    if (!g->graph_exec || g->graph_n != m || g->graph_flags != flags)
+    if (k->n != m || k->flags != flags)
         return false;
     for (int32_t i = 0; i < m; i++)
-        if (g->graph_ids[i] != g->seg[i].c->id)
+        if (k->ids[i] != g->seg[i].c->id)
             return false;
     return true;
+}
+
+static void key_set(ckv_gpu_step_key *k, const ckv_gpu *g, int32_t m, int flags)
+{
+    for (int32_t i = 0; i < m; i++)
+        k->ids[i] = g->seg[i].c->id;
+    k->n = m;
+    k->flags = flags;
 }
 
 // Captures the step for these caches (by id: a cache made later never
@@ -806,10 +816,7 @@ static ckv_status capture_step(ckv_gpu *g, int32_t m, bool degree_bias, bool wan
         return ckv_errorf(err, CKV_ERR_DEVICE, "cuda: capturing the decode step: %s",
                           cudaGetErrorString(e));
     }
-    for (int32_t i = 0; i < m; i++)
-        g->graph_ids[i] = g->seg[i].c->id;
-    g->graph_n = m;
-    g->graph_flags = flags;
+    key_set(&g->graph_key, g, m, flags);
     return CKV_OK;
 }
 
@@ -842,14 +849,22 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
         for (int32_t i = 0; i < m; i++)
             g->seg[i] = {caches[at + i], i, 1};
         memcpy(g->pin_tok, tokens + at, (size_t)m * sizeof(int32_t));
-        if (!g->use_graphs)
-            s = enqueue_step(g, m, bias, want_l, want_q, err);
-        else if (!graph_matches(g, m, flags))
-            s = capture_step(g, m, bias, want_l, want_q, flags, err);
-        if (s)
-            return s;
-        if (g->use_graphs)
+        // A batch seen twice in a row is captured and replayed from then on;
+        // one seen once runs launch by launch (a capture costs more than the
+        // few steps of a short answer save).
+        bool replay = g->use_graphs && g->graph_exec && key_matches(&g->graph_key, g, m, flags);
+        if (!replay && g->use_graphs && key_matches(&g->eager_key, g, m, flags)) {
+            if ((s = capture_step(g, m, bias, want_l, want_q, flags, err)))
+                return s;
+            replay = true;
+        }
+        if (replay) {
             CKV_CUDA(cudaGraphLaunch(g->graph_exec, g->stream));
+        } else {
+            if ((s = enqueue_step(g, m, bias, want_l, want_q, err)))
+                return s;
+            key_set(&g->eager_key, g, m, flags);
+        }
         CKV_CUDA(cudaStreamSynchronize(g->stream));
         advance_host(g->seg, m);
         if (want_l)

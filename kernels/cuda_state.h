@@ -25,6 +25,12 @@ struct ckv_gpu_seg {
     int32_t row, n;
 };
 
+// Which caches (by id, [max_batch]) and options a decode step ran with.
+struct ckv_gpu_step_key {
+    uint64_t *ids;
+    int32_t n, flags;
+};
+
 struct ckv_gpu {
     ckv_config cfg;
     int32_t device, max_batch, n_sm;
@@ -43,12 +49,12 @@ struct ckv_gpu {
     size_t ws_floats, bytes;
     ckv_bf16 *staging;  // host, largest matrix
     ckv_gpu_seg *seg;   // host, [max_batch]: the rows of a decode batch
-    // The last decode step captured as a CUDA Graph, for the caches (by id)
-    // and options it was captured with; the pinned buffers it copies through.
+    // The last decode step captured as a CUDA Graph and the caches (by id)
+    // and options it was captured for; the last step run without one; the
+    // pinned buffers a step copies through.
     bool use_graphs;
     cudaGraphExec_t graph_exec;
-    uint64_t *graph_ids;  // [max_batch]
-    int32_t graph_n, graph_flags;
+    ckv_gpu_step_key graph_key, eager_key;
     int32_t *pin_tok;
     float *pin_logits, *pin_q;
     int32_t pin_rows;
