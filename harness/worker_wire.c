@@ -121,10 +121,11 @@ ckv_status ckv_wire_fill(ckv_wire_reader *r, int fd, bool *eof, ckv_error *err)
     do
         k = read(fd, r->buf + r->len, r->cap - r->len);
     while (k < 0 && errno == EINTR);
-    if (k < 0)
+    /* A worker that dies with bytes unread resets the connection: its end. */
+    if (k < 0 && errno != ECONNRESET)
         return ckv_errorf(err, CKV_ERR_IO, "worker socket: read failed: %s", strerror(errno));
-    *eof = k == 0;
-    r->len += (size_t)k;
+    *eof = k <= 0;
+    r->len += k > 0 ? (size_t)k : 0;
     return CKV_OK;
 }
 
