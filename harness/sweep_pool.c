@@ -49,7 +49,7 @@ typedef struct {
     ckv_results *res;
     ckv_result_row *buf;
     size_t n_buf, cap_buf;
-    double last_flush;
+    double last_flush, flush_every;
     ckv_sweep_progress pr;
     bool plan_shown, stopping, interrupted;
     char **notes;
@@ -306,7 +306,7 @@ static ckv_status take_unit(pool *P, slot *s, const uint8_t *pl, size_t n, bool 
     P->pr.units_done++;
     P->pr.rows_done += nr;
     report(P, CKV_SWEEP_UNIT);
-    if (P->n_buf >= FLUSH_ROWS || ckv_now() - P->last_flush >= P->o->flush_seconds)
+    if (P->n_buf >= FLUSH_ROWS || ckv_now() - P->last_flush >= P->flush_every)
         return flush(P, err);
     return CKV_OK;
 }
@@ -450,7 +450,7 @@ static ckv_status run_loop(pool *P, ckv_error *err)
                 !(st = drain(P, who[i], err)) && eof)
                 st = reap(P, who[i], err);
         }
-        if (!st && P->n_buf && ckv_now() - P->last_flush >= P->o->flush_seconds)
+        if (!st && P->n_buf && ckv_now() - P->last_flush >= P->flush_every)
             st = flush(P, err);
     }
     free(pfd);
@@ -535,7 +535,10 @@ ckv_status ckv_sweep_pool_run(const ckv_sweep_config *c, const ckv_sweep_opts *o
         st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
         goto out;
     }
+    /* This process only waits on the workers: it flushes at least every
+     * second, so a kill loses little more than the samples in progress. */
     P.last_flush = ckv_now();
+    P.flush_every = o->flush_seconds < 1 ? o->flush_seconds : 1;
     for (size_t j = 0; !st && j < p->n_workers; j++)
         st = spawn(&P, &P.s[j], err);
     if (!st)

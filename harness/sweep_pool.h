@@ -3,7 +3,7 @@
  * (n_shards * n_workers), so a pool can itself be one shard of a larger
  * split. Workers stream each finished unit's rows over a socket
  * (worker_wire.h) and this process alone writes them to the results file,
- * in the batches a single-process sweep flushes.
+ * flushed at least every second (or every 64 rows).
  *
  * A worker that exits non-zero, dies by a signal or stops before its shard
  * is complete is started once more for its shard's unfinished units (they

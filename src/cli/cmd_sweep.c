@@ -128,7 +128,7 @@ static int resolve_devices(const char *spec, int32_t **out, size_t *n)
     int32_t count = 0;
     if (ckv_cuda_device_count(&count, &err)) {
         free(idx);
-        ckv_error_prefix(&err, "--devices %s: ", spec);
+        ckv_error_prefix(&err, "--devices %s", spec);
         return cli_fail(CMD, &err);
     }
     if (all) {

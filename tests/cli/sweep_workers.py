@@ -135,7 +135,7 @@ def main():
         f"model: {model}\ntasks:\n  - pack: {pack}\npolicies:\n  - full\n"
         "  - name: centroid\n    budgets: [25%]\n  - name: h2o\n    budgets: [25%]\n"
         "  - name: snapkv\n    budgets: [25%]\n    decode: on\n    window: 8\n    interval: 16\n"
-        "threads: 1\nfidelity: true\n")
+        "threads: 1\n")
 
     whole = os.path.join(d, "whole.h5")
     r = run("sweep", cfg, "-o", whole)
