@@ -24,12 +24,13 @@ import tempfile
 import time
 
 import h5py
-import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from results_equal import differences, rows as read_rows, value_differences  # noqa: E402
 
 CKV = os.environ.get("CKV", "build/ckv")
 ROOT = os.environ.get("CKV_SOURCE_ROOT", ".")
 DATA = os.environ.get("CKV_DATA_DIR") or os.path.join(ROOT, "../shared/data")
-TIMING = {"ttft_ms", "tpot_ms", "compress_ms"}
 RUNS = 4
 failures = []
 
@@ -45,28 +46,15 @@ def run(*args):
 
 
 def rows(path):
-    """/samples keyed by (unit, run), timings aside."""
-    with h5py.File(path, "r") as f:
-        s = f["samples"][:]
-    out = {}
-    for r in s:
-        key = (int(r["unit"]), int(r["run"]))
-        check(key not in out, f"{path}: row {key} appears twice")
-        out[key] = {n: r[n] for n in s.dtype.names if n not in TIMING}
+    """/samples keyed by (unit, run), timings aside; a row present twice fails."""
+    out, twice = read_rows(path)
+    check(not twice, f"{path}: rows {twice} appear twice")
     return out
 
 
-def same_values(a, b, what):
-    for n in a:
-        x, y = a[n], b[n]
-        eq = np.isnan(y) if isinstance(x, float) and np.isnan(x) else x == y
-        check(eq, f"{what}: field {n}: {x!r} vs {y!r}")
-
-
 def same(a, b, what):
-    check(a.keys() == b.keys(), f"{what}: row keys differ ({len(a)} vs {len(b)})")
-    for k in a.keys() & b.keys():
-        same_values(a[k], b[k], f"{what} {k}")
+    for m in differences(a, b, what):
+        check(False, m)
 
 
 def children(pid):
@@ -201,7 +189,8 @@ def main():
     check(all(u in units for u in (1, 3, 5, 7)), f"the healthy worker's shard is complete: {units}")
     check(len(got) % RUNS == 0 and len(got) < len(ref), f"whole samples only, some missing: {len(got)}")
     for k in got:
-        same_values(ref[k], got[k], f"row {k} before resume")
+        for m in value_differences(ref[k], got[k], f"row {k} before resume"):
+            check(False, m)
     r = run("sweep", cfg, "-o", twice, "--workers", "2", "--resume")
     check(r.returncode == 0, "resume after a failed worker: " + r.stderr)
     same(ref, rows(twice), "resumed after a failed worker vs one process")
