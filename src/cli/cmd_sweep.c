@@ -227,15 +227,19 @@ static ckv_status run_pool(const ckv_sweep_config *cfg, const ckv_sweep_opts *o,
 {
     size_t nw = n_gpus ? n_gpus : (size_t)n_cpu;
     int total = cfg->threads > 0 ? cfg->threads : ckv_cpu_count();
-    char threads[24], lim[24];
+    char threads[24], lim[24], omp[48], blas[48];
     snprintf(threads, sizeof threads, "%d", total / (int)nw > 0 ? total / (int)nw : 1);
     snprintf(lim, sizeof lim, "%lld", limit);
+    /* The decoder takes --threads; OpenMP and OpenBLAS (K-Means) elsewhere
+     * take the same share from the environment. */
+    snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%s", threads);
+    snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%s", threads);
     const char *argv[] = {"ckv", "sweep", cfg->path, "--device", n_gpus ? "cuda" : "cpu",
                           "--threads", threads, limit ? "--limit" : NULL, lim, NULL};
     ckv_pool_worker *w = calloc(nw, sizeof *w);
     char (*label)[32] = calloc(nw, sizeof *label);
     char (*cvd)[320] = calloc(nw, sizeof *cvd);
-    const char *(*env)[3] = calloc(nw, sizeof *env);
+    const char *(*env)[5] = calloc(nw, sizeof *env);
     ckv_status st;
     if (!w || !label || !cvd || !env) {
         st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
@@ -244,12 +248,14 @@ static ckv_status run_pool(const ckv_sweep_config *cfg, const ckv_sweep_opts *o,
     for (size_t j = 0; j < nw; j++) {
         /* No collectives run between workers: NCCL's NVLink multicast stays off. */
         env[j][0] = "NCCL_NVLS_ENABLE=0";
+        env[j][1] = omp;
+        env[j][2] = blas;
         if (n_gpus) {
             char name[256];
             visible_name(gpus[j], name, sizeof name);
             snprintf(cvd[j], sizeof cvd[j], "CUDA_VISIBLE_DEVICES=%s", name);
             snprintf(label[j], sizeof label[j], "cuda:%d", gpus[j]);
-            env[j][1] = cvd[j];
+            env[j][3] = cvd[j];
         } else {
             snprintf(label[j], sizeof label[j], "cpu:%zu", j);
         }
