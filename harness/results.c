@@ -11,6 +11,7 @@
 
 #include "h5_table.h"
 #include "metrics.h"
+#include "util.h"
 
 #define FS(n, t) {#n, offsetof(ckv_result_row, n), t}
 static const ckv_h5_field sample_fields[] = {
@@ -358,4 +359,78 @@ void ckv_results_data_free(ckv_results_data *d)
     free_strings(d->rows, d->n_rows, sample_fields, NF(sample_fields), sizeof(ckv_result_row));
     free_strings(d->runs, d->n_runs, run_fields, NF(run_fields), sizeof(ckv_run_row));
     memset(d, 0, sizeof *d);
+}
+
+size_t ckv_results_row_size(const ckv_result_row *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < NF(sample_fields); i++) {
+        const ckv_h5_field *f = &sample_fields[i];
+        const char *p = (const char *)r + f->off;
+        n += f->t == CKV_H5_I32 ? 4 : f->t == CKV_H5_STR ? 4 + strlen(*(char *const *)p) : 8;
+    }
+    return n;
+}
+
+void ckv_results_row_encode(const ckv_result_row *r, uint8_t *out)
+{
+    for (size_t i = 0; i < NF(sample_fields); i++) {
+        const ckv_h5_field *f = &sample_fields[i];
+        const char *p = (const char *)r + f->off;
+        if (f->t == CKV_H5_STR) {
+            const char *s = *(char *const *)p;
+            uint32_t len = (uint32_t)strlen(s);
+            memcpy(out, &len, 4);
+            memcpy(out + 4, s, len);
+            out += 4 + len;
+        } else {
+            size_t k = f->t == CKV_H5_I32 ? 4 : 8;
+            memcpy(out, p, k);
+            out += k;
+        }
+    }
+}
+
+void ckv_results_row_free(ckv_result_row *r)
+{
+    for (size_t i = 0; i < NF(sample_fields); i++)
+        if (sample_fields[i].t == CKV_H5_STR) {
+            char **s = (char **)((char *)r + sample_fields[i].off);
+            free(*s);
+            *s = NULL;
+        }
+}
+
+ckv_status ckv_results_row_decode(const uint8_t *in, size_t len, size_t *used,
+                                  ckv_result_row *out, ckv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t at = 0;
+    for (size_t i = 0; i < NF(sample_fields); i++) {
+        const ckv_h5_field *f = &sample_fields[i];
+        char *p = (char *)out + f->off;
+        size_t k = f->t == CKV_H5_I32 || f->t == CKV_H5_STR ? 4 : 8;
+        if (len - at < k)
+            goto short_row;
+        if (f->t != CKV_H5_STR) {
+            memcpy(p, in + at, k);
+            at += k;
+            continue;
+        }
+        uint32_t n;
+        memcpy(&n, in + at, 4);
+        at += 4;
+        if (len - at < n)
+            goto short_row;
+        if (!(*(char **)p = ckv_strndup((const char *)in + at, n))) {
+            ckv_results_row_free(out);
+            return ckv_errorf(err, CKV_ERR_NOMEM, "row field %s: out of memory", f->name);
+        }
+        at += n;
+    }
+    *used = at;
+    return CKV_OK;
+short_row:
+    ckv_results_row_free(out);
+    return ckv_errorf(err, CKV_ERR_FORMAT, "encoded row: %zu bytes end inside its fields", len);
 }
