@@ -237,15 +237,26 @@ extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
 extern "C" ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g,
                                            int32_t capacity, bool track_score, ckv_error *err)
 {
+    return ckv_gpu_cache_create_shape(out, g->cfg.n_layer, g->cfg.n_head_kv, g->cfg.head_dim,
+                                      capacity, track_score, err);
+}
+
+extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer,
+                                                 int32_t n_head_kv, int32_t head_dim,
+                                                 int32_t capacity, bool track_score,
+                                                 ckv_error *err)
+{
     *out = NULL;
-    if (capacity <= 0)
-        return ckv_errorf(err, CKV_ERR_ARG, "cuda: cache capacity %d must be positive", capacity);
+    if (capacity <= 0 || n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "cuda: cache shape [%d, %d, %d] and capacity %d must be positive",
+                          n_layer, n_head_kv, head_dim, capacity);
     ckv_gpu_cache *c = static_cast<ckv_gpu_cache *>(calloc(1, sizeof *c));
     if (!c)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
-    c->n_layer = g->cfg.n_layer;
-    c->n_head_kv = g->cfg.n_head_kv;
-    c->head_dim = g->cfg.head_dim;
+    c->n_layer = n_layer;
+    c->n_head_kv = n_head_kv;
+    c->head_dim = head_dim;
     c->capacity = capacity;
     const size_t lists = (size_t)c->n_layer * c->n_head_kv, T = (size_t)capacity;
     c->len_h = static_cast<int32_t *>(calloc(lists, sizeof(int32_t)));
@@ -273,6 +284,7 @@ extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
     cudaFree(c->deg);
     cudaFree(c->score);
     cudaFree(c->len_d);
+    ckv_gpu_policy_ws_free(c->policy_ws);
     free(c->len_h);
     free(c);
 }

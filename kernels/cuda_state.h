@@ -43,6 +43,11 @@ struct ckv_gpu_cache {
     int64_t n_pos;
     int32_t round;  // CSM round counter, kept for the host cache (policies.md)
     size_t bytes;
+    // Scratch of the policy kernels (cuda_policy.cu), taken at the first
+    // compression and kept for the cache's life.
+    struct ckv_gpu_policy_ws *policy_ws;
 };
+
+void ckv_gpu_policy_ws_free(struct ckv_gpu_policy_ws *ws);
 
 #endif

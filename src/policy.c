@@ -314,19 +314,22 @@ ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget
     return p->ops->compress(p, c, budget, qw, assign, err);
 }
 
+bool ckv_policy_decode_due(const ckv_policy *p, int32_t max_len, int32_t budget, int64_t step,
+                           const ckv_qwindow *qw)
+{
+    int32_t interval = ckv_policy_interval(p);
+    if (interval <= 0 || step % interval != 0 || max_len <= budget)
+        return false;
+    /* SnapKV re-scores during decode only once W decode queries exist. */
+    return !(ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW) ||
+           (qw && qw->q && qw->w >= ckv_policy_param(p, "window", 0));
+}
+
 ckv_status ckv_policy_on_decode(const ckv_policy *p, ckv_cache *c, int32_t budget, int64_t step,
                                 const ckv_qwindow *qw, bool *compressed, ckv_error *err)
 {
-    int32_t interval = ckv_policy_interval(p);
+    bool due = ckv_policy_decode_due(p, ckv_cache_max_len(c), budget, step, qw);
     if (compressed)
-        *compressed = false;
-    if (interval <= 0 || step % interval != 0 || ckv_cache_max_len(c) <= budget)
-        return CKV_OK;
-    /* SnapKV re-scores during decode only once W decode queries exist. */
-    if ((ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW) &&
-        (!qw || !qw->q || qw->w < ckv_policy_param(p, "window", 0)))
-        return CKV_OK;
-    if (compressed)
-        *compressed = true;
-    return ckv_policy_compress(p, c, budget, qw, NULL, err);
+        *compressed = due;
+    return due ? ckv_policy_compress(p, c, budget, qw, NULL, err) : CKV_OK;
 }

@@ -117,6 +117,10 @@ ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget
  * longer than budget. Sets *compressed accordingly (may be NULL). */
 ckv_status ckv_policy_on_decode(const ckv_policy *p, ckv_cache *c, int32_t budget, int64_t step,
                                 const ckv_qwindow *qw, bool *compressed, ckv_error *err);
+/* The decision of ckv_policy_on_decode for a cache whose longest list has
+ * max_len entries (GPU caches share it). */
+bool ckv_policy_decode_due(const ckv_policy *p, int32_t max_len, int32_t budget, int64_t step,
+                           const ckv_qwindow *qw);
 
 /* Sets assign to the identity over every list's current length (-1 past
  * it), the starting point of ckv_policy_compress. */
