@@ -107,9 +107,13 @@ typedef struct {
 /* As ckv_policy_compress(p, host copy, budget, qw, assign, err) on the GPU
  * cache: compresses every list longer than budget, continues the cache's
  * CSM round counter, keeps len_h in step. qw is host memory as on the CPU.
- * Work is queued on `stream` (NULL: the default stream) and finished
- * before returning. CKV_ERR_UNSUPPORTED (nothing changed) for a policy or
- * shape it does not implement: the caller may fall back to the CPU. */
+ * Work is queued on `stream` (NULL: the default stream, after waiting for
+ * all work queued on the device) and finished before returning. Scratch
+ * (about 90 bytes per cache slot plus a copy of the key/value storage;
+ * K-Means adds 3 x 8 bytes per key element, SnapKV 8 x group x W bytes per
+ * slot) is taken at the first call and kept with the cache.
+ * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
+ * implement: the caller may fall back to the CPU. */
 ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,
                                    const ckv_qwindow *qw, ckv_gpu_policy_trace *trace,
                                    void *stream, ckv_error *err);

@@ -221,6 +221,10 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
     x.x = plan + (size_t)PLAN_X * lists;
     x.y = plan + (size_t)PLAN_Y * lists;
 
+    // The legacy default stream does not wait for non-blocking streams
+    // (the decoder's): wait for everything queued on the device first.
+    if (!stream)
+        CKV_CUDA(cudaDeviceSynchronize());
     float big = FLT_MAX;
     unsigned big_bits;
     memcpy(&big_bits, &big, sizeof big_bits);

@@ -174,6 +174,9 @@ static void compare(const ckv_cache *got, const ckv_cache *want, const int32_t *
             v->lists_differ++;
             if (margin[lh] < NEAR_TIE) {
                 v->lists_near++;
+                printf("  near-tie: list %zu, %lld slots placed differently, lengths %d/%d, "
+                       "margin %.2e\n",
+                       lh, (long long)differ, got->len[lh], want->len[lh], (double)margin[lh]);
             } else {
                 char why[160];
                 snprintf(why, sizeof why,
