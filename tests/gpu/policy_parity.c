@@ -303,45 +303,48 @@ static void source_free(source *s)
     free(s->q);
 }
 
-enum { SYN_LAYERS = 4, SYN_KV = 3, SYN_HEADS = 9, SYN_D = 64, SYN_T = 1400, SYN_W = 32 };
+enum { SYN_LAYERS = 4, SYN_KV = 3, SYN_HEADS = 9, SYN_D = 64, SYN_W = 32 };
+static int32_t syn_t = 1400; /* tokens of the synthetic caches (--quick: 480) */
 
-/* A synthetic cache; ragged: list lh keeps 1400 - 61 lh entries. */
+/* A synthetic cache; ragged: list lh keeps syn_t - (syn_t / 23) lh entries. */
 static void synthetic(source *s, const char *name, bool ragged, uint64_t seed)
 {
     memset(s, 0, sizeof *s);
     s->name = name;
-    CHECK(ckv_synthetic_kv(&s->c, &s->q, SYN_LAYERS, SYN_KV, SYN_HEADS, SYN_D, SYN_T, SYN_W, seed,
+    CHECK(ckv_synthetic_kv(&s->c, &s->q, SYN_LAYERS, SYN_KV, SYN_HEADS, SYN_D, syn_t, SYN_W, seed,
                            err));
     s->n_head = SYN_HEADS;
     s->w = SYN_W;
     if (ragged)
         for (size_t lh = 0; lh < lists_of(&s->c); lh++)
-            s->c.len[lh] = SYN_T - 61 * (int32_t)lh;
+            s->c.len[lh] = syn_t - syn_t / 23 * (int32_t)lh;
     source_gpu(s);
 }
 
 /* A cache compressed once by the CPU centroid policy (degrees > 1, round
- * > 0), then grown by 120 fresh entries per list, as decode would. */
+ * > 0), then grown by fresh entries (120 at 1400 tokens) per list, as
+ * decode would. */
 static void compressed_once(source *s)
 {
     memset(s, 0, sizeof *s);
     s->name = "synth-deg";
     ckv_cache full;
-    CHECK(ckv_synthetic_kv(&full, &s->q, SYN_LAYERS, SYN_KV, SYN_HEADS, SYN_D, SYN_T, SYN_W, 99,
+    CHECK(ckv_synthetic_kv(&full, &s->q, SYN_LAYERS, SYN_KV, SYN_HEADS, SYN_D, syn_t, SYN_W, 99,
                            err));
     s->n_head = SYN_HEADS;
     s->w = SYN_W;
     size_t lists = lists_of(&full), d = SYN_D;
     int32_t *cut = xmalloc(lists * sizeof *cut);
     for (size_t lh = 0; lh < lists; lh++)
-        cut[lh] = full.len[lh] = 1100 - 29 * (int32_t)lh;
-    CHECK(ckv_cache_fork(&s->c, &full, SYN_T, err));
+        cut[lh] = full.len[lh] = syn_t * 11 / 14 - syn_t / 48 * (int32_t)lh;
+    CHECK(ckv_cache_fork(&s->c, &full, syn_t, err));
     ckv_policy p;
     CHECK(ckv_policy_init(&p, "centroid", err));
-    CHECK(ckv_policy_compress(&p, &s->c, 660, NULL, NULL, err));
+    CHECK(ckv_policy_compress(&p, &s->c, syn_t * 33 / 70, NULL, NULL, err));
+    const int32_t grow = syn_t * 3 / 35;
     for (size_t lh = 0; lh < lists; lh++) {
-        for (int32_t j = 0; j < 120; j++) {
-            size_t from = lh * SYN_T + (size_t)cut[lh] + j, to = lh * SYN_T + (size_t)s->c.len[lh];
+        for (int32_t j = 0; j < grow; j++) {
+            size_t from = lh * syn_t + (size_t)cut[lh] + j, to = lh * syn_t + (size_t)s->c.len[lh];
             memcpy(s->c.k + to * d, full.k + from * d, d * sizeof(float));
             memcpy(s->c.v + to * d, full.v + from * d, d * sizeof(float));
             s->c.deg[to] = 1;
@@ -349,7 +352,7 @@ static void compressed_once(source *s)
             s->c.len[lh]++;
         }
     }
-    s->c.n_pos = 1220;
+    s->c.n_pos = cut[0] + grow;
     free(cut);
     ckv_cache_free(&full);
     source_gpu(s);
@@ -438,9 +441,10 @@ static void bench(int repeats)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: gpu_policy_parity [--dump PATH] [--bench] [--repeats N]\n"
+            "Usage: gpu_policy_parity [--dump PATH] [--quick] [--bench] [--repeats N]\n"
             "GPU compression policies against the CPU reference (policies.md).\n"
             "  --dump PATH   also check a KV dump of `ckv dump-kv` (or CKV_POLICY_DUMP)\n"
+            "  --quick       synthetic caches of 480 instead of 1400 tokens\n"
             "  --bench       time the GPU policies at 8K-32K synthetic tokens instead\n"
             "  --repeats N   timing repeats for --bench (default 5; the median is shown)\n"
             "  -h, --help    this text\n"
@@ -451,9 +455,11 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"dump", required_argument, NULL, 'd'},
                                          {"bench", no_argument, NULL, 'b'},
+                                         {"quick", no_argument, NULL, 'q'},
                                          {"repeats", required_argument, NULL, 'r'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
+    setvbuf(stdout, NULL, _IOLBF, 0); /* rows show as they come, also in a log */
     const char *dump = getenv("CKV_POLICY_DUMP");
     bool do_bench = false;
     int repeats = 5, c;
@@ -464,6 +470,9 @@ int main(int argc, char **argv)
             break;
         case 'b':
             do_bench = true;
+            break;
+        case 'q':
+            syn_t = 480;
             break;
         case 'r':
             repeats = atoi(optarg);
