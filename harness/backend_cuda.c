@@ -1,7 +1,9 @@
 /* The CUDA backend: the GPU decoder and GPU caches of kernels/cuda.h behind
- * the sweep's backend table. Policies run on the CPU reference
- * (src/policy.h): the cache is downloaded, compressed and uploaded again, so
- * every policy makes exactly the CPU's decisions. */
+ * the sweep's backend table. Policies run as GPU kernels
+ * (ckv_gpu_policy_compress: the CPU reference's decisions, policies.md);
+ * one those kernels do not implement (a parameter value or cache shape) runs
+ * on the CPU reference instead: the cache is downloaded, compressed by
+ * src/policies/ and uploaded again. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@ typedef struct {
     ckv_cache host;        /* scratch for a policy run on the CPU */
     bool host_ready;
     size_t cache_bytes, peak_bytes; /* device memory of the live caches, and the peak */
+    int64_t cpu_policy_runs;       /* compressions that fell back to the CPU */
     ckv_cuda_device dev;
 } cuda_state;
 
@@ -147,7 +150,11 @@ static ckv_status cuda_compress(void *state, const ckv_policy *p, ckv_bcache *c,
                                 const ckv_qwindow *qw, ckv_error *err)
 {
     cuda_state *s = state;
-    ckv_status st;
+    ckv_status st = ckv_gpu_policy_compress(c->gpu, p, budget, qw, NULL, NULL, err);
+    if (st != CKV_ERR_UNSUPPORTED)
+        return st;
+    memset(err, 0, sizeof *err);
+    s->cpu_policy_runs++;
     if ((st = host_for(s, c->gpu, err)) ||
         (st = ckv_gpu_cache_download(c->gpu, &s->host, err)) ||
         (st = ckv_policy_compress(p, &s->host, budget, qw, NULL, err)))
@@ -185,10 +192,11 @@ static void cuda_describe(void *state, char *buf, size_t size)
         now.mem_free = now.mem_total = 0;
     snprintf(buf, size,
              "%s: weights and scratch %.1f MiB, caches %.1f MiB now, peak held %.1f MiB; "
-             "device %.1f of %.1f MiB in use",
+             "device %.1f of %.1f MiB in use; %lld compressions on the CPU reference",
              s->dev.name, (double)ckv_gpu_bytes(s->g) / (1 << 20),
              (double)s->cache_bytes / (1 << 20), (double)s->peak_bytes / (1 << 20),
-             (double)(now.mem_total - now.mem_free) / (1 << 20), (double)now.mem_total / (1 << 20));
+             (double)(now.mem_total - now.mem_free) / (1 << 20), (double)now.mem_total / (1 << 20),
+             (long long)s->cpu_policy_runs);
 }
 
 const ckv_backend_ops ckv_backend_cuda = {

@@ -11,6 +11,7 @@
 #include "cache.h"
 #include "cpu.h"
 #include "model.h"
+#include "policy.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -61,6 +62,11 @@ size_t ckv_gpu_bytes(const ckv_gpu *g);
  * ckv_cache's score. */
 ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g, int32_t capacity,
                                 bool track_score, ckv_error *err);
+/* A cache of the given shape without a decoder (policy kernels, tests,
+ * benchmarks), on the current device. */
+ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer, int32_t n_head_kv,
+                                      int32_t head_dim, int32_t capacity, bool track_score,
+                                      ckv_error *err);
 void ckv_gpu_cache_free(ckv_gpu_cache *c);
 size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
 int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c);
@@ -105,6 +111,51 @@ ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, 
 ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches, const int32_t *tokens,
                                 int32_t n, bool no_degree_bias, float *logits, float *q_out,
                                 ckv_error *err);
+/* Compression policies on the GPU (kernels/cuda_policy.cu and the files it
+ * names): the same decisions and values as ckv_policy_compress on a host
+ * copy of the cache (policies.md; values to fp32 rounding, decisions
+ * identical except near-ties), all (layer, KV head) lists at once. */
+
+/* Whether ckv_gpu_policy_compress implements the policy with its current
+ * parameters (it may still return CKV_ERR_UNSUPPORTED for a cache shape,
+ * e.g. a head_dim whose K-Means tiles do not fit in shared memory). */
+bool ckv_gpu_policy_supported(const ckv_policy *p);
+
+/* Optional outputs for parity checks. */
+typedef struct {
+    /* Host [n_layer * n_head_kv * GPU capacity], in and out, as the assign
+     * map of ckv_policy_compress; NULL: not tracked. */
+    int32_t *assign;
+    /* Host [n_layer * n_head_kv]: per list, the smallest gap between the
+     * score that won a decision and the best losing one (CSM partner
+     * choice and top-m cut, K-Means assignments, SnapKV/H2O cut), as a
+     * float; FLT_MAX where no decision was taken. NULL: not reported. */
+    float *margin;
+} ckv_gpu_policy_trace;
+
+/* As ckv_policy_compress(p, host copy, budget, qw, assign, err) on the GPU
+ * cache: compresses every list longer than budget, continues the cache's
+ * CSM round counter, keeps len_h in step. qw is host memory as on the CPU.
+ * Work is queued on `stream` (NULL: the default stream, after waiting for
+ * all work queued on the device) and finished before returning. Scratch
+ * (about 90 bytes per cache slot plus a copy of the key/value storage;
+ * K-Means adds 3 x 8 bytes per key element, SnapKV 8 x group x W bytes per
+ * slot) is taken at the first call and kept with the cache.
+ * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
+ * implement: the caller may fall back to the CPU. */
+ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,
+                                   const ckv_qwindow *qw, ckv_gpu_policy_trace *trace,
+                                   void *stream, ckv_error *err);
+
+/* As ckv_policy_on_decode on the GPU cache. */
+ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,
+                                    int64_t step, const ckv_qwindow *qw, bool *compressed,
+                                    void *stream, ckv_error *err);
+
+/* Fills keys, values, degrees, scores and any policy scratch of the cache
+ * with 0xff bytes (NaN): tests poison before an upload so that entries a
+ * kernel fails to write show. */
+ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err);
 
 #ifdef __cplusplus
 }

@@ -300,13 +300,16 @@ extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
     return g->bytes;
 }
 
-static ckv_status cache_create(ckv_gpu_cache **out, int32_t n_layer, int32_t n_head_kv,
-                               int32_t head_dim, int32_t capacity, bool track_score,
-                               ckv_error *err)
+extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer,
+                                                 int32_t n_head_kv, int32_t head_dim,
+                                                 int32_t capacity, bool track_score,
+                                                 ckv_error *err)
 {
     *out = NULL;
-    if (capacity <= 0)
-        return ckv_errorf(err, CKV_ERR_ARG, "cuda: cache capacity %d must be positive", capacity);
+    if (capacity <= 0 || n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "cuda: cache shape [%d, %d, %d] and capacity %d must be positive",
+                          n_layer, n_head_kv, head_dim, capacity);
     ckv_gpu_cache *c = static_cast<ckv_gpu_cache *>(calloc(1, sizeof *c));
     if (!c)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
@@ -339,8 +342,8 @@ extern "C" ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g
 {
     *out = NULL;
     CKV_CUDA(cudaSetDevice(g->device));
-    return cache_create(out, g->cfg.n_layer, g->cfg.n_head_kv, g->cfg.head_dim, capacity,
-                        track_score, err);
+    return ckv_gpu_cache_create_shape(out, g->cfg.n_layer, g->cfg.n_head_kv, g->cfg.head_dim,
+                                      capacity, track_score, err);
 }
 
 extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
@@ -353,6 +356,7 @@ extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
     cudaFree(c->score);
     cudaFree(c->len_d);
     cudaFree(c->pos_d);
+    ckv_gpu_policy_ws_free(c->policy_ws);
     free(c->len_h);
     free(c);
 }
@@ -484,8 +488,8 @@ extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cach
         return ckv_errorf(err, CKV_ERR_ARG, "cuda: fork capacity %d below the longest list %d",
                           capacity, mx);
     ckv_gpu_cache *c;
-    ckv_status st = cache_create(&c, src->n_layer, src->n_head_kv, src->head_dim, capacity,
-                                 src->score != NULL, err);
+    ckv_status st = ckv_gpu_cache_create_shape(&c, src->n_layer, src->n_head_kv, src->head_dim,
+                                               capacity, src->score != NULL, err);
     if (st)
         return st;
     const size_t row = (size_t)src->head_dim * sizeof(float);

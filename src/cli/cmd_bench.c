@@ -5,7 +5,11 @@
 #include <time.h>
 
 #include "bench.h"
+#include "ckv_config.h"
 #include "commands.h"
+#if CKV_HAVE_CUDA
+#include "cuda.h"
+#endif
 #include "kvfile.h"
 #include "opts.h"
 #include "policy.h"
@@ -16,7 +20,7 @@ static void help(FILE *fp)
 {
     fprintf(fp, "usage: ckv bench compress (kv.h5 | --synthetic --tokens N [--layers L]\n"
            "                           [--kv-heads H] [--head-dim D] [--seed S])\n"
-           "                          [--budget X] [--repeats R]\n\n"
+           "                          [--budget X] [--repeats R] [--device cpu|cuda]\n\n"
            "Times one compression by every policy of the same cache at the same budget\n"
            "(default policy parameters), the median of R runs each on a fresh copy, and\n"
            "prints CPU and wall time and the CPU-time ratio to centroid (CSM). CSM and\n"
@@ -24,7 +28,10 @@ static void help(FILE *fp)
            "thread), so compare the CPU column across policies.\n"
            "A synthetic cache has keys that drift like real ones (seeded random walk plus\n"
            "noise) and window queries near the newest keys, so caches longer than the\n"
-           "model's context can be timed.\n\n"
+           "model's context can be timed. With --device cuda the GPU policy kernels are\n"
+           "timed instead: wall time of the call, which returns when the GPU is done, after\n"
+           "an untimed upload of the cache (and one untimed warm-up run that takes the\n"
+           "kernels' scratch); the ratio is then to centroid on the GPU.\n\n"
            "Options:\n"
            "  --synthetic       use a synthetic cache instead of a dump\n"
            "  --tokens N        synthetic cache length (required with --synthetic)\n"
@@ -34,6 +41,7 @@ static void help(FILE *fp)
            "  --seed S          synthetic seed (default 1)\n"
            "  --budget X        25%% (default), 0.25 or an entry count\n"
            "  --repeats R       runs per policy (default 5)\n"
+           "  --device D        cpu (default) or cuda\n"
            "  -h, --help        this help\n");
 }
 
@@ -70,6 +78,35 @@ static ckv_status time_policy(const ckv_policy *p, const ckv_cache *src, int32_t
     return CKV_OK;
 }
 
+#if CKV_HAVE_CUDA
+/* Median wall seconds of `repeats` GPU compressions of fresh uploads. */
+static ckv_status time_policy_gpu(const ckv_policy *p, const ckv_cache *src, int32_t budget,
+                                  const ckv_qwindow *qw, int repeats, double *wall,
+                                  ckv_error *err)
+{
+    if (!ckv_gpu_policy_supported(p))
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "policy %s has no GPU kernels", p->ops->name);
+    ckv_gpu_cache *g;
+    ckv_status st = ckv_gpu_cache_create_shape(&g, src->n_layer, src->n_head_kv, src->head_dim,
+                                               src->capacity, src->score != NULL, err);
+    if (st)
+        return st;
+    double tw[repeats];
+    for (int r = -1; r < repeats && !st; r++) {
+        if ((st = ckv_gpu_cache_upload(g, src, err)))
+            break;
+        double w0 = ckv_now();
+        st = ckv_gpu_policy_compress(g, p, budget, qw, NULL, NULL, err);
+        if (r >= 0)
+            tw[r] = ckv_now() - w0;
+    }
+    ckv_gpu_cache_free(g);
+    if (!st)
+        *wall = bench_median(tw, repeats);
+    return st;
+}
+#endif
+
 static int bench_compress(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -77,8 +114,10 @@ static int bench_compress(int argc, char **argv)
         {"layers", required_argument, 0, 'L'},  {"kv-heads", required_argument, 0, 'H'},
         {"head-dim", required_argument, 0, 'D'}, {"seed", required_argument, 0, 's'},
         {"budget", required_argument, 0, 'b'},  {"repeats", required_argument, 0, 'r'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"device", required_argument, 0, 'd'},  {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
+    bool gpu = false;
     bool synthetic = false;
     long long tokens = 0, layers = 30, heads = 3, dim = 64, seed = 1, repeats = 5;
     const char *budget_s = "25%";
@@ -95,6 +134,11 @@ static int bench_compress(int argc, char **argv)
         case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &seed); break;
         case 'b': budget_s = optarg; break;
         case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 1000, &repeats); break;
+        case 'd':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
+                return cli_usage_error("bench", "--device '%s': expected cpu or cuda", optarg);
+            gpu = !strcmp(optarg, "cuda");
+            break;
         case 'h': help(stdout); return CLI_OK;
         default: return cli_usage_error("bench", "invalid option");
         }
@@ -108,6 +152,16 @@ static int bench_compress(int argc, char **argv)
     if (optind < argc - 1)
         return cli_usage_error("bench", "unexpected argument '%s'", argv[optind + 1]);
     ckv_error err = {0};
+#if CKV_HAVE_CUDA
+    int32_t n_dev;
+    if (gpu && ckv_cuda_device_count(&n_dev, &err))
+        return cli_fail("bench", &err);
+#else
+    if (gpu) {
+        fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled)\n");
+        return CLI_FAIL;
+    }
+#endif
     ckv_budget budget;
     if (ckv_budget_parse(budget_s, &budget, &err))
         return cli_usage_error("bench", "%s", err.msg);
@@ -154,7 +208,16 @@ static int bench_compress(int argc, char **argv)
             fprintf(stderr, "ckv bench: %s skipped: the dump lacks its statistics\n", names[n]);
             continue;
         }
-        if (time_policy(&p, &d.cache, (int32_t)B, &qw, (int)repeats, &wall[n], &secs[n], &err)) {
+        ckv_status st;
+#if CKV_HAVE_CUDA
+        if (gpu) {
+            st = time_policy_gpu(&p, &d.cache, (int32_t)B, &qw, (int)repeats, &wall[n], &err);
+            secs[n] = wall[n];
+        } else
+#endif
+            st = time_policy(&p, &d.cache, (int32_t)B, &qw, (int)repeats, &wall[n], &secs[n],
+                             &err);
+        if (st) {
             rc = cli_fail("bench", &err);
             break;
         }
@@ -162,7 +225,8 @@ static int bench_compress(int argc, char **argv)
             csm = secs[n];
     }
     if (!rc) {
-        printf("%-10s %12s %12s %10s\n", "policy", "CPU ms", "wall ms", "CPU vs CSM");
+        printf("%-10s %12s %12s %10s\n", "policy", gpu ? "GPU ms" : "CPU ms", "wall ms",
+               gpu ? "vs CSM" : "CPU vs CSM");
         for (int i = 0; i < n; i++)
             if (secs[i] >= 0)
                 printf("%-10s %12.3f %12.3f %10.2f\n", names[i], secs[i] * 1e3, wall[i] * 1e3,

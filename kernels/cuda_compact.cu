@@ -1,0 +1,390 @@
+// What every GPU policy ends with: a dest map per list (slot t kept, -1
+// evicted, or merged into slot dest[t] with dest[dest[t]] == dest[t])
+// applied to the cache, and the ranking behind the top-k policies.
+// CPU twins: ckv_list_apply, ckv_list_keep_top and ckv_rank
+// (src/policies/list.c). Merged entries are computed as the CPU computes
+// them: in double, the destination's own term first, then its sources in
+// slot order, with no fused multiply-add, so the fp32 results are equal.
+#include <limits.h>
+#include <math.h>
+
+#include <cub/cub.cuh>
+
+#include "cuda_check.h"
+#include "cuda_policy.h"
+
+static ckv_status cub_room(ckv_pol *x, size_t bytes, ckv_error *err)
+{
+    return ckv_pol_grow(x, &x->ws->cub, &x->ws->cub_bytes, bytes, err);
+}
+
+ckv_status ckv_pol_sort_desc(ckv_pol *x, ckv_error *err)
+{
+    ckv_gpu_policy_ws *w = x->ws;
+    size_t bytes = 0;
+    const int64_t n = (int64_t)w->slots, segs = x->lists;
+    CKV_CUDA(cub::DeviceSegmentedSort::StableSortPairsDescending(
+        NULL, bytes, w->key, w->key_out, w->ival, w->ival_out, n, segs, x->seg_b, x->seg_e, x->s));
+    ckv_status st = cub_room(x, bytes, err);
+    if (st)
+        return st;
+    bytes = w->cub_bytes;
+    CKV_CUDA(cub::DeviceSegmentedSort::StableSortPairsDescending(
+        w->cub, bytes, w->key, w->key_out, w->ival, w->ival_out, n, segs, x->seg_b, x->seg_e,
+        x->s));
+    return CKV_OK;
+}
+
+ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err)
+{
+    ckv_gpu_policy_ws *w = x->ws;
+    size_t bytes = 0;
+    const int64_t n = (int64_t)w->slots, segs = x->lists;
+    CKV_CUDA(cub::DeviceSegmentedSort::StableSortPairs(NULL, bytes, w->ikey, w->ikey_out, w->ival,
+                                                       w->ival_out, n, segs, x->seg_b, x->seg_e,
+                                                       x->s));
+    ckv_status st = cub_room(x, bytes, err);
+    if (st)
+        return st;
+    bytes = w->cub_bytes;
+    CKV_CUDA(cub::DeviceSegmentedSort::StableSortPairs(w->cub, bytes, w->ikey, w->ikey_out,
+                                                       w->ival, w->ival_out, n, segs, x->seg_b,
+                                                       x->seg_e, x->s));
+    return CKV_OK;
+}
+
+// Marks where each key's run begins and ends in the sorted keys of a
+// segment (INT_MAX: no key). Positions are absolute indices of ikey_out.
+__global__ void runs_kernel(const int32_t *key, int32_t *run_b, int32_t *run_e,
+                            const int32_t *act, const int32_t *seg_b, const int32_t *seg_e,
+                            int32_t cap)
+{
+    const int32_t lh = blockIdx.y;
+    if (!act[lh])
+        return;
+    const int64_t b = seg_b[lh], e = seg_e[lh];
+    const int64_t i = b + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= e)
+        return;
+    const int32_t k = key[i];
+    if (k == INT_MAX)
+        return;
+    const size_t base = (size_t)lh * cap;
+    if (i == b || key[i - 1] != k)
+        run_b[base + k] = (int32_t)i;
+    if (i == e - 1 || key[i + 1] != k)
+        run_e[base + k] = (int32_t)(i + 1);
+}
+
+ckv_status ckv_pol_runs(ckv_pol *x, int32_t max_seg, ckv_error *err)
+{
+    dim3 grid(ckv_pol_blocks(max_seg, 256), x->lists);
+    runs_kernel<<<grid, 256, 0, x->s>>>(x->ws->ikey_out, x->ws->run_b, x->ws->run_e, x->act,
+                                        x->seg_b, x->seg_e, x->cap);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
+}
+
+// Sort keys for the sources: the destination slot, INT_MAX for kept and
+// evicted slots; no runs yet.
+__global__ void apply_prep_kernel(const int32_t *dest, int32_t *ikey, int32_t *ival,
+                                  int32_t *run_b, const int32_t *act, const int32_t *T,
+                                  int32_t cap)
+{
+    const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || t >= T[lh])
+        return;
+    const size_t i = (size_t)lh * cap + t;
+    const int32_t d = dest[i];
+    ikey[i] = d >= 0 && d != t ? d : INT_MAX;
+    ival[i] = t;
+    run_b[i] = -1;
+}
+
+// newslot[t]: kept slots before t; the list's new length. One block per list.
+enum { SCAN_THREADS = 1024 };
+
+__global__ void __launch_bounds__(SCAN_THREADS)
+    apply_scan_kernel(const int32_t *dest, int32_t *newslot, int32_t *newlen, int32_t *len_d,
+                      const int32_t *act, const int32_t *T, int32_t cap)
+{
+    typedef cub::BlockScan<int32_t, SCAN_THREADS> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    const int32_t lh = blockIdx.x;
+    if (!act[lh])
+        return;
+    const int32_t n = T[lh];
+    const int32_t *D = dest + (size_t)lh * cap;
+    int32_t *N = newslot + (size_t)lh * cap;
+    int32_t carry = 0;
+    for (int32_t t0 = 0; t0 < n; t0 += SCAN_THREADS) {
+        const int32_t t = t0 + threadIdx.x;
+        int32_t flag = t < n && D[t] == t, ex, total;
+        Scan(tmp).ExclusiveSum(flag, ex, total);
+        if (t < n)
+            N[t] = carry + ex;
+        carry += total;
+        __syncthreads();  // tmp is reused by the next tile
+    }
+    if (threadIdx.x == 0) {
+        newlen[lh] = carry;
+        len_d[lh] = carry;
+    }
+}
+
+// Writes each surviving entry at its new slot in the scratch copy: a copy,
+// or the degree-weighted centroid of the destination and its sources. One
+// thread per (slot, dimension).
+__global__ void apply_write_kernel(const float *k, const float *v, const float *deg,
+                                   const float *score, float *ok, float *ov, float *odeg,
+                                   float *oscore, const int32_t *dest, const int32_t *newslot,
+                                   const int32_t *run_b, const int32_t *run_e,
+                                   const int32_t *src, const int32_t *act, const int32_t *T,
+                                   int32_t cap, int32_t d, bool merges)
+{
+    const int32_t lh = blockIdx.y;
+    if (!act[lh])
+        return;
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int32_t t = (int32_t)(idx / d), i = (int32_t)(idx % d);
+    if (t >= T[lh])
+        return;
+    const size_t base = (size_t)lh * cap, row = base + t;
+    if (dest[row] != t)
+        return;
+    const size_t n = base + newslot[row];
+    const int32_t rb = merges ? run_b[row] : -1;
+    if (rb < 0) {
+        ok[n * d + i] = k[row * d + i];
+        ov[n * d + i] = v[row * d + i];
+        if (i == 0) {
+            odeg[n] = deg[row];
+            if (score)
+                oscore[n] = score[row];
+        }
+        return;
+    }
+    const int32_t re = run_e[row];
+    double a0 = deg[row];
+    double ak = __dmul_rn((double)deg[row], (double)k[row * d + i]);
+    double av = __dmul_rn((double)deg[row], (double)v[row * d + i]);
+    float sc = score ? score[row] : 0.0f;
+    for (int32_t r = rb; r < re; r++) {
+        const size_t s = base + src[r];
+        const double ds = deg[s];
+        a0 = __dadd_rn(a0, ds);
+        ak = __dadd_rn(ak, __dmul_rn(ds, (double)k[s * d + i]));
+        av = __dadd_rn(av, __dmul_rn(ds, (double)v[s * d + i]));
+        if (score)
+            sc = __fadd_rn(sc, score[s]);
+    }
+    ok[n * d + i] = __double2float_rn(__ddiv_rn(ak, a0));
+    ov[n * d + i] = __double2float_rn(__ddiv_rn(av, a0));
+    if (i == 0) {
+        odeg[n] = __double2float_rn(a0);
+        if (score)
+            oscore[n] = sc;
+    }
+}
+
+// Copies the compacted rows back into the cache.
+__global__ void apply_copy_kernel(float *k, float *v, float *deg, float *score, const float *ok,
+                                  const float *ov, const float *odeg, const float *oscore,
+                                  const int32_t *newlen, const int32_t *act, int32_t cap,
+                                  int32_t d)
+{
+    const int32_t lh = blockIdx.y;
+    if (!act[lh])
+        return;
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int32_t t = (int32_t)(idx / d), i = (int32_t)(idx % d);
+    if (t >= newlen[lh])
+        return;
+    const size_t r = (size_t)lh * cap + t;
+    k[r * d + i] = ok[r * d + i];
+    v[r * d + i] = ov[r * d + i];
+    if (i == 0) {
+        deg[r] = odeg[r];
+        if (score)
+            score[r] = oscore[r];
+    }
+}
+
+// assign[i] (a current slot) becomes the slot it ends in, -1 if evicted.
+__global__ void apply_assign_kernel(int32_t *assign, const int32_t *dest, const int32_t *newslot,
+                                    const int32_t *act, int32_t cap)
+{
+    const int32_t lh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || i >= cap)
+        return;
+    const size_t base = (size_t)lh * cap;
+    const int32_t a = assign[base + i];
+    if (a < 0)
+        return;
+    const int32_t dd = dest[base + a];
+    assign[base + i] = dd < 0 ? -1 : newslot[base + dd];
+}
+
+ckv_status ckv_pol_apply(ckv_pol *x, bool merges, ckv_error *err)
+{
+    ckv_gpu_policy_ws *w = x->ws;
+    ckv_gpu_cache *c = x->c;
+    const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
+    if (max_t == 0)
+        return CKV_OK;
+    const int32_t *act = ckv_pol_h(x, PLAN_ACT), *T = ckv_pol_h(x, PLAN_T);
+    dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
+    ckv_status st;
+    if (merges) {
+        int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
+        for (int32_t lh = 0; lh < x->lists; lh++) {
+            sb[lh] = lh * x->cap;
+            se[lh] = act[lh] ? sb[lh] + T[lh] : sb[lh];
+        }
+        if ((st = ckv_pol_upload_plan(x, err)))
+            return st;
+        apply_prep_kernel<<<slots, 256, 0, x->s>>>(w->dest, w->ikey, w->ival, w->run_b, x->act,
+                                                   x->T, x->cap);
+        CKV_CUDA_LAUNCHED();
+        if ((st = ckv_pol_sort_int(x, err)) || (st = ckv_pol_runs(x, max_t, err)))
+            return st;
+    }
+    apply_scan_kernel<<<x->lists, SCAN_THREADS, 0, x->s>>>(w->dest, w->newslot, w->newlen,
+                                                          c->len_d, x->act, x->T, x->cap);
+    CKV_CUDA_LAUNCHED();
+    dim3 rows(ckv_pol_blocks((int64_t)max_t * x->d, 256), x->lists);
+    float *oscore = c->score ? w->score : NULL;
+    apply_write_kernel<<<rows, 256, 0, x->s>>>(c->k, c->v, c->deg, c->score, w->k, w->v, w->deg,
+                                               oscore, w->dest, w->newslot, w->run_b, w->run_e,
+                                               w->ival_out, x->act, x->T, x->cap, x->d, merges);
+    CKV_CUDA_LAUNCHED();
+    apply_copy_kernel<<<rows, 256, 0, x->s>>>(c->k, c->v, c->deg, c->score, w->k, w->v, w->deg,
+                                              oscore, w->newlen, x->act, x->cap, x->d);
+    CKV_CUDA_LAUNCHED();
+    if (x->track_assign) {
+        dim3 all(ckv_pol_blocks(x->cap, 256), x->lists);
+        apply_assign_kernel<<<all, 256, 0, x->s>>>(w->assign, w->dest, w->newslot, x->act,
+                                                   x->cap);
+        CKV_CUDA_LAUNCHED();
+    }
+    CKV_CUDA(cudaMemcpyAsync(w->h_newlen, w->newlen, x->lists * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, x->s));
+    CKV_CUDA(cudaStreamSynchronize(x->s));
+    for (int32_t lh = 0; lh < x->lists; lh++)
+        if (act[lh])
+            c->len_h[lh] = w->h_newlen[lh];
+    return CKV_OK;
+}
+
+// Eviction-only steps: dest[t] = t for the last `recent` slots, -1 before.
+__global__ void keep_init_kernel(int32_t *dest, const int32_t *act, const int32_t *T,
+                                 int32_t recent, int32_t cap)
+{
+    const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || t >= T[lh])
+        return;
+    dest[(size_t)lh * cap + t] = t >= T[lh] - recent ? t : -1;
+}
+
+// Keeps the first `keep` of the ranking; notes the gap at the cut.
+__global__ void keep_mark_kernel(int32_t *dest, const double *key_out, const int32_t *ival_out,
+                                 unsigned *margin, const int32_t *act, const int32_t *T,
+                                 const int32_t *seg_b, int32_t recent, int32_t keep, int32_t cap)
+{
+    const int32_t lh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int32_t n = T[lh] - recent;
+    if (!act[lh] || i >= keep || i >= n)
+        return;
+    const size_t pos = (size_t)seg_b[lh] + i;
+    const int32_t t = ival_out[pos];
+    dest[(size_t)lh * cap + t] = t;
+    if (i == keep - 1 && keep < n)
+        ckv_pol_note_margin(margin + lh, key_out[pos] - key_out[pos + 1]);
+}
+
+ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err)
+{
+    const int32_t *act = ckv_pol_h(x, PLAN_ACT), *T = ckv_pol_h(x, PLAN_T);
+    int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
+    for (int32_t lh = 0; lh < x->lists; lh++) {
+        sb[lh] = lh * x->cap;
+        se[lh] = act[lh] ? sb[lh] + T[lh] - recent : sb[lh];
+    }
+    ckv_status st = ckv_pol_upload_plan(x, err);
+    if (st || (st = ckv_pol_sort_desc(x, err)))
+        return st;
+    const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
+    dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
+    keep_init_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->act, x->T, recent, x->cap);
+    CKV_CUDA_LAUNCHED();
+    keep_mark_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->ws->key_out, x->ws->ival_out,
+                                              x->ws->margin, x->act, x->T, x->seg_b, recent,
+                                              budget - recent, x->cap);
+    CKV_CUDA_LAUNCHED();
+    return ckv_pol_apply(x, false, err);
+}
+
+void ckv_pol_plan_over_budget(ckv_pol *x, int32_t budget)
+{
+    int32_t *act = ckv_pol_h(x, PLAN_ACT), *T = ckv_pol_h(x, PLAN_T);
+    for (int32_t lh = 0; lh < x->lists; lh++) {
+        T[lh] = x->c->len_h[lh];
+        act[lh] = T[lh] > budget;
+    }
+}
+
+// H2O ranks slots [0, T - recent) by their accumulated attention.
+__global__ void h2o_key_kernel(const float *score, double *key, int32_t *ival, const int32_t *act,
+                               const int32_t *T, int32_t recent, int32_t cap)
+{
+    const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || t >= T[lh] - recent)
+        return;
+    const size_t i = (size_t)lh * cap + t;
+    key[i] = score[i];
+    ival[i] = t;
+}
+
+ckv_status ckv_pol_h2o(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err)
+{
+    const int32_t recent = (int32_t)ckv_policy_param(p, "recent", 0);
+    ckv_pol_plan_over_budget(x, budget);
+    const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
+    if (!max_t)
+        return CKV_OK;
+    ckv_status st = ckv_pol_upload_plan(x, err);
+    if (st)
+        return st;
+    dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
+    h2o_key_kernel<<<slots, 256, 0, x->s>>>(x->c->score, x->ws->key, x->ws->ival, x->act, x->T,
+                                            recent, x->cap);
+    CKV_CUDA_LAUNCHED();
+    return ckv_pol_keep_top(x, recent, budget, err);
+}
+
+// StreamingLLM keeps the first `sinks` and the last budget - sinks slots.
+__global__ void streaming_dest_kernel(int32_t *dest, const int32_t *act, const int32_t *T,
+                                      int32_t sinks, int32_t budget, int32_t cap)
+{
+    const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || t >= T[lh])
+        return;
+    dest[(size_t)lh * cap + t] = t < sinks || t >= T[lh] - (budget - sinks) ? t : -1;
+}
+
+ckv_status ckv_pol_streaming(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err)
+{
+    const int32_t sinks = (int32_t)ckv_policy_param(p, "sinks", 0);
+    ckv_pol_plan_over_budget(x, budget);
+    const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
+    if (!max_t)
+        return CKV_OK;
+    ckv_status st = ckv_pol_upload_plan(x, err);
+    if (st)
+        return st;
+    dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
+    streaming_dest_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->act, x->T, sinks, budget,
+                                                   x->cap);
+    CKV_CUDA_LAUNCHED();
+    return ckv_pol_apply(x, false, err);
+}

@@ -1,0 +1,290 @@
+// The GPU policies' entry points (cuda.h): checks as ckv_policy_compress
+// makes them, the cache's scratch (taken at the first compression, filled
+// with NaN bytes once, kept for the cache's life), the plan upload, and the
+// dispatch to cuda_csm.cu, cuda_kmeans.cu, cuda_snapkv.cu and the top-k /
+// eviction policies of cuda_compact.cu.
+#include <float.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "cuda_check.h"
+#include "cuda_policy.h"
+
+static const char *const gpu_policies[] = {"full",   "streaming", "h2o",
+                                           "snapkv", "kmeans",    "centroid"};
+
+extern "C" bool ckv_gpu_policy_supported(const ckv_policy *p)
+{
+    for (size_t i = 0; i < sizeof gpu_policies / sizeof gpu_policies[0]; i++)
+        if (!strcmp(p->ops->name, gpu_policies[i]))
+            return true;
+    return false;
+}
+
+void ckv_gpu_policy_ws_free(ckv_gpu_policy_ws *ws)
+{
+    if (!ws)
+        return;
+    for (int i = 0; i < ws->n_mem; i++)
+        cudaFree(ws->mem[i].p);
+    free(ws->h_plan);
+    free(ws->h_newlen);
+    free(ws);
+}
+
+static ckv_status ws_alloc(ckv_gpu_policy_ws *ws, void **p, size_t bytes, ckv_error *err)
+{
+    if (ws->n_mem == WS_MAX_BUFFERS)
+        return ckv_errorf(err, CKV_ERR_DEVICE, "cuda policy: more than %d scratch buffers",
+                          WS_MAX_BUFFERS);
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return ckv_errorf(err, CKV_ERR_DEVICE,
+                          "cuda policy: cannot allocate %.1f MiB of scratch: %s",
+                          (double)bytes / (1 << 20), cudaGetErrorString(e));
+    }
+    ws->mem[ws->n_mem].p = *p;
+    ws->mem[ws->n_mem].bytes = bytes;
+    ws->n_mem++;
+    // NaN bytes: a kernel reading scratch it never wrote shows in the results.
+    // The wait orders the fill before work on any stream.
+    CKV_CUDA(cudaMemset(*p, 0xff, bytes));
+    CKV_CUDA(cudaDeviceSynchronize());
+    return CKV_OK;
+}
+
+ckv_status ckv_pol_take(ckv_pol *x, void **p, size_t bytes, ckv_error *err)
+{
+    return *p ? CKV_OK : ws_alloc(x->ws, p, bytes, err);
+}
+
+ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_error *err)
+{
+    ckv_gpu_policy_ws *ws = x->ws;
+    if (*p && *have >= bytes)
+        return CKV_OK;
+    if (*p) {
+        // cudaFree waits for the device: only when a buffer must grow.
+        for (int i = 0; i < ws->n_mem; i++)
+            if (ws->mem[i].p == *p) {
+                ws->mem[i] = ws->mem[--ws->n_mem];
+                break;
+            }
+        CKV_CUDA(cudaFree(*p));
+        *p = NULL;
+        *have = 0;
+    }
+    ckv_status st = ws_alloc(ws, p, bytes, err);
+    if (!st)
+        *have = bytes;
+    return st;
+}
+
+ckv_status ckv_pol_upload_plan(ckv_pol *x, ckv_error *err)
+{
+    // Pageable source: the call returns once the data is staged, so the
+    // host rows may be rewritten at once.
+    CKV_CUDA(cudaMemcpyAsync(x->ws->plan, x->ws->h_plan,
+                             (size_t)PLAN_ROWS * x->lists * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, x->s));
+    return CKV_OK;
+}
+
+int32_t ckv_pol_max_row(ckv_pol *x, int row)
+{
+    const int32_t *act = ckv_pol_h(x, PLAN_ACT), *r = ckv_pol_h(x, row);
+    int32_t mx = 0;
+    for (int32_t lh = 0; lh < x->lists; lh++)
+        if (act[lh] && r[lh] > mx)
+            mx = r[lh];
+    return mx;
+}
+
+// The buffers every policy uses.
+static ckv_status ws_fill(ckv_gpu_cache *c, ckv_gpu_policy_ws *ws, ckv_error *err)
+{
+    const size_t lists = (size_t)c->n_layer * c->n_head_kv, n = lists * c->capacity,
+                 rows = n * c->head_dim;
+    ws->lists = lists;
+    ws->slots = n;
+    ws->h_plan = static_cast<int32_t *>(calloc(PLAN_ROWS * lists, sizeof(int32_t)));
+    ws->h_newlen = static_cast<int32_t *>(calloc(lists, sizeof(int32_t)));
+    if (!ws->h_plan || !ws->h_newlen)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda policy: out of host memory");
+    struct {
+        void *p;
+        size_t bytes;
+    } want[] = {
+        {&ws->plan, PLAN_ROWS * lists * sizeof(int32_t)},
+        {&ws->newlen, lists * sizeof(int32_t)},
+        {&ws->margin, lists * sizeof(unsigned)},
+        {&ws->k, rows * sizeof(float)},
+        {&ws->v, rows * sizeof(float)},
+        {&ws->deg, n * sizeof(float)},
+        {&ws->score, n * sizeof(float)},
+        {&ws->dest, n * sizeof(int32_t)},
+        {&ws->newslot, n * sizeof(int32_t)},
+        {&ws->assign, n * sizeof(int32_t)},
+        {&ws->run_b, n * sizeof(int32_t)},
+        {&ws->run_e, n * sizeof(int32_t)},
+        {&ws->partner, n * sizeof(int32_t)},
+        {&ws->perm, n * sizeof(int32_t)},
+        {&ws->ikey, n * sizeof(int32_t)},
+        {&ws->ikey_out, n * sizeof(int32_t)},
+        {&ws->ival, n * sizeof(int32_t)},
+        {&ws->ival_out, n * sizeof(int32_t)},
+        {&ws->key, n * sizeof(double)},
+        {&ws->key_out, n * sizeof(double)},
+        {&ws->norm, n * sizeof(double)},
+        {&ws->gap, n * sizeof(double)},
+        {&ws->in_a, n},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ckv_status st = ws_alloc(ws, static_cast<void **>(want[i].p), want[i].bytes, err);
+        if (st)
+            return st;
+    }
+    return CKV_OK;
+}
+
+static ckv_status ws_create(ckv_gpu_cache *c, ckv_error *err)
+{
+    ckv_gpu_policy_ws *ws = static_cast<ckv_gpu_policy_ws *>(calloc(1, sizeof *ws));
+    if (!ws)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda policy: out of host memory");
+    ckv_status st = ws_fill(c, ws, err);
+    if (st)
+        ckv_gpu_policy_ws_free(ws);
+    else
+        c->policy_ws = ws;
+    return st;
+}
+
+__global__ void fill_u32_kernel(unsigned *p, unsigned v, int32_t n)
+{
+    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        p[i] = v;
+}
+
+extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p,
+                                              int32_t budget, const ckv_qwindow *qw,
+                                              ckv_gpu_policy_trace *trace, void *stream,
+                                              ckv_error *err)
+{
+    const char *name = p->ops->name;
+    const int64_t lists = (int64_t)c->n_layer * c->n_head_kv;
+    if (!ckv_gpu_policy_supported(p))
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "cuda: policy %s has no GPU kernels", name);
+    if (lists * c->capacity >= INT32_MAX || lists > 65535)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "cuda: %lld lists of capacity %d are beyond the policy kernels' int32 "
+                          "indexing",
+                          (long long)lists, c->capacity);
+    // The checks of ckv_policy_compress, with its messages.
+    int needs = ckv_policy_needs(p);
+    if ((needs & CKV_NEEDS_SCORE) && !c->score)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "policy %s needs accumulated attention scores (h2o_score)", name);
+    if ((needs & CKV_NEEDS_Q_WINDOW) && (!qw || !qw->q))
+        return ckv_errorf(err, CKV_ERR_ARG, "policy %s needs the window queries (q_window)", name);
+    if (budget <= p->ops->protected_count(p))
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "budget %d entries does not exceed the %d entries policy %s protects",
+                          budget, p->ops->protected_count(p), name);
+    if (trace && trace->margin)
+        for (int64_t i = 0; i < lists; i++)
+            trace->margin[i] = FLT_MAX;
+    if (!strcmp(name, "full"))
+        return CKV_OK;
+
+    ckv_status st;
+    if (!c->policy_ws && (st = ws_create(c, err)))
+        return st;
+    ckv_pol x;
+    memset(&x, 0, sizeof x);
+    x.c = c;
+    x.ws = c->policy_ws;
+    x.s = static_cast<cudaStream_t>(stream);
+    x.lists = (int32_t)lists;
+    x.cap = c->capacity;
+    x.d = c->head_dim;
+    x.track_assign = trace && trace->assign;
+    int32_t *const plan = x.ws->plan;
+    x.act = plan + (size_t)PLAN_ACT * lists;
+    x.T = plan + (size_t)PLAN_T * lists;
+    x.seg_b = plan + (size_t)PLAN_SEG_B * lists;
+    x.seg_e = plan + (size_t)PLAN_SEG_E * lists;
+    x.x = plan + (size_t)PLAN_X * lists;
+    x.y = plan + (size_t)PLAN_Y * lists;
+
+    // The legacy default stream does not wait for non-blocking streams
+    // (the decoder's): wait for everything queued on the device first.
+    if (!stream)
+        CKV_CUDA(cudaDeviceSynchronize());
+    float big = FLT_MAX;
+    unsigned big_bits;
+    memcpy(&big_bits, &big, sizeof big_bits);
+    fill_u32_kernel<<<ckv_pol_blocks(lists, 256), 256, 0, x.s>>>(x.ws->margin, big_bits,
+                                                                  (int32_t)lists);
+    CKV_CUDA_LAUNCHED();
+    const size_t slots = (size_t)lists * c->capacity;
+    if (x.track_assign)
+        CKV_CUDA(cudaMemcpyAsync(x.ws->assign, trace->assign, slots * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, x.s));
+
+    if (!strcmp(name, "centroid"))
+        st = ckv_pol_centroid(&x, p, budget, err);
+    else if (!strcmp(name, "kmeans"))
+        st = ckv_pol_kmeans(&x, p, budget, err);
+    else if (!strcmp(name, "snapkv"))
+        st = ckv_pol_snapkv(&x, p, budget, qw, err);
+    else if (!strcmp(name, "h2o"))
+        st = ckv_pol_h2o(&x, p, budget, err);
+    else
+        st = ckv_pol_streaming(&x, p, budget, err);
+    if (st)
+        return st;
+
+    if (x.track_assign)
+        CKV_CUDA(cudaMemcpyAsync(trace->assign, x.ws->assign, slots * sizeof(int32_t),
+                                 cudaMemcpyDeviceToHost, x.s));
+    if (trace && trace->margin)
+        CKV_CUDA(cudaMemcpyAsync(trace->margin, x.ws->margin, lists * sizeof(float),
+                                 cudaMemcpyDeviceToHost, x.s));
+    CKV_CUDA(cudaStreamSynchronize(x.s));
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p,
+                                               int32_t budget, int64_t step,
+                                               const ckv_qwindow *qw, bool *compressed,
+                                               void *stream, ckv_error *err)
+{
+    int32_t mx = 0;
+    for (int64_t i = 0; i < (int64_t)c->n_layer * c->n_head_kv; i++)
+        if (c->len_h[i] > mx)
+            mx = c->len_h[i];
+    bool due = ckv_policy_due(p, mx, budget, step, qw);
+    if (compressed)
+        *compressed = due;
+    return due ? ckv_gpu_policy_compress(c, p, budget, qw, NULL, stream, err) : CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err)
+{
+    const size_t n = (size_t)c->n_layer * c->n_head_kv * c->capacity;
+    CKV_CUDA(cudaMemset(c->k, 0xff, n * c->head_dim * sizeof(float)));
+    CKV_CUDA(cudaMemset(c->v, 0xff, n * c->head_dim * sizeof(float)));
+    CKV_CUDA(cudaMemset(c->deg, 0xff, n * sizeof(float)));
+    if (c->score)
+        CKV_CUDA(cudaMemset(c->score, 0xff, n * sizeof(float)));
+    if (c->policy_ws)
+        for (int i = 0; i < c->policy_ws->n_mem; i++)
+            CKV_CUDA(cudaMemset(c->policy_ws->mem[i].p, 0xff, c->policy_ws->mem[i].bytes));
+    CKV_CUDA(cudaDeviceSynchronize());
+    return CKV_OK;
+}

@@ -1,0 +1,120 @@
+// State shared by the GPU policy files (cuda_policy.cu, cuda_compact.cu,
+// cuda_csm.cu, cuda_kmeans.cu, cuda_snapkv.cu): the scratch a GPU cache
+// keeps for them and the plan of one compression step. Internal to kernels/.
+//
+// A step works on every (layer, KV head) list at once: the host decides
+// per list (from the lengths it mirrors) whether the list takes part and
+// what its sort segment is, uploads that plan, and launches each kernel
+// once with blockIdx.y (or .z) the list.
+#ifndef CKV_KERNELS_CUDA_POLICY_H
+#define CKV_KERNELS_CUDA_POLICY_H
+
+#include <float.h>
+#include <stdint.h>
+
+#include "cuda_state.h"
+#include "policy.h"
+
+// Rows of the plan, each one int32 per list: ACT 1 if the list takes part,
+// T its length, SEG_B/SEG_E its sort segment (absolute positions in the
+// [lists][capacity] scratch arrays), X and Y two numbers of the policy's.
+enum { PLAN_ACT, PLAN_T, PLAN_SEG_B, PLAN_SEG_E, PLAN_X, PLAN_Y, PLAN_ROWS };
+
+enum { WS_MAX_BUFFERS = 40 };
+
+struct ckv_gpu_policy_ws {
+    size_t lists, slots;  // slots = lists * capacity
+    // Every device buffer, for poisoning and freeing.
+    struct {
+        void *p;
+        size_t bytes;
+    } mem[WS_MAX_BUFFERS];
+    int n_mem;
+    int32_t *h_plan, *h_newlen;  // host
+    int32_t *plan, *newlen;
+    unsigned *margin;  // float bits per list (non-negative, so integer order)
+    // Compaction target and per-slot maps, [lists][capacity] (k, v: x head_dim).
+    float *k, *v, *deg, *score;
+    int32_t *dest, *newslot, *assign, *run_b, *run_e, *partner, *perm;
+    int32_t *ikey, *ikey_out, *ival, *ival_out;
+    double *key, *key_out, *norm, *gap;
+    uint8_t *in_a;
+    void *cub;
+    size_t cub_bytes;
+    // K-Means: features, centroids and sums [lists][capacity][head_dim].
+    double *f, *cen, *csum, *cnorm;
+    int32_t *cl;
+    // SnapKV: window queries and per-query probabilities, grown as needed.
+    float *q;
+    double *prob, *acc;
+    size_t q_bytes, prob_bytes, acc_bytes;
+};
+
+// One call's context.
+struct ckv_pol {
+    ckv_gpu_cache *c;
+    ckv_gpu_policy_ws *ws;
+    cudaStream_t s;
+    int32_t lists, cap, d;
+    bool track_assign;
+    // Device rows of the plan.
+    int32_t *act, *T, *seg_b, *seg_e, *x, *y;
+};
+
+// Host row `row` of the plan.
+static inline int32_t *ckv_pol_h(ckv_pol *x, int row)
+{
+    return x->ws->h_plan + (size_t)row * x->lists;
+}
+
+// cuda_policy.cu
+ckv_status ckv_pol_upload_plan(ckv_pol *x, ckv_error *err);
+// (Re)allocates a growable scratch buffer of the cache to at least `bytes`.
+ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_error *err);
+// Allocates a fixed scratch buffer (once; *p non-NULL: kept).
+ckv_status ckv_pol_take(ckv_pol *x, void **p, size_t bytes, ckv_error *err);
+int32_t ckv_pol_max_row(ckv_pol *x, int row);  // over lists that take part
+
+// Grid helpers.
+static inline unsigned ckv_pol_blocks(int64_t n, int threads)
+{
+    return n > 0 ? (unsigned)((n + threads - 1) / threads) : 1u;
+}
+
+// cuda_compact.cu
+// Plan rows ACT and T: a list takes part when it is longer than budget.
+void ckv_pol_plan_over_budget(ckv_pol *x, int32_t budget);
+// (key, ival) -> (key_out, ival_out) sorted by key descending inside each
+// plan segment, stable (equal keys keep the lower slot first).
+ckv_status ckv_pol_sort_desc(ckv_pol *x, ckv_error *err);
+// (ikey, ival) -> (ikey_out, ival_out) ascending, stable.
+ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err);
+// run_b/run_e[list][key]: the run of each key in ikey_out's segments.
+ckv_status ckv_pol_runs(ckv_pol *x, int32_t max_seg, ckv_error *err);
+// Keeps the last `recent` slots and the top budget - recent of the key
+// ranking over slots [0, T - recent) (key, ival set by the caller), then
+// compacts. Twin: ckv_list_keep_top.
+ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err);
+// Applies dest of every list that takes part: merges (degree-weighted
+// centroids, in double, in the CPU's order), compaction, lengths, assign.
+// Twin: ckv_list_apply.
+ckv_status ckv_pol_apply(ckv_pol *x, bool merges, ckv_error *err);
+
+// The policies.
+ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err);
+ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err);
+ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const ckv_qwindow *qw,
+                          ckv_error *err);
+ckv_status ckv_pol_h2o(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err);
+ckv_status ckv_pol_streaming(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err);
+
+// Records a decision's gap (winner minus best loser) in the list's margin.
+static __device__ inline void ckv_pol_note_margin(unsigned *margin, double gap)
+{
+    float g = gap < (double)FLT_MAX ? (float)gap : FLT_MAX;
+    if (!(g >= 0))
+        g = 0;
+    atomicMin(margin, __float_as_uint(g));
+}
+
+#endif

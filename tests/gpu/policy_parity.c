@@ -1,0 +1,541 @@
+/* GPU policy parity: ckv_gpu_policy_compress (kernels/cuda.h) against the
+ * CPU reference ckv_policy_compress (src/policy.h) on the same caches:
+ * synthetic caches with drifting keys (equal lengths; a different length
+ * per list; already compressed once, so degrees > 1 and the CSM round
+ * counter > 0, with fresh entries appended), the real dump
+ * tests/fixtures/kv_small.h5, and an optional dump (--dump PATH or
+ * CKV_POLICY_DUMP). Every policy, default and non-default parameters,
+ * several budgets, and a second compression of each side's own result.
+ *
+ * For each run: the GPU cache is filled with NaN bytes before the upload,
+ * then lengths, the CSM round counter and the assign map (where every input
+ * slot ended) must be identical; where a list's decisions differ, the list
+ * counts as a near-tie when the GPU reports a decision margin below
+ * NEAR_TIE (policies.md allows such differences) and fails otherwise; keys,
+ * values, degrees and scores of every other list must agree within
+ * TOL_VALUE. Prints one row per run and exits 0 (all pass), 1 (a failure)
+ * or 77 (no GPU).
+ *
+ * --bench: GPU time of each policy (median of repeats, wall time of the
+ * synchronised call) on synthetic caches of the SmolLM2 shape at 8K, 16K
+ * and 32K tokens; no parity checks. */
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cuda.h"
+#include "kvfile.h"
+#include "policy.h"
+#include "synthetic_kv.h"
+
+#define SKIP 77
+
+/* Fixed before any run. Merges are computed in double in the CPU's order on
+ * both sides and rounded once to fp32, so values should agree exactly; the
+ * tolerance allows one fp32 rounding step (2^-23 relative) of slack. */
+#define TOL_VALUE 2.5e-7
+/* policies.md: decisions whose scores are closer than this may differ. */
+#define NEAR_TIE 1e-5
+
+static int failures, near_ties, runs;
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "policy_parity: out of host memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+#define CHECK(call)                                                                  \
+    do {                                                                             \
+        ckv_error e_ = {0};                                                          \
+        ckv_error *err = &e_;                                                        \
+        if ((call) != CKV_OK) {                                                      \
+            fprintf(stderr, "policy_parity: %s:%d: %s\n", __FILE__, __LINE__, e_.msg); \
+            exit(1);                                                                 \
+        }                                                                            \
+        (void)err;                                                                   \
+    } while (0)
+
+static double wall_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
+/* CPU time of the process (all threads): another job may share the cores. */
+static double cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
+typedef struct {
+    const char *name;
+    ckv_cache c;
+    float *q;        /* window queries or NULL */
+    int32_t n_head, w;
+    ckv_gpu_cache *g; /* GPU cache of the same shape and capacity */
+} source;
+
+typedef struct {
+    const char *policy;
+    const char *params[5];
+    bool chain; /* compress each side's result again at half the budget */
+} pcase;
+
+static const pcase cases[] = {
+    {"centroid", {NULL}, true},
+    {"centroid", {"chunk=16", "r_init=0.3", "schedule=constant", NULL}, false},
+    {"centroid", {"partition=sequential", "sinks=8", "recent=32", NULL}, false},
+    {"centroid", {"partition=random", "seed=7", "r_step=0.2", "r_min=0.05", NULL}, true},
+    {"centroid", {"chunk=2", "sinks=0", "recent=0", NULL}, false},
+    {"centroid", {"chunk=100", "partition=random", "seed=123456789", "r_init=1", NULL}, false},
+    {"kmeans", {NULL}, true},
+    {"kmeans", {"iters=3", "sinks=2", "recent=16", NULL}, false},
+    {"kmeans", {"iters=0", NULL}, false},
+    {"streaming", {NULL}, true},
+    {"streaming", {"sinks=0", NULL}, false},
+    {"h2o", {NULL}, true},
+    {"h2o", {"recent=16", NULL}, false},
+    {"snapkv", {NULL}, false},
+    {"snapkv", {"window=16", "kernel=5", "pooling=avg", NULL}, false},
+    {"snapkv", {"kernel=1", NULL}, false},
+    {"full", {NULL}, false},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+static void make_policy(ckv_policy *p, const pcase *pc, char *desc, size_t size)
+{
+    CHECK(ckv_policy_init(p, pc->policy, err));
+    snprintf(desc, size, "%s", pc->policy);
+    for (int i = 0; pc->params[i]; i++) {
+        CHECK(ckv_policy_set(p, pc->params[i], err));
+        snprintf(desc + strlen(desc), size - strlen(desc), " %s", pc->params[i]);
+    }
+}
+
+static size_t lists_of(const ckv_cache *c)
+{
+    return (size_t)c->n_layer * c->n_head_kv;
+}
+
+typedef struct {
+    int64_t slots_differ; /* input slots whose final slot differs */
+    int32_t lists_differ, lists_near;
+    double max_err;
+    bool fail;
+    char why[800];
+} verdict;
+
+static void fail_with(verdict *v, const char *why)
+{
+    if (!v->fail)
+        snprintf(v->why, sizeof v->why, "%s", why);
+    v->fail = true;
+}
+
+/* |got - want| / max(1, |want|); infinite for a NaN (an unwritten output). */
+static double value_err(float got, float want)
+{
+    if (isnan(got) || isnan(want))
+        return INFINITY;
+    double e = fabs((double)got - want), m = fabs((double)want);
+    return e / (m > 1 ? m : 1);
+}
+
+/* Compares the GPU result (downloaded into got) with the CPU result and the
+ * two assign maps (every input slot of the source cache). */
+static void compare(const ckv_cache *got, const ckv_cache *want, const int32_t *a_got,
+                    const int32_t *a_want, const float *margin, verdict *v)
+{
+    size_t lists = lists_of(want), cap = (size_t)want->capacity, d = (size_t)want->head_dim;
+    if (got->round != want->round)
+        fail_with(v, "CSM round counters differ");
+    if (got->n_pos != want->n_pos)
+        fail_with(v, "positions differ");
+    for (size_t lh = 0; lh < lists; lh++) {
+        int64_t differ = got->len[lh] != want->len[lh];
+        for (size_t i = 0; i < cap; i++)
+            differ += a_got[lh * cap + i] != a_want[lh * cap + i];
+        if (differ) {
+            v->slots_differ += differ;
+            v->lists_differ++;
+            if (margin[lh] < NEAR_TIE) {
+                v->lists_near++;
+                printf("  near-tie: list %zu, %lld slots placed differently, lengths %d/%d, "
+                       "margin %.2e\n",
+                       lh, (long long)differ, got->len[lh], want->len[lh], (double)margin[lh]);
+            } else {
+                char why[160];
+                snprintf(why, sizeof why,
+                         "list %zu: %lld slots placed differently, lengths %d/%d, margin %.2e",
+                         lh, (long long)differ, got->len[lh], want->len[lh], (double)margin[lh]);
+                fail_with(v, why);
+            }
+            continue;
+        }
+        size_t n = (size_t)want->len[lh];
+        for (size_t t = 0; t < n; t++) {
+            size_t r = lh * cap + t;
+            double e = value_err(got->deg[r], want->deg[r]);
+            if (want->score) {
+                double es = value_err(got->score[r], want->score[r]);
+                e = es > e ? es : e;
+            }
+            for (size_t i = 0; i < d; i++) {
+                double ek = value_err(got->k[r * d + i], want->k[r * d + i]);
+                double ev = value_err(got->v[r * d + i], want->v[r * d + i]);
+                e = ek > e ? ek : e;
+                e = ev > e ? ev : e;
+            }
+            if (e > v->max_err)
+                v->max_err = e;
+        }
+    }
+    if (v->max_err > TOL_VALUE)
+        fail_with(v, "values differ beyond tolerance");
+}
+
+static void print_row(const char *src, const char *desc, int32_t budget, size_t lists,
+                      const verdict *v, double g_ms, double c_ms)
+{
+    printf("%-12s %-58s %6d %5zu %7lld %4d/%-4d %9.2e %9.2f %9.2f  %s%s%s\n", src, desc, budget,
+           lists, (long long)v->slots_differ, v->lists_differ, v->lists_near, v->max_err, g_ms,
+           c_ms, v->fail ? "FAIL" : "ok", v->fail ? ": " : "", v->fail ? v->why : "");
+    runs++;
+    near_ties += v->lists_near;
+    if (v->fail)
+        failures++;
+}
+
+/* One compression on both sides of caches holding the same entries; cpu and
+ * back are host caches of the source's capacity (back receives the GPU
+ * result); a_cpu/a_gpu are the assign maps, advanced by this compression. */
+static void step(source *s, const ckv_policy *p, const char *desc, int32_t budget, ckv_cache *cpu,
+                 ckv_cache *back, int32_t *a_cpu, int32_t *a_gpu)
+{
+    const ckv_cache *c = &s->c;
+    size_t lists = lists_of(c);
+    ckv_qwindow qw = {s->q, s->n_head, s->w};
+    const ckv_qwindow *qwp = s->q ? &qw : NULL;
+    float *margin = xmalloc(lists * sizeof *margin);
+    ckv_error ec = {0}, eg = {0};
+    double c0 = cpu_ms();
+    ckv_status sc = ckv_policy_compress(p, cpu, budget, qwp, a_cpu, &ec);
+    double c_ms = cpu_ms() - c0;
+    ckv_gpu_policy_trace tr = {a_gpu, margin};
+    double g0 = wall_ms();
+    ckv_status sg = ckv_gpu_policy_compress(s->g, p, budget, qwp, &tr, NULL, &eg);
+    double g_ms = wall_ms() - g0;
+    verdict v;
+    memset(&v, 0, sizeof v);
+    if (sc || sg) {
+        if (sc != sg || strcmp(ec.msg, eg.msg)) {
+            char why[800];
+            snprintf(why, sizeof why, "status cpu %d '%.300s', gpu %d '%.300s'", sc, ec.msg, sg,
+                     eg.msg);
+            fail_with(&v, why);
+        }
+    } else {
+        CHECK(ckv_gpu_cache_download(s->g, back, err));
+        compare(back, cpu, a_gpu, a_cpu, margin, &v);
+    }
+    print_row(s->name, desc, budget, lists, &v, g_ms, c_ms);
+    free(margin);
+}
+
+static void run_case(source *s, const pcase *pc, int64_t ppm)
+{
+    ckv_policy p;
+    char desc[160];
+    make_policy(&p, pc, desc, sizeof desc);
+    const ckv_cache *c = &s->c;
+    int32_t budget = (int32_t)((ppm * ckv_cache_max_len(c) + 999999) / 1000000);
+    if (budget <= p.ops->protected_count(&p)) {
+        printf("%-12s %-58s %6d  skipped: budget does not exceed the %d protected entries\n",
+               s->name, desc, budget, p.ops->protected_count(&p));
+        return;
+    }
+    size_t n = lists_of(c) * (size_t)c->capacity;
+    ckv_cache cpu, back;
+    CHECK(ckv_cache_fork(&cpu, c, c->capacity, err));
+    CHECK(ckv_cache_fork(&back, c, c->capacity, err));
+    int32_t *a_cpu = xmalloc(n * sizeof *a_cpu), *a_gpu = xmalloc(n * sizeof *a_gpu);
+    ckv_policy_assign_identity(c, a_cpu);
+    ckv_policy_assign_identity(c, a_gpu);
+    CHECK(ckv_gpu_cache_poison(s->g, err));
+    CHECK(ckv_gpu_cache_upload(s->g, c, err));
+    step(s, &p, desc, budget, &cpu, &back, a_cpu, a_gpu);
+    if (pc->chain && budget / 2 > p.ops->protected_count(&p)) {
+        char chained[200];
+        snprintf(chained, sizeof chained, "%s, again", desc);
+        /* Each side continues from its own result: the maps compose. */
+        step(s, &p, chained, budget / 2, &cpu, &back, a_cpu, a_gpu);
+    }
+    ckv_cache_free(&cpu);
+    ckv_cache_free(&back);
+    free(a_cpu);
+    free(a_gpu);
+}
+
+static void source_gpu(source *s)
+{
+    CHECK(ckv_gpu_cache_create_shape(&s->g, s->c.n_layer, s->c.n_head_kv, s->c.head_dim,
+                                     s->c.capacity, s->c.score != NULL, err));
+}
+
+static void source_free(source *s)
+{
+    ckv_gpu_cache_free(s->g);
+    ckv_cache_free(&s->c);
+    free(s->q);
+}
+
+enum { SYN_LAYERS = 4, SYN_KV = 3, SYN_HEADS = 9, SYN_D = 64, SYN_W = 32 };
+static int32_t syn_t = 1400; /* tokens of the synthetic caches (--quick: 480) */
+
+/* A synthetic cache; ragged: list lh keeps syn_t - (syn_t / 23) lh entries. */
+static void synthetic(source *s, const char *name, bool ragged, uint64_t seed)
+{
+    memset(s, 0, sizeof *s);
+    s->name = name;
+    CHECK(ckv_synthetic_kv(&s->c, &s->q, SYN_LAYERS, SYN_KV, SYN_HEADS, SYN_D, syn_t, SYN_W, seed,
+                           err));
+    s->n_head = SYN_HEADS;
+    s->w = SYN_W;
+    if (ragged)
+        for (size_t lh = 0; lh < lists_of(&s->c); lh++)
+            s->c.len[lh] = syn_t - syn_t / 23 * (int32_t)lh;
+    source_gpu(s);
+}
+
+/* A cache compressed once by the CPU centroid policy (degrees > 1, round
+ * > 0), then grown by fresh entries (120 at 1400 tokens) per list, as
+ * decode would. */
+static void compressed_once(source *s)
+{
+    memset(s, 0, sizeof *s);
+    s->name = "synth-deg";
+    ckv_cache full;
+    CHECK(ckv_synthetic_kv(&full, &s->q, SYN_LAYERS, SYN_KV, SYN_HEADS, SYN_D, syn_t, SYN_W, 99,
+                           err));
+    s->n_head = SYN_HEADS;
+    s->w = SYN_W;
+    size_t lists = lists_of(&full), d = SYN_D;
+    int32_t *cut = xmalloc(lists * sizeof *cut);
+    for (size_t lh = 0; lh < lists; lh++)
+        cut[lh] = full.len[lh] = syn_t * 11 / 14 - syn_t / 48 * (int32_t)lh;
+    CHECK(ckv_cache_fork(&s->c, &full, syn_t, err));
+    ckv_policy p;
+    CHECK(ckv_policy_init(&p, "centroid", err));
+    CHECK(ckv_policy_compress(&p, &s->c, syn_t * 33 / 70, NULL, NULL, err));
+    const int32_t grow = syn_t * 3 / 35;
+    for (size_t lh = 0; lh < lists; lh++) {
+        for (int32_t j = 0; j < grow; j++) {
+            size_t from = lh * syn_t + (size_t)cut[lh] + j, to = lh * syn_t + (size_t)s->c.len[lh];
+            memcpy(s->c.k + to * d, full.k + from * d, d * sizeof(float));
+            memcpy(s->c.v + to * d, full.v + from * d, d * sizeof(float));
+            s->c.deg[to] = 1;
+            s->c.score[to] = full.score[from];
+            s->c.len[lh]++;
+        }
+    }
+    s->c.n_pos = cut[0] + grow;
+    free(cut);
+    ckv_cache_free(&full);
+    source_gpu(s);
+}
+
+static bool dump_source(source *s, const char *name, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    ckv_kvdump d;
+    ckv_error err = {0};
+    if (ckv_kvfile_read(path, &d, &err)) {
+        fprintf(stderr, "policy_parity: %s\n", err.msg);
+        return false;
+    }
+    s->name = name;
+    s->c = d.cache;
+    s->q = d.q_window;
+    s->n_head = d.n_head;
+    s->w = d.w;
+    free(d.model);
+    free(d.prompt);
+    source_gpu(s);
+    return true;
+}
+
+static const int64_t budgets_ppm[] = {125000, 250000, 500000};
+
+static void run_source(source *s, bool all_budgets)
+{
+    for (int i = 0; i < N_CASES; i++) {
+        const pcase *pc = &cases[i];
+        bool needs_q = !strcmp(pc->policy, "snapkv"), needs_score = !strcmp(pc->policy, "h2o");
+        if ((needs_q && !s->q) || (needs_score && !s->c.score)) {
+            printf("%-12s %-58s  skipped: the source has no %s\n", s->name, pc->policy,
+                   needs_q ? "window queries" : "attention scores");
+            continue;
+        }
+        for (size_t b = 0; b < sizeof budgets_ppm / sizeof budgets_ppm[0]; b++)
+            if (all_budgets || b == 1)
+                run_case(s, pc, budgets_ppm[b]);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* GPU time per policy at long contexts (SmolLM2-135M's cache shape). */
+static void bench(int repeats)
+{
+    static const char *const policies[] = {"centroid", "kmeans", "streaming", "h2o", "snapkv"};
+    static const int32_t tokens[] = {8192, 16384, 32768};
+    printf("%-10s %7s %7s %12s %12s\n", "policy", "tokens", "budget", "GPU ms med", "GPU ms min");
+    for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++) {
+        source s;
+        memset(&s, 0, sizeof s);
+        s.name = "bench";
+        CHECK(ckv_synthetic_kv(&s.c, &s.q, 30, 3, 9, 64, tokens[ti], 32, 7, err));
+        s.n_head = 9;
+        s.w = 32;
+        source_gpu(&s);
+        int32_t budget = tokens[ti] / 4;
+        ckv_qwindow qw = {s.q, s.n_head, s.w};
+        for (size_t pi = 0; pi < sizeof policies / sizeof policies[0]; pi++) {
+            ckv_policy p;
+            CHECK(ckv_policy_init(&p, policies[pi], err));
+            double *ms = xmalloc((size_t)repeats * sizeof *ms);
+            for (int r = -1; r < repeats; r++) { /* r = -1: untimed warm-up */
+                CHECK(ckv_gpu_cache_upload(s.g, &s.c, err));
+                double t0 = wall_ms();
+                CHECK(ckv_gpu_policy_compress(s.g, &p, budget, &qw, NULL, NULL, err));
+                if (r >= 0)
+                    ms[r] = wall_ms() - t0;
+            }
+            qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
+            printf("%-10s %7d %7d %12.2f %12.2f\n", policies[pi], tokens[ti], budget,
+                   ms[repeats / 2], ms[0]);
+            fflush(stdout);
+            free(ms);
+        }
+        source_free(&s);
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: gpu_policy_parity [--dump PATH] [--quick] [--bench] [--repeats N]\n"
+            "GPU compression policies against the CPU reference (policies.md).\n"
+            "  --dump PATH   also check a KV dump of `ckv dump-kv` (or CKV_POLICY_DUMP)\n"
+            "  --quick       synthetic caches of 480 instead of 1400 tokens\n"
+            "  --bench       time the GPU policies at 8K-32K synthetic tokens instead\n"
+            "  --repeats N   timing repeats for --bench (default 5; the median is shown)\n"
+            "  -h, --help    this text\n"
+            "Exit 0: every run passes; 1: a failure; 77: no GPU.\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"dump", required_argument, NULL, 'd'},
+                                         {"bench", no_argument, NULL, 'b'},
+                                         {"quick", no_argument, NULL, 'q'},
+                                         {"repeats", required_argument, NULL, 'r'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    setvbuf(stdout, NULL, _IOLBF, 0); /* rows show as they come, also in a log */
+    const char *dump = getenv("CKV_POLICY_DUMP");
+    bool do_bench = false;
+    int repeats = 5, c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            dump = optarg;
+            break;
+        case 'b':
+            do_bench = true;
+            break;
+        case 'q':
+            syn_t = 480;
+            break;
+        case 'r':
+            repeats = atoi(optarg);
+            if (repeats < 1) {
+                fprintf(stderr, "policy_parity: --repeats must be a positive integer\n");
+                return 2;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        usage(stderr);
+        return 2;
+    }
+    int32_t n_dev = 0;
+    ckv_error err = {0};
+    if (ckv_cuda_device_count(&n_dev, &err)) {
+        printf("policy_parity: no GPU (%s): skipped\n", err.msg);
+        return SKIP;
+    }
+    if (do_bench) {
+        bench(repeats);
+        return 0;
+    }
+    printf("tolerance %.1e (relative, floor 1) on keys, values, degrees, scores; near-tie "
+           "margin %.0e\n",
+           TOL_VALUE, NEAR_TIE);
+    printf("%-12s %-58s %6s %5s %7s %9s %9s %9s %9s  %s\n", "source", "policy", "budget", "lists",
+           "slotdif", "diff/near", "max err", "GPU ms", "CPU ms", "result");
+    source s;
+    synthetic(&s, "synth-equal", false, 1);
+    run_source(&s, true);
+    source_free(&s);
+    synthetic(&s, "synth-ragged", true, 2);
+    run_source(&s, true);
+    source_free(&s);
+    compressed_once(&s);
+    run_source(&s, true);
+    source_free(&s);
+    /* The fixture under CKV_SOURCE_ROOT, else the source tree this was built
+     * from, else the working directory (a build carried to another machine). */
+    char fixture[4096];
+    const char *root = getenv("CKV_SOURCE_ROOT");
+    snprintf(fixture, sizeof fixture, "%s/tests/fixtures/kv_small.h5", root ? root : CKV_SOURCE_ROOT);
+    if (!root && access(fixture, R_OK))
+        snprintf(fixture, sizeof fixture, "tests/fixtures/kv_small.h5");
+    if (!dump_source(&s, "kv_small", fixture))
+        return 1;
+    run_source(&s, true);
+    source_free(&s);
+    if (dump) {
+        if (!dump_source(&s, "dump", dump))
+            return 1;
+        run_source(&s, false);
+        source_free(&s);
+    }
+    printf("%d runs, %d failed, %d lists with near-tie differences\n", runs, failures, near_ties);
+    return failures ? 1 : 0;
+}
