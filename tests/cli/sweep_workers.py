@@ -25,8 +25,8 @@ import time
 
 import h5py
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from results_equal import differences, rows as read_rows, value_differences  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_check import compare  # noqa: E402
 
 CKV = os.environ.get("CKV", "build/ckv")
 ROOT = os.environ.get("CKV_SOURCE_ROOT", ".")
@@ -46,14 +46,15 @@ def run(*args):
 
 
 def rows(path):
-    """/samples keyed by (unit, run), timings aside; a row present twice fails."""
-    out, twice = read_rows(path)
+    """/samples keyed by (task, length, sample, run name); a row present twice fails."""
+    out, twice = compare.load(path)
     check(not twice, f"{path}: rows {twice} appear twice")
     return out
 
 
 def same(a, b, what):
-    for m in differences(a, b, what):
+    """Same rows, every field but the timings equal."""
+    for m in compare.differences(a, b, what):
         check(False, m)
 
 
@@ -145,7 +146,7 @@ def main():
     half = os.path.join(d, "half.h5")
     r = run("sweep", cfg, "-o", half, "--workers", "2", "--shard", "1/2")
     check(r.returncode == 0, "--shard 1/2 --workers 2: " + r.stderr)
-    same({k: v for k, v in ref.items() if k[0] % 2 == 1}, rows(half), "--shard 1/2 --workers 2")
+    same({k: v for k, v in ref.items() if v["unit"] % 2 == 1}, rows(half), "--shard 1/2 --workers 2")
 
     # One worker killed mid-run: its shard's unfinished samples are rerun.
     killed = os.path.join(d, "killed.h5")
@@ -185,12 +186,10 @@ def main():
           and "are not in " + twice in text and "--resume" in text,
           "both deaths and the missing samples reported: " + text)
     got = rows(twice)
-    units = {k[0] for k in got}
+    units = {v["unit"] for v in got.values()}
     check(all(u in units for u in (1, 3, 5, 7)), f"the healthy worker's shard is complete: {units}")
     check(len(got) % RUNS == 0 and len(got) < len(ref), f"whole samples only, some missing: {len(got)}")
-    for k in got:
-        for m in value_differences(ref[k], got[k], f"row {k} before resume"):
-            check(False, m)
+    same({k: ref[k] for k in got if k in ref}, got, "rows before resume")
     r = run("sweep", cfg, "-o", twice, "--workers", "2", "--resume")
     check(r.returncode == 0, "resume after a failed worker: " + r.stderr)
     same(ref, rows(twice), "resumed after a failed worker vs one process")
