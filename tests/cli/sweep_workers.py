@@ -12,7 +12,8 @@ tests/cli/sweep.py sets them up:
   samples, the rows that did arrive are in the file, `--resume` completes it;
 - SIGINT to the parent alone: forwarded, exit 130, whole samples kept,
   `--resume` completes it, no worker left behind;
-- `--devices` without a GPU: a clear error, exit 1, no output file.
+- `--devices` without a GPU: a clear error, exit 1, no output file; on a
+  GPU host instead, `--devices all` equals one process on the first GPU.
 
 Uses numpy and h5py; the ckv binary comes from $CKV, data from $CKV_DATA_DIR
 or ../shared/data beside the source tree."""
@@ -113,8 +114,9 @@ def main():
         return 1
     d = tempfile.mkdtemp(prefix="ckv_workers_")
     model, pack = os.path.join(d, "tiny.gguf"), os.path.join(d, "pack.h5")
-    r = run("synth", "--arch", "llama", "--layers", "2", "--hidden", "64", "--heads", "4",
-            "--kv-heads", "2", "--ctx", "4096", "--out", model)
+    # head_dim 64: the CUDA decoder's smallest, for the GPU check below.
+    r = run("synth", "--arch", "llama", "--layers", "2", "--hidden", "128", "--heads", "2",
+            "--kv-heads", "1", "--ctx", "4096", "--out", model)
     check(r.returncode == 0, "synth: " + r.stderr)
     r = run("prepare", "ruler", "--model", model, "--tasks", "niah_single_1", "--lengths",
             "1024", "--samples", "8", "--data-dir", DATA, "--out", pack)
@@ -127,7 +129,7 @@ def main():
         "threads: 1\n")
 
     whole = os.path.join(d, "whole.h5")
-    r = run("sweep", cfg, "-o", whole)
+    r = run("sweep", cfg, "-o", whole, "--device", "cpu")  # workers run on the CPU
     check(r.returncode == 0, "single-process sweep: " + r.stderr)
     ref = rows(whole)
     check(len(ref) == 8 * RUNS, f"{8 * RUNS} rows in the single-process file, got {len(ref)}")
@@ -214,7 +216,14 @@ def main():
     r = run("sweep", cfg, "-o", os.path.join(d, "u.h5"), "--workers", "2", "--devices", "0")
     check(r.returncode == 2 and "exclude each other" in r.stderr, "--devices with --workers: " + r.stderr)
     if run("devices").returncode == 0:
-        print("a GPU is present: the no-GPU --devices check is skipped")
+        # On a GPU host: one worker per GPU against one process on the first GPU.
+        one, many = os.path.join(d, "gpu1.h5"), os.path.join(d, "gpus.h5")
+        r = run("sweep", cfg, "-o", one, "--device", "cuda")
+        check(r.returncode == 0, "one-GPU sweep: " + r.stderr)
+        r = run("sweep", cfg, "-o", many, "--devices", "all")
+        check(r.returncode == 0, "--devices all: " + r.stderr)
+        if os.path.exists(one) and os.path.exists(many):
+            same(rows(one), rows(many), "--devices all vs one GPU")
     else:
         for spec in ("0", "all", "0,1"):
             out = os.path.join(d, f"dev-{spec}.h5")
