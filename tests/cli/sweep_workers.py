@@ -201,11 +201,14 @@ def main():
     log = []
     p = start(cfg, inter)
     read_until(p, worker0_started, log)
+    workers = children(p.pid)
+    check(len(workers) == 2, f"two workers under /proc: {workers}")
     p.send_signal(signal.SIGINT)
     log.append(p.stderr.read())
     p.wait()
     check(p.returncode == 130, f"SIGINT exits 130, got {p.returncode}: {''.join(log)}")
-    check(not children(p.pid), "no worker outlives the parent")
+    check(not any(os.path.exists(f"/proc/{w}") for w in workers),
+          "the workers ended and were reaped with the parent")
     got = rows(inter)
     check(len(got) % RUNS == 0, "SIGINT keeps whole samples only")
     r = run("sweep", cfg, "-o", inter, "--workers", "2", "--resume")
