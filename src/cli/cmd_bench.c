@@ -240,9 +240,9 @@ static void usage(FILE *fp)
 {
     fprintf(fp, "usage: ckv bench BENCHMARK [options]\n\n"
                 "Benchmarks:\n"
-                "  compress   every policy's compression time of one cache (CPU)\n"
+                "  compress   every policy's compression time of one cache (CPU or GPU)\n"
                 "  attention  the attention kernel and GEMMs vs copy and matrix ceilings (GPU)\n"
-                "  decode     per-token decode of a model shape with random weights (GPU)\n\n"
+                "  decode     decode steps of a model shape with random weights (GPU)\n\n"
                 "Run 'ckv bench BENCHMARK --help' for its options.\n");
 }
 
