@@ -178,7 +178,7 @@ ckv_status ckv_backend_open(ckv_backend *b, const char *device, const ckv_model 
         if (!st || cuda)
             return st ? ckv_error_prefix(err, "device cuda") : CKV_OK;
         if (fallback)
-            snprintf(fallback, fallback_size, "no usable GPU (%s)", err->msg);
+            snprintf(fallback, fallback_size, "%s", err->msg);
         memset(err, 0, sizeof *err);
 #else
         if (cuda)
