@@ -21,6 +21,9 @@
 #include "model.h"
 #include "splitmix.h"
 
+#define GPU_TEST_NAME "parity"
+#include "gpu_test.h"
+
 #define SKIP 77
 
 /* Tolerances, fixed before any run. fp32 kernels against the fp32 twin differ
@@ -97,27 +100,6 @@ static void report(const char *what, double err, double tol)
     if (!ok)
         failures++;
 }
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "parity: out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-#define CHECK(call)                                                      \
-    do {                                                                 \
-        ckv_error e_ = {0};                                              \
-        ckv_error *err = &e_;                                            \
-        if ((call) != CKV_OK) {                                          \
-            fprintf(stderr, "parity: %s:%d: %s\n", __FILE__, __LINE__, e_.msg); \
-            exit(1);                                                     \
-        }                                                                \
-        (void)err;                                                       \
-    } while (0)
 
 /* Device copy of a host array. */
 static void *dup_dev(const void *host, size_t bytes)

@@ -34,6 +34,9 @@
 #include "policy.h"
 #include "synthetic_kv.h"
 
+#define GPU_TEST_NAME "policy_parity"
+#include "gpu_test.h"
+
 #define SKIP 77
 
 /* Fixed before any run. Merges are computed in double in the CPU's order on
@@ -44,27 +47,6 @@
 #define NEAR_TIE 1e-5
 
 static int failures, near_ties, runs;
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "policy_parity: out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-#define CHECK(call)                                                                  \
-    do {                                                                             \
-        ckv_error e_ = {0};                                                          \
-        ckv_error *err = &e_;                                                        \
-        if ((call) != CKV_OK) {                                                      \
-            fprintf(stderr, "policy_parity: %s:%d: %s\n", __FILE__, __LINE__, e_.msg); \
-            exit(1);                                                                 \
-        }                                                                            \
-        (void)err;                                                                   \
-    } while (0)
 
 static double wall_ms(void)
 {
