@@ -1,7 +1,7 @@
 /* The CUDA backend: the GPU decoder and GPU caches of kernels/cuda.h behind
  * the sweep's backend table. Policies run as GPU kernels
  * (ckv_gpu_policy_compress: the CPU reference's decisions, policies.md);
- * one those kernels do not implement (a parameter value or cache shape) runs
+ * a policy those kernels do not implement (a parameter value or cache shape) runs
  * on the CPU reference instead: the cache is downloaded, compressed by
  * src/policies/ and uploaded again. */
 #include <stdio.h>
