@@ -49,14 +49,20 @@ typedef struct {
     int32_t runs;
 } bench_steps;
 
-/* Runs warmup + repeats steps of ckv_gpu_decode_batch, one random token per
- * cache per step (each cache needs room for them), timing each from the host
- * call to the logits on the host; checks the first step's logits (logits:
- * room for n x n_vocab) are finite, since the timings of a decoder that
- * gives NaN mean nothing. */
-ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_gpu_cache *const *c, int32_t n,
-                            int32_t warmup, int32_t repeats, uint64_t seed, float *logits,
-                            bench_steps *out, ckv_error *err);
+/* Makes n caches (capacity entries + warmup + repeats; scores when
+ * track_score) filled with random entries: `entries` per list at position
+ * `context`, degrees 1 for budget 1, else uniform in [1, 2 / budget - 1)
+ * (mean 1 / budget, as CentroidKV leaves them). Then runs warmup + repeats
+ * steps of ckv_gpu_decode_batch over them, one random token per cache per
+ * step, timing each from the host call to the logits on the host, and frees
+ * them. Checks the first step's logits (logits: room for n x n_vocab) are
+ * finite, since the timings of a decoder that gives NaN mean nothing. */
+ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_t entries,
+                            int32_t context, double budget, bool track_score, int32_t warmup,
+                            int32_t repeats, uint64_t seed, float *logits, bench_steps *out,
+                            ckv_error *err);
+/* Degrees up to this, uniform from 1, average 1 / budget. */
+float bench_max_degree(double budget);
 #endif
 
 #endif

@@ -121,15 +121,26 @@ double bench_median(double *t, int n)
 }
 
 #if CKV_HAVE_CUDA
-ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_gpu_cache *const *c, int32_t n,
-                            int32_t warmup, int32_t repeats, uint64_t seed, float *logits,
-                            bench_steps *out, ckv_error *err)
+float bench_max_degree(double budget)
 {
+    return budget < 1 ? (float)(2.0 / budget - 1.0) : 1.0f;
+}
+
+ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_t entries,
+                            int32_t context, double budget, bool track_score, int32_t warmup,
+                            int32_t repeats, uint64_t seed, float *logits, bench_steps *out,
+                            ckv_error *err)
+{
+    ckv_gpu_cache **c = calloc((size_t)n, sizeof *c);
     int32_t *tok = malloc((size_t)n * sizeof *tok);
     double *ms = malloc((size_t)repeats * sizeof *ms);
     ckv_status st = CKV_OK;
-    if (!tok || !ms)
+    if (!c || !tok || !ms)
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
+    for (int32_t i = 0; !st && i < n; i++)
+        if (!(st = ckv_gpu_cache_create(&c[i], g, entries + warmup + repeats, track_score, err)))
+            st = ckv_gpu_cache_fill_random(c[i], entries, context, bench_max_degree(budget),
+                                           seed + 3 * (uint64_t)i, err);
     uint64_t rng = seed;
     for (int32_t s = 0; !st && s < warmup + repeats; s++) {
         for (int32_t i = 0; i < n; i++)
@@ -152,6 +163,9 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_gpu_cache *co
         out->min_ms = ms[0];
         out->max_ms = ms[repeats - 1];
     }
+    for (int32_t i = 0; c && i < n; i++)
+        ckv_gpu_cache_free(c[i]);
+    free(c);
     free(tok);
     free(ms);
     return st;

@@ -148,34 +148,6 @@ static const ckv_h5_field decode_fields[] = {
 };
 #undef FD
 
-/* Times warmup + repeats steps of r->batch sequences, each over its own cache
- * holding r->entries per list at position r->context. */
-static ckv_status time_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, decode_row *r,
-                             uint64_t seed, float *logits, ckv_error *err)
-{
-    const int32_t steps = (int32_t)(o->warmup + o->repeats), B = r->batch;
-    ckv_gpu_cache **c = calloc((size_t)B, sizeof *c);
-    ckv_status st = c ? CKV_OK : ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
-    const float max_degree = r->budget < 1 ? (float)(2.0 / r->budget - 1.0) : 1.0f;
-    for (int32_t i = 0; !st && i < B; i++)
-        if (!(st = ckv_gpu_cache_create(&c[i], g, r->entries + steps, false, err)))
-            st = ckv_gpu_cache_fill_random(c[i], r->entries, r->context, max_degree,
-                                           seed + 3 * (uint64_t)i, err);
-    bench_steps t;
-    if (!st && !(st = bench_time_steps(g, cfg, c, B, (int32_t)o->warmup, (int32_t)o->repeats,
-                                       seed, logits, &t, err))) {
-        r->runs = t.runs;
-        r->median_ms = t.median_ms;
-        r->min_ms = t.min_ms;
-        r->max_ms = t.max_ms;
-        r->tokens_per_s = B / (r->median_ms * 1e-3);
-    }
-    for (int32_t i = 0; c && i < B; i++)
-        ckv_gpu_cache_free(c[i]);
-    free(c);
-    return st;
-}
-
 static void print_rows(const decode_row *rows, size_t n)
 {
     printf("\n%-13s %5s %7s %6s %7s %6s %9s %9s %9s %9s %9s %9s %7s %8s %6s %6s\n", "shape",
@@ -301,10 +273,18 @@ static int run(int argc, char **argv, const opts *o)
                     continue;
                 const uint64_t seed = (uint64_t)o->seed + 1000 * (uint64_t)(b * MAXL * MAXL +
                                                                            t * MAXL + k);
-                if (time_point(g, &cfg, o, r, seed, logits, &err)) {
+                bench_steps t;
+                if (bench_time_steps(g, &cfg, r->batch, r->entries, r->context, r->budget, false,
+                                     (int32_t)o->warmup, (int32_t)o->repeats, seed, logits, &t,
+                                     &err)) {
                     rc = cli_fail("bench", &err);
                     goto done;
                 }
+                r->runs = t.runs;
+                r->median_ms = t.median_ms;
+                r->min_ms = t.min_ms;
+                r->max_ms = t.max_ms;
+                r->tokens_per_s = r->batch / (r->median_ms * 1e-3);
                 r->over_floor = r->median_ms / r->floor_ms;
                 if (k && !strcmp(full->status, "ok")) {
                     r->speedup = full->median_ms / r->median_ms;
