@@ -227,15 +227,13 @@ static void init_row(tp_row *r, const opts *o, const ckv_config *cfg, const ckv_
     if (p) {
         int64_t entries = context;
         bool skip = false;
+        char why[160];
         ckv_error err = {0};
         const ckv_budget b = {.ppm = llround(budget * 1e6)};
-        if (ckv_budget_check(p, &b, context, &entries, &skip, r->note, sizeof r->note, &err))
+        if (ckv_budget_check(p, &b, context, &entries, &skip, why, sizeof why, &err))
             snprintf(r->note, sizeof r->note, "skipped: %.140s", err.msg);
-        else if (skip) {
-            memmove(r->note + 9, r->note, sizeof r->note - 9);
-            memcpy(r->note, "skipped: ", 9);
-            r->note[sizeof r->note - 1] = 0;
-        }
+        else if (skip)
+            snprintf(r->note, sizeof r->note, "skipped: %.140s", why);
         r->entries = (int32_t)entries;
         r->interval = ckv_policy_interval(p);
     }
