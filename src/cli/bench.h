@@ -6,6 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckv_config.h"
+#include "model.h"
+#if CKV_HAVE_CUDA
+#include "cuda.h"
+#endif
+
 /* Copy bandwidth and dense bf16 matrix rate of the H200, as measured on the
  * lent machines (/work/.library/device/KINDS.md: 4.3 TB/s copy, 769-798
  * TFLOP/s): the ceilings every GPU benchmark reports against. */
@@ -14,6 +20,7 @@
 
 int bench_attention(int argc, char **argv);
 int bench_decode(int argc, char **argv);
+int bench_throughput(int argc, char **argv);
 
 /* Parses "a,b,c" of integers in [lo, hi] (at most max of them) into out;
  * prints a usage error naming opt and returns false on bad input. */
@@ -27,5 +34,35 @@ void bench_utc_now(char buf[32]);
 /* Makes the parent folder of path (one level) when missing; false on failure. */
 bool bench_make_parent(const char *path);
 double bench_median(double *t, int n);
+/* Parses "a,b,c" of numbers in [lo, hi] as bench_int_list does. */
+bool bench_double_list(const char *opt, const char *s, double lo, double hi, double *out, int *n,
+                       int max);
+/* Device bytes of one sequence's cache of `entries` entries per (layer, KV
+ * head) list as ckv_gpu_cache stores them: fp32 keys, values and degrees
+ * (no scores). */
+double bench_cache_bytes(const ckv_config *c, double entries);
+
+#if CKV_HAVE_CUDA
+/* Timings of decode steps over a batch of caches. */
+typedef struct {
+    double median_ms, min_ms, max_ms; /* per step */
+    int32_t runs;
+} bench_steps;
+
+/* Makes n caches (capacity entries + warmup + repeats; scores when
+ * track_score) filled with random entries: `entries` per list at position
+ * `context`, degrees 1 for budget 1, else uniform in [1, 2 / budget - 1)
+ * (mean 1 / budget, as CentroidKV leaves them). Then runs warmup + repeats
+ * steps of ckv_gpu_decode_batch over them, one random token per cache per
+ * step, timing each from the host call to the logits on the host, and frees
+ * them. Checks the first step's logits (logits: room for n x n_vocab) are
+ * finite, since the timings of a decoder that gives NaN mean nothing. */
+ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_t entries,
+                            int32_t context, double budget, bool track_score, int32_t warmup,
+                            int32_t repeats, uint64_t seed, float *logits, bench_steps *out,
+                            ckv_error *err);
+/* Degrees up to this, uniform from 1, average 1 / budget. */
+float bench_max_degree(double budget);
+#endif
 
 #endif

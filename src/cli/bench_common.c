@@ -2,12 +2,15 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "opts.h"
+#include "splitmix.h"
+#include "util.h"
 
 bool bench_int_list(const char *opt, const char *s, long long lo, long long hi, int32_t *out,
                     int *n, int max)
@@ -35,6 +38,38 @@ bool bench_int_list(const char *opt, const char *s, long long lo, long long hi, 
     }
     free(copy);
     return ok;
+}
+
+bool bench_double_list(const char *opt, const char *s, double lo, double hi, double *out, int *n,
+                       int max)
+{
+    char *copy = strdup(s);
+    if (!copy) {
+        cli_usage_error("bench", "out of memory");
+        return false;
+    }
+    *n = 0;
+    bool ok = true;
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && ok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (*n == max) {
+            cli_usage_error("bench", "%s: more than %d values", opt, max);
+            ok = false;
+        } else if ((ok = cli_double("bench", opt, tok, lo, hi, &out[*n]))) {
+            (*n)++;
+        }
+    }
+    if (ok && *n == 0) {
+        cli_usage_error("bench", "%s: no values in '%s'", opt, s);
+        ok = false;
+    }
+    free(copy);
+    return ok;
+}
+
+double bench_cache_bytes(const ckv_config *c, double entries)
+{
+    return (double)c->n_layer * c->n_head_kv * entries * (2.0 * c->head_dim + 1) * 4.0;
 }
 
 char *bench_command_line(int argc, char **argv)
@@ -84,3 +119,55 @@ double bench_median(double *t, int n)
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
     return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
+
+#if CKV_HAVE_CUDA
+float bench_max_degree(double budget)
+{
+    return budget < 1 ? (float)(2.0 / budget - 1.0) : 1.0f;
+}
+
+ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_t entries,
+                            int32_t context, double budget, bool track_score, int32_t warmup,
+                            int32_t repeats, uint64_t seed, float *logits, bench_steps *out,
+                            ckv_error *err)
+{
+    ckv_gpu_cache **c = calloc((size_t)n, sizeof *c);
+    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    double *ms = malloc((size_t)repeats * sizeof *ms);
+    ckv_status st = CKV_OK;
+    if (!c || !tok || !ms)
+        st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
+    for (int32_t i = 0; !st && i < n; i++)
+        if (!(st = ckv_gpu_cache_create(&c[i], g, entries + warmup + repeats, track_score, err)))
+            st = ckv_gpu_cache_fill_random(c[i], entries, context, bench_max_degree(budget),
+                                           seed + 3 * (uint64_t)i, err);
+    uint64_t rng = seed;
+    for (int32_t s = 0; !st && s < warmup + repeats; s++) {
+        for (int32_t i = 0; i < n; i++)
+            tok[i] = (int32_t)(ckv_splitmix64(&rng) % (uint64_t)cfg->n_vocab);
+        const double t0 = ckv_now();
+        st = ckv_gpu_decode_batch(g, c, tok, n, false, logits, NULL, err);
+        const double dt = ckv_now() - t0;
+        for (size_t v = 0; !st && s == 0 && v < (size_t)n * cfg->n_vocab; v++)
+            if (!isfinite(logits[v]))
+                st = ckv_errorf(err, CKV_ERR_DEVICE,
+                                "bench: logit %zu is %g: the synthetic decoder gave a non-finite "
+                                "output, so its timings mean nothing",
+                                v, logits[v]);
+        if (!st && s >= warmup)
+            ms[s - warmup] = dt * 1e3;
+    }
+    if (!st) {
+        out->runs = repeats;
+        out->median_ms = bench_median(ms, repeats);
+        out->min_ms = ms[0];
+        out->max_ms = ms[repeats - 1];
+    }
+    for (int32_t i = 0; c && i < n; i++)
+        ckv_gpu_cache_free(c[i]);
+    free(c);
+    free(tok);
+    free(ms);
+    return st;
+}
+#endif

@@ -13,8 +13,6 @@
 #include "h5_table.h"
 #include "model_presets.h"
 #include "opts.h"
-#include "splitmix.h"
-#include "util.h"
 #if CKV_HAVE_CUDA
 #include "cuda.h"
 #endif
@@ -113,21 +111,9 @@ static int parse(int argc, char **argv, opts *o)
     if (!bench_int_list("--contexts", ctx, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
         !bench_int_list("--batches", batches, 1, 1024, o->batch, &o->n_batch, MAXL))
         return CLI_USAGE;
-    if (strcmp(budgets, "none")) {
-        char *copy = strdup(budgets);
-        bool ok = copy != NULL;
-        for (char *save = NULL, *t = copy ? strtok_r(copy, ",", &save) : NULL; t && ok;
-             t = strtok_r(NULL, ",", &save)) {
-            if (o->n_budget == MAXL) {
-                cli_usage_error("bench", "--budgets: more than %d values", MAXL);
-                ok = false;
-            } else
-                ok = cli_double("bench", "--budgets", t, 1e-6, 0.999999, &o->budget[o->n_budget++]);
-        }
-        free(copy);
-        if (!ok)
-            return CLI_USAGE;
-    }
+    if (strcmp(budgets, "none") &&
+        !bench_double_list("--budgets", budgets, 1e-6, 0.999999, o->budget, &o->n_budget, MAXL))
+        return CLI_USAGE;
     return CLI_OK;
 }
 
@@ -161,62 +147,6 @@ static const ckv_h5_field decode_fields[] = {
     FD(status, CKV_H5_STR),
 };
 #undef FD
-
-/* Device bytes of one cache of `cap` entries per list: fp32 keys, values and
- * degrees (no scores). */
-static double cache_bytes(const ckv_config *c, double cap)
-{
-    return (double)c->n_layer * c->n_head_kv * cap * (2.0 * c->head_dim + 1) * 4.0;
-}
-
-/* Times warmup + repeats steps of r->batch sequences, each over its own cache
- * holding r->entries per list at position r->context; checks that the first
- * step's logits are finite. */
-static ckv_status time_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, decode_row *r,
-                             uint64_t seed, float *logits, ckv_error *err)
-{
-    const int32_t steps = (int32_t)(o->warmup + o->repeats), B = r->batch;
-    ckv_gpu_cache **c = calloc((size_t)B, sizeof *c);
-    int32_t *tok = malloc((size_t)B * sizeof *tok);
-    double *ms = malloc((size_t)o->repeats * sizeof *ms);
-    ckv_status st = CKV_OK;
-    if (!c || !tok || !ms)
-        st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
-    const float max_degree = r->budget < 1 ? (float)(2.0 / r->budget - 1.0) : 1.0f;
-    for (int32_t i = 0; !st && i < B; i++)
-        if (!(st = ckv_gpu_cache_create(&c[i], g, r->entries + steps, false, err)))
-            st = ckv_gpu_cache_fill_random(c[i], r->entries, r->context, max_degree,
-                                           seed + 3 * (uint64_t)i, err);
-    uint64_t rng = seed;
-    for (int32_t s = 0; !st && s < steps; s++) {
-        for (int32_t i = 0; i < B; i++)
-            tok[i] = (int32_t)(ckv_splitmix64(&rng) % (uint64_t)cfg->n_vocab);
-        const double t0 = ckv_now();
-        st = ckv_gpu_decode_batch(g, c, tok, B, false, logits, NULL, err);
-        const double dt = ckv_now() - t0;
-        for (size_t v = 0; !st && s == 0 && v < (size_t)B * cfg->n_vocab; v++)
-            if (!isfinite(logits[v]))
-                st = ckv_errorf(err, CKV_ERR_DEVICE,
-                                "bench: logit %zu is %g: the synthetic decoder gave a non-finite "
-                                "output, so its timings mean nothing",
-                                v, logits[v]);
-        if (!st && s >= o->warmup)
-            ms[s - o->warmup] = dt * 1e3;
-    }
-    if (!st) {
-        r->runs = (int32_t)o->repeats;
-        r->median_ms = bench_median(ms, r->runs);
-        r->min_ms = ms[0];
-        r->max_ms = ms[r->runs - 1];
-        r->tokens_per_s = B / (r->median_ms * 1e-3);
-    }
-    for (int32_t i = 0; c && i < B; i++)
-        ckv_gpu_cache_free(c[i]);
-    free(c);
-    free(tok);
-    free(ms);
-    return st;
-}
 
 static void print_rows(const decode_row *rows, size_t n)
 {
@@ -285,13 +215,13 @@ static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_
     r->median_ms = r->min_ms = r->max_ms = r->tokens_per_s = r->over_floor = NAN;
     r->speedup = r->ideal_speedup = r->pct_ideal = NAN;
     r->weight_bytes = weight_bytes;
-    r->kv_bytes = batch * cache_bytes(cfg, r->entries);
+    r->kv_bytes = batch * bench_cache_bytes(cfg, r->entries);
     r->floor_ms = (weight_bytes + r->kv_bytes) / BENCH_COPY_BPS * 1e3;
     r->status = r->note;
     snprintf(r->note, sizeof r->note, "ok");
     ckv_cuda_device d;
     ckv_error err = {0};
-    const double need = batch * cache_bytes(cfg, r->entries + (double)(o->warmup + o->repeats));
+    const double need = batch * bench_cache_bytes(cfg, r->entries + (double)(o->warmup + o->repeats));
     if (!ckv_cuda_device_query(0, &d, &err) && need + (512 << 20) > (double)d.mem_free)
         snprintf(r->note, sizeof r->note, "skipped: caches %.1f GiB, %.1f GiB free",
                  need / (1 << 30), (double)d.mem_free / (1 << 30));
@@ -343,10 +273,18 @@ static int run(int argc, char **argv, const opts *o)
                     continue;
                 const uint64_t seed = (uint64_t)o->seed + 1000 * (uint64_t)(b * MAXL * MAXL +
                                                                            t * MAXL + k);
-                if (time_point(g, &cfg, o, r, seed, logits, &err)) {
+                bench_steps t;
+                if (bench_time_steps(g, &cfg, r->batch, r->entries, r->context, r->budget, false,
+                                     (int32_t)o->warmup, (int32_t)o->repeats, seed, logits, &t,
+                                     &err)) {
                     rc = cli_fail("bench", &err);
                     goto done;
                 }
+                r->runs = t.runs;
+                r->median_ms = t.median_ms;
+                r->min_ms = t.min_ms;
+                r->max_ms = t.max_ms;
+                r->tokens_per_s = r->batch / (r->median_ms * 1e-3);
                 r->over_floor = r->median_ms / r->floor_ms;
                 if (k && !strcmp(full->status, "ok")) {
                     r->speedup = full->median_ms / r->median_ms;

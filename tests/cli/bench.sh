@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks `ckv bench attention` and `ckv bench decode` where there is no usable GPU (CI): every option
+# Checks `ckv bench attention`, `decode` and `throughput` where there is no usable GPU (CI): every option
 # is documented, bad values are usage errors (2) naming the option, and a valid
 # command fails (1) with a message that says why, writing no results file; the
 # SDPA peer exits 3 with the reason.
@@ -58,6 +58,29 @@ check "decode without a GPU fails" status_is 1 \
   "$CKV" bench decode --shape smollm2-135m --synthetic --out "$tmp/d.h5"
 check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 check "  and writes no file" test ! -e "$tmp/d.h5"
+
+"$CKV" bench throughput --help >"$tmp/help"
+for opt in --shape --device --contexts --kv-cap --budgets --policies --interval --max-batch \
+           --warmup --repeats --seed --out; do
+  check "throughput --help documents $opt" grep -q -- "$opt" "$tmp/help"
+done
+check "bench --help lists throughput" grep -q throughput <<<"$("$CKV" bench --help)"
+check "throughput --kv-cap 0 is a usage error" status_is 2 "$CKV" bench throughput --kv-cap 0
+check "  naming the option" grep -q -- "--kv-cap" "$tmp/err"
+check "throughput --budgets 1 is a usage error" status_is 2 "$CKV" bench throughput --budgets 0.25,1
+check "throughput --policies full is a usage error" status_is 2 \
+  "$CKV" bench throughput --policies centroid,full
+check "throughput --policies unknown is a usage error" status_is 2 \
+  "$CKV" bench throughput --policies centroid,lru
+check "  listing the known policies" grep -q "streaming" "$tmp/err"
+check "throughput --interval 0 is a usage error" status_is 2 "$CKV" bench throughput --interval 0
+check "throughput --max-batch x is a usage error" status_is 2 "$CKV" bench throughput --max-batch x
+check "throughput --shape unknown is a usage error" status_is 2 "$CKV" bench throughput --shape x
+check "throughput --device cpu is a usage error" status_is 2 "$CKV" bench throughput --device cpu
+check "throughput without a GPU fails" status_is 1 \
+  "$CKV" bench throughput --shape smollm2-135m --out "$tmp/t.h5"
+check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
+check "  and writes no file" test ! -e "$tmp/t.h5"
 
 peer=${CKV_SOURCE_ROOT:-.}/harness/peers/sdpa_attention.py
 check "the SDPA peer without a GPU exits 3" status_is 3 python3 "$peer" --json "$tmp/p.json"

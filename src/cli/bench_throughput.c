@@ -1,0 +1,527 @@
+/* `ckv bench throughput`: serving throughput under a fixed KV memory cap, the
+ * full cache against each policy's compressed caches (issue 7: at 25% budget
+ * >= 4x the full cache's tokens/s), decode-time compression included.
+ * Random weights and caches on the GPU, as `ckv bench decode`.
+ * docs/performance.md describes it. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "ckv_config.h"
+#include "h5_table.h"
+#include "model_presets.h"
+#include "opts.h"
+#include "policy.h"
+#include "util.h"
+#if CKV_HAVE_CUDA
+#include "splitmix.h"
+#endif
+
+enum { MAXL = 16 };
+
+typedef struct {
+    const char *shape, *out;
+    int32_t ctx[MAXL];
+    int n_ctx, n_budget, n_policy;
+    double budget[MAXL], kv_cap_gib;
+    const char *policy[MAXL];
+    char *policy_list; /* storage of policy[] */
+    long long max_batch, interval, warmup, repeats, seed;
+} opts;
+
+static void help(FILE *fp)
+{
+    fprintf(fp,
+            "usage: ckv bench throughput [--shape NAME] [--kv-cap GIB] [options]\n\n"
+            "Serving throughput under a fixed KV memory cap, on the GPU, with random bf16\n"
+            "weights of a model shape and caches of random entries (no model file), as\n"
+            "`ckv bench decode`. Per context length T: the full cache (T entries per list,\n"
+            "degree 1) and, per policy and budget b, compressed caches of ceil(b * T)\n"
+            "entries (degrees averaging 1 / b). Sequences that fit = floor(cap / bytes of\n"
+            "one sequence's cache), counting fp32 keys, values and degrees as the cache\n"
+            "stores them, a compressed cache with room for the `interval` entries it grows\n"
+            "by between compressions; then at most --max-batch, and at most what free GPU\n"
+            "memory holds. That whole batch is decoded: median step time of R steps after\n"
+            "W warm-up ones (host call to logits on the host), tokens/s = seqs / step.\n"
+            "Compression included: one ckv_gpu_policy_compress of one cache grown by\n"
+            "`interval` entries back to the budget is timed (median of min(R, 5) after one\n"
+            "warm-up, each on a fresh random fill); every sequence pays it once per\n"
+            "interval steps, so a step costs step + compress x seqs / interval. A policy\n"
+            "that compresses only after prefill (SnapKV with decode=off) pays nothing\n"
+            "per step. Policies with the same cache layout share one step timing.\n"
+            "Table on stdout, with the issue's target (25%% budget >= 4x full, compression\n"
+            "included); HDF5 file with a /throughput table and the date, device and\n"
+            "command as attributes.\n\n"
+            "Options:\n"
+            "  --shape NAME      llama3.1-8b (default), mistral-7b or smollm2-135m\n"
+            "  --device cuda     the GPU (the only device)\n"
+            "  --contexts LIST   context lengths T (default 8192,32768)\n"
+            "  --kv-cap GIB      KV memory for all sequences' caches, GiB (default 40)\n"
+            "  --budgets LIST    fractions in (0, 1) (default 0.25,0.5,0.75)\n"
+            "  --policies LIST   policies with GPU kernels (default centroid,streaming,\n"
+            "                    snapkv,h2o,kmeans); unsupported shapes are skipped rows\n"
+            "  --interval N      decode steps between compressions, set on every policy\n"
+            "                    (default 64)\n"
+            "  --max-batch N     at most N sequences per step (default 256)\n"
+            "  --warmup W        untimed steps per point (default 3)\n"
+            "  --repeats R       timed steps per point (default 10)\n"
+            "  --seed S          weights, cache and token seed (default 1)\n"
+            "  --out PATH        HDF5 file (default results/bench-throughput.h5)\n"
+            "  -h, --help        this help\n");
+}
+
+/* Splits the policy list in place and checks every name (and that the
+ * policy takes `interval`, or compresses only after prefill). */
+static bool parse_policies(const char *s, opts *o)
+{
+    if (!(o->policy_list = strdup(s))) {
+        cli_usage_error("bench", "out of memory");
+        return false;
+    }
+    for (char *save = NULL, *t = strtok_r(o->policy_list, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        ckv_policy p;
+        ckv_error err = {0};
+        if (o->n_policy == MAXL) {
+            cli_usage_error("bench", "--policies: more than %d values", MAXL);
+            return false;
+        }
+        if (!strcmp(t, "full")) {
+            cli_usage_error("bench", "--policies: full is always measured; name compressing "
+                            "policies");
+            return false;
+        }
+        if (ckv_policy_init(&p, t, &err)) {
+            cli_usage_error("bench", "--policies: %s", err.msg);
+            return false;
+        }
+        o->policy[o->n_policy++] = t;
+    }
+    if (!o->n_policy) {
+        cli_usage_error("bench", "--policies: no values in '%s'", s);
+        return false;
+    }
+    return true;
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+    static const struct option longopts[] = {
+        {"shape", required_argument, 0, 'S'},    {"device", required_argument, 0, 'd'},
+        {"contexts", required_argument, 0, 'c'}, {"kv-cap", required_argument, 0, 'k'},
+        {"budgets", required_argument, 0, 'b'},  {"policies", required_argument, 0, 'p'},
+        {"interval", required_argument, 0, 'i'}, {"max-batch", required_argument, 0, 'm'},
+        {"warmup", required_argument, 0, 'w'},   {"repeats", required_argument, 0, 'r'},
+        {"seed", required_argument, 0, 's'},     {"out", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+    };
+    const char *ctx = "8192,32768", *budgets = "0.25,0.5,0.75",
+               *policies = "centroid,streaming,snapkv,h2o,kmeans";
+    *o = (opts){.shape = "llama3.1-8b", .out = "results/bench-throughput.h5", .kv_cap_gib = 40,
+                .max_batch = 256, .interval = 64, .warmup = 3, .repeats = 10, .seed = 1};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case 'S': o->shape = optarg; break;
+        case 'd':
+            if (strcmp(optarg, "cuda"))
+                return cli_usage_error("bench", "--device: '%s': throughput is benchmarked on "
+                                       "the GPU only (--device cuda)", optarg);
+            break;
+        case 'c': ctx = optarg; break;
+        case 'k': ok = cli_double("bench", "--kv-cap", optarg, 1e-3, 1 << 20, &o->kv_cap_gib); break;
+        case 'b': budgets = optarg; break;
+        case 'p': policies = optarg; break;
+        case 'i': ok = cli_int("bench", "--interval", optarg, 1, 1 << 20, &o->interval); break;
+        case 'm': ok = cli_int("bench", "--max-batch", optarg, 1, 4096, &o->max_batch); break;
+        case 'w': ok = cli_int("bench", "--warmup", optarg, 0, 10000, &o->warmup); break;
+        case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 100000, &o->repeats); break;
+        case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
+        case 'o': o->out = optarg; break;
+        case 'h': help(stdout); return -1;
+        default: return cli_usage_error("bench", "invalid option");
+        }
+        if (!ok)
+            return CLI_USAGE;
+    }
+    if (optind < argc)
+        return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    ckv_config cfg;
+    ckv_error err = {0};
+    if (ckv_model_preset(o->shape, &cfg, &err))
+        return cli_usage_error("bench", "--shape: %s", err.msg);
+    if (!bench_int_list("--contexts", ctx, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
+        !bench_double_list("--budgets", budgets, 1e-6, 0.999999, o->budget, &o->n_budget, MAXL) ||
+        !parse_policies(policies, o))
+        return CLI_USAGE;
+    return CLI_OK;
+}
+
+#if CKV_HAVE_CUDA
+
+/* One row of /throughput: the full cache or one policy at one budget. */
+typedef struct {
+    char *shape, *policy;  /* "full" for the full cache */
+    int32_t context;
+    double budget;         /* 1 for the full cache */
+    int32_t entries;       /* per (layer, KV head) list after compression */
+    int32_t interval;      /* decode steps between compressions; 0: none at decode */
+    double seq_bytes;      /* one sequence's cache, counted against the cap */
+    int32_t cap_seqs;      /* floor(cap / seq_bytes) */
+    int32_t seqs;          /* decoded at once: cap_seqs, --max-batch, free memory */
+    char *limit;           /* which of the three set seqs */
+    double median_ms, min_ms, max_ms; /* per step of the whole batch */
+    int32_t runs;
+    double tokens_per_s;   /* seqs / median step */
+    double compress_ms;    /* one sequence's compression; NaN without one */
+    double compress_ms_per_step, compress_share, tokens_per_s_incl;
+    double ratio_incl, ratio;  /* to the full cache, with and without compression */
+    char *status;          /* "ok" or "skipped: why"; points at note */
+    char note[160];
+} tp_row;
+
+#define FD(n, t) {#n, offsetof(tp_row, n), t}
+static const ckv_h5_field tp_fields[] = {
+    FD(shape, CKV_H5_STR), FD(policy, CKV_H5_STR), FD(context, CKV_H5_I32),
+    FD(budget, CKV_H5_F64), FD(entries, CKV_H5_I32), FD(interval, CKV_H5_I32),
+    FD(seq_bytes, CKV_H5_F64), FD(cap_seqs, CKV_H5_I32), FD(seqs, CKV_H5_I32),
+    FD(limit, CKV_H5_STR), FD(median_ms, CKV_H5_F64), FD(min_ms, CKV_H5_F64),
+    FD(max_ms, CKV_H5_F64), FD(runs, CKV_H5_I32), FD(tokens_per_s, CKV_H5_F64),
+    FD(compress_ms, CKV_H5_F64), FD(compress_ms_per_step, CKV_H5_F64),
+    FD(compress_share, CKV_H5_F64), FD(tokens_per_s_incl, CKV_H5_F64),
+    FD(ratio_incl, CKV_H5_F64), FD(ratio, CKV_H5_F64), FD(status, CKV_H5_STR),
+};
+#undef FD
+
+static bool tracks_score(const ckv_policy *p)
+{
+    return p && (ckv_policy_needs(p) & CKV_NEEDS_SCORE);
+}
+
+/* Device bytes of one sequence's batch cache (with room for the timed steps
+ * and scores when tracked), for the free-memory limit. */
+static double device_bytes(const ckv_config *cfg, const opts *o, const tp_row *r, bool score)
+{
+    const double e = r->entries + (double)(o->warmup + o->repeats);
+    return bench_cache_bytes(cfg, e) + (score ? (double)cfg->n_layer * cfg->n_head_kv * e * 4 : 0);
+}
+
+/* Fills a row's counts and the sequences the cap admits; the status says
+ * whether the policy takes the budget. */
+static void init_row(tp_row *r, const opts *o, const ckv_config *cfg, const ckv_policy *p,
+                     const char *name, int32_t context, double budget)
+{
+    *r = (tp_row){.shape = (char *)o->shape, .policy = (char *)name, .context = context,
+                  .budget = budget, .limit = "kv-cap"};
+    r->median_ms = r->min_ms = r->max_ms = r->tokens_per_s = r->compress_ms = NAN;
+    r->compress_ms_per_step = r->compress_share = r->tokens_per_s_incl = NAN;
+    r->ratio_incl = r->ratio = NAN;
+    r->status = r->note;
+    snprintf(r->note, sizeof r->note, "ok");
+    r->entries = context;
+    if (p) {
+        int64_t entries = context;
+        bool skip = false;
+        char why[160];
+        ckv_error err = {0};
+        const ckv_budget b = {.ppm = llround(budget * 1e6)};
+        if (ckv_budget_check(p, &b, context, &entries, &skip, why, sizeof why, &err))
+            snprintf(r->note, sizeof r->note, "skipped: %.140s", err.msg);
+        else if (skip)
+            snprintf(r->note, sizeof r->note, "skipped: %.140s", why);
+        r->entries = (int32_t)entries;
+        r->interval = ckv_policy_interval(p);
+    }
+    r->seq_bytes = bench_cache_bytes(cfg, r->entries + (double)r->interval);
+    r->cap_seqs = (int32_t)fmin(floor(o->kv_cap_gib * (1 << 30) / r->seq_bytes), INT32_MAX);
+    r->seqs = r->cap_seqs;
+    if (r->seqs > o->max_batch) {
+        r->seqs = (int32_t)o->max_batch;
+        r->limit = "max-batch";
+    }
+    if (r->seqs < 1 && !strcmp(r->status, "ok"))
+        snprintf(r->note, sizeof r->note, "skipped: one sequence's cache (%.2f GiB) exceeds "
+                 "the cap", r->seq_bytes / (1 << 30));
+}
+
+/* Median milliseconds of one compression of a cache of one sequence grown
+ * by r->interval entries past the budget, back to r->entries. */
+static ckv_status time_compress(const ckv_config *cfg, const opts *o, const ckv_policy *p,
+                                tp_row *r, uint64_t seed, ckv_error *err)
+{
+    const int32_t grown = r->entries + r->interval, runs = o->repeats < 5 ? (int32_t)o->repeats : 5;
+    const int32_t W = (int32_t)ckv_policy_param(p, "window", 0);
+    float *q = NULL;
+    double ms[5];
+    ckv_gpu_cache *c = NULL;
+    ckv_status st = CKV_OK;
+    if (ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW) {
+        const size_t nq = (size_t)cfg->n_layer * cfg->n_head * W * cfg->head_dim;
+        if (!(q = malloc(nq * sizeof *q)))
+            return ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
+        uint64_t rng = seed;
+        for (size_t i = 0; i < nq; i++)
+            q[i] = (float)((double)(ckv_splitmix64(&rng) >> 11) * 0x1p-52 - 1.0);
+    }
+    const ckv_qwindow qw = {q, cfg->n_head, W};
+    st = ckv_gpu_cache_create_shape(&c, cfg->n_layer, cfg->n_head_kv, cfg->head_dim, grown,
+                                    tracks_score(p), err);
+    for (int32_t i = -1; !st && i < runs; i++) {
+        if ((st = ckv_gpu_cache_fill_random(c, grown, (int64_t)r->context + r->interval,
+                                            bench_max_degree(r->budget), seed + 7 * (uint64_t)(i + 1),
+                                            err)))
+            break;
+        const double t0 = ckv_now();
+        st = ckv_gpu_policy_compress(c, p, r->entries, q ? &qw : NULL, NULL, NULL, err);
+        if (i >= 0)
+            ms[i] = (ckv_now() - t0) * 1e3;
+    }
+    ckv_gpu_cache_free(c);
+    free(q);
+    if (!st)
+        r->compress_ms = bench_median(ms, runs);
+    return st;
+}
+
+static void print_rows(const tp_row *rows, size_t n, double cap_gib)
+{
+    printf("\nKV cap %.1f GiB\n%-7s %-14s %7s %5s %-9s %9s %9s %10s %8s %6s %9s %7s %7s\n",
+           cap_gib, "context", "cache", "entries", "seqs", "limit", "step ms", "tok/s",
+           "compr ms", "ms/step", "share", "tok/s+c", "x full", "x f+c");
+    for (size_t i = 0; i < n; i++) {
+        const tp_row *r = &rows[i];
+        char cache[48];
+        if (r->budget < 1)
+            snprintf(cache, sizeof cache, "%s %.0f%%", r->policy, 100 * r->budget);
+        else
+            snprintf(cache, sizeof cache, "full");
+        printf("%-7d %-14s %7d", r->context, cache, r->entries);
+        if (strcmp(r->status, "ok")) {
+            printf(" %s\n", r->status);
+            continue;
+        }
+        printf(" %5d %-9s %9.3f %9.0f %10.3f %8.3f %5.1f%% %9.0f %7.2f %7.2f\n", r->seqs, r->limit,
+               r->median_ms, r->tokens_per_s, r->compress_ms, r->compress_ms_per_step,
+               100 * r->compress_share, r->tokens_per_s_incl, r->ratio, r->ratio_incl);
+    }
+}
+
+/* The issue's target: at 25% budget, >= 4x the full cache's tokens/s under
+ * the same cap, compression included. */
+static void print_targets(const tp_row *rows, size_t n)
+{
+    printf("\ntarget: tokens/s at 25%% budget >= 4x full, same KV cap, compression included\n");
+    int seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tp_row *r = &rows[i];
+        if (fabs(r->budget - 0.25) > 1e-9)
+            continue;
+        seen++;
+        if (strcmp(r->status, "ok") || isnan(r->ratio_incl))
+            printf("  %-10s context %7d: not measured (%s)\n", r->policy, r->context,
+                   strcmp(r->status, "ok") ? r->status : "the full cache was not measured");
+        else
+            printf("  %-10s context %7d: %.2fx: %s\n", r->policy, r->context, r->ratio_incl,
+                   r->ratio_incl >= 4 ? "met" : "missed");
+    }
+    if (!seen)
+        printf("  no 25%% budget among --budgets\n");
+}
+
+/* Sets the step timing of r: a copy of an earlier row's with the same
+ * context, entries and cache layout, else a new measurement. */
+static ckv_status step_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, tp_row *rows,
+                             size_t i, bool score, const bool *row_score, uint64_t seed,
+                             float *logits, ckv_error *err)
+{
+    tp_row *r = &rows[i];
+    for (size_t j = 0; j < i; j++) {
+        const tp_row *s = &rows[j];
+        if (s->context == r->context && s->entries == r->entries && s->budget == r->budget &&
+            s->seqs == r->seqs && row_score[j] == score && !isnan(s->median_ms)) {
+            r->median_ms = s->median_ms;
+            r->min_ms = s->min_ms;
+            r->max_ms = s->max_ms;
+            r->runs = s->runs;
+            return CKV_OK;
+        }
+    }
+    bench_steps t;
+    ckv_status st = bench_time_steps(g, cfg, r->seqs, r->entries, r->context, r->budget, score,
+                                     (int32_t)o->warmup, (int32_t)o->repeats, seed, logits, &t,
+                                     err);
+    if (!st) {
+        r->median_ms = t.median_ms;
+        r->min_ms = t.min_ms;
+        r->max_ms = t.max_ms;
+        r->runs = t.runs;
+    }
+    return st;
+}
+
+/* Lowers r->seqs to what free device memory holds now. */
+static void fit_free_memory(tp_row *r, const ckv_config *cfg, const opts *o, bool score)
+{
+    ckv_cuda_device d;
+    ckv_error err = {0};
+    if (ckv_cuda_device_query(0, &d, &err))
+        return;
+    const double avail = (double)d.mem_free - (double)(1u << 30),
+                 fit = floor(avail / device_bytes(cfg, o, r, score));
+    if (fit < r->seqs) {
+        r->seqs = fit > 0 ? (int32_t)fit : 0;
+        r->limit = "free-mem";
+    }
+    if (r->seqs < 1)
+        snprintf(r->note, sizeof r->note, "skipped: one cache does not fit in %.1f GiB free",
+                 (double)d.mem_free / (1 << 30));
+}
+
+static int run(int argc, char **argv, const opts *o)
+{
+    ckv_error err = {0};
+    ckv_config cfg;
+    ckv_model_preset(o->shape, &cfg, &err);
+    int32_t n_dev;
+    ckv_cuda_device dev;
+    if (ckv_cuda_device_count(&n_dev, &err) || ckv_cuda_device_query(0, &dev, &err)) {
+        fprintf(stderr, "ckv bench: no usable GPU: %s\n", err.msg);
+        return CLI_FAIL;
+    }
+    const size_t per_ctx = 1 + (size_t)o->n_policy * o->n_budget, n = per_ctx * o->n_ctx;
+    tp_row *rows = calloc(n, sizeof *rows);
+    bool *row_score = calloc(n, sizeof *row_score);
+    ckv_policy *pol = calloc((size_t)o->n_policy, sizeof *pol);
+    char *cmdline = bench_command_line(argc, argv);
+    float *logits = NULL;
+    ckv_gpu *g = NULL;
+    int rc = CLI_OK;
+    char date[32], cap[32];
+    bench_utc_now(date);
+    snprintf(cap, sizeof cap, "%g", o->kv_cap_gib);
+    if (!rows || !row_score || !pol || !cmdline) {
+        fprintf(stderr, "ckv bench: out of memory\n");
+        rc = CLI_FAIL;
+        goto done;
+    }
+    char iv[24];
+    snprintf(iv, sizeof iv, "%lld", o->interval);
+    for (int k = 0; k < o->n_policy; k++) {
+        ckv_policy_init(&pol[k], o->policy[k], &err);
+        if (ckv_policy_param(&pol[k], "interval", -1) >= 0 &&
+            ckv_policy_set_kv(&pol[k], "interval", iv, &err)) {
+            rc = cli_fail("bench", &err);
+            goto done;
+        }
+    }
+    int32_t max_batch = 1;
+    for (int t = 0; t < o->n_ctx; t++)
+        for (size_t k = 0; k < per_ctx; k++) {
+            const int pk = k ? (int)((k - 1) / o->n_budget) : -1;
+            tp_row *r = &rows[t * per_ctx + k];
+            init_row(r, o, &cfg, k ? &pol[pk] : NULL, k ? o->policy[pk] : "full", o->ctx[t],
+                     k ? o->budget[(k - 1) % o->n_budget] : 1.0);
+            row_score[t * per_ctx + k] = k && tracks_score(&pol[pk]);
+            if (!strcmp(r->status, "ok") && r->seqs > max_batch)
+                max_batch = r->seqs;
+        }
+    if (!(logits = malloc((size_t)max_batch * cfg.n_vocab * sizeof *logits))) {
+        fprintf(stderr, "ckv bench: out of memory\n");
+        rc = CLI_FAIL;
+        goto done;
+    }
+    printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; KV cap %s GiB\n",
+           dev.name, (double)dev.mem_total / (1 << 30), date, o->shape,
+           2.0 * (double)ckv_config_matrix_params(&cfg) / 1e9, cap);
+    if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
+        rc = cli_fail("bench", &err);
+        goto done;
+    }
+    for (int t = 0; t < o->n_ctx; t++) {
+        tp_row *full = &rows[t * per_ctx];
+        for (size_t k = 0; k < per_ctx; k++) {
+            tp_row *r = &full[k];
+            const ckv_policy *p = k ? &pol[(k - 1) / o->n_budget] : NULL;
+            const uint64_t seed = (uint64_t)o->seed + 1000 * (uint64_t)(t * per_ctx + k + 1);
+            if (strcmp(r->status, "ok"))
+                continue;
+            fit_free_memory(r, &cfg, o, tracks_score(p));
+            if (strcmp(r->status, "ok"))
+                continue;
+            if (p && !ckv_gpu_policy_supported(p)) {
+                snprintf(r->note, sizeof r->note, "skipped: no GPU kernels for %s with these "
+                         "parameters", r->policy);
+                continue;
+            }
+            ckv_status st = p && r->interval ? time_compress(&cfg, o, p, r, seed, &err) : CKV_OK;
+            if (st == CKV_ERR_UNSUPPORTED) {
+                snprintf(r->note, sizeof r->note, "skipped: %.140s", err.msg);
+                continue;
+            }
+            if (st || (st = step_point(g, &cfg, o, rows, t * per_ctx + k, tracks_score(p),
+                                       row_score, seed, logits, &err))) {
+                rc = cli_fail("bench", &err);
+                goto done;
+            }
+            r->tokens_per_s = r->seqs / (r->median_ms * 1e-3);
+            r->compress_ms_per_step = r->interval ? r->compress_ms * r->seqs / r->interval : 0;
+            const double step = r->median_ms + r->compress_ms_per_step;
+            r->compress_share = r->compress_ms_per_step / step;
+            r->tokens_per_s_incl = r->seqs / (step * 1e-3);
+            if (!strcmp(full->status, "ok")) {
+                r->ratio = r->tokens_per_s / full->tokens_per_s;
+                r->ratio_incl = r->tokens_per_s_incl / full->tokens_per_s_incl;
+            }
+            fprintf(stderr, "ckv bench: %s context %d %s entries %d: %d seqs, %.3f ms/step, "
+                    "compression %.3f ms/step\n", o->shape, r->context, r->policy, r->entries,
+                    r->seqs, r->median_ms, r->compress_ms_per_step);
+        }
+    }
+    print_rows(rows, n, o->kv_cap_gib);
+    print_targets(rows, n);
+    const char *attrs[] = {"format", "ckv-bench-throughput", "version", "1", "date", date,
+                           "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
+                           "shape", o->shape, "kv_cap_gib", cap};
+    const ckv_h5_table table = {"/throughput", tp_fields, sizeof tp_fields / sizeof tp_fields[0],
+                                sizeof(tp_row), rows, n};
+    if (!bench_make_parent(o->out))
+        fprintf(stderr, "ckv bench: cannot create the folder of %s\n", o->out);
+    if (ckv_h5_write_file(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1, &err))
+        rc = cli_fail("bench", &err);
+    else
+        printf("\nwrote %s\n", o->out);
+done:
+    ckv_gpu_free(g);
+    free(rows);
+    free(row_score);
+    free(pol);
+    free(logits);
+    free(cmdline);
+    return rc;
+}
+
+#endif
+
+int bench_throughput(int argc, char **argv)
+{
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) {
+        free(o.policy_list);
+        return rc < 0 ? CLI_OK : rc;
+    }
+#if CKV_HAVE_CUDA
+    rc = run(argc, argv, &o);
+#else
+    fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled): throughput "
+                    "is benchmarked on the GPU only\n");
+    rc = CLI_FAIL;
+#endif
+    free(o.policy_list);
+    return rc;
+}
