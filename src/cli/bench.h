@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "ckv_config.h"
+#include "h5_table.h"
 #include "model.h"
 #if CKV_HAVE_CUDA
 #include "cuda.h"
@@ -31,8 +32,11 @@ bool bench_int_list(const char *opt, const char *s, long long lo, long long hi, 
 char *bench_command_line(int argc, char **argv);
 /* The time now as "YYYY-MM-DDTHH:MM:SSZ". */
 void bench_utc_now(char buf[32]);
-/* Makes the parent folder of path (one level) when missing; false on failure. */
-bool bench_make_parent(const char *path);
+/* Writes a benchmark's HDF5 file (ckv_h5_write_file; its parent folder made
+ * first when missing) and says so on stdout: CLI_OK, or CLI_FAIL after
+ * printing the error. */
+int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
+                const ckv_h5_table *tables, size_t n_tables);
 double bench_median(double *t, int n);
 /* Parses "a,b,c" of numbers in [lo, hi] as bench_int_list does. */
 bool bench_double_list(const char *opt, const char *s, double lo, double hi, double *out, int *n,

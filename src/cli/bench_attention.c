@@ -666,12 +666,7 @@ static int run(int argc, char **argv, const opts *o)
             {"/attention", attn_fields, NF(attn_fields), sizeof(attn_row), rows, n},
             {"/gemm", gemm_fields, NF(gemm_fields), sizeof(gemm_row), gemm, n_gemm},
         };
-        if (!bench_make_parent(o->out))
-            fprintf(stderr, "ckv bench: cannot create the folder of %s\n", o->out);
-        if (ckv_h5_write_file(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables, 2, &err))
-            rc = cli_fail("bench", &err);
-        else
-            printf("\nwrote %s\n", o->out);
+        rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables, 2);
     }
     json_decref(peer_json);
     free(rows);

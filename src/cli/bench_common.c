@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -97,15 +98,21 @@ void bench_utc_now(char buf[32])
     strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-bool bench_make_parent(const char *path)
+int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
+                const ckv_h5_table *tables, size_t n_tables)
 {
     const char *slash = strrchr(path, '/');
-    if (!slash || slash == path)
-        return true;
-    char *dir = strndup(path, (size_t)(slash - path));
-    bool ok = dir && (mkdir(dir, 0777) == 0 || errno == EEXIST);
-    free(dir);
-    return ok;
+    if (slash && slash != path) {
+        char *dir = strndup(path, (size_t)(slash - path));
+        if (!dir || (mkdir(dir, 0777) != 0 && errno != EEXIST))
+            fprintf(stderr, "ckv bench: cannot create the folder of %s\n", path);
+        free(dir);
+    }
+    ckv_error err = {0};
+    if (ckv_h5_write_file(path, attrs, n_attrs, tables, n_tables, &err))
+        return cli_fail("bench", &err);
+    printf("\nwrote %s\n", path);
+    return CLI_OK;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -304,12 +304,7 @@ static int run(int argc, char **argv, const opts *o)
     const ckv_h5_table table = {"/decode", decode_fields,
                                 sizeof decode_fields / sizeof decode_fields[0], sizeof(decode_row),
                                 rows, n};
-    if (!bench_make_parent(o->out))
-        fprintf(stderr, "ckv bench: cannot create the folder of %s\n", o->out);
-    if (ckv_h5_write_file(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1, &err))
-        rc = cli_fail("bench", &err);
-    else
-        printf("\nwrote %s\n", o->out);
+    rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);
 done:
     ckv_gpu_free(g);
     free(rows);

@@ -489,12 +489,7 @@ static int run(int argc, char **argv, const opts *o)
                            "shape", o->shape, "kv_cap_gib", cap};
     const ckv_h5_table table = {"/throughput", tp_fields, sizeof tp_fields / sizeof tp_fields[0],
                                 sizeof(tp_row), rows, n};
-    if (!bench_make_parent(o->out))
-        fprintf(stderr, "ckv bench: cannot create the folder of %s\n", o->out);
-    if (ckv_h5_write_file(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1, &err))
-        rc = cli_fail("bench", &err);
-    else
-        printf("\nwrote %s\n", o->out);
+    rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);
 done:
     ckv_gpu_free(g);
     free(rows);
