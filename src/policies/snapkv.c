@@ -85,10 +85,40 @@ static void pool(const double *x, int32_t n, int32_t K, int pooling, double *y)
     }
 }
 
+/* Per-thread scratch of `capacity` doubles each. */
+typedef struct {
+    double *logit, *acc, *pooled, *score;
+} scratch;
+
+/* Scores list lh by its group's pooled window attention and keeps the top. */
+static ckv_status compress_list(const ckv_policy *p, ckv_cache *c, int32_t lh, int32_t budget,
+                                const ckv_qwindow *qw, scratch *x, int32_t *assign,
+                                ckv_error *err)
+{
+    int32_t W = (int32_t)p->p[P_WINDOW], K = (int32_t)p->p[P_KERNEL], d = c->head_dim;
+    int32_t l = lh / c->n_head_kv, h = lh % c->n_head_kv, T = c->len[lh];
+    int32_t group = qw->n_head / c->n_head_kv;
+    for (int32_t t = 0; t < T - W; t++)
+        x->score[t] = 0;
+    for (int32_t g = 0; g < group; g++) {
+        int32_t qh = h * group + g;
+        const float *q = qw->q + (((size_t)l * qw->n_head + qh) * qw->w + (qw->w - W)) * d;
+        for (int32_t t = 0; t < T; t++)
+            x->acc[t] = 0;
+        window_attention(c, l, h, q, W, x->logit, x->acc);
+        pool(x->acc, T - W, K, (int)p->p[P_POOLING], x->pooled);
+        for (int32_t t = 0; t < T - W; t++)
+            x->score[t] += x->pooled[t];
+    }
+    for (int32_t t = 0; t < T - W; t++)
+        x->score[t] /= group;
+    return ckv_list_keep_top(c, l, h, x->score, W, budget, assign, err);
+}
+
 static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, const ckv_qwindow *qw,
                            int32_t *assign, ckv_error *err)
 {
-    int32_t W = (int32_t)p->p[P_WINDOW], K = (int32_t)p->p[P_KERNEL], d = c->head_dim;
+    int32_t W = (int32_t)p->p[P_WINDOW];
     if (qw->w < W)
         return ckv_errorf(err, CKV_ERR_ARG, "snapkv: window=%d but only %d window queries given",
                           W, qw->w);
@@ -96,41 +126,35 @@ static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, co
         return ckv_errorf(err, CKV_ERR_ARG,
                           "snapkv: %d query heads are not a multiple of %d KV heads", qw->n_head,
                           c->n_head_kv);
-    int32_t group = qw->n_head / c->n_head_kv, cap = c->capacity;
-    double *logit = malloc((size_t)cap * sizeof *logit);
-    double *acc = malloc((size_t)cap * sizeof *acc);
-    double *pooled = malloc((size_t)cap * sizeof *pooled);
-    double *score = malloc((size_t)cap * sizeof *score);
-    ckv_status st = CKV_OK;
-    if (!logit || !acc || !pooled || !score)
-        st = ckv_errorf(err, CKV_ERR_NOMEM, "snapkv: out of memory");
-    for (int32_t l = 0; l < c->n_layer && !st; l++)
-        for (int32_t h = 0; h < c->n_head_kv && !st; h++) {
-            int32_t lh = ckv_cache_lh(c, l, h), T = c->len[lh];
-            if (T <= budget)
+    const size_t cap = (size_t)c->capacity;
+    const int32_t lists = c->n_layer * c->n_head_kv;
+    ckv_list_failure fail;
+    ckv_list_failure_init(&fail);
+    /* Lists are scored independently, in parallel, each thread with its
+     * own scratch. */
+#pragma omp parallel
+    {
+        scratch x = {malloc(cap * sizeof(double)), malloc(cap * sizeof(double)),
+                     malloc(cap * sizeof(double)), malloc(cap * sizeof(double))};
+        bool ok = x.logit && x.acc && x.pooled && x.score;
+#pragma omp for schedule(dynamic, 1)
+        for (int32_t lh = 0; lh < lists; lh++) {
+            ckv_error e = {0};
+            if (c->len[lh] <= budget)
                 continue;
-            for (int32_t t = 0; t < T - W; t++)
-                score[t] = 0;
-            for (int32_t g = 0; g < group; g++) {
-                int32_t qh = h * group + g;
-                const float *q = qw->q + (((size_t)l * qw->n_head + qh) * qw->w + (qw->w - W)) * d;
-                for (int32_t t = 0; t < T; t++)
-                    acc[t] = 0;
-                window_attention(c, l, h, q, W, logit, acc);
-                pool(acc, T - W, K, (int)p->p[P_POOLING], pooled);
-                for (int32_t t = 0; t < T - W; t++)
-                    score[t] += pooled[t];
-            }
-            for (int32_t t = 0; t < T - W; t++)
-                score[t] /= group;
-            st = ckv_list_keep_top(c, l, h, score, W, budget,
-                                   assign ? assign + (size_t)lh * cap : NULL, err);
+            if (!ok)
+                ckv_errorf(&e, CKV_ERR_NOMEM, "snapkv: out of memory");
+            else if (!compress_list(p, c, lh, budget, qw, &x,
+                                    assign ? assign + (size_t)lh * cap : NULL, &e))
+                continue;
+            ckv_list_failure_note(&fail, lh, &e);
         }
-    free(logit);
-    free(acc);
-    free(pooled);
-    free(score);
-    return st;
+        free(x.logit);
+        free(x.acc);
+        free(x.pooled);
+        free(x.score);
+    }
+    return ckv_list_failure_take(&fail, err);
 }
 
 const ckv_policy_ops ckv_policy_snapkv = {
