@@ -129,12 +129,7 @@ static ckv_status cpu_on_decode(void *state, const ckv_policy *p, ckv_bcache *c,
 static ckv_cache_stats cpu_stats(void *state, const ckv_bcache *c)
 {
     (void)state;
-    ckv_cache_stats s;
-    s.entries = ckv_cache_entries(&c->c);
-    /* fp32 key and value vectors plus one fp32 degree per entry. */
-    s.bytes = s.entries * (2 * (int64_t)c->c.head_dim + 1) * (int64_t)sizeof(float);
-    s.max_len = ckv_cache_max_len(&c->c);
-    return s;
+    return ckv_stats_fp32(ckv_cache_entries(&c->c), ckv_cache_max_len(&c->c), c->c.head_dim);
 }
 
 static void cpu_describe(void *state, char *buf, size_t size)

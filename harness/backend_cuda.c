@@ -175,12 +175,8 @@ static ckv_status cuda_on_decode(void *state, const ckv_policy *p, ckv_bcache *c
 static ckv_cache_stats cuda_stats(void *state, const ckv_bcache *c)
 {
     const cuda_state *s = state;
-    ckv_cache_stats st;
-    st.entries = ckv_gpu_cache_entries(c->gpu);
-    /* fp32 key and value vectors plus one fp32 degree per entry. */
-    st.bytes = st.entries * (2 * (int64_t)s->cfg.head_dim + 1) * (int64_t)sizeof(float);
-    st.max_len = ckv_gpu_cache_max_len(c->gpu);
-    return st;
+    return ckv_stats_fp32(ckv_gpu_cache_entries(c->gpu), ckv_gpu_cache_max_len(c->gpu),
+                          s->cfg.head_dim);
 }
 
 static void cuda_describe(void *state, char *buf, size_t size)
