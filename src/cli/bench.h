@@ -38,6 +38,11 @@ void bench_utc_now(char buf[32]);
 int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
                 const ckv_h5_table *tables, size_t n_tables);
 double bench_median(double *t, int n);
+/* --device of a GPU-only benchmark `what`: CLI_OK for "cuda", else a usage
+ * error saying so. */
+int bench_device(const char *what, const char *arg);
+/* What a GPU-only benchmark `what` says in a build without CUDA: CLI_FAIL. */
+int bench_no_cuda(const char *what);
 /* Parses "a,b,c" of numbers in [lo, hi] as bench_int_list does. */
 bool bench_double_list(const char *opt, const char *s, double lo, double hi, double *out, int *n,
                        int max);

@@ -101,9 +101,8 @@ static int parse(int argc, char **argv, opts *o)
         bool ok = true;
         switch (c) {
         case 'd':
-            if (strcmp(optarg, "cuda"))
-                return cli_usage_error("bench", "--device: '%s': attention is benchmarked on "
-                                       "the GPU only (--device cuda)", optarg);
+            if (bench_device("attention", optarg))
+                return CLI_USAGE;
             break;
         case 'c': ctx = optarg; break;
         case 'b': batch = optarg; break;
@@ -685,8 +684,6 @@ int bench_attention(int argc, char **argv)
 #if CKV_HAVE_CUDA
     return run(argc, argv, &o);
 #else
-    fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled): attention "
-                    "is benchmarked on the GPU only\n");
-    return CLI_FAIL;
+    return bench_no_cuda("attention");
 #endif
 }

@@ -115,6 +115,21 @@ int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
     return CLI_OK;
 }
 
+int bench_device(const char *what, const char *arg)
+{
+    if (!strcmp(arg, "cuda"))
+        return CLI_OK;
+    return cli_usage_error("bench", "--device: '%s': %s is benchmarked on the GPU only (--device "
+                           "cuda)", arg, what);
+}
+
+int bench_no_cuda(const char *what)
+{
+    fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled): %s is "
+                    "benchmarked on the GPU only\n", what);
+    return CLI_FAIL;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

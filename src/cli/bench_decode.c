@@ -80,9 +80,8 @@ static int parse(int argc, char **argv, opts *o)
         case 'S': o->shape = optarg; break;
         case 'y': o->synthetic = true; break;
         case 'd':
-            if (strcmp(optarg, "cuda"))
-                return cli_usage_error("bench", "--device: '%s': decode is benchmarked on the "
-                                       "GPU only (--device cuda)", optarg);
+            if (bench_device("decode", optarg))
+                return CLI_USAGE;
             break;
         case 'c': ctx = optarg; break;
         case 'B': batches = optarg; break;
@@ -324,8 +323,6 @@ int bench_decode(int argc, char **argv)
 #if CKV_HAVE_CUDA
     return run(argc, argv, &o);
 #else
-    fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled): decode is "
-                    "benchmarked on the GPU only\n");
-    return CLI_FAIL;
+    return bench_no_cuda("decode");
 #endif
 }

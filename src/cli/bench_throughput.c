@@ -129,9 +129,8 @@ static int parse(int argc, char **argv, opts *o)
         switch (c) {
         case 'S': o->shape = optarg; break;
         case 'd':
-            if (strcmp(optarg, "cuda"))
-                return cli_usage_error("bench", "--device: '%s': throughput is benchmarked on "
-                                       "the GPU only (--device cuda)", optarg);
+            if (bench_device("throughput", optarg))
+                return CLI_USAGE;
             break;
         case 'c': ctx = optarg; break;
         case 'k': ok = cli_double("bench", "--kv-cap", optarg, 1e-3, 1 << 20, &o->kv_cap_gib); break;
@@ -513,9 +512,7 @@ int bench_throughput(int argc, char **argv)
 #if CKV_HAVE_CUDA
     rc = run(argc, argv, &o);
 #else
-    fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled): throughput "
-                    "is benchmarked on the GPU only\n");
-    rc = CLI_FAIL;
+    rc = bench_no_cuda("throughput");
 #endif
     free(o.policy_list);
     return rc;
