@@ -14,41 +14,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_check import compare  # noqa: E402
-
-CKV = os.environ.get("CKV", "build/ckv")
-ROOT = os.environ.get("CKV_SOURCE_ROOT", ".")
-DATA = os.environ.get("CKV_DATA_DIR") or os.path.join(ROOT, "../shared/data")
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args, **kw):
-    return subprocess.run([CKV, *args], capture_output=True, text=True, **kw)
-
-
-def rows(path):
-    """/samples keyed by (task, length, sample, run name); a row present twice fails."""
-    out, twice = compare.load(path)
-    check(not twice, f"{path}: rows {twice} appear twice")
-    return out
-
-
-def same(a, b, what):
-    """Same rows, every field but the timings equal."""
-    for m in compare.differences(a, b, what):
-        check(False, m)
+from results_check import (CKV, DATA, check, failures, rows, run, same,  # noqa: E402
+                           tiny_model_and_pack)
 
 
 def main():
@@ -56,13 +28,7 @@ def main():
         print("FAIL: no RULER data in", DATA, "(set CKV_DATA_DIR)")
         return 1
     d = tempfile.mkdtemp(prefix="ckv_sweep_")
-    model, pack = os.path.join(d, "tiny.gguf"), os.path.join(d, "pack.h5")
-    r = run("synth", "--arch", "llama", "--layers", "2", "--hidden", "64", "--heads", "4",
-            "--kv-heads", "2", "--ctx", "4096", "--out", model)
-    check(r.returncode == 0, "synth: " + r.stderr)
-    r = run("prepare", "ruler", "--model", model, "--tasks", "niah_single_1", "--lengths",
-            "1024", "--samples", "4", "--data-dir", DATA, "--out", pack)
-    check(r.returncode == 0, "prepare: " + r.stderr)
+    model, pack = tiny_model_and_pack(d, hidden=64, heads=4, kv_heads=2, samples=4)
     cfg = os.path.join(d, "c.yaml")
     text = (f"model: {model}\ntasks:\n  - pack: {pack}\npolicies:\n  - full\n"
             "  - name: centroid\n    budgets: [25%, 50%]\n  - name: streaming\n"

@@ -27,36 +27,10 @@ import time
 import h5py
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_check import compare  # noqa: E402
+from results_check import (CKV, DATA, check, failures, rows, run, same,  # noqa: E402
+                           tiny_model_and_pack)
 
-CKV = os.environ.get("CKV", "build/ckv")
-ROOT = os.environ.get("CKV_SOURCE_ROOT", ".")
-DATA = os.environ.get("CKV_DATA_DIR") or os.path.join(ROOT, "../shared/data")
 RUNS = 4
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args):
-    return subprocess.run([CKV, *args], capture_output=True, text=True)
-
-
-def rows(path):
-    """/samples keyed by (task, length, sample, run name); a row present twice fails."""
-    out, twice = compare.load(path)
-    check(not twice, f"{path}: rows {twice} appear twice")
-    return out
-
-
-def same(a, b, what):
-    """Same rows, every field but the timings equal."""
-    for m in compare.differences(a, b, what):
-        check(False, m)
 
 
 def children(pid):
@@ -113,14 +87,8 @@ def main():
         print("FAIL: no RULER data in", DATA, "(set CKV_DATA_DIR)")
         return 1
     d = tempfile.mkdtemp(prefix="ckv_workers_")
-    model, pack = os.path.join(d, "tiny.gguf"), os.path.join(d, "pack.h5")
     # head_dim 64: the CUDA decoder's smallest, for the GPU check below.
-    r = run("synth", "--arch", "llama", "--layers", "2", "--hidden", "128", "--heads", "2",
-            "--kv-heads", "1", "--ctx", "4096", "--out", model)
-    check(r.returncode == 0, "synth: " + r.stderr)
-    r = run("prepare", "ruler", "--model", model, "--tasks", "niah_single_1", "--lengths",
-            "1024", "--samples", "8", "--data-dir", DATA, "--out", pack)
-    check(r.returncode == 0, "prepare: " + r.stderr)
+    model, pack = tiny_model_and_pack(d, hidden=128, heads=2, kv_heads=1, samples=8)
     cfg = os.path.join(d, "c.yaml")
     open(cfg, "w").write(
         f"model: {model}\ntasks:\n  - pack: {pack}\npolicies:\n  - full\n"
