@@ -20,11 +20,11 @@ Usage: hf_generate.py [--shape NAME] [--contexts LIST] [--batches LIST]
 --shape tiny --device cpu is a seconds-long check of the script itself.
 """
 import argparse
-import csv
-import json
 import sys
 import time
 import warnings
+
+from peer_output import fmt, write
 
 # layers, hidden, heads, kv heads, head dim, ff, vocab, max positions, rope base, tied
 # embeddings: the values of src/model_presets.c (from each model's config.json);
@@ -161,9 +161,6 @@ def main():
             print(f"hf {a.shape} B {B} ctx {T}: prefill {row['prefill_tok_s']} tok/s, decode "
                   f"{row['decode_tok_s']} tok/s {row['note']}", file=sys.stderr)
 
-    def fmt(v, spec):
-        return format(v, spec) if isinstance(v, (int, float)) else "-"
-
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     print(f"device: {name}; torch {torch.__version__}; transformers {transformers.__version__}; "
           f"{a.shape} with random bf16 weights, sdpa, static cache, {a.new_tokens} new tokens, "
@@ -174,14 +171,7 @@ def main():
         print(f"{r['batch']:5d} {r['context']:7d} {fmt(r['prefill_ms'], '11.2f')} "
               f"{fmt(r['prefill_tok_s'], '14.0f')} {fmt(r['decode_ms'], '10.2f')} "
               f"{fmt(r['ms_per_step'], '8.3f')} {fmt(r['decode_tok_s'], '13.0f')} {r['note']}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    if a.csv:
-        with open(a.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=FIELDS)
-            w.writeheader()
-            w.writerows(rows)
+    write(rows, FIELDS, a.json, a.csv)
     return 0
 
 

@@ -17,10 +17,11 @@ Usage: sdpa_attention.py [--shapes shapes.csv] [grid options] [--json out.json] 
 """
 import argparse
 import csv
-import json
 import math
 import sys
 import warnings
+
+from peer_output import fmt, write
 
 COPY_BPS = 4.19e12
 MATMUL_FLOPS = 750e12
@@ -210,9 +211,6 @@ def main():
             print(f"sdpa {s['kind']} B {B} group {G} hd {hd} ctx {T} bias {s['bias']} {dname}: "
                   f"{row['median_us']} us ({row['backend'] or row['note']})", file=sys.stderr)
 
-    def fmt(v, spec):
-        return format(v, spec) if isinstance(v, (int, float)) else "-"
-
     print(f"device: {props.name}; torch {torch.__version__}")
     print(f"{'kind':7} {'B':>3} {'KV':>3} {'grp':>3} {'hd':>3} {'ctx':>7} {'q':>6} {'bias':>4} "
           f"{'dtype':>5} {'backend':>9} {'median us':>10} {'min us':>10} {'max us':>10} "
@@ -225,14 +223,7 @@ def main():
               f"{fmt(r['min_us'], '10.1f')} {fmt(r['max_us'], '10.1f')} "
               f"{r['bytes'] / 1e6:9.1f} {fmt(r['gbps'], '7.0f')} {fmt(r['pct_copy'], '6.1f')} "
               f"{fmt(r['tflops'], '8.2f')} {fmt(r['pct_matmul'], '5.1f')} {r['note']}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
-    if a.csv:
-        with open(a.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=FIELDS)
-            w.writeheader()
-            w.writerows(out)
+    write(out, FIELDS, a.json, a.csv)
     return 0
 
 
