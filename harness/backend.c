@@ -2,20 +2,19 @@
  * decoder, host caches and the policy functions. */
 #include "backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_impl.h"
 #include "ckv_config.h"
-
-struct ckv_bcache {
-    ckv_cache c;
-};
 
 /* The decoder plus the model's cache shape, which new caches take, and the
  * host caches of a decode batch (grown to the largest batch seen). */
 typedef struct {
     ckv_cpu *cpu;
     int32_t n_layer, n_head_kv, head_dim;
+    int n_threads;
     ckv_cache **seq;
     int32_t max_seq;
 } cpu_state;
@@ -34,6 +33,7 @@ static ckv_status cpu_create(void **state, const ckv_model *m, int32_t max_batch
     s->n_layer = m->cfg.n_layer;
     s->n_head_kv = m->cfg.n_head_kv;
     s->head_dim = m->cfg.head_dim;
+    s->n_threads = n_threads;
     *state = s;
     return CKV_OK;
 }
@@ -137,6 +137,15 @@ static ckv_cache_stats cpu_stats(void *state, const ckv_bcache *c)
     return s;
 }
 
+static void cpu_describe(void *state, char *buf, size_t size)
+{
+    const cpu_state *s = state;
+    if (s->n_threads > 0)
+        snprintf(buf, size, "cpu: %d threads", s->n_threads);
+    else
+        snprintf(buf, size, "cpu: all online cores");
+}
+
 const ckv_backend_ops ckv_backend_cpu = {
     .name = "cpu",
     .create = cpu_create,
@@ -149,24 +158,37 @@ const ckv_backend_ops ckv_backend_cpu = {
     .compress = cpu_compress,
     .on_decode = cpu_on_decode,
     .stats = cpu_stats,
+    .describe = cpu_describe,
 };
 
 ckv_status ckv_backend_open(ckv_backend *b, const char *device, const ckv_model *m,
-                            int32_t max_batch, int n_threads, ckv_error *err)
+                            int32_t max_batch, int n_threads, char *fallback,
+                            size_t fallback_size, ckv_error *err)
 {
     memset(b, 0, sizeof *b);
-    if (!strcmp(device, "cuda")) {
-        /* The CUDA kernels do not implement this table yet; a CUDA build
-         * says so rather than silently running on the CPU. */
-        if (!CKV_HAVE_CUDA)
-            return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                              "device cuda: built without CUDA backend (use --device cpu)");
-        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                          "device cuda: the CUDA backend does not implement the sweep backend "
-                          "table yet (use --device cpu)");
-    }
-    if (strcmp(device, "cpu") && strcmp(device, "auto"))
+    if (fallback && fallback_size)
+        fallback[0] = 0;
+    bool cuda = !strcmp(device, "cuda"), autod = !strcmp(device, "auto");
+    if (!cuda && !autod && strcmp(device, "cpu"))
         return ckv_errorf(err, CKV_ERR_ARG, "device '%s': expected cpu, cuda or auto", device);
+    if (cuda || autod) {
+#if CKV_HAVE_CUDA
+        b->ops = &ckv_backend_cuda;
+        ckv_status st = b->ops->create(&b->state, m, max_batch, n_threads, err);
+        if (!st || cuda)
+            return st ? ckv_error_prefix(err, "device cuda") : CKV_OK;
+        if (fallback)
+            snprintf(fallback, fallback_size, "no usable GPU (%s)", err->msg);
+        memset(err, 0, sizeof *err);
+#else
+        if (cuda)
+            return ckv_errorf(err, CKV_ERR_DEVICE,
+                              "device cuda: ckv was built without CUDA (configure with "
+                              "-Dcuda=enabled)");
+        if (fallback)
+            snprintf(fallback, fallback_size, "ckv was built without CUDA");
+#endif
+    }
     b->ops = &ckv_backend_cpu;
     return b->ops->create(&b->state, m, max_batch, n_threads, err);
 }

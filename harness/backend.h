@@ -24,6 +24,7 @@
 #define CKV_BACKEND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cpu.h"
@@ -60,6 +61,8 @@ typedef struct {
                             int64_t step, const ckv_qwindow *qw, bool *compressed,
                             ckv_error *err);
     ckv_cache_stats (*stats)(void *state, const ckv_bcache *c);
+    /* One line on the device and the memory in use and at peak. */
+    void (*describe)(void *state, char *buf, size_t size);
 } ckv_backend_ops;
 
 typedef struct {
@@ -67,11 +70,13 @@ typedef struct {
     void *state;
 } ckv_backend;
 
-/* Opens the backend for device "cpu", "cuda" or "auto". "auto" is the CPU
- * until a CUDA backend implements this table; "cuda" is refused with a
- * message saying so ("built without CUDA backend" in a CPU-only build). */
+/* Opens the backend for device "cpu", "cuda" (the first visible GPU) or
+ * "auto" (cuda when a GPU is usable, else the CPU, with the reason in
+ * fallback when not NULL). "cuda" without a usable GPU, or in a build
+ * without CUDA, fails with CKV_ERR_DEVICE and says why. */
 ckv_status ckv_backend_open(ckv_backend *b, const char *device, const ckv_model *m,
-                            int32_t max_batch, int n_threads, ckv_error *err);
+                            int32_t max_batch, int n_threads, char *fallback,
+                            size_t fallback_size, ckv_error *err);
 void ckv_backend_close(ckv_backend *b);
 
 /* The CPU implementation (src/cpu.h, src/cache.h, src/policy.h). */

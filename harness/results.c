@@ -9,43 +9,41 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "h5_table.h"
 #include "metrics.h"
-
-typedef enum { F_I32, F_I64, F_F64, F_STR } ftype;
-typedef struct {
-    const char *name;
-    size_t off;
-    ftype t;
-} field;
+#include "util.h"
 
 #define FS(n, t) {#n, offsetof(ckv_result_row, n), t}
-static const field sample_fields[] = {
-    FS(unit, F_I64), FS(task, F_STR), FS(length, F_I32), FS(sample, F_I32), FS(run, F_I32),
-    FS(policy, F_STR), FS(budget, F_F64), FS(budget_spec, F_STR), FS(budget_entries, F_I64),
-    FS(metric, F_STR), FS(score, F_F64), FS(prompt_tokens, F_I32), FS(kv_entries, F_I64),
-    FS(kv_bytes, F_I64), FS(kv_entries_peak, F_I64), FS(kv_bytes_peak, F_I64),
-    FS(ttft_ms, F_F64), FS(compress_ms, F_F64), FS(tpot_ms, F_F64),
-    FS(generated_tokens, F_I32), FS(prediction, F_STR), FS(device, F_STR), FS(status, F_STR),
-    FS(kl, F_F64), FS(top1, F_F64), FS(fidelity_steps, F_I32),
+static const ckv_h5_field sample_fields[] = {
+    FS(unit, CKV_H5_I64), FS(task, CKV_H5_STR), FS(length, CKV_H5_I32), FS(sample, CKV_H5_I32),
+    FS(run, CKV_H5_I32), FS(policy, CKV_H5_STR), FS(budget, CKV_H5_F64),
+    FS(budget_spec, CKV_H5_STR), FS(budget_entries, CKV_H5_I64), FS(metric, CKV_H5_STR),
+    FS(score, CKV_H5_F64), FS(prompt_tokens, CKV_H5_I32), FS(kv_entries, CKV_H5_I64),
+    FS(kv_bytes, CKV_H5_I64), FS(kv_entries_peak, CKV_H5_I64), FS(kv_bytes_peak, CKV_H5_I64),
+    FS(ttft_ms, CKV_H5_F64), FS(compress_ms, CKV_H5_F64), FS(tpot_ms, CKV_H5_F64),
+    FS(generated_tokens, CKV_H5_I32), FS(prediction, CKV_H5_STR), FS(device, CKV_H5_STR),
+    FS(status, CKV_H5_STR), FS(kl, CKV_H5_F64), FS(top1, CKV_H5_F64),
+    FS(fidelity_steps, CKV_H5_I32),
 };
 #undef FS
 #define FR(n, t) {#n, offsetof(ckv_run_row, n), t}
-static const field run_fields[] = {
-    FR(run, F_I32), FR(name, F_STR), FR(policy, F_STR), FR(budget_spec, F_STR), FR(params, F_STR),
-    FR(params_set, F_STR),
+static const ckv_h5_field run_fields[] = {
+    FR(run, CKV_H5_I32), FR(name, CKV_H5_STR), FR(policy, CKV_H5_STR), FR(budget_spec, CKV_H5_STR),
+    FR(params, CKV_H5_STR), FR(params_set, CKV_H5_STR),
 };
 #undef FR
 #define FM(n, t) {#n, offsetof(ckv_summary_row, n), t}
-static const field summary_fields[] = {
-    FM(task, F_STR), FM(length, F_I32), FM(run, F_I32), FM(name, F_STR), FM(metric, F_STR),
-    FM(n, F_I32), FM(skipped, F_I32), FM(score, F_F64), FM(ttft_ms, F_F64), FM(tpot_ms, F_F64),
-    FM(compress_ms, F_F64), FM(kv_bytes, F_F64), FM(kl, F_F64), FM(top1, F_F64),
+static const ckv_h5_field summary_fields[] = {
+    FM(task, CKV_H5_STR), FM(length, CKV_H5_I32), FM(run, CKV_H5_I32), FM(name, CKV_H5_STR),
+    FM(metric, CKV_H5_STR), FM(n, CKV_H5_I32), FM(skipped, CKV_H5_I32), FM(score, CKV_H5_F64),
+    FM(ttft_ms, CKV_H5_F64), FM(tpot_ms, CKV_H5_F64), FM(compress_ms, CKV_H5_F64),
+    FM(kv_bytes, CKV_H5_F64), FM(kl, CKV_H5_F64), FM(top1, CKV_H5_F64),
 };
 #undef FM
 #define NF(a) (sizeof a / sizeof a[0])
 
-#define FM_META(n) {#n, offsetof(ckv_results_meta, n), F_STR}
-static const field meta_fields[] = {
+#define FM_META(n) {#n, offsetof(ckv_results_meta, n), CKV_H5_STR}
+static const ckv_h5_field meta_fields[] = {
     FM_META(tool_version), FM_META(git_rev), FM_META(model_path), FM_META(model_sha256),
     FM_META(config_path), FM_META(config_text), FM_META(config_hash), FM_META(device),
     FM_META(host), FM_META(start_time), FM_META(mode),
@@ -57,88 +55,9 @@ struct ckv_results {
     char *path;
 };
 
-static hid_t str_type(void)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    return t;
-}
-
-static hid_t compound(const field *f, size_t n, size_t size)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, size), s = str_type();
-    for (size_t i = 0; i < n; i++) {
-        hid_t ft = f[i].t == F_I32   ? H5T_NATIVE_INT32
-                   : f[i].t == F_I64 ? H5T_NATIVE_INT64
-                   : f[i].t == F_F64 ? H5T_NATIVE_DOUBLE
-                                     : s;
-        H5Tinsert(t, f[i].name, f[i].off, ft);
-    }
-    H5Tclose(s);
-    return t;
-}
-
 static ckv_status h5_fail(ckv_error *err, const char *path, const char *what)
 {
     return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 %s failed", path, what);
-}
-
-static hid_t create_table(hid_t file, const char *name, hid_t type)
-{
-    hsize_t dims = 0, maxd = H5S_UNLIMITED, chunk = 256;
-    hid_t sp = H5Screate_simple(1, &dims, &maxd), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, 1, &chunk);
-    hid_t ds = H5Dcreate2(file, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    H5Pclose(dcpl);
-    H5Sclose(sp);
-    return ds;
-}
-
-static int append_rows(hid_t ds, hid_t type, const void *rows, size_t n)
-{
-    if (!n)
-        return 0;
-    hid_t sp = H5Dget_space(ds);
-    hsize_t cur;
-    H5Sget_simple_extent_dims(sp, &cur, NULL);
-    H5Sclose(sp);
-    hsize_t total = cur + n, count = n;
-    if (H5Dset_extent(ds, &total) < 0)
-        return -1;
-    sp = H5Dget_space(ds);
-    H5Sselect_hyperslab(sp, H5S_SELECT_SET, &cur, NULL, &count, NULL);
-    hid_t mem = H5Screate_simple(1, &count, NULL);
-    herr_t r = H5Dwrite(ds, type, mem, sp, H5P_DEFAULT, rows);
-    H5Sclose(mem);
-    H5Sclose(sp);
-    return r < 0 ? -1 : 0;
-}
-
-static int write_attr(hid_t obj, const char *name, const char *value)
-{
-    hid_t t = str_type(), sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t r = a < 0 ? -1 : H5Awrite(a, t, &value);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(t);
-    return r < 0 ? -1 : 0;
-}
-
-/* Writes a whole table anew (replacing an old one). */
-static int write_table(hid_t file, const char *name, const field *f, size_t nf, size_t size,
-                       const void *rows, size_t n)
-{
-    if (H5Lexists(file, name, H5P_DEFAULT) > 0 && H5Ldelete(file, name, H5P_DEFAULT) < 0)
-        return -1;
-    hid_t t = compound(f, nf, size), ds = create_table(file, name, t);
-    int r = ds < 0 ? -1 : append_rows(ds, t, rows, n);
-    if (ds >= 0)
-        H5Dclose(ds);
-    H5Tclose(t);
-    return r;
 }
 
 ckv_status ckv_results_create(ckv_results **out, const char *path, const ckv_results_meta *meta,
@@ -169,16 +88,17 @@ ckv_status ckv_results_create(ckv_results **out, const char *path, const ckv_res
         free(r);
         return ckv_errorf(err, CKV_ERR_IO, "%s: cannot create the results file", path);
     }
-    int bad = write_attr(r->file, "format", "ckv-results") | write_attr(r->file, "version", "1");
+    int bad = ckv_h5_write_attr(r->file, "format", "ckv-results") |
+              ckv_h5_write_attr(r->file, "version", "1");
     for (size_t i = 0; i < NF(meta_fields); i++)
-        bad |= write_attr(r->file, meta_fields[i].name,
-                          *(char *const *)((const char *)meta + meta_fields[i].off));
-    bad |= write_table(r->file, "/runs", run_fields, NF(run_fields), sizeof(ckv_run_row), runs,
-                       n_runs);
-    bad |= write_table(r->file, "/summary", summary_fields, NF(summary_fields),
-                       sizeof(ckv_summary_row), NULL, 0);
-    r->type = compound(sample_fields, NF(sample_fields), sizeof(ckv_result_row));
-    r->samples = create_table(r->file, "/samples", r->type);
+        bad |= ckv_h5_write_attr(r->file, meta_fields[i].name,
+                                 *(char *const *)((const char *)meta + meta_fields[i].off));
+    bad |= ckv_h5_write_table(r->file, "/runs", run_fields, NF(run_fields), sizeof(ckv_run_row),
+                              runs, n_runs);
+    bad |= ckv_h5_write_table(r->file, "/summary", summary_fields, NF(summary_fields),
+                              sizeof(ckv_summary_row), NULL, 0);
+    r->type = ckv_h5_compound(sample_fields, NF(sample_fields), sizeof(ckv_result_row));
+    r->samples = ckv_h5_create_table(r->file, "/samples", r->type);
     if (bad || r->samples < 0 || H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0) {
         ckv_results_close(r);
         return h5_fail(err, path, "write of the attributes and tables");
@@ -198,7 +118,7 @@ ckv_status ckv_results_open(ckv_results **out, const char *path, ckv_error *err)
     r->file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (r->file >= 0)
         r->samples = H5Dopen2(r->file, "/samples", H5P_DEFAULT);
-    r->type = compound(sample_fields, NF(sample_fields), sizeof(ckv_result_row));
+    r->type = ckv_h5_compound(sample_fields, NF(sample_fields), sizeof(ckv_result_row));
     if (r->samples < 0) {
         ckv_results_close(r);
         return ckv_errorf(err, CKV_ERR_IO, "%s: cannot open as a results file for appending",
@@ -211,7 +131,7 @@ ckv_status ckv_results_open(ckv_results **out, const char *path, ckv_error *err)
 ckv_status ckv_results_append(ckv_results *r, const ckv_result_row *rows, size_t n,
                               ckv_error *err)
 {
-    if (append_rows(r->samples, r->type, rows, n) < 0 ||
+    if (ckv_h5_append_rows(r->samples, r->type, rows, n) < 0 ||
         H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0)
         return h5_fail(err, r->path, "append to /samples");
     return CKV_OK;
@@ -233,15 +153,15 @@ void ckv_results_close(ckv_results *r)
 
 /* Reads a whole 1-D compound table into a malloc'd array; strings are
  * HDF5-allocated (freed by free_strings). */
-static int read_table(hid_t file, const char *name, const field *f, size_t nf, size_t size,
-                      void **out, size_t *n)
+static int read_table(hid_t file, const char *name, const ckv_h5_field *f, size_t nf,
+                      size_t size, void **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
     hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
     if (ds < 0)
         return -1;
-    hid_t sp = H5Dget_space(ds), t = compound(f, nf, size);
+    hid_t sp = H5Dget_space(ds), t = ckv_h5_compound(f, nf, size);
     hsize_t cur = 0;
     int r = H5Sget_simple_extent_ndims(sp) == 1 ? 0 : -1;
     if (!r)
@@ -257,11 +177,11 @@ static int read_table(hid_t file, const char *name, const field *f, size_t nf, s
     return r;
 }
 
-static void free_strings(void *rows, size_t n, const field *f, size_t nf, size_t size)
+static void free_strings(void *rows, size_t n, const ckv_h5_field *f, size_t nf, size_t size)
 {
     for (size_t i = 0; rows && i < n; i++)
         for (size_t j = 0; j < nf; j++)
-            if (f[j].t == F_STR)
+            if (f[j].t == CKV_H5_STR)
                 H5free_memory(*(char **)((char *)rows + i * size + f[j].off));
     free(rows);
 }
@@ -270,7 +190,7 @@ static char *read_attr(hid_t obj, const char *name)
 {
     if (H5Aexists(obj, name) <= 0)
         return NULL;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), t = str_type();
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), t = ckv_h5_str_type();
     char *v = NULL;
     if (a < 0 || H5Aread(a, t, &v) < 0)
         v = NULL;
@@ -406,8 +326,8 @@ ckv_status ckv_results_finish(ckv_results *r, ckv_error *err)
     size_t ns = 0;
     if (!st)
         st = ckv_results_summarize(d.rows, d.n_rows, d.runs, d.n_runs, &s, &ns, err);
-    if (!st && (write_table(r->file, "/summary", summary_fields, NF(summary_fields),
-                            sizeof(ckv_summary_row), s, ns) < 0 ||
+    if (!st && (ckv_h5_write_table(r->file, "/summary", summary_fields, NF(summary_fields),
+                                   sizeof(ckv_summary_row), s, ns) < 0 ||
                 H5Fflush(r->file, H5F_SCOPE_GLOBAL) < 0))
         st = h5_fail(err, r->path, "write of /summary");
     ckv_summary_free(s, ns);
@@ -439,4 +359,78 @@ void ckv_results_data_free(ckv_results_data *d)
     free_strings(d->rows, d->n_rows, sample_fields, NF(sample_fields), sizeof(ckv_result_row));
     free_strings(d->runs, d->n_runs, run_fields, NF(run_fields), sizeof(ckv_run_row));
     memset(d, 0, sizeof *d);
+}
+
+size_t ckv_results_row_size(const ckv_result_row *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < NF(sample_fields); i++) {
+        const ckv_h5_field *f = &sample_fields[i];
+        const char *p = (const char *)r + f->off;
+        n += f->t == CKV_H5_I32 ? 4 : f->t == CKV_H5_STR ? 4 + strlen(*(char *const *)p) : 8;
+    }
+    return n;
+}
+
+void ckv_results_row_encode(const ckv_result_row *r, uint8_t *out)
+{
+    for (size_t i = 0; i < NF(sample_fields); i++) {
+        const ckv_h5_field *f = &sample_fields[i];
+        const char *p = (const char *)r + f->off;
+        if (f->t == CKV_H5_STR) {
+            const char *s = *(char *const *)p;
+            uint32_t len = (uint32_t)strlen(s);
+            memcpy(out, &len, 4);
+            memcpy(out + 4, s, len);
+            out += 4 + len;
+        } else {
+            size_t k = f->t == CKV_H5_I32 ? 4 : 8;
+            memcpy(out, p, k);
+            out += k;
+        }
+    }
+}
+
+void ckv_results_row_free(ckv_result_row *r)
+{
+    for (size_t i = 0; i < NF(sample_fields); i++)
+        if (sample_fields[i].t == CKV_H5_STR) {
+            char **s = (char **)((char *)r + sample_fields[i].off);
+            free(*s);
+            *s = NULL;
+        }
+}
+
+ckv_status ckv_results_row_decode(const uint8_t *in, size_t len, size_t *used,
+                                  ckv_result_row *out, ckv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t at = 0;
+    for (size_t i = 0; i < NF(sample_fields); i++) {
+        const ckv_h5_field *f = &sample_fields[i];
+        char *p = (char *)out + f->off;
+        size_t k = f->t == CKV_H5_I32 || f->t == CKV_H5_STR ? 4 : 8;
+        if (len - at < k)
+            goto short_row;
+        if (f->t != CKV_H5_STR) {
+            memcpy(p, in + at, k);
+            at += k;
+            continue;
+        }
+        uint32_t n;
+        memcpy(&n, in + at, 4);
+        at += 4;
+        if (len - at < n)
+            goto short_row;
+        if (!(*(char **)p = ckv_strndup((const char *)in + at, n))) {
+            ckv_results_row_free(out);
+            return ckv_errorf(err, CKV_ERR_NOMEM, "row field %s: out of memory", f->name);
+        }
+        at += n;
+    }
+    *used = at;
+    return CKV_OK;
+short_row:
+    ckv_results_row_free(out);
+    return ckv_errorf(err, CKV_ERR_FORMAT, "encoded row: %zu bytes end inside its fields", len);
 }

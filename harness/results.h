@@ -102,4 +102,16 @@ ckv_status ckv_results_summarize(const ckv_result_row *rows, size_t n, const ckv
                                  ckv_error *err);
 void ckv_summary_free(ckv_summary_row *s, size_t n);
 
+/* A /samples row as bytes, every field in schema order (integers and
+ * doubles in host byte order, bit for bit; strings as a u32 length and
+ * their bytes), for a parallel sweep's workers to pass rows to the process
+ * that writes the file. Same-host only. */
+size_t ckv_results_row_size(const ckv_result_row *r);
+void ckv_results_row_encode(const ckv_result_row *r, uint8_t *out);
+/* Decodes one row from in[0, len) into out (strings malloc'd: free with
+ * ckv_results_row_free), *used the bytes it took. */
+ckv_status ckv_results_row_decode(const uint8_t *in, size_t len, size_t *used,
+                                  ckv_result_row *out, ckv_error *err);
+void ckv_results_row_free(ckv_result_row *r);
+
 #endif

@@ -659,14 +659,33 @@ static ckv_status run_unit(sweep *w, int64_t unit, const ckv_pack_sample *s, ckv
     return st;
 }
 
-static ckv_status open_results(sweep *w, ckv_results **res, bool **done, size_t n_units,
-                               size_t *rows_done, ckv_error *err)
+static int cmp_i64(const void *a, const void *b)
 {
-    const ckv_sweep_config *c = w->c;
-    const ckv_sweep_opts *o = w->o;
-    *rows_done = 0;
-    if (!(*done = calloc(n_units ? n_units : 1, sizeof **done)))
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct units of a resumed file's rows, sorted. */
+static ckv_status units_of(const ckv_results_data *d, int64_t **out, size_t *n, ckv_error *err)
+{
+    *n = 0;
+    if (!(*out = malloc((d->n_rows ? d->n_rows : 1) * sizeof **out)))
         return ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < d->n_rows; i++)
+        (*out)[i] = d->rows[i].unit;
+    qsort(*out, d->n_rows, sizeof **out, cmp_i64);
+    for (size_t i = 0; i < d->n_rows; i++)
+        if (!*n || (*out)[*n - 1] != (*out)[i])
+            (*out)[(*n)++] = (*out)[i];
+    return CKV_OK;
+}
+
+ckv_status ckv_sweep_open_results(const ckv_sweep_config *c, const ckv_sweep_opts *o,
+                                  const char *device, ckv_results **res, int64_t **done,
+                                  size_t *n_done, ckv_error *err)
+{
+    *done = NULL;
+    *n_done = 0;
     char hash[17];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)c->hash);
     bool exists = access(o->out_path, F_OK) == 0;
@@ -675,21 +694,15 @@ static ckv_status open_results(sweep *w, ckv_results **res, bool **done, size_t 
         ckv_status st = ckv_results_read(o->out_path, &d, err);
         if (st)
             return st;
-        if (strcmp(d.meta.config_hash, hash) && !o->force) {
+        if (strcmp(d.meta.config_hash, hash) && !o->force)
             st = ckv_errorf(err, CKV_ERR_ARG,
                             "%s: was started with another config (hash %s, now %s); use --force "
                             "to resume anyway",
                             o->out_path, d.meta.config_hash, hash);
-            ckv_results_data_free(&d);
-            return st;
-        }
-        for (size_t i = 0; i < d.n_rows; i++)
-            if (d.rows[i].unit >= 0 && (size_t)d.rows[i].unit < n_units) {
-                (*rows_done) += !(*done)[d.rows[i].unit] ? c->n_runs : 0;
-                (*done)[d.rows[i].unit] = true;
-            }
+        if (!st)
+            st = units_of(&d, done, n_done, err);
         ckv_results_data_free(&d);
-        return ckv_results_open(res, o->out_path, err);
+        return st ? st : ckv_results_open(res, o->out_path, err);
     }
     if (exists && !o->force)
         return ckv_errorf(err, CKV_ERR_ARG, "%s exists: use --resume to continue it or --force "
@@ -706,7 +719,7 @@ static ckv_status open_results(sweep *w, ckv_results **res, bool **done, size_t 
     ckv_results_meta meta = {
         .tool_version = CKV_VERSION, .git_rev = CKV_GIT_REV, .model_path = (char *)model_path,
         .model_sha256 = sha, .config_path = c->path, .config_text = c->text,
-        .config_hash = hash, .device = (char *)w->be.ops->name, .host = host,
+        .config_hash = hash, .device = (char *)device, .host = host,
         .start_time = when, .mode = c->query_agnostic ? "query_agnostic" : "query_aware"};
     ckv_run_row *runs = calloc(c->n_runs, sizeof *runs);
     char (*params)[512] = calloc(c->n_runs, sizeof *params);
@@ -809,23 +822,39 @@ static void report(const ckv_sweep_opts *o, ckv_sweep_event ev, const ckv_sweep_
         o->progress(o->progress_ctx, ev, p);
 }
 
+/* Marks the units in list[0, n) in done[0, n_units). */
+static void mark_done(bool *done, size_t n_units, const int64_t *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] >= 0 && (uint64_t)list[i] < n_units)
+            done[list[i]] = true;
+}
+
 ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv_error *err)
 {
     sweep w = {.c = c, .o = o};
     sample_set set = {0};
     ckv_results *res = NULL;
     bool *done = NULL;
+    int64_t *done_list = NULL;
+    size_t n_done_list = 0;
     ckv_result_row *buf = NULL;
     size_t n_buf = 0;
     const char *model_path = ckv_default_model_path(c->model);
     int32_t n_shards = o->n_shards > 0 ? o->n_shards : 1;
+    char line[512];
     ckv_status st = ckv_model_load(&w.model, model_path, err);
     if (st)
         return st;
     if ((st = ckv_tokenizer_load(&w.tok, &w.model.gguf, err)) ||
         (st = ckv_backend_open(&w.be, o->device ? o->device : "auto", &w.model, 512, c->threads,
-                               err)) ||
-        (st = load_samples(c, o, model_path, w.tok, effective_limit(c, o->limit), &set, err)))
+                               line, sizeof line, err)))
+        goto out;
+    if (line[0])
+        note(o, "device auto: %s; running on the CPU", line);
+    w.be.ops->describe(w.be.state, line, sizeof line);
+    note(o, "device %s", line);
+    if ((st = load_samples(c, o, model_path, w.tok, effective_limit(c, o->limit), &set, err)))
         goto out;
     uint32_t max_new = 1;
     for (size_t u = 0; u < set.n_units; u++)
@@ -833,20 +862,24 @@ ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv
             max_new = set.units[u]->max_new_tokens;
     ckv_sweep_progress pr = {0};
     if ((st = sweep_alloc(&w, (int32_t)max_new, err)) ||
-        (st = open_results(&w, &res, &done, set.n_units, &pr.rows_done, err)))
+        (!o->unit_done && (st = ckv_sweep_open_results(c, o, w.be.ops->name, &res, &done_list,
+                                                       &n_done_list, err))))
         goto out;
     size_t flush_cap = FLUSH_ROWS + c->n_runs;
-    if (!(buf = calloc(flush_cap, sizeof *buf))) {
+    if (!(buf = calloc(flush_cap, sizeof *buf)) ||
+        !(done = calloc(set.n_units ? set.n_units : 1, sizeof *done))) {
         st = ckv_errorf(err, CKV_ERR_NOMEM, "out of memory");
         goto out;
     }
+    mark_done(done, set.n_units, done_list, n_done_list);
+    mark_done(done, set.n_units, o->skip_units, o->n_skip);
     for (size_t u = 0; u < set.n_units; u++)
         if (set.units[u] && (int64_t)(u % (size_t)n_shards) == o->shard) {
             pr.units_total++;
             pr.units_done += done[u];
         }
     pr.rows_total = pr.units_total * c->n_runs;
-    pr.rows_flushed = pr.rows_done;
+    pr.rows_done = pr.rows_flushed = pr.units_done * c->n_runs;
     report(o, CKV_SWEEP_PLAN, &pr);
     double last_flush = ckv_now();
     for (size_t u = 0; u < set.n_units && !st; u++) {
@@ -865,8 +898,14 @@ ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv
         n_buf += c->n_runs;
         pr.units_done++;
         pr.rows_done += c->n_runs;
+        if (o->unit_done) {
+            st = o->unit_done(o->unit_ctx, buf, n_buf, err);
+            for (size_t r = 0; r < n_buf; r++)
+                row_free(&buf[r]);
+            n_buf = 0;
+        }
         report(o, CKV_SWEEP_UNIT, &pr);
-        if (n_buf >= FLUSH_ROWS || ckv_now() - last_flush >= o->flush_seconds) {
+        if (n_buf >= FLUSH_ROWS || (n_buf && ckv_now() - last_flush >= o->flush_seconds)) {
             st = ckv_results_append(res, buf, n_buf, err);
             for (size_t r = 0; r < n_buf; r++)
                 row_free(&buf[r]);
@@ -896,10 +935,15 @@ ckv_status ckv_sweep_run(const ckv_sweep_config *c, const ckv_sweep_opts *o, ckv
         if (fs && !st)
             st = fs;
     }
+    if (w.be.ops) {
+        w.be.ops->describe(w.be.state, line, sizeof line);
+        note(o, "device at the end: %s", line);
+    }
 out:
     ckv_results_close(res);
     free(buf);
     free(done);
+    free(done_list);
     samples_free(&set);
     sweep_free(&w);
     return st;

@@ -48,6 +48,12 @@ typedef struct ckv_gpu_cache ckv_gpu_cache;
  * for its configuration; weights are copied. */
 ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device, int32_t max_batch,
                           ckv_error *err);
+/* A decoder of configuration cfg with random bf16 weights made on the
+ * device (matrices uniform in +-1/sqrt(fan_in), norms near 1): the shapes
+ * and bytes of a real model without its file, for benchmarks. The RoPE
+ * frequencies are plain (no rope_freqs divisors). */
+ckv_status ckv_gpu_create_synthetic(ckv_gpu **out, const ckv_config *cfg, int32_t device,
+                                    int32_t max_batch, uint64_t seed, ckv_error *err);
 void ckv_gpu_free(ckv_gpu *g);
 /* Device memory the decoder holds (weights and scratch), in bytes. */
 size_t ckv_gpu_bytes(const ckv_gpu *g);
@@ -64,8 +70,23 @@ ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer, int3
 void ckv_gpu_cache_free(ckv_gpu_cache *c);
 size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
 int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c);
+bool ckv_gpu_cache_tracks_score(const ckv_gpu_cache *c);
+/* A deep copy of src (entries, degrees, scores, lengths, position, round) in
+ * a new GPU cache of the given capacity (>= src's longest list), on the
+ * current device. */
+ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cache *src, int32_t capacity,
+                              ckv_error *err);
+/* Longest list and total entries, from the host mirror of the lengths. */
+int32_t ckv_gpu_cache_max_len(const ckv_gpu_cache *c);
+int64_t ckv_gpu_cache_entries(const ckv_gpu_cache *c);
 /* Empties the cache (lengths 0, position 0, CSM round 0). */
 ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);
+/* Sets every list to `entries` random entries (keys and values uniform in
+ * +-1, degrees uniform in [1, max_degree), exactly 1 when max_degree is 1)
+ * at position n_pos, on the device: a full cache of n_pos tokens, or one
+ * compressed to `entries` when entries < n_pos. For benchmarks. */
+ckv_status ckv_gpu_cache_fill_random(ckv_gpu_cache *c, int32_t entries, int64_t n_pos,
+                                     float max_degree, uint64_t seed, ckv_error *err);
 /* Copies a host cache (entries, degrees, scores, lengths, position, round) onto
  * the GPU cache; its lists must fit the GPU cache's capacity. Scores are
  * copied when both track them, zeroed when only the GPU cache does. */
@@ -82,6 +103,14 @@ ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst, ckv_
 ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, int32_t n,
                            const ckv_forward_opts *opts, float *logits, ckv_error *err);
 
+/* As ckv_cpu_decode_batch: one decode step for n distinct caches, token i
+ * appended to caches[i] at its own position; logits [n][n_vocab] and, when
+ * q_out is not NULL, each row's post-RoPE queries [n][n_layer][n_head][head_dim]
+ * in host memory. The projections and FFN run over all rows at once; each
+ * row attends over its own cache. */
+ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches, const int32_t *tokens,
+                                int32_t n, bool no_degree_bias, float *logits, float *q_out,
+                                ckv_error *err);
 /* Compression policies on the GPU (kernels/cuda_policy.cu and the files it
  * names): the same decisions and values as ckv_policy_compress on a host
  * copy of the cache (policies.md; values to fp32 rounding, decisions

@@ -30,6 +30,23 @@ ckv_bf16 bf16_bits(float f)
 
 }  // namespace
 
+static int32_t longest(const int32_t *len, size_t count)
+{
+    int32_t mx = 0;
+    for (size_t i = 0; i < count; i++)
+        if (len[i] > mx)
+            mx = len[i];
+    return mx;
+}
+
+static void drop_graph(ckv_gpu *g)
+{
+    if (g->graph_exec)
+        cudaGraphExecDestroy(g->graph_exec);
+    g->graph_exec = NULL;
+    g->graph_key.n = g->eager_key.n = -1;
+}
+
 static ckv_status dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
 {
     void **p = static_cast<void **>(pp);
@@ -40,6 +57,11 @@ static ckv_status dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
                           (double)bytes / (1 << 20), cudaGetErrorString(e));
     *total += bytes;
     return CKV_OK;
+}
+
+ckv_status ckv_gpu_dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
+{
+    return dalloc(total, pp, bytes, err);
 }
 
 static ckv_status upload_f32(ckv_gpu *g, float **dst, const float *src, size_t count, ckv_error *err)
@@ -94,7 +116,8 @@ static ckv_status upload_bias(ckv_gpu *g, float **dst, const ckv_layer *L, ckv_e
     return st;
 }
 
-static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
+// Checks the configuration, then the stream and cuBLAS.
+static ckv_status setup(ckv_gpu *g, ckv_error *err)
 {
     const ckv_config *c = &g->cfg;
     if (c->n_rot != c->head_dim)
@@ -118,9 +141,17 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
     if (st)
         return st;
     CKV_CUBLAS(cublasSetWorkspace(g->blas, g->blas_ws, blas_ws));
+    return CKV_OK;
+}
 
+// The model's weights, converted to bf16 on the host through one staging buffer.
+static ckv_status upload_weights(ckv_gpu *g, const void *model, ckv_error *err)
+{
+    const ckv_model *m = static_cast<const ckv_model *>(model);
+    const ckv_config *c = &g->cfg;
+    ckv_status st;
     const size_t E = c->n_embd, V = c->n_vocab, F = c->n_ff, hd = c->head_dim,
-                 H = c->n_head, KV = c->n_head_kv, B = g->max_batch;
+                 H = c->n_head, KV = c->n_head_kv;
     const size_t qkvd = (H + 2 * KV) * hd;
     size_t biggest = V * E;
     if (2 * F * E > biggest)
@@ -154,11 +185,30 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
     }
     free(g->staging);
     g->staging = NULL;
+    return CKV_OK;
+}
 
+// RoPE frequencies and the scratch of a forward pass.
+static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
+{
+    const ckv_config *c = &g->cfg;
+    const size_t E = c->n_embd, V = c->n_vocab, F = c->n_ff, hd = c->head_dim, H = c->n_head,
+                 KV = c->n_head_kv, B = g->max_batch;
+    const size_t qkvd = (H + 2 * KV) * hd;
+    ckv_status st;
+    g->seg = static_cast<ckv_gpu_seg *>(calloc(B, sizeof(ckv_gpu_seg)));
+    g->graph_key.ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
+    g->eager_key.ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
+    g->graph_key.n = g->eager_key.n = -1;
+    // CKV_CUDA_GRAPHS=0 runs decode steps launch by launch (for comparisons).
+    const char *graphs = getenv("CKV_CUDA_GRAPHS");
+    g->use_graphs = !graphs || strcmp(graphs, "0");
     double *inv_freq = static_cast<double *>(malloc(hd / 2 * sizeof(double)));
-    if (!inv_freq)
+    if (!g->seg || !g->graph_key.ids || !g->eager_key.ids || !inv_freq) {
+        free(inv_freq);
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
-    ckv_rope_inv_freq(inv_freq, c, m->rope_freqs);
+    }
+    ckv_rope_inv_freq(inv_freq, c, rope_freqs);
     st = dalloc(&g->bytes, &g->inv_freq, hd / 2 * sizeof(double), err);
     cudaError_t e = st ? cudaSuccess
                        : cudaMemcpy(g->inv_freq, inv_freq, hd / 2 * sizeof(double),
@@ -178,13 +228,15 @@ static ckv_status create(ckv_gpu *g, const ckv_model *m, ckv_error *err)
         (st = dalloc(&g->bytes, &g->ws, g->ws_floats * sizeof(float), err)) ||
         (st = dalloc(&g->bytes, &g->xb, B * E * sizeof(ckv_bf16), err)) ||
         (st = dalloc(&g->bytes, &g->att, B * H * hd * sizeof(ckv_bf16), err)) ||
-        (st = dalloc(&g->bytes, &g->hb, B * F * sizeof(ckv_bf16), err)))
+        (st = dalloc(&g->bytes, &g->hb, B * F * sizeof(ckv_bf16), err)) ||
+        (st = dalloc(&g->bytes, &g->q_rows, B * c->n_layer * H * hd * sizeof(float), err)))
         return st;
     return CKV_OK;
 }
 
-extern "C" ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device,
-                                     int32_t max_batch, ckv_error *err)
+ckv_status ckv_gpu_create_with(ckv_gpu **out, const ckv_config *cfg, const float *rope_freqs,
+                               int32_t device, int32_t max_batch, ckv_gpu_weights_fn load,
+                               const void *ctx, ckv_error *err)
 {
     *out = NULL;
     if (max_batch <= 0)
@@ -192,16 +244,23 @@ extern "C" ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t 
     ckv_gpu *g = static_cast<ckv_gpu *>(calloc(1, sizeof *g));
     if (!g)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
-    g->cfg = m->cfg;
+    g->cfg = *cfg;
     g->device = device;
     g->max_batch = max_batch;
-    ckv_status st = create(g, m, err);
-    if (st) {
+    ckv_status st;
+    if ((st = setup(g, err)) || (st = load(g, ctx, err)) || (st = finish(g, rope_freqs, err))) {
         ckv_gpu_free(g);
         return st;
     }
     *out = g;
     return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device,
+                                     int32_t max_batch, ckv_error *err)
+{
+    return ckv_gpu_create_with(out, &m->cfg, m->rope_freqs, device, max_batch, upload_weights, m,
+                               err);
 }
 
 extern "C" void ckv_gpu_free(ckv_gpu *g)
@@ -217,14 +276,21 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
                 cudaFree(p);
         }
     void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->x, g->y,
-                  g->qkv, g->gu, g->logits, g->ws, g->xb, g->att, g->hb};
+                  g->qkv, g->gu, g->logits, g->ws, g->xb, g->att, g->hb, g->q_rows};
     for (void *p : ps)
         cudaFree(p);
     if (g->blas)
         cublasDestroy(g->blas);
     if (g->stream)
         cudaStreamDestroy(g->stream);
+    drop_graph(g);
+    cudaFreeHost(g->pin_tok);
+    cudaFreeHost(g->pin_logits);
+    cudaFreeHost(g->pin_q);
+    free(g->graph_key.ids);
+    free(g->eager_key.ids);
     free(g->layers);
+    free(g->seg);
     free(g->staging);
     free(g);
 }
@@ -232,13 +298,6 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
 extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
 {
     return g->bytes;
-}
-
-extern "C" ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g,
-                                           int32_t capacity, bool track_score, ckv_error *err)
-{
-    return ckv_gpu_cache_create_shape(out, g->cfg.n_layer, g->cfg.n_head_kv, g->cfg.head_dim,
-                                      capacity, track_score, err);
 }
 
 extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer,
@@ -258,6 +317,8 @@ extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_
     c->n_head_kv = n_head_kv;
     c->head_dim = head_dim;
     c->capacity = capacity;
+    static uint64_t made;
+    c->id = ++made;
     const size_t lists = (size_t)c->n_layer * c->n_head_kv, T = (size_t)capacity;
     c->len_h = static_cast<int32_t *>(calloc(lists, sizeof(int32_t)));
     ckv_status st = c->len_h ? CKV_OK : ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
@@ -265,7 +326,8 @@ extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_
         !(st = dalloc(&c->bytes, &c->v, lists * T * c->head_dim * sizeof(float), err)) &&
         !(st = dalloc(&c->bytes, &c->deg, lists * T * sizeof(float), err)) &&
         !(st = track_score ? dalloc(&c->bytes, &c->score, lists * T * sizeof(float), err) : CKV_OK) &&
-        !(st = dalloc(&c->bytes, &c->len_d, lists * sizeof(int32_t), err)))
+        !(st = dalloc(&c->bytes, &c->len_d, lists * sizeof(int32_t), err)) &&
+        !(st = dalloc(&c->bytes, &c->pos_d, sizeof(int64_t), err)))
         st = ckv_gpu_cache_reset(c, err);
     if (st) {
         ckv_gpu_cache_free(c);
@@ -273,6 +335,15 @@ extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_
     }
     *out = c;
     return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g,
+                                           int32_t capacity, bool track_score, ckv_error *err)
+{
+    *out = NULL;
+    CKV_CUDA(cudaSetDevice(g->device));
+    return ckv_gpu_cache_create_shape(out, g->cfg.n_layer, g->cfg.n_head_kv, g->cfg.head_dim,
+                                      capacity, track_score, err);
 }
 
 extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
@@ -284,6 +355,7 @@ extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
     cudaFree(c->deg);
     cudaFree(c->score);
     cudaFree(c->len_d);
+    cudaFree(c->pos_d);
     ckv_gpu_policy_ws_free(c->policy_ws);
     free(c->len_h);
     free(c);
@@ -299,23 +371,33 @@ extern "C" int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c)
     return c->capacity;
 }
 
+extern "C" bool ckv_gpu_cache_tracks_score(const ckv_gpu_cache *c)
+{
+    return c->score != NULL;
+}
+
+extern "C" int32_t ckv_gpu_cache_max_len(const ckv_gpu_cache *c)
+{
+    return longest(c->len_h, (size_t)c->n_layer * c->n_head_kv);
+}
+
+extern "C" int64_t ckv_gpu_cache_entries(const ckv_gpu_cache *c)
+{
+    int64_t total = 0;
+    for (size_t j = 0; j < (size_t)c->n_layer * c->n_head_kv; j++)
+        total += c->len_h[j];
+    return total;
+}
+
 extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
 {
     const size_t lists = (size_t)c->n_layer * c->n_head_kv;
     memset(c->len_h, 0, lists * sizeof(int32_t));
     CKV_CUDA(cudaMemset(c->len_d, 0, lists * sizeof(int32_t)));
+    CKV_CUDA(cudaMemset(c->pos_d, 0, sizeof(int64_t)));
     c->n_pos = 0;
     c->round = 0;
     return CKV_OK;
-}
-
-static int32_t longest(const int32_t *len, size_t count)
-{
-    int32_t mx = 0;
-    for (size_t i = 0; i < count; i++)
-        if (len[i] > mx)
-            mx = len[i];
-    return mx;
 }
 
 // Copies `entries` rows of every list between caches of different capacities.
@@ -358,6 +440,7 @@ extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *
         CKV_CUDA(cudaMemset2D(dst->score, dst->capacity * sizeof(float), 0, mx * sizeof(float),
                               lists));
     CKV_CUDA(cudaMemcpy(dst->len_d, src->len, lists * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(dst->pos_d, &src->n_pos, sizeof(int64_t), cudaMemcpyHostToDevice));
     memcpy(dst->len_h, src->len, lists * sizeof(int32_t));
     dst->n_pos = src->n_pos;
     dst->round = src->round;
@@ -395,15 +478,51 @@ extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache
     return CKV_OK;
 }
 
+extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cache *src,
+                                         int32_t capacity, ckv_error *err)
+{
+    const size_t lists = (size_t)src->n_layer * src->n_head_kv;
+    const int32_t mx = longest(src->len_h, lists);
+    *out = NULL;
+    if (mx > capacity)
+        return ckv_errorf(err, CKV_ERR_ARG, "cuda: fork capacity %d below the longest list %d",
+                          capacity, mx);
+    ckv_gpu_cache *c;
+    ckv_status st = ckv_gpu_cache_create_shape(&c, src->n_layer, src->n_head_kv, src->head_dim,
+                                               capacity, src->score != NULL, err);
+    if (st)
+        return st;
+    const size_t row = (size_t)src->head_dim * sizeof(float);
+    const cudaMemcpyKind d2d = cudaMemcpyDeviceToDevice;
+    if (!(st = copy_lists(c->k, capacity, src->k, src->capacity, row, mx, lists, d2d, err)) &&
+        !(st = copy_lists(c->v, capacity, src->v, src->capacity, row, mx, lists, d2d, err)) &&
+        !(st = copy_lists(c->deg, capacity, src->deg, src->capacity, sizeof(float), mx, lists,
+                          d2d, err)) &&
+        !(st = src->score ? copy_lists(c->score, capacity, src->score, src->capacity,
+                                       sizeof(float), mx, lists, d2d, err)
+                          : CKV_OK)) {
+        cudaError_t e = cudaMemcpy(c->len_d, src->len_d, lists * sizeof(int32_t), d2d);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(c->pos_d, src->pos_d, sizeof(int64_t), d2d);
+        if (e != cudaSuccess)
+            st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: fork lengths: %s", cudaGetErrorString(e));
+    }
+    if (st) {
+        ckv_gpu_cache_free(c);
+        return st;
+    }
+    memcpy(c->len_h, src->len_h, lists * sizeof(int32_t));
+    c->n_pos = src->n_pos;
+    c->round = src->round;
+    *out = c;
+    return CKV_OK;
+}
+
 // Y[n][out] = X[n][in] . W[out][in]^T: column-major Y^T = W^T X^T.
 static ckv_status gemm(ckv_gpu *g, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int n, int in,
                        int out, ckv_error *err)
 {
-    const float one = 1.0f, zero = 0.0f;
-    CKV_CUBLAS(cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, CUDA_R_16BF, in,
-                            x, CUDA_R_16BF, in, &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
-    return CKV_OK;
+    return ckv_k_gemm(g->blas, y, x, w, n, in, out, err);
 }
 
 // Copies the rotated queries of the chunk's tokens that fall in the last
@@ -430,40 +549,89 @@ static ckv_status capture_window(ckv_gpu *g, int l, int32_t n, int32_t first, in
     return CKV_OK;
 }
 
-static ckv_status forward_chunk(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, int32_t n,
-                                int32_t first, int32_t total, const ckv_forward_opts *o,
-                                float *logits, ckv_error *err)
+typedef ckv_gpu_seg Seg;
+
+namespace {
+
+// What a pass writes besides the cache: the window queries of a prefill
+// (opts, with the chunk's place in the whole input), or every row's queries
+// [n][n_layer][n_head][head_dim] in host memory for a decode batch.
+struct PassOut {
+    const ckv_forward_opts *opts;
+    int32_t first, total;
+    float *q_out;
+    bool plan_by_capacity;  // split plans from capacities, not lengths: fixed for a graph
+};
+
+}  // namespace
+
+static ckv_k_kv_layer kv_layer(const ckv_gpu_cache *c, int l)
+{
+    const size_t lh = (size_t)l * c->n_head_kv, hd = c->head_dim;
+    return {c->k + lh * c->capacity * hd, c->v + lh * c->capacity * hd,
+            c->deg + lh * c->capacity, c->score ? c->score + lh * c->capacity : NULL,
+            c->len_d + lh, c->capacity, c->pos_d};
+}
+
+// The new keys and values of one segment go into its cache, then its
+// queries attend over that cache.
+static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_bias,
+                                 bool plan_by_capacity, ckv_error *err)
+{
+    const ckv_config *cf = &g->cfg;
+    const int hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv;
+    const int qkvd = (H + 2 * KV) * hd;
+    const ckv_gpu_cache *c = sg->c;
+    const ckv_gpu_layer *D = &g->layers[l];
+    const ckv_k_kv_layer kv = kv_layer(c, l);
+    const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
+                                 cf->rope_type, cf->rms_eps};
+    float *q = g->qkv + (size_t)sg->row * qkvd;
+    const int32_t max_len = plan_by_capacity
+                                ? c->capacity
+                                : longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
+    const ckv_k_attention_split split = ckv_k_attention_plan(sg->n, H, hd, max_len, g->n_sm,
+                                                             g->ws_floats);
+    ckv_status s;
+    if ((s = ckv_k_qkv_post(q, sg->n, &qp, &kv, g->stream, err)) ||
+        (s = ckv_k_attention(NULL, g->att + (size_t)sg->row * H * hd, q, qkvd, sg->n, H, KV, hd,
+                             &kv, 1.0f / sqrtf((float)hd), degree_bias, split, g->ws, g->stream,
+                             err)))
+        return s;
+    return CKV_OK;
+}
+
+// Enqueues every layer over n rows whose tokens are already in g->tok, and
+// the growth of each segment's cache on the device (advance_host mirrors it
+// on the host). Logits are left to the caller.
+static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t n,
+                             bool degree_bias, const PassOut *out, ckv_error *err)
 {
     const ckv_config *cf = &g->cfg;
     const int E = cf->n_embd, hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv,
-              F = cf->n_ff, V = cf->n_vocab;
+              F = cf->n_ff;
     const int qkvd = (H + 2 * KV) * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
     void *st = g->stream;
     ckv_status s;
-    CKV_CUDA(cudaMemcpyAsync(g->tok, tokens, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
-                             g->stream));
     if ((s = ckv_k_embed(g->x, g->embd, g->tok, n, E, st, err)))
         return s;
     for (int l = 0; l < cf->n_layer; l++) {
         const ckv_gpu_layer *D = &g->layers[l];
-        const size_t lh = (size_t)l * KV;
-        ckv_k_kv_layer kv = {c->k + lh * c->capacity * hd, c->v + lh * c->capacity * hd,
-                             c->deg + lh * c->capacity,
-                             c->score ? c->score + lh * c->capacity : NULL, c->len_d + lh,
-                             c->capacity};
-        ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
-                               cf->rope_type, cf->rms_eps};
-        const int32_t max_len = longest(c->len_h + lh, (size_t)KV) + n;
-        ckv_k_attention_split split = ckv_k_attention_plan(n, H, hd, max_len, g->n_sm, g->ws_floats);
         if ((s = ckv_k_residual_rmsnorm(g->x, l ? g->y : NULL, D->attn_norm, g->xb, n, E,
                                         cf->rms_eps, st, err)) ||
-            (s = gemm(g, g->qkv, g->xb, D->wqkv, n, E, qkvd, err)) ||
-            (s = ckv_k_qkv_post(g->qkv, n, c->n_pos, &qp, &kv, st, err)) ||
-            (s = capture_window(g, l, n, first, total, o, err)) ||
-            (s = ckv_k_attention(NULL, g->att, g->qkv, qkvd, n, H, KV, hd, &kv, scale,
-                                 !o->no_degree_bias, split, g->ws, st, err)) ||
-            (s = gemm(g, g->y, g->att, D->wo, n, H * hd, E, err)) ||
+            (s = gemm(g, g->qkv, g->xb, D->wqkv, n, E, qkvd, err)))
+            return s;
+        for (int32_t i = 0; i < n_seg; i++)
+            if ((s = attend_segment(g, &seg[i], l, degree_bias, out->plan_by_capacity, err)))
+                return s;
+        if (out->opts && (s = capture_window(g, l, n, out->first, out->total, out->opts, err)))
+            return s;
+        if (out->q_out)
+            CKV_CUDA(cudaMemcpy2DAsync(g->q_rows + (size_t)l * H * hd,
+                                       (size_t)cf->n_layer * H * hd * sizeof(float), g->qkv,
+                                       qkvd * sizeof(float), (size_t)H * hd * sizeof(float), n,
+                                       cudaMemcpyDeviceToDevice, g->stream));
+        if ((s = gemm(g, g->y, g->att, D->wo, n, H * hd, E, err)) ||
             (s = ckv_k_residual_rmsnorm(g->x, g->y, D->ffn_norm, g->xb, n, E, cf->rms_eps, st,
                                         err)) ||
             (s = gemm(g, g->gu, g->xb, D->wgu, n, E, 2 * F, err)) ||
@@ -471,25 +639,70 @@ static ckv_status forward_chunk(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tok
             (s = gemm(g, g->y, g->hb, D->wdown, n, F, E, err)))
             return s;
     }
-    const size_t lists = (size_t)cf->n_layer * KV;
-    if ((s = ckv_k_add_lengths(c->len_d, (int32_t)lists, n, st, err)))
-        return s;
-    for (size_t j = 0; j < lists; j++)
-        c->len_h[j] += n;
-    c->n_pos += n;
-
-    // All logits, or only those of the very last token of the whole input.
-    const int32_t from = o->all_logits ? 0 : (first + n == total ? n - 1 : n);
-    if (logits && n - from > 0) {
-        if ((s = ckv_k_residual_rmsnorm(g->x + (size_t)from * E, g->y + (size_t)from * E,
-                                        g->out_norm, g->xb, n - from, E, cf->rms_eps, st, err)) ||
-            (s = gemm(g, g->logits, g->xb, g->out_w, n - from, E, V, err)))
-            return s;
-        float *dst = o->all_logits ? logits + (size_t)first * V : logits;
-        CKV_CUDA(cudaMemcpyAsync(dst, g->logits, (size_t)(n - from) * V * sizeof(float),
+    // One copy of every row's queries, not one (synchronous, to pageable
+    // memory) per layer.
+    if (out->q_out)
+        CKV_CUDA(cudaMemcpyAsync(out->q_out, g->q_rows,
+                                 (size_t)n * cf->n_layer * H * hd * sizeof(float),
                                  cudaMemcpyDeviceToHost, g->stream));
+    for (int32_t i = 0; i < n_seg; i++) {
+        ckv_gpu_cache *c = seg[i].c;
+        const size_t lists = (size_t)c->n_layer * c->n_head_kv;
+        if ((s = ckv_k_add_lengths(c->len_d, (int32_t)lists, c->pos_d, seg[i].n, st, err)))
+            return s;
     }
-    CKV_CUDA(cudaStreamSynchronize(g->stream));
+    return CKV_OK;
+}
+
+static void advance_host(const Seg *seg, int32_t n_seg)
+{
+    for (int32_t i = 0; i < n_seg; i++) {
+        ckv_gpu_cache *c = seg[i].c;
+        for (size_t j = 0; j < (size_t)c->n_layer * c->n_head_kv; j++)
+            c->len_h[j] += seg[i].n;
+        c->n_pos += seg[i].n;
+    }
+}
+
+// Final norm and logits of rows [from, from + count), copied to host dst.
+static ckv_status logits_rows(ckv_gpu *g, int32_t from, int32_t count, float *dst,
+                              ckv_error *err)
+{
+    const ckv_config *cf = &g->cfg;
+    const int E = cf->n_embd, V = cf->n_vocab;
+    ckv_status s;
+    if ((s = ckv_k_residual_rmsnorm(g->x + (size_t)from * E, g->y + (size_t)from * E,
+                                    g->out_norm, g->xb, count, E, cf->rms_eps, g->stream, err)) ||
+        (s = gemm(g, g->logits, g->xb, g->out_w, count, E, V, err)))
+        return s;
+    CKV_CUDA(cudaMemcpyAsync(dst, g->logits, (size_t)count * V * sizeof(float),
+                             cudaMemcpyDeviceToHost, g->stream));
+    return CKV_OK;
+}
+
+static ckv_status check_tokens(const ckv_gpu *g, const int32_t *tokens, int32_t n, ckv_error *err)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= g->cfg.n_vocab)
+            return ckv_errorf(err, CKV_ERR_ARG, "token id %d at index %d is outside [0, %d)",
+                              tokens[i], i, g->cfg.n_vocab);
+    return CKV_OK;
+}
+
+static ckv_status check_room(const ckv_gpu_cache *c, int32_t n, ckv_error *err)
+{
+    const int32_t mx = longest(c->len_h, (size_t)c->n_layer * c->n_head_kv);
+    if ((int64_t)mx + n > c->capacity)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "forward: %d new tokens overflow the cache (longest list %d, capacity %d)",
+                          n, mx, c->capacity);
+    return CKV_OK;
+}
+
+static ckv_status upload_tokens(ckv_gpu *g, const int32_t *tokens, int32_t n, ckv_error *err)
+{
+    CKV_CUDA(cudaMemcpyAsync(g->tok, tokens, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             g->stream));
     return CKV_OK;
 }
 
@@ -499,27 +712,169 @@ extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_
 {
     static const ckv_forward_opts none = {};
     const ckv_forward_opts *o = opts ? opts : &none;
-    const ckv_config *cf = &g->cfg;
     if (n <= 0)
         return ckv_errorf(err, CKV_ERR_ARG, "forward: no tokens");
     if (o->q_window < 0 || o->q_window > n || (o->q_window > 0 && !o->q_window_out))
         return ckv_errorf(err, CKV_ERR_ARG, "forward: query window %d invalid for %d tokens",
                           o->q_window, n);
-    for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= cf->n_vocab)
-            return ckv_errorf(err, CKV_ERR_ARG, "token id %d at index %d is outside [0, %d)",
-                              tokens[i], i, cf->n_vocab);
-    const int32_t mx = longest(c->len_h, (size_t)c->n_layer * c->n_head_kv);
-    if ((int64_t)mx + n > c->capacity)
-        return ckv_errorf(err, CKV_ERR_ARG,
-                          "forward: %d new tokens overflow the cache (longest list %d, capacity %d)",
-                          n, mx, c->capacity);
+    // One token is a decode step (captured as a graph, replayed next time).
+    if (n == 1 && o->q_window == 0)
+        return ckv_gpu_decode_batch(g, &c, tokens, 1, o->no_degree_bias, logits, NULL, err);
+    ckv_status s;
+    if ((s = check_tokens(g, tokens, n, err)) || (s = check_room(c, n, err)))
+        return s;
     CKV_CUDA(cudaSetDevice(g->device));
+    const size_t V = g->cfg.n_vocab;
     for (int32_t first = 0; first < n; first += g->max_batch) {
-        int32_t chunk = n - first < g->max_batch ? n - first : g->max_batch;
-        ckv_status s = forward_chunk(g, c, tokens + first, chunk, first, n, o, logits, err);
-        if (s)
+        const int32_t chunk = n - first < g->max_batch ? n - first : g->max_batch;
+        const Seg seg = {c, 0, chunk};
+        const PassOut out = {o, first, n, NULL, false};
+        if ((s = upload_tokens(g, tokens + first, chunk, err)) ||
+            (s = run_layers(g, &seg, 1, chunk, !o->no_degree_bias, &out, err)))
             return s;
+        advance_host(&seg, 1);
+        // All logits, or only those of the very last token of the whole input.
+        const int32_t from = o->all_logits ? 0 : (first + chunk == n ? chunk - 1 : chunk);
+        if (logits && chunk - from > 0 &&
+            (s = logits_rows(g, from, chunk - from,
+                             o->all_logits ? logits + (size_t)first * V : logits, err)))
+            return s;
+        CKV_CUDA(cudaStreamSynchronize(g->stream));
+    }
+    return CKV_OK;
+}
+
+// Host buffers a decode step's copies use: pinned, because a captured graph
+// may copy only to and from page-locked memory. Grown to m rows; growing
+// drops the captured graph, which holds their addresses.
+static ckv_status pinned_rows(ckv_gpu *g, int32_t m, ckv_error *err)
+{
+    if (m <= g->pin_rows)
+        return CKV_OK;
+    const ckv_config *cf = &g->cfg;
+    drop_graph(g);
+    cudaFreeHost(g->pin_tok);
+    cudaFreeHost(g->pin_logits);
+    cudaFreeHost(g->pin_q);
+    g->pin_tok = NULL;
+    g->pin_logits = g->pin_q = NULL;
+    g->pin_rows = 0;
+    CKV_CUDA(cudaMallocHost(&g->pin_tok, (size_t)m * sizeof(int32_t)));
+    CKV_CUDA(cudaMallocHost(&g->pin_logits, (size_t)m * cf->n_vocab * sizeof(float)));
+    CKV_CUDA(cudaMallocHost(&g->pin_q,
+                            (size_t)m * cf->n_layer * cf->n_head * cf->head_dim * sizeof(float)));
+    g->pin_rows = m;
+    return CKV_OK;
+}
+
+// One decode step of the m rows in g->seg, from the pinned tokens to the
+// pinned logits (and queries): everything a graph captures.
+static ckv_status enqueue_step(ckv_gpu *g, int32_t m, bool degree_bias, bool want_logits,
+                               bool want_q, ckv_error *err)
+{
+    CKV_CUDA(cudaMemcpyAsync(g->tok, g->pin_tok, (size_t)m * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, g->stream));
+    const PassOut out = {NULL, 0, 0, want_q ? g->pin_q : NULL, true};
+    ckv_status s = run_layers(g, g->seg, m, m, degree_bias, &out, err);
+    if (!s && want_logits)
+        s = logits_rows(g, 0, m, g->pin_logits, err);
+    return s;
+}
+
+static bool key_matches(const ckv_gpu_step_key *k, const ckv_gpu *g, int32_t m, int flags)
+{
+    if (k->n != m || k->flags != flags)
+        return false;
+    for (int32_t i = 0; i < m; i++)
+        if (k->ids[i] != g->seg[i].c->id)
+            return false;
+    return true;
+}
+
+static void key_set(ckv_gpu_step_key *k, const ckv_gpu *g, int32_t m, int flags)
+{
+    for (int32_t i = 0; i < m; i++)
+        k->ids[i] = g->seg[i].c->id;
+    k->n = m;
+    k->flags = flags;
+}
+
+// Captures the step for these caches (by id: a cache made later never
+// matches a graph of an earlier one) and keeps it for the next call.
+static ckv_status capture_step(ckv_gpu *g, int32_t m, bool degree_bias, bool want_logits,
+                               bool want_q, int flags, ckv_error *err)
+{
+    drop_graph(g);
+    CKV_CUDA(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+    ckv_status s = enqueue_step(g, m, degree_bias, want_logits, want_q, err);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
+    if (!s && e == cudaSuccess)
+        e = cudaGraphInstantiate(&g->graph_exec, graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (s)
+        return s;
+    if (e != cudaSuccess) {
+        g->graph_exec = NULL;
+        return ckv_errorf(err, CKV_ERR_DEVICE, "cuda: capturing the decode step: %s",
+                          cudaGetErrorString(e));
+    }
+    key_set(&g->graph_key, g, m, flags);
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches,
+                                           const int32_t *tokens, int32_t n, bool no_degree_bias,
+                                           float *logits, float *q_out, ckv_error *err)
+{
+    if (n <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "decode batch: no sequences");
+    ckv_status s;
+    if ((s = check_tokens(g, tokens, n, err)))
+        return s;
+    for (int32_t i = 0; i < n; i++) {
+        if ((s = check_room(caches[i], 1, err)))
+            return ckv_error_prefix(err, "decode batch: sequence %d", i);
+        for (int32_t j = 0; j < i; j++)
+            if (caches[j] == caches[i])
+                return ckv_errorf(err, CKV_ERR_ARG,
+                                  "decode batch: sequences %d and %d share one cache", j, i);
+    }
+    CKV_CUDA(cudaSetDevice(g->device));
+    const ckv_config *cf = &g->cfg;
+    const size_t q_row = (size_t)cf->n_layer * cf->n_head * cf->head_dim, V = cf->n_vocab;
+    const bool bias = !no_degree_bias, want_l = logits != NULL, want_q = q_out != NULL;
+    const int flags = bias | want_l << 1 | want_q << 2;
+    for (int32_t at = 0; at < n; at += g->max_batch) {
+        const int32_t m = n - at < g->max_batch ? n - at : g->max_batch;
+        if ((s = pinned_rows(g, m, err)))
+            return s;
+        for (int32_t i = 0; i < m; i++)
+            g->seg[i] = {caches[at + i], i, 1};
+        memcpy(g->pin_tok, tokens + at, (size_t)m * sizeof(int32_t));
+        // A batch seen twice in a row is captured and replayed from then on;
+        // one seen once runs launch by launch (a capture costs more than the
+        // few steps of a short answer save).
+        bool replay = g->use_graphs && g->graph_exec && key_matches(&g->graph_key, g, m, flags);
+        if (!replay && g->use_graphs && key_matches(&g->eager_key, g, m, flags)) {
+            if ((s = capture_step(g, m, bias, want_l, want_q, flags, err)))
+                return s;
+            replay = true;
+        }
+        if (replay) {
+            CKV_CUDA(cudaGraphLaunch(g->graph_exec, g->stream));
+        } else {
+            if ((s = enqueue_step(g, m, bias, want_l, want_q, err)))
+                return s;
+            key_set(&g->eager_key, g, m, flags);
+        }
+        CKV_CUDA(cudaStreamSynchronize(g->stream));
+        advance_host(g->seg, m);
+        if (want_l)
+            memcpy(logits + (size_t)at * V, g->pin_logits, (size_t)m * V * sizeof(float));
+        if (want_q)
+            memcpy(q_out + (size_t)at * q_row, g->pin_q, (size_t)m * q_row * sizeof(float));
     }
     return CKV_OK;
 }

@@ -85,7 +85,7 @@ extern "C" ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const f
 
 // One block per (token, head slot); slot < H: query, < H + KV: key, else
 // value. One thread per dimension.
-__global__ void qkv_post_kernel(float *qkv, int64_t pos0, ckv_k_qkv_params p, ckv_k_kv_layer c)
+__global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer c)
 {
     extern __shared__ float rot[];
     const int hd = p.head_dim, H = p.n_head, KV = p.n_head_kv;
@@ -126,7 +126,7 @@ __global__ void qkv_post_kernel(float *qkv, int64_t pos0, ckv_k_qkv_params p, ck
         b = 2 * j + 1;
     }
     double s, co;
-    sincos((double)(pos0 + i) * p.inv_freq[j], &s, &co);
+    sincos((double)(*c.pos0 + i) * p.inv_freq[j], &s, &co);
     const float cf = (float)co, sf = (float)s, x0 = rot[a], x1 = rot[b];
     const float y = d == a ? x0 * cf - x1 * sf : x0 * sf + x1 * cf;
     if (is_q)
@@ -135,8 +135,7 @@ __global__ void qkv_post_kernel(float *qkv, int64_t pos0, ckv_k_qkv_params p, ck
         c.k[((size_t)h * c.capacity + c.len0[h] + i) * hd + d] = y;
 }
 
-extern "C" ckv_status ckv_k_qkv_post(float *qkv, int32_t n, int64_t pos0,
-                                     const ckv_k_qkv_params *p, const ckv_k_kv_layer *c,
+extern "C" ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params *p, const ckv_k_kv_layer *c,
                                      void *stream, ckv_error *err)
 {
     if (p->head_dim % 2 || p->head_dim > 1024)
@@ -144,7 +143,7 @@ extern "C" ckv_status ckv_k_qkv_post(float *qkv, int32_t n, int64_t pos0,
                           p->head_dim);
     dim3 grid(n, p->n_head + 2 * p->n_head_kv);
     qkv_post_kernel<<<grid, p->head_dim, p->head_dim * sizeof(float), as_stream(stream)>>>(
-        qkv, pos0, *p, *c);
+        qkv, *p, *c);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
@@ -168,17 +167,19 @@ extern "C" ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, in
     return CKV_OK;
 }
 
-__global__ void add_lengths_kernel(int32_t *len, int32_t count, int32_t n)
+__global__ void add_lengths_kernel(int32_t *len, int32_t count, int64_t *pos, int32_t n)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j < count)
         len[j] += n;
+    if (j == 0)
+        *pos += n;
 }
 
-extern "C" ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int32_t n, void *stream,
-                                        ckv_error *err)
+extern "C" ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int64_t *pos, int32_t n,
+                                        void *stream, ckv_error *err)
 {
-    add_lengths_kernel<<<(count + 255) / 256, 256, 0, as_stream(stream)>>>(len, count, n);
+    add_lengths_kernel<<<(count + 255) / 256, 256, 0, as_stream(stream)>>>(len, count, pos, n);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }

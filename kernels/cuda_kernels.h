@@ -40,12 +40,15 @@ ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ck
 
 /* One layer of a KV cache on the GPU: lists of `capacity` entries per KV
  * head, fp32 keys and values [n_head_kv][capacity][head_dim], degrees and
- * accumulated attention [n_head_kv][capacity] (score NULL: not tracked), and
- * the list lengths before the current tokens. */
+ * accumulated attention [n_head_kv][capacity] (score NULL: not tracked), the
+ * list lengths before the current tokens, and the RoPE position of the first
+ * current token. Lengths and position live on the device, so that a captured
+ * decode step (CUDA Graph) replays correctly as the cache grows. */
 typedef struct {
     float *k, *v, *deg, *score;
     const int32_t *len0; /* [n_head_kv] */
     int32_t capacity;
+    const int64_t *pos0;
 } ckv_k_kv_layer;
 
 typedef struct {
@@ -60,10 +63,10 @@ typedef struct {
 
 /* qkv holds n rows of [q heads | k heads | v heads] as the projection wrote
  * them. Adds the bias, applies q/k norm and RoPE (token i at position
- * pos0 + i); rotates the queries in place and appends each token's key and
- * value to the cache at len0[h] + i with degree 1 (and score 0). Twins: ckv_rmsnorm,
- * ckv_rope. */
-ckv_status ckv_k_qkv_post(float *qkv, int32_t n, int64_t pos0, const ckv_k_qkv_params *p,
+ * *c->pos0 + i); rotates the queries in place and appends each token's key
+ * and value to the cache at len0[h] + i with degree 1 (and score 0). Twins:
+ * ckv_rmsnorm, ckv_rope. */
+ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params *p,
                           const ckv_k_kv_layer *c, void *stream, ckv_error *err);
 
 /* Scratch for ckv_k_attention, in floats, for n queries split `splits` ways. */
@@ -99,8 +102,24 @@ ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_
 ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, int32_t n_ff, void *stream,
                         ckv_error *err);
 
-/* len[j] += n for j < count: the lists grew by the tokens just run. */
-ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int32_t n, void *stream, ckv_error *err);
+/* Y[n][out] = X[n][in] . W[out][in]^T: bf16 inputs, fp32 accumulation and
+ * output, through cuBLAS on `blas` (a cublasHandle_t, with its stream).
+ * Twin: ckv_matmul_nt on the fp32 values of the inputs. */
+ckv_status ckv_k_gemm(void *blas, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int32_t n,
+                      int32_t in, int32_t out, ckv_error *err);
+
+/* p[i] = uniform in [lo, hi) from a hash of (seed, i): the same values for
+ * the same seed whatever the launch shape. For synthetic weights, caches and
+ * benchmark inputs. */
+ckv_status ckv_k_fill_uniform(float *p, size_t n, float lo, float hi, uint64_t seed, void *stream,
+                              ckv_error *err);
+ckv_status ckv_k_fill_uniform_bf16(ckv_bf16 *p, size_t n, float lo, float hi, uint64_t seed,
+                                   void *stream, ckv_error *err);
+
+/* len[j] += n for j < count and *pos += n: the lists grew by the tokens
+ * just run. */
+ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int64_t *pos, int32_t n, void *stream,
+                             ckv_error *err);
 
 #ifdef __cplusplus
 }

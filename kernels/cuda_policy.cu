@@ -268,7 +268,7 @@ extern "C" ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_polic
     for (int64_t i = 0; i < (int64_t)c->n_layer * c->n_head_kv; i++)
         if (c->len_h[i] > mx)
             mx = c->len_h[i];
-    bool due = ckv_policy_decode_due(p, mx, budget, step, qw);
+    bool due = ckv_policy_due(p, mx, budget, step, qw);
     if (compressed)
         *compressed = due;
     return due ? ckv_gpu_policy_compress(c, p, budget, qw, NULL, stream, err) : CKV_OK;

@@ -18,6 +18,19 @@ struct ckv_gpu_layer {
     float *attn_norm, *ffn_norm, *bias, *q_norm, *k_norm;
 };
 
+// Rows [row, row + n) of a pass belong to one cache: a prefill chunk is one
+// segment of n rows, a decode batch n segments of one row each.
+struct ckv_gpu_seg {
+    ckv_gpu_cache *c;
+    int32_t row, n;
+};
+
+// Which caches (by id, [max_batch]) and options a decode step ran with.
+struct ckv_gpu_step_key {
+    uint64_t *ids;
+    int32_t n, flags;
+};
+
 struct ckv_gpu {
     ckv_config cfg;
     int32_t device, max_batch, n_sm;
@@ -31,16 +44,29 @@ struct ckv_gpu {
     ckv_gpu_layer *layers;
     int32_t *tok;
     float *x, *y, *qkv, *gu, *logits, *ws;
+    float *q_rows;      // [max_batch][n_layer][n_head][head_dim]: a decode batch's queries
     ckv_bf16 *xb, *att, *hb;
     size_t ws_floats, bytes;
     ckv_bf16 *staging;  // host, largest matrix
+    ckv_gpu_seg *seg;   // host, [max_batch]: the rows of a decode batch
+    // The last decode step captured as a CUDA Graph and the caches (by id)
+    // and options it was captured for; the last step run without one; the
+    // pinned buffers a step copies through.
+    bool use_graphs;
+    cudaGraphExec_t graph_exec;
+    ckv_gpu_step_key graph_key, eager_key;
+    int32_t *pin_tok;
+    float *pin_logits, *pin_q;
+    int32_t pin_rows;
 };
 
 struct ckv_gpu_cache {
     int32_t n_layer, n_head_kv, head_dim, capacity;
     float *k, *v, *deg, *score;
     int32_t *len_d, *len_h;
+    int64_t *pos_d;  // the device copy of n_pos (qkv_post reads it)
     int64_t n_pos;
+    uint64_t id;     // unique per cache made, so a captured graph never outlives its cache
     int32_t round;  // CSM round counter, kept for the host cache (policies.md)
     size_t bytes;
     // Scratch of the policy kernels (cuda_policy.cu), taken at the first
@@ -48,6 +74,18 @@ struct ckv_gpu_cache {
     struct ckv_gpu_policy_ws *policy_ws;
 };
 
+// Device memory counted into *total; the message names the size.
+ckv_status ckv_gpu_dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err);
+
+// Allocates and fills the decoder's weights (g->layers, embd, out_w,
+// out_norm); runs after the stream and cuBLAS exist, before the scratch.
+typedef ckv_status (*ckv_gpu_weights_fn)(ckv_gpu *g, const void *ctx, ckv_error *err);
+
+// The decoder for `cfg` with weights from `load`: ckv_gpu_create loads a
+// model's, ckv_gpu_create_synthetic makes random ones on the device.
+ckv_status ckv_gpu_create_with(ckv_gpu **out, const ckv_config *cfg, const float *rope_freqs,
+                               int32_t device, int32_t max_batch, ckv_gpu_weights_fn load,
+                               const void *ctx, ckv_error *err);
 void ckv_gpu_policy_ws_free(struct ckv_gpu_policy_ws *ws);
 
 #endif

@@ -314,8 +314,8 @@ ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget
     return p->ops->compress(p, c, budget, qw, assign, err);
 }
 
-bool ckv_policy_decode_due(const ckv_policy *p, int32_t max_len, int32_t budget, int64_t step,
-                           const ckv_qwindow *qw)
+bool ckv_policy_due(const ckv_policy *p, int32_t max_len, int32_t budget, int64_t step,
+                    const ckv_qwindow *qw)
 {
     int32_t interval = ckv_policy_interval(p);
     if (interval <= 0 || step % interval != 0 || max_len <= budget)
@@ -328,7 +328,7 @@ bool ckv_policy_decode_due(const ckv_policy *p, int32_t max_len, int32_t budget,
 ckv_status ckv_policy_on_decode(const ckv_policy *p, ckv_cache *c, int32_t budget, int64_t step,
                                 const ckv_qwindow *qw, bool *compressed, ckv_error *err)
 {
-    bool due = ckv_policy_decode_due(p, ckv_cache_max_len(c), budget, step, qw);
+    bool due = ckv_policy_due(p, ckv_cache_max_len(c), budget, step, qw);
     if (compressed)
         *compressed = due;
     return due ? ckv_policy_compress(p, c, budget, qw, NULL, err) : CKV_OK;

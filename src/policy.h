@@ -112,15 +112,16 @@ ckv_status ckv_budget_check(const ckv_policy *p, const ckv_budget *b, int64_t n_
  * statistics the policy needs are present. */
 ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget,
                                const ckv_qwindow *qw, int32_t *assign, ckv_error *err);
+/* Whether the decode hook compresses after step s with the longest list at
+ * max_len: the policy compresses during decode, s % interval == 0, a list is
+ * longer than budget, and (SnapKV) W decode queries exist. */
+bool ckv_policy_due(const ckv_policy *p, int32_t max_len, int32_t budget, int64_t step,
+                    const ckv_qwindow *qw);
 /* Decode hook after step s (1, 2, ...) appended its token: compresses when
  * the policy compresses during decode, s % interval == 0 and a list is
  * longer than budget. Sets *compressed accordingly (may be NULL). */
 ckv_status ckv_policy_on_decode(const ckv_policy *p, ckv_cache *c, int32_t budget, int64_t step,
                                 const ckv_qwindow *qw, bool *compressed, ckv_error *err);
-/* The decision of ckv_policy_on_decode for a cache whose longest list has
- * max_len entries (GPU caches share it). */
-bool ckv_policy_decode_due(const ckv_policy *p, int32_t max_len, int32_t budget, int64_t step,
-                           const ckv_qwindow *qw);
 
 /* Sets assign to the identity over every list's current length (-1 past
  * it), the starting point of ckv_policy_compress. */

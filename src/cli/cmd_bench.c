@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "ckv_config.h"
 #include "commands.h"
 #if CKV_HAVE_CUDA
@@ -22,8 +23,9 @@ static void help(FILE *fp)
            "                          [--budget X] [--repeats R] [--device cpu|cuda]\n\n"
            "Times one compression by every policy of the same cache at the same budget\n"
            "(default policy parameters), the median of R runs each on a fresh copy, and\n"
-           "prints CPU and wall time and the CPU-time ratio to centroid (CSM). Policies\n"
-           "run on one thread (set OPENBLAS_NUM_THREADS=1 so K-Means' BLAS does too).\n"
+           "prints CPU and wall time and the CPU-time ratio to centroid (CSM). CSM and\n"
+           "K-Means compress their lists in parallel (OpenMP; OMP_NUM_THREADS=1 for one\n"
+           "thread), so compare the CPU column across policies.\n"
            "A synthetic cache has keys that drift like real ones (seeded random walk plus\n"
            "noise) and window queries near the newest keys, so caches longer than the\n"
            "model's context can be timed. With --device cuda the GPU policy kernels are\n"
@@ -43,12 +45,6 @@ static void help(FILE *fp)
            "  -h, --help        this help\n");
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* CPU seconds of this process: on a shared machine a fairer clock than
  * wall time for single-threaded work. */
 static double cpu_now(void)
@@ -56,12 +52,6 @@ static double cpu_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof t[0], cmp_double);
-    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
 /* Median wall and CPU seconds of `repeats` compressions of fresh copies. */
@@ -83,8 +73,8 @@ static ckv_status time_policy(const ckv_policy *p, const ckv_cache *src, int32_t
         if (st)
             return st;
     }
-    *wall = median(tw, repeats);
-    *cpu = median(tc, repeats);
+    *wall = bench_median(tw, repeats);
+    *cpu = bench_median(tc, repeats);
     return CKV_OK;
 }
 
@@ -112,7 +102,7 @@ static ckv_status time_policy_gpu(const ckv_policy *p, const ckv_cache *src, int
     }
     ckv_gpu_cache_free(g);
     if (!st)
-        *wall = median(tw, repeats);
+        *wall = bench_median(tw, repeats);
     return st;
 }
 #endif
@@ -246,13 +236,28 @@ static int bench_compress(int argc, char **argv)
     return rc;
 }
 
+static void usage(FILE *fp)
+{
+    fprintf(fp, "usage: ckv bench BENCHMARK [options]\n\n"
+                "Benchmarks:\n"
+                "  compress   every policy's compression time of one cache (CPU)\n"
+                "  attention  the attention kernel and GEMMs vs copy and matrix ceilings (GPU)\n"
+                "  decode     per-token decode of a model shape with random weights (GPU)\n\n"
+                "Run 'ckv bench BENCHMARK --help' for its options.\n");
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        help(argc < 2 ? stderr : stdout);
+        usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     if (!strcmp(argv[1], "compress"))
         return bench_compress(argc - 1, argv + 1);
-    return cli_usage_error("bench", "unknown benchmark '%s' (known: compress)", argv[1]);
+    if (!strcmp(argv[1], "attention"))
+        return bench_attention(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "decode"))
+        return bench_decode(argc - 1, argv + 1);
+    return cli_usage_error("bench", "unknown benchmark '%s' (known: compress, attention, decode)",
+                           argv[1]);
 }

@@ -22,7 +22,7 @@ static const command commands[] = {
     {"tokenize", cmd_tokenize, "encode text to token ids, or decode ids to text"},
     {"compress", cmd_compress, "apply a KV-cache policy to a dump (HDF5)"},
     {"analyze", cmd_analyze, "analyses of a dump (keys: similarity vs token distance)"},
-    {"bench", cmd_bench, "benchmarks (compress: every policy's compression time)"},
+    {"bench", cmd_bench, "benchmarks: compress (CPU), attention and decode (GPU)"},
     {"prepare", cmd_prepare, "build benchmark task packs (RULER, LongBench, official jsonl)"},
     {"sweep", cmd_sweep, "run a config's policy x budget x task grid to HDF5 results"},
     {"merge", cmd_merge, "join sweep results files (shards) of one config"},

@@ -158,39 +158,56 @@ static ckv_status round_list(const ckv_policy *p, ckv_cache *c, int32_t l, int32
     return ckv_list_apply(c, l, h, s->dest, assign, err);
 }
 
+static void scratch_free(scratch *s)
+{
+    free(s->cand);
+    free(s->partner);
+    free(s->dest);
+    free(s->norm);
+    free(s->in_a);
+}
+
 static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, const ckv_qwindow *qw,
                            int32_t *assign, ckv_error *err)
 {
     (void)qw;
-    size_t cap = (size_t)c->capacity;
-    scratch s = {malloc(cap * sizeof *s.cand), malloc(cap * sizeof *s.partner),
-                 malloc(cap * sizeof *s.dest), malloc(cap * sizeof *s.norm),
-                 malloc((size_t)p->p[P_CHUNK])};
-    ckv_status st = CKV_OK;
-    if (!s.cand || !s.partner || !s.dest || !s.norm || !s.in_a)
-        st = ckv_errorf(err, CKV_ERR_NOMEM, "centroid: out of memory for capacity %zu", cap);
-    /* Round j touches every list still over budget; the counter is the
-     * sequence's, so decode compressions continue the schedule. */
-    for (bool active = true; active && !st;) {
-        active = false;
-        for (int32_t l = 0; l < c->n_layer && !st; l++)
-            for (int32_t h = 0; h < c->n_head_kv && !st; h++) {
-                int32_t lh = ckv_cache_lh(c, l, h), nc = 0;
+    const size_t cap = (size_t)c->capacity;
+    const int32_t lists = c->n_layer * c->n_head_kv;
+    ckv_list_failure fail;
+    ckv_list_failure_init(&fail);
+    /* Round j touches every list still over budget, lists in parallel (each
+     * thread with its own scratch); the counter is the sequence's, so decode
+     * compressions continue the schedule. */
+    for (bool active = true; active && fail.lh == INT32_MAX;) {
+        int any = 0;
+#pragma omp parallel reduction(| : any)
+        {
+            scratch s = {malloc(cap * sizeof *s.cand), malloc(cap * sizeof *s.partner),
+                         malloc(cap * sizeof *s.dest), malloc(cap * sizeof *s.norm),
+                         malloc((size_t)p->p[P_CHUNK])};
+            bool ok = s.cand && s.partner && s.dest && s.norm && s.in_a;
+#pragma omp for schedule(dynamic, 1)
+            for (int32_t lh = 0; lh < lists; lh++) {
+                int32_t nc = 0;
+                ckv_error e = {0};
                 if (c->len[lh] <= budget)
                     continue;
-                st = round_list(p, c, l, h, budget, &s, assign ? assign + (size_t)lh * cap : NULL,
-                                &nc, err);
-                active |= nc > 0;
+                if (!ok)
+                    ckv_errorf(&e, CKV_ERR_NOMEM, "centroid: out of memory for capacity %zu", cap);
+                else if (!round_list(p, c, lh / c->n_head_kv, lh % c->n_head_kv, budget, &s,
+                                     assign ? assign + (size_t)lh * cap : NULL, &nc, &e)) {
+                    any |= nc > 0;
+                    continue;
+                }
+                ckv_list_failure_note(&fail, lh, &e);
             }
-        if (active)
+            scratch_free(&s);
+        }
+        active = any;
+        if (active && fail.lh == INT32_MAX)
             c->round++;
     }
-    free(s.cand);
-    free(s.partner);
-    free(s.dest);
-    free(s.norm);
-    free(s.in_a);
-    return st;
+    return ckv_list_failure_take(&fail, err);
 }
 
 const ckv_policy_ops ckv_policy_centroid = {

@@ -157,17 +157,25 @@ static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, co
                            int32_t *assign, ckv_error *err)
 {
     (void)qw;
-    ckv_status st = CKV_OK;
-    for (int32_t l = 0; l < c->n_layer && !st; l++)
-        for (int32_t h = 0; h < c->n_head_kv && !st; h++) {
-            int32_t lh = ckv_cache_lh(c, l, h);
-            if (c->len[lh] <= budget)
-                continue;
-            st = compress_list(c, l, h, (int32_t)p->p[P_SINKS], (int32_t)p->p[P_RECENT], budget,
-                               (int32_t)p->p[P_ITERS],
-                               assign ? assign + (size_t)lh * c->capacity : NULL, err);
-        }
-    return st;
+    const int32_t lists = c->n_layer * c->n_head_kv;
+    ckv_list_failure fail;
+    ckv_list_failure_init(&fail);
+    /* One list per thread; BLAS runs single-threaded inside each (its own
+     * threads would only compete with the lists'). */
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int32_t lh = 0; lh < lists; lh++) {
+        if (c->len[lh] <= budget)
+            continue;
+        ckv_error e = {0};
+        if (compress_list(c, lh / c->n_head_kv, lh % c->n_head_kv, (int32_t)p->p[P_SINKS],
+                          (int32_t)p->p[P_RECENT], budget, (int32_t)p->p[P_ITERS],
+                          assign ? assign + (size_t)lh * c->capacity : NULL, &e))
+            ckv_list_failure_note(&fail, lh, &e);
+    }
+    openblas_set_num_threads(blas_threads);
+    return ckv_list_failure_take(&fail, err);
 }
 
 const ckv_policy_ops ckv_policy_kmeans = {

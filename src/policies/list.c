@@ -153,3 +153,28 @@ ckv_status ckv_list_keep_top(ckv_cache *c, int32_t l, int32_t h, const double *s
     free(keep);
     return st;
 }
+
+void ckv_list_failure_init(ckv_list_failure *f)
+{
+    f->lh = INT32_MAX;
+    f->err.status = CKV_OK;
+    f->err.msg[0] = 0;
+}
+
+void ckv_list_failure_note(ckv_list_failure *f, int32_t lh, const ckv_error *e)
+{
+#pragma omp critical(ckv_list_failure)
+    if (lh < f->lh) {
+        f->lh = lh;
+        f->err = *e;
+    }
+}
+
+ckv_status ckv_list_failure_take(const ckv_list_failure *f, ckv_error *err)
+{
+    if (f->lh == INT32_MAX)
+        return CKV_OK;
+    if (err)
+        *err = f->err;
+    return f->err.status;
+}

@@ -43,4 +43,18 @@ ckv_status ckv_list_keep(ckv_cache *c, int32_t l, int32_t h, const uint8_t *keep
 ckv_status ckv_list_keep_top(ckv_cache *c, int32_t l, int32_t h, const double *score,
                              int32_t recent, int32_t budget, int32_t *assign, ckv_error *err);
 
+/* Lists compress independently, so policies run them in parallel (OpenMP);
+ * of several failing lists, the lowest-numbered one's error is reported, as
+ * a serial loop would. */
+typedef struct {
+    int32_t lh;  /* failing list, INT32_MAX: none */
+    ckv_error err;
+} ckv_list_failure;
+
+void ckv_list_failure_init(ckv_list_failure *f);
+/* Records list lh's failure (thread-safe). */
+void ckv_list_failure_note(ckv_list_failure *f, int32_t lh, const ckv_error *e);
+/* CKV_OK, or the recorded error copied to err. */
+ckv_status ckv_list_failure_take(const ckv_list_failure *f, ckv_error *err);
+
 #endif

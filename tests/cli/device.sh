@@ -34,6 +34,10 @@ check "dump-kv --device gpu is a usage error" status_is 2 "$CKV" dump-kv --devic
 check "dump-kv --device cuda without a GPU fails" status_is 1 "$CKV" dump-kv --device cuda -p x -o "$tmp/kv.h5"
 check "dump-kv: the failure says why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 check "dump-kv wrote no file" test ! -e "$tmp/kv.h5"
+cfg=${CKV_SOURCE_ROOT:-.}/configs/quick.yaml
+check "sweep --device cuda without a GPU fails" status_is 1 "$CKV" sweep "$cfg" --device cuda -o "$tmp/s.h5"
+check "sweep: the failure says why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
+check "sweep wrote no file" test ! -e "$tmp/s.h5"
 check "logits --device auto runs on the CPU" status_is 0 "$CKV" logits --device auto --ids "1 2 3" -k 3
 cp "$tmp/out" "$tmp/auto"
 check "auto says it fell back" grep -q "running on the CPU" "$tmp/err"

@@ -19,6 +19,9 @@ import time
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from results_equal import differences, rows as read_rows  # noqa: E402
+
 CKV = os.environ.get("CKV", "build/ckv")
 ROOT = os.environ.get("CKV_SOURCE_ROOT", ".")
 DATA = os.environ.get("CKV_DATA_DIR") or os.path.join(ROOT, "../shared/data")
@@ -35,29 +38,16 @@ def run(*args, **kw):
     return subprocess.run([CKV, *args], capture_output=True, text=True, **kw)
 
 
-TIMING = {"ttft_ms", "tpot_ms", "compress_ms"}
-
-
 def rows(path):
-    """/samples keyed by (task, length, sample, run), timings aside."""
-    with h5py.File(path, "r") as f:
-        s = f["samples"][:]
-    out = {}
-    for r in s:
-        key = (r["task"], int(r["length"]), int(r["sample"]), int(r["run"]))
-        check(key not in out, f"{path}: row {key} appears twice")
-        out[key] = tuple((n, r[n]) for n in s.dtype.names if n not in TIMING)
+    """/samples keyed by (unit, run), timings aside; a row present twice fails."""
+    out, twice = read_rows(path)
+    check(not twice, f"{path}: rows {twice} appear twice")
     return out
 
 
 def same(a, b, what):
-    check(a.keys() == b.keys(), f"{what}: row keys differ ({len(a)} vs {len(b)})")
-    for k in a.keys() & b.keys():
-        fa, fb = dict(a[k]), dict(b[k])
-        for n in fa:
-            x, y = fa[n], fb[n]
-            eq = (np.isnan(x) and np.isnan(y)) if isinstance(x, float) and np.isnan(x) else x == y
-            check(eq, f"{what}: {k} field {n}: {x!r} vs {y!r}")
+    for m in differences(a, b, what):
+        check(False, m)
 
 
 def main():

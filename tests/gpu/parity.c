@@ -235,12 +235,13 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
           *dqn = dup_dev(qn, sizeof(float) * hd), *dkn = dup_dev(kn, sizeof(float) * hd);
     double *dinv = dup_dev(inv, sizeof(double) * hd / 2);
     int32_t *dlen = dup_dev(len0, sizeof len0);
+    int64_t *dpos = dup_dev(&pos0, sizeof pos0);
     float *dk = dev_poisoned(4 * cache_f), *dv = dev_poisoned(4 * cache_f),
           *ddeg = dev_poisoned(4 * (size_t)KV * cap);
     ckv_k_qkv_params p = {H, KV, hd, bias ? db : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL,
                           dinv, type, cfg.rms_eps};
-    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap};
-    CHECK(ckv_k_qkv_post(dqkv, n, pos0, &p, &c, NULL, err));
+    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap, dpos};
+    CHECK(ckv_k_qkv_post(dqkv, n, &p, &c, NULL, err));
     float *got = xmalloc(sizeof(float) * n * width), *k = xmalloc(4 * cache_f),
           *v = xmalloc(4 * cache_f), *deg = xmalloc(4 * (size_t)KV * cap);
     CHECK(ckv_cuda_download(got, dqkv, sizeof(float) * n * width, err));
@@ -277,7 +278,7 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
              bias ? " +bias" : "", qk_norm ? " +qknorm" : "", freqs ? " +freqs" : "");
     report(what, rel_l2(gq, wq, m) + bad_deg + (untouched_nan == KV ? 0 : 1), TOL_F32);
     ckv_cuda_free(dqkv), ckv_cuda_free(db), ckv_cuda_free(dqn), ckv_cuda_free(dkn);
-    ckv_cuda_free(dinv), ckv_cuda_free(dlen), ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg);
+    ckv_cuda_free(dinv), ckv_cuda_free(dlen), ckv_cuda_free(dpos), ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg);
     free(qkv), free(b), free(qn), free(kn), free(rf), free(want), free(inv), free(got), free(k);
     free(v), free(deg), free(gq), free(wq);
 }
@@ -354,7 +355,7 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
         sp.split_len = (max_len + forced_splits - 1) / forced_splits;
         sp.split_len = (sp.split_len + 31) / 32 * 32;
     }
-    ckv_k_kv_layer c = {dk, dv, ddeg, dacc, dlen, cap};
+    ckv_k_kv_layer c = {dk, dv, ddeg, dacc, dlen, cap, NULL};
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     char what[96];
@@ -564,6 +565,96 @@ static void check_window_and_scores(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *g
     free(qg);
 }
 
+/* A decode batch over three caches of different lengths (one edited as a
+ * compression leaves it, one tracking scores), each first forked on the GPU:
+ * the fork must equal its source exactly, then two batched steps on each side
+ * must agree row by row (logits, decode queries, scores). */
+static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
+                               int32_t len)
+{
+    enum { NB = 3 };
+    const ckv_config *cf = &m->cfg;
+    const int32_t V = cf->n_vocab, lens[NB] = {len, len / 2 + 3, len / 3 + 1};
+    const size_t qrow = (size_t)cf->n_layer * cf->n_head * cf->head_dim;
+    ckv_cache cc[NB], back;
+    ckv_gpu_cache *src[NB], *gc[NB];
+    CHECK(ckv_cache_init(&back, cf->n_layer, cf->n_head_kv, cf->head_dim, len + 4, true, err));
+    for (int b = 0; b < NB; b++) {
+        const bool score = b == 1;
+        CHECK(ckv_cache_init(&cc[b], cf->n_layer, cf->n_head_kv, cf->head_dim, lens[b] + 2, score,
+                             err));
+        CHECK(ckv_cpu_forward(cpu, &cc[b], ids + 11 * b, lens[b], NULL, NULL, err));
+        if (b == 2)
+            for (int l = 0; l < cf->n_layer; l++)
+                for (int h = 0; h < cf->n_head_kv; h++) {
+                    int32_t *n = &cc[b].len[ckv_cache_lh(&cc[b], l, h)];
+                    *n -= (l + 2 * h) % 3 * (lens[b] / 8);
+                    float *deg = ckv_cache_degp(&cc[b], l, h);
+                    for (int32_t t = 0; t < *n; t++)
+                        deg[t] = (float)(1 + (t * 5 + h) % 3);
+                }
+        CHECK(ckv_gpu_cache_create(&src[b], gpu, lens[b] + 2, score, err));
+        CHECK(ckv_gpu_cache_upload(src[b], &cc[b], err));
+        CHECK(ckv_gpu_cache_fork(&gc[b], src[b], lens[b] + 4, err));
+    }
+    /* The fork against the cache it came from, entry by entry. */
+    double fork_diff = 0;
+    for (int b = 0; b < NB; b++) {
+        CHECK(ckv_gpu_cache_download(gc[b], &back, err));
+        for (int l = 0; l < cf->n_layer; l++)
+            for (int h = 0; h < cf->n_head_kv; h++) {
+                const int32_t n = cc[b].len[ckv_cache_lh(&cc[b], l, h)];
+                fork_diff += back.len[ckv_cache_lh(&back, l, h)] != n;
+                fork_diff += rel_l2(ckv_cache_key(&back, l, h, 0), ckv_cache_key(&cc[b], l, h, 0),
+                                    (size_t)n * cf->head_dim);
+                fork_diff += rel_l2(ckv_cache_degp(&back, l, h), ckv_cache_degp(&cc[b], l, h),
+                                    (size_t)n);
+            }
+        fork_diff += back.n_pos != cc[b].n_pos;
+    }
+    report("cache fork on the GPU (exact)", fork_diff, 0.0);
+    ckv_cache *cp[NB] = {&cc[0], &cc[1], &cc[2]};
+    float *lc = xmalloc(sizeof(float) * V * NB), *lg = xmalloc(sizeof(float) * V * NB);
+    float *qc = xmalloc(sizeof(float) * qrow * NB), *qg = xmalloc(sizeof(float) * qrow * NB);
+    double worst_l = 0, worst_q = 0, worst_s = 0;
+    for (int step = 0; step < 2; step++) {
+        int32_t tok[NB];
+        for (int b = 0; b < NB; b++)
+            tok[b] = ids[lens[b] + 11 * b + step];
+        for (size_t i = 0; i < (size_t)V * NB; i++)
+            lg[i] = NAN;
+        for (size_t i = 0; i < qrow * NB; i++)
+            qg[i] = NAN;
+        CHECK(ckv_cpu_decode_batch(cpu, cp, tok, NB, false, lc, qc, err));
+        CHECK(ckv_gpu_decode_batch(gpu, gc, tok, NB, false, lg, qg, err));
+        for (int b = 0; b < NB; b++) {
+            worst_l = fmax(worst_l, rel_l2(lg + (size_t)b * V, lc + (size_t)b * V, (size_t)V));
+            worst_q = fmax(worst_q, rel_l2(qg + b * qrow, qc + b * qrow, qrow));
+        }
+    }
+    CHECK(ckv_gpu_cache_download(gc[1], &back, err));
+    for (int l = 0; l < cf->n_layer; l++)
+        for (int h = 0; h < cf->n_head_kv; h++)
+            worst_s = fmax(worst_s, rel_l2(ckv_cache_scorep(&back, l, h), ckv_cache_scorep(&cc[1], l, h),
+                                           (size_t)cc[1].len[ckv_cache_lh(&cc[1], l, h)]));
+    char what[96];
+    snprintf(what, sizeof what, "decode batch of %d (%d/%d/%d), 2 steps: logits", NB, lens[0],
+             lens[1], lens[2]);
+    report(what, worst_l, TOL_LOGITS);
+    report("  + decode queries", worst_q, TOL_KV);
+    report("  + attention mass of the scoring cache", worst_s, TOL_LOGITS);
+    for (int b = 0; b < NB; b++) {
+        ckv_cache_free(&cc[b]);
+        ckv_gpu_cache_free(src[b]);
+        ckv_gpu_cache_free(gc[b]);
+    }
+    ckv_cache_free(&back);
+    free(lc);
+    free(lg);
+    free(qc);
+    free(qg);
+}
+
 /* Logits of every token of a prompt longer than the GPU batch (two chunks). */
 static void check_all_logits(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
                              int32_t len)
@@ -668,6 +759,8 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
         check_uploaded_cache(&m, cpu, gpu, ids, side);
         check_window_and_scores(&m, cpu, gpu, ids, side);
     }
+    if (n_ids >= side + 30)
+        check_decode_batch(&m, cpu, gpu, ids, side);
     printf("\n%6s %6s %10s %10s %5s %7s %9s %9s %9s %9s\n", "prompt", "len", "logit_err",
            "kv_err", "top1", "greedy", "gpu_pf_s", "cpu_pf_s", "gpu_tok/s", "cpu_tok/s");
     int full = 0, cases = 0;

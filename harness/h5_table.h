@@ -1,0 +1,45 @@
+/* HDF5 tables of C structs: a table of fields (name, offset, type) drives
+ * the compound type, so a struct and its file schema cannot drift apart.
+ * Used by the sweep results (results.c) and the benchmark files. Helpers
+ * return a negative value on failure, as HDF5 does. */
+#ifndef CKV_H5_TABLE_H
+#define CKV_H5_TABLE_H
+
+#include <hdf5.h>
+#include <stddef.h>
+
+#include "status.h"
+
+typedef enum { CKV_H5_I32, CKV_H5_I64, CKV_H5_F64, CKV_H5_STR } ckv_h5_type;
+typedef struct {
+    const char *name;
+    size_t off;
+    ckv_h5_type t;  /* CKV_H5_STR: a char * member, variable-length UTF-8 in the file */
+} ckv_h5_field;
+
+hid_t ckv_h5_str_type(void);
+hid_t ckv_h5_compound(const ckv_h5_field *f, size_t n, size_t size);
+/* An empty, chunked, extendible 1-D table. */
+hid_t ckv_h5_create_table(hid_t file, const char *name, hid_t type);
+int ckv_h5_append_rows(hid_t ds, hid_t type, const void *rows, size_t n);
+/* A scalar string attribute. */
+int ckv_h5_write_attr(hid_t obj, const char *name, const char *value);
+/* Writes a whole table anew (replacing an old one of that name). */
+int ckv_h5_write_table(hid_t file, const char *name, const ckv_h5_field *f, size_t nf, size_t size,
+                       const void *rows, size_t n);
+
+typedef struct {
+    const char *name;           /* "/attention" */
+    const ckv_h5_field *fields;
+    size_t n_fields, row_size;
+    const void *rows;
+    size_t n_rows;
+} ckv_h5_table;
+
+/* A new file (an old one is unlinked first, never truncated in place) with
+ * string attributes attrs[0] = attrs[1], attrs[2] = attrs[3], ... (n_attrs
+ * pairs) on its root and the given tables. */
+ckv_status ckv_h5_write_file(const char *path, const char *const *attrs, size_t n_attrs,
+                             const ckv_h5_table *tables, size_t n_tables, ckv_error *err);
+
+#endif

@@ -1,0 +1,451 @@
+// The benchmarks of cuda_bench.h. Every buffer is allocated per shape and
+// filled on the device (ckv_k_fill_uniform), so the largest shapes never
+// pass through the host; only the checks download their (small) inputs.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "cuda_bench.h"
+#include "cuda_check.h"
+#include "cuda_kernels.h"
+#include "decoder_ops.h"
+
+struct ckv_bench_gpu {
+    int32_t device, n_sm, l2_bytes;
+    cudaStream_t stream;
+    cudaEvent_t start, stop;
+    cublasHandle_t blas;
+    void *blas_ws;
+};
+
+namespace {
+
+constexpr size_t BLAS_WS = 32u << 20;  // as the decoder's
+constexpr int MAX_SETS = 64;
+
+// Copies of an input of `bytes` so that the runs rotating over them read
+// four L2 caches' worth of fresh data between two reads of the same copy.
+int input_sets(const ckv_bench_gpu *b, double bytes)
+{
+    double s = ceil(4.0 * b->l2_bytes / (bytes > 1 ? bytes : 1));
+    return s < 1 ? 1 : s > MAX_SETS ? MAX_SETS : (int)s;
+}
+
+double median_of(double *t, int n)
+{
+    std::sort(t, t + n);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+// Relative L2 error; infinite when got holds a NaN (an unwritten output).
+double rel_l2(const float *got, const double *want, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]))
+            return INFINITY;
+        double d = (double)got[i] - want[i];
+        num += d * d;
+        den += want[i] * want[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+ckv_status dalloc(void *pp, size_t bytes, ckv_error *err)
+{
+    void **p = static_cast<void **>(pp);
+    *p = NULL;
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e != cudaSuccess)
+        return ckv_errorf(err, CKV_ERR_DEVICE,
+                          "bench: cannot allocate %.2f GiB of device memory: %s",
+                          (double)bytes / (1 << 30), cudaGetErrorString(e));
+    return CKV_OK;
+}
+
+// One attention shape's device buffers: `sets` copies of the lists, one set
+// of queries.
+struct AttnBufs {
+    float *k = NULL, *v = NULL, *deg = NULL, *q = NULL, *out = NULL, *ws = NULL;
+    int32_t *len0 = NULL;
+    int sets = 1;
+    int32_t lists = 0, heads = 0;
+    size_t list_floats = 0;  // keys of one set: lists * context * head_dim
+    ckv_k_attention_split split = {1, 0};
+};
+
+void attn_free(AttnBufs *a)
+{
+    void *ps[] = {a->k, a->v, a->deg, a->q, a->out, a->ws, a->len0};
+    for (void *p : ps)
+        cudaFree(p);
+}
+
+// Allocates and fills; len0 gets every list's length before the queries
+// (the check shortens them afterwards).
+ckv_status attn_alloc(ckv_bench_gpu *b, const ckv_attn_shape *s, int sets, uint64_t seed,
+                      AttnBufs *a, ckv_error *err)
+{
+    const size_t T = (size_t)s->context, hd = (size_t)s->head_dim, n = (size_t)s->queries;
+    a->sets = sets;
+    a->lists = s->batch * s->n_head_kv;
+    a->heads = a->lists * s->group;
+    a->list_floats = (size_t)a->lists * T * hd;
+    a->split = ckv_k_attention_plan(s->queries, a->heads, s->head_dim, s->context, b->n_sm,
+                                    SIZE_MAX / 2);
+    const size_t ws = ckv_k_attention_ws(s->queries, a->split.splits, a->heads, s->head_dim);
+    const size_t qf = n * a->heads * hd, degs = (size_t)a->lists * T;
+    ckv_status st;
+    if ((st = dalloc(&a->k, sets * a->list_floats * sizeof(float), err)) ||
+        (st = dalloc(&a->v, sets * a->list_floats * sizeof(float), err)) ||
+        (st = dalloc(&a->deg, sets * degs * sizeof(float), err)) ||
+        (st = dalloc(&a->q, qf * sizeof(float), err)) ||
+        (st = dalloc(&a->out, qf * sizeof(float), err)) ||
+        (st = dalloc(&a->ws, ws * sizeof(float), err)) ||
+        (st = dalloc(&a->len0, a->lists * sizeof(int32_t), err)))
+        return st;
+    // Keys and queries in [-1, 1): scores q.k / sqrt(d) of spread about 1/3,
+    // a softmax neither flat nor one-hot. Degrees as a compressed cache's.
+    if ((st = ckv_k_fill_uniform(a->k, sets * a->list_floats, -1, 1, seed, b->stream, err)) ||
+        (st = ckv_k_fill_uniform(a->v, sets * a->list_floats, -1, 1, seed + 1, b->stream, err)) ||
+        (st = ckv_k_fill_uniform(a->deg, sets * degs, 1, 8, seed + 2, b->stream, err)) ||
+        (st = ckv_k_fill_uniform(a->q, qf, -1, 1, seed + 3, b->stream, err)))
+        return st;
+    int32_t *len0 = static_cast<int32_t *>(malloc(a->lists * sizeof(int32_t)));
+    if (!len0)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of host memory");
+    for (int32_t j = 0; j < a->lists; j++)
+        len0[j] = s->context - s->queries;
+    // Every copy and fill goes on the benchmark's stream, which does not
+    // wait for the legacy default stream.
+    cudaError_t e = cudaMemcpyAsync(a->len0, len0, a->lists * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, b->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->stream);
+    free(len0);
+    CKV_CUDA(e);
+    return CKV_OK;
+}
+
+ckv_status attn_launch(ckv_bench_gpu *b, const ckv_attn_shape *s, const AttnBufs *a, int set,
+                       ckv_error *err)
+{
+    const size_t degs = (size_t)a->lists * s->context;
+    ckv_k_kv_layer kv = {a->k + set * a->list_floats, a->v + set * a->list_floats,
+                         a->deg + set * degs, NULL, a->len0, s->context, NULL};
+    return ckv_k_attention(a->out, NULL, a->q, a->heads * s->head_dim, s->queries, a->heads,
+                           a->lists, s->head_dim, &kv, 1.0f / sqrtf((float)s->head_dim),
+                           s->degree_bias, a->split, a->ws, b->stream, err);
+}
+
+// Times warmup + repeats calls of run(r), r counting from 0, with one event
+// pair around each; the first `warmup` are dropped.
+template <class F>
+ckv_status time_runs(ckv_bench_gpu *b, int32_t warmup, int32_t repeats, int sets,
+                     ckv_bench_timing *t, ckv_error *err, F run)
+{
+    if (warmup < 0 || repeats < 1)
+        return ckv_errorf(err, CKV_ERR_ARG, "bench: %d warm-up and %d timed runs", warmup, repeats);
+    double *ms = static_cast<double *>(malloc(repeats * sizeof(double)));
+    if (!ms)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of host memory");
+    ckv_status st = CKV_OK;
+    for (int32_t r = 0; r < warmup + repeats && !st; r++) {
+        cudaError_t e = cudaEventRecord(b->start, b->stream);
+        if (e == cudaSuccess && !(st = run(r)) &&
+            (e = cudaEventRecord(b->stop, b->stream)) == cudaSuccess &&
+            (e = cudaEventSynchronize(b->stop)) == cudaSuccess) {
+            float x = 0;
+            e = cudaEventElapsedTime(&x, b->start, b->stop);
+            if (r >= warmup)
+                ms[r - warmup] = x;
+        }
+        if (!st && e != cudaSuccess)
+            st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: timing run %d: %s", r,
+                            cudaGetErrorString(e));
+    }
+    if (!st) {
+        t->runs = repeats;
+        t->input_sets = sets;
+        t->median_ms = median_of(ms, repeats);
+        t->min_ms = ms[0];
+        t->max_ms = ms[repeats - 1];
+    }
+    free(ms);
+    return st;
+}
+
+ckv_status check_shape(const ckv_attn_shape *s, ckv_error *err)
+{
+    if (s->batch < 1 || s->n_head_kv < 1 || s->group < 1 || s->queries < 1 ||
+        s->context < s->queries || (s->head_dim != 64 && s->head_dim != 128))
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "bench: attention shape batch %d kv %d group %d head_dim %d context %d "
+                          "queries %d is not valid",
+                          s->batch, s->n_head_kv, s->group, s->head_dim, s->context, s->queries);
+    return CKV_OK;
+}
+
+ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t seed,
+                           AttnBufs *a, double *rel_err, ckv_error *err)
+{
+    ckv_status st = attn_alloc(b, s, 1, seed, a, err);
+    if (st)
+        return st;
+    const size_t T = (size_t)s->context, hd = (size_t)s->head_dim, n = (size_t)s->queries,
+                 kf = a->list_floats, degs = (size_t)a->lists * T, qf = n * a->heads * hd;
+    // Lists of different lengths: list j holds up to 97 * (j % 5) fewer entries.
+    int32_t *len0 = static_cast<int32_t *>(malloc(a->lists * sizeof(int32_t)));
+    float *k = static_cast<float *>(malloc(kf * sizeof(float)));
+    float *v = static_cast<float *>(malloc(kf * sizeof(float)));
+    float *ld = static_cast<float *>(malloc(degs * sizeof(float)));
+    float *q = static_cast<float *>(malloc(qf * sizeof(float)));
+    float *got = static_cast<float *>(malloc(qf * sizeof(float)));
+    float *want = static_cast<float *>(malloc(qf * sizeof(float)));
+    float *S = static_cast<float *>(malloc(n * T * sizeof(float)));
+    double *want64 = static_cast<double *>(malloc(qf * sizeof(double)));
+    if (!len0 || !k || !v || !ld || !q || !got || !want || !S || !want64)
+        st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of host memory for the check");
+    for (int32_t j = 0; !st && j < a->lists; j++) {
+        int32_t short_by = 97 * (j % 5);
+        len0[j] = s->context - s->queries - short_by;
+        if (len0[j] < 0)
+            len0[j] = 0;
+    }
+    cudaError_t e = cudaSuccess;
+    if (!st && ((e = cudaMemcpyAsync(a->len0, len0, a->lists * sizeof(int32_t),
+                                     cudaMemcpyHostToDevice, b->stream)) != cudaSuccess ||
+                (e = cudaMemsetAsync(a->out, 0xff, qf * sizeof(float), b->stream)) !=
+                    cudaSuccess))
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check setup: %s", cudaGetErrorString(e));
+    if (!st)
+        st = attn_launch(b, s, a, 0, err);
+    if (!st && ((e = cudaStreamSynchronize(b->stream)) != cudaSuccess ||
+                (e = cudaMemcpy(got, a->out, qf * sizeof(float), cudaMemcpyDeviceToHost)) !=
+                    cudaSuccess ||
+                (e = cudaMemcpy(k, a->k, kf * sizeof(float), cudaMemcpyDeviceToHost)) !=
+                    cudaSuccess ||
+                (e = cudaMemcpy(v, a->v, kf * sizeof(float), cudaMemcpyDeviceToHost)) !=
+                    cudaSuccess ||
+                (e = cudaMemcpy(ld, a->deg, degs * sizeof(float), cudaMemcpyDeviceToHost)) !=
+                    cudaSuccess ||
+                (e = cudaMemcpy(q, a->q, qf * sizeof(float), cudaMemcpyDeviceToHost)) !=
+                    cudaSuccess))
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check run: %s", cudaGetErrorString(e));
+    if (!st) {
+        for (size_t i = 0; i < degs; i++)
+            ld[i] = logf(ld[i]);
+        const size_t qs = (size_t)a->heads * hd;
+        for (int32_t qh = 0; qh < a->heads; qh++) {
+            const size_t j = (size_t)(qh / s->group);
+            ckv_attend(want + qh * hd, qs, S, q + qh * hd, qs, s->queries, k + j * T * hd,
+                       v + j * T * hd, s->degree_bias ? ld + j * T : NULL, len0[j],
+                       len0[j] + s->queries, s->head_dim, 1.0f / sqrtf((float)hd), NULL, 1);
+        }
+        for (size_t i = 0; i < qf; i++)
+            want64[i] = want[i];
+        *rel_err = rel_l2(got, want64, qf);
+    }
+    free(len0), free(k), free(v), free(ld), free(q), free(got), free(want), free(S), free(want64);
+    return st;
+}
+
+struct GemmBufs {
+    ckv_bf16 *w = NULL, *x = NULL;
+    float *y = NULL;
+    int sets = 1;
+};
+
+void gemm_free(GemmBufs *g)
+{
+    cudaFree(g->w);
+    cudaFree(g->x);
+    cudaFree(g->y);
+}
+
+// Weights uniform in +-1/sqrt(in), inputs in +-1: outputs of order 1.
+ckv_status gemm_alloc(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, int sets,
+                      uint64_t seed, GemmBufs *g, ckv_error *err)
+{
+    const size_t wn = (size_t)out * in;
+    const float a = 1.0f / sqrtf((float)in);
+    g->sets = sets;
+    ckv_status st;
+    if ((st = dalloc(&g->w, sets * wn * sizeof(ckv_bf16), err)) ||
+        (st = dalloc(&g->x, (size_t)n * in * sizeof(ckv_bf16), err)) ||
+        (st = dalloc(&g->y, (size_t)n * out * sizeof(float), err)) ||
+        (st = ckv_k_fill_uniform_bf16(g->w, sets * wn, -a, a, seed, b->stream, err)) ||
+        (st = ckv_k_fill_uniform_bf16(g->x, (size_t)n * in, -1, 1, seed + 1, b->stream, err)))
+        return st;
+    CKV_CUDA(cudaStreamSynchronize(b->stream));
+    return CKV_OK;
+}
+
+float bf16_value(ckv_bf16 h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+ckv_status gemm_check(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, uint64_t seed,
+                      GemmBufs *g, double *rel_err, ckv_error *err)
+{
+    ckv_status st = gemm_alloc(b, n, in, out, 1, seed, g, err);
+    if (st)
+        return st;
+    const size_t wn = (size_t)out * in, xn = (size_t)n * in, yn = (size_t)n * out;
+    ckv_bf16 *w = static_cast<ckv_bf16 *>(malloc(wn * sizeof(ckv_bf16)));
+    ckv_bf16 *x = static_cast<ckv_bf16 *>(malloc(xn * sizeof(ckv_bf16)));
+    float *y = static_cast<float *>(malloc(yn * sizeof(float)));
+    double *want = static_cast<double *>(malloc(yn * sizeof(double)));
+    if (!w || !x || !y || !want)
+        st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of host memory for the check");
+    cudaError_t e = cudaSuccess;
+    if (!st && (e = cudaMemsetAsync(g->y, 0xff, yn * sizeof(float), b->stream)) != cudaSuccess)
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check setup: %s", cudaGetErrorString(e));
+    if (!st)
+        st = ckv_k_gemm(b->blas, g->y, g->x, g->w, n, in, out, err);
+    if (!st && ((e = cudaStreamSynchronize(b->stream)) != cudaSuccess ||
+                (e = cudaMemcpy(y, g->y, yn * sizeof(float), cudaMemcpyDeviceToHost)) !=
+                    cudaSuccess ||
+                (e = cudaMemcpy(w, g->w, wn * sizeof(ckv_bf16), cudaMemcpyDeviceToHost)) !=
+                    cudaSuccess ||
+                (e = cudaMemcpy(x, g->x, xn * sizeof(ckv_bf16), cudaMemcpyDeviceToHost)) !=
+                    cudaSuccess))
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check run: %s", cudaGetErrorString(e));
+    if (!st) {
+        for (int32_t i = 0; i < n; i++)
+            for (int32_t o = 0; o < out; o++) {
+                double acc = 0;
+                for (int32_t c = 0; c < in; c++)
+                    acc += (double)bf16_value(x[(size_t)i * in + c]) *
+                           bf16_value(w[(size_t)o * in + c]);
+                want[(size_t)i * out + o] = acc;
+            }
+        *rel_err = rel_l2(y, want, yn);
+    }
+    free(w), free(x), free(y), free(want);
+    return st;
+}
+
+ckv_status gemm_args(int32_t n, int32_t in, int32_t out, ckv_error *err)
+{
+    if (n < 1 || in < 1 || out < 1)
+        return ckv_errorf(err, CKV_ERR_ARG, "bench: GEMM %d x %d x %d is not valid", n, in, out);
+    return CKV_OK;
+}
+
+}  // namespace
+
+static ckv_status bench_setup(ckv_bench_gpu *b, ckv_error *err)
+{
+    CKV_CUDA(cudaSetDevice(b->device));
+    CKV_CUDA(cudaDeviceGetAttribute(&b->n_sm, cudaDevAttrMultiProcessorCount, b->device));
+    CKV_CUDA(cudaDeviceGetAttribute(&b->l2_bytes, cudaDevAttrL2CacheSize, b->device));
+    CKV_CUDA(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
+    CKV_CUDA(cudaEventCreate(&b->start));
+    CKV_CUDA(cudaEventCreate(&b->stop));
+    CKV_CUBLAS(cublasCreate(&b->blas));
+    CKV_CUBLAS(cublasSetStream(b->blas, b->stream));
+    ckv_status st = dalloc(&b->blas_ws, BLAS_WS, err);
+    if (st)
+        return st;
+    CKV_CUBLAS(cublasSetWorkspace(b->blas, b->blas_ws, BLAS_WS));
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_bench_gpu_create(ckv_bench_gpu **out, int32_t device, ckv_error *err)
+{
+    *out = NULL;
+    ckv_bench_gpu *b = static_cast<ckv_bench_gpu *>(calloc(1, sizeof *b));
+    if (!b)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of host memory");
+    b->device = device;
+    ckv_status st = bench_setup(b, err);
+    if (st) {
+        ckv_bench_gpu_free(b);
+        return st;
+    }
+    *out = b;
+    return CKV_OK;
+}
+
+extern "C" void ckv_bench_gpu_free(ckv_bench_gpu *b)
+{
+    if (!b)
+        return;
+    if (b->blas)
+        cublasDestroy(b->blas);
+    cudaFree(b->blas_ws);
+    if (b->start)
+        cudaEventDestroy(b->start);
+    if (b->stop)
+        cudaEventDestroy(b->stop);
+    if (b->stream)
+        cudaStreamDestroy(b->stream);
+    free(b);
+}
+
+extern "C" ckv_status ckv_bench_attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s,
+                                                uint64_t seed, double *rel_err, ckv_error *err)
+{
+    ckv_status st = check_shape(s, err);
+    if (st)
+        return st;
+    AttnBufs a;
+    st = attention_check(b, s, seed, &a, rel_err, err);
+    attn_free(&a);
+    return st;
+}
+
+extern "C" ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape *s,
+                                          int32_t warmup, int32_t repeats, uint64_t seed,
+                                          ckv_bench_timing *t, ckv_error *err)
+{
+    ckv_status st = check_shape(s, err);
+    if (st)
+        return st;
+    const double bytes = (double)s->batch * s->n_head_kv * s->context *
+                         (2.0 * s->head_dim + 1) * sizeof(float);
+    AttnBufs a;
+    st = attn_alloc(b, s, input_sets(b, bytes), seed, &a, err);
+    if (!st)
+        st = time_runs(b, warmup, repeats, a.sets, t, err,
+                       [&](int32_t r) { return attn_launch(b, s, &a, r % a.sets, err); });
+    attn_free(&a);
+    return st;
+}
+
+extern "C" ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out,
+                                           uint64_t seed, double *rel_err, ckv_error *err)
+{
+    ckv_status st = gemm_args(n, in, out, err);
+    if (st)
+        return st;
+    GemmBufs g;
+    st = gemm_check(b, n, in, out, seed, &g, rel_err, err);
+    gemm_free(&g);
+    return st;
+}
+
+extern "C" ckv_status ckv_bench_gemm(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out,
+                                     int32_t warmup, int32_t repeats, uint64_t seed,
+                                     ckv_bench_timing *t, ckv_error *err)
+{
+    ckv_status st = gemm_args(n, in, out, err);
+    if (st)
+        return st;
+    GemmBufs g;
+    const size_t wn = (size_t)out * in;
+    st = gemm_alloc(b, n, in, out, input_sets(b, (double)wn * sizeof(ckv_bf16)), seed, &g, err);
+    if (!st)
+        st = time_runs(b, warmup, repeats, g.sets, t, err, [&](int32_t r) {
+            return ckv_k_gemm(b->blas, g.y, g.x, g.w + (size_t)(r % g.sets) * wn, n, in, out, err);
+        });
+    gemm_free(&g);
+    return st;
+}

@@ -1,0 +1,63 @@
+/* GPU micro-benchmarks behind `ckv bench attention` (docs/performance.md):
+ * the decoder's attention kernel and its cuBLAS GEMM timed with CUDA events
+ * on random device-made inputs, each after a check against its CPU twin.
+ * Inputs rotate over enough copies that repeated runs read device memory,
+ * not the L2 cache. */
+#ifndef CKV_KERNELS_CUDA_BENCH_H
+#define CKV_KERNELS_CUDA_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One attention launch of ckv_k_attention. The batch is folded into the
+ * heads: `batch` sequences of n_head_kv lists are batch * n_head_kv lists
+ * and batch * n_head_kv * group query heads of one launch (exact: query head
+ * j attends to list j / group either way). Every list holds `context`
+ * entries after the queries' own; `queries` 1 is a decode step, more is a
+ * causal prefill of the last `queries` entries. */
+typedef struct {
+    int32_t batch, n_head_kv, group, head_dim, context, queries;
+    bool degree_bias;
+} ckv_attn_shape;
+
+typedef struct {
+    double median_ms, min_ms, max_ms;
+    int32_t runs;        /* timed runs, after the warm-up */
+    int32_t input_sets;  /* copies of the inputs the runs rotate over */
+} ckv_bench_timing;
+
+typedef struct ckv_bench_gpu ckv_bench_gpu;
+
+/* A stream, events and a cuBLAS handle on `device`. */
+ckv_status ckv_bench_gpu_create(ckv_bench_gpu **out, int32_t device, ckv_error *err);
+void ckv_bench_gpu_free(ckv_bench_gpu *b);
+
+/* Runs the shape once on random inputs, lists of different lengths and
+ * NaN-poisoned outputs, and returns the relative L2 error against ckv_attend
+ * (src/decoder_ops.h) on the CPU; infinite when an output was not written.
+ * Meant for a small shape (the CPU reference is single-threaded). */
+ckv_status ckv_bench_attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t seed,
+                                     double *rel_err, ckv_error *err);
+/* Median of `repeats` timed launches after `warmup` untimed ones. */
+ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape *s, int32_t warmup,
+                               int32_t repeats, uint64_t seed, ckv_bench_timing *t,
+                               ckv_error *err);
+
+/* The decoder's GEMM (ckv_k_gemm) of n rows through a [out][in] bf16 weight:
+ * the check compares it with a double-precision product of the same bf16
+ * values; the benchmark times it as above. */
+ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, uint64_t seed,
+                                double *rel_err, ckv_error *err);
+ckv_status ckv_bench_gemm(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, int32_t warmup,
+                          int32_t repeats, uint64_t seed, ckv_bench_timing *t, ckv_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,697 @@
+/* `ckv bench attention`: the decoder's attention kernel (decode and prefill,
+ * with and without the degree bias) and its cuBLAS GEMM timed on the GPU
+ * after a check against their CPU twins, optionally beside PyTorch's
+ * scaled_dot_product_attention (harness/peers/sdpa_attention.py); a table on
+ * stdout and an HDF5 file. docs/performance.md describes the counts. */
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "ckv_config.h"
+#include "h5_table.h"
+#include "model_presets.h"
+#include "opts.h"
+#if CKV_HAVE_CUDA
+#include "cuda.h"
+#include "cuda_bench.h"
+#endif
+
+enum { MAXL = 16 };
+
+typedef struct {
+    int32_t ctx[MAXL], batch[MAXL], group[MAXL], hd[MAXL], prefill[MAXL], rows[MAXL];
+    int n_ctx, n_batch, n_group, n_hd, n_prefill, n_rows;
+    bool bias_off, bias_on, gemm;
+    long long kv_heads, warmup, repeats, seed;
+    double max_gib;
+    const char *out, *peer, *peer_script, *python, *gemm_shape;
+} opts;
+
+static void help(FILE *fp)
+{
+    fprintf(fp,
+            "usage: ckv bench attention [--device cuda] [options]\n\n"
+            "Times the decoder's attention kernel (kernels/cuda_attention.cu) on random fp32\n"
+            "caches: decode steps (one query per sequence; a batch of B sequences is one\n"
+            "launch with the batch folded into the heads) and causal prefills, with and\n"
+            "without the degree bias, and the decoder's cuBLAS bf16 GEMM at a model's\n"
+            "projection shapes. Each kernel is first checked against its CPU twin; on a\n"
+            "mismatch nothing is timed and the exit status is 1. Per shape: the median of\n"
+            "R timed runs (CUDA events) after W warm-up runs, inputs rotated over copies\n"
+            "so that runs read device memory, not L2; bytes read (keys, values, degrees\n"
+            "when biased), GB/s and %% of %.2f TB/s copy bandwidth; FLOPs and %% of %.0f\n"
+            "TFLOP/s (bf16 matrix rate). Table on stdout, HDF5 file with /attention and\n"
+            "/gemm tables and the date, device and command line as attributes.\n\n"
+            "Options:\n"
+            "  --device cuda       the GPU (the only device: there is no CPU variant)\n"
+            "  --contexts LIST     decode context lengths (default 1024,4096,16384,32768,131072)\n"
+            "  --batches LIST      decode batch sizes (default 1,8,64)\n"
+            "  --groups LIST       query heads per KV head (default 4,8)\n"
+            "  --head-dims LIST    64 and/or 128 (default 64,128)\n"
+            "  --kv-heads N        KV heads per sequence (default 8)\n"
+            "  --bias off|on|both  degree bias (default both)\n"
+            "  --prefill LIST      causal prefill lengths, batch 1, or 'none'\n"
+            "                      (default 1024,4096,16384)\n"
+            "  --gemm-shape NAME   model whose projections the GEMMs take, or 'none'\n"
+            "                      (default llama3.1-8b; also mistral-7b, smollm2-135m)\n"
+            "  --gemm-rows LIST    GEMM rows (tokens) (default 1,8,64,512,4096)\n"
+            "  --max-gib X         skip shapes whose cache exceeds X GiB (default 32)\n"
+            "  --warmup W          untimed runs per shape (default 5; prefill at most 2)\n"
+            "  --repeats R         timed runs per shape (default 50; prefill at most 10)\n"
+            "  --seed S            input seed (default 1)\n"
+            "  --out PATH          HDF5 file (default results/bench-attention.h5)\n"
+            "  --peer sdpa         also time PyTorch SDPA at the same shapes (python3 with torch)\n"
+            "                      and print our time over SDPA's (fp32: the same bytes; bf16)\n"
+            "  --peer-script PATH  the peer (default harness/peers/sdpa_attention.py here, else\n"
+            "                      under $CKV_SOURCE_ROOT)\n"
+            "  --python PATH       interpreter for the peer (default python3)\n"
+            "  -h, --help          this help\n",
+            BENCH_COPY_BPS / 1e12, BENCH_MATMUL_FLOPS / 1e12);
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+    static const struct option longopts[] = {
+        {"device", required_argument, 0, 'd'},     {"contexts", required_argument, 0, 'c'},
+        {"batches", required_argument, 0, 'b'},    {"groups", required_argument, 0, 'g'},
+        {"head-dims", required_argument, 0, 'D'},  {"kv-heads", required_argument, 0, 'k'},
+        {"bias", required_argument, 0, 'B'},       {"prefill", required_argument, 0, 'p'},
+        {"gemm-shape", required_argument, 0, 'G'}, {"gemm-rows", required_argument, 0, 'n'},
+        {"max-gib", required_argument, 0, 'm'},    {"warmup", required_argument, 0, 'w'},
+        {"repeats", required_argument, 0, 'r'},    {"seed", required_argument, 0, 's'},
+        {"out", required_argument, 0, 'o'},        {"peer", required_argument, 0, 'P'},
+        {"peer-script", required_argument, 0, 'S'}, {"python", required_argument, 0, 'y'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+    };
+    const char *ctx = "1024,4096,16384,32768,131072", *batch = "1,8,64", *group = "4,8",
+               *hd = "64,128", *prefill = "1024,4096,16384", *rows = "1,8,64,512,4096",
+               *bias = "both";
+    *o = (opts){.kv_heads = 8, .warmup = 5, .repeats = 50, .seed = 1, .max_gib = 32,
+                .out = "results/bench-attention.h5", .python = "python3",
+                .gemm_shape = "llama3.1-8b"};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case 'd':
+            if (strcmp(optarg, "cuda"))
+                return cli_usage_error("bench", "--device: '%s': attention is benchmarked on "
+                                       "the GPU only (--device cuda)", optarg);
+            break;
+        case 'c': ctx = optarg; break;
+        case 'b': batch = optarg; break;
+        case 'g': group = optarg; break;
+        case 'D': hd = optarg; break;
+        case 'k': ok = cli_int("bench", "--kv-heads", optarg, 1, 1024, &o->kv_heads); break;
+        case 'B': bias = optarg; break;
+        case 'p': prefill = optarg; break;
+        case 'G': o->gemm_shape = optarg; break;
+        case 'n': rows = optarg; break;
+        case 'm': ok = cli_double("bench", "--max-gib", optarg, 0.001, 1e6, &o->max_gib); break;
+        case 'w': ok = cli_int("bench", "--warmup", optarg, 0, 10000, &o->warmup); break;
+        case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 100000, &o->repeats); break;
+        case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
+        case 'o': o->out = optarg; break;
+        case 'P': o->peer = optarg; break;
+        case 'S': o->peer_script = optarg; break;
+        case 'y': o->python = optarg; break;
+        case 'h': help(stdout); return -1;
+        default: return cli_usage_error("bench", "invalid option");
+        }
+        if (!ok)
+            return CLI_USAGE;
+    }
+    if (optind < argc)
+        return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+    if (!bench_int_list("--contexts", ctx, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
+        !bench_int_list("--batches", batch, 1, 4096, o->batch, &o->n_batch, MAXL) ||
+        !bench_int_list("--groups", group, 1, 64, o->group, &o->n_group, MAXL) ||
+        !bench_int_list("--head-dims", hd, 64, 128, o->hd, &o->n_hd, MAXL) ||
+        !bench_int_list("--gemm-rows", rows, 1, 1 << 20, o->rows, &o->n_rows, MAXL))
+        return CLI_USAGE;
+    for (int i = 0; i < o->n_hd; i++)
+        if (o->hd[i] != 64 && o->hd[i] != 128)
+            return cli_usage_error("bench", "--head-dims: %d (the kernel has 64 and 128)",
+                                   o->hd[i]);
+    if (strcmp(prefill, "none") &&
+        !bench_int_list("--prefill", prefill, 1, 1 << 20, o->prefill, &o->n_prefill, MAXL))
+        return CLI_USAGE;
+    o->bias_off = !strcmp(bias, "off") || !strcmp(bias, "both");
+    o->bias_on = !strcmp(bias, "on") || !strcmp(bias, "both");
+    if (!o->bias_off && !o->bias_on)
+        return cli_usage_error("bench", "--bias: '%s' (off, on or both)", bias);
+    o->gemm = strcmp(o->gemm_shape, "none") != 0;
+    ckv_config cfg;
+    ckv_error err = {0};
+    if (o->gemm && ckv_model_preset(o->gemm_shape, &cfg, &err))
+        return cli_usage_error("bench", "--gemm-shape: %s", err.msg);
+    if (o->peer && strcmp(o->peer, "sdpa"))
+        return cli_usage_error("bench", "--peer: '%s' (the only peer is sdpa)", o->peer);
+    return CLI_OK;
+}
+
+#if CKV_HAVE_CUDA
+
+/* One row of /attention. Times in microseconds; NaN where not run. */
+typedef struct {
+    char *kind;  /* "decode" or "prefill" */
+    int32_t batch, kv_heads, group, head_dim, context, queries, degree_bias;
+    double median_us, min_us, max_us;
+    int32_t runs, input_sets;
+    double bytes, gbps, pct_copy, flops, tflops, pct_matmul;
+    double sdpa_fp32_us, sdpa_bf16_us;
+    char *sdpa_fp32_backend, *sdpa_bf16_backend;
+    char *status;  /* "ok" or "skipped: why"; points at note */
+    char note[128];
+} attn_row;
+
+#define FA(n, t) {#n, offsetof(attn_row, n), t}
+static const ckv_h5_field attn_fields[] = {
+    FA(kind, CKV_H5_STR), FA(batch, CKV_H5_I32), FA(kv_heads, CKV_H5_I32),
+    FA(group, CKV_H5_I32), FA(head_dim, CKV_H5_I32), FA(context, CKV_H5_I32),
+    FA(queries, CKV_H5_I32), FA(degree_bias, CKV_H5_I32), FA(median_us, CKV_H5_F64),
+    FA(min_us, CKV_H5_F64), FA(max_us, CKV_H5_F64), FA(runs, CKV_H5_I32),
+    FA(input_sets, CKV_H5_I32), FA(bytes, CKV_H5_F64), FA(gbps, CKV_H5_F64),
+    FA(pct_copy, CKV_H5_F64), FA(flops, CKV_H5_F64), FA(tflops, CKV_H5_F64),
+    FA(pct_matmul, CKV_H5_F64), FA(sdpa_fp32_us, CKV_H5_F64), FA(sdpa_bf16_us, CKV_H5_F64),
+    FA(sdpa_fp32_backend, CKV_H5_STR), FA(sdpa_bf16_backend, CKV_H5_STR), FA(status, CKV_H5_STR),
+};
+#undef FA
+
+typedef struct {
+    char *name;  /* the projection: qkv, o, gate_up, down, lm_head */
+    int32_t rows, in, out;
+    double median_us, min_us, max_us;
+    int32_t runs, input_sets;
+    double flops, tflops, pct_matmul, bytes, gbps, pct_copy;
+} gemm_row;
+
+#define FG(n, t) {#n, offsetof(gemm_row, n), t}
+static const ckv_h5_field gemm_fields[] = {
+    FG(name, CKV_H5_STR), FG(rows, CKV_H5_I32), FG(in, CKV_H5_I32), FG(out, CKV_H5_I32),
+    FG(median_us, CKV_H5_F64), FG(min_us, CKV_H5_F64), FG(max_us, CKV_H5_F64),
+    FG(runs, CKV_H5_I32), FG(input_sets, CKV_H5_I32), FG(flops, CKV_H5_F64),
+    FG(tflops, CKV_H5_F64), FG(pct_matmul, CKV_H5_F64), FG(bytes, CKV_H5_F64),
+    FG(gbps, CKV_H5_F64), FG(pct_copy, CKV_H5_F64),
+};
+#undef FG
+#define NF(a) (sizeof a / sizeof a[0])
+
+/* Bytes the kernel must read: fp32 keys and values, and fp32 degrees when
+ * the bias is on (queries and outputs are under 0.1% at every shape). */
+static double attn_bytes(const attn_row *r)
+{
+    return (double)r->batch * r->kv_heads * r->context * (2.0 * r->head_dim + r->degree_bias) *
+           4.0;
+}
+
+/* Two products (q.k and p.v) of 2 head_dim FLOPs per query head and visible
+ * entry; query i of n sees context - n + i + 1 entries. */
+static double attn_flops(const attn_row *r)
+{
+    const double n = r->queries, visible = n * (r->context - n) + n * (n + 1) / 2;
+    return 4.0 * r->head_dim * r->batch * r->kv_heads * r->group * visible;
+}
+
+/* The grid, decode then prefill, each ordered head_dim, group, batch,
+ * context, bias (so the two bias settings of a shape are adjacent). */
+static attn_row *make_grid(const opts *o, size_t *n)
+{
+    const int nb = o->bias_off + o->bias_on;
+    const size_t max = (size_t)o->n_hd * o->n_group * nb * (o->n_batch * o->n_ctx + o->n_prefill);
+    attn_row *rows = calloc(max ? max : 1, sizeof *rows);
+    if (!rows)
+        return NULL;
+    *n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int a = 0; a < o->n_hd; a++)
+            for (int g = 0; g < o->n_group; g++)
+                for (int b = 0; b < (pass ? 1 : o->n_batch); b++)
+                    for (int t = 0; t < (pass ? o->n_prefill : o->n_ctx); t++)
+                        for (int bias = !o->bias_off; bias <= (int)o->bias_on; bias++) {
+                            attn_row *r = &rows[(*n)++];
+                            r->kind = pass ? "prefill" : "decode";
+                            r->batch = pass ? 1 : o->batch[b];
+                            r->kv_heads = (int32_t)o->kv_heads;
+                            r->group = o->group[g];
+                            r->head_dim = o->hd[a];
+                            r->context = pass ? o->prefill[t] : o->ctx[t];
+                            r->queries = pass ? r->context : 1;
+                            r->degree_bias = bias;
+                            r->median_us = r->min_us = r->max_us = NAN;
+                            r->gbps = r->pct_copy = r->tflops = r->pct_matmul = NAN;
+                            r->sdpa_fp32_us = r->sdpa_bf16_us = NAN;
+                            r->sdpa_fp32_backend = r->sdpa_bf16_backend = "";
+                            r->bytes = attn_bytes(r);
+                            r->flops = attn_flops(r);
+                            r->status = r->note;
+                            snprintf(r->note, sizeof r->note, "not run");
+                        }
+    return rows;
+}
+
+static ckv_attn_shape shape_of(const attn_row *r)
+{
+    ckv_attn_shape s = {r->batch, r->kv_heads, r->group, r->head_dim, r->context, r->queries,
+                        r->degree_bias != 0};
+    return s;
+}
+
+enum { MAX_CHECKS = 64 };
+#define TOL_ATTN 1e-4 /* fp32 kernel against the fp32 twin: summation order only */
+#define TOL_GEMM 1e-4 /* fp32 accumulation of bf16 products against double */
+
+/* Checks every (kind, head_dim, group, bias) the grid times on a small shape
+ * of it; appends a summary to `log`. False when one fails. */
+static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, size_t n,
+                       char *log, size_t log_size, ckv_error *err, bool *fatal)
+{
+    ckv_attn_shape done[MAX_CHECKS];
+    int n_done = 0;
+    bool ok = true;
+    *fatal = false;
+    for (size_t i = 0; i < n; i++) {
+        const bool prefill = rows[i].queries > 1;
+        ckv_attn_shape s = {prefill ? 1 : 2, rows[i].kv_heads, rows[i].group, rows[i].head_dim,
+                            prefill ? 1024 : 4096, prefill ? 256 : 1, rows[i].degree_bias != 0};
+        int j = 0;
+        while (j < n_done && !(done[j].queries == s.queries && done[j].group == s.group &&
+                               done[j].head_dim == s.head_dim &&
+                               done[j].degree_bias == s.degree_bias))
+            j++;
+        if (j < n_done || n_done == MAX_CHECKS)
+            continue;
+        done[n_done++] = s;
+        double e;
+        if (ckv_bench_attention_check(b, &s, (uint64_t)o->seed + 100, &e, err)) {
+            *fatal = true;
+            return false;
+        }
+        const bool pass = e <= TOL_ATTN;
+        ok &= pass;
+        printf("check %-7s batch %d kv %d group %d hd %3d ctx %d queries %d bias %-3s: "
+               "rel L2 %.2e (tol %.0e) %s\n",
+               prefill ? "prefill" : "decode", s.batch, s.n_head_kv, s.group, s.head_dim,
+               s.context, s.queries, s.degree_bias ? "on" : "off", e, TOL_ATTN,
+               pass ? "ok" : "MISMATCH");
+        snprintf(log + strlen(log), log_size - strlen(log), "%s%s hd%d g%d bias %s: %.2e",
+                 *log ? "; " : "", prefill ? "prefill" : "decode", s.head_dim, s.group,
+                 s.degree_bias ? "on" : "off", e);
+    }
+    if (o->gemm) {
+        double e;
+        if (ckv_bench_gemm_check(b, 8, 4096, 512, (uint64_t)o->seed + 200, &e, err)) {
+            *fatal = true;
+            return false;
+        }
+        const bool pass = e <= TOL_GEMM;
+        ok &= pass;
+        printf("check gemm 8 x 4096 -> 512: rel L2 %.2e (tol %.0e) %s\n", e, TOL_GEMM,
+               pass ? "ok" : "MISMATCH");
+        snprintf(log + strlen(log), log_size - strlen(log), "; gemm: %.2e", e);
+    }
+    fflush(stdout);
+    return ok;
+}
+
+static const char *peer_script_path(const opts *o)
+{
+    static char buf[4096];
+    if (o->peer_script)
+        return o->peer_script;
+    const char *rel = "harness/peers/sdpa_attention.py";
+    if (access(rel, R_OK) == 0)
+        return rel;
+    const char *root = getenv("CKV_SOURCE_ROOT");
+    if (root) {
+        snprintf(buf, sizeof buf, "%s/%s", root, rel);
+        return buf;
+    }
+    return rel;
+}
+
+static bool same_shape(json_t *j, const attn_row *r)
+{
+    const char *kind = json_string_value(json_object_get(j, "kind"));
+    return kind && !strcmp(kind, r->kind) &&
+           json_integer_value(json_object_get(j, "batch")) == r->batch &&
+           json_integer_value(json_object_get(j, "kv_heads")) == r->kv_heads &&
+           json_integer_value(json_object_get(j, "group")) == r->group &&
+           json_integer_value(json_object_get(j, "head_dim")) == r->head_dim &&
+           json_integer_value(json_object_get(j, "context")) == r->context &&
+           json_integer_value(json_object_get(j, "queries")) == r->queries &&
+           json_integer_value(json_object_get(j, "bias")) == r->degree_bias;
+}
+
+/* Runs the SDPA peer in `dir` on the rows timed here and fills their sdpa
+ * columns. Leaves a note for the table ("" when it ran); the backend
+ * strings are owned by `keep` (freed by the caller). */
+static void peer_in(const char *dir, const opts *o, attn_row *rows, size_t n, char *note,
+                    size_t note_size, json_t **keep)
+{
+    char csv[64], js[64], errf[64], outf[64];
+    snprintf(csv, sizeof csv, "%s/shapes.csv", dir);
+    snprintf(js, sizeof js, "%s/sdpa.json", dir);
+    snprintf(errf, sizeof errf, "%s/stderr", dir);
+    snprintf(outf, sizeof outf, "%s/stdout", dir);
+    FILE *f = fopen(csv, "w");
+    if (!f) {
+        snprintf(note, note_size, "sdpa not run: cannot write %s", csv);
+        return;
+    }
+    fprintf(f, "kind,batch,kv_heads,group,head_dim,context,queries,bias\n");
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(rows[i].status, "ok"))
+            fprintf(f, "%s,%d,%d,%d,%d,%d,%d,%d\n", rows[i].kind, rows[i].batch, rows[i].kv_heads,
+                    rows[i].group, rows[i].head_dim, rows[i].context, rows[i].queries,
+                    rows[i].degree_bias);
+    fclose(f);
+    const char *script = peer_script_path(o);
+    if (strchr(script, '\'') || strchr(o->python, '\'')) {
+        snprintf(note, note_size, "sdpa not run: quote in the script or python path");
+        return;
+    }
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "'%s' '%s' --shapes '%s' --json '%s' --warmup %lld --repeats %lld --seed %lld "
+             ">'%s' 2>'%s'",
+             o->python, script, csv, js, o->warmup, o->repeats, o->seed, outf, errf);
+    fprintf(stderr, "ckv bench: running the SDPA peer: %s %s\n", o->python, script);
+    int rc = system(cmd);
+    rc = rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+    json_error_t je;
+    json_t *root = rc == 0 ? json_load_file(js, 0, &je) : NULL;
+    if (!root || !json_is_array(root)) {
+        /* The peer's last line of stderr says why (python3 or torch missing). */
+        char last[512] = "", line[512];
+        FILE *e = fopen(errf, "r");
+        while (e && fgets(line, sizeof line, e))
+            if (line[0] != '\n')
+                snprintf(last, sizeof last, "%s", line);
+        if (e)
+            fclose(e);
+        last[strcspn(last, "\n")] = '\0';
+        snprintf(note, note_size, "sdpa not run (exit %d): %s", rc, last[0] ? last : "no output");
+        json_decref(root);
+        return;
+    }
+    size_t k;
+    json_t *j;
+    json_array_foreach(root, k, j)
+    {
+        const char *dtype = json_string_value(json_object_get(j, "dtype"));
+        json_t *us = json_object_get(j, "median_us");
+        const char *backend = json_string_value(json_object_get(j, "backend"));
+        if (!dtype)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            if (!same_shape(j, &rows[i]))
+                continue;
+            const bool f32 = !strcmp(dtype, "fp32");
+            double *dst = f32 ? &rows[i].sdpa_fp32_us : &rows[i].sdpa_bf16_us;
+            *dst = json_is_number(us) ? json_number_value(us) : NAN;
+            *(f32 ? &rows[i].sdpa_fp32_backend : &rows[i].sdpa_bf16_backend) =
+                (char *)(backend ? backend : "");
+        }
+    }
+    *keep = root;
+    note[0] = '\0';
+}
+
+static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t note_size,
+                     json_t **keep)
+{
+    char dir[] = "/tmp/ckv-peer-XXXXXX";
+    *keep = NULL;
+    if (!mkdtemp(dir)) {
+        snprintf(note, note_size, "sdpa not run: cannot make a temporary folder");
+        return;
+    }
+    peer_in(dir, o, rows, n, note, note_size, keep);
+    static const char *const files[] = {"shapes.csv", "sdpa.json", "stderr", "stdout"};
+    char path[64];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static void print_attention(const attn_row *rows, size_t n, bool peer, const char *peer_note)
+{
+    printf("\n%-7s %3s %3s %3s %3s %7s %6s %4s %10s %10s %10s %9s %7s %6s %8s %5s", "kind", "B",
+           "KV", "grp", "hd", "ctx", "q", "bias", "median us", "min us", "max us", "MB read",
+           "GB/s", "%copy", "TFLOP/s", "%mm");
+    if (peer)
+        printf(" %10s %7s %10s %7s  %s", "sdpa32 us", "us/32", "sdpa16 us", "us/16",
+               "backends 32/16");
+    printf("\n");
+    for (size_t i = 0; i < n; i++) {
+        const attn_row *r = &rows[i];
+        printf("%-7s %3d %3d %3d %3d %7d %6d %4s", r->kind, r->batch, r->kv_heads, r->group,
+               r->head_dim, r->context, r->queries, r->degree_bias ? "on" : "off");
+        if (strcmp(r->status, "ok")) {
+            printf(" %s\n", r->status);
+            continue;
+        }
+        printf(" %10.1f %10.1f %10.1f %9.1f %7.0f %6.1f %8.2f %5.1f", r->median_us, r->min_us,
+               r->max_us, r->bytes / 1e6, r->gbps, r->pct_copy, r->tflops, r->pct_matmul);
+        if (peer && peer_note[0])
+            printf(" %s", peer_note);
+        else if (peer)
+            printf(" %10.1f %7.2f %10.1f %7.2f  %s/%s", r->sdpa_fp32_us,
+                   r->median_us / r->sdpa_fp32_us, r->sdpa_bf16_us, r->median_us / r->sdpa_bf16_us,
+                   r->sdpa_fp32_backend[0] ? r->sdpa_fp32_backend : "-",
+                   r->sdpa_bf16_backend[0] ? r->sdpa_bf16_backend : "-");
+        printf("\n");
+    }
+}
+
+static void print_gemm(const gemm_row *g, size_t n, const char *shape)
+{
+    printf("\nGEMM (%s projections, bf16 x bf16 -> fp32, cuBLAS)\n", shape);
+    printf("%-8s %6s %6s %7s %10s %10s %10s %8s %5s %7s %6s\n", "matrix", "rows", "in", "out",
+           "median us", "min us", "max us", "TFLOP/s", "%mm", "GB/s", "%copy");
+    for (size_t i = 0; i < n; i++)
+        printf("%-8s %6d %6d %7d %10.1f %10.1f %10.1f %8.1f %5.1f %7.0f %6.1f\n", g[i].name,
+               g[i].rows, g[i].in, g[i].out, g[i].median_us, g[i].min_us, g[i].max_us,
+               g[i].tflops, g[i].pct_matmul, g[i].gbps, g[i].pct_copy);
+}
+
+/* The issue's attention targets, counted over the decode rows timed here:
+ * with the bias, no slower than SDPA with its mask (fp32: the same bytes;
+ * bf16: the issue's reference), and >= 90% of copy bandwidth wherever at
+ * least 256 MB of cache is read. */
+static void print_targets(const attn_row *rows, size_t n, bool peer)
+{
+    int fast32 = 0, fast16 = 0, timed32 = 0, timed16 = 0, big = 0, big_ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        const attn_row *r = &rows[i];
+        if (strcmp(r->status, "ok") || r->queries != 1)
+            continue;
+        if (r->bytes >= 256e6) {
+            big++;
+            big_ok += r->pct_copy >= 90;
+        }
+        if (!r->degree_bias)
+            continue;
+        if (!isnan(r->sdpa_fp32_us)) {
+            timed32++;
+            fast32 += r->median_us <= r->sdpa_fp32_us;
+        }
+        if (!isnan(r->sdpa_bf16_us)) {
+            timed16++;
+            fast16 += r->median_us <= r->sdpa_bf16_us;
+        }
+    }
+    printf("\ntargets (decode):\n");
+    printf("  >= 90%% of copy bandwidth where >= 256 MB is read: %d of %d shapes\n", big_ok, big);
+    if (peer) {
+        printf("  biased, no slower than SDPA fp32 with a mask: %d of %d shapes\n", fast32,
+               timed32);
+        printf("  biased, no slower than SDPA bf16 with a mask: %d of %d shapes\n", fast16,
+               timed16);
+    }
+}
+
+static void fill_timing(double bytes, double flops, const ckv_bench_timing *t, double *med,
+                        double *mn, double *mx, int32_t *runs, int32_t *sets, double *gbps,
+                        double *pct_copy, double *tflops, double *pct_mm)
+{
+    *med = t->median_ms * 1e3;
+    *mn = t->min_ms * 1e3;
+    *mx = t->max_ms * 1e3;
+    *runs = t->runs;
+    *sets = t->input_sets;
+    const double s = t->median_ms * 1e-3;
+    *gbps = bytes / s / 1e9;
+    *pct_copy = 100.0 * bytes / s / BENCH_COPY_BPS;
+    *tflops = flops / s / 1e12;
+    *pct_mm = 100.0 * flops / s / BENCH_MATMUL_FLOPS;
+}
+
+/* The GEMMs of one layer's projections and the output matrix. */
+static size_t make_gemm(const opts *o, gemm_row *g)
+{
+    ckv_config c;
+    ckv_error err = {0};
+    if (!o->gemm || ckv_model_preset(o->gemm_shape, &c, &err))
+        return 0;
+    const int32_t E = c.n_embd, qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
+    const struct {
+        const char *name;
+        int32_t in, out;
+    } m[5] = {{"qkv", E, qd + 2 * kvd}, {"o", qd, E}, {"gate_up", E, 2 * c.n_ff},
+              {"down", c.n_ff, E}, {"lm_head", E, c.n_vocab}};
+    size_t n = 0;
+    for (int i = 0; i < 5; i++)
+        for (int r = 0; r < o->n_rows; r++) {
+            gemm_row *x = &g[n++];
+            memset(x, 0, sizeof *x);
+            x->name = (char *)m[i].name;
+            x->rows = o->rows[r];
+            x->in = m[i].in;
+            x->out = m[i].out;
+            x->flops = 2.0 * x->rows * x->in * x->out;
+            /* bf16 weights and inputs read once, fp32 outputs written once */
+            x->bytes = 2.0 * x->in * x->out + 2.0 * x->rows * x->in + 4.0 * x->rows * x->out;
+        }
+    return n;
+}
+
+static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size_t n,
+                           gemm_row *g, size_t n_gemm, ckv_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        attn_row *r = &rows[i];
+        r->status = r->note;
+        snprintf(r->note, sizeof r->note, "ok");
+        if (r->bytes > o->max_gib * (double)(1u << 30)) {
+            snprintf(r->note, sizeof r->note, "skipped: cache %.1f GiB > --max-gib %g",
+                     r->bytes / (1u << 30), o->max_gib);
+            continue;
+        }
+        ckv_attn_shape s = shape_of(r);
+        ckv_bench_timing t;
+        /* A prefill runs for milliseconds to a quarter second with little spread. */
+        const bool prefill = r->queries > 1;
+        const int32_t warmup = (int32_t)(prefill && o->warmup > 2 ? 2 : o->warmup),
+                      repeats = (int32_t)(prefill && o->repeats > 10 ? 10 : o->repeats);
+        ckv_status st =
+            ckv_bench_attention(b, &s, warmup, repeats, (uint64_t)o->seed + i, &t, err);
+        if (st)
+            return st;
+        fill_timing(r->bytes, r->flops, &t, &r->median_us, &r->min_us, &r->max_us, &r->runs,
+                    &r->input_sets, &r->gbps, &r->pct_copy, &r->tflops, &r->pct_matmul);
+        fprintf(stderr, "ckv bench: %s B %d group %d hd %d ctx %d bias %s: %.1f us\n", r->kind,
+                r->batch, r->group, r->head_dim, r->context, r->degree_bias ? "on" : "off",
+                r->median_us);
+    }
+    for (size_t i = 0; i < n_gemm; i++) {
+        ckv_bench_timing t;
+        ckv_status st = ckv_bench_gemm(b, g[i].rows, g[i].in, g[i].out, (int32_t)o->warmup,
+                                       (int32_t)o->repeats, (uint64_t)o->seed + 1000 + i, &t, err);
+        if (st)
+            return st;
+        fill_timing(g[i].bytes, g[i].flops, &t, &g[i].median_us, &g[i].min_us, &g[i].max_us,
+                    &g[i].runs, &g[i].input_sets, &g[i].gbps, &g[i].pct_copy, &g[i].tflops,
+                    &g[i].pct_matmul);
+    }
+    return CKV_OK;
+}
+
+static int run(int argc, char **argv, const opts *o)
+{
+    ckv_error err = {0};
+    int32_t n_dev;
+    ckv_cuda_device dev;
+    if (ckv_cuda_device_count(&n_dev, &err) || ckv_cuda_device_query(0, &dev, &err)) {
+        fprintf(stderr, "ckv bench: no usable GPU: %s\n", err.msg);
+        return CLI_FAIL;
+    }
+    size_t n = 0;
+    attn_row *rows = make_grid(o, &n);
+    gemm_row gemm[5 * MAXL];
+    const size_t n_gemm = make_gemm(o, gemm);
+    char *cmdline = bench_command_line(argc, argv);
+    if (!rows || !cmdline) {
+        free(rows);
+        free(cmdline);
+        fprintf(stderr, "ckv bench: out of memory\n");
+        return CLI_FAIL;
+    }
+    ckv_bench_gpu *b = NULL;
+    json_t *peer_json = NULL;
+    int rc = CLI_OK;
+    char checks[4096] = "", peer_note[768] = "";
+    bool fatal = false;
+    char date[32];
+    bench_utc_now(date);
+    printf("device: %s (%d SMs, %.1f GiB); %s\n", dev.name, dev.sm_count,
+           (double)dev.mem_total / (1 << 30), date);
+    if (ckv_bench_gpu_create(&b, 0, &err)) {
+        rc = cli_fail("bench", &err);
+    } else if (!run_checks(b, o, rows, n, checks, sizeof checks, &err, &fatal)) {
+        if (fatal)
+            rc = cli_fail("bench", &err);
+        else {
+            fprintf(stderr, "ckv bench: a kernel does not match its CPU twin: no timings "
+                            "reported\n");
+            rc = CLI_FAIL;
+        }
+    } else if (time_all(b, o, rows, n, gemm, n_gemm, &err)) {
+        rc = cli_fail("bench", &err);
+    }
+    ckv_bench_gpu_free(b);
+    if (!rc) {
+        if (o->peer)
+            run_peer(o, rows, n, peer_note, sizeof peer_note, &peer_json);
+        print_attention(rows, n, o->peer != NULL, peer_note);
+        if (n_gemm)
+            print_gemm(gemm, n_gemm, o->gemm_shape);
+        print_targets(rows, n, o->peer != NULL);
+        const char *peer = !o->peer ? "none" : peer_note[0] ? peer_note : "sdpa";
+        const char *attrs[] = {"format", "ckv-bench-attention", "version", "1", "date", date,
+                               "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
+                               "copy_bandwidth_Bps", "4.19e12", "matmul_peak_flops", "7.5e14",
+                               "checks", checks, "peer", peer};
+        const ckv_h5_table tables[] = {
+            {"/attention", attn_fields, NF(attn_fields), sizeof(attn_row), rows, n},
+            {"/gemm", gemm_fields, NF(gemm_fields), sizeof(gemm_row), gemm, n_gemm},
+        };
+        if (!bench_make_parent(o->out))
+            fprintf(stderr, "ckv bench: cannot create the folder of %s\n", o->out);
+        if (ckv_h5_write_file(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables, 2, &err))
+            rc = cli_fail("bench", &err);
+        else
+            printf("\nwrote %s\n", o->out);
+    }
+    json_decref(peer_json);
+    free(rows);
+    free(cmdline);
+    return rc;
+}
+
+#endif
+
+int bench_attention(int argc, char **argv)
+{
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+#if CKV_HAVE_CUDA
+    return run(argc, argv, &o);
+#else
+    fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled): attention "
+                    "is benchmarked on the GPU only\n");
+    return CLI_FAIL;
+#endif
+}
