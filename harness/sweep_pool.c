@@ -88,8 +88,8 @@ static void note(pool *P, const char *fmt, ...)
 }
 
 /* Every worker loads the same samples, so their notes repeat: each text
- * is shown once. */
-static void worker_note(pool *P, const uint8_t *text, size_t n)
+ * is shown once, named by the first worker that sent it. */
+static void worker_note(pool *P, const slot *s, const uint8_t *text, size_t n)
 {
     char *t = ckv_strndup((const char *)text, n);
     if (!t)
@@ -106,7 +106,7 @@ static void worker_note(pool *P, const uint8_t *text, size_t n)
     }
     P->notes = g;
     P->notes[P->n_notes++] = t;
-    note(P, "%s", t);
+    note(P, "%s: %s", s->spec->label, t);
 }
 
 /* Inserts u into the slot's sorted done list; false if it was there. */
@@ -344,7 +344,7 @@ static ckv_status drain(pool *P, slot *s, ckv_error *err)
                 return st;
             break;
         }
-        case CKV_WIRE_NOTE: worker_note(P, pl, n); break;
+        case CKV_WIRE_NOTE: worker_note(P, s, pl, n); break;
         case CKV_WIRE_ERROR:
             snprintf(s->error, sizeof s->error, "%.*s", (int)(n < 1000 ? n : 1000),
                      (const char *)pl);

@@ -21,6 +21,7 @@ struct Args {
     const float *q;
     int32_t q_stride, n, H, KV;
     ckv_k_kv_layer c;
+    const ckv_k_kv_layer *seqs;  // device, [n]: row i is sequence i's one query; NULL: all rows use c
     float scale;
     bool bias;
     int32_t split_len;
@@ -66,6 +67,38 @@ __device__ __forceinline__ void load_tile(float (*ks)[HD], float (*vs)[HD], floa
         ld[tid] = bias && t0 + tid < t_end ? logf(deg[t0 + tid]) : 0.0f;
 }
 
+// Where the calling thread's query sits. One cache (seqs NULL): block x
+// holds rows 32x .. 32x + 31 of it, row i at list position len0 + i. A
+// batch of sequences: block x is sequence x's single query (slot 0 of the
+// block), with its own cache.
+struct Place {
+    const ckv_k_kv_layer *c;
+    int row;      // global query row (q, outputs)
+    int visible;  // entries the query sees, 0 for an idle slot
+    int t_end;    // end of the block's range (the block's last query sees that far)
+};
+
+__device__ __forceinline__ Place place(const Args &a, int h, int split)
+{
+    const int slot = threadIdx.x / TPQ;
+    Place p;
+    if (a.seqs) {
+        p.c = &a.seqs[blockIdx.x];
+        p.row = blockIdx.x;
+        const int L0 = p.c->len0[h];
+        p.visible = slot == 0 ? L0 + 1 : 0;
+        p.t_end = min(split * a.split_len + a.split_len, L0 + 1);
+    } else {
+        p.c = &a.c;
+        p.row = blockIdx.x * BQ + slot;
+        const int L0 = a.c.len0[h];
+        const int i_last = min(a.n, (int)(blockIdx.x + 1) * BQ) - 1;
+        p.visible = p.row < a.n ? L0 + p.row + 1 : 0;
+        p.t_end = min(split * a.split_len + a.split_len, L0 + i_last + 1);
+    }
+    return p;
+}
+
 template <int HD>
 __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
 {
@@ -74,23 +107,20 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
     __shared__ float vs[BK][HD];
     __shared__ float ld[BK];
     const int tid = threadIdx.x, part = tid % TPQ;
-    const int i = blockIdx.x * BQ + tid / TPQ;
     const int qh = blockIdx.y, split = blockIdx.z;
     const int h = qh / (a.H / a.KV);
-    const int L0 = a.c.len0[h];
-    const int i_last = min(a.n, (int)(blockIdx.x + 1) * BQ) - 1;
-    const int t_begin = split * a.split_len;
-    const int t_end = min(t_begin + a.split_len, L0 + i_last + 1);
-    const int visible = i < a.n ? L0 + i + 1 : 0;
-    const float *K = a.c.k + (size_t)h * a.c.capacity * HD;
-    const float *V = a.c.v + (size_t)h * a.c.capacity * HD;
-    const float *deg = a.c.deg + (size_t)h * a.c.capacity;
+    const Place pl = place(a, h, split);
+    const int i = pl.row, t_begin = split * a.split_len, t_end = pl.t_end, visible = pl.visible;
+    const bool active = visible > 0;
+    const float *K = pl.c->k + (size_t)h * pl.c->capacity * HD;
+    const float *V = pl.c->v + (size_t)h * pl.c->capacity * HD;
+    const float *deg = pl.c->deg + (size_t)h * pl.c->capacity;
 
     float q[PD], acc[PD];
 #pragma unroll
     for (int k = 0; k < PD; k++) {
-        q[k] = i < a.n ? a.q[(size_t)i * a.q_stride + (size_t)qh * HD + part + TPQ * k] * a.scale
-                       : 0.0f;
+        q[k] = active ? a.q[(size_t)i * a.q_stride + (size_t)qh * HD + part + TPQ * k] * a.scale
+                      : 0.0f;
         acc[k] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
@@ -120,7 +150,7 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
         }
         m = mn;
     }
-    if (i >= a.n)
+    if (!active)
         return;
     const size_t row = ((size_t)split * a.n + i) * a.H + qh;
 #pragma unroll
@@ -177,24 +207,23 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
     __shared__ float ld[BK];
     __shared__ float mass[BK];
     const int tid = threadIdx.x, part = tid % TPQ;
-    const int i = blockIdx.x * BQ + tid / TPQ;
     const int qh = blockIdx.y, split = blockIdx.z;
     const int h = qh / (a.H / a.KV);
-    const int L0 = a.c.len0[h];
-    const int i_last = min(a.n, (int)(blockIdx.x + 1) * BQ) - 1;
-    const int t_begin = split * a.split_len;
-    const int t_end = min(t_begin + a.split_len, L0 + i_last + 1);
-    const int visible = i < a.n ? L0 + i + 1 : 0;
-    const float *K = a.c.k + (size_t)h * a.c.capacity * HD;
-    const float *deg = a.c.deg + (size_t)h * a.c.capacity;
-    float *score = a.c.score + (size_t)h * a.c.capacity;
+    const Place pl = place(a, h, split);
+    if (!pl.c->score)  // a sequence of the batch that does not track scores
+        return;
+    const int i = pl.row, t_begin = split * a.split_len, t_end = pl.t_end, visible = pl.visible;
+    const bool active = visible > 0;
+    const float *K = pl.c->k + (size_t)h * pl.c->capacity * HD;
+    const float *deg = pl.c->deg + (size_t)h * pl.c->capacity;
+    float *score = pl.c->score + (size_t)h * pl.c->capacity;
     float q[PD];
 #pragma unroll
     for (int k = 0; k < PD; k++)
-        q[k] = i < a.n ? a.q[(size_t)i * a.q_stride + (size_t)qh * HD + part + TPQ * k] * a.scale
-                       : 0.0f;
-    const float M = i < a.n ? a.ml[((size_t)i * a.H + qh) * 2] : 0.0f;
-    const float invL = i < a.n ? 1.0f / a.ml[((size_t)i * a.H + qh) * 2 + 1] : 0.0f;
+        q[k] = active ? a.q[(size_t)i * a.q_stride + (size_t)qh * HD + part + TPQ * k] * a.scale
+                      : 0.0f;
+    const float M = active ? a.ml[((size_t)i * a.H + qh) * 2] : 0.0f;
+    const float invL = active ? 1.0f / a.ml[((size_t)i * a.H + qh) * 2 + 1] : 0.0f;
     for (int t0 = t_begin; t0 < t_end; t0 += BK) {
         __syncthreads();
         load_tile<HD>(ks, NULL, ld, K, NULL, deg, a.bias, t0, t_end);
@@ -221,11 +250,10 @@ extern "C" size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, 
     return (size_t)splits * n * n_head * (head_dim + 2) + (size_t)n * n_head * 2;
 }
 
-extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t head_dim,
-                                                      int32_t max_len, int32_t n_sm,
-                                                      size_t ws_floats)
+// Splits for `blocks` blocks per range and n query rows of scratch.
+static ckv_k_attention_split plan(int64_t blocks, int32_t n, int32_t n_head, int32_t head_dim,
+                                  int32_t max_len, int32_t n_sm, size_t ws_floats)
 {
-    const int64_t blocks = (int64_t)(n + BQ - 1) / BQ * n_head;
     int64_t splits = (2 * (int64_t)n_sm + blocks - 1) / blocks;
     const int64_t by_len = (max_len + MIN_SPLIT - 1) / MIN_SPLIT;
     const int64_t by_ws = (int64_t)((ws_floats - (size_t)n * n_head * 2) /
@@ -242,11 +270,28 @@ extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head,
     return r;
 }
 
-extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q,
-                                      int32_t q_stride, int32_t n, int32_t n_head,
-                                      int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer *c,
-                                      float scale, bool degree_bias, ckv_k_attention_split split,
-                                      float *ws, void *stream, ckv_error *err)
+extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t head_dim,
+                                                      int32_t max_len, int32_t n_sm,
+                                                      size_t ws_floats)
+{
+    return plan((int64_t)(n + BQ - 1) / BQ * n_head, n, n_head, head_dim, max_len, n_sm,
+                ws_floats);
+}
+
+extern "C" ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head,
+                                                           int32_t head_dim, int32_t max_len,
+                                                           int32_t n_sm, size_t ws_floats)
+{
+    return plan((int64_t)n_seq * n_head, n_seq, n_head, head_dim, max_len, n_sm, ws_floats);
+}
+
+// One launcher for both forms: rows of one cache (c), or one row per
+// sequence (seqs, device memory); `scores`: some cache tracks them.
+static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
+                         int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                         const ckv_k_kv_layer *c, const ckv_k_kv_layer *seqs, bool scores,
+                         float scale, bool degree_bias, ckv_k_attention_split split, float *ws,
+                         void *stream, ckv_error *err)
 {
     if ((out32 == NULL) == (out16 == NULL))
         return ckv_errorf(err, CKV_ERR_ARG, "attention: exactly one of out32, out16 must be set");
@@ -254,23 +299,24 @@ extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "attention: %d query heads do not group over %d KV heads", n_head,
                           n_head_kv);
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    float *part_ml = ws + (size_t)split.splits * n * n_head * head_dim;
-    Args a = {q, q_stride, n, n_head, n_head_kv, *c, scale, degree_bias, split.split_len, ws,
-              part_ml, part_ml + (size_t)split.splits * n * n_head * 2};
-    dim3 grid((n + BQ - 1) / BQ, n_head, split.splits);
-    if (head_dim == 64)
-        attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
-    else if (head_dim == 128)
-        attention_partial<128><<<grid, BQ * TPQ, 0, st>>>(a);
-    else
+    if (head_dim != 64 && head_dim != 128)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "attention: head_dim %d (64 or 128 only)",
                           head_dim);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    float *part_ml = ws + (size_t)split.splits * n * n_head * head_dim;
+    Args a = {q, q_stride, n, n_head, n_head_kv, c ? *c : ckv_k_kv_layer{}, seqs, scale,
+              degree_bias, split.split_len, ws, part_ml,
+              part_ml + (size_t)split.splits * n * n_head * 2};
+    dim3 grid(seqs ? n : (n + BQ - 1) / BQ, n_head, split.splits);
+    if (head_dim == 64)
+        attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
+    else
+        attention_partial<128><<<grid, BQ * TPQ, 0, st>>>(a);
     CKV_CUDA_LAUNCHED();
     attention_merge<<<dim3(n, n_head), head_dim, 0, st>>>(a.part_o, a.part_ml, split.splits, n,
                                                           n_head, head_dim, out32, out16, a.ml);
     CKV_CUDA_LAUNCHED();
-    if (c->score) {
+    if (scores) {
         if (head_dim == 64)
             attention_score<64><<<grid, BQ * TPQ, 0, st>>>(a);
         else
@@ -278,4 +324,25 @@ extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float
         CKV_CUDA_LAUNCHED();
     }
     return CKV_OK;
+}
+
+extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q,
+                                      int32_t q_stride, int32_t n, int32_t n_head,
+                                      int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer *c,
+                                      float scale, bool degree_bias, ckv_k_attention_split split,
+                                      float *ws, void *stream, ckv_error *err)
+{
+    return launch(out32, out16, q, q_stride, n, n_head, n_head_kv, head_dim, c, NULL,
+                  c->score != NULL, scale, degree_bias, split, ws, stream, err);
+}
+
+extern "C" ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q,
+                                           int32_t q_stride, int32_t n_seq, int32_t n_head,
+                                           int32_t n_head_kv, int32_t head_dim,
+                                           const ckv_k_kv_layer *seqs, bool scores, float scale,
+                                           bool degree_bias, ckv_k_attention_split split,
+                                           float *ws, void *stream, ckv_error *err)
+{
+    return launch(out32, out16, q, q_stride, n_seq, n_head, n_head_kv, head_dim, NULL, seqs,
+                  scores, scale, degree_bias, split, ws, stream, err);
 }

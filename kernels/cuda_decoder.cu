@@ -199,12 +199,13 @@ static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
     g->seg = static_cast<ckv_gpu_seg *>(calloc(B, sizeof(ckv_gpu_seg)));
     g->graph_key.ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
     g->eager_key.ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
-    g->graph_key.n = g->eager_key.n = -1;
+    g->tab_key.ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
+    g->graph_key.n = g->eager_key.n = g->tab_key.n = -1;
     // CKV_CUDA_GRAPHS=0 runs decode steps launch by launch (for comparisons).
     const char *graphs = getenv("CKV_CUDA_GRAPHS");
     g->use_graphs = !graphs || strcmp(graphs, "0");
     double *inv_freq = static_cast<double *>(malloc(hd / 2 * sizeof(double)));
-    if (!g->seg || !g->graph_key.ids || !g->eager_key.ids || !inv_freq) {
+    if (!g->seg || !g->graph_key.ids || !g->eager_key.ids || !g->tab_key.ids || !inv_freq) {
         free(inv_freq);
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
     }
@@ -229,8 +230,10 @@ static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
         (st = dalloc(&g->bytes, &g->xb, B * E * sizeof(ckv_bf16), err)) ||
         (st = dalloc(&g->bytes, &g->att, B * H * hd * sizeof(ckv_bf16), err)) ||
         (st = dalloc(&g->bytes, &g->hb, B * F * sizeof(ckv_bf16), err)) ||
-        (st = dalloc(&g->bytes, &g->q_rows, B * c->n_layer * H * hd * sizeof(float), err)))
+        (st = dalloc(&g->bytes, &g->q_rows, B * c->n_layer * H * hd * sizeof(float), err)) ||
+        (st = dalloc(&g->bytes, &g->seq_tab, B * c->n_layer * sizeof(ckv_k_kv_layer), err)))
         return st;
+    CKV_CUDA(cudaMallocHost(&g->seq_tab_h, B * c->n_layer * sizeof(ckv_k_kv_layer)));
     return CKV_OK;
 }
 
@@ -276,7 +279,8 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
                 cudaFree(p);
         }
     void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->x, g->y,
-                  g->qkv, g->gu, g->logits, g->ws, g->xb, g->att, g->hb, g->q_rows};
+                  g->qkv, g->gu, g->logits, g->ws, g->xb, g->att, g->hb, g->q_rows,
+                  g->seq_tab};
     for (void *p : ps)
         cudaFree(p);
     if (g->blas)
@@ -287,8 +291,10 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
     cudaFreeHost(g->pin_tok);
     cudaFreeHost(g->pin_logits);
     cudaFreeHost(g->pin_q);
+    cudaFreeHost(g->seq_tab_h);
     free(g->graph_key.ids);
     free(g->eager_key.ids);
+    free(g->tab_key.ids);
     free(g->layers);
     free(g->seg);
     free(g->staging);
@@ -559,7 +565,7 @@ struct PassOut {
     const ckv_forward_opts *opts;
     int32_t first, total;
     float *q_out;
-    bool plan_by_capacity;  // split plans from capacities, not lengths: fixed for a graph
+    bool batch;  // one row per sequence, each layer in one launch through g->seq_tab
 };
 
 }  // namespace
@@ -575,7 +581,7 @@ static ckv_k_kv_layer kv_layer(const ckv_gpu_cache *c, int l)
 // The new keys and values of one segment go into its cache, then its
 // queries attend over that cache.
 static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_bias,
-                                 bool plan_by_capacity, ckv_error *err)
+                                 ckv_error *err)
 {
     const ckv_config *cf = &g->cfg;
     const int hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv;
@@ -586,9 +592,7 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
     const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
                                  cf->rope_type, cf->rms_eps};
     float *q = g->qkv + (size_t)sg->row * qkvd;
-    const int32_t max_len = plan_by_capacity
-                                ? c->capacity
-                                : longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
+    const int32_t max_len = longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
     const ckv_k_attention_split split = ckv_k_attention_plan(sg->n, H, hd, max_len, g->n_sm,
                                                              g->ws_floats);
     ckv_status s;
@@ -596,6 +600,29 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
         (s = ckv_k_attention(NULL, g->att + (size_t)sg->row * H * hd, q, qkvd, sg->n, H, KV, hd,
                              &kv, 1.0f / sqrtf((float)hd), degree_bias, split, g->ws, g->stream,
                              err)))
+        return s;
+    return CKV_OK;
+}
+
+// A decode batch's attention for layer l: row x is sequence x's new token,
+// appended to and attending over its own cache (g->seq_tab, written by
+// batch_table), all sequences in one launch each. Split plans come from the
+// largest capacity, which a graph of this batch can keep.
+static ckv_status attend_batch(ckv_gpu *g, int32_t n, int l, bool degree_bias, ckv_error *err)
+{
+    const ckv_config *cf = &g->cfg;
+    const int hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv;
+    const ckv_gpu_layer *D = &g->layers[l];
+    const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
+                                 cf->rope_type, cf->rms_eps};
+    const ckv_k_kv_layer *tab = g->seq_tab + (size_t)l * g->max_batch;
+    const ckv_k_attention_split split = ckv_k_attention_plan_seqs(n, H, hd, g->tab_capacity,
+                                                                  g->n_sm, g->ws_floats);
+    ckv_status s;
+    if ((s = ckv_k_qkv_post_seqs(g->qkv, n, &qp, tab, g->stream, err)) ||
+        (s = ckv_k_attention_seqs(NULL, g->att, g->qkv, (H + 2 * KV) * hd, n, H, KV, hd, tab,
+                                  g->tab_scores, 1.0f / sqrtf((float)hd), degree_bias, split,
+                                  g->ws, g->stream, err)))
         return s;
     return CKV_OK;
 }
@@ -620,9 +647,12 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
                                         cf->rms_eps, st, err)) ||
             (s = gemm(g, g->qkv, g->xb, D->wqkv, n, E, qkvd, err)))
             return s;
-        for (int32_t i = 0; i < n_seg; i++)
-            if ((s = attend_segment(g, &seg[i], l, degree_bias, out->plan_by_capacity, err)))
-                return s;
+        if (out->batch)
+            s = attend_batch(g, n, l, degree_bias, err);
+        for (int32_t i = 0; !out->batch && !s && i < n_seg; i++)
+            s = attend_segment(g, &seg[i], l, degree_bias, err);
+        if (s)
+            return s;
         if (out->opts && (s = capture_window(g, l, n, out->first, out->total, out->opts, err)))
             return s;
         if (out->q_out)
@@ -823,6 +853,30 @@ static ckv_status capture_step(ckv_gpu *g, int32_t m, bool degree_bias, bool wan
     return CKV_OK;
 }
 
+// The per-layer cache table of the m sequences in g->seg, uploaded when the
+// batch differs from the one it holds (a graph of this batch reads it).
+static ckv_status batch_table(ckv_gpu *g, int32_t m, ckv_error *err)
+{
+    if (key_matches(&g->tab_key, g, m, 0))
+        return CKV_OK;
+    const int32_t L = g->cfg.n_layer, B = g->max_batch;
+    g->tab_capacity = 0;
+    g->tab_scores = false;
+    for (int32_t i = 0; i < m; i++) {
+        const ckv_gpu_cache *c = g->seg[i].c;
+        for (int32_t l = 0; l < L; l++)
+            g->seq_tab_h[(size_t)l * B + i] = kv_layer(c, l);
+        if (c->capacity > g->tab_capacity)
+            g->tab_capacity = c->capacity;
+        g->tab_scores |= c->score != NULL;
+    }
+    CKV_CUDA(cudaMemcpy2DAsync(g->seq_tab, B * sizeof(ckv_k_kv_layer), g->seq_tab_h,
+                               B * sizeof(ckv_k_kv_layer), m * sizeof(ckv_k_kv_layer), L,
+                               cudaMemcpyHostToDevice, g->stream));
+    key_set(&g->tab_key, g, m, 0);
+    return CKV_OK;
+}
+
 extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches,
                                            const int32_t *tokens, int32_t n, bool no_degree_bias,
                                            float *logits, float *q_out, ckv_error *err)
@@ -851,6 +905,8 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
             return s;
         for (int32_t i = 0; i < m; i++)
             g->seg[i] = {caches[at + i], i, 1};
+        if ((s = batch_table(g, m, err)))
+            return s;
         memcpy(g->pin_tok, tokens + at, (size_t)m * sizeof(int32_t));
         // A batch seen twice in a row is captured and replayed from then on;
         // one seen once runs launch by launch (a capture costs more than the

@@ -84,15 +84,19 @@ extern "C" ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const f
 }
 
 // One block per (token, head slot); slot < H: query, < H + KV: key, else
-// value. One thread per dimension.
-__global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer c)
+// value. One thread per dimension. With seqs (device, one per row), row x
+// is the single new token of sequence x and goes to that sequence's cache.
+__global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer one,
+                                const ckv_k_kv_layer *seqs)
 {
     extern __shared__ float rot[];
     const int hd = p.head_dim, H = p.n_head, KV = p.n_head_kv;
-    const int i = blockIdx.x, slot = blockIdx.y, d = threadIdx.x;
+    const int row = blockIdx.x, slot = blockIdx.y, d = threadIdx.x;
+    const ckv_k_kv_layer &c = seqs ? seqs[row] : one;
+    const int i = seqs ? 0 : row;  // the token's place among its cache's new tokens
     const int width = (H + 2 * KV) * hd;
-    float *row = qkv + (size_t)i * width + (size_t)slot * hd;
-    float x = row[d];
+    float *out = qkv + (size_t)row * width + (size_t)slot * hd;
+    float x = out[d];
     if (p.bias)
         x += p.bias[slot * hd + d];
     const bool is_q = slot < H, is_k = !is_q && slot < H + KV;
@@ -130,7 +134,7 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer c
     const float cf = (float)co, sf = (float)s, x0 = rot[a], x1 = rot[b];
     const float y = d == a ? x0 * cf - x1 * sf : x0 * sf + x1 * cf;
     if (is_q)
-        row[d] = y;
+        out[d] = y;
     else
         c.k[((size_t)h * c.capacity + c.len0[h] + i) * hd + d] = y;
 }
@@ -143,7 +147,21 @@ extern "C" ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_para
                           p->head_dim);
     dim3 grid(n, p->n_head + 2 * p->n_head_kv);
     qkv_post_kernel<<<grid, p->head_dim, p->head_dim * sizeof(float), as_stream(stream)>>>(
-        qkv, *p, *c);
+        qkv, *p, *c, NULL);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_k_qkv_post_seqs(float *qkv, int32_t n_seq, const ckv_k_qkv_params *p,
+                                          const ckv_k_kv_layer *seqs, void *stream,
+                                          ckv_error *err)
+{
+    if (p->head_dim % 2 || p->head_dim > 1024)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "qkv_post: head_dim %d unsupported",
+                          p->head_dim);
+    dim3 grid(n_seq, p->n_head + 2 * p->n_head_kv);
+    qkv_post_kernel<<<grid, p->head_dim, p->head_dim * sizeof(float), as_stream(stream)>>>(
+        qkv, *p, ckv_k_kv_layer{}, seqs);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }

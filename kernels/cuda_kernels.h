@@ -68,6 +68,10 @@ typedef struct {
  * ckv_rmsnorm, ckv_rope. */
 ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params *p,
                           const ckv_k_kv_layer *c, void *stream, ckv_error *err);
+/* The same for a decode batch: row x is the one new token of sequence x,
+ * whose cache layer is seqs[x] (device memory, n_seq entries). */
+ckv_status ckv_k_qkv_post_seqs(float *qkv, int32_t n_seq, const ckv_k_qkv_params *p,
+                               const ckv_k_kv_layer *seqs, void *stream, ckv_error *err);
 
 /* Scratch for ckv_k_attention, in floats, for n queries split `splits` ways. */
 size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim);
@@ -81,6 +85,10 @@ typedef struct {
  * longest list after the append. */
 ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t head_dim,
                                            int32_t max_len, int32_t n_sm, size_t ws_floats);
+/* The plan for ckv_k_attention_seqs over n_seq sequences (one block each). */
+ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head, int32_t head_dim,
+                                                int32_t max_len, int32_t n_sm,
+                                                size_t ws_floats);
 
 /* Attention of n queries (row i at q + i * q_stride, heads of head_dim) over
  * the layer's lists after their own entries were appended: query i of KV
@@ -96,6 +104,15 @@ ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_
                            int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                            const ckv_k_kv_layer *c, float scale, bool degree_bias,
                            ckv_k_attention_split split, float *ws, void *stream, ckv_error *err);
+/* A decode batch in one launch: query row x is the one new token of sequence
+ * x, which attends over its own cache layer seqs[x] (device memory) exactly
+ * as ckv_k_attention with n = 1 would. scores: some sequence's cache tracks
+ * them (the others are skipped in the score pass). */
+ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
+                                int32_t n_seq, int32_t n_head, int32_t n_head_kv,
+                                int32_t head_dim, const ckv_k_kv_layer *seqs, bool scores,
+                                float scale, bool degree_bias, ckv_k_attention_split split,
+                                float *ws, void *stream, ckv_error *err);
 
 /* out[i][j] = bf16(silu(gu[i][j]) * gu[i][n_ff + j]): gate and up side by
  * side as one projection wrote them. Twin: ckv_swiglu. */

@@ -55,6 +55,13 @@ struct ckv_gpu {
     bool use_graphs;
     cudaGraphExec_t graph_exec;
     ckv_gpu_step_key graph_key, eager_key;
+    // The cache layers of the batch's sequences, [n_layer][max_batch], on the
+    // device (seq_tab) and staged in pinned memory, for the batch tab_key;
+    // its largest capacity and whether any sequence tracks scores.
+    ckv_k_kv_layer *seq_tab, *seq_tab_h;
+    ckv_gpu_step_key tab_key;
+    int32_t tab_capacity;
+    bool tab_scores;
     int32_t *pin_tok;
     float *pin_logits, *pin_q;
     int32_t pin_rows;

@@ -3,10 +3,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckv_config.h"
 #include "commands.h"
+#if CKV_HAVE_CUDA
+#include "cuda.h"
+#endif
 #include "kvfile.h"
 #include "opts.h"
 #include "policy.h"
+#include "session.h"
 
 enum { EXIT_SKIPPED = 3, MAX_SETS = 64 };
 
@@ -28,6 +33,9 @@ static void help(void)
            "                    --help' lists them. For centroid, round=J starts the rate\n"
            "                    schedule at round J (default: the input's csm_round)\n"
            "  --in FILE         input dump (k, v; optional degree, length, q_window, h2o_score)\n"
+           "  --device D        cpu (default), cuda (the policy's GPU kernels on the first\n"
+           "                    GPU) or auto (cuda when a GPU is usable and the policy's\n"
+           "                    kernels implement these parameters, else the CPU)\n"
            "  --out FILE        output: k, v, degree, length, assign (q_window, h2o_score\n"
            "                    when present) and attributes policy, params, budget,\n"
            "                    budget_entries, csm_round, prompt_tokens, model, prompt;\n"
@@ -58,16 +66,69 @@ static void help_policy(const ckv_policy *p)
     }
 }
 
+#if CKV_HAVE_CUDA
+/* The policy's GPU kernels on the first GPU: the cache goes up, is
+ * compressed there (the assign map tracked) and comes back. */
+static ckv_status compress_gpu(const ckv_policy *p, ckv_cache *c, int32_t budget,
+                               const ckv_qwindow *qw, int32_t *assign, ckv_error *err)
+{
+    int32_t n = 0;
+    ckv_cuda_device dev;
+    ckv_status st = ckv_cuda_device_count(&n, err);
+    if (!st)
+        st = ckv_cuda_device_query(0, &dev, err);
+    if (st)
+        return ckv_error_prefix(err, "no usable GPU");
+    if (!ckv_gpu_policy_supported(p))
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "policy %s with these parameters has no GPU kernels", p->ops->name);
+    ckv_gpu_cache *g;
+    if ((st = ckv_gpu_cache_create_shape(&g, c->n_layer, c->n_head_kv, c->head_dim, c->capacity,
+                                         c->score != NULL, err)))
+        return st;
+    ckv_gpu_policy_trace trace = {.assign = assign};
+    if (!(st = ckv_gpu_cache_upload(g, c, err)) &&
+        !(st = ckv_gpu_policy_compress(g, p, budget, qw, &trace, NULL, err)))
+        st = ckv_gpu_cache_download(g, c, err);
+    ckv_gpu_cache_free(g);
+    return st;
+}
+#endif
+
+/* One compression on the chosen device; auto falls back to the CPU (and
+ * says why) when the GPU cannot run it. */
+static ckv_status compress(const ckv_policy *p, cli_device device, ckv_cache *c, int32_t budget,
+                           const ckv_qwindow *qw, int32_t *assign, ckv_error *err)
+{
+    if (device != CLI_DEVICE_CPU) {
+#if CKV_HAVE_CUDA
+        ckv_status st = compress_gpu(p, c, budget, qw, assign, err);
+        if (!st || device == CLI_DEVICE_CUDA || st == CKV_ERR_ARG)
+            return st ? ckv_error_prefix(err, "--device cuda") : CKV_OK;
+        fprintf(stderr, "ckv compress: --device auto: %s; running on the CPU\n", err->msg);
+        memset(err, 0, sizeof *err);
+#else
+        if (device == CLI_DEVICE_CUDA)
+            return ckv_errorf(err, CKV_ERR_DEVICE,
+                              "--device cuda: ckv was built without CUDA (configure with "
+                              "-Dcuda=enabled)");
+#endif
+    }
+    return ckv_policy_compress(p, c, budget, qw, assign, err);
+}
+
 int cmd_compress(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"policy", required_argument, 0, 'p'}, {"budget", required_argument, 0, 'b'},
         {"set", required_argument, 0, 's'},    {"in", required_argument, 0, 'i'},
         {"out", required_argument, 0, 'o'},    {"help", no_argument, 0, 'h'},
+        {"device", required_argument, 0, 'd'},
         {0, 0, 0, 0},
     };
     const char *name = NULL, *budget_s = NULL, *in = NULL, *out = NULL, *sets[MAX_SETS];
     int n_sets = 0, want_help = 0, c;
+    cli_device device = CLI_DEVICE_CPU;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -76,6 +137,10 @@ int cmd_compress(int argc, char **argv)
         case 'i': in = optarg; break;
         case 'o': out = optarg; break;
         case 'h': want_help = 1; break;
+        case 'd':
+            if (!cli_device_parse("compress", optarg, &device))
+                return CLI_USAGE;
+            break;
         case 's':
             if (n_sets == MAX_SETS)
                 return cli_usage_error("compress", "more than %d --set options", MAX_SETS);
@@ -151,7 +216,7 @@ int cmd_compress(int argc, char **argv)
     int64_t before = ckv_cache_entries(&d.cache);
     int32_t round0 = d.cache.round;
     ckv_qwindow qw = {d.q_window, d.n_head, d.w};
-    if (ckv_policy_compress(&pol, &d.cache, (int32_t)entries, &qw, assign, &err)) {
+    if (compress(&pol, device, &d.cache, (int32_t)entries, &qw, assign, &err)) {
         ckv_error_prefix(&err, "%s: ", in);
         rc = cli_fail("compress", &err);
         goto done;

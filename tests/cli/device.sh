@@ -38,6 +38,14 @@ cfg=${CKV_SOURCE_ROOT:-.}/configs/quick.yaml
 check "sweep --device cuda without a GPU fails" status_is 1 "$CKV" sweep "$cfg" --device cuda -o "$tmp/s.h5"
 check "sweep: the failure says why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 check "sweep wrote no file" test ! -e "$tmp/s.h5"
+kv=${CKV_SOURCE_ROOT:-.}/tests/fixtures/kv_small.h5
+check "compress --device cuda without a GPU fails" status_is 1 "$CKV" compress --device cuda --policy centroid --budget 50% --in "$kv" --out "$tmp/c.h5"
+check "compress: the failure says why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
+check "compress wrote no file" test ! -e "$tmp/c.h5"
+check "compress --device auto runs on the CPU" status_is 0 "$CKV" compress --device auto --policy centroid --budget 50% --in "$kv" --out "$tmp/auto.h5"
+check "compress auto says it fell back" grep -q "running on the CPU" "$tmp/err"
+check "compress --device cpu runs" status_is 0 "$CKV" compress --device cpu --policy centroid --budget 50% --in "$kv" --out "$tmp/cpu.h5"
+check "auto and cpu print the same summary" cmp -s "$tmp/out" <("$CKV" compress --device auto --policy centroid --budget 50% --in "$kv" --out "$tmp/auto2.h5" 2>/dev/null)
 check "logits --device auto runs on the CPU" status_is 0 "$CKV" logits --device auto --ids "1 2 3" -k 3
 cp "$tmp/out" "$tmp/auto"
 check "auto says it fell back" grep -q "running on the CPU" "$tmp/err"

@@ -19,8 +19,8 @@ import time
 import h5py
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from results_equal import differences, rows as read_rows  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_check import compare  # noqa: E402
 
 CKV = os.environ.get("CKV", "build/ckv")
 ROOT = os.environ.get("CKV_SOURCE_ROOT", ".")
@@ -39,14 +39,15 @@ def run(*args, **kw):
 
 
 def rows(path):
-    """/samples keyed by (unit, run), timings aside; a row present twice fails."""
-    out, twice = read_rows(path)
+    """/samples keyed by (task, length, sample, run name); a row present twice fails."""
+    out, twice = compare.load(path)
     check(not twice, f"{path}: rows {twice} appear twice")
     return out
 
 
 def same(a, b, what):
-    for m in differences(a, b, what):
+    """Same rows, every field but the timings equal."""
+    for m in compare.differences(a, b, what):
         check(False, m)
 
 

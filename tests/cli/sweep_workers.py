@@ -12,7 +12,8 @@ tests/cli/sweep.py sets them up:
   samples, the rows that did arrive are in the file, `--resume` completes it;
 - SIGINT to the parent alone: forwarded, exit 130, whole samples kept,
   `--resume` completes it, no worker left behind;
-- `--devices` without a GPU: a clear error, exit 1, no output file.
+- `--devices` without a GPU: a clear error, exit 1, no output file; on a
+  GPU host instead, `--devices all` equals one process on the first GPU.
 
 Uses numpy and h5py; the ckv binary comes from $CKV, data from $CKV_DATA_DIR
 or ../shared/data beside the source tree."""
@@ -25,8 +26,8 @@ import time
 
 import h5py
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from results_equal import differences, rows as read_rows, value_differences  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_check import compare  # noqa: E402
 
 CKV = os.environ.get("CKV", "build/ckv")
 ROOT = os.environ.get("CKV_SOURCE_ROOT", ".")
@@ -46,14 +47,15 @@ def run(*args):
 
 
 def rows(path):
-    """/samples keyed by (unit, run), timings aside; a row present twice fails."""
-    out, twice = read_rows(path)
+    """/samples keyed by (task, length, sample, run name); a row present twice fails."""
+    out, twice = compare.load(path)
     check(not twice, f"{path}: rows {twice} appear twice")
     return out
 
 
 def same(a, b, what):
-    for m in differences(a, b, what):
+    """Same rows, every field but the timings equal."""
+    for m in compare.differences(a, b, what):
         check(False, m)
 
 
@@ -112,8 +114,9 @@ def main():
         return 1
     d = tempfile.mkdtemp(prefix="ckv_workers_")
     model, pack = os.path.join(d, "tiny.gguf"), os.path.join(d, "pack.h5")
-    r = run("synth", "--arch", "llama", "--layers", "2", "--hidden", "64", "--heads", "4",
-            "--kv-heads", "2", "--ctx", "4096", "--out", model)
+    # head_dim 64: the CUDA decoder's smallest, for the GPU check below.
+    r = run("synth", "--arch", "llama", "--layers", "2", "--hidden", "128", "--heads", "2",
+            "--kv-heads", "1", "--ctx", "4096", "--out", model)
     check(r.returncode == 0, "synth: " + r.stderr)
     r = run("prepare", "ruler", "--model", model, "--tasks", "niah_single_1", "--lengths",
             "1024", "--samples", "8", "--data-dir", DATA, "--out", pack)
@@ -126,7 +129,7 @@ def main():
         "threads: 1\n")
 
     whole = os.path.join(d, "whole.h5")
-    r = run("sweep", cfg, "-o", whole)
+    r = run("sweep", cfg, "-o", whole, "--device", "cpu")  # workers run on the CPU
     check(r.returncode == 0, "single-process sweep: " + r.stderr)
     ref = rows(whole)
     check(len(ref) == 8 * RUNS, f"{8 * RUNS} rows in the single-process file, got {len(ref)}")
@@ -145,7 +148,7 @@ def main():
     half = os.path.join(d, "half.h5")
     r = run("sweep", cfg, "-o", half, "--workers", "2", "--shard", "1/2")
     check(r.returncode == 0, "--shard 1/2 --workers 2: " + r.stderr)
-    same({k: v for k, v in ref.items() if k[0] % 2 == 1}, rows(half), "--shard 1/2 --workers 2")
+    same({k: v for k, v in ref.items() if v["unit"] % 2 == 1}, rows(half), "--shard 1/2 --workers 2")
 
     # One worker killed mid-run: its shard's unfinished samples are rerun.
     killed = os.path.join(d, "killed.h5")
@@ -185,12 +188,10 @@ def main():
           and "are not in " + twice in text and "--resume" in text,
           "both deaths and the missing samples reported: " + text)
     got = rows(twice)
-    units = {k[0] for k in got}
+    units = {v["unit"] for v in got.values()}
     check(all(u in units for u in (1, 3, 5, 7)), f"the healthy worker's shard is complete: {units}")
     check(len(got) % RUNS == 0 and len(got) < len(ref), f"whole samples only, some missing: {len(got)}")
-    for k in got:
-        for m in value_differences(ref[k], got[k], f"row {k} before resume"):
-            check(False, m)
+    same({k: ref[k] for k in got if k in ref}, got, "rows before resume")
     r = run("sweep", cfg, "-o", twice, "--workers", "2", "--resume")
     check(r.returncode == 0, "resume after a failed worker: " + r.stderr)
     same(ref, rows(twice), "resumed after a failed worker vs one process")
@@ -200,11 +201,14 @@ def main():
     log = []
     p = start(cfg, inter)
     read_until(p, worker0_started, log)
+    workers = children(p.pid)
+    check(len(workers) == 2, f"two workers under /proc: {workers}")
     p.send_signal(signal.SIGINT)
     log.append(p.stderr.read())
     p.wait()
     check(p.returncode == 130, f"SIGINT exits 130, got {p.returncode}: {''.join(log)}")
-    check(not children(p.pid), "no worker outlives the parent")
+    check(not any(os.path.exists(f"/proc/{w}") for w in workers),
+          "the workers ended and were reaped with the parent")
     got = rows(inter)
     check(len(got) % RUNS == 0, "SIGINT keeps whole samples only")
     r = run("sweep", cfg, "-o", inter, "--workers", "2", "--resume")
@@ -215,7 +219,14 @@ def main():
     r = run("sweep", cfg, "-o", os.path.join(d, "u.h5"), "--workers", "2", "--devices", "0")
     check(r.returncode == 2 and "exclude each other" in r.stderr, "--devices with --workers: " + r.stderr)
     if run("devices").returncode == 0:
-        print("a GPU is present: the no-GPU --devices check is skipped")
+        # On a GPU host: one worker per GPU against one process on the first GPU.
+        one, many = os.path.join(d, "gpu1.h5"), os.path.join(d, "gpus.h5")
+        r = run("sweep", cfg, "-o", one, "--device", "cuda")
+        check(r.returncode == 0, "one-GPU sweep: " + r.stderr)
+        r = run("sweep", cfg, "-o", many, "--devices", "all")
+        check(r.returncode == 0, "--devices all: " + r.stderr)
+        if os.path.exists(one) and os.path.exists(many):
+            same(rows(one), rows(many), "--devices all vs one GPU")
     else:
         for spec in ("0", "all", "0,1"):
             out = os.path.join(d, f"dev-{spec}.h5")
