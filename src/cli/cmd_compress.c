@@ -112,6 +112,8 @@ static ckv_status compress(const ckv_policy *p, cli_device device, ckv_cache *c,
             return ckv_errorf(err, CKV_ERR_DEVICE,
                               "--device cuda: ckv was built without CUDA (configure with "
                               "-Dcuda=enabled)");
+        fprintf(stderr, "ckv compress: --device auto: ckv was built without CUDA; running on the "
+                        "CPU\n");
 #endif
     }
     return ckv_policy_compress(p, c, budget, qw, assign, err);
