@@ -140,7 +140,8 @@ typedef struct {
  * all work queued on the device) and finished before returning. Scratch
  * (about 90 bytes per cache slot plus a copy of the key/value storage;
  * K-Means adds 3 x 8 bytes per key element, SnapKV 8 x group x W bytes per
- * slot) is taken at the first call and kept with the cache.
+ * slot) is one per device for the process, taken at the first call, grown
+ * for a larger cache and kept: one host thread per device at a time.
  * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
  * implement: the caller may fall back to the CPU. */
 ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,
@@ -152,9 +153,9 @@ ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p, int32
                                     int64_t step, const ckv_qwindow *qw, bool *compressed,
                                     void *stream, ckv_error *err);
 
-/* Fills keys, values, degrees, scores and any policy scratch of the cache
- * with 0xff bytes (NaN): tests poison before an upload so that entries a
- * kernel fails to write show. */
+/* Fills keys, values, degrees, scores of the cache and the policy scratch
+ * of the current device with 0xff bytes (NaN): tests poison before an
+ * upload so that entries a kernel fails to write show. */
 ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err);
 
 #ifdef __cplusplus

@@ -362,7 +362,6 @@ extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
     cudaFree(c->score);
     cudaFree(c->len_d);
     cudaFree(c->pos_d);
-    ckv_gpu_policy_ws_free(c->policy_ws);
     free(c->len_h);
     free(c);
 }

@@ -248,11 +248,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                           x->d, smem, optin);
     CKV_CUDA(cudaFuncSetAttribute(km_assign_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
-    const size_t rows = w->slots * x->d;
     ckv_status st;
-    if ((st = ckv_pol_take(x, (void **)&w->f, rows * sizeof(double), err)) ||
-        (st = ckv_pol_take(x, (void **)&w->cen, rows * sizeof(double), err)) ||
-        (st = ckv_pol_take(x, (void **)&w->csum, rows * sizeof(double), err)) ||
+    if ((st = ckv_pol_take(x, (void **)&w->f, w->rows * sizeof(double), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->cen, w->rows * sizeof(double), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->csum, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cnorm, w->slots * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_upload_plan(x, err)))

@@ -1,8 +1,9 @@
 // The GPU policies' entry points (cuda.h): checks as ckv_policy_compress
-// makes them, the cache's scratch (taken at the first compression, filled
-// with NaN bytes once, kept for the cache's life), the plan upload, and the
-// dispatch to cuda_csm.cu, cuda_kmeans.cu, cuda_snapkv.cu and the top-k /
-// eviction policies of cuda_compact.cu.
+// makes them, the scratch (one per device, taken at the first compression,
+// filled with NaN bytes once, grown for a larger cache, kept for the
+// process), the plan upload, and the dispatch to cuda_csm.cu,
+// cuda_kmeans.cu, cuda_snapkv.cu and the top-k / eviction policies of
+// cuda_compact.cu.
 #include <float.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ extern "C" bool ckv_gpu_policy_supported(const ckv_policy *p)
     return false;
 }
 
-void ckv_gpu_policy_ws_free(ckv_gpu_policy_ws *ws)
+static void ws_free(ckv_gpu_policy_ws *ws)
 {
     if (!ws)
         return;
@@ -104,12 +105,12 @@ int32_t ckv_pol_max_row(ckv_pol *x, int row)
 }
 
 // The buffers every policy uses.
-static ckv_status ws_fill(ckv_gpu_cache *c, ckv_gpu_policy_ws *ws, ckv_error *err)
+static ckv_status ws_fill(ckv_gpu_policy_ws *ws, size_t lists, size_t n, size_t rows,
+                          ckv_error *err)
 {
-    const size_t lists = (size_t)c->n_layer * c->n_head_kv, n = lists * c->capacity,
-                 rows = n * c->head_dim;
     ws->lists = lists;
     ws->slots = n;
+    ws->rows = rows;
     ws->h_plan = static_cast<int32_t *>(calloc(PLAN_ROWS * lists, sizeof(int32_t)));
     ws->h_newlen = static_cast<int32_t *>(calloc(lists, sizeof(int32_t)));
     if (!ws->h_plan || !ws->h_newlen)
@@ -150,17 +151,49 @@ static ckv_status ws_fill(ckv_gpu_cache *c, ckv_gpu_policy_ws *ws, ckv_error *er
     return CKV_OK;
 }
 
-static ckv_status ws_create(ckv_gpu_cache *c, ckv_error *err)
+enum { MAX_DEVICES = 64 };
+static ckv_gpu_policy_ws *ws_pool[MAX_DEVICES];
+
+static ckv_status current_device(int *dev, ckv_error *err)
 {
+    CKV_CUDA(cudaGetDevice(dev));
+    if (*dev < 0 || *dev >= MAX_DEVICES)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "cuda policy: device %d beyond the first %d",
+                          *dev, MAX_DEVICES);
+    return CKV_OK;
+}
+
+// The current device's scratch, (re)made to hold cache c and every cache
+// it held before, so that alternating shapes do not reallocate.
+static ckv_status ws_for(const ckv_gpu_cache *c, ckv_gpu_policy_ws **out, ckv_error *err)
+{
+    int dev;
+    ckv_status st = current_device(&dev, err);
+    if (st)
+        return st;
+    size_t lists = (size_t)c->n_layer * c->n_head_kv, n = lists * c->capacity,
+           rows = n * c->head_dim;
+    ckv_gpu_policy_ws *old = ws_pool[dev];
+    if (old && old->lists >= lists && old->slots >= n && old->rows >= rows) {
+        *out = old;
+        return CKV_OK;
+    }
+    if (old) {
+        lists = old->lists > lists ? old->lists : lists;
+        n = old->slots > n ? old->slots : n;
+        rows = old->rows > rows ? old->rows : rows;
+        ws_free(old);
+        ws_pool[dev] = NULL;
+    }
     ckv_gpu_policy_ws *ws = static_cast<ckv_gpu_policy_ws *>(calloc(1, sizeof *ws));
     if (!ws)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda policy: out of host memory");
-    ckv_status st = ws_fill(c, ws, err);
-    if (st)
-        ckv_gpu_policy_ws_free(ws);
-    else
-        c->policy_ws = ws;
-    return st;
+    if ((st = ws_fill(ws, lists, n, rows, err))) {
+        ws_free(ws);
+        return st;
+    }
+    *out = ws_pool[dev] = ws;
+    return CKV_OK;
 }
 
 __global__ void fill_u32_kernel(unsigned *p, unsigned v, int32_t n)
@@ -201,13 +234,12 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
     if (!strcmp(name, "full"))
         return CKV_OK;
 
-    ckv_status st;
-    if (!c->policy_ws && (st = ws_create(c, err)))
-        return st;
     ckv_pol x;
     memset(&x, 0, sizeof x);
+    ckv_status st = ws_for(c, &x.ws, err);
+    if (st)
+        return st;
     x.c = c;
-    x.ws = c->policy_ws;
     x.s = static_cast<cudaStream_t>(stream);
     x.lists = (int32_t)lists;
     x.cap = c->capacity;
@@ -282,9 +314,13 @@ extern "C" ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err)
     CKV_CUDA(cudaMemset(c->deg, 0xff, n * sizeof(float)));
     if (c->score)
         CKV_CUDA(cudaMemset(c->score, 0xff, n * sizeof(float)));
-    if (c->policy_ws)
-        for (int i = 0; i < c->policy_ws->n_mem; i++)
-            CKV_CUDA(cudaMemset(c->policy_ws->mem[i].p, 0xff, c->policy_ws->mem[i].bytes));
+    int dev;
+    ckv_status st = current_device(&dev, err);
+    if (st)
+        return st;
+    const ckv_gpu_policy_ws *ws = ws_pool[dev];
+    for (int i = 0; ws && i < ws->n_mem; i++)
+        CKV_CUDA(cudaMemset(ws->mem[i].p, 0xff, ws->mem[i].bytes));
     CKV_CUDA(cudaDeviceSynchronize());
     return CKV_OK;
 }

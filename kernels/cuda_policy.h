@@ -22,8 +22,12 @@ enum { PLAN_ACT, PLAN_T, PLAN_SEG_B, PLAN_SEG_E, PLAN_X, PLAN_Y, PLAN_ROWS };
 
 enum { WS_MAX_BUFFERS = 40 };
 
+// One per device for the whole process (calls are synchronous, so caches
+// take turns), sized for the largest cache seen: at least `lists` lists,
+// `slots` list entries (lists * capacity) and `rows` key elements (slots *
+// head_dim); indexing follows the calling cache's shape.
 struct ckv_gpu_policy_ws {
-    size_t lists, slots;  // slots = lists * capacity
+    size_t lists, slots, rows;
     // Every device buffer, for poisoning and freeing.
     struct {
         void *p;
@@ -41,7 +45,8 @@ struct ckv_gpu_policy_ws {
     uint8_t *in_a;
     void *cub;
     size_t cub_bytes;
-    // K-Means: features, centroids and sums [lists][capacity][head_dim].
+    // K-Means: features, centroids and sums [lists][capacity][head_dim],
+    // taken at its first use (rows elements each).
     double *f, *cen, *csum, *cnorm;
     int32_t *cl;
     // SnapKV: window queries and per-query probabilities, grown as needed.

@@ -76,9 +76,6 @@ struct ckv_gpu_cache {
     uint64_t id;     // unique per cache made, so a captured graph never outlives its cache
     int32_t round;  // CSM round counter, kept for the host cache (policies.md)
     size_t bytes;
-    // Scratch of the policy kernels (cuda_policy.cu), taken at the first
-    // compression and kept for the cache's life.
-    struct ckv_gpu_policy_ws *policy_ws;
 };
 
 // Device memory counted into *total; the message names the size.
@@ -93,6 +90,5 @@ typedef ckv_status (*ckv_gpu_weights_fn)(ckv_gpu *g, const void *ctx, ckv_error 
 ckv_status ckv_gpu_create_with(ckv_gpu **out, const ckv_config *cfg, const float *rope_freqs,
                                int32_t device, int32_t max_batch, ckv_gpu_weights_fn load,
                                const void *ctx, ckv_error *err);
-void ckv_gpu_policy_ws_free(struct ckv_gpu_policy_ws *ws);
 
 #endif
