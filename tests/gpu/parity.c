@@ -331,7 +331,7 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
     float *dacc = dup_dev(acc0, 4 * (size_t)KV * cap);
     size_t ws_f = ckv_k_attention_ws(n, 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
-    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, hd, max_len, 132, ws_f);
+    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f);
     if (forced_splits) {
         sp.splits = forced_splits;
         sp.split_len = (max_len + forced_splits - 1) / forced_splits;
