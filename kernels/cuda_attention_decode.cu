@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
     const int G = a.H / a.KV, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int team = lane / TL, d0 = lane % TL * DPL;
-    const ckv_k_kv_layer *c = a.seqs ? &a.seqs[x] : &a.c;
+    // By value: the address of a kernel parameter would copy it to local memory.
+    const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
 
     for (int e = tid; e < MG * HD; e += NTH) {
         const int g = e / HD, d = e % HD;
@@ -68,10 +69,10 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
 
     // The query sees its own new entry: len0 + 1 entries.
     const int t_begin = split * a.split_len;
-    const int t_end = min(t_begin + a.split_len, c->len0[h] + 1);
-    const float *K = c->k + (size_t)h * c->capacity * HD;
-    const float *V = c->v + (size_t)h * c->capacity * HD;
-    const float *deg = c->deg + (size_t)h * c->capacity;
+    const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
+    const float *K = c.k + (size_t)h * c.capacity * HD;
+    const float *V = c.v + (size_t)h * c.capacity * HD;
+    const float *deg = c.deg + (size_t)h * c.capacity;
 
     float m[MG], l[MG], o[MG][DPL];
 #pragma unroll
