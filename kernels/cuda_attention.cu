@@ -333,9 +333,8 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
               part_ml + (size_t)split.splits * n * n_head * 2};
     dim3 grid(seqs ? n : (n + BQ - 1) / BQ, n_head, split.splits);
     if (ckv_attention_decode_fits(n, seqs != NULL, n_head, n_head_kv))
-        CKV_CUDA(ckv_attention_decode_partial(q, q_stride, n, n_head, n_head_kv, head_dim, a.c,
-                                              seqs, scale, degree_bias, split, a.part_o,
-                                              a.part_ml, st));
+        ckv_attention_decode_partial(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
+                                     scale, degree_bias, split, a.part_o, a.part_ml, st);
     else if (head_dim == 64)
         attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
     else

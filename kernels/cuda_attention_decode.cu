@@ -205,11 +205,11 @@ bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_h
            n_head / n_head_kv <= MAX_GROUP;
 }
 
-cudaError_t ckv_attention_decode_partial(const float *q, int32_t q_stride, int32_t n,
-                                         int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                                         const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
-                                         float scale, bool bias, ckv_k_attention_split split,
-                                         float *part_o, float *part_ml, cudaStream_t stream)
+void ckv_attention_decode_partial(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
+                                  ckv_k_attention_split split, float *part_o, float *part_ml,
+                                  cudaStream_t stream)
 {
     const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,
                      seqs, scale,    bias, split.split_len, part_o,    part_ml};
@@ -218,5 +218,4 @@ cudaError_t ckv_attention_decode_partial(const float *q, int32_t q_stride, int32
         launch_hd<64>(a, grid, stream);
     else
         launch_hd<128>(a, grid, stream);
-    return cudaGetLastError();
 }
