@@ -92,13 +92,15 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
         if (valid) {
             const float4 *kp = reinterpret_cast<const float4 *>(K + (size_t)t * HD + d0);
             const float4 *vp = reinterpret_cast<const float4 *>(V + (size_t)t * HD + d0);
-            const float4 k0 = kp[0], k1 = kp[1], v0 = vp[0], v1 = vp[1];
+            // __ldg: the cache pointers come from a struct, so a plain load
+            // would be a generic one; the lists are read-only in this kernel.
+            const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1), v0 = __ldg(vp), v1 = __ldg(vp + 1);
             kr[0] = k0.x, kr[1] = k0.y, kr[2] = k0.z, kr[3] = k0.w;
             kr[4] = k1.x, kr[5] = k1.y, kr[6] = k1.z, kr[7] = k1.w;
             vr[0] = v0.x, vr[1] = v0.y, vr[2] = v0.z, vr[3] = v0.w;
             vr[4] = v1.x, vr[5] = v1.y, vr[6] = v1.z, vr[7] = v1.w;
             if (a.bias)
-                ld = logf(deg[t]);
+                ld = logf(__ldg(deg + t));
         } else {
 #pragma unroll
             for (int k = 0; k < DPL; k++)
