@@ -3,10 +3,13 @@
 // list (split-KV), streams the keys and values through shared memory in
 // tiles of 32 entries and keeps an online softmax (running max m, sum l,
 // unnormalised output) per query; a second kernel merges the ranges. Causal
-// masking follows the cache: query i sees len0[h] + i + 1 entries.
+// masking follows the cache: query i sees len0[h] + i + 1 entries. A decode
+// (one query per sequence) takes the partial pass of cuda_attention_decode.cu
+// instead, which reads each range once for all query heads of a KV head.
 #include <cuda_bf16.h>
 #include <math.h>
 
+#include "cuda_attention_decode.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 
@@ -16,6 +19,11 @@ constexpr int BQ = 32;   // queries per block
 constexpr int TPQ = 4;   // threads per query; thread `part` owns dims part, part + 4, ...
 constexpr int BK = 32;   // entries per shared-memory tile
 constexpr int MIN_SPLIT = 128;
+// Blocks per SM the plan aims at: 2 for the prefill kernel; 4 for the decode
+// kernel, whose blocks hold only 8 KiB of loads in flight each (128 lanes x
+// 64 bytes) and need several per SM to cover the memory latency.
+constexpr int PER_SM = 2;
+constexpr int PER_SM_DECODE = 4;
 
 struct Args {
     const float *q;
@@ -250,11 +258,13 @@ extern "C" size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, 
     return (size_t)splits * n * n_head * (head_dim + 2) + (size_t)n * n_head * 2;
 }
 
-// Splits for `blocks` blocks per range and n query rows of scratch.
-static ckv_k_attention_split plan(int64_t blocks, int32_t n, int32_t n_head, int32_t head_dim,
-                                  int32_t max_len, int32_t n_sm, size_t ws_floats)
+// Splits for `blocks` blocks per range, `per_sm` blocks per SM wanted and n
+// query rows of scratch.
+static ckv_k_attention_split plan(int64_t blocks, int per_sm, int32_t n, int32_t n_head,
+                                  int32_t head_dim, int32_t max_len, int32_t n_sm,
+                                  size_t ws_floats)
 {
-    int64_t splits = (2 * (int64_t)n_sm + blocks - 1) / blocks;
+    int64_t splits = (per_sm * (int64_t)n_sm + blocks - 1) / blocks;
     const int64_t by_len = (max_len + MIN_SPLIT - 1) / MIN_SPLIT;
     const int64_t by_ws = (int64_t)((ws_floats - (size_t)n * n_head * 2) /
                                     ((size_t)n * n_head * (head_dim + 2)));
@@ -270,19 +280,33 @@ static ckv_k_attention_split plan(int64_t blocks, int32_t n, int32_t n_head, int
     return r;
 }
 
-extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t head_dim,
+// The plan of either form: the decode kernel has a block per (row, KV head),
+// the prefill kernel one per (32 rows, query head).
+static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv,
+                                      int32_t head_dim, int32_t max_len, int32_t n_sm,
+                                      size_t ws_floats)
+{
+    if (ckv_attention_decode_fits(n, seqs, n_head, n_head_kv))
+        return plan((int64_t)n * n_head_kv, PER_SM_DECODE, n, n_head, head_dim, max_len, n_sm,
+                    ws_floats);
+    const int64_t row_blocks = seqs ? n : (n + BQ - 1) / BQ;
+    return plan(row_blocks * n_head, PER_SM, n, n_head, head_dim, max_len, n_sm, ws_floats);
+}
+
+extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head,
+                                                      int32_t n_head_kv, int32_t head_dim,
                                                       int32_t max_len, int32_t n_sm,
                                                       size_t ws_floats)
 {
-    return plan((int64_t)(n + BQ - 1) / BQ * n_head, n, n_head, head_dim, max_len, n_sm,
-                ws_floats);
+    return plan_for(n, false, n_head, n_head_kv, head_dim, max_len, n_sm, ws_floats);
 }
 
 extern "C" ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head,
-                                                           int32_t head_dim, int32_t max_len,
-                                                           int32_t n_sm, size_t ws_floats)
+                                                           int32_t n_head_kv, int32_t head_dim,
+                                                           int32_t max_len, int32_t n_sm,
+                                                           size_t ws_floats)
 {
-    return plan((int64_t)n_seq * n_head, n_seq, n_head, head_dim, max_len, n_sm, ws_floats);
+    return plan_for(n_seq, true, n_head, n_head_kv, head_dim, max_len, n_sm, ws_floats);
 }
 
 // One launcher for both forms: rows of one cache (c), or one row per
@@ -308,7 +332,10 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
               degree_bias, split.split_len, ws, part_ml,
               part_ml + (size_t)split.splits * n * n_head * 2};
     dim3 grid(seqs ? n : (n + BQ - 1) / BQ, n_head, split.splits);
-    if (head_dim == 64)
+    if (ckv_attention_decode_fits(n, seqs != NULL, n_head, n_head_kv))
+        ckv_attention_decode_partial(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
+                                     scale, degree_bias, split, a.part_o, a.part_ml, st);
+    else if (head_dim == 64)
         attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
     else
         attention_partial<128><<<grid, BQ * TPQ, 0, st>>>(a);

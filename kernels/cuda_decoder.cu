@@ -593,7 +593,7 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
                                  cf->rope_type, cf->rms_eps};
     float *q = g->qkv + (size_t)sg->row * qkvd;
     const int32_t max_len = longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
-    const ckv_k_attention_split split = ckv_k_attention_plan(sg->n, H, hd, max_len, g->n_sm,
+    const ckv_k_attention_split split = ckv_k_attention_plan(sg->n, H, KV, hd, max_len, g->n_sm,
                                                              g->ws_floats);
     ckv_status s;
     if ((s = ckv_k_qkv_post(q, sg->n, &qp, &kv, g->stream, err)) ||
@@ -616,7 +616,7 @@ static ckv_status attend_batch(ckv_gpu *g, int32_t n, int l, bool degree_bias, c
     const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
                                  cf->rope_type, cf->rms_eps};
     const ckv_k_kv_layer *tab = g->seq_tab + (size_t)l * g->max_batch;
-    const ckv_k_attention_split split = ckv_k_attention_plan_seqs(n, H, hd, g->tab_capacity,
+    const ckv_k_attention_split split = ckv_k_attention_plan_seqs(n, H, KV, hd, g->tab_capacity,
                                                                   g->n_sm, g->ws_floats);
     ckv_status s;
     if ((s = ckv_k_qkv_post_seqs(g->qkv, n, &qp, tab, g->stream, err)) ||

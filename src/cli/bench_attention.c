@@ -37,11 +37,12 @@ static void help(FILE *fp)
 {
     fprintf(fp,
             "usage: ckv bench attention [--device cuda] [options]\n\n"
-            "Times the decoder's attention kernel (kernels/cuda_attention.cu) on random fp32\n"
-            "caches: decode steps (one query per sequence; a batch of B sequences is one\n"
-            "launch with the batch folded into the heads) and causal prefills, with and\n"
-            "without the degree bias, and the decoder's cuBLAS bf16 GEMM at a model's\n"
-            "projection shapes. Each kernel is first checked against its CPU twin; on a\n"
+            "Times the decoder's attention kernels (kernels/cuda_attention.cu; decode steps\n"
+            "take kernels/cuda_attention_decode.cu) on random fp32 caches: decode steps\n"
+            "(one query per sequence; a batch of B sequences is one launch with the batch\n"
+            "folded into the heads) and causal prefills, with and without the degree\n"
+            "bias, and the decoder's cuBLAS bf16 GEMM at a model's projection shapes.\n"
+            "Each kernel is first checked against its CPU twin; on a\n"
             "mismatch nothing is timed and the exit status is 1. Per shape: the median of\n"
             "R timed runs (CUDA events) after W warm-up runs, inputs rotated over copies\n"
             "so that runs read device memory, not L2; bytes read (keys, values, degrees\n"

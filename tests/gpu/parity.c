@@ -331,7 +331,7 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
     float *dacc = dup_dev(acc0, 4 * (size_t)KV * cap);
     size_t ws_f = ckv_k_attention_ws(n, 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
-    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, hd, max_len, 132, ws_f);
+    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f);
     if (forced_splits) {
         sp.splits = forced_splits;
         sp.split_len = (max_len + forced_splits - 1) / forced_splits;
@@ -357,6 +357,78 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
     free(acc), free(acc0), free(gacc);
 }
 
+/* A decode batch (ckv_k_attention_seqs): NS sequences of one query each,
+ * each over its own cache with its own list lengths (an empty history, a
+ * short one, one that fills the capacity); sequence 1 tracks no scores, so
+ * the score pass must skip it. */
+static void check_attention_seqs(int hd, bool bias)
+{
+    enum { NS = 3, KV = 2, H = 6 };
+    const int group = H / KV, cap = 2048;
+    const int32_t len0[NS][KV] = {{0, 5}, {1500, 130}, {777, cap - 1}};
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t cf = (size_t)KV * cap * hd, cl = (size_t)KV * cap, qf = (size_t)NS * H * hd;
+    float *q = xmalloc(4 * qf), *want = xmalloc(4 * qf), *got = xmalloc(4 * qf);
+    float *k = xmalloc(4 * cf), *v = xmalloc(4 * cf), *deg = xmalloc(4 * cl), *ld = xmalloc(4 * cl);
+    float *S = xmalloc(4 * (size_t)cap), *gacc = xmalloc(4 * cl), *acc[NS], *acc0[NS], *dacc[NS];
+    ckv_k_kv_layer tab[NS];
+    fill(q, qf, -1.5f, 1.5f);
+    for (int s = 0; s < NS; s++) {
+        fill(k, cf, -1.5f, 1.5f);
+        fill(v, cf, -1, 1);
+        for (size_t t = 0; t < cl; t++) {
+            deg[t] = (float)(1 + ckv_splitmix64(&rng) % 6);
+            ld[t] = logf(deg[t]);
+        }
+        acc0[s] = xmalloc(4 * cl);
+        acc[s] = xmalloc(4 * cl);
+        fill(acc0[s], cl, 0.5f, 2.0f);
+        memcpy(acc[s], acc0[s], 4 * cl);
+        for (int qh = 0; qh < H; qh++) {
+            const int h = qh / group;
+            const size_t o = (size_t)s * H * hd + (size_t)qh * hd;
+            ckv_attend(want + o, (size_t)H * hd, S, q + o, (size_t)H * hd, 1,
+                       k + (size_t)h * cap * hd, v + (size_t)h * cap * hd,
+                       bias ? ld + (size_t)h * cap : NULL, len0[s][h], len0[s][h] + 1, hd, scale,
+                       s == 1 ? NULL : acc[s] + (size_t)h * cap, 1);
+        }
+        dacc[s] = s == 1 ? NULL : dup_dev(acc0[s], 4 * cl);
+        tab[s] = (ckv_k_kv_layer){dup_dev(k, 4 * cf), dup_dev(v, 4 * cf), dup_dev(deg, 4 * cl),
+                                  dacc[s], dup_dev(len0[s], sizeof len0[s]), cap, NULL};
+    }
+    ckv_k_kv_layer *dtab = dup_dev(tab, sizeof tab);
+    float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
+    const size_t ws_f = ckv_k_attention_ws(NS, 64, H, hd);
+    float *dws = dev_poisoned(4 * ws_f);
+    const ckv_k_attention_split sp = ckv_k_attention_plan_seqs(NS, H, KV, hd, cap, 132, ws_f);
+    CHECK(ckv_k_attention_seqs(dout, NULL, dq, H * hd, NS, H, KV, hd, dtab, true, scale, bias, sp,
+                               dws, NULL, err));
+    CHECK(ckv_cuda_download(got, dout, 4 * qf, err));
+    char what[96];
+    snprintf(what, sizeof what, "attention batch of %d hd %d%s splits %d", NS, hd,
+             bias ? " +logdeg" : "", sp.splits);
+    report(what, rel_l2(got, want, qf), TOL_F32);
+    for (int s = 0; s < NS; s++) {
+        if (dacc[s]) {
+            CHECK(ckv_cuda_download(gacc, dacc[s], 4 * cl, err));
+            /* Only the mass added is compared (the starting values would dilute it). */
+            for (size_t t = 0; t < cl; t++) {
+                gacc[t] -= acc0[s][t];
+                acc[s][t] -= acc0[s][t];
+            }
+            snprintf(what, sizeof what, "  + accumulated attention, sequence %d", s);
+            report(what, rel_l2(gacc, acc[s], cl), TOL_F32);
+            ckv_cuda_free(dacc[s]);
+        }
+        ckv_cuda_free(tab[s].k), ckv_cuda_free(tab[s].v), ckv_cuda_free(tab[s].deg);
+        ckv_cuda_free((void *)tab[s].len0);
+        free(acc[s]), free(acc0[s]);
+    }
+    ckv_cuda_free(dtab), ckv_cuda_free(dq), ckv_cuda_free(dout), ckv_cuda_free(dws);
+    free(q), free(want), free(got), free(k), free(v), free(deg), free(ld), free(S);
+    free(gacc);
+}
+
 static void check_kernels(void)
 {
     check_embed();
@@ -375,6 +447,8 @@ static void check_kernels(void)
     check_attention(64, 77, b, false, 0);
     check_attention(128, 1, c, true, 0);
     check_attention(128, 40, b, true, 3);
+    check_attention_seqs(64, true);
+    check_attention_seqs(128, false);
 }
 
 /* ---- end to end ---------------------------------------------------------- */

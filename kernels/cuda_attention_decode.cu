@@ -1,0 +1,223 @@
+// Decode attention: one query per sequence, so a block takes one (sequence,
+// KV head, range of the list) and all `group` query heads of that KV head,
+// and the range's keys and values are read from global memory once. Teams
+// of HD / 8 lanes stream one entry each (8 dimensions per lane, float4
+// loads, a shuffle reduction for q.k), each team keeps an online softmax per
+// query head, and the teams merge by shuffles, then the 4 warps through
+// shared memory, into the partials layout that attention_merge and the score
+// pass of cuda_attention.cu read.
+#include <math.h>
+
+#include "cuda_attention_decode.h"
+
+namespace {
+
+constexpr int NW = 4;  // warps per block
+constexpr int NTH = NW * 32;
+constexpr int DPL = 8;  // dimensions per lane
+constexpr int MAX_GROUP = 8;
+
+struct DArgs {
+    const float *q;
+    int32_t q_stride, n, H, KV;
+    ckv_k_kv_layer c;
+    const ckv_k_kv_layer *seqs;
+    float scale;
+    bool bias;
+    int32_t split_len;
+    float *part_o, *part_ml;
+};
+
+// Folds the softmax state (m2, l2, o2) into (m, l, o); an empty state has
+// m = -inf, l = 0, o = 0 and changes nothing.
+__device__ __forceinline__ void fold(float &m, float &l, float (&o)[DPL], float m2, float l2,
+                                     const float (&o2)[DPL])
+{
+    const float M = fmaxf(m, m2);
+    if (M == -INFINITY)
+        return;
+    const float w1 = expf(m - M), w2 = expf(m2 - M);
+    l = l * w1 + l2 * w2;
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        o[k] = o[k] * w1 + o2[k] * w2;
+    m = M;
+}
+
+// MG: the group rounded up to 1, 2, 4 or 8 (register arrays); heads g >= G
+// of it are skipped.
+template <int HD, int MG>
+__global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
+{
+    constexpr int TL = HD / DPL;  // lanes per entry
+    constexpr int EPW = 32 / TL;  // entries per warp and step
+    __shared__ __align__(16) float sq[MG][HD];
+    __shared__ float so[NW][MG][HD];
+    __shared__ float sml[NW][MG][2];
+    const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
+    const int G = a.H / a.KV, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int team = lane / TL, d0 = lane % TL * DPL;
+    // By value: the address of a kernel parameter would copy it to local memory.
+    const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
+
+    for (int e = tid; e < MG * HD; e += NTH) {
+        const int g = e / HD, d = e % HD;
+        sq[g][d] = g < G ? a.q[(size_t)x * a.q_stride + (size_t)(h * G + g) * HD + d] * a.scale
+                         : 0.0f;
+    }
+    __syncthreads();
+
+    // The query sees its own new entry: len0 + 1 entries.
+    const int t_begin = split * a.split_len;
+    const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
+    const float *K = c.k + (size_t)h * c.capacity * HD;
+    const float *V = c.v + (size_t)h * c.capacity * HD;
+    const float *deg = c.deg + (size_t)h * c.capacity;
+
+    float m[MG], l[MG], o[MG][DPL];
+#pragma unroll
+    for (int g = 0; g < MG; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < DPL; k++)
+            o[g][k] = 0.0f;
+    }
+    // The loop bound is uniform over the warp (the shuffles need all lanes);
+    // a team past the range only takes part in them.
+    for (int base = t_begin + warp * EPW; base < t_end; base += NW * EPW) {
+        const int t = base + team;
+        const bool valid = t < t_end;
+        float kr[DPL], vr[DPL], ld = 0.0f;
+        if (valid) {
+            const float4 *kp = reinterpret_cast<const float4 *>(K + (size_t)t * HD + d0);
+            const float4 *vp = reinterpret_cast<const float4 *>(V + (size_t)t * HD + d0);
+            // __ldg: the cache pointers come from a struct, so a plain load
+            // would be a generic one; the lists are read-only in this kernel.
+            const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1), v0 = __ldg(vp), v1 = __ldg(vp + 1);
+            kr[0] = k0.x, kr[1] = k0.y, kr[2] = k0.z, kr[3] = k0.w;
+            kr[4] = k1.x, kr[5] = k1.y, kr[6] = k1.z, kr[7] = k1.w;
+            vr[0] = v0.x, vr[1] = v0.y, vr[2] = v0.z, vr[3] = v0.w;
+            vr[4] = v1.x, vr[5] = v1.y, vr[6] = v1.z, vr[7] = v1.w;
+            if (a.bias)
+                ld = logf(__ldg(deg + t));
+        } else {
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                kr[k] = vr[k] = 0.0f;
+        }
+#pragma unroll
+        for (int g = 0; g < MG; g++) {
+            if (g >= G)
+                break;
+            float dot = 0.0f;
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                dot += sq[g][d0 + k] * kr[k];
+#pragma unroll
+            for (int off = TL / 2; off > 0; off /= 2)
+                dot += __shfl_xor_sync(0xffffffffu, dot, off);
+            // The team's leader's sum, so that its lanes agree bit for bit.
+            dot = __shfl_sync(0xffffffffu, dot, team * TL);
+            const float s = valid ? dot + ld : -INFINITY;
+            if (s == -INFINITY)  // past the range, or degree 0 under the bias
+                continue;
+            const float mn = fmaxf(m[g], s), corr = expf(m[g] - mn), p = expf(s - mn);
+            l[g] = l[g] * corr + p;
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                o[g][k] = o[g][k] * corr + p * vr[k];
+            m[g] = mn;
+        }
+    }
+
+    // Teams of a warp: lane j folds in lane j ^ off, the same dimensions of
+    // another team.
+#pragma unroll
+    for (int off = TL; off < 32; off *= 2)
+#pragma unroll
+        for (int g = 0; g < MG; g++) {
+            if (g >= G)
+                break;
+            const float m2 = __shfl_xor_sync(0xffffffffu, m[g], off);
+            const float l2 = __shfl_xor_sync(0xffffffffu, l[g], off);
+            float o2[DPL];
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                o2[k] = __shfl_xor_sync(0xffffffffu, o[g][k], off);
+            fold(m[g], l[g], o[g], m2, l2, o2);
+        }
+    if (lane < TL)
+#pragma unroll
+        for (int g = 0; g < MG; g++) {
+            if (g >= G)
+                break;
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                so[warp][g][d0 + k] = o[g][k];
+            if (lane == 0) {
+                sml[warp][g][0] = m[g];
+                sml[warp][g][1] = l[g];
+            }
+        }
+    __syncthreads();
+
+    for (int e = tid; e < G * HD; e += NTH) {
+        const int g = e / HD, d = e % HD;
+        float M = -INFINITY;
+        for (int w = 0; w < NW; w++)
+            M = fmaxf(M, sml[w][g][0]);
+        float L = 0.0f, O = 0.0f;
+        for (int w = 0; w < NW; w++) {
+            const float mw = sml[w][g][0];
+            if (mw == -INFINITY)
+                continue;
+            const float wt = expf(mw - M);
+            L += wt * sml[w][g][1];
+            O += wt * so[w][g][d];
+        }
+        const size_t row = ((size_t)split * a.n + x) * a.H + (size_t)(h * G + g);
+        a.part_o[row * HD + d] = O;
+        if (d == 0) {
+            a.part_ml[row * 2] = M;
+            a.part_ml[row * 2 + 1] = L;
+        }
+    }
+}
+
+template <int HD>
+void launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
+{
+    const int G = a.H / a.KV;
+    if (G <= 1)
+        attention_decode<HD, 1><<<grid, NTH, 0, st>>>(a);
+    else if (G <= 2)
+        attention_decode<HD, 2><<<grid, NTH, 0, st>>>(a);
+    else if (G <= 4)
+        attention_decode<HD, 4><<<grid, NTH, 0, st>>>(a);
+    else
+        attention_decode<HD, MAX_GROUP><<<grid, NTH, 0, st>>>(a);
+}
+
+}  // namespace
+
+bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv)
+{
+    return (seqs || n == 1) && n_head_kv > 0 && n_head % n_head_kv == 0 &&
+           n_head / n_head_kv <= MAX_GROUP;
+}
+
+void ckv_attention_decode_partial(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
+                                  ckv_k_attention_split split, float *part_o, float *part_ml,
+                                  cudaStream_t stream)
+{
+    const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,
+                     seqs, scale,    bias, split.split_len, part_o,    part_ml};
+    const dim3 grid(n, n_head_kv, split.splits);
+    if (head_dim == 64)
+        launch_hd<64>(a, grid, stream);
+    else
+        launch_hd<128>(a, grid, stream);
+}
