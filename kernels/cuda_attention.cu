@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
     constexpr int PD = HD / TPQ;
     __shared__ float ks[BK][HD];
     __shared__ float ld[BK];
-    __shared__ float mass[BK];
+    __shared__ float mass[BQ * TPQ / 32][BK];  // per warp
     const int tid = threadIdx.x, part = tid % TPQ;
     const int qh = blockIdx.y, split = blockIdx.z;
     const int h = qh / (a.H / a.KV);
@@ -235,19 +235,29 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
     for (int t0 = t_begin; t0 < t_end; t0 += BK) {
         __syncthreads();
         load_tile<HD>(ks, NULL, ld, K, NULL, deg, a.bias, t0, t_end);
-        if (tid < BK)
-            mass[tid] = 0.0f;
         __syncthreads();
         float s[BK];
         tile_scores<HD>(s, q, ks, ld, part, t0, t_end, visible);
-        if (part == 0)
+        // Sum over the warp's 8 queries by shuffles (lanes 4 apart hold the
+        // same part of different queries), not shared atomics on one
+        // address, which serialise; lane j % 4 keeps entry j's sum.
 #pragma unroll
-            for (int j = 0; j < BK; j++)
-                if (s[j] != -INFINITY)
-                    atomicAdd(&mass[j], expf(s[j] - M) * invL);
+        for (int j = 0; j < BK; j++) {
+            float p = s[j] != -INFINITY ? expf(s[j] - M) * invL : 0.0f;
+#pragma unroll
+            for (int off = TPQ; off < 32; off *= 2)
+                p += __shfl_xor_sync(0xffffffffu, p, off);
+            if (tid % 32 == j % TPQ)
+                mass[tid / 32][j] = p;
+        }
         __syncthreads();
-        if (tid < BK && t0 + tid < t_end)
-            atomicAdd(&score[t0 + tid], mass[tid]);
+        if (tid < BK && t0 + tid < t_end) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < BQ * TPQ / 32; w++)
+                sum += mass[w][tid];
+            atomicAdd(&score[t0 + tid], sum);
+        }
     }
 }
 
