@@ -51,7 +51,7 @@ static void help(FILE *fp)
             "                    points whose caches do not fit in free GPU memory are skipped\n"
             "  --batches LIST    sequences per step (default 1,8)\n"
             "  --budgets LIST    fractions in (0, 1) for compressed caches, or 'none'\n"
-            "                    (default 0.25,0.5)\n"
+            "                    (default 0.25,0.5,0.75)\n"
             "  --warmup W        untimed steps per point (default 3)\n"
             "  --repeats R       timed steps per point (default 20)\n"
             "  --seed S          weights, cache and token seed (default 1)\n"
@@ -70,7 +70,7 @@ static int parse(int argc, char **argv, opts *o)
         {"out", required_argument, 0, 'o'},     {"batches", required_argument, 0, 'B'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
-    const char *ctx = "1024,4096,8192,32768,131072", *budgets = "0.25,0.5", *batches = "1,8";
+    const char *ctx = "1024,4096,8192,32768,131072", *budgets = "0.25,0.5,0.75", *batches = "1,8";
     *o = (opts){.out = "results/bench-decode.h5", .warmup = 3, .repeats = 20, .seed = 1};
     int c;
     optind = 1;
