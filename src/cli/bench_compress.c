@@ -74,12 +74,12 @@ static void help(FILE *fp)
             "N decode steps: a cache of B + N random entries back to B, median of R after a\n"
             "warm-up (as `ckv bench throughput`; the policy's `interval` set to N; CSM from\n"
             "the round its compression of T tokens reached, as a decode compression\n"
-            "continues the count). Share =\n"
-            "compression / (compression + N x step): the part of decode time spent\n"
-            "compressing. A policy that compresses only after prefill (SnapKV, decode=off)\n"
-            "has share 0. Needs a model shape: --shape, or a cache whose layers, KV heads,\n"
-            "query heads and head_dim are a known shape's. With --device cpu the decode\n"
-            "share is not measured (\"n/a (cpu)\") and --intervals is a usage error.\n\n"
+            "continues the count). Share = compression / (compression + N x step): the\n"
+            "part of decode time spent compressing. A policy that compresses only after\n"
+            "prefill (SnapKV with decode=off, its default; full) has share 0. Needs a model\n"
+            "shape: --shape, or a cache whose layers, KV heads, query heads and head_dim\n"
+            "are a known shape's. With --device cpu the decode share is not measured\n"
+            "(\"n/a (cpu)\") and --intervals is a usage error.\n\n"
             "Table on stdout, then the issue's targets (a CSM round >= 20x faster than\n"
             "K-Means at 32768 tokens; compression < 5%% of decode time at interval 64);\n"
             "HDF5 file with a /compress table (and /decode_share on the GPU) and the\n"
@@ -129,9 +129,18 @@ static int parse(int argc, char **argv, opts *o)
         switch (c) {
         case 'S': o->synthetic = true; break;
         case 'n': tokens = optarg; break;
-        case 'L': ok = cli_int("bench", "--layers", optarg, 1, 4096, &o->layers); custom = true; break;
-        case 'H': ok = cli_int("bench", "--kv-heads", optarg, 1, 4096, &o->heads); custom = true; break;
-        case 'D': ok = cli_int("bench", "--head-dim", optarg, 1, 65536, &o->dim); custom = true; break;
+        case 'L':
+            ok = cli_int("bench", "--layers", optarg, 1, 4096, &o->layers);
+            custom = true;
+            break;
+        case 'H':
+            ok = cli_int("bench", "--kv-heads", optarg, 1, 4096, &o->heads);
+            custom = true;
+            break;
+        case 'D':
+            ok = cli_int("bench", "--head-dim", optarg, 1, 65536, &o->dim);
+            custom = true;
+            break;
         case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
         case 'b': o->budget_s = optarg; break;
         case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 1000, &o->repeats); break;
@@ -615,7 +624,8 @@ static void print_targets(const compress_row *rows, size_t n, const share_row *s
                 *(strcmp(rows[j].measure, "call") ? &one : &call) = &rows[j];
         if (strcmp(k->status, "ok") || !one || !call) {
             printf("  CSM round vs K-Means (iters=%s), %s at 32768 tokens: not measured (%s)\n",
-                   KMEANS_ITERS, k->shape, strcmp(k->status, "ok") ? k->status : "no centroid rows");
+                   KMEANS_ITERS, k->shape,
+                   strcmp(k->status, "ok") ? k->status : "no centroid rows");
             continue;
         }
         printf("  CSM round vs K-Means (iters=%s), %s at 32768 tokens (target >= 20x):\n"

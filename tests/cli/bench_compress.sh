@@ -3,7 +3,7 @@
 # option is documented, bad lists and shapes are usage errors (2) naming the
 # option, --intervals without --device cuda is refused, and a tiny run over
 # two synthetic lengths prints a row per (tokens, policy) and writes them to
-# HDF5. CSM's one-round row is checked against policies.md by hand: at T
+# HDF5; without a GPU, --device cuda fails saying why. CSM's one-round row is checked against policies.md by hand: at T
 # tokens the middle is T - 4 - 64 slots in chunks of 32, each chunk of L >= 2
 # slots gives ceil(L / 2) candidates and round 0 merges ceil(0.5 x them):
 #   T = 256: middle 188 = 5 x 32 + 28 -> 80 + 14 = 94 candidates, 47 merges, budget 209
@@ -47,6 +47,13 @@ check "--policies unknown is a usage error" status_is 2 "${c[@]}" --tokens 256 -
 check "--device tpu is a usage error" status_is 2 "${c[@]}" --tokens 256 --device tpu
 check "a dump and --synthetic is a usage error" status_is 2 "${c[@]}" --tokens 256 kv.h5
 check "--tokens with a dump is a usage error" status_is 2 "$CKV" bench compress kv.h5 --tokens 256
+
+if ! "$CKV" devices >/dev/null 2>&1; then
+  check "--device cuda without a GPU fails" status_is 1 "${c[@]}" --tokens 256 --device cuda \
+    --out "$tmp/g.h5"
+  check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
+  check "  and writes no file" test ! -e "$tmp/g.h5"
+fi
 
 h5=$tmp/sub/compress.h5
 check "a CPU run over 256,512 tokens succeeds" status_is 0 "${c[@]}" --tokens 256,512 --budget 50% \
