@@ -61,12 +61,12 @@ static void help(FILE *fp)
             "the CPU column across policies.\n"
             "A synthetic cache has keys that drift like real ones (seeded random walk plus\n"
             "noise) and window queries near the newest keys, so caches longer than the\n"
-            "model's context can be timed; one per --tokens value. With --device cuda the\n"
-            "GPU policy kernels are timed instead: wall time of the call, which returns when\n"
-            "the GPU is done, after an untimed upload of the cache (and one untimed warm-up\n"
-            "run that takes the kernels' scratch); the ratios are then to centroid on the\n"
-            "GPU. Calls whose cache and scratch would not fit in free GPU memory are\n"
-            "skipped rows.\n\n"
+            "model's context can be timed; one per --tokens value, shortest first. With\n"
+            "--device cuda the GPU policy kernels are timed instead: wall time of the call,\n"
+            "which returns when the GPU is done, after an untimed upload of the cache (and\n"
+            "one untimed warm-up run that takes the kernels' scratch); the ratios are then\n"
+            "to centroid on the GPU. K-Means calls whose cache and scratch would not fit in\n"
+            "free GPU memory are skipped rows.\n\n"
             "Decode share (GPU only): per cache length T, one decode step (batch 1) of the\n"
             "model shape with random bf16 weights over a random cache of B entries (the\n"
             "budget) at position T, median of %d after %d warm-up steps, as `ckv bench\n"
@@ -104,6 +104,14 @@ static void help(FILE *fp)
             "  --out PATH        HDF5 file (default results/bench-compress.h5)\n"
             "  -h, --help        this help\n",
             STEP_REPEATS, STEP_WARMUP);
+}
+
+/* Lengths run shortest first: the GPU policy scratch, kept and grown for the
+ * largest cache so far, then grows once per length. */
+static int cmp_int32(const void *a, const void *b)
+{
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
 }
 
 static int parse(int argc, char **argv, opts *o)
@@ -185,6 +193,7 @@ static int parse(int argc, char **argv, opts *o)
     }
     if (tokens && !bench_int_list("--tokens", tokens, 2, 1 << 24, o->tokens, &o->n_tokens, MAXL))
         return CLI_USAGE;
+    qsort(o->tokens, (size_t)o->n_tokens, sizeof o->tokens[0], cmp_int32);
     if (!o->synthetic)
         o->n_tokens = 1;
     if (o->intervals_given && !o->gpu)
@@ -293,14 +302,14 @@ static ckv_status time_policy(const ckv_policy *p, const ckv_cache *src, int32_t
     return CKV_OK;
 }
 
-/* The budget at which one CSM call runs exactly one round, the cache's next
+/* Merges of CSM round `round` on lists of T entries over budget B
  * (policies.md, centroid steps 1-5): each chunk of L >= 2 middle slots gives
- * ceil(L / 2) candidates (a chunk of one slot has no destination), the round
- * merges m0 = min(ceil(r_j * candidates), T - B), so budget T - m0 stops the
- * call after it. */
-static int32_t csm_one_round_budget(const ckv_policy *p, const ckv_cache *c, int32_t budget)
+ * ceil(L / 2) candidates (a chunk of one slot has no destination), and the
+ * round merges min(ceil(r_round x candidates), T - B); 0 when there are no
+ * candidates. */
+static int64_t csm_merges(const ckv_policy *p, int64_t T, int64_t B, int64_t round)
 {
-    const int64_t T = c->capacity, C = ckv_policy_param(p, "chunk", 32);
+    const int64_t C = ckv_policy_param(p, "chunk", 32);
     const int64_t M = T - ckv_policy_param(p, "sinks", 4) - ckv_policy_param(p, "recent", 64);
     int64_t cand = 0;
     for (int64_t c0 = 0; c0 < M; c0 += C) {
@@ -308,11 +317,21 @@ static int32_t csm_one_round_budget(const ckv_policy *p, const ckv_cache *c, int
         if (L >= 2)
             cand += (L + 1) / 2;
     }
-    const int64_t rate = ckv_csm_rate(c->round, ckv_policy_param(p, "r_init", 500),
+    const int64_t rate = ckv_csm_rate(round, ckv_policy_param(p, "r_init", 500),
                                       ckv_policy_param(p, "r_step", 100),
                                       ckv_policy_param(p, "r_min", 100),
                                       (ckv_csm_schedule)ckv_policy_param(p, "schedule", 0));
-    return (int32_t)(T - ckv_csm_merges(rate, cand, T - budget));
+    return ckv_csm_merges(rate, cand, T - B);
+}
+
+/* Rounds one CSM call runs from round `round` on lists of T entries to
+ * budget B: rounds while T > B and candidates exist. */
+static int32_t csm_rounds(const ckv_policy *p, int64_t T, int64_t B, int64_t round)
+{
+    int32_t j = 0;
+    for (int64_t m; T > B && (m = csm_merges(p, T, B, round + j)) > 0; j++)
+        T -= m;
+    return j;
 }
 
 #if CKV_HAVE_CUDA
@@ -343,27 +362,31 @@ static ckv_status time_policy_gpu(const ckv_policy *p, const ckv_cache *src, int
     return st;
 }
 
-/* Why a GPU compression of the cache by p would not fit in free device
- * memory (an empty string when it fits): the cache, the policy scratch's
- * copy of it and about 90 bytes per slot (kernels/cuda.h), K-Means' 3 x 8
- * bytes per key element, SnapKV's 8 x group x W bytes per slot. An estimate:
- * scratch an earlier call took is counted again. */
-static void gpu_fit(const ckv_policy *p, const ckv_cache *c, int32_t n_head, char *why, size_t n)
+/* Key elements (lists x capacity x head_dim) of the largest cache the GPU
+ * policy kernels have seen in this process: their scratch is one per device,
+ * grown for the largest cache and kept (kernels/cuda.h), and K-Means takes
+ * 3 x 8 bytes per key element of it. */
+static double policy_rows_seen;
+
+/* Why K-Means on a GPU cache of `lists` lists of `capacity` entries would not
+ * fit in free device memory (an empty string when it fits, or for another
+ * policy): the cache and the scratch's copy of it, 90 bytes per slot, and
+ * K-Means' 24 bytes per key element of the largest cache seen (which may
+ * already be held: an estimate on the safe side). Notes the cache as seen. */
+static void kmeans_fit(const ckv_policy *p, double lists, double capacity, int32_t head_dim,
+                       char *why, size_t n)
 {
+    const double slots = lists * capacity, rows = slots * head_dim;
+    if (rows > policy_rows_seen)
+        policy_rows_seen = rows;
+    why[0] = 0;
     ckv_cuda_device d;
     ckv_error err = {0};
-    why[0] = 0;
-    if (ckv_cuda_device_query(0, &d, &err))
+    if (strcmp(p->ops->name, "kmeans") || ckv_cuda_device_query(0, &d, &err))
         return;
-    const double slots = (double)c->n_layer * c->n_head_kv * c->capacity;
-    const double cache = slots * (2.0 * c->head_dim + 2) * 4;
-    double need = 2 * cache + 90 * slots;
-    if (!strcmp(p->ops->name, "kmeans"))
-        need += 24 * slots * c->head_dim;
-    if (ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW)
-        need += 8.0 * (n_head / c->n_head_kv) * ckv_policy_param(p, "window", 0) * slots;
+    const double need = 2 * slots * (2.0 * head_dim + 2) * 4 + 90 * slots + 24 * policy_rows_seen;
     if (need + (512 << 20) > (double)d.mem_free)
-        snprintf(why, n, "skipped: needs about %.1f GiB of GPU memory, %.1f GiB free",
+        snprintf(why, n, "skipped: K-Means needs about %.1f GiB of GPU memory, %.1f GiB free",
                  need / (1 << 30), (double)d.mem_free / (1 << 30));
 }
 #endif
@@ -428,7 +451,9 @@ static ckv_status time_cache(const opts *o, const ckv_policy *pol, const ckv_kvd
                 snprintf(r->note, sizeof r->note, "skipped: %.150s", reason);
                 continue;
             }
-            r->budget = one ? csm_one_round_budget(p, &d->cache, (int32_t)B) : (int32_t)B;
+            /* The one-round call: budget T - (merges of the cache's next round). */
+            r->budget = one ? (int32_t)(r->tokens - csm_merges(p, r->tokens, B, d->cache.round))
+                            : (int32_t)B;
             if ((!qw.q && (ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW)) ||
                 (!d->cache.score && (ckv_policy_needs(p) & CKV_NEEDS_SCORE))) {
                 snprintf(r->note, sizeof r->note, "skipped: the dump lacks its statistics");
@@ -443,7 +468,8 @@ static ckv_status time_cache(const opts *o, const ckv_policy *pol, const ckv_kvd
                              p->ops->name);
                     continue;
                 }
-                gpu_fit(p, &d->cache, d->n_head, r->note, sizeof r->note);
+                kmeans_fit(p, (double)d->cache.n_layer * d->cache.n_head_kv, d->cache.capacity,
+                           d->cache.head_dim, r->note, sizeof r->note);
                 if (r->note[0]) {
                     fprintf(stderr, "ckv bench: %s at %d tokens %s\n", r->policy, r->tokens,
                             r->note);
@@ -467,6 +493,12 @@ static ckv_status time_cache(const opts *o, const ckv_policy *pol, const ckv_kvd
             r->wall_ms = wall * 1e3;
             r->cpu_ms = cpu * 1e3;
             r->ms = o->gpu ? r->wall_ms : r->cpu_ms;
+            /* Synthetic lists are all T long: their round count is policies.md's. */
+            if (csm && o->synthetic &&
+                r->rounds != csm_rounds(p, r->tokens, r->budget, d->cache.round))
+                fprintf(stderr, "ckv bench: warning: centroid ran %d rounds to %d entries; "
+                        "policies.md gives %d\n", r->rounds, r->budget,
+                        csm_rounds(p, r->tokens, r->budget, d->cache.round));
             if (csm && r->rounds > 0)
                 r->ms_per_round = r->ms / r->rounds;
             fprintf(stderr, "ckv bench: %s (%s) at %d tokens: %.3f ms\n", r->policy, r->measure,
@@ -487,11 +519,12 @@ static ckv_status time_cache(const opts *o, const ckv_policy *pol, const ckv_kvd
 #if CKV_HAVE_CUDA
 /* Decode-share rows of one cache length: one decode step per cache layout
  * (with or without scores), then each policy's decode-time compression at
- * every interval, CSM's from round `round` (where its prefill compression
- * of T tokens ended). */
+ * every interval. CSM starts where its compression of the T tokens (from
+ * the cache's round round0) to the budget ends: a decode compression
+ * continues the count. */
 static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *cfg,
                               const char *shape, ckv_gpu *g, float *logits, int32_t T,
-                              int32_t round, share_row *rows, size_t *n, ckv_error *err)
+                              int32_t round0, share_row *rows, size_t *n, ckv_error *err)
 {
     ckv_budget budget;
     ckv_budget_parse(o->budget_s, &budget, err);
@@ -544,6 +577,15 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
                         T, (long long)B, score ? " (scores)" : "", t.median_ms);
             }
             r->step_ms = step[score];
+            kmeans_fit(p, (double)cfg->n_layer * cfg->n_head_kv, (double)B + r->interval,
+                       cfg->head_dim, r->note, sizeof r->note);
+            if (r->note[0]) {
+                fprintf(stderr, "ckv bench: %s at %d tokens, interval %d %s\n", r->policy, T,
+                        r->interval, r->note);
+                continue;
+            }
+            snprintf(r->note, sizeof r->note, "ok");
+            const int32_t round = round0 + csm_rounds(p, T, B, round0);
             ckv_status st = bench_time_compress(cfg, p, r->budget, r->interval, T, frac,
                                                 round, (int32_t)o->repeats,
                                                 (uint64_t)o->seed + 1000 * (uint64_t)(*n),
@@ -562,6 +604,26 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
         }
     }
     return CKV_OK;
+}
+
+/* The decode-share rows of one cache, with a decoder of the shape made for
+ * them and freed after, so that the compressions timed next have its
+ * memory. */
+static ckv_status shares(const opts *o, ckv_policy *pol, const char *shape, const ckv_kvdump *d,
+                         share_row *rows, size_t *n, ckv_error *err)
+{
+    ckv_config cfg;
+    ckv_gpu *g = NULL;
+    ckv_status st = ckv_model_preset(shape, &cfg, err);
+    float *logits = malloc((size_t)cfg.n_vocab * sizeof *logits);
+    if (!st && !logits)
+        st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
+    if (!st && !(st = ckv_gpu_create_synthetic(&g, &cfg, 0, 1, (uint64_t)o->seed, err)))
+        st = time_shares(o, pol, &cfg, shape, g, logits, d->cache.capacity, d->cache.round, rows,
+                         n, err);
+    ckv_gpu_free(g);
+    free(logits);
+    return st;
 }
 #endif
 
@@ -662,19 +724,6 @@ static void print_targets(const compress_row *rows, size_t n, const share_row *s
                "--intervals)\n");
 }
 
-#if CKV_HAVE_CUDA
-/* The CSM round a sequence reaches by compressing T tokens to the budget:
- * the rounds of centroid's call at T (0 when it was not measured). */
-static int32_t csm_rounds(const compress_row *rows, size_t n, int32_t T)
-{
-    for (size_t i = 0; i < n; i++)
-        if (rows[i].tokens == T && !strcmp(rows[i].policy, "centroid") &&
-            !strcmp(rows[i].measure, "call") && !strcmp(rows[i].status, "ok"))
-            return rows[i].rounds;
-    return 0;
-}
-#endif
-
 /* The cache of --tokens value t, or the dump. */
 static ckv_status load_cache(const opts *o, int t, ckv_kvdump *d, ckv_error *err)
 {
@@ -704,10 +753,6 @@ static int run(int argc, char **argv, const opts *o)
     char date[32], device[256] = "cpu";
     const char *shape = NULL;
     bench_utc_now(date);
-#if CKV_HAVE_CUDA
-    ckv_gpu *g = NULL;
-    float *logits = NULL;
-#endif
     if (!rows || !sh || !cmdline) {
         fprintf(stderr, "ckv bench: out of memory\n");
         rc = CLI_FAIL;
@@ -746,21 +791,13 @@ static int run(int argc, char **argv, const opts *o)
                    d.cache.head_dim, o->synthetic ? "synthetic" : o->dump,
                    shape ? shape : "of no known model");
             fflush(stdout);
-            st = time_cache(o, pol, &d, shape, rows, &n, &err);
         }
 #if CKV_HAVE_CUDA
-        if (!st && o->gpu && shape) {
-            ckv_config cfg;
-            ckv_model_preset(shape, &cfg, &err);
-            if (!g && !(st = ckv_gpu_create_synthetic(&g, &cfg, 0, 1, (uint64_t)o->seed, &err)) &&
-                !(logits = malloc((size_t)cfg.n_vocab * sizeof *logits)))
-                st = ckv_errorf(&err, CKV_ERR_NOMEM, "bench: out of memory");
-            if (!st)
-                st = time_shares(o, pol, &cfg, shape, g, logits, d.cache.capacity,
-                                 d.cache.round + csm_rounds(rows, n, d.cache.capacity), sh,
-                                 &ns, &err);
-        }
+        if (!st && o->gpu && shape)
+            st = shares(o, pol, shape, &d, sh, &ns, &err);
 #endif
+        if (!st)
+            st = time_cache(o, pol, &d, shape, rows, &n, &err);
         ckv_kvdump_free(&d);
         if (st)
             rc = cli_fail("bench", &err);
@@ -790,10 +827,6 @@ static int run(int argc, char **argv, const opts *o)
     };
     rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables, o->gpu ? 2 : 1);
 done:
-#if CKV_HAVE_CUDA
-    ckv_gpu_free(g);
-    free(logits);
-#endif
     free(rows);
     free(sh);
     free(cmdline);

@@ -8,6 +8,10 @@
 # slots gives ceil(L / 2) candidates and round 0 merges ceil(0.5 x them):
 #   T = 256: middle 188 = 5 x 32 + 28 -> 80 + 14 = 94 candidates, 47 merges, budget 209
 #   T = 512: middle 444 = 13 x 32 + 28 -> 208 + 14 = 222 candidates, 111 merges, budget 401
+# and the whole call from 256 to 128 (50%) runs rounds at rates 0.5, 0.4, 0.3, 0.2, then 0.1:
+#   256 -47-> 209 -29-> 180 -17-> 163 -10-> 153 -5-> 148 -4-> 144 -4-> 140 -4-> 136 -4-> 132 -4-> 128
+#   (middles 188, 141 = 71 cand., 112 = 56, 95 = 48, 85 = 43, 80 = 40, 76, 72, 68, 64 = 38..32):
+#   10 rounds.
 # No timing is asserted.
 set -uo pipefail
 : "${CKV:?CKV must point at the ckv binary}"
@@ -56,7 +60,7 @@ if ! "$CKV" devices >/dev/null 2>&1; then
 fi
 
 h5=$tmp/sub/compress.h5
-check "a CPU run over 256,512 tokens succeeds" status_is 0 "${c[@]}" --tokens 256,512 --budget 50% \
+check "a CPU run over 512,256 tokens succeeds" status_is 0 "${c[@]}" --tokens 512,256 --budget 50% \
   --layers 2 --repeats 1 --out "$h5"
 cp "$tmp/out" "$tmp/run"
 for T in 256 512; do
@@ -65,10 +69,12 @@ for T in 256 512; do
   done
 done
 check "  K-Means at iters=10" grep -qE "^256 +kmeans +call +128 +iters=10 " "$tmp/run"
+check "  CSM call at 256: 10 rounds" grep -qE "^256 +centroid +call +128 +10 " "$tmp/run"
 check "  CSM one round at 256: budget 209, 1 round" grep -qE "^256 +centroid +one round +209 +1 " "$tmp/run"
 check "  CSM one round at 512: budget 401, 1 round" grep -qE "^512 +centroid +one round +401 +1 " "$tmp/run"
 check "  decode share n/a (cpu)" grep -q "decode share: n/a (cpu)" "$tmp/run"
 check "  a targets block" grep -q "^targets:" "$tmp/run"
+check "  no round-count warning" bash -c "! grep -q warning '$tmp/err'"
 check "  the HDF5 file (its folder made)" test -s "$h5"
 check "  HDF5 rows and attributes" python3 - "$h5" <<'EOF'
 import sys
@@ -87,6 +93,8 @@ with h5py.File(sys.argv[1], "r") as f:
         assert int(one["rounds"]) == 1 and int(one["budget"]) == {256: 209, 512: 401}[T]
         assert int(rows[(T, "centroid", "call")]["rounds"]) > 1
         assert s(rows[(T, "kmeans", "call")]["setting"]) == "iters=10"
+    assert int(rows[(256, "centroid", "call")]["rounds"]) == 10
+    assert [int(x) for x in r["tokens"]] == sorted(int(x) for x in r["tokens"])
     assert "decode_share" not in f
 EOF
 
