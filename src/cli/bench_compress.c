@@ -585,7 +585,8 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
                 continue;
             }
             snprintf(r->note, sizeof r->note, "ok");
-            const int32_t round = round0 + csm_rounds(p, T, B, round0);
+            const bool csm = !strcmp(p->ops->name, "centroid");
+            const int32_t round = csm ? round0 + csm_rounds(p, T, B, round0) : 0;
             ckv_status st = bench_time_compress(cfg, p, r->budget, r->interval, T, frac,
                                                 round, (int32_t)o->repeats,
                                                 (uint64_t)o->seed + 1000 * (uint64_t)(*n),
@@ -596,7 +597,7 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             }
             if (st)
                 return st;
-            if (strcmp(p->ops->name, "centroid"))
+            if (!csm)
                 r->rounds = 0;
             r->share = r->compress_ms / (r->compress_ms + r->interval * r->step_ms);
             fprintf(stderr, "ckv bench: %s at %d tokens, interval %d: %.3f ms (share %.2f%%)\n",
@@ -614,9 +615,9 @@ static ckv_status shares(const opts *o, ckv_policy *pol, const char *shape, cons
 {
     ckv_config cfg;
     ckv_gpu *g = NULL;
+    float *logits = NULL;
     ckv_status st = ckv_model_preset(shape, &cfg, err);
-    float *logits = malloc((size_t)cfg.n_vocab * sizeof *logits);
-    if (!st && !logits)
+    if (!st && !(logits = malloc((size_t)cfg.n_vocab * sizeof *logits)))
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
     if (!st && !(st = ckv_gpu_create_synthetic(&g, &cfg, 0, 1, (uint64_t)o->seed, err)))
         st = time_shares(o, pol, &cfg, shape, g, logits, d->cache.capacity, d->cache.round, rows,
@@ -714,6 +715,9 @@ static void print_targets(const compress_row *rows, size_t n, const share_row *s
         if (strncmp(r->status, "ok", 2))
             printf("  %-10s %7d tokens, interval 64: not measured (%s)\n", r->policy, r->tokens,
                    r->status);
+        else if (r->status[2])
+            printf("  %-10s %7d tokens, interval 64: no decode-time compression\n", r->policy,
+                   r->tokens);
         else
             printf("  %-10s %7d tokens, interval 64: compression %.2f%% of decode time (target "
                    "< 5%%): %s\n",
