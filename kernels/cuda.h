@@ -79,6 +79,10 @@ ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cache *src, int
 /* Longest list and total entries, from the host mirror of the lengths. */
 int32_t ckv_gpu_cache_max_len(const ckv_gpu_cache *c);
 int64_t ckv_gpu_cache_entries(const ckv_gpu_cache *c);
+/* The CSM round counter (policies.md: rounds run so far on this sequence),
+ * and setting it (a benchmark continuing a sequence's schedule). */
+int32_t ckv_gpu_cache_round(const ckv_gpu_cache *c);
+void ckv_gpu_cache_set_round(ckv_gpu_cache *c, int32_t round);
 /* Empties the cache (lengths 0, position 0, CSM round 0). */
 ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);
 /* Sets every list to `entries` random entries (keys and values uniform in

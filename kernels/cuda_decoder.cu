@@ -386,6 +386,16 @@ extern "C" int32_t ckv_gpu_cache_max_len(const ckv_gpu_cache *c)
     return longest(c->len_h, (size_t)c->n_layer * c->n_head_kv);
 }
 
+extern "C" int32_t ckv_gpu_cache_round(const ckv_gpu_cache *c)
+{
+    return c->round;
+}
+
+extern "C" void ckv_gpu_cache_set_round(ckv_gpu_cache *c, int32_t round)
+{
+    c->round = round;
+}
+
 extern "C" int64_t ckv_gpu_cache_entries(const ckv_gpu_cache *c)
 {
     int64_t total = 0;

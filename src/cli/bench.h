@@ -1,4 +1,4 @@
-/* `ckv bench` subcommands beyond compress, and what they share. */
+/* The `ckv bench` subcommands and what they share. */
 #ifndef CKV_CLI_BENCH_H
 #define CKV_CLI_BENCH_H
 
@@ -9,6 +9,7 @@
 #include "ckv_config.h"
 #include "h5_table.h"
 #include "model.h"
+#include "policy.h"
 #if CKV_HAVE_CUDA
 #include "cuda.h"
 #endif
@@ -19,6 +20,7 @@
 #define BENCH_COPY_BPS 4.19e12
 #define BENCH_MATMUL_FLOPS 750e12
 
+int bench_compress(int argc, char **argv);
 int bench_attention(int argc, char **argv);
 int bench_decode(int argc, char **argv);
 int bench_throughput(int argc, char **argv);
@@ -46,6 +48,11 @@ int bench_no_cuda(const char *what);
 /* Parses "a,b,c" of numbers in [lo, hi] as bench_int_list does. */
 bool bench_double_list(const char *opt, const char *s, double lo, double hi, double *out, int *n,
                        int max);
+/* Splits "a,b,c" of policy names in place (storage: a malloc'd copy of s,
+ * which names[] point into; free it) and checks every name; prints a usage
+ * error naming opt and returns false on bad input. */
+bool bench_policy_list(const char *opt, const char *s, char **storage, const char **names,
+                       int *n, int max);
 /* Device bytes of one sequence's cache of `entries` entries per (layer, KV
  * head) list as ckv_gpu_cache stores them: fp32 keys, values and degrees
  * (no scores). */
@@ -72,6 +79,21 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_
                             ckv_error *err);
 /* Degrees up to this, uniform from 1, average 1 / budget. */
 float bench_max_degree(double budget);
+/* The compression a policy runs every `interval` decode steps: one
+ * sequence's cache of shape cfg holding entries + interval random entries
+ * (ckv_gpu_cache_fill_random, degrees as bench_time_steps for budget) at
+ * position context + interval, compressed back to `entries` by
+ * ckv_gpu_policy_compress. One untimed warm-up call (it takes the policy
+ * scratch), then `runs` timed calls, each on a fresh fill; SnapKV gets
+ * random window queries in [-1, 1), H2O a cache with (zero) scores.
+ * *median_ms: the median wall time of the calls (they return when the GPU
+ * is done). Each call starts at CSM round `round` (the count the sequence
+ * reached: a decode compression continues it); *rounds (may be NULL): the
+ * CSM rounds of the last call. */
+ckv_status bench_time_compress(const ckv_config *cfg, const ckv_policy *p, int32_t entries,
+                               int32_t interval, int64_t context, double budget, int32_t round,
+                               int32_t runs, uint64_t seed, double *median_ms, int32_t *rounds,
+                               ckv_error *err);
 #endif
 
 #endif

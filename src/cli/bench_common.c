@@ -68,6 +68,35 @@ bool bench_double_list(const char *opt, const char *s, double lo, double hi, dou
     return ok;
 }
 
+bool bench_policy_list(const char *opt, const char *s, char **storage, const char **names,
+                       int *n, int max)
+{
+    *n = 0;
+    if (!(*storage = strdup(s))) {
+        cli_usage_error("bench", "out of memory");
+        return false;
+    }
+    for (char *save = NULL, *t = strtok_r(*storage, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        ckv_policy p;
+        ckv_error err = {0};
+        if (*n == max) {
+            cli_usage_error("bench", "%s: more than %d values", opt, max);
+            return false;
+        }
+        if (ckv_policy_init(&p, t, &err)) {
+            cli_usage_error("bench", "%s: %s", opt, err.msg);
+            return false;
+        }
+        names[(*n)++] = t;
+    }
+    if (!*n) {
+        cli_usage_error("bench", "%s: no values in '%s'", opt, s);
+        return false;
+    }
+    return true;
+}
+
 double bench_cache_bytes(const ckv_config *c, double entries)
 {
     return (double)c->n_layer * c->n_head_kv * entries * (2.0 * c->head_dim + 1) * 4.0;
@@ -146,6 +175,53 @@ double bench_median(double *t, int n)
 float bench_max_degree(double budget)
 {
     return budget < 1 ? (float)(2.0 / budget - 1.0) : 1.0f;
+}
+
+ckv_status bench_time_compress(const ckv_config *cfg, const ckv_policy *p, int32_t entries,
+                               int32_t interval, int64_t context, double budget, int32_t round,
+                               int32_t runs, uint64_t seed, double *median_ms, int32_t *rounds,
+                               ckv_error *err)
+{
+    const int32_t grown = entries + interval;
+    const int32_t W = (int32_t)ckv_policy_param(p, "window", 0);
+    float *q = NULL;
+    double *ms = malloc((size_t)runs * sizeof *ms);
+    ckv_gpu_cache *c = NULL;
+    if (!ms)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
+    if (ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW) {
+        const size_t nq = (size_t)cfg->n_layer * cfg->n_head * W * cfg->head_dim;
+        if (!(q = malloc(nq * sizeof *q))) {
+            free(ms);
+            return ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
+        }
+        uint64_t rng = seed;
+        for (size_t i = 0; i < nq; i++)
+            q[i] = (float)((double)(ckv_splitmix64(&rng) >> 11) * 0x1p-52 - 1.0);
+    }
+    const ckv_qwindow qw = {q, cfg->n_head, W};
+    ckv_status st = ckv_gpu_cache_create_shape(&c, cfg->n_layer, cfg->n_head_kv, cfg->head_dim,
+                                               grown, (ckv_policy_needs(p) & CKV_NEEDS_SCORE) != 0,
+                                               err);
+    for (int32_t i = -1; !st && i < runs; i++) {
+        if ((st = ckv_gpu_cache_fill_random(c, grown, context + interval, bench_max_degree(budget),
+                                            seed + 7 * (uint64_t)(i + 1), err)))
+            break;
+        ckv_gpu_cache_set_round(c, round);
+        const double t0 = ckv_now();
+        st = ckv_gpu_policy_compress(c, p, entries, q ? &qw : NULL, NULL, NULL, err);
+        if (i >= 0)
+            ms[i] = (ckv_now() - t0) * 1e3;
+    }
+    if (!st) {
+        *median_ms = bench_median(ms, runs);
+        if (rounds)
+            *rounds = ckv_gpu_cache_round(c) - round;
+    }
+    ckv_gpu_cache_free(c);
+    free(q);
+    free(ms);
+    return st;
 }
 
 ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_t entries,

@@ -16,9 +16,6 @@
 #include "opts.h"
 #include "policy.h"
 #include "util.h"
-#if CKV_HAVE_CUDA
-#include "splitmix.h"
-#endif
 
 enum { MAXL = 16 };
 
@@ -73,37 +70,17 @@ static void help(FILE *fp)
             "  -h, --help        this help\n");
 }
 
-/* Splits the policy list in place and checks every name (and that the
- * policy takes `interval`, or compresses only after prefill). */
+/* The policy list, without full (always measured). */
 static bool parse_policies(const char *s, opts *o)
 {
-    if (!(o->policy_list = strdup(s))) {
-        cli_usage_error("bench", "out of memory");
+    if (!bench_policy_list("--policies", s, &o->policy_list, o->policy, &o->n_policy, MAXL))
         return false;
-    }
-    for (char *save = NULL, *t = strtok_r(o->policy_list, ",", &save); t;
-         t = strtok_r(NULL, ",", &save)) {
-        ckv_policy p;
-        ckv_error err = {0};
-        if (o->n_policy == MAXL) {
-            cli_usage_error("bench", "--policies: more than %d values", MAXL);
-            return false;
-        }
-        if (!strcmp(t, "full")) {
+    for (int i = 0; i < o->n_policy; i++)
+        if (!strcmp(o->policy[i], "full")) {
             cli_usage_error("bench", "--policies: full is always measured; name compressing "
                             "policies");
             return false;
         }
-        if (ckv_policy_init(&p, t, &err)) {
-            cli_usage_error("bench", "--policies: %s", err.msg);
-            return false;
-        }
-        o->policy[o->n_policy++] = t;
-    }
-    if (!o->n_policy) {
-        cli_usage_error("bench", "--policies: no values in '%s'", s);
-        return false;
-    }
     return true;
 }
 
@@ -246,45 +223,6 @@ static void init_row(tp_row *r, const opts *o, const ckv_config *cfg, const ckv_
     if (r->seqs < 1 && !strcmp(r->status, "ok"))
         snprintf(r->note, sizeof r->note, "skipped: one sequence's cache (%.2f GiB) exceeds "
                  "the cap", r->seq_bytes / (1 << 30));
-}
-
-/* Median milliseconds of one compression of a cache of one sequence grown
- * by r->interval entries past the budget, back to r->entries. */
-static ckv_status time_compress(const ckv_config *cfg, const opts *o, const ckv_policy *p,
-                                tp_row *r, uint64_t seed, ckv_error *err)
-{
-    const int32_t grown = r->entries + r->interval, runs = o->repeats < 5 ? (int32_t)o->repeats : 5;
-    const int32_t W = (int32_t)ckv_policy_param(p, "window", 0);
-    float *q = NULL;
-    double ms[5];
-    ckv_gpu_cache *c = NULL;
-    ckv_status st = CKV_OK;
-    if (ckv_policy_needs(p) & CKV_NEEDS_Q_WINDOW) {
-        const size_t nq = (size_t)cfg->n_layer * cfg->n_head * W * cfg->head_dim;
-        if (!(q = malloc(nq * sizeof *q)))
-            return ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
-        uint64_t rng = seed;
-        for (size_t i = 0; i < nq; i++)
-            q[i] = (float)((double)(ckv_splitmix64(&rng) >> 11) * 0x1p-52 - 1.0);
-    }
-    const ckv_qwindow qw = {q, cfg->n_head, W};
-    st = ckv_gpu_cache_create_shape(&c, cfg->n_layer, cfg->n_head_kv, cfg->head_dim, grown,
-                                    tracks_score(p), err);
-    for (int32_t i = -1; !st && i < runs; i++) {
-        if ((st = ckv_gpu_cache_fill_random(c, grown, (int64_t)r->context + r->interval,
-                                            bench_max_degree(r->budget), seed + 7 * (uint64_t)(i + 1),
-                                            err)))
-            break;
-        const double t0 = ckv_now();
-        st = ckv_gpu_policy_compress(c, p, r->entries, q ? &qw : NULL, NULL, NULL, err);
-        if (i >= 0)
-            ms[i] = (ckv_now() - t0) * 1e3;
-    }
-    ckv_gpu_cache_free(c);
-    free(q);
-    if (!st)
-        r->compress_ms = bench_median(ms, runs);
-    return st;
 }
 
 static void print_rows(const tp_row *rows, size_t n, double cap_gib)
@@ -457,7 +395,12 @@ static int run(int argc, char **argv, const opts *o)
                          "parameters", r->policy);
                 continue;
             }
-            ckv_status st = p && r->interval ? time_compress(&cfg, o, p, r, seed, &err) : CKV_OK;
+            const int32_t runs = o->repeats < 5 ? (int32_t)o->repeats : 5;
+            ckv_status st = p && r->interval
+                                ? bench_time_compress(&cfg, p, r->entries, r->interval,
+                                                      r->context, r->budget, 0, runs, seed,
+                                                      &r->compress_ms, NULL, &err)
+                                : CKV_OK;
             if (st == CKV_ERR_UNSUPPORTED) {
                 snprintf(r->note, sizeof r->note, "skipped: %.140s", err.msg);
                 continue;
