@@ -400,6 +400,10 @@ extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
     memset(c->len_h, 0, lists * sizeof(int32_t));
     CKV_CUDA(cudaMemset(c->len_d, 0, lists * sizeof(int32_t)));
     CKV_CUDA(cudaMemset(c->pos_d, 0, sizeof(int64_t)));
+    // The memsets are queued on the legacy stream, which the decoder's
+    // non-blocking stream does not wait for: finish them before a reused
+    // cache is written again.
+    CKV_CUDA(cudaStreamSynchronize(0));
     c->n_pos = 0;
     c->round = 0;
     return CKV_OK;
