@@ -261,8 +261,8 @@ static ckv_status time_point(ckv_gpu *g, const ckv_config *cfg, const int32_t *i
                  need / (1 << 30), (double)d.mem_free / (1 << 30));
         return CKV_OK;
     }
-    double *pre = malloc((size_t)repeats * sizeof *pre), *dec = malloc((size_t)repeats * sizeof *dec),
-           *am = malloc((size_t)repeats * sizeof *am);
+    const size_t bytes = (size_t)repeats * sizeof(double);
+    double *pre = malloc(bytes), *dec = malloc(bytes), *am = malloc(bytes);
     if (!pre || !dec || !am)
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
     int32_t made = 0;
@@ -294,7 +294,7 @@ static ckv_status time_point(ckv_gpu *g, const ckv_config *cfg, const int32_t *i
             snprintf(r->note, sizeof r->note, "ok");
         }
     }
-    for (int32_t i = 0; i < made && i < r->batch; i++) {
+    for (int32_t i = 0; i < made; i++) {
         ckv_gpu_cache_free(b->c[i]);
         b->c[i] = NULL;
     }
@@ -431,10 +431,14 @@ static void print_targets(const opts *o, const gen_row *rows, size_t n)
                    r->ms_per_step, r->ms_per_step <= 1.0 ? "met" : "missed");
         for (size_t k = 0; k < sizeof issue_hf / sizeof issue_hf[0]; k++)
             if (!strcmp(r->shape, issue_hf[k].shape) && r->batch == 1 &&
-                r->context == issue_hf[k].context && !strcmp(r->status, "ok"))
+                r->context == issue_hf[k].context && !strcmp(r->status, "ok")) {
+                char hf[32] = "-";
+                if (!isnan(r->hf_ms_per_step))
+                    snprintf(hf, sizeof hf, "%.3f ms", r->hf_ms_per_step);
                 printf("  (the issue's transformers static-cache step at %dK, batch 1: %.2f ms; "
-                       "here: ours %.3f ms, transformers %.3f ms)\n",
-                       r->context / 1024, issue_hf[k].ms, r->ms_per_step, r->hf_ms_per_step);
+                       "here: ours %.3f ms, transformers %s)\n",
+                       r->context / 1024, issue_hf[k].ms, r->ms_per_step, hf);
+            }
     }
     if (!o->peer) {
         printf("  faster than transformers: not measured (--peer none)\n");
