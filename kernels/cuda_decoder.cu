@@ -52,9 +52,14 @@ static ckv_status dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err)
     void **p = static_cast<void **>(pp);
     *p = NULL;
     cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        // Reported here: cleared so that the next launch check does not
+        // report it again (a benchmark carries on after a cache that does
+        // not fit).
+        cudaGetLastError();
         return ckv_errorf(err, CKV_ERR_DEVICE, "cuda: cannot allocate %.1f MiB of device memory: %s",
                           (double)bytes / (1 << 20), cudaGetErrorString(e));
+    }
     *total += bytes;
     return CKV_OK;
 }
@@ -410,6 +415,10 @@ extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
     memset(c->len_h, 0, lists * sizeof(int32_t));
     CKV_CUDA(cudaMemset(c->len_d, 0, lists * sizeof(int32_t)));
     CKV_CUDA(cudaMemset(c->pos_d, 0, sizeof(int64_t)));
+    // The memsets are queued on the legacy stream, which the decoder's
+    // non-blocking stream does not wait for: finish them before a reused
+    // cache is written again.
+    CKV_CUDA(cudaStreamSynchronize(0));
     c->n_pos = 0;
     c->round = 0;
     return CKV_OK;

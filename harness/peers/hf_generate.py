@@ -7,8 +7,9 @@ from a LlamaConfig of a shape of src/model_presets.c with random weights, in
 bf16 with attn_implementation="sdpa", as `ckv bench decode --synthetic` does.
 Every (batch, prompt length) point runs the same call: greedy `generate` with
 an all-ones attention mask, cache_implementation="static" and exactly
---new-tokens new tokens (no EOS stop), on the same random prompt ids (row i
-of one seeded draw, whatever the batch). A logits processor notes the time
+--new-tokens new tokens (no EOS stop), on the same prompt ids (row i of one
+seeded draw, whatever the batch; or of --ids FILE, the prompts `ckv bench
+generate` times, one row of whitespace-separated ids per line). A logits processor notes the time
 (after a CUDA synchronise) when the first token's logits exist: prefill is
 the prompt tokens over that time, decode the new tokens after the first over
 the rest of the call. One untimed warm-up call per point first (the static
@@ -16,7 +17,7 @@ cache is made, and compiled where transformers compiles it), then medians of
 --repeats calls. Points that run out of GPU memory are reported, not fatal.
 
 Usage: hf_generate.py [--shape NAME] [--contexts LIST] [--batches LIST]
-                      [--json out.json] [--csv out.csv]
+                      [--ids FILE] [--json out.json] [--csv out.csv]
 --shape tiny --device cpu is a seconds-long check of the script itself.
 """
 import argparse
@@ -25,6 +26,7 @@ import time
 import warnings
 
 from peer_output import fmt, write
+from prompt_ids import read_ids
 
 # layers, hidden, heads, kv heads, head dim, ff, vocab, max positions, rope base, tied
 # embeddings: the values of src/model_presets.c (from each model's config.json);
@@ -63,6 +65,8 @@ def main():
                     help="auto: as transformers does for a static cache; off: never compile")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ids", help="prompt ids: row i of the file is sequence i's prompt "
+                    "(whitespace-separated ids, one row per line; default: a seeded draw)")
     ap.add_argument("--json")
     ap.add_argument("--csv")
     a = ap.parse_args()
@@ -70,6 +74,13 @@ def main():
         ap.error("--new-tokens must be >= 2 and --repeats >= 1")
     contexts = int_list(a.contexts or DEFAULT_CONTEXTS.get(a.shape, "1024"))
     batches = int_list(a.batches)
+    ids_rows = None
+    if a.ids:
+        try:
+            ids_rows = read_ids(a.ids, SHAPES[a.shape][6], max(batches), max(contexts))
+        except (OSError, ValueError) as e:  # the caller prints this line as the reason
+            print(f"--ids: {e}", file=sys.stderr)
+            return 2
     warnings.filterwarnings("ignore")
     try:
         import torch
@@ -104,9 +115,12 @@ def main():
                            min_new_tokens=a.new_tokens, cache_implementation="static",
                            eos_token_id=None, pad_token_id=0,
                            disable_compile=a.compile == "off")
-    # One draw of prompts, rows shared by every batch size.
-    g = torch.Generator().manual_seed(a.seed)
-    prompts = torch.randint(0, V, (max(batches), max(contexts)), generator=g)
+    # One draw of prompts (or the caller's), rows shared by every batch size.
+    if ids_rows is not None:
+        prompts = torch.tensor(ids_rows, dtype=torch.long)
+    else:
+        g = torch.Generator().manual_seed(a.seed)
+        prompts = torch.randint(0, V, (max(batches), max(contexts)), generator=g)
 
     class FirstLogits(LogitsProcessor):
         """Notes when the first token's logits exist (the prefill's end)."""
@@ -164,7 +178,7 @@ def main():
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     print(f"device: {name}; torch {torch.__version__}; transformers {transformers.__version__}; "
           f"{a.shape} with random bf16 weights, sdpa, static cache, {a.new_tokens} new tokens, "
-          f"median of {a.repeats}")
+          f"median of {a.repeats}; prompts {'of ' + a.ids if a.ids else 'drawn with the seed'}")
     print(f"{'batch':>5} {'context':>7} {'prefill ms':>11} {'prefill tok/s':>14} "
           f"{'decode ms':>10} {'ms/step':>8} {'decode tok/s':>13}")
     for r in rows:

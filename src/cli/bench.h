@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "ckv_config.h"
 #include "h5_table.h"
 #include "model.h"
@@ -23,6 +25,7 @@
 int bench_compress(int argc, char **argv);
 int bench_attention(int argc, char **argv);
 int bench_decode(int argc, char **argv);
+int bench_generate(int argc, char **argv);
 int bench_throughput(int argc, char **argv);
 
 /* Parses "a,b,c" of integers in [lo, hi] (at most max of them) into out;
@@ -57,6 +60,31 @@ bool bench_policy_list(const char *opt, const char *s, char **storage, const cha
  * head) list as ckv_gpu_cache stores them: fp32 keys, values and degrees
  * (no scores). */
 double bench_cache_bytes(const ckv_config *c, double entries);
+
+/* A peer script (PyTorch, transformers) run in the same call as our
+ * benchmark, after it, on the same GPU: its input and output files live in a
+ * temporary folder. */
+typedef struct {
+    char dir[32];
+    char info[256]; /* the peer's first line on stdout (device, versions); "" if none */
+} bench_peer;
+
+/* The peer's script: `given` when set, else `rel` (a path in the source
+ * tree) when readable from here, else `rel` under $CKV_SOURCE_ROOT. */
+const char *bench_peer_script(const char *given, const char *rel);
+/* Makes the peer's folder; false with a note ("NAME not run: why"). */
+bool bench_peer_open(bench_peer *p, const char *name, char *note, size_t note_size);
+/* `file` in the peer's folder, into buf. */
+void bench_peer_path(const bench_peer *p, const char *file, char *buf, size_t size);
+/* Runs `python script args --json DIR/peer.json` (stdout and stderr to files
+ * in the folder; args are the caller's, quoted by it) and returns the JSON
+ * array it wrote, note "" (the caller json_decref()s it). NULL when it did not
+ * run or wrote no array, with a note "NAME not run (exit N): " and the last
+ * line the peer wrote on stderr (it says why: python3, torch or a GPU missing). */
+json_t *bench_peer_run(bench_peer *p, const char *name, const char *python, const char *script,
+                       const char *args, char *note, size_t note_size);
+/* Removes the folder and the files in it. */
+void bench_peer_close(bench_peer *p);
 
 #if CKV_HAVE_CUDA
 /* Timings of decode steps over a batch of caches. */

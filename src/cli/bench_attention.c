@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "bench.h"
 #include "ckv_config.h"
@@ -321,22 +319,6 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
     return ok;
 }
 
-static const char *peer_script_path(const opts *o)
-{
-    static char buf[4096];
-    if (o->peer_script)
-        return o->peer_script;
-    const char *rel = "harness/peers/sdpa_attention.py";
-    if (access(rel, R_OK) == 0)
-        return rel;
-    const char *root = getenv("CKV_SOURCE_ROOT");
-    if (root) {
-        snprintf(buf, sizeof buf, "%s/%s", root, rel);
-        return buf;
-    }
-    return rel;
-}
-
 static bool same_shape(json_t *j, const attn_row *r)
 {
     const char *kind = json_string_value(json_object_get(j, "kind"));
@@ -350,20 +332,22 @@ static bool same_shape(json_t *j, const attn_row *r)
            json_integer_value(json_object_get(j, "bias")) == r->degree_bias;
 }
 
-/* Runs the SDPA peer in `dir` on the rows timed here and fills their sdpa
- * columns. Leaves a note for the table ("" when it ran); the backend
- * strings are owned by `keep` (freed by the caller). */
-static void peer_in(const char *dir, const opts *o, attn_row *rows, size_t n, char *note,
-                    size_t note_size, json_t **keep)
+/* Runs the SDPA peer on the rows timed here and fills their sdpa columns.
+ * Leaves a note for the table ("" when it ran); the backend strings are
+ * owned by `keep` (freed by the caller). */
+static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t note_size,
+                     json_t **keep)
 {
-    char csv[64], js[64], errf[64], outf[64];
-    snprintf(csv, sizeof csv, "%s/shapes.csv", dir);
-    snprintf(js, sizeof js, "%s/sdpa.json", dir);
-    snprintf(errf, sizeof errf, "%s/stderr", dir);
-    snprintf(outf, sizeof outf, "%s/stdout", dir);
+    bench_peer p;
+    *keep = NULL;
+    if (!bench_peer_open(&p, "sdpa", note, note_size))
+        return;
+    char csv[128], args[512];
+    bench_peer_path(&p, "shapes.csv", csv, sizeof csv);
     FILE *f = fopen(csv, "w");
     if (!f) {
         snprintf(note, note_size, "sdpa not run: cannot write %s", csv);
+        bench_peer_close(&p);
         return;
     }
     fprintf(f, "kind,batch,kv_heads,group,head_dim,context,queries,bias\n");
@@ -373,35 +357,14 @@ static void peer_in(const char *dir, const opts *o, attn_row *rows, size_t n, ch
                     rows[i].group, rows[i].head_dim, rows[i].context, rows[i].queries,
                     rows[i].degree_bias);
     fclose(f);
-    const char *script = peer_script_path(o);
-    if (strchr(script, '\'') || strchr(o->python, '\'')) {
-        snprintf(note, note_size, "sdpa not run: quote in the script or python path");
+    snprintf(args, sizeof args, "--shapes '%s' --warmup %lld --repeats %lld --seed %lld", csv,
+             o->warmup, o->repeats, o->seed);
+    json_t *root = bench_peer_run(
+        &p, "sdpa", o->python, bench_peer_script(o->peer_script, "harness/peers/sdpa_attention.py"),
+        args, note, note_size);
+    bench_peer_close(&p);
+    if (!root)
         return;
-    }
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "'%s' '%s' --shapes '%s' --json '%s' --warmup %lld --repeats %lld --seed %lld "
-             ">'%s' 2>'%s'",
-             o->python, script, csv, js, o->warmup, o->repeats, o->seed, outf, errf);
-    fprintf(stderr, "ckv bench: running the SDPA peer: %s %s\n", o->python, script);
-    int rc = system(cmd);
-    rc = rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
-    json_error_t je;
-    json_t *root = rc == 0 ? json_load_file(js, 0, &je) : NULL;
-    if (!root || !json_is_array(root)) {
-        /* The peer's last line of stderr says why (python3 or torch missing). */
-        char last[512] = "", line[512];
-        FILE *e = fopen(errf, "r");
-        while (e && fgets(line, sizeof line, e))
-            if (line[0] != '\n')
-                snprintf(last, sizeof last, "%s", line);
-        if (e)
-            fclose(e);
-        last[strcspn(last, "\n")] = '\0';
-        snprintf(note, note_size, "sdpa not run (exit %d): %s", rc, last[0] ? last : "no output");
-        json_decref(root);
-        return;
-    }
     size_t k;
     json_t *j;
     json_array_foreach(root, k, j)
@@ -422,26 +385,6 @@ static void peer_in(const char *dir, const opts *o, attn_row *rows, size_t n, ch
         }
     }
     *keep = root;
-    note[0] = '\0';
-}
-
-static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t note_size,
-                     json_t **keep)
-{
-    char dir[] = "/tmp/ckv-peer-XXXXXX";
-    *keep = NULL;
-    if (!mkdtemp(dir)) {
-        snprintf(note, note_size, "sdpa not run: cannot make a temporary folder");
-        return;
-    }
-    peer_in(dir, o, rows, n, note, note_size, keep);
-    static const char *const files[] = {"shapes.csv", "sdpa.json", "stderr", "stdout"};
-    char path[64];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        unlink(path);
-    }
-    rmdir(dir);
 }
 
 static void print_attention(const attn_row *rows, size_t n, bool peer, const char *peer_note)

@@ -1,13 +1,16 @@
 /* Helpers of the `ckv bench` subcommands (bench.h). */
 #include "bench.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "opts.h"
 #include "splitmix.h"
@@ -169,6 +172,113 @@ double bench_median(double *t, int n)
 {
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
     return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+const char *bench_peer_script(const char *given, const char *rel)
+{
+    static char buf[4096];
+    if (given)
+        return given;
+    if (access(rel, R_OK) == 0)
+        return rel;
+    const char *root = getenv("CKV_SOURCE_ROOT");
+    if (root) {
+        snprintf(buf, sizeof buf, "%s/%s", root, rel);
+        return buf;
+    }
+    return rel;
+}
+
+bool bench_peer_open(bench_peer *p, const char *name, char *note, size_t note_size)
+{
+    snprintf(p->dir, sizeof p->dir, "/tmp/ckv-peer-XXXXXX");
+    p->info[0] = '\0';
+    if (mkdtemp(p->dir))
+        return true;
+    p->dir[0] = '\0';
+    snprintf(note, note_size, "%s not run: cannot make a temporary folder", name);
+    return false;
+}
+
+void bench_peer_path(const bench_peer *p, const char *file, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s", p->dir, file);
+}
+
+/* The first (first) or last non-empty line of a file, without its newline;
+ * "" when there is none. */
+static void file_line(const char *path, bool first, char *out, size_t size)
+{
+    char line[512];
+    FILE *f = fopen(path, "r");
+    out[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        if (line[0] == '\n')
+            continue;
+        size_t k = strcspn(line, "\n");
+        k = k < size ? k : size - 1;
+        memcpy(out, line, k);
+        out[k] = '\0';
+        if (first)
+            break;
+    }
+    if (f)
+        fclose(f);
+}
+
+json_t *bench_peer_run(bench_peer *p, const char *name, const char *python, const char *script,
+                       const char *args, char *note, size_t note_size)
+{
+    char js[128], outf[128], errf[128];
+    bench_peer_path(p, "peer.json", js, sizeof js);
+    bench_peer_path(p, "stdout", outf, sizeof outf);
+    bench_peer_path(p, "stderr", errf, sizeof errf);
+    if (strchr(script, '\'') || strchr(python, '\'')) {
+        snprintf(note, note_size, "%s not run: quote in the script or python path", name);
+        return NULL;
+    }
+    const size_t len = strlen(python) + strlen(script) + strlen(args) + 3 * sizeof js + 32;
+    char *cmd = malloc(len);
+    if (!cmd) {
+        snprintf(note, note_size, "%s not run: out of memory", name);
+        return NULL;
+    }
+    snprintf(cmd, len, "'%s' '%s' %s --json '%s' >'%s' 2>'%s'", python, script, args, js, outf,
+             errf);
+    fprintf(stderr, "ckv bench: running the %s peer: %s %s %s\n", name, python, script, args);
+    int rc = system(cmd);
+    free(cmd);
+    rc = rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+    file_line(outf, true, p->info, sizeof p->info);
+    json_error_t je;
+    json_t *root = rc == 0 ? json_load_file(js, 0, &je) : NULL;
+    if (root && json_is_array(root)) {
+        note[0] = '\0';
+        return root;
+    }
+    json_decref(root);
+    char last[512];
+    file_line(errf, false, last, sizeof last);
+    snprintf(note, note_size, "%s not run (exit %d): %s", name, rc, last[0] ? last : "no output");
+    return NULL;
+}
+
+void bench_peer_close(bench_peer *p)
+{
+    if (!p->dir[0])
+        return;
+    DIR *d = opendir(p->dir);
+    struct dirent *e;
+    char path[512];
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", p->dir, e->d_name);
+            unlink(path);
+        }
+    if (d)
+        closedir(d);
+    rmdir(p->dir);
+    p->dir[0] = '\0';
 }
 
 #if CKV_HAVE_CUDA

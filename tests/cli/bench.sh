@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks `ckv bench attention`, `decode` and `throughput` where there is no usable GPU (CI): every option
+# Checks `ckv bench attention`, `decode`, `generate` and `throughput` where there is no usable GPU (CI): every option
 # is documented, bad values are usage errors (2) naming the option, and a valid
 # command fails (1) with a message that says why, writing no results file; the
 # SDPA peer exits 3 with the reason.
@@ -59,6 +59,39 @@ check "decode without a GPU fails" status_is 1 \
 check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 check "  and writes no file" test ! -e "$tmp/d.h5"
 
+"$CKV" bench generate --help >"$tmp/help"
+for opt in --shape --synthetic --device --contexts --batches --new-tokens --repeats --seed \
+           --peer --peer-script --python --out; do
+  check "generate --help documents $opt" grep -q -- "$opt" "$tmp/help"
+done
+check "bench --help lists generate" grep -q generate <<<"$("$CKV" bench --help)"
+gen=("$CKV" bench generate --shape smollm2-135m --synthetic)
+check "generate without --shape is a usage error" status_is 2 "$CKV" bench generate --synthetic
+check "generate without --synthetic is a usage error" status_is 2 \
+  "$CKV" bench generate --shape smollm2-135m
+check "  saying no model file is read" grep -q "synthetic" "$tmp/err"
+check "generate --shape unknown is a usage error" status_is 2 "$CKV" bench generate --shape x --synthetic
+check "  listing the known shapes" grep -q "llama3.1-8b" "$tmp/err"
+check "generate --new-tokens 1 is a usage error" status_is 2 "${gen[@]}" --new-tokens 1
+check "  naming the option" grep -q -- "--new-tokens" "$tmp/err"
+check "generate --repeats 0 is a usage error" status_is 2 "${gen[@]}" --repeats 0
+check "generate --batches 1,x is a usage error" status_is 2 "${gen[@]}" --batches 1,x
+check "  naming the option" grep -q -- "--batches" "$tmp/err"
+check "generate --contexts 0 is a usage error" status_is 2 "${gen[@]}" --contexts 0,1024
+check "generate --peer vllm is a usage error" status_is 2 "${gen[@]}" --peer vllm
+check "  naming hf and none" grep -q "hf or none" "$tmp/err"
+check "generate --peer hf on mistral-7b is a usage error" status_is 2 \
+  "$CKV" bench generate --shape mistral-7b --synthetic
+check "  saying --peer none" grep -q -- "--peer none" "$tmp/err"
+check "generate --device cpu is a usage error" status_is 2 "${gen[@]}" --device cpu
+check "  naming the GPU" grep -q "GPU only" "$tmp/err"
+check "generate with an extra argument is a usage error" status_is 2 "${gen[@]}" extra
+check "generate without a GPU fails" status_is 1 "${gen[@]}" --out "$tmp/g.h5"
+check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
+check "  and writes no file" test ! -e "$tmp/g.h5"
+check "generate --peer none without a GPU fails too" status_is 1 \
+  "$CKV" bench generate --shape mistral-7b --synthetic --peer none --out "$tmp/g.h5"
+
 "$CKV" bench throughput --help >"$tmp/help"
 for opt in --shape --device --contexts --kv-cap --budgets --policies --interval --max-batch \
            --warmup --repeats --seed --out; do
@@ -85,6 +118,16 @@ check "  and writes no file" test ! -e "$tmp/t.h5"
 peer=${CKV_SOURCE_ROOT:-.}/harness/peers/sdpa_attention.py
 check "the SDPA peer without a GPU exits 3" status_is 3 python3 "$peer" --json "$tmp/p.json"
 check "  saying why" grep -q -E "torch is not available|torch sees no CUDA device" "$tmp/err"
+
+hf=${CKV_SOURCE_ROOT:-.}/harness/peers/hf_generate.py
+printf '1 2 3\n4 x 6\n' >"$tmp/ids.txt"
+check "the transformers peer refuses a bad --ids file (before importing torch)" \
+  status_is 2 python3 "$hf" --shape tiny --contexts 2 --batches 1 --ids "$tmp/ids.txt"
+check "  naming the file, line and value" grep -q "ids.txt:2: 'x'" "$tmp/err"
+printf '1 2 3\n4 5 6\n' >"$tmp/ids.txt"
+check "the transformers peer refuses an --ids file shorter than the contexts" \
+  status_is 2 python3 "$hf" --shape tiny --contexts 2,4 --batches 1 --ids "$tmp/ids.txt"
+check "  saying how many ids are needed" grep -q "4 needed" "$tmp/err"
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all bench checks passed"
