@@ -13,8 +13,9 @@
 // 8 warps holds WARPS / splits row groups of R rows, and the `splits` warps
 // of a row group take interleaved chunks of the columns, so that small
 // matrices (out = 576) still fill the GPU; per-warp sums are reduced by
-// shuffles, then over the splits in shared memory in a fixed order (the
-// result does not depend on timing). A is staged in shared memory in tiles
+// shuffles (R x N values in about R x N shuffles, not 5 R x N), then over
+// the splits in shared memory in a fixed order (the result does not depend
+// on timing). A is staged in shared memory in tiles
 // of 2048 columns (n x 4 KB), read once per block from L2: for the fused
 // form this is where the SwiGLU of gu is computed, once per block rather
 // than once per warp. One template serves both forms; only the tile fill
@@ -110,6 +111,30 @@ __device__ __forceinline__ void accumulate(float (&acc)[R][N], const uint4 (&v)[
     }
 }
 
+// Sums M values (a power of two <= 32) over the warp's lanes in M - 1 +
+// (5 - log2 M) shuffles rather than 5 M: each step sends the half of its
+// values the partner lane keeps, so a lane's count halves. Afterwards v[0]
+// of lane l holds the total of value l >> (5 - log2 M).
+template <int M, int O>
+__device__ __forceinline__ void warp_sums(float (&v)[32], int lane)
+{
+    if constexpr (O > 0) {
+        if constexpr (M > 1) {
+            const bool upper = lane & O;
+#pragma unroll
+            for (int j = 0; j < M / 2; j++) {
+                const float send = upper ? v[j] : v[j + M / 2];
+                const float keep = upper ? v[j + M / 2] : v[j];
+                v[j] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+            }
+            warp_sums<M / 2, O / 2>(v, lane);
+        } else {
+            v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+            warp_sums<1, O / 2>(v, lane);
+        }
+    }
+}
+
 // Block b, warp w: row group b * (WARPS / splits) + w / splits (rows R
 // times that), column split w % splits, whose lanes take the tile's chunks
 // first = split * 32 + lane, then every stride = splits * 32.
@@ -153,17 +178,19 @@ __global__ void __launch_bounds__(THREADS, 2)
                     cur[u][r] = next[u][r];
         }
     }
+    // The R x N sums, N padded to a power of two NP, reduced over the lanes.
+    constexpr int NP = N == 1 ? 1 : N == 2 ? 2 : N <= 4 ? 4 : 8, M = R * NP;
+    constexpr int SHIFT = M == 4 ? 3 : M == 8 ? 2 : M == 16 ? 1 : 0;
+    float v[32];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int i = 0; i < N; i++) {
-            float v = acc[r][i];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0)
-                part[warp][r][i] = v;
-        }
+        for (int i = 0; i < NP; i++)
+            v[r * NP + i] = i < N ? acc[r][i] : 0.0f;
+    warp_sums<M, 16>(v, lane);
+    const int idx = lane >> SHIFT;
+    if ((lane & ((1 << SHIFT) - 1)) == 0 && idx % NP < N)
+        part[warp][idx / NP][idx % NP] = v[0];
     __syncthreads();
     for (int t = threadIdx.x; t < groups * R * N; t += THREADS) {
         const int g = t / (R * N), r = t / N % R, i = t % N;
