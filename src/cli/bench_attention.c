@@ -196,6 +196,8 @@ typedef struct {
     double median_us, min_us, max_us;
     int32_t runs, input_sets;
     double flops, tflops, pct_matmul, bytes, gbps, pct_copy;
+    ckv_gemm_path via; /* what path names (not a column) */
+    bool swiglu;
 } gemm_row;
 
 #define FG(n, t) {#n, offsetof(gemm_row, n), t}
@@ -499,9 +501,9 @@ static void print_attention(const attn_row *rows, size_t n, bool peer, const cha
  * cuBLAS path of the same input (plain or SwiGLU). */
 static const gemm_row *gemm_baseline(const gemm_row *g, size_t n, const gemm_row *r)
 {
-    const char *want = strcmp(r->path, "gemv-fused") ? "cublas" : "swiglu+cublas";
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(g[i].name, r->name) && g[i].rows == r->rows && !strcmp(g[i].path, want))
+        if (!strcmp(g[i].name, r->name) && g[i].rows == r->rows &&
+            g[i].via == CKV_GEMM_CUBLAS && g[i].swiglu == r->swiglu)
             return &g[i];
     return NULL;
 }
@@ -520,7 +522,7 @@ static void print_gemm(const gemm_row *g, size_t n, const char *shape)
         printf("%-8s %-13s %6d %6d %7d %10.1f %10.1f %10.1f %8.1f %5.1f %7.0f %6.1f", g[i].name,
                g[i].path, g[i].rows, g[i].in, g[i].out, g[i].median_us, g[i].min_us,
                g[i].max_us, g[i].tflops, g[i].pct_matmul, g[i].gbps, g[i].pct_copy);
-        if (base && !strncmp(g[i].path, "gemv", 4))
+        if (base && g[i].via == CKV_GEMM_GEMV)
             printf(" %9.2f", base->median_us / g[i].median_us);
         printf("\n");
     }
@@ -595,8 +597,8 @@ static size_t make_gemm(const opts *o, gemm_row *g)
         int32_t in, out;
     } m[5] = {{"qkv", E, qd + 2 * kvd}, {"o", qd, E}, {"gate_up", E, 2 * c.n_ff},
               {"down", c.n_ff, E}, {"lm_head", E, c.n_vocab}};
-    static const char *const paths[GEMM_PER_SHAPE] = {"cublas", "gemv", "swiglu+cublas",
-                                                        "gemv-fused"};
+    static const ckv_gemm_path via[GEMM_PER_SHAPE] = {CKV_GEMM_CUBLAS, CKV_GEMM_GEMV,
+                                                       CKV_GEMM_CUBLAS, CKV_GEMM_GEMV};
     size_t n = 0;
     for (int i = 0; i < 5; i++)
         for (int r = 0; r < o->n_rows; r++)
@@ -607,7 +609,9 @@ static size_t make_gemm(const opts *o, gemm_row *g)
                 gemm_row *x = &g[n++];
                 memset(x, 0, sizeof *x);
                 x->name = (char *)m[i].name;
-                x->path = (char *)paths[p];
+                x->via = via[p];
+                x->swiglu = swiglu;
+                x->path = (char *)gemm_path_name(via[p], swiglu);
                 x->rows = o->rows[r];
                 x->in = m[i].in;
                 x->out = m[i].out;
@@ -650,9 +654,7 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
     }
     for (size_t i = 0; i < n_gemm; i++) {
         ckv_bench_timing t;
-        const ckv_gemm_case c = {strncmp(g[i].path, "gemv", 4) ? CKV_GEMM_CUBLAS : CKV_GEMM_GEMV,
-                                 strcmp(g[i].path, "cublas") && strcmp(g[i].path, "gemv"),
-                                 g[i].rows, g[i].in, g[i].out};
+        const ckv_gemm_case c = {g[i].via, g[i].swiglu, g[i].rows, g[i].in, g[i].out};
         ckv_status st = ckv_bench_gemm(b, &c, (int32_t)o->warmup, (int32_t)o->repeats,
                                        (uint64_t)o->seed + 1000 + i, &t, err);
         if (st)
