@@ -15,11 +15,11 @@
 // matrices (out = 576) still fill the GPU; per-warp sums are reduced by
 // shuffles (R x N values in about R x N shuffles, not 5 R x N), then over
 // the splits in shared memory in a fixed order (the result does not depend
-// on timing). A is staged in shared memory in tiles
-// of 2048 columns (n x 4 KB), read once per block from L2: for the fused
-// form this is where the SwiGLU of gu is computed, once per block rather
-// than once per warp. One template serves both forms; only the tile fill
-// differs, so their outputs are bit-identical when the SwiGLU values are.
+// on timing). A is staged in shared memory in tiles of 2048 columns (n x 4
+// KB), read once per block from L2: for the fused form this is where the
+// SwiGLU of gu is computed, once per block rather than once per warp. One
+// template serves both forms; only the tile fill differs, so their outputs
+// are bit-identical when the SwiGLU values are.
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_gemv.h"
