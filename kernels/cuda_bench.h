@@ -56,8 +56,8 @@ ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape *s, int32_
  * of random fp32 gate|up rows [n][2 in], as for the down projection: the
  * GEMV computes it in its loads, cuBLAS runs ckv_k_swiglu first (timed
  * with it). The check compares with a double-precision product of the same
- * bf16 values (ckv_swiglu_bf16's with swiglu); the benchmark times it as
- * above. */
+ * bf16 values (with swiglu, those ckv_k_swiglu writes); the benchmark times
+ * it as above. */
 typedef struct {
     ckv_gemm_path path;
     bool swiglu;

@@ -324,9 +324,13 @@ static ckv_status gemm_run(cublasHandle_t blas, ckv_gemm_path path, float *got, 
 
 /* Y = X . W^T at n rows through the GEMV and cuBLAS against the twin
  * ckv_matmul_nt on the same bf16 values; the fused form (X the SwiGLU of
- * gu) against ckv_swiglu_bf16 then ckv_matmul_nt, and bit for bit against
- * ckv_k_swiglu followed by the plain GEMV (the same kernel and summation
- * order: identical, not merely close). One table row. */
+ * gu) bit for bit against ckv_k_swiglu followed by the plain GEMV (the same
+ * kernel and summation order: identical, not merely close) and against
+ * ckv_matmul_nt on ckv_k_swiglu's bf16 values. Those values must be within
+ * one bf16 step of the twin ckv_swiglu_bf16 (CUDA's expf and the C
+ * library's may differ in the last fp32 bit, which can move a rounding;
+ * one such step in an input of in = 72 moves the product by ~5e-4, so the
+ * product is not compared with the CPU's SwiGLU values). One table row. */
 static void check_gemv(cublasHandle_t blas, int n, int in, int out)
 {
     const size_t xn = (size_t)n * in, wn = (size_t)out * in, yn = (size_t)n * out;
@@ -338,11 +342,7 @@ static void check_gemv(cublasHandle_t blas, int n, int in, int out)
     const float a = 1.0f / sqrtf((float)in);
     ckv_bf16 *dw = bf16_random(wf, wn, -a, a), *dx = bf16_random(xf, xn, -1, 1);
     fill(gu, 2 * xn, -4, 4);
-    ckv_swiglu_bf16(a16, gu, n, in);
-    for (size_t i = 0; i < xn; i++)
-        af[i] = ckv_bf16_to_f32(a16[i]);
     ckv_matmul_nt(want, out, xf, in, wf, in, NULL, n, out, in, 1.0f, 1);
-    ckv_matmul_nt(wantf, out, af, in, wf, in, NULL, n, out, in, 1.0f, 1);
     float *dgu = dup_dev(gu, 8 * xn), *dy = dev_poisoned(4 * yn);
     ckv_bf16 *dhb = dev_poisoned(2 * xn);
     CHECK(gemm_run(blas, CKV_GEMM_GEMV, g1, dy, dx, NULL, NULL, dw, n, in, out, err));
@@ -350,13 +350,23 @@ static void check_gemv(cublasHandle_t blas, int n, int in, int out)
     CHECK(gemm_run(blas, CKV_GEMM_GEMV, g3, dy, NULL, dgu, NULL, dw, n, in, out, err));
     CHECK(ckv_k_swiglu(dhb, dgu, n, in, NULL, err));
     CHECK(gemm_run(blas, CKV_GEMM_GEMV, g4, dy, dhb, NULL, NULL, dw, n, in, out, err));
+    CHECK(ckv_cuda_download(a16, dhb, 2 * xn, err));
+    size_t far = 0; /* SwiGLU values more than one bf16 step from the twin */
+    ckv_bf16 *t16 = xmalloc(2 * xn);
+    ckv_swiglu_bf16(t16, gu, n, in);
+    for (size_t i = 0; i < xn; i++) {
+        af[i] = ckv_bf16_to_f32(a16[i]);
+        far += abs((int)a16[i] - (int)t16[i]) > 1;
+    }
+    free(t16);
+    ckv_matmul_nt(wantf, out, af, in, wf, in, NULL, n, out, in, 1.0f, 1);
     const double e1 = rel_l2(g1, want, yn), e2 = rel_l2(g2, want, yn), e3 = rel_l2(g3, wantf, yn);
     size_t differ = 0;
     for (size_t i = 0; i < yn; i++)
         differ += memcmp(&g3[i], &g4[i], sizeof(float)) != 0;
-    const bool ok = e1 <= TOL_F32 && e2 <= TOL_F32 && e3 <= TOL_F32 && differ == 0;
-    printf("%3d %6d %6d %10.2e %10.2e %10.2e %9zu  %s\n", n, in, out, e1, e2, e3, differ,
-           ok ? "ok" : "FAIL");
+    const bool ok = e1 <= TOL_F32 && e2 <= TOL_F32 && e3 <= TOL_F32 && differ == 0 && far == 0;
+    printf("%3d %6d %6d %10.2e %10.2e %10.2e %9zu %7zu  %s\n", n, in, out, e1, e2, e3, differ,
+           far, ok ? "ok" : "FAIL");
     failures += !ok;
     ckv_cuda_free(dw), ckv_cuda_free(dx), ckv_cuda_free(dgu), ckv_cuda_free(dy), ckv_cuda_free(dhb);
     free(xf), free(wf), free(gu), free(af), free(want), free(wantf), free(g1), free(g2), free(g3);
@@ -404,11 +414,11 @@ static void check_gemvs(void)
                                     {200, 576}, {72, 960}, {14336, 64}};
     static const int rows[] = {1, 3, 8};
     printf("\nGEMV against ckv_matmul_nt (rel L2, tol %.0e); fused: SwiGLU input computed in the "
-           "GEMV;\n\"differ\": fused outputs not bit-identical to ckv_k_swiglu + GEMV (must be "
-           "0)\n",
+           "GEMV;\n\"differ\": fused outputs not bit-identical to ckv_k_swiglu + GEMV; \"far\": "
+           "SwiGLU values\nmore than one bf16 step from ckv_swiglu_bf16 (both must be 0)\n",
            TOL_F32);
-    printf("%3s %6s %6s %10s %10s %10s %9s  %s\n", "n", "in", "out", "gemv", "cublas", "fused",
-           "differ", "status");
+    printf("%3s %6s %6s %10s %10s %10s %9s %7s  %s\n", "n", "in", "out", "gemv", "cublas", "fused",
+           "differ", "far", "status");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
             check_gemv(blas, rows[r], shapes[s][0], shapes[s][1]);
