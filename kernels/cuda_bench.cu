@@ -253,34 +253,49 @@ ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t s
 }
 
 struct GemmBufs {
-    ckv_bf16 *w = NULL, *x = NULL;
-    float *y = NULL;
+    ckv_bf16 *w = NULL, *x = NULL, *hb = NULL;
+    float *y = NULL, *gu = NULL;
     int sets = 1;
 };
 
 void gemm_free(GemmBufs *g)
 {
-    cudaFree(g->w);
-    cudaFree(g->x);
-    cudaFree(g->y);
+    void *ps[] = {g->w, g->x, g->hb, g->y, g->gu};
+    for (void *p : ps)
+        cudaFree(p);
 }
 
-// Weights uniform in +-1/sqrt(in), inputs in +-1: outputs of order 1.
-ckv_status gemm_alloc(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, int sets,
-                      uint64_t seed, GemmBufs *g, ckv_error *err)
+// Weights uniform in +-1/sqrt(in), inputs in +-1 (gate and up in +-4, whose
+// SwiGLU is of order 1): outputs of order 1.
+ckv_status gemm_alloc(ckv_bench_gpu *b, const ckv_gemm_case *c, int sets, uint64_t seed,
+                      GemmBufs *g, ckv_error *err)
 {
-    const size_t wn = (size_t)out * in;
-    const float a = 1.0f / sqrtf((float)in);
+    const size_t wn = (size_t)c->out * c->in, xn = (size_t)c->n * c->in;
+    const float a = 1.0f / sqrtf((float)c->in);
     g->sets = sets;
     ckv_status st;
     if ((st = dalloc(&g->w, sets * wn * sizeof(ckv_bf16), err)) ||
-        (st = dalloc(&g->x, (size_t)n * in * sizeof(ckv_bf16), err)) ||
-        (st = dalloc(&g->y, (size_t)n * out * sizeof(float), err)) ||
-        (st = ckv_k_fill_uniform_bf16(g->w, sets * wn, -a, a, seed, b->stream, err)) ||
-        (st = ckv_k_fill_uniform_bf16(g->x, (size_t)n * in, -1, 1, seed + 1, b->stream, err)))
+        (st = dalloc(&g->y, (size_t)c->n * c->out * sizeof(float), err)) ||
+        (st = ckv_k_fill_uniform_bf16(g->w, sets * wn, -a, a, seed, b->stream, err)))
         return st;
+    if (c->swiglu) {
+        if ((st = dalloc(&g->gu, 2 * xn * sizeof(float), err)) ||
+            (st = dalloc(&g->hb, xn * sizeof(ckv_bf16), err)) ||
+            (st = ckv_k_fill_uniform(g->gu, 2 * xn, -4, 4, seed + 1, b->stream, err)))
+            return st;
+    } else if ((st = dalloc(&g->x, xn * sizeof(ckv_bf16), err)) ||
+               (st = ckv_k_fill_uniform_bf16(g->x, xn, -1, 1, seed + 1, b->stream, err))) {
+        return st;
+    }
     CKV_CUDA(cudaStreamSynchronize(b->stream));
     return CKV_OK;
+}
+
+ckv_status gemm_launch(ckv_bench_gpu *b, const ckv_gemm_case *c, const GemmBufs *g, int set,
+                       ckv_error *err)
+{
+    return ckv_k_gemm_via(b->blas, c->path, g->y, g->x, g->gu, g->hb,
+                          g->w + (size_t)set * c->out * c->in, c->n, c->in, c->out, err);
 }
 
 float bf16_value(ckv_bf16 h)
@@ -291,12 +306,13 @@ float bf16_value(ckv_bf16 h)
     return f;
 }
 
-ckv_status gemm_check(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, uint64_t seed,
-                      GemmBufs *g, double *rel_err, ckv_error *err)
+ckv_status gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64_t seed, GemmBufs *g,
+                      double *rel_err, ckv_error *err)
 {
-    ckv_status st = gemm_alloc(b, n, in, out, 1, seed, g, err);
+    ckv_status st = gemm_alloc(b, c, 1, seed, g, err);
     if (st)
         return st;
+    const int32_t n = c->n, in = c->in, out = c->out;
     const size_t wn = (size_t)out * in, xn = (size_t)n * in, yn = (size_t)n * out;
     ckv_bf16 *w = static_cast<ckv_bf16 *>(malloc(wn * sizeof(ckv_bf16)));
     ckv_bf16 *x = static_cast<ckv_bf16 *>(malloc(xn * sizeof(ckv_bf16)));
@@ -308,22 +324,26 @@ ckv_status gemm_check(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, uint
     if (!st && (e = cudaMemsetAsync(g->y, 0xff, yn * sizeof(float), b->stream)) != cudaSuccess)
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check setup: %s", cudaGetErrorString(e));
     if (!st)
-        st = ckv_k_gemm(b->blas, g->y, g->x, g->w, n, in, out, err);
+        st = gemm_launch(b, c, g, 0, err);
+    // A SwiGLU input is compared as ckv_k_swiglu writes it (parity.c checks
+    // those values against the CPU's, and the fused GEMV bit for bit).
+    if (!st && c->swiglu)
+        st = ckv_k_swiglu(g->hb, g->gu, n, in, b->stream, err);
     if (!st && ((e = cudaStreamSynchronize(b->stream)) != cudaSuccess ||
                 (e = cudaMemcpy(y, g->y, yn * sizeof(float), cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
                 (e = cudaMemcpy(w, g->w, wn * sizeof(ckv_bf16), cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
-                (e = cudaMemcpy(x, g->x, xn * sizeof(ckv_bf16), cudaMemcpyDeviceToHost)) !=
-                    cudaSuccess))
+                (e = cudaMemcpy(x, c->swiglu ? g->hb : g->x, xn * sizeof(ckv_bf16),
+                                cudaMemcpyDeviceToHost)) != cudaSuccess))
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check run: %s", cudaGetErrorString(e));
     if (!st) {
         for (int32_t i = 0; i < n; i++)
             for (int32_t o = 0; o < out; o++) {
                 double acc = 0;
-                for (int32_t c = 0; c < in; c++)
-                    acc += (double)bf16_value(x[(size_t)i * in + c]) *
-                           bf16_value(w[(size_t)o * in + c]);
+                for (int32_t k = 0; k < in; k++)
+                    acc += (double)bf16_value(x[(size_t)i * in + k]) *
+                           bf16_value(w[(size_t)o * in + k]);
                 want[(size_t)i * out + o] = acc;
             }
         *rel_err = rel_l2(y, want, yn);
@@ -332,10 +352,11 @@ ckv_status gemm_check(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, uint
     return st;
 }
 
-ckv_status gemm_args(int32_t n, int32_t in, int32_t out, ckv_error *err)
+ckv_status gemm_args(const ckv_gemm_case *c, ckv_error *err)
 {
-    if (n < 1 || in < 1 || out < 1)
-        return ckv_errorf(err, CKV_ERR_ARG, "bench: GEMM %d x %d x %d is not valid", n, in, out);
+    if (c->n < 1 || c->in < 1 || c->out < 1)
+        return ckv_errorf(err, CKV_ERR_ARG, "bench: GEMM %d x %d x %d is not valid", c->n, c->in,
+                          c->out);
     return CKV_OK;
 }
 
@@ -420,32 +441,31 @@ extern "C" ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape
     return st;
 }
 
-extern "C" ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out,
+extern "C" ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c,
                                            uint64_t seed, double *rel_err, ckv_error *err)
 {
-    ckv_status st = gemm_args(n, in, out, err);
+    ckv_status st = gemm_args(c, err);
     if (st)
         return st;
     GemmBufs g;
-    st = gemm_check(b, n, in, out, seed, &g, rel_err, err);
+    st = gemm_check(b, c, seed, &g, rel_err, err);
     gemm_free(&g);
     return st;
 }
 
-extern "C" ckv_status ckv_bench_gemm(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out,
-                                     int32_t warmup, int32_t repeats, uint64_t seed,
-                                     ckv_bench_timing *t, ckv_error *err)
+extern "C" ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, int32_t warmup,
+                                     int32_t repeats, uint64_t seed, ckv_bench_timing *t,
+                                     ckv_error *err)
 {
-    ckv_status st = gemm_args(n, in, out, err);
+    ckv_status st = gemm_args(c, err);
     if (st)
         return st;
     GemmBufs g;
-    const size_t wn = (size_t)out * in;
-    st = gemm_alloc(b, n, in, out, input_sets(b, (double)wn * sizeof(ckv_bf16)), seed, &g, err);
+    const size_t wn = (size_t)c->out * c->in;
+    st = gemm_alloc(b, c, input_sets(b, (double)wn * sizeof(ckv_bf16)), seed, &g, err);
     if (!st)
-        st = time_runs(b, warmup, repeats, g.sets, t, err, [&](int32_t r) {
-            return ckv_k_gemm(b->blas, g.y, g.x, g.w + (size_t)(r % g.sets) * wn, n, in, out, err);
-        });
+        st = time_runs(b, warmup, repeats, g.sets, t, err,
+                       [&](int32_t r) { return gemm_launch(b, c, &g, r % g.sets, err); });
     gemm_free(&g);
     return st;
 }

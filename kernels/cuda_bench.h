@@ -1,6 +1,7 @@
 /* GPU micro-benchmarks behind `ckv bench attention` (docs/performance.md):
- * the decoder's attention kernel and its cuBLAS GEMM timed with CUDA events
- * on random device-made inputs, each after a check against its CPU twin.
+ * the decoder's attention kernel and its GEMMs (cuBLAS, the GEMV) timed with
+ * CUDA events on random device-made inputs, each after a check against its
+ * CPU twin.
  * Inputs rotate over enough copies that repeated runs read device memory,
  * not the L2 cache. */
 #ifndef CKV_KERNELS_CUDA_BENCH_H
@@ -9,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cuda_kernels.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -49,12 +51,22 @@ ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape *s, int32_
                                int32_t repeats, uint64_t seed, ckv_bench_timing *t,
                                ckv_error *err);
 
-/* The decoder's GEMM (ckv_k_gemm) of n rows through a [out][in] bf16 weight:
- * the check compares it with a double-precision product of the same bf16
- * values; the benchmark times it as above. */
-ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, uint64_t seed,
+/* The decoder's GEMM (ckv_k_gemm_via on `path`: cuBLAS or the GEMV) of n
+ * rows through a [out][in] bf16 weight. With swiglu its input is the SwiGLU
+ * of random fp32 gate|up rows [n][2 in], as for the down projection: the
+ * GEMV computes it in its loads, cuBLAS runs ckv_k_swiglu first (timed
+ * with it). The check compares with a double-precision product of the same
+ * bf16 values (with swiglu, those ckv_k_swiglu writes); the benchmark times
+ * it as above. */
+typedef struct {
+    ckv_gemm_path path;
+    bool swiglu;
+    int32_t n, in, out;
+} ckv_gemm_case;
+
+ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64_t seed,
                                 double *rel_err, ckv_error *err);
-ckv_status ckv_bench_gemm(ckv_bench_gpu *b, int32_t n, int32_t in, int32_t out, int32_t warmup,
+ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, int32_t warmup,
                           int32_t repeats, uint64_t seed, ckv_bench_timing *t, ckv_error *err);
 
 #ifdef __cplusplus

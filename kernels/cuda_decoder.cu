@@ -1,8 +1,10 @@
 // The GPU decoder: ckv_cpu's forward pass (src/cpu.c) with the projections
-// and the FFN as cuBLAS bf16 GEMMs (fp32 accumulation and output) and the
-// rest as the kernels of cuda_kernels.h. Per layer: residual add + RMSNorm
-// -> QKV GEMM -> bias, q/k norm, RoPE, cache append -> attention -> output
-// GEMM -> residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM.
+// and the FFN as bf16 GEMMs (fp32 accumulation and output; cuBLAS, or the
+// GEMV of cuda_gemv.cu for up to CKV_GEMV_MAX_ROWS rows) and the rest as the
+// kernels of cuda_kernels.h. Per layer: residual add + RMSNorm -> QKV GEMM
+// -> bias, q/k norm, RoPE, cache append -> attention -> output GEMM ->
+// residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU
+// inside the down GEMV when it runs).
 // All device memory is taken in ckv_gpu_create and ckv_gpu_cache_create;
 // a forward pass allocates nothing.
 #include <math.h>
@@ -683,8 +685,9 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
             (s = ckv_k_residual_rmsnorm(g->x, g->y, D->ffn_norm, g->xb, n, E, cf->rms_eps, st,
                                         err)) ||
             (s = gemm(g, g->gu, g->xb, D->wgu, n, E, 2 * F, err)) ||
-            (s = ckv_k_swiglu(g->hb, g->gu, n, F, st, err)) ||
-            (s = gemm(g, g->y, g->hb, D->wdown, n, F, E, err)))
+            /* SwiGLU then down: one GEMV computing its input for few rows. */
+            (s = ckv_k_gemm_via(g->blas, CKV_GEMM_AUTO, g->y, NULL, g->gu, g->hb, D->wdown, n,
+                                F, E, err)))
             return s;
     }
     // One copy of every row's queries, not one (synchronous, to pageable

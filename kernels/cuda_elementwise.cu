@@ -2,17 +2,11 @@
 // the Q/K/V epilogue (bias, q/k norm, RoPE, cache append) and SwiGLU. Each
 // mirrors a CPU function of src/decoder_ops.c; the arithmetic follows it
 // (RoPE angles in double, silu as g / (1 + exp(-g))).
-#include <cuda_bf16.h>
 #include <math.h>
 
+#include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
-
-static __device__ __forceinline__ ckv_bf16 to_bf16(float f)
-{
-    __nv_bfloat16 b = __float2bfloat16_rn(f);
-    return *reinterpret_cast<ckv_bf16 *>(&b);
-}
 
 // Sum over the block; every thread gets the result. blockDim.x <= 1024.
 static __device__ float block_sum(float v)
@@ -71,7 +65,7 @@ __global__ void residual_rmsnorm_kernel(float *x, const float *add, const float 
     float r = (float)(1.0 / sqrt((double)ss / E + eps));
     ckv_bf16 *o = out + (size_t)blockIdx.x * E;
     for (int j = threadIdx.x; j < E; j += blockDim.x)
-        o[j] = to_bf16(xr[j] * r * w[j]);
+        o[j] = ckv_to_bf16(xr[j] * r * w[j]);
 }
 
 extern "C" ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w,
@@ -173,7 +167,7 @@ __global__ void swiglu_kernel(ckv_bf16 *out, const float *gu, int32_t n, int32_t
         return;
     size_t i = idx / n_ff, j = idx % n_ff;
     float g = gu[i * 2 * n_ff + j], u = gu[i * 2 * n_ff + n_ff + j];
-    out[idx] = to_bf16(g / (1.0f + expf(-g)) * u);
+    out[idx] = ckv_swiglu_bf16(g, u);
 }
 
 extern "C" ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, int32_t n_ff,

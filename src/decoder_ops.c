@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "matmul.h"
+#include "quant.h"
 
 void ckv_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
@@ -38,10 +39,24 @@ void ckv_rope(float *v, int head_dim, const double *inv_freq, int64_t pos, ckv_r
     }
 }
 
+static float silu_mul(float g, float u)
+{
+    return g / (1.0f + expf(-g)) * u;
+}
+
 void ckv_swiglu(float *g, const float *u, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        g[i] = silu_mul(g[i], u[i]);
+}
+
+void ckv_swiglu_bf16(uint16_t *out, const float *gu, int32_t n, int32_t n_ff)
+{
+    for (int32_t i = 0; i < n; i++) {
+        const float *g = gu + (size_t)i * 2 * n_ff;
+        for (int32_t j = 0; j < n_ff; j++)
+            out[(size_t)i * n_ff + j] = ckv_f32_to_bf16(silu_mul(g[j], g[n_ff + j]));
+    }
 }
 
 /* Softmax of one score row in place; the row's first `visible` entries take

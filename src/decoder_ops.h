@@ -27,6 +27,11 @@ void ckv_rope(float *v, int head_dim, const double *inv_freq, int64_t pos, ckv_r
 /* g[i] = silu(g[i]) * u[i] for i < n. */
 void ckv_swiglu(float *g, const float *u, size_t n);
 
+/* out[i][j] = bf16(silu(gu[i][j]) * gu[i][n_ff + j]) for i < n, j < n_ff:
+ * the GPU's SwiGLU output with its rounding (twin of ckv_k_swiglu and of
+ * the fused input of ckv_k_gemm_via). */
+void ckv_swiglu_bf16(uint16_t *out, const float *gu, int32_t n, int32_t n_ff);
+
 /* Attention of n queries of one query head over one (layer, KV head) list of
  * len entries (keys and values at row stride head_dim). Query i sees the
  * first len0 + i + 1 entries (len0: the list length before these n queries'

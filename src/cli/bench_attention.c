@@ -39,7 +39,10 @@ static void help(FILE *fp)
             "take kernels/cuda_attention_decode.cu) on random fp32 caches: decode steps\n"
             "(one query per sequence; a batch of B sequences is one launch with the batch\n"
             "folded into the heads) and causal prefills, with and without the degree\n"
-            "bias, and the decoder's cuBLAS bf16 GEMM at a model's projection shapes.\n"
+            "bias, and the decoder's bf16 GEMMs at a model's projection shapes (cuBLAS,\n"
+            "and at the few rows the decoder gives it also the GEMV of kernels/cuda_gemv.cu,\n"
+            "the down projection's SwiGLU input computed inside it or by a launch before\n"
+            "cuBLAS).\n"
             "Each kernel is first checked against its CPU twin; on a\n"
             "mismatch nothing is timed and the exit status is 1. Per shape: the median of\n"
             "R timed runs (CUDA events) after W warm-up runs, inputs rotated over copies\n"
@@ -59,7 +62,8 @@ static void help(FILE *fp)
             "                      (default 1024,4096,16384)\n"
             "  --gemm-shape NAME   model whose projections the GEMMs take, or 'none'\n"
             "                      (default llama3.1-8b; also mistral-7b, smollm2-135m)\n"
-            "  --gemm-rows LIST    GEMM rows (tokens) (default 1,8,64,512,4096)\n"
+            "  --gemm-rows LIST    GEMM rows (tokens) (default 1,8,64,512,4096; the GEMV\n"
+            "                      and fused rows at those up to 8)\n"
             "  --max-gib X         skip shapes whose cache exceeds X GiB (default 32)\n"
             "  --warmup W          untimed runs per shape (default 5; prefill at most 2)\n"
             "  --repeats R         timed runs per shape (default 50; prefill at most 10)\n"
@@ -185,15 +189,18 @@ static const ckv_h5_field attn_fields[] = {
 
 typedef struct {
     char *name;  /* the projection: qkv, o, gate_up, down, lm_head */
+    char *path;  /* cublas, gemv; down only: swiglu+cublas, gemv-fused (SwiGLU input) */
     int32_t rows, in, out;
     double median_us, min_us, max_us;
     int32_t runs, input_sets;
     double flops, tflops, pct_matmul, bytes, gbps, pct_copy;
+    ckv_gemm_path via; /* what path names (not a column) */
+    bool swiglu;
 } gemm_row;
 
 #define FG(n, t) {#n, offsetof(gemm_row, n), t}
 static const ckv_h5_field gemm_fields[] = {
-    FG(name, CKV_H5_STR), FG(rows, CKV_H5_I32), FG(in, CKV_H5_I32), FG(out, CKV_H5_I32),
+    FG(name, CKV_H5_STR), FG(path, CKV_H5_STR), FG(rows, CKV_H5_I32), FG(in, CKV_H5_I32), FG(out, CKV_H5_I32),
     FG(median_us, CKV_H5_F64), FG(min_us, CKV_H5_F64), FG(max_us, CKV_H5_F64),
     FG(runs, CKV_H5_I32), FG(input_sets, CKV_H5_I32), FG(flops, CKV_H5_F64),
     FG(tflops, CKV_H5_F64), FG(pct_matmul, CKV_H5_F64), FG(bytes, CKV_H5_F64),
@@ -263,6 +270,13 @@ static ckv_attn_shape shape_of(const attn_row *r)
 }
 
 enum { MAX_CHECKS = 64 };
+
+static const char *gemm_path_name(ckv_gemm_path p, bool swiglu)
+{
+    if (p == CKV_GEMM_GEMV)
+        return swiglu ? "gemv-fused" : "gemv";
+    return swiglu ? "swiglu+cublas" : "cublas";
+}
 #define TOL_ATTN 1e-4 /* fp32 kernel against the fp32 twin: summation order only */
 #define TOL_GEMM 1e-4 /* fp32 accumulation of bf16 products against double */
 
@@ -303,17 +317,26 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
                  *log ? "; " : "", prefill ? "prefill" : "decode", s.head_dim, s.group,
                  s.degree_bias ? "on" : "off", e);
     }
-    if (o->gemm) {
+    /* Every GEMM path the table times, on small shapes (one GEMV width
+     * ending inside a warp's 256-column step). */
+    static const ckv_gemm_case gc[] = {
+        {CKV_GEMM_CUBLAS, false, 8, 4096, 512}, {CKV_GEMM_GEMV, false, 8, 4096, 512},
+        {CKV_GEMM_GEMV, false, 3, 200, 960},    {CKV_GEMM_CUBLAS, true, 8, 1536, 576},
+        {CKV_GEMM_GEMV, true, 8, 1536, 576},
+    };
+    for (size_t i = 0; o->gemm && i < sizeof gc / sizeof gc[0]; i++) {
         double e;
-        if (ckv_bench_gemm_check(b, 8, 4096, 512, (uint64_t)o->seed + 200, &e, err)) {
+        if (ckv_bench_gemm_check(b, &gc[i], (uint64_t)o->seed + 200 + i, &e, err)) {
             *fatal = true;
             return false;
         }
         const bool pass = e <= TOL_GEMM;
         ok &= pass;
-        printf("check gemm 8 x 4096 -> 512: rel L2 %.2e (tol %.0e) %s\n", e, TOL_GEMM,
-               pass ? "ok" : "MISMATCH");
-        snprintf(log + strlen(log), log_size - strlen(log), "; gemm: %.2e", e);
+        const char *path = gemm_path_name(gc[i].path, gc[i].swiglu);
+        printf("check gemm %-13s %d x %d -> %d: rel L2 %.2e (tol %.0e) %s\n", path, gc[i].n,
+               gc[i].in, gc[i].out, e, TOL_GEMM, pass ? "ok" : "MISMATCH");
+        snprintf(log + strlen(log), log_size - strlen(log), "; gemm %s %dx%d->%d: %.2e", path,
+                 gc[i].n, gc[i].in, gc[i].out, e);
     }
     fflush(stdout);
     return ok;
@@ -417,15 +440,35 @@ static void print_attention(const attn_row *rows, size_t n, bool peer, const cha
     }
 }
 
+/* The cuBLAS row a GEMV row is compared with: same matrix and rows, the
+ * cuBLAS path of the same input (plain or SwiGLU). */
+static const gemm_row *gemm_baseline(const gemm_row *g, size_t n, const gemm_row *r)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(g[i].name, r->name) && g[i].rows == r->rows &&
+            g[i].via == CKV_GEMM_CUBLAS && g[i].swiglu == r->swiglu)
+            return &g[i];
+    return NULL;
+}
+
 static void print_gemm(const gemm_row *g, size_t n, const char *shape)
 {
-    printf("\nGEMM (%s projections, bf16 x bf16 -> fp32, cuBLAS)\n", shape);
-    printf("%-8s %6s %6s %7s %10s %10s %10s %8s %5s %7s %6s\n", "matrix", "rows", "in", "out",
-           "median us", "min us", "max us", "TFLOP/s", "%mm", "GB/s", "%copy");
-    for (size_t i = 0; i < n; i++)
-        printf("%-8s %6d %6d %7d %10.1f %10.1f %10.1f %8.1f %5.1f %7.0f %6.1f\n", g[i].name,
-               g[i].rows, g[i].in, g[i].out, g[i].median_us, g[i].min_us, g[i].max_us,
-               g[i].tflops, g[i].pct_matmul, g[i].gbps, g[i].pct_copy);
+    printf("\nGEMM (%s projections, bf16 x bf16 -> fp32; cuBLAS and the GEMV of\n"
+           "kernels/cuda_gemv.cu; down with a SwiGLU input: swiglu+cublas is two launches,\n"
+           "gemv-fused one; \"vs cublas\": cuBLAS's time over this one)\n",
+           shape);
+    printf("%-8s %-13s %6s %6s %7s %10s %10s %10s %8s %5s %7s %6s %9s\n", "matrix", "path",
+           "rows", "in", "out", "median us", "min us", "max us", "TFLOP/s", "%mm", "GB/s",
+           "%copy", "vs cublas");
+    for (size_t i = 0; i < n; i++) {
+        const gemm_row *base = gemm_baseline(g, n, &g[i]);
+        printf("%-8s %-13s %6d %6d %7d %10.1f %10.1f %10.1f %8.1f %5.1f %7.0f %6.1f", g[i].name,
+               g[i].path, g[i].rows, g[i].in, g[i].out, g[i].median_us, g[i].min_us,
+               g[i].max_us, g[i].tflops, g[i].pct_matmul, g[i].gbps, g[i].pct_copy);
+        if (base && g[i].via == CKV_GEMM_GEMV)
+            printf(" %9.2f", base->median_us / g[i].median_us);
+        printf("\n");
+    }
 }
 
 /* The issue's attention targets, counted over the decode rows timed here:
@@ -480,7 +523,11 @@ static void fill_timing(double bytes, double flops, const ckv_bench_timing *t, d
     *pct_mm = 100.0 * flops / s / BENCH_MATMUL_FLOPS;
 }
 
-/* The GEMMs of one layer's projections and the output matrix. */
+/* The GEMMs of one layer's projections and the output matrix: cuBLAS at
+ * every row count, the GEMV too up to CKV_GEMV_MAX_ROWS rows, and for the
+ * down projection at those rows its SwiGLU input both ways. */
+enum { GEMM_PER_SHAPE = 4 };
+
 static size_t make_gemm(const opts *o, gemm_row *g)
 {
     ckv_config c;
@@ -493,19 +540,30 @@ static size_t make_gemm(const opts *o, gemm_row *g)
         int32_t in, out;
     } m[5] = {{"qkv", E, qd + 2 * kvd}, {"o", qd, E}, {"gate_up", E, 2 * c.n_ff},
               {"down", c.n_ff, E}, {"lm_head", E, c.n_vocab}};
+    static const ckv_gemm_path via[GEMM_PER_SHAPE] = {CKV_GEMM_CUBLAS, CKV_GEMM_GEMV,
+                                                       CKV_GEMM_CUBLAS, CKV_GEMM_GEMV};
     size_t n = 0;
     for (int i = 0; i < 5; i++)
-        for (int r = 0; r < o->n_rows; r++) {
-            gemm_row *x = &g[n++];
-            memset(x, 0, sizeof *x);
-            x->name = (char *)m[i].name;
-            x->rows = o->rows[r];
-            x->in = m[i].in;
-            x->out = m[i].out;
-            x->flops = 2.0 * x->rows * x->in * x->out;
-            /* bf16 weights and inputs read once, fp32 outputs written once */
-            x->bytes = 2.0 * x->in * x->out + 2.0 * x->rows * x->in + 4.0 * x->rows * x->out;
-        }
+        for (int r = 0; r < o->n_rows; r++)
+            for (int p = 0; p < GEMM_PER_SHAPE; p++) {
+                const bool few = o->rows[r] <= CKV_GEMV_MAX_ROWS, swiglu = p >= 2;
+                if ((p > 0 && !few) || (swiglu && strcmp(m[i].name, "down")))
+                    continue;
+                gemm_row *x = &g[n++];
+                memset(x, 0, sizeof *x);
+                x->name = (char *)m[i].name;
+                x->via = via[p];
+                x->swiglu = swiglu;
+                x->path = (char *)gemm_path_name(via[p], swiglu);
+                x->rows = o->rows[r];
+                x->in = m[i].in;
+                x->out = m[i].out;
+                x->flops = 2.0 * x->rows * x->in * x->out;
+                /* bf16 weights and inputs (fp32 gate and up for a SwiGLU
+                 * input) read once, fp32 outputs written once */
+                x->bytes = 2.0 * x->in * x->out + (swiglu ? 8.0 : 2.0) * x->rows * x->in +
+                           4.0 * x->rows * x->out;
+            }
     return n;
 }
 
@@ -539,8 +597,9 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
     }
     for (size_t i = 0; i < n_gemm; i++) {
         ckv_bench_timing t;
-        ckv_status st = ckv_bench_gemm(b, g[i].rows, g[i].in, g[i].out, (int32_t)o->warmup,
-                                       (int32_t)o->repeats, (uint64_t)o->seed + 1000 + i, &t, err);
+        const ckv_gemm_case c = {g[i].via, g[i].swiglu, g[i].rows, g[i].in, g[i].out};
+        ckv_status st = ckv_bench_gemm(b, &c, (int32_t)o->warmup, (int32_t)o->repeats,
+                                       (uint64_t)o->seed + 1000 + i, &t, err);
         if (st)
             return st;
         fill_timing(g[i].bytes, g[i].flops, &t, &g[i].median_us, &g[i].min_us, &g[i].max_us,
@@ -561,7 +620,7 @@ static int run(int argc, char **argv, const opts *o)
     }
     size_t n = 0;
     attn_row *rows = make_grid(o, &n);
-    gemm_row gemm[5 * MAXL];
+    gemm_row gemm[5 * MAXL * GEMM_PER_SHAPE];
     const size_t n_gemm = make_gemm(o, gemm);
     char *cmdline = bench_command_line(argc, argv);
     if (!rows || !cmdline) {

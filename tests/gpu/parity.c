@@ -13,12 +13,16 @@
 #include <string.h>
 #include <time.h>
 
+#include <cublas_v2.h>
+
 #include "cache.h"
 #include "cpu.h"
 #include "cuda.h"
 #include "cuda_kernels.h"
 #include "decoder_ops.h"
+#include "matmul.h"
 #include "model.h"
+#include "quant.h"
 #include "splitmix.h"
 
 #define GPU_TEST_NAME "parity"
@@ -290,6 +294,140 @@ static void check_swiglu(void)
     free(gu), free(g), free(u), free(got), free(g16);
 }
 
+/* ---- GEMV (kernels/cuda_gemv.cu) ---------------------------------------- */
+
+/* Device copy of bf16 values and their fp32 values on the host. */
+static ckv_bf16 *bf16_random(float *host_f32, size_t n, float lo, float hi)
+{
+    ckv_bf16 *h = xmalloc(2 * n);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = ckv_f32_to_bf16(uniform(lo, hi));
+        host_f32[i] = ckv_bf16_to_f32(h[i]);
+    }
+    ckv_bf16 *d = dup_dev(h, 2 * n);
+    free(h);
+    return d;
+}
+
+/* One product through ckv_k_gemm_via into a poisoned y, downloaded. */
+static ckv_status gemm_run(cublasHandle_t blas, ckv_gemm_path path, float *got, float *dy,
+                           const ckv_bf16 *dx, const float *dgu, ckv_bf16 *dhb,
+                           const ckv_bf16 *dw, int n, int in, int out, ckv_error *err)
+{
+    ckv_status st;
+    if ((st = ckv_cuda_poison(dy, sizeof(float) * n * out, err)) ||
+        (st = ckv_k_gemm_via(blas, path, dy, dx, dgu, dhb, dw, n, in, out, err)) ||
+        (st = ckv_cuda_sync(err)))
+        return st;
+    return ckv_cuda_download(got, dy, sizeof(float) * n * out, err);
+}
+
+/* Y = X . W^T at n rows through the GEMV and cuBLAS against the twin
+ * ckv_matmul_nt on the same bf16 values; the fused form (X the SwiGLU of
+ * gu) bit for bit against ckv_k_swiglu followed by the plain GEMV (the same
+ * kernel and summation order: identical, not merely close) and against
+ * ckv_matmul_nt on ckv_k_swiglu's bf16 values. Those values must be within
+ * one bf16 step of the twin ckv_swiglu_bf16 (CUDA's expf and the C
+ * library's may differ in the last fp32 bit, which can move a rounding;
+ * one such step in an input of in = 72 moves the product by ~5e-4, so the
+ * product is not compared with the CPU's SwiGLU values). One table row. */
+static void check_gemv(cublasHandle_t blas, int n, int in, int out)
+{
+    const size_t xn = (size_t)n * in, wn = (size_t)out * in, yn = (size_t)n * out;
+    float *xf = xmalloc(4 * xn), *wf = xmalloc(4 * wn), *gu = xmalloc(8 * xn),
+          *af = xmalloc(4 * xn), *want = xmalloc(4 * yn), *wantf = xmalloc(4 * yn),
+          *g1 = xmalloc(4 * yn), *g2 = xmalloc(4 * yn), *g3 = xmalloc(4 * yn),
+          *g4 = xmalloc(4 * yn);
+    ckv_bf16 *a16 = xmalloc(2 * xn);
+    const float a = 1.0f / sqrtf((float)in);
+    ckv_bf16 *dw = bf16_random(wf, wn, -a, a), *dx = bf16_random(xf, xn, -1, 1);
+    fill(gu, 2 * xn, -4, 4);
+    ckv_matmul_nt(want, out, xf, in, wf, in, NULL, n, out, in, 1.0f, 1);
+    float *dgu = dup_dev(gu, 8 * xn), *dy = dev_poisoned(4 * yn);
+    ckv_bf16 *dhb = dev_poisoned(2 * xn);
+    CHECK(gemm_run(blas, CKV_GEMM_GEMV, g1, dy, dx, NULL, NULL, dw, n, in, out, err));
+    CHECK(gemm_run(blas, CKV_GEMM_CUBLAS, g2, dy, dx, NULL, NULL, dw, n, in, out, err));
+    CHECK(gemm_run(blas, CKV_GEMM_GEMV, g3, dy, NULL, dgu, NULL, dw, n, in, out, err));
+    CHECK(ckv_k_swiglu(dhb, dgu, n, in, NULL, err));
+    CHECK(gemm_run(blas, CKV_GEMM_GEMV, g4, dy, dhb, NULL, NULL, dw, n, in, out, err));
+    CHECK(ckv_cuda_download(a16, dhb, 2 * xn, err));
+    size_t far = 0; /* SwiGLU values more than one bf16 step from the twin */
+    ckv_bf16 *t16 = xmalloc(2 * xn);
+    ckv_swiglu_bf16(t16, gu, n, in);
+    for (size_t i = 0; i < xn; i++) {
+        af[i] = ckv_bf16_to_f32(a16[i]);
+        far += abs((int)a16[i] - (int)t16[i]) > 1;
+    }
+    free(t16);
+    ckv_matmul_nt(wantf, out, af, in, wf, in, NULL, n, out, in, 1.0f, 1);
+    const double e1 = rel_l2(g1, want, yn), e2 = rel_l2(g2, want, yn), e3 = rel_l2(g3, wantf, yn);
+    size_t differ = 0;
+    for (size_t i = 0; i < yn; i++)
+        differ += memcmp(&g3[i], &g4[i], sizeof(float)) != 0;
+    const bool ok = e1 <= TOL_F32 && e2 <= TOL_F32 && e3 <= TOL_F32 && differ == 0 && far == 0;
+    printf("%3d %6d %6d %10.2e %10.2e %10.2e %9zu %7zu  %s\n", n, in, out, e1, e2, e3, differ,
+           far, ok ? "ok" : "FAIL");
+    failures += !ok;
+    ckv_cuda_free(dw), ckv_cuda_free(dx), ckv_cuda_free(dgu), ckv_cuda_free(dy), ckv_cuda_free(dhb);
+    free(xf), free(wf), free(gu), free(af), free(want), free(wantf), free(g1), free(g2), free(g3);
+    free(g4), free(a16);
+}
+
+/* Inputs the GEMV does not take (n above the bound, in not a multiple of
+ * 8, an input 8 bytes off 16-byte alignment): the GEMV path must refuse
+ * with CKV_ERR_UNSUPPORTED, and ckv_k_gemm (the automatic choice) must still
+ * give the right product through cuBLAS. */
+static void check_gemv_refusal(cublasHandle_t blas, int n, int in, int out, int offset)
+{
+    const size_t xn = (size_t)n * in + offset, wn = (size_t)out * in, yn = (size_t)n * out;
+    float *xf = xmalloc(4 * xn), *wf = xmalloc(4 * wn), *want = xmalloc(4 * yn),
+          *got = xmalloc(4 * yn);
+    const float a = 1.0f / sqrtf((float)in);
+    ckv_bf16 *dw = bf16_random(wf, wn, -a, a), *dx = bf16_random(xf, xn, -1, 1);
+    float *dy = dev_poisoned(4 * yn);
+    ckv_matmul_nt(want, out, xf + offset, in, wf, in, NULL, n, out, in, 1.0f, 1);
+    ckv_error e = {0};
+    const ckv_status st = ckv_k_gemm_via(blas, CKV_GEMM_GEMV, dy, dx + offset, NULL, NULL, dw, n,
+                                         in, out, &e);
+    CHECK(ckv_cuda_poison(dy, 4 * yn, err));
+    CHECK(ckv_k_gemm(blas, dy, dx + offset, dw, n, in, out, err));
+    CHECK(ckv_cuda_download(got, dy, 4 * yn, err));
+    char what[96];
+    snprintf(what, sizeof what, "gemv refuses %d x %d -> %d%s, gemm falls back", n, in, out,
+             offset ? " (misaligned x)" : "");
+    report(what, rel_l2(got, want, yn) + (st == CKV_ERR_UNSUPPORTED ? 0 : 1), TOL_F32);
+    ckv_cuda_free(dw), ckv_cuda_free(dx), ckv_cuda_free(dy);
+    free(xf), free(wf), free(want), free(got);
+}
+
+static void check_gemvs(void)
+{
+    cublasHandle_t blas;
+    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+        printf("gemv: cannot create a cuBLAS handle\n");
+        failures++;
+        return;
+    }
+    /* SmolLM2's qkv/o/down, the 8B qkv, and widths that end inside a warp's
+     * 256-column step or are a few chunks only. */
+    static const int shapes[][2] = {{576, 960}, {576, 576}, {1536, 576}, {4096, 6144},
+                                    {200, 576}, {72, 960}, {14336, 64}};
+    static const int rows[] = {1, 3, 8};
+    printf("\nGEMV against ckv_matmul_nt (rel L2, tol %.0e); fused: SwiGLU input computed in the "
+           "GEMV;\n\"differ\": fused outputs not bit-identical to ckv_k_swiglu + GEMV; \"far\": "
+           "SwiGLU values\nmore than one bf16 step from ckv_swiglu_bf16 (both must be 0)\n",
+           TOL_F32);
+    printf("%3s %6s %6s %10s %10s %10s %9s %7s  %s\n", "n", "in", "out", "gemv", "cublas", "fused",
+           "differ", "far", "status");
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+            check_gemv(blas, rows[r], shapes[s][0], shapes[s][1]);
+    check_gemv_refusal(blas, 9, 576, 960, 0);
+    check_gemv_refusal(blas, 3, 100, 576, 0);
+    check_gemv_refusal(blas, 2, 576, 960, 4);
+    cublasDestroy(blas);
+}
+
 /* Attention over lists of different lengths with random degrees, n queries
  * whose own entries are already in the lists; forced_splits 0 lets the
  * planner choose. The accumulated attention (H2O scores) is checked too,
@@ -449,6 +587,7 @@ static void check_kernels(void)
     check_attention(128, 40, b, true, 3);
     check_attention_seqs(64, true);
     check_attention_seqs(128, false);
+    check_gemvs();
 }
 
 /* ---- end to end ---------------------------------------------------------- */
