@@ -4,8 +4,9 @@
 // tiles of 32 entries and keeps an online softmax (running max m, sum l,
 // unnormalised output) per query; a second kernel merges the ranges. Causal
 // masking follows the cache: query i sees len0[h] + i + 1 entries. A decode
-// (one query per sequence) takes the partial pass of cuda_attention_decode.cu
-// instead, which reads each range once for all query heads of a KV head.
+// (one query per sequence) takes the partial and score passes of
+// cuda_attention_decode.cu instead, which read each range once for all query
+// heads of a KV head.
 #include <cuda_bf16.h>
 #include <math.h>
 
@@ -342,9 +343,10 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
               degree_bias, split.split_len, ws, part_ml,
               part_ml + (size_t)split.splits * n * n_head * 2};
     dim3 grid(seqs ? n : (n + BQ - 1) / BQ, n_head, split.splits);
-    if (ckv_attention_decode_fits(n, seqs != NULL, n_head, n_head_kv))
-        ckv_attention_decode_partial(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
-                                     scale, degree_bias, split, a.part_o, a.part_ml, st);
+    const bool decode = ckv_attention_decode_fits(n, seqs != NULL, n_head, n_head_kv);
+    if (decode)
+        ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs, scale,
+                             degree_bias, split, a.part_o, a.part_ml, NULL, st);
     else if (head_dim == 64)
         attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
     else
@@ -354,7 +356,10 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
                                                           n_head, head_dim, out32, out16, a.ml);
     CKV_CUDA_LAUNCHED();
     if (scores) {
-        if (head_dim == 64)
+        if (decode)
+            ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs, scale,
+                                 degree_bias, split, NULL, NULL, a.ml, st);
+        else if (head_dim == 64)
             attention_score<64><<<grid, BQ * TPQ, 0, st>>>(a);
         else
             attention_score<128><<<grid, BQ * TPQ, 0, st>>>(a);

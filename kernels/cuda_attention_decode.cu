@@ -4,8 +4,10 @@
 // of HD / 8 lanes stream one entry each (8 dimensions per lane, float4
 // loads, a shuffle reduction for q.k), each team keeps an online softmax per
 // query head, and the teams merge by shuffles, then the 4 warps through
-// shared memory, into the partials layout that attention_merge and the score
-// pass of cuda_attention.cu read.
+// shared memory, into the partials layout that attention_merge of
+// cuda_attention.cu reads. The same walk, after the merge, is the decode's
+// H2O score pass: each entry's attention mass over the group's heads, added
+// to its score by the one block that owns it (no atomics).
 #include <math.h>
 
 #include "cuda_attention_decode.h"
@@ -26,6 +28,7 @@ struct DArgs {
     bool bias;
     int32_t split_len;
     float *part_o, *part_ml;
+    const float *ml;  // [n][H][2] merged max and sum: the score pass reads them
 };
 
 // Folds the softmax state (m2, l2, o2) into (m, l, o); an empty state has
@@ -44,95 +47,18 @@ __device__ __forceinline__ void fold(float &m, float &l, float (&o)[DPL], float 
     m = M;
 }
 
-// MG: the group rounded up to 1, 2, 4 or 8 (register arrays); heads g >= G
-// of it are skipped.
+// The partial pass's end: the teams of each warp fold their softmax states
+// by shuffles, the 4 warps through shared memory, into the partials.
 template <int HD, int MG>
-__global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
+__device__ __forceinline__ void write_partials(const DArgs &a, float (&m)[MG], float (&l)[MG],
+                                               float (&o)[MG][DPL], int x, int h, int split,
+                                               int G)
 {
-    constexpr int TL = HD / DPL;  // lanes per entry
-    constexpr int EPW = 32 / TL;  // entries per warp and step
-    __shared__ __align__(16) float sq[MG][HD];
+    constexpr int TL = HD / DPL;
     __shared__ float so[NW][MG][HD];
     __shared__ float sml[NW][MG][2];
-    const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
-    const int G = a.H / a.KV, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int team = lane / TL, d0 = lane % TL * DPL;
-    // By value: the address of a kernel parameter would copy it to local memory.
-    const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
-
-    for (int e = tid; e < MG * HD; e += NTH) {
-        const int g = e / HD, d = e % HD;
-        sq[g][d] = g < G ? a.q[(size_t)x * a.q_stride + (size_t)(h * G + g) * HD + d] * a.scale
-                         : 0.0f;
-    }
-    __syncthreads();
-
-    // The query sees its own new entry: len0 + 1 entries.
-    const int t_begin = split * a.split_len;
-    const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
-    const float *K = c.k + (size_t)h * c.capacity * HD;
-    const float *V = c.v + (size_t)h * c.capacity * HD;
-    const float *deg = c.deg + (size_t)h * c.capacity;
-
-    float m[MG], l[MG], o[MG][DPL];
-#pragma unroll
-    for (int g = 0; g < MG; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-#pragma unroll
-        for (int k = 0; k < DPL; k++)
-            o[g][k] = 0.0f;
-    }
-    // The loop bound is uniform over the warp (the shuffles need all lanes);
-    // a team past the range only takes part in them.
-    for (int base = t_begin + warp * EPW; base < t_end; base += NW * EPW) {
-        const int t = base + team;
-        const bool valid = t < t_end;
-        float kr[DPL], vr[DPL], ld = 0.0f;
-        if (valid) {
-            const float4 *kp = reinterpret_cast<const float4 *>(K + (size_t)t * HD + d0);
-            const float4 *vp = reinterpret_cast<const float4 *>(V + (size_t)t * HD + d0);
-            // __ldg: the cache pointers come from a struct, so a plain load
-            // would be a generic one; the lists are read-only in this kernel.
-            const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1), v0 = __ldg(vp), v1 = __ldg(vp + 1);
-            kr[0] = k0.x, kr[1] = k0.y, kr[2] = k0.z, kr[3] = k0.w;
-            kr[4] = k1.x, kr[5] = k1.y, kr[6] = k1.z, kr[7] = k1.w;
-            vr[0] = v0.x, vr[1] = v0.y, vr[2] = v0.z, vr[3] = v0.w;
-            vr[4] = v1.x, vr[5] = v1.y, vr[6] = v1.z, vr[7] = v1.w;
-            if (a.bias)
-                ld = logf(__ldg(deg + t));
-        } else {
-#pragma unroll
-            for (int k = 0; k < DPL; k++)
-                kr[k] = vr[k] = 0.0f;
-        }
-#pragma unroll
-        for (int g = 0; g < MG; g++) {
-            if (g >= G)
-                break;
-            float dot = 0.0f;
-#pragma unroll
-            for (int k = 0; k < DPL; k++)
-                dot += sq[g][d0 + k] * kr[k];
-#pragma unroll
-            for (int off = TL / 2; off > 0; off /= 2)
-                dot += __shfl_xor_sync(0xffffffffu, dot, off);
-            // The team's leader's sum, so that its lanes agree bit for bit.
-            dot = __shfl_sync(0xffffffffu, dot, team * TL);
-            const float s = valid ? dot + ld : -INFINITY;
-            if (s == -INFINITY)  // past the range, or degree 0 under the bias
-                continue;
-            const float mn = fmaxf(m[g], s), corr = expf(m[g] - mn), p = expf(s - mn);
-            l[g] = l[g] * corr + p;
-#pragma unroll
-            for (int k = 0; k < DPL; k++)
-                o[g][k] = o[g][k] * corr + p * vr[k];
-            m[g] = mn;
-        }
-    }
-
-    // Teams of a warp: lane j folds in lane j ^ off, the same dimensions of
-    // another team.
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, d0 = lane % TL * DPL;
+    // Lane j folds in lane j ^ off: the same dimensions of another team.
 #pragma unroll
     for (int off = TL; off < 32; off *= 2)
 #pragma unroll
@@ -185,18 +111,122 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     }
 }
 
-template <int HD>
+// MG: the group rounded up to 1, 2, 4 or 8 (register arrays); heads g >= G
+// of it are skipped. SCORE: the score pass instead of the partial pass.
+template <int HD, int MG, bool SCORE>
+__global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
+{
+    constexpr int TL = HD / DPL;  // lanes per entry
+    constexpr int EPW = 32 / TL;  // entries per warp and step
+    __shared__ __align__(16) float sq[MG][HD];
+    const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
+    const int G = a.H / a.KV, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int team = lane / TL, d0 = lane % TL * DPL;
+    // By value: the address of a kernel parameter would copy it to local memory.
+    const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
+    if (SCORE && !c.score)  // a sequence of the batch that does not track scores
+        return;
+
+    for (int e = tid; e < MG * HD; e += NTH) {
+        const int g = e / HD, d = e % HD;
+        sq[g][d] = g < G ? a.q[(size_t)x * a.q_stride + (size_t)(h * G + g) * HD + d] * a.scale
+                         : 0.0f;
+    }
+    __syncthreads();
+
+    // The query sees its own new entry: len0 + 1 entries.
+    const int t_begin = split * a.split_len;
+    const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
+    const float *K = c.k + (size_t)h * c.capacity * HD;
+    const float *V = c.v + (size_t)h * c.capacity * HD;
+    const float *deg = c.deg + (size_t)h * c.capacity;
+
+    // Partial pass: the running max, sum and output per head. Score pass:
+    // the merged max and 1 / sum per head (m and l).
+    float m[MG], l[MG], o[MG][DPL];
+#pragma unroll
+    for (int g = 0; g < MG; g++) {
+        const size_t row = ((size_t)x * a.H + (size_t)(h * G + g)) * 2;
+        m[g] = SCORE && g < G ? a.ml[row] : -INFINITY;
+        l[g] = SCORE && g < G ? 1.0f / a.ml[row + 1] : 0.0f;
+#pragma unroll
+        for (int k = 0; k < DPL; k++)
+            o[g][k] = 0.0f;
+    }
+    // The loop bound is uniform over the warp (the shuffles need all lanes);
+    // a team past the range only takes part in them.
+    for (int base = t_begin + warp * EPW; base < t_end; base += NW * EPW) {
+        const int t = base + team;
+        const bool valid = t < t_end;
+        float kr[DPL], vr[DPL], ld = 0.0f;
+        if (valid) {
+            // __ldg: the cache pointers come from a struct, so a plain load
+            // would be a generic one; the lists are read-only in this kernel.
+            const float4 *kp = reinterpret_cast<const float4 *>(K + (size_t)t * HD + d0);
+            const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1);
+            kr[0] = k0.x, kr[1] = k0.y, kr[2] = k0.z, kr[3] = k0.w;
+            kr[4] = k1.x, kr[5] = k1.y, kr[6] = k1.z, kr[7] = k1.w;
+            if (!SCORE) {
+                const float4 *vp = reinterpret_cast<const float4 *>(V + (size_t)t * HD + d0);
+                const float4 v0 = __ldg(vp), v1 = __ldg(vp + 1);
+                vr[0] = v0.x, vr[1] = v0.y, vr[2] = v0.z, vr[3] = v0.w;
+                vr[4] = v1.x, vr[5] = v1.y, vr[6] = v1.z, vr[7] = v1.w;
+            }
+            if (a.bias)
+                ld = logf(__ldg(deg + t));
+        } else {
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                kr[k] = vr[k] = 0.0f;
+        }
+        float mass = 0.0f;  // the score pass's sum over the group's heads
+#pragma unroll
+        for (int g = 0; g < MG; g++) {
+            if (g >= G)
+                break;
+            float dot = 0.0f;
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                dot += sq[g][d0 + k] * kr[k];
+#pragma unroll
+            for (int off = TL / 2; off > 0; off /= 2)
+                dot += __shfl_xor_sync(0xffffffffu, dot, off);
+            // The team's leader's sum, so that its lanes agree bit for bit.
+            dot = __shfl_sync(0xffffffffu, dot, team * TL);
+            const float s = valid ? dot + ld : -INFINITY;
+            if (s == -INFINITY)  // past the range, or degree 0 under the bias
+                continue;
+            if (SCORE) {
+                mass += expf(s - m[g]) * l[g];
+                continue;
+            }
+            const float mn = fmaxf(m[g], s), corr = expf(m[g] - mn), p = expf(s - mn);
+            l[g] = l[g] * corr + p;
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                o[g][k] = o[g][k] * corr + p * vr[k];
+            m[g] = mn;
+        }
+        // One block walks each entry of this list: a plain add.
+        if (SCORE && valid && lane % TL == 0)
+            c.score[(size_t)h * c.capacity + t] += mass;
+    }
+    if constexpr (!SCORE)
+        write_partials<HD, MG>(a, m, l, o, x, h, split, G);
+}
+
+template <int HD, bool SCORE>
 void launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
 {
     const int G = a.H / a.KV;
     if (G <= 1)
-        attention_decode<HD, 1><<<grid, NTH, 0, st>>>(a);
+        attention_decode<HD, 1, SCORE><<<grid, NTH, 0, st>>>(a);
     else if (G <= 2)
-        attention_decode<HD, 2><<<grid, NTH, 0, st>>>(a);
+        attention_decode<HD, 2, SCORE><<<grid, NTH, 0, st>>>(a);
     else if (G <= 4)
-        attention_decode<HD, 4><<<grid, NTH, 0, st>>>(a);
+        attention_decode<HD, 4, SCORE><<<grid, NTH, 0, st>>>(a);
     else
-        attention_decode<HD, MAX_GROUP><<<grid, NTH, 0, st>>>(a);
+        attention_decode<HD, MAX_GROUP, SCORE><<<grid, NTH, 0, st>>>(a);
 }
 
 }  // namespace
@@ -207,17 +237,17 @@ bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_h
            n_head / n_head_kv <= MAX_GROUP;
 }
 
-void ckv_attention_decode_partial(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
-                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
-                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
-                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                  cudaStream_t stream)
+void ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                          int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                          const ckv_k_kv_layer *seqs, float scale, bool bias,
+                          ckv_k_attention_split split, float *part_o, float *part_ml,
+                          const float *ml, cudaStream_t stream)
 {
-    const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,
-                     seqs, scale,    bias, split.split_len, part_o,    part_ml};
+    const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
+                     scale, bias,    split.split_len, part_o, part_ml, ml};
     const dim3 grid(n, n_head_kv, split.splits);
     if (head_dim == 64)
-        launch_hd<64>(a, grid, stream);
+        ml ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);
     else
-        launch_hd<128>(a, grid, stream);
+        ml ? launch_hd<128, true>(a, grid, stream) : launch_hd<128, false>(a, grid, stream);
 }

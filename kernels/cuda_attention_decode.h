@@ -1,4 +1,4 @@
-// The decode form of the attention's partial pass (cuda_attention_decode.cu),
+// The decode form of the attention's partial and score passes
 // for cuda_attention.cu: one query per sequence, all query heads of a KV
 // head in one block, so each range of a list is read once.
 #ifndef CKV_KERNELS_CUDA_ATTENTION_DECODE_H
@@ -12,15 +12,18 @@
 // of sequences, or n = 1 over one cache) and GQA groups of at most 8.
 bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv);
 
-// Partial pass: per (row, query head, split) the unnormalised output, the
-// running max and the sum, in the layout attention_merge reads (part_o
-// [splits][n][H][HD], part_ml [splits][n][H][2]); an empty range gives
-// m = -inf, l = 0, o = 0. seqs (device) NULL: row 0 over the cache c. The
-// caller checks the launch (cudaGetLastError).
-void ckv_attention_decode_partial(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
-                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
-                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
-                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                  cudaStream_t stream);
+// Partial pass (ml NULL): per (row, query head, split) the unnormalised
+// output, the running max and the sum, in the layout attention_merge reads
+// (part_o [splits][n][H][HD], part_ml [splits][n][H][2]); an empty range
+// gives m = -inf, l = 0, o = 0. Score pass (ml the merged max and sum
+// [n][H][2]; part_o, part_ml unused): adds each entry's attention mass,
+// summed over the group's query heads, to the score of every cache that
+// tracks scores. seqs (device) NULL: row 0 over the cache c. The caller
+// checks the launch (cudaGetLastError).
+void ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                          int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                          const ckv_k_kv_layer *seqs, float scale, bool bias,
+                          ckv_k_attention_split split, float *part_o, float *part_ml,
+                          const float *ml, cudaStream_t stream);
 
 #endif

@@ -5,6 +5,18 @@
 #include "cuda_gemv.h"
 #include "cuda_kernels.h"
 
+// AUTO's choice, from the GEMV against cuBLAS on an H200 (docs/performance.md,
+// "GEMV"): one row always, but for a matrix far wider than long (SmolLM2's
+// output matrix, 576 -> 49152: 0.89x); 2-8 rows only on small matrices
+// (SmolLM2's projections, up to 3.5 MB: 1.0-1.44x), never on the 8B ones
+// (0.42-0.76x at 8 rows).
+static bool gemv_faster(int32_t n, int32_t in, int32_t out)
+{
+    if (n == 1)
+        return out <= 32 * (int64_t)in;
+    return (int64_t)in * out <= ((int64_t)1 << 21);
+}
+
 extern "C" ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y, const ckv_bf16 *x,
                                      const float *gu, ckv_bf16 *hb, const ckv_bf16 *w, int32_t n,
                                      int32_t in, int32_t out, ckv_error *err)
@@ -16,7 +28,8 @@ extern "C" ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y, c
     cudaStream_t stream;
     CKV_CUBLAS(cublasGetStream(h, &stream));
     if (path == CKV_GEMM_GEMV ||
-        (path == CKV_GEMM_AUTO && ckv_gemv_fits(n, in, out, x ? (const void *)x : gu, w)))
+        (path == CKV_GEMM_AUTO && gemv_faster(n, in, out) &&
+         ckv_gemv_fits(n, in, out, x ? (const void *)x : gu, w)))
         return ckv_gemv(y, x, gu, w, n, in, out, stream, err);
     if (gu) {
         if (!hb)

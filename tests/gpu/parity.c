@@ -324,8 +324,10 @@ static ckv_status gemm_run(cublasHandle_t blas, ckv_gemm_path path, float *got, 
 
 /* Y = X . W^T at n rows through the GEMV and cuBLAS against the twin
  * ckv_matmul_nt on the same bf16 values; the fused form (X the SwiGLU of
- * gu) bit for bit against ckv_k_swiglu followed by the plain GEMV (the same
- * kernel and summation order: identical, not merely close) and against
+ * gu) against ckv_k_swiglu followed by the plain GEMV (the same products,
+ * summed in another order where the fused form splits `in` over fewer
+ * warps: the H200 run showed such sums differ in the last bits, so within
+ * 1e-5 rather than identical) and against
  * ckv_matmul_nt on ckv_k_swiglu's bf16 values. Those values must be within
  * one bf16 step of the twin ckv_swiglu_bf16 (CUDA's expf and the C
  * library's may differ in the last fp32 bit, which can move a rounding;
@@ -361,11 +363,9 @@ static void check_gemv(cublasHandle_t blas, int n, int in, int out)
     free(t16);
     ckv_matmul_nt(wantf, out, af, in, wf, in, NULL, n, out, in, 1.0f, 1);
     const double e1 = rel_l2(g1, want, yn), e2 = rel_l2(g2, want, yn), e3 = rel_l2(g3, wantf, yn);
-    size_t differ = 0;
-    for (size_t i = 0; i < yn; i++)
-        differ += memcmp(&g3[i], &g4[i], sizeof(float)) != 0;
-    const bool ok = e1 <= TOL_F32 && e2 <= TOL_F32 && e3 <= TOL_F32 && differ == 0 && far == 0;
-    printf("%3d %6d %6d %10.2e %10.2e %10.2e %9zu %7zu  %s\n", n, in, out, e1, e2, e3, differ,
+    const double e4 = rel_l2(g3, g4, yn);
+    const bool ok = e1 <= TOL_F32 && e2 <= TOL_F32 && e3 <= TOL_F32 && e4 <= 1e-5 && far == 0;
+    printf("%3d %6d %6d %10.2e %10.2e %10.2e %9.2e %7zu  %s\n", n, in, out, e1, e2, e3, e4,
            far, ok ? "ok" : "FAIL");
     failures += !ok;
     ckv_cuda_free(dw), ckv_cuda_free(dx), ckv_cuda_free(dgu), ckv_cuda_free(dy), ckv_cuda_free(dhb);
@@ -414,11 +414,11 @@ static void check_gemvs(void)
                                     {200, 576}, {72, 960}, {14336, 64}};
     static const int rows[] = {1, 3, 8};
     printf("\nGEMV against ckv_matmul_nt (rel L2, tol %.0e); fused: SwiGLU input computed in the "
-           "GEMV;\n\"differ\": fused outputs not bit-identical to ckv_k_swiglu + GEMV; \"far\": "
-           "SwiGLU values\nmore than one bf16 step from ckv_swiglu_bf16 (both must be 0)\n",
+           "GEMV;\n\"vs split\": fused against ckv_k_swiglu + GEMV (rel L2, tol 1e-5); \"far\": "
+           "SwiGLU values\nmore than one bf16 step from ckv_swiglu_bf16 (must be 0)\n",
            TOL_F32);
     printf("%3s %6s %6s %10s %10s %10s %9s %7s  %s\n", "n", "in", "out", "gemv", "cublas", "fused",
-           "differ", "far", "status");
+           "vs split", "far", "status");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
             check_gemv(blas, rows[r], shapes[s][0], shapes[s][1]);
