@@ -5,16 +5,15 @@
 #include "cuda_gemv.h"
 #include "cuda_kernels.h"
 
-// AUTO's choice, from the GEMV against cuBLAS on an H200 (docs/performance.md,
-// "GEMV"): one row always, but for a matrix far wider than long (SmolLM2's
-// output matrix, 576 -> 49152: 0.89x); 2-8 rows only on small matrices
-// (SmolLM2's projections, up to 3.5 MB: 1.0-1.44x), never on the 8B ones
-// (0.42-0.76x at 8 rows).
+// AUTO's choice, from the H200 runs (docs/performance.md, "GEMV"): one row,
+// unless the matrix is far wider than long (SmolLM2's output matrix, 576 ->
+// 49152: 0.89x of cuBLAS's speed). Not 2-8 rows: alone the GEMV beat cuBLAS
+// there on SmolLM2's small matrices (1.0-1.44x) but lost on the 8B ones
+// (0.42-0.76x), and inside the decoder's graph even SmolLM2's 8-row step was
+// slower with it (1.751 against 1.583 ms at 1K).
 static bool gemv_faster(int32_t n, int32_t in, int32_t out)
 {
-    if (n == 1)
-        return out <= 32 * (int64_t)in;
-    return (int64_t)in * out <= ((int64_t)1 << 21);
+    return n == 1 && out <= 32 * (int64_t)in;
 }
 
 extern "C" ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y, const ckv_bf16 *x,

@@ -123,9 +123,10 @@ ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, int32_t n_ff,
                         ckv_error *err);
 
 /* Y[n][out] = X[n][in] . W[out][in]^T: bf16 inputs, fp32 accumulation and
- * output, on the stream of `blas` (a cublasHandle_t): for n <=
- * CKV_GEMV_MAX_ROWS the GEMV of kernels/cuda_gemv.cu where it takes the
- * shape (in a multiple of 8, 16-byte aligned x and w), else cuBLAS.
+ * output, on the stream of `blas` (a cublasHandle_t): the GEMV of
+ * kernels/cuda_gemv.cu for one row where it was measured faster and takes
+ * the shape (in a multiple of 8, 16-byte aligned x and w; see
+ * kernels/cuda_gemm.cu), else cuBLAS.
  * Twin: ckv_matmul_nt on the fp32 values of the inputs. */
 ckv_status ckv_k_gemm(void *blas, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int32_t n,
                       int32_t in, int32_t out, ckv_error *err);
@@ -142,8 +143,9 @@ typedef enum {
 /* ckv_k_gemm through a chosen path, with an optional fused input: give x,
  * or (x NULL) gu [n][2 in], and the product takes X = bf16(silu(g) * u)
  * exactly as ckv_k_swiglu(hb, gu, n, in) writes it. The GEMV computes those
- * values in its own loads (no SwiGLU launch, output bit-identical to
- * ckv_k_swiglu then the GEMV); cuBLAS runs ckv_k_swiglu into the scratch
+ * values in its own loads (no SwiGLU launch; the same products as
+ * ckv_k_swiglu then the GEMV, summed in the order of its own split of `in`);
+ * cuBLAS runs ckv_k_swiglu into the scratch
  * hb [n][in] first (hb is unused otherwise and may be NULL then). Twin:
  * ckv_swiglu_bf16 then ckv_matmul_nt. */
 ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y, const ckv_bf16 *x,
