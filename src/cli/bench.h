@@ -46,6 +46,9 @@ double bench_median(double *t, int n);
 /* --device of a GPU-only benchmark `what`: CLI_OK for "cuda", else a usage
  * error saying so. */
 int bench_device(const char *what, const char *arg);
+/* --shape of benchmark `what`: the preset's config, else a usage error
+ * (none given, or not a preset of src/model_presets.c). */
+int bench_shape(const char *what, const char *shape, ckv_config *cfg);
 /* What a GPU-only benchmark `what` says in a build without CUDA: CLI_FAIL. */
 int bench_no_cuda(const char *what);
 /* Parses "a,b,c" of numbers in [lo, hi] as bench_int_list does. */
@@ -87,6 +90,8 @@ json_t *bench_peer_run(bench_peer *p, const char *name, const char *python, cons
 void bench_peer_close(bench_peer *p);
 
 #if CKV_HAVE_CUDA
+/* Device 0, or false after printing why there is no usable GPU. */
+bool bench_gpu(ckv_cuda_device *dev);
 /* Timings of decode steps over a batch of caches. */
 typedef struct {
     double median_ms, min_ms, max_ms; /* per step */

@@ -612,12 +612,9 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
 static int run(int argc, char **argv, const opts *o)
 {
     ckv_error err = {0};
-    int32_t n_dev;
     ckv_cuda_device dev;
-    if (ckv_cuda_device_count(&n_dev, &err) || ckv_cuda_device_query(0, &dev, &err)) {
-        fprintf(stderr, "ckv bench: no usable GPU: %s\n", err.msg);
+    if (!bench_gpu(&dev))
         return CLI_FAIL;
-    }
     size_t n = 0;
     attn_row *rows = make_grid(o, &n);
     gemm_row gemm[5 * MAXL * GEMM_PER_SHAPE];

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model_presets.h"
 #include "opts.h"
 #include "splitmix.h"
 #include "util.h"
@@ -155,6 +156,16 @@ int bench_device(const char *what, const char *arg)
                            "cuda)", arg, what);
 }
 
+int bench_shape(const char *what, const char *shape, ckv_config *cfg)
+{
+    if (!shape)
+        return cli_usage_error("bench", "%s needs --shape NAME", what);
+    ckv_error err = {0};
+    if (ckv_model_preset(shape, cfg, &err))
+        return cli_usage_error("bench", "--shape: %s", err.msg);
+    return CLI_OK;
+}
+
 int bench_no_cuda(const char *what)
 {
     fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled): %s is "
@@ -282,6 +293,17 @@ void bench_peer_close(bench_peer *p)
 }
 
 #if CKV_HAVE_CUDA
+bool bench_gpu(ckv_cuda_device *dev)
+{
+    ckv_error err = {0};
+    int32_t n_dev;
+    if (ckv_cuda_device_count(&n_dev, &err) || ckv_cuda_device_query(0, dev, &err)) {
+        fprintf(stderr, "ckv bench: no usable GPU: %s\n", err.msg);
+        return false;
+    }
+    return true;
+}
+
 float bench_max_degree(double budget)
 {
     return budget < 1 ? (float)(2.0 / budget - 1.0) : 1.0f;

@@ -768,10 +768,8 @@ static int run(int argc, char **argv, const opts *o)
     }
     if (o->gpu) {
 #if CKV_HAVE_CUDA
-        int32_t n_dev;
         ckv_cuda_device dev;
-        if (ckv_cuda_device_count(&n_dev, &err) || ckv_cuda_device_query(0, &dev, &err)) {
-            fprintf(stderr, "ckv bench: no usable GPU: %s\n", err.msg);
+        if (!bench_gpu(&dev)) {
             rc = CLI_FAIL;
             goto done;
         }

@@ -26,6 +26,7 @@ typedef struct {
     int n_ctx, n_batch, n_budget;
     double budget[MAXL];
     long long warmup, repeats, seed;
+    ckv_config cfg; /* the --shape preset */
 } opts;
 
 static void help(FILE *fp)
@@ -98,15 +99,12 @@ static int parse(int argc, char **argv, opts *o)
     }
     if (optind < argc)
         return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-    if (!o->shape)
-        return cli_usage_error("bench", "decode needs --shape NAME");
+    const int rc = bench_shape("decode", o->shape, &o->cfg);
+    if (rc)
+        return rc;
     if (!o->synthetic)
         return cli_usage_error("bench", "decode needs --synthetic (random weights; no model "
                                "file is read)");
-    ckv_config cfg;
-    ckv_error err = {0};
-    if (ckv_model_preset(o->shape, &cfg, &err))
-        return cli_usage_error("bench", "--shape: %s", err.msg);
     if (!bench_int_list("--contexts", ctx, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
         !bench_int_list("--batches", batches, 1, 1024, o->batch, &o->n_batch, MAXL))
         return CLI_USAGE;
@@ -229,14 +227,10 @@ static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_
 static int run(int argc, char **argv, const opts *o)
 {
     ckv_error err = {0};
-    ckv_config cfg;
-    ckv_model_preset(o->shape, &cfg, &err);
-    int32_t n_dev;
+    const ckv_config cfg = o->cfg;
     ckv_cuda_device dev;
-    if (ckv_cuda_device_count(&n_dev, &err) || ckv_cuda_device_query(0, &dev, &err)) {
-        fprintf(stderr, "ckv bench: no usable GPU: %s\n", err.msg);
+    if (!bench_gpu(&dev))
         return CLI_FAIL;
-    }
     int32_t max_batch = 1;
     for (int i = 0; i < o->n_batch; i++)
         if (o->batch[i] > max_batch)

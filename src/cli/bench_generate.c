@@ -33,6 +33,7 @@ typedef struct {
     int32_t ctx[MAXL], batch[MAXL];
     int n_ctx, n_batch;
     long long new_tokens, repeats, seed;
+    ckv_config cfg; /* the --shape preset */
 } opts;
 
 static void help(FILE *fp)
@@ -120,15 +121,12 @@ static int parse(int argc, char **argv, opts *o)
     }
     if (optind < argc)
         return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-    if (!o->shape)
-        return cli_usage_error("bench", "generate needs --shape NAME");
+    const int rc = bench_shape("generate", o->shape, &o->cfg);
+    if (rc)
+        return rc;
     if (!o->synthetic)
         return cli_usage_error("bench", "generate needs --synthetic (random weights; no model "
                                "file is read)");
-    ckv_config cfg;
-    ckv_error err = {0};
-    if (ckv_model_preset(o->shape, &cfg, &err))
-        return cli_usage_error("bench", "--shape: %s", err.msg);
     if (!strcmp(peer, "hf"))
         o->peer = true;
     else if (strcmp(peer, "none"))
@@ -463,14 +461,10 @@ static void print_targets(const opts *o, const gen_row *rows, size_t n)
 static int run(int argc, char **argv, const opts *o)
 {
     ckv_error err = {0};
-    ckv_config cfg;
-    ckv_model_preset(o->shape, &cfg, &err);
-    int32_t n_dev;
+    const ckv_config cfg = o->cfg;
     ckv_cuda_device dev;
-    if (ckv_cuda_device_count(&n_dev, &err) || ckv_cuda_device_query(0, &dev, &err)) {
-        fprintf(stderr, "ckv bench: no usable GPU: %s\n", err.msg);
+    if (!bench_gpu(&dev))
         return CLI_FAIL;
-    }
     int32_t max_b = 1, max_t = 1;
     for (int i = 0; i < o->n_batch; i++)
         max_b = o->batch[i] > max_b ? o->batch[i] : max_b;

@@ -27,6 +27,7 @@ typedef struct {
     const char *policy[MAXL];
     char *policy_list; /* storage of policy[] */
     long long max_batch, interval, warmup, repeats, seed;
+    ckv_config cfg; /* the --shape preset */
 } opts;
 
 static void help(FILE *fp)
@@ -127,10 +128,9 @@ static int parse(int argc, char **argv, opts *o)
     }
     if (optind < argc)
         return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-    ckv_config cfg;
-    ckv_error err = {0};
-    if (ckv_model_preset(o->shape, &cfg, &err))
-        return cli_usage_error("bench", "--shape: %s", err.msg);
+    const int rc = bench_shape("throughput", o->shape, &o->cfg);
+    if (rc)
+        return rc;
     if (!bench_int_list("--contexts", ctx, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
         !bench_double_list("--budgets", budgets, 1e-6, 0.999999, o->budget, &o->n_budget, MAXL) ||
         !parse_policies(policies, o))
@@ -322,14 +322,10 @@ static void fit_free_memory(tp_row *r, const ckv_config *cfg, const opts *o, boo
 static int run(int argc, char **argv, const opts *o)
 {
     ckv_error err = {0};
-    ckv_config cfg;
-    ckv_model_preset(o->shape, &cfg, &err);
-    int32_t n_dev;
+    const ckv_config cfg = o->cfg;
     ckv_cuda_device dev;
-    if (ckv_cuda_device_count(&n_dev, &err) || ckv_cuda_device_query(0, &dev, &err)) {
-        fprintf(stderr, "ckv bench: no usable GPU: %s\n", err.msg);
+    if (!bench_gpu(&dev))
         return CLI_FAIL;
-    }
     const size_t per_ctx = 1 + (size_t)o->n_policy * o->n_budget, n = per_ctx * o->n_ctx;
     tp_row *rows = calloc(n, sizeof *rows);
     bool *row_score = calloc(n, sizeof *row_score);
