@@ -7,19 +7,7 @@
 set -uo pipefail
 : "${CKV:?CKV must point at the ckv binary}"
 if "$CKV" devices >/dev/null 2>&1; then echo "a GPU is usable here: skipped"; exit 77; fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # description, then a command that must succeed
-  local what=$1; shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
-status_is() { # expected status, command...
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*"; cat "$tmp/err"; return 1; }
-}
+. "$(dirname "$0")/checks.sh"
 
 "$CKV" bench attention --help >"$tmp/help"
 for opt in --device --contexts --batches --groups --head-dims --kv-heads --bias --prefill \
@@ -129,5 +117,4 @@ check "the transformers peer refuses an --ids file shorter than the contexts" \
   status_is 2 python3 "$hf" --shape tiny --contexts 2,4 --batches 1 --ids "$tmp/ids.txt"
 check "  saying how many ids are needed" grep -q "4 needed" "$tmp/err"
 
-[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "all bench checks passed"
+finish "bench"

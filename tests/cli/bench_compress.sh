@@ -15,19 +15,7 @@
 # No timing is asserted.
 set -uo pipefail
 : "${CKV:?CKV must point at the ckv binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # description, then a command that must succeed
-  local what=$1; shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
-status_is() { # expected status, command...
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*"; cat "$tmp/err"; return 1; }
-}
+. "$(dirname "$0")/checks.sh"
 
 "$CKV" bench compress --help >"$tmp/help"
 for opt in --synthetic --tokens --shape --layers --kv-heads --head-dim --seed --budget --policies \
@@ -98,5 +86,4 @@ with h5py.File(sys.argv[1], "r") as f:
     assert "decode_share" not in f
 EOF
 
-[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "all bench compress checks passed"
+finish "bench compress"

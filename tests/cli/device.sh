@@ -9,19 +9,7 @@ model=${CKV_MODEL:-${CKV_SOURCE_ROOT:-.}/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 [ -f "$model" ] || { echo "model not found: $model (run scripts/get-model)"; exit 1; }
 export CKV_MODEL=$model
 if "$CKV" devices >/dev/null 2>&1; then echo "a GPU is usable here: skipped"; exit 77; fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # description, then a command that must succeed
-  local what=$1; shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
-status_is() { # expected status, command...
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*"; cat "$tmp/err"; return 1; }
-}
+. "$(dirname "$0")/checks.sh"
 
 for cmd in generate logits; do
   check "$cmd --help documents --device" grep -q -- "--device" <<<"$("$CKV" $cmd --help)"
@@ -52,5 +40,4 @@ check "auto says it fell back" grep -q "running on the CPU" "$tmp/err"
 check "logits --device cpu runs" status_is 0 "$CKV" logits --device cpu --ids "1 2 3" -k 3
 check "auto and cpu print the same logits" cmp -s "$tmp/out" "$tmp/auto"
 
-[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "all device checks passed"
+finish "device"

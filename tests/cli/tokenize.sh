@@ -6,19 +6,7 @@ set -uo pipefail
 model=${CKV_MODEL:-${CKV_SOURCE_ROOT:-.}/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 [ -f "$model" ] || { echo "model not found: $model (run scripts/get-model)"; exit 1; }
 export CKV_MODEL=$model
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() { # description, then a command that must succeed
-  local what=$1; shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
-status_is() { # expected status, command...
-  local want=$1; shift
-  "$@" >/dev/null 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "  exit $rc, want $want: $*"; cat "$tmp/err"; return 1; }
-}
+. "$(dirname "$0")/checks.sh"
 
 help=$("$CKV" tokenize --help)
 check "--help exits 0" status_is 0 "$CKV" tokenize --help
@@ -54,4 +42,4 @@ printf '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained
 "$CKV" tokenize --decode $(cat "$tmp/chat_ids") >"$tmp/chat_out"
 check "--chat renders the template's default system prompt" cmp -s "$tmp/chat_out" "$tmp/chat"
 
-[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+finish "tokenize"
