@@ -174,7 +174,8 @@ static void longbench_means(const rep *r)
     }
 }
 
-/* Per-run means over every scored row of the run. */
+/* Per-run means over every scored row of the run, each column over the rows
+ * that define it (a row that generated one token has no TPOT). */
 static void run_table(const rep *r, const char *table, const char *const *cols, size_t nc,
                       void (*values)(const ckv_result_row *, double *), bool need_fidelity)
 {
@@ -182,7 +183,7 @@ static void run_table(const rep *r, const char *table, const char *const *cols, 
     for (size_t ri = 0; ri < r->d->n_runs; ri++) {
         const ckv_run_row *run = &r->d->runs[ri];
         double sum[8] = {0}, v[8];
-        size_t n = 0;
+        size_t n[8] = {0}, rows = 0;
         for (size_t i = 0; i < r->d->n_rows; i++) {
             const ckv_result_row *row = &r->d->rows[i];
             if (row->run != run->run || strcmp(row->status, "ok") ||
@@ -190,16 +191,20 @@ static void run_table(const rep *r, const char *table, const char *const *cols, 
                 continue;
             values(row, v);
             for (size_t j = 0; j < nc; j++)
-                sum[j] += v[j];
-            n++;
+                if (!isnan(v[j])) {
+                    sum[j] += v[j];
+                    n[j]++;
+                }
+            rows++;
         }
-        if (!n)
+        if (!rows)
             continue;
         if (!printed)
             header(r, table, cols, nc);
         printed = true;
         for (size_t j = 0; j < nc; j++)
-            cell(r, table, 0, run->name, cols[j], sum[j] / (double)n, j == 0, j + 1 == nc);
+            cell(r, table, 0, run->name, cols[j], n[j] ? sum[j] / (double)n[j] : NAN, j == 0,
+                 j + 1 == nc);
     }
 }
 
