@@ -20,11 +20,11 @@ constexpr int BQ = 32;   // queries per block
 constexpr int TPQ = 4;   // threads per query; thread `part` owns dims part, part + 4, ...
 constexpr int BK = 32;   // entries per shared-memory tile
 constexpr int MIN_SPLIT = 128;
-// Blocks per SM the plan aims at: 2 for the prefill kernel; 4 for the decode
-// kernel, whose blocks hold only 8 KiB of loads in flight each (128 lanes x
-// 64 bytes) and need several per SM to cover the memory latency.
-constexpr int PER_SM = 2;
-constexpr int PER_SM_DECODE = 4;
+// Blocks per SM the plan aims at, the most that fit by registers (128 per
+// thread): the decode kernel's blocks hold only 8 KiB of loads in flight
+// each and the prefill kernel's 4 warps stall on their shared-memory tiles,
+// so both need several per SM.
+constexpr int PER_SM = 4;
 
 struct Args {
     const float *q;
@@ -298,7 +298,7 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
                                       size_t ws_floats)
 {
     if (ckv_attention_decode_fits(n, seqs, n_head, n_head_kv))
-        return plan((int64_t)n * n_head_kv, PER_SM_DECODE, n, n_head, head_dim, max_len, n_sm,
+        return plan((int64_t)n * n_head_kv, PER_SM, n, n_head, head_dim, max_len, n_sm,
                     ws_floats);
     const int64_t row_blocks = seqs ? n : (n + BQ - 1) / BQ;
     return plan(row_blocks * n_head, PER_SM, n, n_head, head_dim, max_len, n_sm, ws_floats);

@@ -80,9 +80,8 @@ typedef struct {
     int32_t splits, split_len;
 } ckv_k_attention_split;
 
-/* Splits so that the launch has about 2 blocks per SM (4 for a decode, n = 1,
- * whose blocks take a KV head each), no range is shorter than 128 entries,
- * and the scratch of ws_floats suffices. max_len: the longest list after the
+/* Splits so that the launch has about 4 blocks per SM, no range is shorter
+ * than 128 entries, and the scratch of ws_floats suffices. max_len: the longest list after the
  * append. */
 ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t n_head_kv,
                                            int32_t head_dim, int32_t max_len, int32_t n_sm,
