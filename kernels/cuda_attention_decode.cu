@@ -1,7 +1,7 @@
 // Decode attention: one query per sequence, so a block takes one (sequence,
 // KV head, range of the list) and all `group` query heads of that KV head,
 // and the range's keys and values are read from global memory once. Teams
-// of HD / 8 lanes stream one entry each (8 dimensions per lane, float4
+// of HD / 8 lanes stream C entries per step (8 dimensions per lane, float4
 // loads, a shuffle reduction for q.k), each team keeps an online softmax per
 // query head, and the teams merge by shuffles, then the 4 warps through
 // shared memory, into the partials layout that attention_merge of
@@ -18,6 +18,7 @@ constexpr int NW = 4;  // warps per block
 constexpr int NTH = NW * 32;
 constexpr int DPL = 8;  // dimensions per lane
 constexpr int MAX_GROUP = 8;
+constexpr int C = 4;  // entries per team and step
 
 struct DArgs {
     const float *q;
@@ -153,63 +154,97 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
         for (int k = 0; k < DPL; k++)
             o[g][k] = 0.0f;
     }
-    // The loop bound is uniform over the warp (the shuffles need all lanes);
-    // a team past the range only takes part in them.
-    for (int base = t_begin + warp * EPW; base < t_end; base += NW * EPW) {
-        const int t = base + team;
-        const bool valid = t < t_end;
-        float kr[DPL], vr[DPL], ld = 0.0f;
-        if (valid) {
+    // A team takes C entries per step, EPW apart (entry j of a step is
+    // warp-contiguous with its neighbours' entry j), with all their loads
+    // issued before any arithmetic: C times the bytes in flight of one entry
+    // per step, and one softmax rescale per head for the C of them. The loop
+    // bound is uniform over the warp (the shuffles need all lanes); entries
+    // past the range only take part in them.
+    for (int base = t_begin + warp * EPW * C; base < t_end; base += NW * EPW * C) {
+        float kr[C][DPL], vr[C][DPL], ld[C];
+#pragma unroll
+        for (int j = 0; j < C; j++) {
+            const int t = base + j * EPW + team;
+            ld[j] = -INFINITY;
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                kr[j][k] = vr[j][k] = 0.0f;
+            if (t >= t_end)
+                continue;
             // __ldg: the cache pointers come from a struct, so a plain load
             // would be a generic one; the lists are read-only in this kernel.
             const float4 *kp = reinterpret_cast<const float4 *>(K + (size_t)t * HD + d0);
             const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1);
-            kr[0] = k0.x, kr[1] = k0.y, kr[2] = k0.z, kr[3] = k0.w;
-            kr[4] = k1.x, kr[5] = k1.y, kr[6] = k1.z, kr[7] = k1.w;
+            kr[j][0] = k0.x, kr[j][1] = k0.y, kr[j][2] = k0.z, kr[j][3] = k0.w;
+            kr[j][4] = k1.x, kr[j][5] = k1.y, kr[j][6] = k1.z, kr[j][7] = k1.w;
             if (!SCORE) {
                 const float4 *vp = reinterpret_cast<const float4 *>(V + (size_t)t * HD + d0);
                 const float4 v0 = __ldg(vp), v1 = __ldg(vp + 1);
-                vr[0] = v0.x, vr[1] = v0.y, vr[2] = v0.z, vr[3] = v0.w;
-                vr[4] = v1.x, vr[5] = v1.y, vr[6] = v1.z, vr[7] = v1.w;
+                vr[j][0] = v0.x, vr[j][1] = v0.y, vr[j][2] = v0.z, vr[j][3] = v0.w;
+                vr[j][4] = v1.x, vr[j][5] = v1.y, vr[j][6] = v1.z, vr[j][7] = v1.w;
             }
-            if (a.bias)
-                ld = logf(__ldg(deg + t));
-        } else {
-#pragma unroll
-            for (int k = 0; k < DPL; k++)
-                kr[k] = vr[k] = 0.0f;
+            // ld: the score's offset, -inf past the range (and for degree 0
+            // under the bias).
+            ld[j] = a.bias ? __logf(__ldg(deg + t)) : 0.0f;
         }
-        float mass = 0.0f;  // the score pass's sum over the group's heads
+        // The exponentials and logarithms of the walk are the fast ones
+        // (ex2.approx, lg2.approx: relative error about 1e-6 at these
+        // arguments, against a 1e-4 tolerance): at group 8 they were most of
+        // the arithmetic that kept the kernel under 60 % of copy bandwidth.
+        float mass[C];  // the score pass's sums over the group's heads
+#pragma unroll
+        for (int j = 0; j < C; j++)
+            mass[j] = 0.0f;
 #pragma unroll
         for (int g = 0; g < MG; g++) {
             if (g >= G)
                 break;
-            float dot = 0.0f;
+            float sc[C], mx = -INFINITY;
 #pragma unroll
-            for (int k = 0; k < DPL; k++)
-                dot += sq[g][d0 + k] * kr[k];
+            for (int j = 0; j < C; j++) {
+                float dot = 0.0f;
 #pragma unroll
-            for (int off = TL / 2; off > 0; off /= 2)
-                dot += __shfl_xor_sync(0xffffffffu, dot, off);
-            // The team's leader's sum, so that its lanes agree bit for bit.
-            dot = __shfl_sync(0xffffffffu, dot, team * TL);
-            const float s = valid ? dot + ld : -INFINITY;
-            if (s == -INFINITY)  // past the range, or degree 0 under the bias
+                for (int k = 0; k < DPL; k++)
+                    dot += sq[g][d0 + k] * kr[j][k];
+                // A butterfly: lanes i and i ^ off add the same two values
+                // in either order, so the team's lanes agree bit for bit.
+#pragma unroll
+                for (int off = TL / 2; off > 0; off /= 2)
+                    dot += __shfl_xor_sync(0xffffffffu, dot, off);
+                sc[j] = dot + ld[j];
+                mx = fmaxf(mx, sc[j]);
+            }
+            if (mx == -INFINITY)
                 continue;
             if (SCORE) {
-                mass += expf(s - m[g]) * l[g];
+#pragma unroll
+                for (int j = 0; j < C; j++)
+                    mass[j] += sc[j] == -INFINITY ? 0.0f : __expf(sc[j] - m[g]) * l[g];
                 continue;
             }
-            const float mn = fmaxf(m[g], s), corr = expf(m[g] - mn), p = expf(s - mn);
-            l[g] = l[g] * corr + p;
+            const float mn = fmaxf(m[g], mx), corr = __expf(m[g] - mn);
+            l[g] *= corr;
 #pragma unroll
             for (int k = 0; k < DPL; k++)
-                o[g][k] = o[g][k] * corr + p * vr[k];
+                o[g][k] *= corr;
+#pragma unroll
+            for (int j = 0; j < C; j++) {
+                const float p = __expf(sc[j] - mn);  // 0 for -inf
+                l[g] += p;
+#pragma unroll
+                for (int k = 0; k < DPL; k++)
+                    o[g][k] = fmaf(p, vr[j][k], o[g][k]);
+            }
             m[g] = mn;
         }
         // One block walks each entry of this list: a plain add.
-        if (SCORE && valid && lane % TL == 0)
-            c.score[(size_t)h * c.capacity + t] += mass;
+        if (SCORE && lane % TL == 0)
+#pragma unroll
+            for (int j = 0; j < C; j++) {
+                const int t = base + j * EPW + team;
+                if (t < t_end)
+                    c.score[(size_t)h * c.capacity + t] += mass[j];
+            }
     }
     if constexpr (!SCORE)
         write_partials<HD, MG>(a, m, l, o, x, h, split, G);

@@ -144,9 +144,10 @@ static void check_embed(void)
     free(want);
 }
 
-static void check_rmsnorm(bool with_add)
+/* Rows of width E (the widest the kernel takes is 8192: 8 float4 per thread). */
+static void check_rmsnorm(bool with_add, int E)
 {
-    const int n = 5, E = 576;
+    const int n = 5;
     const float eps = 1e-5f;
     size_t ne = (size_t)n * E;
     float *x = xmalloc(4 * ne), *add = xmalloc(4 * ne), *w = xmalloc(4 * E), *want = xmalloc(4 * ne),
@@ -166,15 +167,28 @@ static void check_rmsnorm(bool with_add)
     CHECK(ckv_cuda_download(xg, dx, 4 * ne, err));
     for (size_t i = 0; i < ne; i++)
         got[i] = bf16_to_f32(g16[i]);
-    report(with_add ? "residual add (exact)" : "residual stream untouched (exact)",
-           rel_l2(xg, xw, ne), 0.0);
-    report(with_add ? "residual add + rmsnorm -> bf16" : "rmsnorm -> bf16", max_rel(got, want, ne, 1e-6),
-           TOL_BF16);
+    char what[64];
+    snprintf(what, sizeof what, "%s, width %d", with_add ? "residual add (exact)" : "residual stream untouched (exact)", E);
+    report(what, rel_l2(xg, xw, ne), 0.0);
+    snprintf(what, sizeof what, "%s, width %d", with_add ? "residual add + rmsnorm -> bf16" : "rmsnorm -> bf16", E);
+    report(what, max_rel(got, want, ne, 1e-6), TOL_BF16);
     ckv_cuda_free(dx);
     ckv_cuda_free(da);
     ckv_cuda_free(dw);
     ckv_cuda_free(dout);
     free(x), free(add), free(w), free(want), free(xw), free(got), free(xg), free(g16);
+}
+
+/* Widths the kernel does not take are refused with an error, before any launch. */
+static void check_rmsnorm_refusal(int E)
+{
+    ckv_error e2;
+    const ckv_status st = ckv_k_residual_rmsnorm(NULL, NULL, NULL, NULL, 1, E, 1e-5f, NULL, &e2);
+    char what[48];
+    snprintf(what, sizeof what, "rmsnorm refuses width %d", E);
+    report(what, st == CKV_ERR_UNSUPPORTED ? 0.0 : 1.0, 0.0);
+    if (st)
+        printf("  (%s)\n", e2.msg);
 }
 
 /* The Q/K/V epilogue for one configuration: biases and q/k norm on or off,
@@ -570,8 +584,12 @@ static void check_attention_seqs(int hd, bool bias)
 static void check_kernels(void)
 {
     check_embed();
-    check_rmsnorm(false);
-    check_rmsnorm(true);
+    check_rmsnorm(false, 576);
+    check_rmsnorm(true, 576);
+    check_rmsnorm(true, 4096);
+    check_rmsnorm(true, 8192);
+    check_rmsnorm_refusal(8196);
+    check_rmsnorm_refusal(578);
     check_qkv_post(64, CKV_ROPE_NORM, false, false, false);
     check_qkv_post(64, CKV_ROPE_NEOX, true, true, true);
     check_qkv_post(128, CKV_ROPE_NEOX, false, true, false);
