@@ -1,16 +1,21 @@
-// Attention over the compressed-cache lists, prefill and decode in one
-// kernel: a block takes 32 queries of one query head and one range of the
-// list (split-KV), streams the keys and values through shared memory in
-// tiles of 32 entries and keeps an online softmax (running max m, sum l,
-// unnormalised output) per query; a second kernel merges the ranges. Causal
-// masking follows the cache: query i sees len0[h] + i + 1 entries. A decode
-// (one query per sequence) takes the partial and score passes of
-// cuda_attention_decode.cu instead, which read each range once for all query
-// heads of a KV head.
+// Attention over the compressed-cache lists in fp32 on CUDA cores: a block
+// takes 32 queries of one query head and one range of the list (split-KV),
+// streams the keys and values through shared memory in tiles of 32 entries
+// and keeps an online softmax (running max m, sum l, unnormalised output)
+// per query; a second kernel merges the ranges. Causal masking follows the
+// cache: query i sees len0[h] + i + 1 entries. A decode (one query per
+// sequence) takes the partial and score passes of cuda_attention_decode.cu
+// instead, which read each range once for all query heads of a KV head; a
+// prefill over one cache with no score pass takes the TF32 tensor-core
+// partial pass of cuda_attention_prefill.cu. This kernel stays for a prefill
+// whose cache tracks H2O scores (the score pass recomputes fp32 scores
+// against the merged max and sum, which must match the partial pass's) and
+// for batches of sequences with GQA groups over 8.
 #include <cuda_bf16.h>
 #include <math.h>
 
 #include "cuda_attention_decode.h"
+#include "cuda_attention_prefill.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 
@@ -329,8 +334,14 @@ static ckv_k_attention_split plan(int64_t blocks, int min_split, int32_t n, int3
     return r;
 }
 
-// The plan of either form: the decode kernel has a block per (row, KV head),
-// the prefill kernel one per (32 rows, query head).
+// The plan of either form: the decode kernel has a block per (row, KV head).
+// A prefill over one cache is counted in the tensor-core kernel's blocks of
+// CKV_PREFILL_TC_ROWS rows per query head, whether or not a score pass
+// follows (the decoder plans before it knows): the fp32 kernel, taken when
+// one does, then runs twice the blocks planned, which only adds parallelism,
+// and both kernels take any split_len (a multiple of BK keeps tiles whole in
+// both). A batch of sequences the decode kernel does not take has a block
+// per row and query head.
 static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv,
                                       int32_t head_dim, int32_t max_len, int32_t n_sm,
                                       size_t ws_floats)
@@ -338,8 +349,16 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
     if (ckv_attention_decode_fits(n, seqs, n_head, n_head_kv))
         return plan((int64_t)n * n_head_kv, MIN_SPLIT_DECODE, n, n_head, head_dim, max_len, n_sm,
                     ws_floats);
-    const int64_t row_blocks = seqs ? n : (n + BQ - 1) / BQ;
+    const int64_t row_blocks = seqs ? n : (n + CKV_PREFILL_TC_ROWS - 1) / CKV_PREFILL_TC_ROWS;
     return plan(row_blocks * n_head, MIN_SPLIT, n, n_head, head_dim, max_len, n_sm, ws_floats);
+}
+
+extern "C" ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_head,
+                                                        int32_t n_head_kv, bool scores)
+{
+    if (ckv_attention_decode_fits(n, seqs, n_head, n_head_kv))
+        return CKV_ATTN_DECODE;
+    return seqs || scores ? CKV_ATTN_PREFILL_F32 : CKV_ATTN_PREFILL_TF32;
 }
 
 extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head,
@@ -384,10 +403,15 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
               degree_bias, split.split_len, ws, part_ml,
               part_ml + (size_t)split.splits * n * n_head * 2};
     dim3 grid(seqs ? n : (n + BQ - 1) / BQ, n_head, split.splits);
-    const bool decode = ckv_attention_decode_fits(n, seqs != NULL, n_head, n_head_kv);
+    const ckv_k_attention_path path =
+        ckv_k_attention_path_of(n, seqs != NULL, n_head, n_head_kv, scores);
+    const bool decode = path == CKV_ATTN_DECODE;
     if (decode)
         ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs, scale,
                              degree_bias, split, a.part_o, a.part_ml, NULL, st);
+    else if (path == CKV_ATTN_PREFILL_TF32)
+        ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, scale,
+                              degree_bias, split, a.part_o, a.part_ml, st);
     else if (head_dim == 64)
         attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
     else

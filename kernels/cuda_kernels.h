@@ -82,7 +82,7 @@ typedef struct {
 
 /* Splits so that the launch has about 4 blocks per SM, no range is shorter
  * than 128 entries, and the scratch of ws_floats suffices. max_len: the longest list after the
- * append. */
+ * append. Valid whether or not the cache tracks scores (either prefill kernel). */
 ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t n_head_kv,
                                            int32_t head_dim, int32_t max_len, int32_t n_sm,
                                            size_t ws_floats);
@@ -91,6 +91,21 @@ ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head,
                                                 int32_t n_head_kv, int32_t head_dim,
                                                 int32_t max_len, int32_t n_sm,
                                                 size_t ws_floats);
+
+/* The partial pass a call takes: the decode kernel (one query per sequence,
+ * GQA groups up to 8; kernels/cuda_attention_decode.cu), the fp32 prefill
+ * kernel (kernels/cuda_attention.cu: a cache that tracks scores, or a batch
+ * of sequences with larger groups), or the TF32 tensor-core prefill kernel
+ * (kernels/cuda_attention_prefill.cu: one cache, no scores; its outputs
+ * carry TF32's rounding, about 5e-4 relative). seqs: ckv_k_attention_seqs;
+ * scores: a score pass follows (c->score set for ckv_k_attention). */
+typedef enum {
+    CKV_ATTN_DECODE,
+    CKV_ATTN_PREFILL_F32,
+    CKV_ATTN_PREFILL_TF32
+} ckv_k_attention_path;
+ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_head,
+                                             int32_t n_head_kv, bool scores);
 
 /* Attention of n queries (row i at q + i * q_stride, heads of head_dim) over
  * the layer's lists after their own entries were appended: query i of KV
@@ -101,7 +116,8 @@ ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head,
  * Writes out32 (fp32) or out16 (bf16), [n][n_head * head_dim]; the other is
  * NULL. When c->score is set, each entry's score gains the probability it
  * receives from every query and query head of its group (a second pass).
- * head_dim must be 64 or 128. Twin: ckv_attend (its acc). */
+ * head_dim must be 64 or 128. ckv_k_attention_path_of says which kernel
+ * runs. Twin: ckv_attend (its acc). */
 ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
                            int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                            const ckv_k_kv_layer *c, float scale, bool degree_bias,

@@ -21,6 +21,10 @@
  * TFLOP/s): the ceilings every GPU benchmark reports against. */
 #define BENCH_COPY_BPS 4.19e12
 #define BENCH_MATMUL_FLOPS 750e12
+/* The reference for TF32 tensor-core kernels: dense TF32 runs at half the
+ * dense bf16 rate on Hopper (datasheet: 494.7 against 989.4 TFLOP/s), so
+ * half the measured bf16 rate; not measured itself. */
+#define BENCH_TF32_FLOPS (BENCH_MATMUL_FLOPS / 2)
 
 int bench_compress(int argc, char **argv);
 int bench_attention(int argc, char **argv);

@@ -22,6 +22,12 @@
 
 enum { MAXL = 16 };
 
+#define TOL_ATTN 1e-4 /* fp32 kernels against the fp32 twin: summation order only */
+/* The TF32 prefill kernel: q, k, v and p rounded to TF32 (u = 2^-11), about
+ * u of relative error in a probability-weighted mean; as TOL_TF32 of
+ * tests/gpu/parity.c, which derives it. */
+#define TOL_ATTN_TF32 2e-3
+
 typedef struct {
     int32_t ctx[MAXL], batch[MAXL], group[MAXL], hd[MAXL], prefill[MAXL], rows[MAXL];
     int n_ctx, n_batch, n_group, n_hd, n_prefill, n_rows;
@@ -36,7 +42,8 @@ static void help(FILE *fp)
     fprintf(fp,
             "usage: ckv bench attention [--device cuda] [options]\n\n"
             "Times the decoder's attention kernels (kernels/cuda_attention.cu; decode steps\n"
-            "take kernels/cuda_attention_decode.cu) on random fp32 caches: decode steps\n"
+            "take kernels/cuda_attention_decode.cu, prefills (no H2O scores here) the TF32\n"
+            "tensor-core kernels/cuda_attention_prefill.cu) on random fp32 caches: decode steps\n"
             "(one query per sequence; a batch of B sequences is one launch with the batch\n"
             "folded into the heads) and causal prefills, with and without the degree\n"
             "bias, and the decoder's bf16 GEMMs at a model's projection shapes (cuBLAS,\n"
@@ -47,8 +54,11 @@ static void help(FILE *fp)
             "mismatch nothing is timed and the exit status is 1. Per shape: the median of\n"
             "R timed runs (CUDA events) after W warm-up runs, inputs rotated over copies\n"
             "so that runs read device memory, not L2; bytes read (keys, values, degrees\n"
-            "when biased), GB/s and %% of %.2f TB/s copy bandwidth; FLOPs and %% of %.0f\n"
-            "TFLOP/s (bf16 matrix rate). Table on stdout, HDF5 file with /attention and\n"
+            "when biased), GB/s and %% of %.2f TB/s copy bandwidth; FLOPs, %% of %.0f\n"
+            "TFLOP/s (measured bf16 matrix rate) and %% of %.0f TFLOP/s (%%tf32: dense TF32 is\n"
+            "half the bf16 rate on Hopper; the reference for the TF32 prefill kernel, not\n"
+            "measured). Prefill checks allow TF32 rounding (rel. L2 %.0e), decode fp32 (%.0e).\n"
+            "Table on stdout, HDF5 file with /attention and\n"
             "/gemm tables and the date, device and command line as attributes.\n\n"
             "Options:\n"
             "  --device cuda       the GPU (the only device: there is no CPU variant)\n"
@@ -75,7 +85,8 @@ static void help(FILE *fp)
             "                      under $CKV_SOURCE_ROOT)\n"
             "  --python PATH       interpreter for the peer (default python3)\n"
             "  -h, --help          this help\n",
-            BENCH_COPY_BPS / 1e12, BENCH_MATMUL_FLOPS / 1e12);
+            BENCH_COPY_BPS / 1e12, BENCH_MATMUL_FLOPS / 1e12, BENCH_TF32_FLOPS / 1e12,
+            TOL_ATTN_TF32, TOL_ATTN);
 }
 
 static int parse(int argc, char **argv, opts *o)
@@ -167,7 +178,7 @@ typedef struct {
     int32_t batch, kv_heads, group, head_dim, context, queries, degree_bias;
     double median_us, min_us, max_us;
     int32_t runs, input_sets;
-    double bytes, gbps, pct_copy, flops, tflops, pct_matmul;
+    double bytes, gbps, pct_copy, flops, tflops, pct_matmul, pct_tf32;
     double sdpa_fp32_us, sdpa_bf16_us;
     char *sdpa_fp32_backend, *sdpa_bf16_backend;
     char *status;  /* "ok" or "skipped: why"; points at note */
@@ -182,7 +193,7 @@ static const ckv_h5_field attn_fields[] = {
     FA(min_us, CKV_H5_F64), FA(max_us, CKV_H5_F64), FA(runs, CKV_H5_I32),
     FA(input_sets, CKV_H5_I32), FA(bytes, CKV_H5_F64), FA(gbps, CKV_H5_F64),
     FA(pct_copy, CKV_H5_F64), FA(flops, CKV_H5_F64), FA(tflops, CKV_H5_F64),
-    FA(pct_matmul, CKV_H5_F64), FA(sdpa_fp32_us, CKV_H5_F64), FA(sdpa_bf16_us, CKV_H5_F64),
+    FA(pct_matmul, CKV_H5_F64), FA(pct_tf32, CKV_H5_F64), FA(sdpa_fp32_us, CKV_H5_F64), FA(sdpa_bf16_us, CKV_H5_F64),
     FA(sdpa_fp32_backend, CKV_H5_STR), FA(sdpa_bf16_backend, CKV_H5_STR), FA(status, CKV_H5_STR),
 };
 #undef FA
@@ -252,6 +263,7 @@ static attn_row *make_grid(const opts *o, size_t *n)
                             r->degree_bias = bias;
                             r->median_us = r->min_us = r->max_us = NAN;
                             r->gbps = r->pct_copy = r->tflops = r->pct_matmul = NAN;
+                            r->pct_tf32 = NAN;
                             r->sdpa_fp32_us = r->sdpa_bf16_us = NAN;
                             r->sdpa_fp32_backend = r->sdpa_bf16_backend = "";
                             r->bytes = attn_bytes(r);
@@ -277,7 +289,6 @@ static const char *gemm_path_name(ckv_gemm_path p, bool swiglu)
         return swiglu ? "gemv-fused" : "gemv";
     return swiglu ? "swiglu+cublas" : "cublas";
 }
-#define TOL_ATTN 1e-4 /* fp32 kernel against the fp32 twin: summation order only */
 #define TOL_GEMM 1e-4 /* fp32 accumulation of bf16 products against double */
 
 /* Checks every (kind, head_dim, group, bias) the grid times on a small shape
@@ -306,13 +317,20 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
             *fatal = true;
             return false;
         }
-        const bool pass = e <= TOL_ATTN;
+        /* ckv_bench_attention_check's launch: the batch folded into the heads. */
+        const int32_t lists = s.batch * s.n_head_kv;
+        const ckv_k_attention_path path =
+            ckv_k_attention_path_of(s.queries, false, lists * s.group, lists, false);
+        const bool tf32 = path == CKV_ATTN_PREFILL_TF32;
+        const double tol = tf32 ? TOL_ATTN_TF32 : TOL_ATTN;
+        const bool pass = e <= tol;
         ok &= pass;
-        printf("check %-7s batch %d kv %d group %d hd %3d ctx %d queries %d bias %-3s: "
+        printf("check %-7s batch %d kv %d group %d hd %3d ctx %d queries %d bias %-3s (%s): "
                "rel L2 %.2e (tol %.0e) %s\n",
                prefill ? "prefill" : "decode", s.batch, s.n_head_kv, s.group, s.head_dim,
-               s.context, s.queries, s.degree_bias ? "on" : "off", e, TOL_ATTN,
-               pass ? "ok" : "MISMATCH");
+               s.context, s.queries, s.degree_bias ? "on" : "off",
+               tf32 ? "tf32" : path == CKV_ATTN_DECODE ? "decode kernel" : "fp32", e,
+               tol, pass ? "ok" : "MISMATCH");
         snprintf(log + strlen(log), log_size - strlen(log), "%s%s hd%d g%d bias %s: %.2e",
                  *log ? "; " : "", prefill ? "prefill" : "decode", s.head_dim, s.group,
                  s.degree_bias ? "on" : "off", e);
@@ -412,9 +430,12 @@ static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t
 
 static void print_attention(const attn_row *rows, size_t n, bool peer, const char *peer_note)
 {
-    printf("\n%-7s %3s %3s %3s %3s %7s %6s %4s %10s %10s %10s %9s %7s %6s %8s %5s", "kind", "B",
-           "KV", "grp", "hd", "ctx", "q", "bias", "median us", "min us", "max us", "MB read",
-           "GB/s", "%copy", "TFLOP/s", "%mm");
+    printf("\n%%mm: of the measured bf16 matrix rate (%.0f TFLOP/s); %%tf32: of half of it\n"
+           "(%.0f TFLOP/s, dense TF32 on Hopper, not measured), the prefill kernel's ceiling\n",
+           BENCH_MATMUL_FLOPS / 1e12, BENCH_TF32_FLOPS / 1e12);
+    printf("%-7s %3s %3s %3s %3s %7s %6s %4s %10s %10s %10s %9s %7s %6s %8s %5s %6s", "kind",
+           "B", "KV", "grp", "hd", "ctx", "q", "bias", "median us", "min us", "max us",
+           "MB read", "GB/s", "%copy", "TFLOP/s", "%mm", "%tf32");
     if (peer)
         printf(" %10s %7s %10s %7s  %s", "sdpa32 us", "us/32", "sdpa16 us", "us/16",
                "backends 32/16");
@@ -427,8 +448,9 @@ static void print_attention(const attn_row *rows, size_t n, bool peer, const cha
             printf(" %s\n", r->status);
             continue;
         }
-        printf(" %10.1f %10.1f %10.1f %9.1f %7.0f %6.1f %8.2f %5.1f", r->median_us, r->min_us,
-               r->max_us, r->bytes / 1e6, r->gbps, r->pct_copy, r->tflops, r->pct_matmul);
+        printf(" %10.1f %10.1f %10.1f %9.1f %7.0f %6.1f %8.2f %5.1f %6.1f", r->median_us,
+               r->min_us, r->max_us, r->bytes / 1e6, r->gbps, r->pct_copy, r->tflops,
+               r->pct_matmul, r->pct_tf32);
         if (peer && peer_note[0])
             printf(" %s", peer_note);
         else if (peer)
@@ -591,6 +613,7 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
             return st;
         fill_timing(r->bytes, r->flops, &t, &r->median_us, &r->min_us, &r->max_us, &r->runs,
                     &r->input_sets, &r->gbps, &r->pct_copy, &r->tflops, &r->pct_matmul);
+        r->pct_tf32 = 100.0 * r->tflops * 1e12 / BENCH_TF32_FLOPS;
         fprintf(stderr, "ckv bench: %s B %d group %d hd %d ctx %d bias %s: %.1f us\n", r->kind,
                 r->batch, r->group, r->head_dim, r->context, r->degree_bias ? "on" : "off",
                 r->median_us);
@@ -660,6 +683,7 @@ static int run(int argc, char **argv, const opts *o)
         const char *attrs[] = {"format", "ckv-bench-attention", "version", "1", "date", date,
                                "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                                "copy_bandwidth_Bps", "4.19e12", "matmul_peak_flops", "7.5e14",
+                               "tf32_peak_flops", "3.75e14",
                                "checks", checks, "peer", peer};
         const ckv_h5_table tables[] = {
             {"/attention", attn_fields, NF(attn_fields), sizeof(attn_row), rows, n},

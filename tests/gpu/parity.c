@@ -36,6 +36,16 @@
  * through 30 layers. */
 #define TOL_F32 1e-4
 #define TOL_BF16 8e-3
+/* The tensor-core prefill attention rounds q, k, v and the probabilities to
+ * TF32 (round to nearest, unit roundoff u = 2^-11 = 4.9e-4) and accumulates
+ * in fp32. An output is a probability-weighted mean of values: the rounding
+ * of p and of v gives each term a relative error of at most 2u, independent
+ * from term to term, so the mean carries about u of relative error; the
+ * rounded q.k (sums of hd products, each off by up to 2u) moves a score by
+ * about u times its spread (< 1 here), i.e. p by about u more. About 1e-3 at
+ * worst: 2e-3 (4u) leaves a factor 2, and a wrong index or mask is off by
+ * order 1. */
+#define TOL_TF32 2e-3
 #define TOL_LOGITS 5e-2
 #define TOL_KV 3e-2
 
@@ -100,7 +110,7 @@ static double max_rel(const float *got, const float *want, size_t n, double floo
 static void report(const char *what, double err, double tol)
 {
     bool ok = err <= tol;
-    printf("%-44s err %.3e  tol %.0e  %s\n", what, err, tol, ok ? "ok" : "FAIL");
+    printf("%-60s err %.3e  tol %.0e  %s\n", what, err, tol, ok ? "ok" : "FAIL");
     if (!ok)
         failures++;
 }
@@ -442,11 +452,19 @@ static void check_gemvs(void)
     cublasDestroy(blas);
 }
 
+static const char *attention_path_name(ckv_k_attention_path p)
+{
+    return p == CKV_ATTN_DECODE ? "decode" : p == CKV_ATTN_PREFILL_F32 ? "fp32" : "tf32";
+}
+
 /* Attention over lists of different lengths with random degrees, n queries
  * whose own entries are already in the lists; forced_splits 0 lets the
- * planner choose. The accumulated attention (H2O scores) is checked too,
- * starting from random values. */
-static void check_attention(int hd, int n, const int32_t *len0, bool bias, int forced_splits)
+ * planner choose. With scores, the cache tracks them and the accumulated
+ * attention (H2O scores) is checked too, starting from random values; a
+ * prefill (n > 1) must then take the fp32 kernel, and without scores the
+ * TF32 tensor-core one (checked at TOL_TF32). */
+static void check_attention(int hd, int n, const int32_t *len0, bool bias, int forced_splits,
+                            bool scores)
 {
     const int KV = 2, H = 6, group = H / KV, cap = 4096;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -475,7 +493,7 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
         ckv_attend(want + (size_t)qh * hd, (size_t)H * hd, S, q + (size_t)qh * hd, (size_t)H * hd, n,
                    k + (size_t)h * cap * hd, v + (size_t)h * cap * hd,
                    bias ? ld + (size_t)h * cap : NULL, len0[h], len0[h] + n, hd, scale,
-                   acc + (size_t)h * cap, 1);
+                   scores ? acc + (size_t)h * cap : NULL, 1);
     }
     float *dk = dup_dev(k, 4 * cf), *dv = dup_dev(v, 4 * cf), *ddeg = dup_dev(deg, 4 * (size_t)KV * cap),
           *dq = dup_dev(q, sizeof(float) * n * H * hd), *dout = dev_poisoned(sizeof(float) * n * H * hd);
@@ -489,20 +507,33 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
         sp.split_len = (max_len + forced_splits - 1) / forced_splits;
         sp.split_len = (sp.split_len + 31) / 32 * 32;
     }
-    ckv_k_kv_layer c = {dk, dv, ddeg, dacc, dlen, cap, NULL};
+    ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL};
+    const ckv_k_attention_path path = ckv_k_attention_path_of(n, false, H, KV, scores);
+    const ckv_k_attention_path expect =
+        n == 1 ? CKV_ATTN_DECODE : scores ? CKV_ATTN_PREFILL_F32 : CKV_ATTN_PREFILL_TF32;
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
-    char what[96];
-    snprintf(what, sizeof what, "attention hd %d n %d len0 %d/%d%s splits %d", hd, n, len0[0],
-             len0[1], bias ? " +logdeg" : "", sp.splits);
-    report(what, rel_l2(got, want, (size_t)n * H * hd), TOL_F32);
-    CHECK(ckv_cuda_download(gacc, dacc, 4 * (size_t)KV * cap, err));
-    /* Only the mass added is compared (the starting values would dilute it). */
-    for (size_t t = 0; t < (size_t)KV * cap; t++) {
-        gacc[t] -= acc0[t];
-        acc[t] -= acc0[t];
+    char what[128];
+    snprintf(what, sizeof what, "attention [%s] hd %d n %d len0 %d/%d%s%s splits %d",
+             attention_path_name(path), hd, n, len0[0], len0[1], bias ? " +logdeg" : "",
+             scores ? " +scores" : "", sp.splits);
+    const double tol = path == CKV_ATTN_PREFILL_TF32 ? TOL_TF32 : TOL_F32;
+    report(what, rel_l2(got, want, (size_t)n * H * hd), tol);
+    if (path != expect) {
+        printf("  FAIL: took the %s kernel, expected %s\n", attention_path_name(path),
+               attention_path_name(expect));
+        failures++;
     }
-    report("  + accumulated attention (scores)", rel_l2(gacc, acc, (size_t)KV * cap), TOL_F32);
+    if (scores) {
+        CHECK(ckv_cuda_download(gacc, dacc, 4 * (size_t)KV * cap, err));
+        /* Only the mass added is compared (the starting values would dilute it). */
+        for (size_t t = 0; t < (size_t)KV * cap; t++) {
+            gacc[t] -= acc0[t];
+            acc[t] -= acc0[t];
+        }
+        report("  + accumulated attention (scores)", rel_l2(gacc, acc, (size_t)KV * cap),
+               TOL_F32);
+    }
     ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg), ckv_cuda_free(dq);
     ckv_cuda_free(dout), ckv_cuda_free(dlen), ckv_cuda_free(dws), ckv_cuda_free(dacc);
     free(k), free(v), free(deg), free(ld), free(q), free(want), free(got), free(S);
@@ -595,14 +626,34 @@ static void check_kernels(void)
     check_qkv_post(128, CKV_ROPE_NEOX, false, true, false);
     check_qkv_post(128, CKV_ROPE_NORM, true, false, true);
     check_swiglu();
-    const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17};
-    check_attention(64, 1, b, true, 0);
-    check_attention(64, 1, c, true, 7);
-    check_attention(64, 7, b, true, 1);
-    check_attention(64, 77, a, true, 0);
-    check_attention(64, 77, b, false, 0);
-    check_attention(128, 1, c, true, 0);
-    check_attention(128, 40, b, true, 3);
+    printf("\nattention against ckv_attend; [kernel]: decode, fp32 (CUDA cores, taken when the "
+           "cache\ntracks scores) or tf32 (tensor cores, a prefill without scores)\n");
+    const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
+                  e[2] = {3001, 0};
+    check_attention(64, 1, b, true, 0, true);
+    check_attention(64, 1, c, true, 7, true);
+    check_attention(64, 7, b, true, 1, true);
+    check_attention(64, 77, a, true, 0, true);
+    check_attention(64, 77, b, false, 0, true);
+    check_attention(128, 1, c, true, 0, true);
+    check_attention(128, 40, b, true, 3, true);
+    check_attention(128, 600, e, true, 0, true);
+    /* The tensor-core kernel: one list empty before the queries, the other
+     * long; 1 to 7 ranges, so that some range holds nothing a row sees and
+     * some lies past the shorter list; rows that fill a block partly (2, 17,
+     * 77, 600) or exactly (512). */
+    check_attention(64, 2, d, true, 0, false);
+    check_attention(64, 17, e, false, 3, false);
+    check_attention(64, 77, d, true, 7, false);
+    check_attention(64, 512, e, true, 0, false);
+    check_attention(64, 600, d, false, 1, false);
+    check_attention(64, 77, a, true, 3, false);
+    check_attention(128, 2, e, false, 7, false);
+    check_attention(128, 17, d, true, 0, false);
+    check_attention(128, 77, e, true, 1, false);
+    check_attention(128, 512, d, false, 3, false);
+    check_attention(128, 600, e, true, 0, false);
+    check_attention(128, 600, d, true, 7, false);
     check_attention_seqs(64, true);
     check_attention_seqs(128, false);
     check_gemvs();

@@ -1,0 +1,28 @@
+// The prefill form of the attention's partial pass for cuda_attention.cu on
+// tensor cores: n query rows over one cache, Q.K^T and P.V as TF32
+// mma.sync with fp32 accumulation. Taken when no score pass follows (the
+// H2O score pass recomputes fp32 scores against the merged max and sum, so
+// a cache that tracks scores keeps the fp32 kernel).
+#ifndef CKV_KERNELS_CUDA_ATTENTION_PREFILL_H
+#define CKV_KERNELS_CUDA_ATTENTION_PREFILL_H
+
+#include <cuda_runtime.h>
+
+#include "cuda_kernels.h"
+
+// Query rows per block (4 warps of 16 rows, one query head): the planner
+// counts blocks with it.
+constexpr int CKV_PREFILL_TC_ROWS = 64;
+
+// Per (row, query head, split) the unnormalised output, the running max and
+// the sum (natural-log units), in the layout attention_merge reads (part_o
+// [splits][n][H][HD], part_ml [splits][n][H][2]); a range in which a row
+// sees no entry gives m = -inf, l = 0, o = 0. Row i sees the first
+// c.len0[h] + i + 1 entries of KV head h's list. head_dim 64 or 128 (the
+// caller checks). The caller checks the launch (cudaGetLastError).
+void ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                           int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                           float scale, bool bias, ckv_k_attention_split split, float *part_o,
+                           float *part_ml, cudaStream_t stream);
+
+#endif
