@@ -27,9 +27,10 @@ constexpr int BK = 32;   // entries per shared-memory tile
 // Shortest range per split: a prefill block streams tiles of 32 entries for
 // 32 queries; a decode block takes 32 (head_dim 128) or 64 entries per step.
 constexpr int MIN_SPLIT = 128, MIN_SPLIT_DECODE = 64;
-// Blocks per SM the plan aims at: the prefill kernel's 4 warps stall on
-// their shared-memory tiles and a decode block holds 32 KiB of loads in
-// flight (128 lanes x 4 entries x 64 bytes), so both need several per SM.
+// Blocks per SM the prefill plan aims at (its 4 warps stall on their
+// shared-memory tiles, so it needs several per SM); the decode plan asks
+// CUDA how many fit and plans whole waves of them, or takes this when CUDA
+// cannot say.
 constexpr int PER_SM = 4;
 
 struct Args {
@@ -310,13 +311,35 @@ extern "C" size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, 
     return (size_t)splits * n * n_head * (head_dim + 2) + (size_t)n * n_head * 2;
 }
 
-// Splits for `blocks` blocks per range, PER_SM blocks per SM wanted, ranges
-// of at least min_split entries and n query rows of scratch.
-static ckv_k_attention_split plan(int64_t blocks, int min_split, int32_t n, int32_t n_head,
-                                  int32_t head_dim, int32_t max_len, int32_t n_sm,
+// Splits whose blocks fill whole waves of `slots` places at once: all in
+// one wave when the blocks fit (as many splits as still fit), else 1 to
+// 4 splits, whichever leaves the last wave fullest (the fewest on a tie).
+static int64_t whole_wave_splits(int64_t blocks, int64_t slots)
+{
+    if (blocks <= slots)
+        return slots / blocks;
+    int64_t best = 1;
+    double best_fill = 0.0;
+    for (int64_t s = 1; s <= 4; s++) {
+        const int64_t b = blocks * s, waves = (b + slots - 1) / slots;
+        const double fill = (double)b / (double)(waves * slots);
+        if (fill > best_fill) {
+            best = s;
+            best_fill = fill;
+        }
+    }
+    return best;
+}
+
+// Splits for `blocks` blocks per range and ranges of at least min_split
+// entries, within n query rows of scratch. resident: the blocks that fit
+// on one SM at once, to plan whole waves; 0: aim at PER_SM per SM.
+static ckv_k_attention_split plan(int64_t blocks, int resident, int min_split, int32_t n,
+                                  int32_t n_head, int32_t head_dim, int32_t max_len, int32_t n_sm,
                                   size_t ws_floats)
 {
-    int64_t splits = (PER_SM * (int64_t)n_sm + blocks - 1) / blocks;
+    int64_t splits = resident > 0 ? whole_wave_splits(blocks, (int64_t)resident * n_sm)
+                                  : (PER_SM * (int64_t)n_sm + blocks - 1) / blocks;
     const int64_t by_len = (max_len + min_split - 1) / min_split;
     const int64_t by_ws = (int64_t)((ws_floats - (size_t)n * n_head * 2) /
                                     ((size_t)n * n_head * (head_dim + 2)));
@@ -347,10 +370,13 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
                                       size_t ws_floats)
 {
     if (ckv_attention_decode_fits(n, seqs, n_head, n_head_kv))
-        return plan((int64_t)n * n_head_kv, MIN_SPLIT_DECODE, n, n_head, head_dim, max_len, n_sm,
-                    ws_floats);
+        // Whole waves: at 4 blocks per SM where 3 fit, a batch-1 list ran a
+        // second wave a third full (run M: 75 % of copy bandwidth at 128K).
+        return plan((int64_t)n * n_head_kv,
+                    ckv_attention_decode_resident(head_dim, n_head / n_head_kv), MIN_SPLIT_DECODE,
+                    n, n_head, head_dim, max_len, n_sm, ws_floats);
     const int64_t row_blocks = seqs ? n : (n + CKV_PREFILL_TC_ROWS - 1) / CKV_PREFILL_TC_ROWS;
-    return plan(row_blocks * n_head, MIN_SPLIT, n, n_head, head_dim, max_len, n_sm, ws_floats);
+    return plan(row_blocks * n_head, 0, MIN_SPLIT, n, n_head, head_dim, max_len, n_sm, ws_floats);
 }
 
 extern "C" ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_head,

@@ -264,7 +264,42 @@ void launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
         attention_decode<HD, MAX_GROUP, SCORE><<<grid, NTH, 0, st>>>(a);
 }
 
+// Blocks of the partial pass resident per SM on the current device, by
+// head_dim and rounded group; 0 when CUDA cannot say.
+template <int HD, int MG>
+int resident()
+{
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, attention_decode<HD, MG, false>, NTH,
+                                                      0) != cudaSuccess) {
+        (void)cudaGetLastError();  // not left for the next launch's check
+        return 0;
+    }
+    return blocks;
+}
+
+template <int HD>
+int resident_hd(int G)
+{
+    return G <= 1 ? resident<HD, 1>() : G <= 2 ? resident<HD, 2>() : G <= 4 ? resident<HD, 4>()
+                                                                          : resident<HD, MAX_GROUP>();
+}
+
 }  // namespace
+
+int ckv_attention_decode_resident(int32_t head_dim, int32_t group)
+{
+    // Asked once per shape and process (the answer depends on the kernel's
+    // registers and the device model; a sweep's GPUs are one model). Racing
+    // threads store the same value.
+    static int known[2][MAX_GROUP + 1];
+    if (group < 1 || group > MAX_GROUP)
+        return 0;
+    int &r = known[head_dim == 128][group];
+    if (!r)
+        r = head_dim == 128 ? resident_hd<128>(group) : resident_hd<64>(group);
+    return r;
+}
 
 bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv)
 {

@@ -12,6 +12,11 @@
 // of sequences, or n = 1 over one cache) and GQA groups of at most 8.
 bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv);
 
+// Blocks of the partial pass that fit on one SM of the current device at
+// once, for head_dim 64 or 128 and a group of 1..8 query heads; 0 when
+// unknown.
+int ckv_attention_decode_resident(int32_t head_dim, int32_t group);
+
 // Partial pass (ml NULL): per (row, query head, split) the unnormalised
 // output, the running max and the sum, in the layout attention_merge reads
 // (part_o [splits][n][H][HD], part_ml [splits][n][H][2]); an empty range
