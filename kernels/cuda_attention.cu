@@ -435,10 +435,13 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
     if (decode)
         ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs, scale,
                              degree_bias, split, a.part_o, a.part_ml, NULL, st);
-    else if (path == CKV_ATTN_PREFILL_TF32)
-        ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, scale,
-                              degree_bias, split, a.part_o, a.part_ml, st);
-    else if (head_dim == 64)
+    else if (path == CKV_ATTN_PREFILL_TF32) {
+        const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
+                                                   a.c, scale, degree_bias, split, a.part_o,
+                                                   a.part_ml, st, err);
+        if (s != CKV_OK)
+            return s;
+    } else if (head_dim == 64)
         attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
     else
         attention_partial<128><<<grid, BQ * TPQ, 0, st>>>(a);

@@ -1,12 +1,16 @@
 // Prefill attention on tensor cores (FlashAttention-2 in form): a block of 4
 // warps takes 64 query rows of one query head and one range of its KV
 // head's list; each warp owns 16 rows. Key and value tiles of 32 entries go
-// through shared memory, rounded to TF32 once as they are stored; the
-// queries, pre-scaled and rounded once, stay in registers as mma A
-// fragments. Per tile a warp computes S = Q K^T (m16n8k8 TF32 mma.sync,
-// fp32 accumulate), masks it (range, causal, rows past n), adds log(deg),
-// keeps an online softmax per row and accumulates O += P V, again on tensor
-// cores. The partials go out in attention_partial's layout, so
+// through shared memory in two stages: the cp.async copies of the next tile
+// are in flight while the current one is computed. They land as raw fp32
+// and go to the mma as they are: the mma reads a .tf32 operand's upper 19
+// bits and ignores the low 13, so keys and values are truncated to TF32
+// (relative error below 2^-10, twice the rounding's; tests/gpu/parity.c
+// counts it). The queries, pre-scaled and rounded once, stay in registers as
+// mma A fragments. Per tile a warp computes S = Q K^T (m16n8k8 TF32
+// mma.sync, fp32 accumulate), masks it (range, causal, rows past n), adds
+// log(deg), keeps an online softmax per row and accumulates O += P V, again
+// on tensor cores. The partials go out in attention_partial's layout, so
 // cuda_attention.cu's merge is unchanged.
 //
 // Fragments of mma.m16n8k8 with .tf32 (PTX ISA, "Matrix Fragments for
@@ -29,6 +33,7 @@
 #include <stdint.h>
 
 #include "cuda_attention_prefill.h"
+#include "cuda_check.h"
 
 namespace {
 
@@ -38,12 +43,15 @@ constexpr int WROWS = 16;  // query rows per warp: the m of m16n8k8
 constexpr int BQ = NW * WROWS;
 static_assert(BQ == CKV_PREFILL_TC_ROWS, "the planner counts blocks of BQ rows");
 constexpr int BKV = 32;  // entries per tile
+constexpr int STAGES = 2;  // tiles in shared memory: the one computed, the one landing
 // Tile rows are HD + 4 floats apart. HD is a multiple of 32, so row r
 // starts in bank 4r mod 32. K fragment loads (lane reads key nt*8 + g,
 // dimension k*8 + t [+ 4]) hit bank 4g + t: 32 distinct banks. V fragment
 // loads (lane reads key kk*8 + 2t [+ 1], dimension nd*8 + g) hit bank
-// 8t + g (+ 4): 32 distinct banks. The float4 stores of a tile row cover 16
-// consecutive bytes per lane, 8 lanes a contiguous 128 bytes: no conflict.
+// 8t + g (+ 4): 32 distinct banks. The 16-byte copies of a tile row cover
+// 16 consecutive bytes per lane, 8 lanes a contiguous 128 bytes: no
+// conflict. A row is (HD + 4) * 4 = 16 (HD / 4 + 1) bytes, so every copy's
+// destination is 16-byte aligned, as cp.async needs.
 constexpr int PAD = 4;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
@@ -82,48 +90,70 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Stores one tile of rows (keys or values) rounded to TF32, zeros past the
-// range, so that masked entries multiply finite values. In passes of 4
-// float4 loads per thread: more in flight would not fit beside the Q and O
-// fragments without spilling at HD 128.
+// The shared memory of one block: STAGES tiles of keys, of values and of
+// log2(deg).
 template <int HD>
-__device__ __forceinline__ void load_rows(float (*dst)[HD + PAD], const float *src, int t0,
+struct Tiles {
+    float k[STAGES][BKV][HD + PAD];
+    float v[STAGES][BKV][HD + PAD];
+    float l[STAGES][BKV];
+};
+
+// Starts the copies of one tile of rows (keys or values) into shared
+// memory, 16 bytes each. Past the range a copy reads nothing (src-size 0)
+// and fills zeros, so that masked entries multiply finite values; its
+// address is entry t0's, inside the list. No registers hold the data, so
+// the whole tile is in flight at once.
+template <int HD>
+__device__ __forceinline__ void copy_rows(float (*dst)[HD + PAD], const float *src, int t0,
                                           int t_end)
 {
-    constexpr int C4 = HD / 4;  // float4 per entry
-    constexpr int PER = 4;      // float4 loads in flight per thread
-    static_assert(BKV * C4 % (NTH * PER) == 0, "whole passes over the tile");
-#pragma unroll 1
-    for (int base = 0; base < BKV * C4; base += NTH * PER) {
-        float4 x[PER];
+    constexpr int C4 = HD / 4;      // 16-byte pieces per entry
+    constexpr int STEP = NTH / C4;  // entries between a thread's copies
+    static_assert(NTH % C4 == 0 && BKV % STEP == 0, "a thread copies one column of pieces");
+    const int j0 = threadIdx.x / C4, d = threadIdx.x % C4 * 4;
+    const float *from = src + (size_t)(t0 + j0) * HD + d;
 #pragma unroll
-        for (int it = 0; it < PER; it++) {
-            const int e = base + threadIdx.x + it * NTH, j = e / C4, d = e % C4 * 4;
-            // __ldg: the lists are read-only here and reached through a struct.
-            x[it] = t0 + j < t_end ? __ldg(reinterpret_cast<const float4 *>(
-                                         src + (size_t)(t0 + j) * HD + d))
-                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int it = 0; it < PER; it++) {
-            const int e = base + threadIdx.x + it * NTH, j = e / C4, d = e % C4 * 4;
-            *reinterpret_cast<float4 *>(&dst[j][d]) =
-                make_float4(tf32(x[it].x), tf32(x[it].y), tf32(x[it].z), tf32(x[it].w));
-        }
+    for (int j = j0; j < BKV; j += STEP) {
+        const bool in = t0 + j < t_end;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                     :
+                     : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&dst[j][d]))),
+                       "l"(from + (in ? j - j0 : -j0) * HD), "r"(in ? 16 : 0)
+                     : "memory");
     }
+}
+
+// Starts tile t0's copies into stage st as one group: keys, values and,
+// with the bias, the raw degrees (thread tid < BKV copies entry t0 + tid's;
+// it takes their log2 itself once they land).
+template <int HD>
+__device__ __forceinline__ void copy_tile(Tiles<HD> &sm, int st, const float *K, const float *V,
+                                          const float *deg, bool bias, int t0, int t_end)
+{
+    const int tid = threadIdx.x;
+    copy_rows<HD>(sm.k[st], K, t0, t_end);
+    copy_rows<HD>(sm.v[st], V, t0, t_end);
+    if (bias && tid < BKV && t0 + tid < t_end)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
+                     :
+                     : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&sm.l[st][tid]))),
+                       "l"(deg + t0 + tid)
+                     : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
 // Blocks per SM the registers must allow: the Q and O fragments alone take
 // HD registers per lane (HD / 2 each); at HD 128, 3 blocks (168 registers)
-// is the most that compiles without spills, at HD 64, 4 (128).
+// is the most that compiles without spills, at HD 64, 4 (128). Shared
+// memory allows as many: 3 x 67,840 B at HD 128, 4 x 35,072 B at HD 64.
 template <int HD>
 __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArgs a)
 {
     constexpr int KS = HD / 8;   // k-steps of Q K^T, and 8-dimension column tiles of O
     constexpr int NT = BKV / 8;  // 8-key column tiles of S, and k-steps of P V
-    __shared__ __align__(16) float ks[BKV][HD + PAD];
-    __shared__ __align__(16) float vs[BKV][HD + PAD];
-    __shared__ float ls[BKV];
+    extern __shared__ __align__(16) unsigned char smem[];
+    Tiles<HD> &sm = *reinterpret_cast<Tiles<HD> *>(smem);
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int qh = blockIdx.y, split = blockIdx.z, h = qh / (a.H / a.KV);
@@ -142,6 +172,9 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     const float *V = a.c.v + (size_t)h * a.c.capacity * HD;
     const float *deg = a.c.deg + (size_t)h * a.c.capacity;
 
+    // Tile 0's copies start first, and land while Q is read.
+    if (t_begin < t_end)
+        copy_tile<HD>(sm, 0, K, V, deg, a.bias, t_begin, t_end);
     // Q as A fragments of the KS k-steps, scaled and rounded once.
     uint32_t qa[KS][4];
     {
@@ -165,83 +198,88 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     // lane's share of the running sum, for rows g and g + 8.
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-    for (int t0 = t_begin; t0 < t_end; t0 += BKV) {
-        __syncthreads();  // the previous tile is no longer read
-        load_rows<HD>(ks, K, t0, t_end);
-        load_rows<HD>(vs, V, t0, t_end);
+    // Tile i + 1's copies start once every warp is past tile i - 1, whose
+    // stage they overwrite, and land while tile i is computed.
+    for (int t0 = t_begin, st = 0; t0 < t_end; t0 += BKV, st ^= 1) {
+        asm volatile("cp.async.wait_group 0;" ::: "memory");  // this thread's copies of tile i
         if (tid < BKV)
-            ls[tid] = a.bias && t0 + tid < t_end ? log2f(__ldg(deg + t0 + tid)) : 0.0f;
-        __syncthreads();
-        if (t0 >= w_end)  // warp-uniform: no row of this warp sees the tile
-            continue;
-
-        float s[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KS; k++)
+            sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
+        __syncthreads();  // everyone's copies of tile i; tile i - 1 no longer read
+        if (t0 + BKV < t_end)
+            copy_tile<HD>(sm, st ^ 1, K, V, deg, a.bias, t0 + BKV, t_end);
+        const float(*ks)[HD + PAD] = sm.k[st];
+        const float(*vs)[HD + PAD] = sm.v[st];
+        const float *ls = sm.l[st];
+        // warp-uniform: no row of this warp sees the tile
+        if (t0 < w_end) {
+            float s[NT][4];
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-                mma(s[nt], qa[k][0], qa[k][1], qa[k][2], qa[k][3],
-                    __float_as_uint(ks[nt * 8 + g][k * 8 + t]),
-                    __float_as_uint(ks[nt * 8 + g][k * 8 + t + 4]));
-        // Masks and bias; the tile's max per row over the quad's 4 lanes.
-        float mx0 = -INFINITY, mx1 = -INFINITY;
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
+            for (int k = 0; k < KS; k++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int j = nt * 8 + 2 * t + e, tt = t0 + j;
-                s[nt][e] = tt < t_end && tt < vis0 ? s[nt][e] + ls[j] : -INFINITY;
-                s[nt][2 + e] = tt < t_end && tt < vis1 ? s[nt][2 + e] + ls[j] : -INFINITY;
-                mx0 = fmaxf(mx0, s[nt][e]);
-                mx1 = fmaxf(mx1, s[nt][2 + e]);
+                for (int nt = 0; nt < NT; nt++)
+                    mma(s[nt], qa[k][0], qa[k][1], qa[k][2], qa[k][3],
+                        __float_as_uint(ks[nt * 8 + g][k * 8 + t]),
+                        __float_as_uint(ks[nt * 8 + g][k * 8 + t + 4]));
+            // Masks and bias; the tile's max per row over the quad's 4 lanes.
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int j = nt * 8 + 2 * t + e, tt = t0 + j;
+                    s[nt][e] = tt < t_end && tt < vis0 ? s[nt][e] + ls[j] : -INFINITY;
+                    s[nt][2 + e] = tt < t_end && tt < vis1 ? s[nt][2 + e] + ls[j] : -INFINITY;
+                    mx0 = fmaxf(mx0, s[nt][e]);
+                    mx1 = fmaxf(mx1, s[nt][2 + e]);
+                }
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+            // A row that has seen nothing yet (max still -inf) exponentiates
+            // against 0, never -inf - -inf: its p and correction are 0, and its
+            // l and o stay 0.
+            const float base0 = mn0 == -INFINITY ? 0.0f : mn0;
+            const float base1 = mn1 == -INFINITY ? 0.0f : mn1;
+            const float corr0 = exp2f(m0 - base0), corr1 = exp2f(m1 - base1);
+            m0 = mn0;
+            m1 = mn1;
+            l0 *= corr0;
+            l1 *= corr1;
+#pragma unroll
+            for (int nd = 0; nd < KS; nd++) {
+                o[nd][0] *= corr0;
+                o[nd][1] *= corr0;
+                o[nd][2] *= corr1;
+                o[nd][3] *= corr1;
             }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        // A row that has seen nothing yet (max still -inf) exponentiates
-        // against 0, never -inf - -inf: its p and correction are 0, and its
-        // l and o stay 0.
-        const float base0 = mn0 == -INFINITY ? 0.0f : mn0;
-        const float base1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float corr0 = exp2f(m0 - base0), corr1 = exp2f(m1 - base1);
-        m0 = mn0;
-        m1 = mn1;
-        l0 *= corr0;
-        l1 *= corr1;
+            // P rounded to TF32 once; the sums take the rounded values, so that
+            // the output is a weighted mean of V with exactly those weights.
+            uint32_t p[NT][4];
 #pragma unroll
-        for (int nd = 0; nd < KS; nd++) {
-            o[nd][0] *= corr0;
-            o[nd][1] *= corr0;
-            o[nd][2] *= corr1;
-            o[nd][3] *= corr1;
+            for (int nt = 0; nt < NT; nt++) {
+                const float p0 = tf32(exp2f(s[nt][0] - base0)), p1 = tf32(exp2f(s[nt][1] - base0));
+                const float p2 = tf32(exp2f(s[nt][2] - base1)), p3 = tf32(exp2f(s[nt][3] - base1));
+                l0 += p0 + p1;
+                l1 += p2 + p3;
+                p[nt][0] = __float_as_uint(p0);
+                p[nt][1] = __float_as_uint(p1);
+                p[nt][2] = __float_as_uint(p2);
+                p[nt][3] = __float_as_uint(p3);
+            }
+            // O += P V with the keys of each k-step permuted (file comment).
+#pragma unroll
+            for (int kk = 0; kk < NT; kk++)
+#pragma unroll
+                for (int nd = 0; nd < KS; nd++)
+                    mma(o[nd], p[kk][0], p[kk][2], p[kk][1], p[kk][3],
+                        __float_as_uint(vs[kk * 8 + 2 * t][nd * 8 + g]),
+                        __float_as_uint(vs[kk * 8 + 2 * t + 1][nd * 8 + g]));
         }
-        // P rounded to TF32 once; the sums take the rounded values, so that
-        // the output is a weighted mean of V with exactly those weights.
-        uint32_t p[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const float p0 = tf32(exp2f(s[nt][0] - base0)), p1 = tf32(exp2f(s[nt][1] - base0));
-            const float p2 = tf32(exp2f(s[nt][2] - base1)), p3 = tf32(exp2f(s[nt][3] - base1));
-            l0 += p0 + p1;
-            l1 += p2 + p3;
-            p[nt][0] = __float_as_uint(p0);
-            p[nt][1] = __float_as_uint(p1);
-            p[nt][2] = __float_as_uint(p2);
-            p[nt][3] = __float_as_uint(p3);
-        }
-        // O += P V with the keys of each k-step permuted (file comment).
-#pragma unroll
-        for (int kk = 0; kk < NT; kk++)
-#pragma unroll
-            for (int nd = 0; nd < KS; nd++)
-                mma(o[nd], p[kk][0], p[kk][2], p[kk][1], p[kk][3],
-                    __float_as_uint(vs[kk * 8 + 2 * t][nd * 8 + g]),
-                    __float_as_uint(vs[kk * 8 + 2 * t + 1][nd * 8 + g]));
     }
 
     // The row sums over the quad (the max is already quad-uniform).
@@ -269,16 +307,31 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 
 }  // namespace
 
-void ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
-                           int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
-                           float scale, bool bias, ckv_k_attention_split split, float *part_o,
-                           float *part_ml, cudaStream_t stream)
+// The tiles take more than the 48 KB a launch gets without asking, and the
+// 3 blocks per SM at HD 128 need the largest carveout (3 x 67,840 B); the
+// attributes are per device, so they are set at every launch.
+template <int HD>
+static ckv_status launch(const PArgs &a, dim3 grid, cudaStream_t stream, ckv_error *err)
+{
+    const int bytes = (int)sizeof(Tiles<HD>);
+    CKV_CUDA(cudaFuncSetAttribute(attention_prefill<HD>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    CKV_CUDA(cudaFuncSetAttribute(attention_prefill<HD>,
+                                  cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared));
+    attention_prefill<HD><<<grid, NTH, bytes, stream>>>(a);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
+}
+
+ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                                 int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                                 float scale, bool bias, ckv_k_attention_split split,
+                                 float *part_o, float *part_ml, cudaStream_t stream,
+                                 ckv_error *err)
 {
     const PArgs a = {q,    q_stride, n, n_head, n_head_kv, c, scale * LOG2E, bias, split.split_len,
                      part_o, part_ml};
     const dim3 grid((n + BQ - 1) / BQ, n_head, split.splits);
-    if (head_dim == 64)
-        attention_prefill<64><<<grid, NTH, 0, stream>>>(a);
-    else
-        attention_prefill<128><<<grid, NTH, 0, stream>>>(a);
+    return head_dim == 64 ? launch<64>(a, grid, stream, err) : launch<128>(a, grid, stream, err);
 }

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
+#include "status.h"
 
 // Query rows per block (4 warps of 16 rows, one query head): the planner
 // counts blocks with it.
@@ -19,10 +20,12 @@ constexpr int CKV_PREFILL_TC_ROWS = 64;
 // [splits][n][H][HD], part_ml [splits][n][H][2]); a range in which a row
 // sees no entry gives m = -inf, l = 0, o = 0. Row i sees the first
 // c.len0[h] + i + 1 entries of KV head h's list. head_dim 64 or 128 (the
-// caller checks). The caller checks the launch (cudaGetLastError).
-void ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
-                           int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
-                           float scale, bool bias, ckv_k_attention_split split, float *part_o,
-                           float *part_ml, cudaStream_t stream);
+// caller checks). Sets the kernel's shared-memory attributes and launches;
+// a failure of either comes back in err.
+ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                                 int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                                 float scale, bool bias, ckv_k_attention_split split,
+                                 float *part_o, float *part_ml, cudaStream_t stream,
+                                 ckv_error *err);
 
 #endif

@@ -36,15 +36,18 @@
  * through 30 layers. */
 #define TOL_F32 1e-4
 #define TOL_BF16 8e-3
-/* The tensor-core prefill attention rounds q, k, v and the probabilities to
- * TF32 (round to nearest, unit roundoff u = 2^-11 = 4.9e-4) and accumulates
- * in fp32. An output is a probability-weighted mean of values: the rounding
- * of p and of v gives each term a relative error of at most 2u, independent
- * from term to term, so the mean carries about u of relative error; the
- * rounded q.k (sums of hd products, each off by up to 2u) moves a score by
- * about u times its spread (< 1 here), i.e. p by about u more. About 1e-3 at
- * worst: 2e-3 (4u) leaves a factor 2, and a wrong index or mask is off by
- * order 1. */
+/* The tensor-core prefill attention rounds q and the probabilities to TF32
+ * (round to nearest, unit roundoff u = 2^-11 = 4.9e-4), truncates k and v to
+ * it (the mma ignores the low 13 bits of the fp32 it is given: a relative
+ * error in [0, 2u), biased towards zero) and accumulates in fp32. An output
+ * is a probability-weighted mean of values: the rounding of p and the
+ * truncation of v give each term a relative error of at most 3u, so the
+ * mean carries about u of relative error, up to half of it the shrink by
+ * the truncation's mean; the q.k (sums of hd products, each off by up to
+ * 3u) moves a score by about u times its spread (< 1 here), i.e. p by about
+ * u more. About 1e-3 at worst (a lane-level emulation: 4e-4 .. 6.2e-4 on 9
+ * shapes): 2e-3 leaves a factor 2, and a wrong index, mask or stage is off
+ * by order 1. */
 #define TOL_TF32 2e-3
 #define TOL_LOGITS 5e-2
 #define TOL_KV 3e-2
@@ -641,7 +644,9 @@ static void check_kernels(void)
     /* The tensor-core kernel: one list empty before the queries, the other
      * long; 1 to 7 ranges, so that some range holds nothing a row sees and
      * some lies past the shorter list; rows that fill a block partly (2, 17,
-     * 77, 600) or exactly (512). */
+     * 77, 600) or exactly (512); ranges of exactly one whole tile, where
+     * no next tile is copied (n 32, one range; n 64, two ranges of 32, the
+     * first 32 rows seeing nothing of the second). */
     check_attention(64, 2, d, true, 0, false);
     check_attention(64, 17, e, false, 3, false);
     check_attention(64, 77, d, true, 7, false);
@@ -654,6 +659,8 @@ static void check_kernels(void)
     check_attention(128, 512, d, false, 3, false);
     check_attention(128, 600, e, true, 0, false);
     check_attention(128, 600, d, true, 7, false);
+    check_attention(128, 32, a, true, 1, false);
+    check_attention(64, 64, a, false, 2, false);
     check_attention_seqs(64, true);
     check_attention_seqs(128, false);
     check_gemvs();
