@@ -24,8 +24,8 @@ namespace {
 constexpr int BQ = 32;   // queries per block
 constexpr int TPQ = 4;   // threads per query; thread `part` owns dims part, part + 4, ...
 constexpr int BK = 32;   // entries per shared-memory tile
-// Shortest range per split: a prefill block streams tiles of 32 entries for
-// 32 queries; a decode block takes 32 (head_dim 128) or 64 entries per step.
+// Shortest range per split: a prefill block streams tiles of 32 entries; a
+// decode block takes 32 (head_dim 128) or 64 entries per step.
 constexpr int MIN_SPLIT = 128, MIN_SPLIT_DECODE = 64;
 // Blocks per SM the prefill plan aims at (its 4 warps stall on their
 // shared-memory tiles, so it needs several per SM); the decode plan asks
