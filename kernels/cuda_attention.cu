@@ -4,13 +4,14 @@
 // and keeps an online softmax (running max m, sum l, unnormalised output)
 // per query; a second kernel merges the ranges. Causal masking follows the
 // cache: query i sees len0[h] + i + 1 entries. A decode (one query per
-// sequence) takes the partial and score passes of cuda_attention_decode.cu
-// instead, which read each range once for all query heads of a KV head; a
-// prefill over one cache with no score pass takes the TF32 tensor-core
-// partial pass of cuda_attention_prefill.cu. This kernel stays for a prefill
-// whose cache tracks H2O scores (the score pass recomputes fp32 scores
-// against the merged max and sum, which must match the partial pass's) and
-// for batches of sequences with GQA groups over 8.
+// sequence, GQA groups up to 8) takes the partial and score passes of
+// cuda_attention_decode.cu instead, which read each range once for all
+// query heads of a KV head; any other call over one cache with no score pass
+// (a prefill, or one query with a group over 8) takes the TF32 tensor-core
+// partial pass of cuda_attention_prefill.cu. This kernel stays for a cache
+// that tracks H2O scores (the score pass recomputes fp32 scores against the
+// merged max and sum, which must match the partial pass's) and for batches
+// of sequences with GQA groups over 8.
 #include <cuda_bf16.h>
 #include <math.h>
 
@@ -27,10 +28,10 @@ constexpr int BK = 32;   // entries per shared-memory tile
 // Shortest range per split: a prefill block streams tiles of 32 entries; a
 // decode block takes 32 (head_dim 128) or 64 entries per step.
 constexpr int MIN_SPLIT = 128, MIN_SPLIT_DECODE = 64;
-// Blocks per SM the prefill plan aims at (its 4 warps stall on their
-// shared-memory tiles, so it needs several per SM); the decode plan asks
-// CUDA how many fit and plans whole waves of them, or takes this when CUDA
-// cannot say.
+// Blocks per SM the prefill plan aims at, rounded up: what the TF32 kernel
+// fits at head_dim 64 (3 fit at 128; rounding down instead cost the 8B
+// prefill 17 %, run P). The decode plan asks CUDA how many decode blocks
+// fit and plans whole waves of them.
 constexpr int PER_SM = 4;
 
 struct Args {
@@ -183,8 +184,8 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
 // range's weight computed once, so the loads of a long split list overlap
 // (a thread walking the ranges one dependent load after another took 19 us
 // for 65 ranges, ncu, run K). The sums keep the ranges' order: the result
-// is the same as that walk's.
-constexpr int MERGE_MAX_SPLITS = 1024, MERGE_BATCH = 16;
+// is that walk's (a range of weight 0 is skipped, not added as 0).
+constexpr int MERGE_MAX_SPLITS = CKV_ATTENTION_MAX_SPLITS, MERGE_BATCH = 16;
 
 __global__ void attention_merge(const float *__restrict__ part_o,
                                 const float *__restrict__ part_ml, int32_t splits, int32_t n,
@@ -306,57 +307,6 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
 
 }  // namespace
 
-extern "C" size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim)
-{
-    return (size_t)splits * n * n_head * (head_dim + 2) + (size_t)n * n_head * 2;
-}
-
-// Splits whose blocks fill whole waves of `slots` places at once: all in
-// one wave when the blocks fit (as many splits as still fit), else 1 to
-// 4 splits, whichever leaves the last wave fullest (the fewest on a tie).
-static int64_t whole_wave_splits(int64_t blocks, int64_t slots)
-{
-    if (blocks <= slots)
-        return slots / blocks;
-    int64_t best = 1;
-    double best_fill = 0.0;
-    for (int64_t s = 1; s <= 4; s++) {
-        const int64_t b = blocks * s, waves = (b + slots - 1) / slots;
-        const double fill = (double)b / (double)(waves * slots);
-        if (fill > best_fill) {
-            best = s;
-            best_fill = fill;
-        }
-    }
-    return best;
-}
-
-// Splits for `blocks` blocks per range and ranges of at least min_split
-// entries, within n query rows of scratch. resident: the blocks that fit
-// on one SM at once, to plan whole waves; 0: aim at PER_SM per SM.
-static ckv_k_attention_split plan(int64_t blocks, int resident, int min_split, int32_t n,
-                                  int32_t n_head, int32_t head_dim, int32_t max_len, int32_t n_sm,
-                                  size_t ws_floats)
-{
-    int64_t splits = resident > 0 ? whole_wave_splits(blocks, (int64_t)resident * n_sm)
-                                  : (PER_SM * (int64_t)n_sm + blocks - 1) / blocks;
-    const int64_t by_len = (max_len + min_split - 1) / min_split;
-    const int64_t by_ws = (int64_t)((ws_floats - (size_t)n * n_head * 2) /
-                                    ((size_t)n * n_head * (head_dim + 2)));
-    if (splits > by_len)
-        splits = by_len;
-    if (splits > by_ws)
-        splits = by_ws;
-    if (splits > MERGE_MAX_SPLITS)
-        splits = MERGE_MAX_SPLITS;
-    if (splits < 1)
-        splits = 1;
-    int64_t len = (max_len + splits - 1) / splits;
-    len = (len + BK - 1) / BK * BK;
-    ckv_k_attention_split r = {(int32_t)splits, (int32_t)(len > 0 ? len : BK)};
-    return r;
-}
-
 // The plan of either form: the decode kernel has a block per (row, KV head).
 // A prefill over one cache is counted in the tensor-core kernel's blocks of
 // CKV_PREFILL_TC_ROWS rows per query head, whether or not a score pass
@@ -369,14 +319,28 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
                                       int32_t head_dim, int32_t max_len, int32_t n_sm,
                                       size_t ws_floats)
 {
-    if (ckv_attention_decode_fits(n, seqs, n_head, n_head_kv))
+    ckv_attention_plan_in p = {};
+    p.per_sm = PER_SM;
+    p.min_split = MIN_SPLIT;
+    p.tile = BK;
+    p.n = n;
+    p.n_head = n_head;
+    p.head_dim = head_dim;
+    p.max_len = max_len;
+    p.n_sm = n_sm;
+    p.ws_floats = ws_floats;
+    if (ckv_attention_decode_fits(n, seqs, n_head, n_head_kv)) {
         // Whole waves: at 4 blocks per SM where 3 fit, a batch-1 list ran a
         // second wave a third full (run M: 75 % of copy bandwidth at 128K).
-        return plan((int64_t)n * n_head_kv,
-                    ckv_attention_decode_resident(head_dim, n_head / n_head_kv), MIN_SPLIT_DECODE,
-                    n, n_head, head_dim, max_len, n_sm, ws_floats);
-    const int64_t row_blocks = seqs ? n : (n + CKV_PREFILL_TC_ROWS - 1) / CKV_PREFILL_TC_ROWS;
-    return plan(row_blocks * n_head, 0, MIN_SPLIT, n, n_head, head_dim, max_len, n_sm, ws_floats);
+        p.blocks = (int64_t)n * n_head_kv;
+        p.resident = ckv_attention_decode_resident(head_dim, n_head / n_head_kv);
+        p.min_split = MIN_SPLIT_DECODE;
+    } else {
+        const int64_t row_blocks =
+            seqs ? n : (n + CKV_PREFILL_TC_ROWS - 1) / CKV_PREFILL_TC_ROWS;
+        p.blocks = row_blocks * n_head;
+    }
+    return ckv_attention_split_plan(&p);
 }
 
 extern "C" ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_head,

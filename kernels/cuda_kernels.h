@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention_plan.h"
 #include "model.h"
 #include "status.h"
 
@@ -34,7 +35,9 @@ ckv_status ckv_k_embed(float *x, const float *table, const int32_t *tokens, int3
                        void *stream, ckv_error *err);
 
 /* Per row i < n: x[i] += add[i] (when add is not NULL), then
- * out[i] = bf16(rmsnorm(x[i]) * w). Twin: ckv_rmsnorm. */
+ * out[i] = bf16(rmsnorm(x[i]) * w). Twin: ckv_rmsnorm. E a multiple of 4, at
+ * most 8192 (else CKV_ERR_UNSUPPORTED); x, add and w 16-byte aligned, out
+ * 8-byte aligned; x and add do not overlap. */
 ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ckv_bf16 *out,
                                   int32_t n, int32_t E, float eps, void *stream, ckv_error *err);
 
@@ -73,16 +76,13 @@ ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params *p,
 ckv_status ckv_k_qkv_post_seqs(float *qkv, int32_t n_seq, const ckv_k_qkv_params *p,
                                const ckv_k_kv_layer *seqs, void *stream, ckv_error *err);
 
-/* Scratch for ckv_k_attention, in floats, for n queries split `splits` ways. */
-size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim);
-
-typedef struct {
-    int32_t splits, split_len;
-} ckv_k_attention_split;
-
-/* Splits so that the launch has about 4 blocks per SM, no range is shorter
- * than 128 entries, and the scratch of ws_floats suffices. max_len: the longest list after the
- * append. Valid whether or not the cache tracks scores (either prefill kernel). */
+/* The ranges of a call (src/attention_plan.h). A prefill: about 4 blocks of
+ * CKV_PREFILL_TC_ROWS rows per query head and SM, ranges of at least 128
+ * entries. A decode (n = 1 or a batch of sequences, GQA groups up to 8):
+ * whole waves of the decode blocks CUDA says fit per SM, ranges of at least
+ * 64. Either way within the scratch of ws_floats and CKV_ATTENTION_MAX_SPLITS
+ * ranges. max_len: the longest list after the append. Valid whether or not
+ * the cache tracks scores (either prefill kernel). */
 ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t n_head_kv,
                                            int32_t head_dim, int32_t max_len, int32_t n_sm,
                                            size_t ws_floats);

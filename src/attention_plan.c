@@ -1,0 +1,51 @@
+#include "attention_plan.h"
+
+size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim)
+{
+    return (size_t)splits * n * n_head * (head_dim + 2) + (size_t)n * n_head * 2;
+}
+
+int64_t ckv_attention_wave_splits(int64_t blocks, int64_t slots)
+{
+    if (blocks < 1)
+        blocks = 1;
+    if (blocks <= slots)
+        return slots / blocks;
+    int64_t best = 1;
+    double best_fill = 0.0;
+    for (int64_t s = 1; s <= 4; s++) {
+        const int64_t b = blocks * s, waves = (b + slots - 1) / slots;
+        const double fill = (double)b / (double)(waves * slots);
+        if (fill > best_fill) {
+            best = s;
+            best_fill = fill;
+        }
+    }
+    return best;
+}
+
+ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p)
+{
+    const int64_t blocks = p->blocks > 0 ? p->blocks : 1;
+    int64_t splits = p->resident > 0
+                         ? ckv_attention_wave_splits(blocks, (int64_t)p->resident * p->n_sm)
+                         : ((int64_t)p->per_sm * p->n_sm + blocks - 1) / blocks;
+    const int64_t by_len = ((int64_t)p->max_len + p->min_split - 1) / p->min_split;
+    // The merged max and sum come first; a scratch without room for them
+    // holds no range (the caller sized it wrong: 1, not an underflow).
+    const size_t fixed = (size_t)p->n * p->n_head * 2;
+    const size_t per = (size_t)p->n * p->n_head * (p->head_dim + 2);
+    const int64_t by_ws = per && p->ws_floats > fixed ? (int64_t)((p->ws_floats - fixed) / per) : 0;
+    if (splits > by_len)
+        splits = by_len;
+    if (splits > by_ws)
+        splits = by_ws;
+    if (splits > CKV_ATTENTION_MAX_SPLITS)
+        splits = CKV_ATTENTION_MAX_SPLITS;
+    if (splits < 1)
+        splits = 1;
+    int64_t len = ((int64_t)p->max_len + splits - 1) / splits;
+    len = (len + p->tile - 1) / p->tile * p->tile;
+    const ckv_k_attention_split r = {(int32_t)splits, (int32_t)(len > 0 ? len : p->tile)};
+    return r;
+}

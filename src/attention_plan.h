@@ -1,0 +1,55 @@
+/* How the GPU attention cuts each cache list into ranges (split-KV): one
+ * block per range and row group, partial softmax sums merged afterwards
+ * (kernels/cuda_attention.cu). Plain arithmetic, apart from the CUDA code so
+ * that the CPU tests check it. */
+#ifndef CKV_ATTENTION_PLAN_H
+#define CKV_ATTENTION_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most ranges a list is cut into: the merge kernel stages every range's
+ * max and sum in shared memory. */
+#define CKV_ATTENTION_MAX_SPLITS 1024
+
+typedef struct {
+    int32_t splits, split_len;
+} ckv_k_attention_split;
+
+/* Scratch for the attention, in floats, for n queries split `splits` ways:
+ * every range's unnormalised outputs, max and sum, then the merged max and
+ * sum. */
+size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim);
+
+/* Splits whose `blocks` blocks per range fill whole waves of `slots` places
+ * (blocks that fit on the GPU at once): as many as still fit in one wave
+ * when the blocks do, else 1 to 4, whichever leaves the last wave fullest
+ * (the fewest on a tie). */
+int64_t ckv_attention_wave_splits(int64_t blocks, int64_t slots);
+
+typedef struct {
+    int64_t blocks;   /* blocks of one range's launch (row groups x heads) */
+    int resident;     /* blocks that fit on one SM at once, to plan whole
+                         waves; 0: aim at per_sm per SM, rounded up */
+    int per_sm;
+    int min_split;    /* no range shorter than this many entries */
+    int tile;         /* split_len is a multiple of it */
+    int32_t n, n_head, head_dim; /* the scratch's queries and heads */
+    int32_t max_len;  /* the longest list after the append */
+    int32_t n_sm;
+    size_t ws_floats; /* the scratch there is */
+} ckv_attention_plan_in;
+
+/* Splits and their length: as above, then at most max_len / min_split,
+ * what the scratch holds and CKV_ATTENTION_MAX_SPLITS, at least 1. */
+ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

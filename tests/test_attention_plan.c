@@ -1,0 +1,115 @@
+/* The GPU attention's split plan (src/attention_plan.h): values derived by
+ * hand from its definition, for the H200's 132 SMs. */
+#include <criterion/criterion.h>
+
+#include "attention_plan.h"
+
+/* One wave of 396 places (3 blocks x 132 SMs): 8 blocks per range take 49
+ * ranges (392 blocks; 50 would be 400, a second wave of 4). */
+Test(wave_splits, as_many_as_fit_in_one_wave)
+{
+    cr_expect_eq(ckv_attention_wave_splits(8, 396), 49);
+    cr_expect_eq(ckv_attention_wave_splits(64, 396), 6); /* 384; 7 would be 448 */
+    cr_expect_eq(ckv_attention_wave_splits(396, 396), 1);
+    cr_expect_eq(ckv_attention_wave_splits(0, 396), 396); /* no blocks counts as 1 */
+}
+
+/* Over one wave, the fill of the last wave for 1..4 splits:
+ *   512 blocks: 512/792 = .65, 1024/1188 = .86, 1536/1584 = .97, 2048/2376 = .86 -> 3
+ *   616 blocks: 616/792 = .78, 1232/1584 = .78, 1848/1980 = .93, 2464/2772 = .89 -> 3
+ *   792 blocks: 792/792 = 1 (two full waves), the rest at most 1 -> 1 (fewest on a tie)
+ *   500 blocks: 500/792 = .63, 1000/1188 = .84, 1500/1584 = .95, 2000/2376 = .84 -> 3 */
+Test(wave_splits, the_fullest_last_wave_over_one_wave)
+{
+    cr_expect_eq(ckv_attention_wave_splits(512, 396), 3);
+    cr_expect_eq(ckv_attention_wave_splits(616, 396), 3);
+    cr_expect_eq(ckv_attention_wave_splits(792, 396), 1);
+    cr_expect_eq(ckv_attention_wave_splits(500, 396), 3);
+}
+
+static ckv_attention_plan_in base(void)
+{
+    ckv_attention_plan_in p = {0};
+    p.per_sm = 4;
+    p.min_split = 128;
+    p.tile = 32;
+    p.n_sm = 132;
+    return p;
+}
+
+/* The 8B shape's decode at batch 1, 8193 entries: 8 KV heads, 3 blocks fit
+ * per SM: 49 ranges (above); ceil(8193 / 49) = 168, up to a multiple of 32:
+ * 192. Ranges of 64 allow 129, the scratch (for 512 rows) thousands. */
+Test(split_plan, decode_fills_one_wave)
+{
+    ckv_attention_plan_in p = base();
+    p.blocks = 8;
+    p.resident = 3;
+    p.min_split = 64;
+    p.n = 1;
+    p.n_head = 32;
+    p.head_dim = 128;
+    p.max_len = 8193;
+    p.ws_floats = ckv_k_attention_ws(512, 8, 32, 128);
+    const ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 49);
+    cr_expect_eq(s.split_len, 192);
+}
+
+/* A 512-row prefill chunk of SmolLM2 (9 query heads, head_dim 64) over 4096
+ * entries: 8 row groups of 64 x 9 heads = 72 blocks; 4 per SM, rounded up:
+ * ceil(528 / 72) = 8; ranges of 128 allow 32; the decoder's scratch holds
+ * 8: 8 ranges of 512. */
+Test(split_plan, prefill_aims_at_four_per_sm)
+{
+    ckv_attention_plan_in p = base();
+    p.blocks = 72;
+    p.n = 512;
+    p.n_head = 9;
+    p.head_dim = 64;
+    p.max_len = 4096;
+    p.ws_floats = ckv_k_attention_ws(512, 8, 9, 64);
+    const ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 8);
+    cr_expect_eq(s.split_len, 512);
+}
+
+/* The caps: 16 blocks per SM for one block per range wants 2112 ranges,
+ * 2^20 entries in ranges of 64 allow 16384, the scratch is ample: the
+ * merge's 1024, of 1024 entries each. A scratch of 3 ranges caps at 3
+ * (ceil(5000 / 3) = 1667 -> 1696). One without room for the merged sums
+ * (10 floats for 1 row x 6 heads x 2) gives 1 range, not an underflow. */
+Test(split_plan, capped_by_the_merge_and_the_scratch)
+{
+    ckv_attention_plan_in p = base();
+    p.blocks = 1;
+    p.resident = 16;
+    p.min_split = 64;
+    p.n = 1;
+    p.n_head = 6;
+    p.head_dim = 64;
+    p.max_len = 1 << 20;
+    p.ws_floats = ckv_k_attention_ws(1, 4096, 6, 64);
+    ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, CKV_ATTENTION_MAX_SPLITS);
+    cr_expect_eq(s.split_len, 1024);
+
+    p.max_len = 5000;
+    p.ws_floats = ckv_k_attention_ws(1, 3, 6, 64);
+    s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 3);
+    cr_expect_eq(s.split_len, 1696);
+
+    p.ws_floats = 10;
+    s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 1);
+    cr_expect_eq(s.split_len, 5024);
+}
+
+/* The scratch formula: per range and row and head, head_dim outputs, a max
+ * and a sum; then a merged max and sum per row and head:
+ * 3 x 2 x 4 x (64 + 2) + 2 x 4 x 2 = 1584 + 16 = 1600. */
+Test(split_plan, scratch_size)
+{
+    cr_expect_eq(ckv_k_attention_ws(2, 3, 4, 64), 1600);
+}
