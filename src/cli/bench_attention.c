@@ -23,9 +23,9 @@
 enum { MAXL = 16 };
 
 #define TOL_ATTN 1e-4 /* fp32 kernels against the fp32 twin: summation order only */
-/* The TF32 prefill kernel: q, k, v and p rounded to TF32 (u = 2^-11), about
- * u of relative error in a probability-weighted mean; as TOL_TF32 of
- * tests/gpu/parity.c, which derives it. */
+/* The TF32 prefill kernel: q and p rounded to TF32 (u = 2^-11), k and v
+ * truncated (up to 2u), a few u of relative error in a probability-weighted
+ * mean; as TOL_TF32 of tests/gpu/parity.c, which derives it. */
 #define TOL_ATTN_TF32 2e-3
 
 typedef struct {
@@ -42,8 +42,9 @@ static void help(FILE *fp)
     fprintf(fp,
             "usage: ckv bench attention [--device cuda] [options]\n\n"
             "Times the decoder's attention kernels (kernels/cuda_attention.cu; decode steps\n"
-            "take kernels/cuda_attention_decode.cu, prefills (no H2O scores here) the TF32\n"
-            "tensor-core kernels/cuda_attention_prefill.cu) on random fp32 caches: decode steps\n"
+            "with groups up to 8 take kernels/cuda_attention_decode.cu, prefills and larger\n"
+            "groups (no H2O scores here) the TF32 tensor-core\n"
+            "kernels/cuda_attention_prefill.cu) on random fp32 caches: decode steps\n"
             "(one query per sequence; a batch of B sequences is one launch with the batch\n"
             "folded into the heads) and causal prefills, with and without the degree\n"
             "bias, and the decoder's bf16 GEMMs at a model's projection shapes (cuBLAS,\n"
@@ -57,7 +58,7 @@ static void help(FILE *fp)
             "when biased), GB/s and %% of %.2f TB/s copy bandwidth; FLOPs, %% of %.0f\n"
             "TFLOP/s (measured bf16 matrix rate) and %% of %.0f TFLOP/s (%%tf32: dense TF32 is\n"
             "half the bf16 rate on Hopper; the reference for the TF32 prefill kernel, not\n"
-            "measured). Prefill checks allow TF32 rounding (rel. L2 %.0e), decode fp32 (%.0e).\n"
+            "measured). Checks allow rel. L2 %.0e where the TF32 kernel runs, %.0e elsewhere.\n"
             "Table on stdout, HDF5 file with /attention and\n"
             "/gemm tables and the date, device and command line as attributes.\n\n"
             "Options:\n"
