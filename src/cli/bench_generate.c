@@ -15,6 +15,7 @@
 #include "h5_table.h"
 #include "model_presets.h"
 #include "opts.h"
+#include "sampler.h"
 #include "splitmix.h"
 #include "util.h"
 #if CKV_HAVE_CUDA
@@ -173,15 +174,6 @@ static const ckv_h5_field gen_fields[] = {
 };
 #undef FG
 
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 static ckv_status check_finite(const float *x, size_t n, const char *what, ckv_error *err)
 {
     for (size_t i = 0; i < n; i++)
@@ -224,7 +216,7 @@ static ckv_status generate_once(ckv_gpu *g, const ckv_config *cfg, const int32_t
     for (int32_t s = 1; !st && s <= r->new_tokens - 1; s++) {
         const double ta = ckv_now();
         for (int32_t i = 0; i < B; i++)
-            b->tok[i] = argmax(b->logits + (size_t)i * V, V);
+            b->tok[i] = ckv_argmax(b->logits + (size_t)i * V, V);
         in_argmax += ckv_now() - ta;
         st = ckv_gpu_decode_batch(g, b->c, b->tok, B, false, b->logits, NULL, err);
         if (!st && check)
@@ -233,7 +225,7 @@ static ckv_status generate_once(ckv_gpu *g, const ckv_config *cfg, const int32_t
     /* The last token, as the peer's generate picks it inside its time. */
     const double ta = ckv_now();
     for (int32_t i = 0; !st && i < B; i++)
-        b->tok[i] = argmax(b->logits + (size_t)i * V, V);
+        b->tok[i] = ckv_argmax(b->logits + (size_t)i * V, V);
     const double t2 = ckv_now();
     *prefill_s = t1 - t0;
     *decode_s = t2 - t1;

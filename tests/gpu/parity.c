@@ -23,6 +23,7 @@
 #include "matmul.h"
 #include "model.h"
 #include "quant.h"
+#include "sampler.h"
 #include "splitmix.h"
 
 #define GPU_TEST_NAME "parity"
@@ -668,15 +669,6 @@ static void check_kernels(void)
 
 /* ---- end to end ---------------------------------------------------------- */
 
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 typedef struct {
     int32_t len;
     double logit_err, kv_err;
@@ -707,7 +699,7 @@ static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const in
     r.cpu_prefill_s = t1 - t0;
     r.gpu_prefill_s = t2 - t1;
     r.logit_err = rel_l2(lg, lc, (size_t)V);
-    r.top1 = argmax(lg, V) == argmax(lc, V);
+    r.top1 = ckv_argmax(lg, V) == ckv_argmax(lc, V);
 
     ckv_cache back;
     CHECK(ckv_cache_init(&back, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
@@ -724,7 +716,7 @@ static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const in
         }
     r.kv_err = kv;
 
-    int32_t tc = argmax(lc, V), tg = argmax(lg, V);
+    int32_t tc = ckv_argmax(lc, V), tg = ckv_argmax(lg, V);
     bool same = tc == tg;
     r.agree = same ? 1 : 0;
     for (int32_t s = 1; s < greedy; s++) {
@@ -735,8 +727,8 @@ static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const in
         double c = now();
         r.cpu_decode_s += b - a;
         r.gpu_decode_s += c - b;
-        tc = argmax(lc, V);
-        tg = argmax(lg, V);
+        tc = ckv_argmax(lc, V);
+        tg = ckv_argmax(lg, V);
         same = same && tc == tg;
         r.agree += same ? 1 : 0;
     }
