@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Checks scripts/ncu-steps, which the per-kernel tables of docs/performance.md
+come from: on a small hand-written ncu CSV (two decode steps of three
+launches, a header and a units row, ncu's thousands separators) the chosen
+step's kernels, their sums and means are the ones derived by hand, and bad
+input is refused with a message naming it."""
+import os
+import subprocess
+import sys
+import tempfile
+
+root = os.environ.get("CKV_SOURCE_ROOT",
+                      os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+script = os.path.join(root, "scripts", "ncu-steps")
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+HEADER = ('"ID","Kernel Name","Grid Size","Block Size","dram__bytes_read.sum",'
+          '"gpu__time_duration.sum"\n"","","","","byte","ns"\n')
+ROWS = [
+    ("embed_kernel", "(1, 1, 1)", "(256, 1, 1)", "1,000", "2,000"),
+    ("void gemv_kernel<1, 0>(float *)", "(896, 1, 1)", "(256, 1, 1)", "500", "10,000"),
+    ("void gemv_kernel<1, 0>(float *)", "(896, 1, 1)", "(256, 1, 1)", "700", "14,000"),
+    ("embed_kernel", "(1, 1, 1)", "(256, 1, 1)", "3,000", "4,000"),
+    ("void gemv_kernel<1, 0>(float *)", "(896, 1, 1)", "(256, 1, 1)", "100", "1,000"),
+    ("attention_merge", "(1, 32, 1)", "(128, 1, 1)", "50", "3,000"),
+]
+
+with tempfile.TemporaryDirectory() as tmp:
+    csv_path = os.path.join(tmp, "ncu.txt")
+    with open(csv_path, "w") as f:
+        f.write("==PROF== Connected to process 1\nckv bench: a table line\n" + HEADER)
+        for i, r in enumerate(ROWS):
+            f.write(f'"{i}","{r[0]}","{r[1]}","{r[2]}","{r[3]}","{r[4]}"\n')
+
+    # Step 0: embed (2000 ns) and two gemv calls (10000 + 14000 = 24000 ns,
+    # mean 12000, mean read (500 + 700) / 2 = 600): 3 kernels, 26000 summed.
+    rc, out, err = run(csv_path, "embed", "0")
+    lines = out.splitlines()
+    check(rc == 0, f"step 0 runs (rc {rc}, {err.strip()})")
+    check("steps 2, step 0: 3 kernels, 26000 summed" in out, "step 0: 3 kernels, 26000 ns")
+    gemv = [l for l in lines if "gemv_kernel<1, 0>" in l]
+    check(len(gemv) == 1 and gemv[0].split()[:5] == ["2", "24000.0", "12000.00", "rd", "600"],
+          f"gemv: 2 calls, 24000 summed, mean 12000, 600 bytes read ({gemv})")
+    check(len(lines) > 1 and "gemv_kernel" in lines[1], "largest total first")
+    check("(float *)" not in out, "argument lists dropped from kernel names")
+
+    # The default step is the second last start, here step 0; step 1 runs to
+    # the end: embed 4000 + gemv 1000 + merge 3000 = 8000.
+    check(run(csv_path)[1] == out, "default: the last complete step (step 0 here)")
+    rc, out, _ = run(csv_path, "embed", "1")
+    check(rc == 0 and "step 1: 3 kernels, 8000 summed" in out, "step 1 runs to the end: 8000 ns")
+
+    rc, _, err = run(csv_path, "embed", "2")
+    check(rc == 1 and "STEP 2" in err and "0 to 1" in err, f"a step past the last is refused ({err.strip()})")
+    rc, _, err = run(csv_path, "embed", "x")
+    check(rc == 1 and "STEP x" in err, f"a STEP that is not a number is refused ({err.strip()})")
+    rc, _, err = run(csv_path, "nosuchkernel")
+    check(rc == 1 and "nosuchkernel" in err, f"no matching kernel is refused ({err.strip()})")
+    bad = os.path.join(tmp, "bad.txt")
+    with open(bad, "w") as f:
+        f.write('"ID","Kernel Name"\n"",""\n"0","embed_kernel"\n')
+    rc, _, err = run(bad)
+    check(rc == 1 and "bad.txt" in err and "gpu__time_duration.sum" in err,
+          f"a CSV without the metrics names the file and column ({err.strip()})")
+    rc, _, err = run(os.path.join(tmp, "missing.txt"))
+    check(rc == 1 and "missing.txt" in err, f"a missing file is named ({err.strip()})")
+    rc, _, _ = run()
+    check(rc == 2, "no arguments: usage, exit 2")
+
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
