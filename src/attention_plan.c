@@ -9,13 +9,18 @@ int64_t ckv_attention_wave_splits(int64_t blocks, int64_t slots)
 {
     if (blocks < 1)
         blocks = 1;
-    if (blocks <= slots)
-        return slots / blocks;
+    if (slots < 1)
+        slots = 1;
     int64_t best = 1;
     double best_fill = 0.0;
-    for (int64_t s = 1; s <= 4; s++) {
+    for (int64_t w = 1; w <= CKV_ATTENTION_MAX_WAVES; w++) {
+        const int64_t s = w * slots / blocks;
+        if (s < 1)
+            continue;
         const int64_t b = blocks * s, waves = (b + slots - 1) / slots;
         const double fill = (double)b / (double)(waves * slots);
+        if (fill >= CKV_ATTENTION_WAVE_FILL)
+            return s;
         if (fill > best_fill) {
             best = s;
             best_fill = fill;

@@ -26,9 +26,14 @@ typedef struct {
 size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim);
 
 /* Splits whose `blocks` blocks per range fill whole waves of `slots` places
- * (blocks that fit on the GPU at once): as many as still fit in one wave
- * when the blocks do, else 1 to 4, whichever leaves the last wave fullest
- * (the fewest on a tie). */
+ * (blocks that fit on the GPU at once): for 1, 2, ... CKV_ATTENTION_MAX_WAVES
+ * waves, the most splits that fit in them; the first whose waves are at
+ * least CKV_ATTENTION_WAVE_FILL full, else the fullest (the fewest splits on
+ * a tie). A list's blocks each stream at a bounded rate, so a half-empty
+ * wave leaves bandwidth unused: two full waves of short ranges beat one
+ * half-full wave of long ones. */
+#define CKV_ATTENTION_MAX_WAVES 8
+#define CKV_ATTENTION_WAVE_FILL 0.9
 int64_t ckv_attention_wave_splits(int64_t blocks, int64_t slots);
 
 typedef struct {

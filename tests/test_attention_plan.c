@@ -14,17 +14,39 @@ Test(wave_splits, as_many_as_fit_in_one_wave)
     cr_expect_eq(ckv_attention_wave_splits(0, 396), 396); /* no blocks counts as 1 */
 }
 
-/* Over one wave, the fill of the last wave for 1..4 splits:
- *   512 blocks: 512/792 = .65, 1024/1188 = .86, 1536/1584 = .97, 2048/2376 = .86 -> 3
- *   616 blocks: 616/792 = .78, 1232/1584 = .78, 1848/1980 = .93, 2464/2772 = .89 -> 3
- *   792 blocks: 792/792 = 1 (two full waves), the rest at most 1 -> 1 (fewest on a tie)
- *   500 blocks: 500/792 = .63, 1000/1188 = .84, 1500/1584 = .95, 2000/2376 = .84 -> 3 */
-Test(wave_splits, the_fullest_last_wave_over_one_wave)
+/* More blocks than one wave: for w waves the most splits that fit in them,
+ * floor(w * 396 / blocks), until the waves are 90% full:
+ *   512 blocks: w=2: 1, 512/792 = .65; w=3: 2, 1024/1188 = .86; w=4: 3, 1536/1584 = .97 -> 3
+ *   616 blocks: w=2..4: 1, 1, 2 at .78; w=5: 3, 1848/1980 = .93 -> 3
+ *   792 blocks: w=2: 1, two full waves -> 1
+ *   500 blocks: w=2: 1, .63; w=3: 2, 1000/1188 = .84; w=4: 3, 1500/1584 = .95 -> 3 */
+Test(wave_splits, over_one_wave_until_ninety_percent_full)
 {
     cr_expect_eq(ckv_attention_wave_splits(512, 396), 3);
     cr_expect_eq(ckv_attention_wave_splits(616, 396), 3);
     cr_expect_eq(ckv_attention_wave_splits(792, 396), 1);
     cr_expect_eq(ckv_attention_wave_splits(500, 396), 3);
+}
+
+/* Blocks that fill one wave only partly take more waves of shorter ranges
+ * (26, 19 and 39 sequences of the 8B shape, 8 KV heads each):
+ *   208 blocks: w=1: 1, 208/396 = .53; w=2: 3, 624/792 = .79; w=3: 5, 1040/1188 = .88;
+ *               w=4: 7, 1456/1584 = .92 -> 7
+ *   152 blocks: w=1: 2, 304/396 = .77; w=2: 5, 760/792 = .96 -> 5
+ *   312 blocks: w=1..3: 1, 2, 3 at .79; w=4: 5, 1560/1584 = .98 -> 5 */
+Test(wave_splits, a_part_full_wave_takes_more_waves)
+{
+    cr_expect_eq(ckv_attention_wave_splits(208, 396), 7);
+    cr_expect_eq(ckv_attention_wave_splits(152, 396), 5);
+    cr_expect_eq(ckv_attention_wave_splits(312, 396), 5);
+}
+
+/* 397 blocks never fill 90% within 8 waves: w=2..8 give 1..7 splits at
+ * 397/792 = .50, 794/1188 = .67, 1191/1584 = .75, 1588/1980 = .80,
+ * 1985/2376 = .84, 2382/2772 = .86, 2779/3168 = .88: the fullest, 7. */
+Test(wave_splits, the_fullest_when_none_is_full_enough)
+{
+    cr_expect_eq(ckv_attention_wave_splits(397, 396), 7);
 }
 
 static ckv_attention_plan_in base(void)
