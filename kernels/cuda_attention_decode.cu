@@ -291,14 +291,17 @@ int ckv_attention_decode_resident(int32_t head_dim, int32_t group)
 {
     // Asked once per shape and process (the answer depends on the kernel's
     // registers and the device model; a sweep's GPUs are one model). Racing
-    // threads store the same value.
+    // threads store the same value; -1 keeps a failed query from being
+    // asked again at every plan.
     static int known[2][MAX_GROUP + 1];
     if (group < 1 || group > MAX_GROUP)
         return 0;
     int &r = known[head_dim == 128][group];
-    if (!r)
-        r = head_dim == 128 ? resident_hd<128>(group) : resident_hd<64>(group);
-    return r;
+    if (!r) {
+        const int q = head_dim == 128 ? resident_hd<128>(group) : resident_hd<64>(group);
+        r = q > 0 ? q : -1;
+    }
+    return r > 0 ? r : 0;
 }
 
 bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv)
