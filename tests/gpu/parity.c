@@ -467,10 +467,22 @@ static const char *attention_path_name(ckv_k_attention_path p)
  * attention (H2O scores) is checked too, starting from random values; a
  * prefill (n > 1) must then take the fp32 kernel, and without scores the
  * TF32 tensor-core one (checked at TOL_TF32). */
-static void check_attention(int hd, int n, const int32_t *len0, bool bias, int forced_splits,
-                            bool scores)
+typedef struct {
+    int hd, n;
+    const int32_t *len0;
+    bool bias;
+    int forced_splits;
+    bool scores;
+    int H;         /* query heads over 2 KV heads; 0: 6 (group 3) */
+    bool zero_deg; /* some degrees 0: log-degree -inf, entries no query sees */
+} attn_case;
+
+static void check_attention(attn_case ac)
 {
-    const int KV = 2, H = 6, group = H / KV, cap = 4096;
+    const int hd = ac.hd, n = ac.n, forced_splits = ac.forced_splits;
+    const int32_t *len0 = ac.len0;
+    const bool bias = ac.bias, scores = ac.scores;
+    const int KV = 2, H = ac.H ? ac.H : 6, group = H / KV, cap = 4096;
     const float scale = 1.0f / sqrtf((float)hd);
     size_t cf = (size_t)KV * cap * hd;
     float *k = xmalloc(4 * cf), *v = xmalloc(4 * cf), *deg = xmalloc(4 * (size_t)KV * cap),
@@ -484,9 +496,15 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
     fill(acc0, (size_t)KV * cap, 0.5f, 2.0f);
     memcpy(acc, acc0, 4 * (size_t)KV * cap);
     for (size_t t = 0; t < (size_t)KV * cap; t++) {
-        deg[t] = (float)(1 + ckv_splitmix64(&rng) % 6);
+        deg[t] = (float)(ac.zero_deg ? ckv_splitmix64(&rng) % 4 : 1 + ckv_splitmix64(&rng) % 6);
         ld[t] = logf(deg[t]);
     }
+    if (ac.zero_deg) /* each query sees its own entry at least */
+        for (int h = 0; h < KV; h++)
+            for (int i = 0; i < n; i++) {
+                deg[(size_t)h * cap + len0[h] + i] = 1.0f;
+                ld[(size_t)h * cap + len0[h] + i] = 0.0f;
+            }
     int32_t max_len = 0;
     for (int h = 0; h < KV; h++)
         if (len0[h] + n > max_len)
@@ -503,7 +521,7 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
           *dq = dup_dev(q, sizeof(float) * n * H * hd), *dout = dev_poisoned(sizeof(float) * n * H * hd);
     int32_t *dlen = dup_dev(len0, sizeof(int32_t) * KV);
     float *dacc = dup_dev(acc0, 4 * (size_t)KV * cap);
-    size_t ws_f = ckv_k_attention_ws(n, 64, H, hd);
+    size_t ws_f = ckv_k_attention_ws(n, forced_splits > 64 ? forced_splits : 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
     ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f);
     if (forced_splits) {
@@ -513,14 +531,15 @@ static void check_attention(int hd, int n, const int32_t *len0, bool bias, int f
     }
     ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL};
     const ckv_k_attention_path path = ckv_k_attention_path_of(n, false, H, KV, scores);
-    const ckv_k_attention_path expect =
-        n == 1 ? CKV_ATTN_DECODE : scores ? CKV_ATTN_PREFILL_F32 : CKV_ATTN_PREFILL_TF32;
+    const ckv_k_attention_path expect = n == 1 && group <= 8 ? CKV_ATTN_DECODE
+                                        : scores            ? CKV_ATTN_PREFILL_F32
+                                                            : CKV_ATTN_PREFILL_TF32;
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     char what[128];
-    snprintf(what, sizeof what, "attention [%s] hd %d n %d len0 %d/%d%s%s splits %d",
-             attention_path_name(path), hd, n, len0[0], len0[1], bias ? " +logdeg" : "",
-             scores ? " +scores" : "", sp.splits);
+    snprintf(what, sizeof what, "attention [%s] hd %d n %d group %d len0 %d/%d%s%s%s splits %d",
+             attention_path_name(path), hd, n, group, len0[0], len0[1], bias ? " +logdeg" : "",
+             ac.zero_deg ? " (degrees 0)" : "", scores ? " +scores" : "", sp.splits);
     const double tol = path == CKV_ATTN_PREFILL_TF32 ? TOL_TF32 : TOL_F32;
     report(what, rel_l2(got, want, (size_t)n * H * hd), tol);
     if (path != expect) {
@@ -623,6 +642,7 @@ static void check_kernels(void)
     check_rmsnorm(true, 576);
     check_rmsnorm(true, 4096);
     check_rmsnorm(true, 8192);
+    check_rmsnorm(true, 3584);
     check_rmsnorm_refusal(8196);
     check_rmsnorm_refusal(578);
     check_qkv_post(64, CKV_ROPE_NORM, false, false, false);
@@ -634,34 +654,46 @@ static void check_kernels(void)
            "cache\ntracks scores) or tf32 (tensor cores, a prefill without scores)\n");
     const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
                   e[2] = {3001, 0};
-    check_attention(64, 1, b, true, 0, true);
-    check_attention(64, 1, c, true, 7, true);
-    check_attention(64, 7, b, true, 1, true);
-    check_attention(64, 77, a, true, 0, true);
-    check_attention(64, 77, b, false, 0, true);
-    check_attention(128, 1, c, true, 0, true);
-    check_attention(128, 40, b, true, 3, true);
-    check_attention(128, 600, e, true, 0, true);
+    check_attention((attn_case){64, 1, b, true, 0, true, 0, false});
+    check_attention((attn_case){64, 1, c, true, 7, true, 0, false});
+    check_attention((attn_case){64, 7, b, true, 1, true, 0, false});
+    check_attention((attn_case){64, 77, a, true, 0, true, 0, false});
+    check_attention((attn_case){64, 77, b, false, 0, true, 0, false});
+    check_attention((attn_case){128, 1, c, true, 0, true, 0, false});
+    check_attention((attn_case){128, 40, b, true, 3, true, 0, false});
+    check_attention((attn_case){128, 600, e, true, 0, true, 0, false});
     /* The tensor-core kernel: one list empty before the queries, the other
      * long; 1 to 7 ranges, so that some range holds nothing a row sees and
      * some lies past the shorter list; rows that fill a block partly (2, 17,
      * 77, 600) or exactly (512); ranges of exactly one whole tile, where
      * no next tile is copied (n 32, one range; n 64, two ranges of 32, the
      * first 32 rows seeing nothing of the second). */
-    check_attention(64, 2, d, true, 0, false);
-    check_attention(64, 17, e, false, 3, false);
-    check_attention(64, 77, d, true, 7, false);
-    check_attention(64, 512, e, true, 0, false);
-    check_attention(64, 600, d, false, 1, false);
-    check_attention(64, 77, a, true, 3, false);
-    check_attention(128, 2, e, false, 7, false);
-    check_attention(128, 17, d, true, 0, false);
-    check_attention(128, 77, e, true, 1, false);
-    check_attention(128, 512, d, false, 3, false);
-    check_attention(128, 600, e, true, 0, false);
-    check_attention(128, 600, d, true, 7, false);
-    check_attention(128, 32, a, true, 1, false);
-    check_attention(64, 64, a, false, 2, false);
+    check_attention((attn_case){64, 2, d, true, 0, false, 0, false});
+    check_attention((attn_case){64, 17, e, false, 3, false, 0, false});
+    check_attention((attn_case){64, 77, d, true, 7, false, 0, false});
+    check_attention((attn_case){64, 512, e, true, 0, false, 0, false});
+    check_attention((attn_case){64, 600, d, false, 1, false, 0, false});
+    check_attention((attn_case){64, 77, a, true, 3, false, 0, false});
+    check_attention((attn_case){128, 2, e, false, 7, false, 0, false});
+    check_attention((attn_case){128, 17, d, true, 0, false, 0, false});
+    check_attention((attn_case){128, 77, e, true, 1, false, 0, false});
+    check_attention((attn_case){128, 512, d, false, 3, false, 0, false});
+    check_attention((attn_case){128, 600, e, true, 0, false, 0, false});
+    check_attention((attn_case){128, 600, d, true, 7, false, 0, false});
+    check_attention((attn_case){128, 32, a, true, 1, false, 0, false});
+    check_attention((attn_case){64, 64, a, false, 2, false, 0, false});
+    /* The merge over more than 128 ranges (the most it stages at once is
+     * CKV_ATTENTION_MAX_SPLITS, 1024): ranges of 32, most of them empty;
+     * one query with a group over 8 (no decode kernel: a prefill one);
+     * degrees 0 (a log-degree of -inf) at the head of ranges. */
+    check_attention((attn_case){64, 1, c, true, 200, true, 0, false});
+    check_attention((attn_case){128, 1, b, false, 1024, false, 0, false});
+    check_attention((attn_case){64, 7, b, true, 150, false, 0, false});
+    check_attention((attn_case){128, 1, b, true, 0, false, 20, false});
+    check_attention((attn_case){64, 1, c, true, 0, true, 20, false});
+    check_attention((attn_case){128, 1, b, true, 7, true, 0, true});
+    check_attention((attn_case){64, 77, e, true, 3, false, 0, true});
+    check_attention((attn_case){128, 40, b, true, 3, true, 0, true});
     check_attention_seqs(64, true);
     check_attention_seqs(128, false);
     check_gemvs();
