@@ -132,9 +132,18 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     }
 }
 
+// V floats of a row moved at once: 16-byte loads and stores when the head
+// dimension allows (V = 4), so a thread's index and run lookups serve four
+// elements; each element's arithmetic is the same for any V.
+template <int V>
+struct __align__(4 * V) Lanes {
+    float e[V];
+};
+
 // Writes each surviving entry at its new slot in the scratch copy: a copy,
 // or the degree-weighted centroid of the destination and its sources. One
-// thread per (slot, dimension).
+// thread per (slot, V dimensions).
+template <int V>
 __global__ void apply_write_kernel(const float *k, const float *v, const float *deg,
                                    const float *score, float *ok, float *ov, float *odeg,
                                    float *oscore, const int32_t *dest, const int32_t *newslot,
@@ -142,21 +151,24 @@ __global__ void apply_write_kernel(const float *k, const float *v, const float *
                                    const int32_t *src, const int32_t *act, const int32_t *T,
                                    int32_t cap, int32_t d, bool merges)
 {
-    const int32_t lh = blockIdx.y;
+    typedef Lanes<V> L;
+    const int32_t lh = blockIdx.y, dv = d / V;
     if (!act[lh])
         return;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int32_t t = (int32_t)(idx / d), i = (int32_t)(idx % d);
+    const int32_t t = (int32_t)(idx / dv), i = (int32_t)(idx % dv);
     if (t >= T[lh])
         return;
     const size_t base = (size_t)lh * cap, row = base + t;
     if (dest[row] != t)
         return;
     const size_t n = base + newslot[row];
+    const L *kl = reinterpret_cast<const L *>(k), *vl = reinterpret_cast<const L *>(v);
+    L *okl = reinterpret_cast<L *>(ok), *ovl = reinterpret_cast<L *>(ov);
     const int32_t rb = merges ? run_b[row] : -1;
     if (rb < 0) {
-        ok[n * d + i] = k[row * d + i];
-        ov[n * d + i] = v[row * d + i];
+        okl[n * dv + i] = kl[row * dv + i];
+        ovl[n * dv + i] = vl[row * dv + i];
         if (i == 0) {
             odeg[n] = deg[row];
             if (score)
@@ -165,21 +177,35 @@ __global__ void apply_write_kernel(const float *k, const float *v, const float *
         return;
     }
     const int32_t re = run_e[row];
-    double a0 = deg[row];
-    double ak = __dmul_rn((double)deg[row], (double)k[row * d + i]);
-    double av = __dmul_rn((double)deg[row], (double)v[row * d + i]);
+    const L k0 = kl[row * dv + i], v0 = vl[row * dv + i];
+    double a0 = deg[row], ak[V], av[V];
+#pragma unroll
+    for (int e = 0; e < V; e++) {
+        ak[e] = __dmul_rn((double)deg[row], (double)k0.e[e]);
+        av[e] = __dmul_rn((double)deg[row], (double)v0.e[e]);
+    }
     float sc = score ? score[row] : 0.0f;
     for (int32_t r = rb; r < re; r++) {
         const size_t s = base + src[r];
         const double ds = deg[s];
+        const L ks = kl[s * dv + i], vs = vl[s * dv + i];
         a0 = __dadd_rn(a0, ds);
-        ak = __dadd_rn(ak, __dmul_rn(ds, (double)k[s * d + i]));
-        av = __dadd_rn(av, __dmul_rn(ds, (double)v[s * d + i]));
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            ak[e] = __dadd_rn(ak[e], __dmul_rn(ds, (double)ks.e[e]));
+            av[e] = __dadd_rn(av[e], __dmul_rn(ds, (double)vs.e[e]));
+        }
         if (score)
             sc = __fadd_rn(sc, score[s]);
     }
-    ok[n * d + i] = __double2float_rn(__ddiv_rn(ak, a0));
-    ov[n * d + i] = __double2float_rn(__ddiv_rn(av, a0));
+    L ko, vo;
+#pragma unroll
+    for (int e = 0; e < V; e++) {
+        ko.e[e] = __double2float_rn(__ddiv_rn(ak[e], a0));
+        vo.e[e] = __double2float_rn(__ddiv_rn(av[e], a0));
+    }
+    okl[n * dv + i] = ko;
+    ovl[n * dv + i] = vo;
     if (i == 0) {
         odeg[n] = __double2float_rn(a0);
         if (score)
@@ -187,27 +213,44 @@ __global__ void apply_write_kernel(const float *k, const float *v, const float *
     }
 }
 
-// Copies the compacted rows back into the cache.
+// Copies the compacted rows back into the cache, V floats at a time.
+template <int V>
 __global__ void apply_copy_kernel(float *k, float *v, float *deg, float *score, const float *ok,
                                   const float *ov, const float *odeg, const float *oscore,
                                   const int32_t *newlen, const int32_t *act, int32_t cap,
                                   int32_t d)
 {
-    const int32_t lh = blockIdx.y;
+    typedef Lanes<V> L;
+    const int32_t lh = blockIdx.y, dv = d / V;
     if (!act[lh])
         return;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int32_t t = (int32_t)(idx / d), i = (int32_t)(idx % d);
+    const int32_t t = (int32_t)(idx / dv), i = (int32_t)(idx % dv);
     if (t >= newlen[lh])
         return;
     const size_t r = (size_t)lh * cap + t;
-    k[r * d + i] = ok[r * d + i];
-    v[r * d + i] = ov[r * d + i];
+    reinterpret_cast<L *>(k)[r * dv + i] = reinterpret_cast<const L *>(ok)[r * dv + i];
+    reinterpret_cast<L *>(v)[r * dv + i] = reinterpret_cast<const L *>(ov)[r * dv + i];
     if (i == 0) {
         deg[r] = odeg[r];
         if (score)
             score[r] = oscore[r];
     }
+}
+
+template <int V>
+static void apply_rows(ckv_pol *x, int32_t max_t, bool merges)
+{
+    ckv_gpu_policy_ws *w = x->ws;
+    ckv_gpu_cache *c = x->c;
+    const dim3 rows(ckv_pol_blocks((int64_t)max_t * (x->d / V), 256), x->lists);
+    float *oscore = c->score ? w->score : NULL;
+    apply_write_kernel<V><<<rows, 256, 0, x->s>>>(c->k, c->v, c->deg, c->score, w->k, w->v,
+                                                  w->deg, oscore, w->dest, w->newslot, w->run_b,
+                                                  w->run_e, w->ival_out, x->act, x->T, x->cap,
+                                                  x->d, merges);
+    apply_copy_kernel<V><<<rows, 256, 0, x->s>>>(c->k, c->v, c->deg, c->score, w->k, w->v,
+                                                 w->deg, oscore, w->newlen, x->act, x->cap, x->d);
 }
 
 // assign[i] (a current slot) becomes the slot it ends in, -1 if evicted.
@@ -252,14 +295,10 @@ ckv_status ckv_pol_apply(ckv_pol *x, bool merges, ckv_error *err)
     apply_scan_kernel<<<x->lists, SCAN_THREADS, 0, x->s>>>(w->dest, w->newslot, w->newlen,
                                                           c->len_d, x->act, x->T, x->cap);
     CKV_CUDA_LAUNCHED();
-    dim3 rows(ckv_pol_blocks((int64_t)max_t * x->d, 256), x->lists);
-    float *oscore = c->score ? w->score : NULL;
-    apply_write_kernel<<<rows, 256, 0, x->s>>>(c->k, c->v, c->deg, c->score, w->k, w->v, w->deg,
-                                               oscore, w->dest, w->newslot, w->run_b, w->run_e,
-                                               w->ival_out, x->act, x->T, x->cap, x->d, merges);
-    CKV_CUDA_LAUNCHED();
-    apply_copy_kernel<<<rows, 256, 0, x->s>>>(c->k, c->v, c->deg, c->score, w->k, w->v, w->deg,
-                                              oscore, w->newlen, x->act, x->cap, x->d);
+    if (x->d % 4 == 0)
+        apply_rows<4>(x, max_t, merges);
+    else
+        apply_rows<1>(x, max_t, merges);
     CKV_CUDA_LAUNCHED();
     if (x->track_assign) {
         dim3 all(ckv_pol_blocks(x->cap, 256), x->lists);

@@ -288,16 +288,15 @@ static void source_free(source *s)
 enum { SYN_LAYERS = 4, SYN_KV = 3, SYN_HEADS = 9, SYN_D = 64, SYN_W = 32 };
 static int32_t syn_t = 1400; /* tokens of the synthetic caches (--quick: 480) */
 
-/* A synthetic cache of the test shape, or with head_dim 128 and 4 query
- * heads per KV head (wide); ragged: list lh keeps syn_t - (syn_t / 23) lh
+/* A synthetic cache of the test shape with `heads` query heads over SYN_KV
+ * KV heads of head_dim d; ragged: list lh keeps syn_t - (syn_t / 23) lh
  * entries. */
-static void synthetic(source *s, const char *name, bool ragged, bool wide, uint64_t seed)
+static void synthetic(source *s, const char *name, bool ragged, int32_t heads, int32_t d,
+                      uint64_t seed)
 {
     memset(s, 0, sizeof *s);
     s->name = name;
-    int32_t heads = wide ? 4 * SYN_KV : SYN_HEADS;
-    CHECK(ckv_synthetic_kv(&s->c, &s->q, SYN_LAYERS, SYN_KV, heads, wide ? 2 * SYN_D : SYN_D,
-                           syn_t, SYN_W, seed, err));
+    CHECK(ckv_synthetic_kv(&s->c, &s->q, SYN_LAYERS, SYN_KV, heads, d, syn_t, SYN_W, seed, err));
     s->n_head = heads;
     s->w = SYN_W;
     if (ragged)
@@ -495,14 +494,18 @@ int main(int argc, char **argv)
     printf("%-12s %-58s %6s %5s %7s %9s %9s %9s %9s  %s\n", "source", "policy", "budget", "lists",
            "slotdif", "diff/near", "max err", "GPU ms", "CPU ms", "result");
     source s;
-    synthetic(&s, "synth-equal", false, false, 1);
+    synthetic(&s, "synth-equal", false, SYN_HEADS, SYN_D, 1);
     run_source(&s, true);
     source_free(&s);
-    synthetic(&s, "synth-ragged", true, false, 2);
+    synthetic(&s, "synth-ragged", true, SYN_HEADS, SYN_D, 2);
     run_source(&s, true);
     source_free(&s);
     /* head_dim 128: K-Means tiles need more than 48 KiB of shared memory. */
-    synthetic(&s, "synth-d128", true, true, 3);
+    synthetic(&s, "synth-d128", true, 4 * SYN_KV, 2 * SYN_D, 3);
+    run_source(&s, false);
+    source_free(&s);
+    /* head_dim 66: rows the compaction cannot move four floats at a time. */
+    synthetic(&s, "synth-d66", true, SYN_HEADS, 66, 4);
     run_source(&s, false);
     source_free(&s);
     compressed_once(&s);
