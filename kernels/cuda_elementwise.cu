@@ -54,7 +54,8 @@ extern "C" ckv_status ckv_k_embed(float *x, const float *table, const int32_t *t
 // load of x and add is issued before any store (a loop that stored x[j]
 // between loads could not overlap them, since x and add might alias), so a
 // row costs one memory round trip, not E / 256 of them (14 us for E = 4096
-// by ncu, run K, with the per-element loop).
+// by ncu, run K, with the per-element loop). The weights are static: their
+// loads are issued before the wait for the kernel that wrote x (cuda_pdl.cuh).
 constexpr int RMS_THREADS = 256, RMS_VEC = 8;  // float4s per thread: E <= 8192
 
 __global__ void __launch_bounds__(RMS_THREADS)
@@ -62,9 +63,18 @@ __global__ void __launch_bounds__(RMS_THREADS)
                             const float *__restrict__ w, ckv_bf16 *__restrict__ out, int32_t E,
                             float eps)
 {
+    const int n4 = E / 4;
+    const float4 *w4 = reinterpret_cast<const float4 *>(w);
+    float4 g[RMS_VEC];
+#pragma unroll
+    for (int k = 0; k < RMS_VEC; k++) {
+        const int j = threadIdx.x + k * RMS_THREADS;
+        if (j >= n4)
+            break;
+        g[k] = w4[j];
+    }
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
-    const int n4 = E / 4;
     float4 *xr = reinterpret_cast<float4 *>(x + (size_t)blockIdx.x * E);
     const float4 *ar = add ? reinterpret_cast<const float4 *>(add + (size_t)blockIdx.x * E) : NULL;
     float4 v[RMS_VEC];
@@ -83,7 +93,6 @@ __global__ void __launch_bounds__(RMS_THREADS)
     }
     ss = block_sum(ss);
     const float r = (float)(1.0 / sqrt((double)ss / E + eps));
-    const float4 *w4 = reinterpret_cast<const float4 *>(w);
     uint2 *o = reinterpret_cast<uint2 *>(out + (size_t)blockIdx.x * E);
 #pragma unroll
     for (int k = 0; k < RMS_VEC; k++) {
@@ -92,11 +101,10 @@ __global__ void __launch_bounds__(RMS_THREADS)
             break;
         if (ar)
             xr[j] = v[k];
-        const float4 g = w4[j];
-        o[j] = make_uint2((uint32_t)ckv_to_bf16(v[k].x * r * g.x) |
-                              (uint32_t)ckv_to_bf16(v[k].y * r * g.y) << 16,
-                          (uint32_t)ckv_to_bf16(v[k].z * r * g.z) |
-                              (uint32_t)ckv_to_bf16(v[k].w * r * g.w) << 16);
+        o[j] = make_uint2((uint32_t)ckv_to_bf16(v[k].x * r * g[k].x) |
+                              (uint32_t)ckv_to_bf16(v[k].y * r * g[k].y) << 16,
+                          (uint32_t)ckv_to_bf16(v[k].z * r * g[k].z) |
+                              (uint32_t)ckv_to_bf16(v[k].w * r * g[k].w) << 16);
     }
 }
 
