@@ -32,6 +32,17 @@ typedef struct {
 ckv_status ckv_cuda_device_count(int32_t *count, ckv_error *err);
 ckv_status ckv_cuda_device_query(int32_t index, ckv_cuda_device *out, ckv_error *err);
 
+/* Programmatic dependent launch (kernels/cuda_pdl.cuh) of the forward
+ * pass's kernels: each may start while the one before it drains, which hides
+ * the launch gaps of a decode step. On by default, off when CKV_PDL=0 at the
+ * first use; process-wide; takes effect for the launches that follow (a
+ * decode step captured as a graph under the other setting is captured
+ * again). Only scheduling changes: results are bit-identical either way. */
+void ckv_cuda_set_pdl(bool on);
+/* Whether launches use it now: the switch, on a device of compute
+ * capability 9.0 or more (asked of the current device once). */
+bool ckv_cuda_pdl(void);
+
 /* The decoder on one GPU: the model's weights dequantised once (from the
  * host fp32 copy in ckv_model) to bf16 for cuBLAS (fp32 accumulation);
  * norms, biases, the embedding table and all activations between GEMMs in

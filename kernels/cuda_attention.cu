@@ -11,7 +11,8 @@
 // partial pass of cuda_attention_prefill.cu. This kernel stays for a cache
 // that tracks H2O scores (the score pass recomputes fp32 scores against the
 // merged max and sum, which must match the partial pass's) and for batches
-// of sequences with GQA groups over 8.
+// of sequences with GQA groups over 8. Every kernel here is launched with
+// programmatic dependent launch and waits first (cuda_pdl.cuh).
 #include <cuda_bf16.h>
 #include <math.h>
 
@@ -19,6 +20,7 @@
 #include "cuda_attention_prefill.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "cuda_pdl.cuh"
 
 namespace {
 
@@ -119,6 +121,8 @@ __device__ __forceinline__ Place place(const Args &a, int h, int split)
 template <int HD>
 __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
 {
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     constexpr int PD = HD / TPQ;
     __shared__ float ks[BK][HD];
     __shared__ float vs[BK][HD];
@@ -191,6 +195,8 @@ __global__ void attention_merge(const float *__restrict__ part_o,
                                 const float *__restrict__ part_ml, int32_t splits, int32_t n,
                                 int32_t H, int32_t hd, float *out32, ckv_bf16 *out16, float *ml)
 {
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     __shared__ float wt[MERGE_MAX_SPLITS], ls[MERGE_MAX_SPLITS], red[32];
     const int i = blockIdx.x, qh = blockIdx.y, d = threadIdx.x;
     float M = -INFINITY;
@@ -254,6 +260,8 @@ __global__ void attention_merge(const float *__restrict__ part_o,
 template <int HD>
 __global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
 {
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     constexpr int PD = HD / TPQ;
     __shared__ float ks[BK][HD];
     __shared__ float ld[BK];
@@ -397,31 +405,27 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
         ckv_k_attention_path_of(n, seqs != NULL, n_head, n_head_kv, scores);
     const bool decode = path == CKV_ATTN_DECODE;
     if (decode)
-        ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs, scale,
-                             degree_bias, split, a.part_o, a.part_ml, NULL, st);
+        CKV_CUDA(ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
+                                      scale, degree_bias, split, a.part_o, a.part_ml, NULL, st));
     else if (path == CKV_ATTN_PREFILL_TF32) {
         const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
                                                    a.c, scale, degree_bias, split, a.part_o,
                                                    a.part_ml, st, err);
         if (s != CKV_OK)
             return s;
-    } else if (head_dim == 64)
-        attention_partial<64><<<grid, BQ * TPQ, 0, st>>>(a);
-    else
-        attention_partial<128><<<grid, BQ * TPQ, 0, st>>>(a);
-    CKV_CUDA_LAUNCHED();
-    attention_merge<<<dim3(n, n_head), head_dim, 0, st>>>(a.part_o, a.part_ml, split.splits, n,
-                                                          n_head, head_dim, out32, out16, a.ml);
-    CKV_CUDA_LAUNCHED();
+    } else
+        CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_partial<64> : attention_partial<128>,
+                                grid, BQ * TPQ, 0, st, a));
+    CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), head_dim, 0, st,
+                            a.part_o, a.part_ml, split.splits, n, n_head, head_dim, out32, out16,
+                            a.ml));
     if (scores) {
         if (decode)
-            ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs, scale,
-                                 degree_bias, split, NULL, NULL, a.ml, st);
-        else if (head_dim == 64)
-            attention_score<64><<<grid, BQ * TPQ, 0, st>>>(a);
+            CKV_CUDA(ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
+                                          scale, degree_bias, split, NULL, NULL, a.ml, st));
         else
-            attention_score<128><<<grid, BQ * TPQ, 0, st>>>(a);
-        CKV_CUDA_LAUNCHED();
+            CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_score<64> : attention_score<128>,
+                                    grid, BQ * TPQ, 0, st, a));
     }
     return CKV_OK;
 }

@@ -7,10 +7,12 @@
 // shared memory, into the partials layout that attention_merge of
 // cuda_attention.cu reads. The same walk, after the merge, is the decode's
 // H2O score pass: each entry's attention mass over the group's heads, added
-// to its score by the one block that owns it (no atomics).
+// to its score by the one block that owns it (no atomics). Launched with
+// programmatic dependent launch; both passes wait first (cuda_pdl.cuh).
 #include <math.h>
 
 #include "cuda_attention_decode.h"
+#include "cuda_pdl.cuh"
 
 namespace {
 
@@ -117,6 +119,8 @@ __device__ __forceinline__ void write_partials(const DArgs &a, float (&m)[MG], f
 template <int HD, int MG, bool SCORE>
 __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
 {
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     constexpr int TL = HD / DPL;  // lanes per entry
     constexpr int EPW = 32 / TL;  // entries per warp and step
     __shared__ __align__(16) float sq[MG][HD];
@@ -251,17 +255,14 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
 }
 
 template <int HD, bool SCORE>
-void launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
+cudaError_t launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
 {
     const int G = a.H / a.KV;
-    if (G <= 1)
-        attention_decode<HD, 1, SCORE><<<grid, NTH, 0, st>>>(a);
-    else if (G <= 2)
-        attention_decode<HD, 2, SCORE><<<grid, NTH, 0, st>>>(a);
-    else if (G <= 4)
-        attention_decode<HD, 4, SCORE><<<grid, NTH, 0, st>>>(a);
-    else
-        attention_decode<HD, MAX_GROUP, SCORE><<<grid, NTH, 0, st>>>(a);
+    return ckv_pdl_launch(G <= 1   ? attention_decode<HD, 1, SCORE>
+                          : G <= 2 ? attention_decode<HD, 2, SCORE>
+                          : G <= 4 ? attention_decode<HD, 4, SCORE>
+                                   : attention_decode<HD, MAX_GROUP, SCORE>,
+                          grid, NTH, 0, st, a);
 }
 
 // Blocks of the partial pass resident per SM on the current device, by
@@ -310,17 +311,16 @@ bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_h
            n_head / n_head_kv <= MAX_GROUP;
 }
 
-void ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
-                          int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
-                          const ckv_k_kv_layer *seqs, float scale, bool bias,
-                          ckv_k_attention_split split, float *part_o, float *part_ml,
-                          const float *ml, cudaStream_t stream)
+cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                                 int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                                 const ckv_k_kv_layer *seqs, float scale, bool bias,
+                                 ckv_k_attention_split split, float *part_o, float *part_ml,
+                                 const float *ml, cudaStream_t stream)
 {
     const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
                      scale, bias,    split.split_len, part_o, part_ml, ml};
     const dim3 grid(n, n_head_kv, split.splits);
     if (head_dim == 64)
-        ml ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);
-    else
-        ml ? launch_hd<128, true>(a, grid, stream) : launch_hd<128, false>(a, grid, stream);
+        return ml ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);
+    return ml ? launch_hd<128, true>(a, grid, stream) : launch_hd<128, false>(a, grid, stream);
 }

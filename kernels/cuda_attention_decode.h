@@ -23,12 +23,12 @@ int ckv_attention_decode_resident(int32_t head_dim, int32_t group);
 // gives m = -inf, l = 0, o = 0. Score pass (ml the merged max and sum
 // [n][H][2]; part_o, part_ml unused): adds each entry's attention mass,
 // summed over the group's query heads, to the score of every cache that
-// tracks scores. seqs (device) NULL: row 0 over the cache c. The caller
-// checks the launch (cudaGetLastError).
-void ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
-                          int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
-                          const ckv_k_kv_layer *seqs, float scale, bool bias,
-                          ckv_k_attention_split split, float *part_o, float *part_ml,
-                          const float *ml, cudaStream_t stream);
+// tracks scores. seqs (device) NULL: row 0 over the cache c. Returns the
+// launch's error (ckv_pdl_launch).
+cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                                 int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                                 const ckv_k_kv_layer *seqs, float scale, bool bias,
+                                 ckv_k_attention_split split, float *part_o, float *part_ml,
+                                 const float *ml, cudaStream_t stream);
 
 #endif

@@ -11,7 +11,8 @@
 // mma.sync, fp32 accumulate), masks it (range, causal, rows past n), adds
 // log(deg), keeps an online softmax per row and accumulates O += P V, again
 // on tensor cores. The partials go out in attention_partial's layout, so
-// cuda_attention.cu's merge is unchanged.
+// cuda_attention.cu's merge is unchanged. Launched with programmatic
+// dependent launch (cuda_pdl.cuh); it waits before reading anything.
 //
 // Fragments of mma.m16n8k8 with .tf32 (PTX ISA, "Matrix Fragments for
 // mma.m16n8k8"; lane = 4 g + t, g = groupID, t = threadID_in_group):
@@ -34,6 +35,7 @@
 
 #include "cuda_attention_prefill.h"
 #include "cuda_check.h"
+#include "cuda_pdl.cuh"
 
 namespace {
 
@@ -154,6 +156,8 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     constexpr int NT = BKV / 8;  // 8-key column tiles of S, and k-steps of P V
     extern __shared__ __align__(16) unsigned char smem[];
     Tiles<HD> &sm = *reinterpret_cast<Tiles<HD> *>(smem);
+    ckv_pdl_wait();  // the lengths, keys, values and queries come from earlier kernels
+    ckv_pdl_launch_dependents();
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int qh = blockIdx.y, split = blockIdx.z, h = qh / (a.H / a.KV);
@@ -319,8 +323,7 @@ static ckv_status launch(const PArgs &a, dim3 grid, cudaStream_t stream, ckv_err
     CKV_CUDA(cudaFuncSetAttribute(attention_prefill<HD>,
                                   cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared));
-    attention_prefill<HD><<<grid, NTH, bytes, stream>>>(a);
-    CKV_CUDA_LAUNCHED();
+    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD>, grid, NTH, bytes, stream, a));
     return CKV_OK;
 }
 

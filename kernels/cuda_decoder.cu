@@ -4,7 +4,8 @@
 // kernels of cuda_kernels.h. Per layer: residual add + RMSNorm -> QKV GEMM
 // -> bias, q/k norm, RoPE, cache append -> attention -> output GEMM ->
 // residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU
-// inside the down GEMV when it runs).
+// inside the down GEMV when it runs). The kernels of ours are launched with
+// programmatic dependent launch (cuda_pdl.cuh), cuBLAS as usual.
 // All device memory is taken in ckv_gpu_create and ckv_gpu_cache_create;
 // a forward pass allocates nothing.
 #include <math.h>
@@ -927,7 +928,9 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
     const ckv_config *cf = &g->cfg;
     const size_t q_row = (size_t)cf->n_layer * cf->n_head * cf->head_dim, V = cf->n_vocab;
     const bool bias = !no_degree_bias, want_l = logits != NULL, want_q = q_out != NULL;
-    const int flags = bias | want_l << 1 | want_q << 2;
+    // A graph keeps the launch attributes it was captured with: one
+    // captured under the other PDL setting is not replayed.
+    const int flags = bias | want_l << 1 | want_q << 2 | ckv_cuda_pdl() << 3;
     for (int32_t at = 0; at < n; at += g->max_batch) {
         const int32_t m = n - at < g->max_batch ? n - at : g->max_batch;
         if ((s = pinned_rows(g, m, err)))

@@ -1,12 +1,14 @@
 // The decoder's per-token kernels: embedding gather, residual add + RMSNorm,
 // the Q/K/V epilogue (bias, q/k norm, RoPE, cache append) and SwiGLU. Each
 // mirrors a CPU function of src/decoder_ops.c; the arithmetic follows it
-// (RoPE angles in double, silu as g / (1 + exp(-g))).
+// (RoPE angles in double, silu as g / (1 + exp(-g))). All are launched
+// with programmatic dependent launch and wait first (cuda_pdl.cuh).
 #include <math.h>
 
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "cuda_pdl.cuh"
 
 // Sum over the block; every thread gets the result. blockDim.x <= 1024.
 static __device__ float block_sum(float v)
@@ -33,6 +35,8 @@ static cudaStream_t as_stream(void *s)
 
 __global__ void embed_kernel(float *x, const float *table, const int32_t *tokens, int32_t E)
 {
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     const float *src = table + (size_t)tokens[blockIdx.x] * E;
     float *dst = x + (size_t)blockIdx.x * E;
     for (int j = threadIdx.x; j < E; j += blockDim.x)
@@ -42,8 +46,7 @@ __global__ void embed_kernel(float *x, const float *table, const int32_t *tokens
 extern "C" ckv_status ckv_k_embed(float *x, const float *table, const int32_t *tokens, int32_t n,
                                   int32_t E, void *stream, ckv_error *err)
 {
-    embed_kernel<<<n, 256, 0, as_stream(stream)>>>(x, table, tokens, E);
-    CKV_CUDA_LAUNCHED();
+    CKV_CUDA(ckv_pdl_launch(embed_kernel, n, 256, 0, as_stream(stream), x, table, tokens, E));
     return CKV_OK;
 }
 
@@ -51,7 +54,8 @@ extern "C" ckv_status ckv_k_embed(float *x, const float *table, const int32_t *t
 // load of x and add is issued before any store (a loop that stored x[j]
 // between loads could not overlap them, since x and add might alias), so a
 // row costs one memory round trip, not E / 256 of them (14 us for E = 4096
-// by ncu, run K, with the per-element loop).
+// by ncu, run K, with the per-element loop). The weights are static: their
+// loads are issued before the wait for the kernel that wrote x (cuda_pdl.cuh).
 constexpr int RMS_THREADS = 256, RMS_VEC = 8;  // float4s per thread: E <= 8192
 
 __global__ void __launch_bounds__(RMS_THREADS)
@@ -60,6 +64,17 @@ __global__ void __launch_bounds__(RMS_THREADS)
                             float eps)
 {
     const int n4 = E / 4;
+    const float4 *w4 = reinterpret_cast<const float4 *>(w);
+    float4 g[RMS_VEC];
+#pragma unroll
+    for (int k = 0; k < RMS_VEC; k++) {
+        const int j = threadIdx.x + k * RMS_THREADS;
+        if (j >= n4)
+            break;
+        g[k] = w4[j];
+    }
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     float4 *xr = reinterpret_cast<float4 *>(x + (size_t)blockIdx.x * E);
     const float4 *ar = add ? reinterpret_cast<const float4 *>(add + (size_t)blockIdx.x * E) : NULL;
     float4 v[RMS_VEC];
@@ -78,7 +93,6 @@ __global__ void __launch_bounds__(RMS_THREADS)
     }
     ss = block_sum(ss);
     const float r = (float)(1.0 / sqrt((double)ss / E + eps));
-    const float4 *w4 = reinterpret_cast<const float4 *>(w);
     uint2 *o = reinterpret_cast<uint2 *>(out + (size_t)blockIdx.x * E);
 #pragma unroll
     for (int k = 0; k < RMS_VEC; k++) {
@@ -87,11 +101,10 @@ __global__ void __launch_bounds__(RMS_THREADS)
             break;
         if (ar)
             xr[j] = v[k];
-        const float4 g = w4[j];
-        o[j] = make_uint2((uint32_t)ckv_to_bf16(v[k].x * r * g.x) |
-                              (uint32_t)ckv_to_bf16(v[k].y * r * g.y) << 16,
-                          (uint32_t)ckv_to_bf16(v[k].z * r * g.z) |
-                              (uint32_t)ckv_to_bf16(v[k].w * r * g.w) << 16);
+        o[j] = make_uint2((uint32_t)ckv_to_bf16(v[k].x * r * g[k].x) |
+                              (uint32_t)ckv_to_bf16(v[k].y * r * g[k].y) << 16,
+                          (uint32_t)ckv_to_bf16(v[k].z * r * g[k].z) |
+                              (uint32_t)ckv_to_bf16(v[k].w * r * g[k].w) << 16);
     }
 }
 
@@ -103,8 +116,8 @@ extern "C" ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const f
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "rmsnorm: width %d (a multiple of 4, at most %d)", E,
                           4 * RMS_VEC * RMS_THREADS);
-    residual_rmsnorm_kernel<<<n, RMS_THREADS, 0, as_stream(stream)>>>(x, add, w, out, E, eps);
-    CKV_CUDA_LAUNCHED();
+    CKV_CUDA(ckv_pdl_launch(residual_rmsnorm_kernel, n, RMS_THREADS, 0, as_stream(stream), x, add,
+                            w, out, E, eps));
     return CKV_OK;
 }
 
@@ -114,6 +127,8 @@ extern "C" ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const f
 __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer one,
                                 const ckv_k_kv_layer *seqs)
 {
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     extern __shared__ float rot[];
     const int hd = p.head_dim, H = p.n_head, KV = p.n_head_kv;
     const int row = blockIdx.x, slot = blockIdx.y, d = threadIdx.x;
@@ -170,10 +185,9 @@ extern "C" ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_para
     if (p->head_dim % 2 || p->head_dim > 1024)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "qkv_post: head_dim %d unsupported",
                           p->head_dim);
-    dim3 grid(n, p->n_head + 2 * p->n_head_kv);
-    qkv_post_kernel<<<grid, p->head_dim, p->head_dim * sizeof(float), as_stream(stream)>>>(
-        qkv, *p, *c, NULL);
-    CKV_CUDA_LAUNCHED();
+    const dim3 grid(n, p->n_head + 2 * p->n_head_kv);
+    CKV_CUDA(ckv_pdl_launch(qkv_post_kernel, grid, p->head_dim, p->head_dim * sizeof(float),
+                            as_stream(stream), qkv, *p, *c, nullptr));
     return CKV_OK;
 }
 
@@ -184,15 +198,16 @@ extern "C" ckv_status ckv_k_qkv_post_seqs(float *qkv, int32_t n_seq, const ckv_k
     if (p->head_dim % 2 || p->head_dim > 1024)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "qkv_post: head_dim %d unsupported",
                           p->head_dim);
-    dim3 grid(n_seq, p->n_head + 2 * p->n_head_kv);
-    qkv_post_kernel<<<grid, p->head_dim, p->head_dim * sizeof(float), as_stream(stream)>>>(
-        qkv, *p, ckv_k_kv_layer{}, seqs);
-    CKV_CUDA_LAUNCHED();
+    const dim3 grid(n_seq, p->n_head + 2 * p->n_head_kv);
+    CKV_CUDA(ckv_pdl_launch(qkv_post_kernel, grid, p->head_dim, p->head_dim * sizeof(float),
+                            as_stream(stream), qkv, *p, ckv_k_kv_layer{}, seqs));
     return CKV_OK;
 }
 
 __global__ void swiglu_kernel(ckv_bf16 *out, const float *gu, int32_t n, int32_t n_ff)
 {
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)n * n_ff)
         return;
@@ -205,13 +220,15 @@ extern "C" ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, in
                                    void *stream, ckv_error *err)
 {
     size_t total = (size_t)n * n_ff;
-    swiglu_kernel<<<(unsigned)((total + 255) / 256), 256, 0, as_stream(stream)>>>(out, gu, n, n_ff);
-    CKV_CUDA_LAUNCHED();
+    CKV_CUDA(ckv_pdl_launch(swiglu_kernel, (unsigned)((total + 255) / 256), 256, 0,
+                            as_stream(stream), out, gu, n, n_ff));
     return CKV_OK;
 }
 
 __global__ void add_lengths_kernel(int32_t *len, int32_t count, int64_t *pos, int32_t n)
 {
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j < count)
         len[j] += n;
@@ -222,7 +239,7 @@ __global__ void add_lengths_kernel(int32_t *len, int32_t count, int64_t *pos, in
 extern "C" ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int64_t *pos, int32_t n,
                                         void *stream, ckv_error *err)
 {
-    add_lengths_kernel<<<(count + 255) / 256, 256, 0, as_stream(stream)>>>(len, count, pos, n);
-    CKV_CUDA_LAUNCHED();
+    CKV_CUDA(ckv_pdl_launch(add_lengths_kernel, (count + 255) / 256, 256, 0, as_stream(stream), len,
+                            count, pos, n));
     return CKV_OK;
 }

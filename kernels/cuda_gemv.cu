@@ -20,9 +20,14 @@
 // SwiGLU of gu is computed, once per block rather than once per warp. One
 // template serves both forms; only the tile fill differs, so their outputs
 // are bit-identical when the SwiGLU values are.
+//
+// Launched with programmatic dependent launch (cuda_pdl.cuh): W is static,
+// so the first load group of W is issued before the wait for the kernel
+// that wrote A, and lands while that one drains.
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_gemv.h"
+#include "cuda_pdl.cuh"
 
 namespace {
 
@@ -164,6 +169,10 @@ __global__ void __launch_bounds__(THREADS, 2)
         const int tc = min(TILE, chunks - t0);
         uint4 cur[U][R], next[U][R];
         load_group(cur, wr, t0, first, stride, 0, tc);  // in flight during the fill
+        if (t0 == 0) {  // every block gets here: in > 0 (ckv_gemv_fits)
+            ckv_pdl_wait();
+            ckv_pdl_launch_dependents();
+        }
         __syncthreads();  // the previous tile is no longer read
         fill_tile<N, SWIGLU>(xs, x, gu, in, t0, tc);
         __syncthreads();
@@ -204,14 +213,14 @@ __global__ void __launch_bounds__(THREADS, 2)
 }
 
 template <bool SWIGLU>
-void launch(int n, int blocks, cudaStream_t st, float *y, const ckv_bf16 *x, const float *gu,
-            const ckv_bf16 *w, int in, int out, int splits)
+cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, const ckv_bf16 *x,
+                   const float *gu, const ckv_bf16 *w, int in, int out, int splits)
 {
     switch (n) {
 #define CKV_GEMV_CASE(N)                                                                   \
     case N:                                                                                \
-        gemv_kernel<N, SWIGLU><<<blocks, THREADS, 0, st>>>(y, x, gu, w, in, out, splits); \
-        break;
+        return ckv_pdl_launch(gemv_kernel<N, SWIGLU>, blocks, THREADS, 0, st, y, x, gu, w, in, \
+                              out, splits);
         CKV_GEMV_CASE(1)
         CKV_GEMV_CASE(2)
         CKV_GEMV_CASE(3)
@@ -222,6 +231,7 @@ void launch(int n, int blocks, cudaStream_t st, float *y, const ckv_bf16 *x, con
         CKV_GEMV_CASE(8)
 #undef CKV_GEMV_CASE
     }
+    return cudaErrorInvalidValue;  // n outside 1..8: ckv_gemv_fits refuses it first
 }
 
 bool aligned16(const void *p)
@@ -263,10 +273,7 @@ extern "C" ckv_status ckv_gemv(float *y, const ckv_bf16 *x, const float *gu, con
         blocks = ((int64_t)out + rows - 1) / rows;
     }
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    if (x)
-        launch<false>(n, (int)blocks, st, y, x, NULL, w, in, out, splits);
-    else
-        launch<true>(n, (int)blocks, st, y, NULL, gu, w, in, out, splits);
-    CKV_CUDA_LAUNCHED();
+    CKV_CUDA(x ? launch<false>(n, (int)blocks, st, y, x, NULL, w, in, out, splits)
+               : launch<true>(n, (int)blocks, st, y, NULL, gu, w, in, out, splits));
     return CKV_OK;
 }

@@ -26,6 +26,7 @@ typedef struct {
     int n_ctx, n_batch, n_budget;
     double budget[MAXL];
     long long warmup, repeats, seed;
+    int pdl;        /* --pdl: 1 on, 0 off, -1 as CKV_PDL says */
     ckv_config cfg; /* the --shape preset */
 } opts;
 
@@ -56,6 +57,9 @@ static void help(FILE *fp)
             "  --warmup W        untimed steps per point (default 3)\n"
             "  --repeats R       timed steps per point (default 20)\n"
             "  --seed S          weights, cache and token seed (default 1)\n"
+            "  --pdl on|off      programmatic dependent launch of the step's kernels\n"
+            "                    (default on, off when CKV_PDL=0; docs/gpu.md); the table's\n"
+            "                    first line and the file's attributes say which ran\n"
             "  --out PATH        HDF5 file (default results/bench-decode.h5)\n"
             "  -h, --help        this help\n",
             BENCH_COPY_BPS / 1e12);
@@ -69,10 +73,12 @@ static int parse(int argc, char **argv, opts *o)
         {"budgets", required_argument, 0, 'b'}, {"warmup", required_argument, 0, 'w'},
         {"repeats", required_argument, 0, 'r'}, {"seed", required_argument, 0, 's'},
         {"out", required_argument, 0, 'o'},     {"batches", required_argument, 0, 'B'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"pdl", required_argument, 0, 'P'},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const char *ctx = "1024,4096,8192,32768,131072", *budgets = "0.25,0.5,0.75", *batches = "1,8";
-    *o = (opts){.out = "results/bench-decode.h5", .warmup = 3, .repeats = 20, .seed = 1};
+    *o = (opts){.out = "results/bench-decode.h5", .warmup = 3, .repeats = 20, .seed = 1,
+                .pdl = -1};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -91,6 +97,11 @@ static int parse(int argc, char **argv, opts *o)
         case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 100000, &o->repeats); break;
         case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
         case 'o': o->out = optarg; break;
+        case 'P':
+            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+                return cli_usage_error("bench", "--pdl takes on or off, not '%s'", optarg);
+            o->pdl = !strcmp(optarg, "on");
+            break;
         case 'h': help(stdout); return -1;
         default: return cli_usage_error("bench", "invalid option");
         }
@@ -249,8 +260,11 @@ static int run(int argc, char **argv, const opts *o)
         goto done;
     }
     const double weight_bytes = 2.0 * (double)ckv_config_matrix_params(&cfg);
-    printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices\n", dev.name,
-           (double)dev.mem_total / (1 << 30), date, o->shape, weight_bytes / 1e9);
+    if (o->pdl >= 0)
+        ckv_cuda_set_pdl(o->pdl);
+    const char *pdl = ckv_cuda_pdl() ? "on" : "off";
+    printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; PDL %s\n", dev.name,
+           (double)dev.mem_total / (1 << 30), date, o->shape, weight_bytes / 1e9, pdl);
     if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
@@ -293,7 +307,7 @@ static int run(int argc, char **argv, const opts *o)
     print_targets(rows, n);
     const char *attrs[] = {"format", "ckv-bench-decode", "version", "1", "date", date, "device",
                            dev.name, "command", cmdline, "git_rev", CKV_GIT_REV, "shape", o->shape,
-                           "copy_bandwidth_Bps", "4.19e12"};
+                           "copy_bandwidth_Bps", "4.19e12", "pdl", pdl};
     const ckv_h5_table table = {"/decode", decode_fields,
                                 sizeof decode_fields / sizeof decode_fields[0], sizeof(decode_row),
                                 rows, n};

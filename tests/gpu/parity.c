@@ -1,8 +1,9 @@
 /* GPU parity: every decoder kernel against its CPU twin (src/decoder_ops.h)
  * on random inputs with poisoned (NaN) outputs, then the whole GPU decoder
  * against the CPU decoder (src/cpu.h) on the real model: next-token logits
- * for several prompts and lengths, the KV cache after the prompt, and greedy
- * continuations. A plain program (the GPU machine has no Criterion): exit 0
+ * for several prompts and lengths, the KV cache after the prompt, greedy
+ * continuations, and logits bit-identical with programmatic dependent launch
+ * off and on. A plain program (the GPU machine has no Criterion): exit 0
  * when everything is within tolerance, 1 on a failure, 77 when there is no
  * GPU or, for the model part, no model. */
 #include <getopt.h>
@@ -990,6 +991,50 @@ static void check_all_logits(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, con
     free(lg);
 }
 
+/* Programmatic dependent launch changes when kernels start, not what they
+ * compute: a prompt (two chunks) and decode steps (the first launch by
+ * launch, the second captured, the rest replayed) must give the same logits
+ * bit for bit with it off and on. An independent check of the launch
+ * contract (cuda_pdl.cuh): a kernel that read its input before waiting would
+ * read it stale under PDL only. */
+static void check_pdl_identical(const ckv_model *m, ckv_gpu *gpu, const int32_t *ids, int32_t len)
+{
+    enum { STEPS = 4 };
+    const int32_t V = m->cfg.n_vocab;
+    const size_t nl = (size_t)(STEPS + 1) * V;
+    const bool was = ckv_cuda_pdl();
+    ckv_cuda_set_pdl(true);
+    if (!ckv_cuda_pdl()) {
+        printf("%-60s skipped: the device has no PDL\n", "logits with PDL off and on");
+        ckv_cuda_set_pdl(was);
+        return;
+    }
+    float *lg[2] = {xmalloc(sizeof(float) * nl), xmalloc(sizeof(float) * nl)};
+    for (int on = 0; on < 2; on++) {
+        ckv_cuda_set_pdl(on);
+        for (size_t i = 0; i < nl; i++)
+            lg[on][i] = NAN;
+        ckv_gpu_cache *gc;
+        CHECK(ckv_gpu_cache_create(&gc, gpu, len + STEPS, false, err));
+        CHECK(ckv_gpu_forward(gpu, gc, ids, len, NULL, lg[on], err));
+        for (int32_t st = 0; st < STEPS; st++)
+            CHECK(ckv_gpu_forward(gpu, gc, ids + len + st, 1, NULL, lg[on] + (size_t)(st + 1) * V,
+                                  err));
+        ckv_gpu_cache_free(gc);
+    }
+    ckv_cuda_set_pdl(was);
+    /* Bits, not values: a NaN (unwritten) counts as a difference. */
+    size_t differ = 0;
+    for (size_t i = 0; i < nl; i++)
+        differ += isnan(lg[1][i]) || memcmp(&lg[0][i], &lg[1][i], sizeof(float)) != 0;
+    char what[96];
+    snprintf(what, sizeof what, "logits with PDL off and on (%d + %d steps): differing", len,
+             STEPS);
+    report(what, (double)differ, 0.0);
+    free(lg[0]);
+    free(lg[1]);
+}
+
 static int32_t *read_ids(const char *path, int32_t *n)
 {
     FILE *f = fopen(path, "r");
@@ -1049,6 +1094,8 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
     printf("gpu decoder: %.1f MiB of weights and scratch, upload %.2f s\n",
            (double)ckv_gpu_bytes(gpu) / (1 << 20), now() - t0);
     const int32_t side = longest < 600 ? longest : 600;
+    if (n_ids >= side + 4)
+        check_pdl_identical(&m, gpu, ids, side);
     if (n_ids >= side + 2) {
         check_all_logits(&m, cpu, gpu, ids, side);
         check_uploaded_cache(&m, cpu, gpu, ids, side);
