@@ -118,6 +118,29 @@ struct csm_warp_smem {
     int32_t src[CSM_TILE], dst[CSM_TILE];
 };
 
+// One slab's products added to the lane's sums: sources sg + 8h (h < NH),
+// destinations dg + 4q (q < NQ). NH and NQ follow the tile's counts, so a
+// small chunk (C = 2: one pair a warp) does not issue a full tile's work.
+template <int NH, int NQ>
+__device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t n, int32_t sg, int32_t dg,
+                                     double (&acc)[2][4])
+{
+#pragma unroll 8
+    for (int32_t i = 0; i < n; i++) {
+        double b[NQ];
+#pragma unroll
+        for (int32_t q = 0; q < NQ; q++)
+            b[q] = w->kb[dg + 4 * q][i];
+#pragma unroll
+        for (int32_t h = 0; h < NH; h++) {
+            const double a = w->ka[sg + 8 * h][i];
+#pragma unroll
+            for (int32_t q = 0; q < NQ; q++)
+                acc[h][q] = __dadd_rn(acc[h][q], __dmul_rn(a, b[q]));
+        }
+    }
+}
+
 // Cosines of the warp's ns sources with the staged nb destinations into
 // w->sim[source][destination], as the CPU computes them.
 __device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, const double *norm,
@@ -135,15 +158,15 @@ __device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, const 
             w->kb[r][lane] = r < nb && in ? (double)k[(lbase + w->dst[r]) * d + i0 + lane] : 0.0;
         }
         __syncwarp();
-#pragma unroll 8
-        for (int32_t i = 0; i < n; i++) {
-            const double a0 = w->ka[sg][i], a1 = w->ka[sg + 8][i];
-#pragma unroll
-            for (int32_t q = 0; q < 4; q++) {
-                const double b = w->kb[dg + 4 * q][i];
-                acc[0][q] = __dadd_rn(acc[0][q], __dmul_rn(a0, b));
-                acc[1][q] = __dadd_rn(acc[1][q], __dmul_rn(a1, b));
-            }
+        switch ((ns > 8) * 4 + (nb + 3) / 4 - 1) {
+        case 0: csm_slab_dots<1, 1>(w, n, sg, dg, acc); break;
+        case 1: csm_slab_dots<1, 2>(w, n, sg, dg, acc); break;
+        case 2: csm_slab_dots<1, 3>(w, n, sg, dg, acc); break;
+        case 3: csm_slab_dots<1, 4>(w, n, sg, dg, acc); break;
+        case 4: csm_slab_dots<2, 1>(w, n, sg, dg, acc); break;
+        case 5: csm_slab_dots<2, 2>(w, n, sg, dg, acc); break;
+        case 6: csm_slab_dots<2, 3>(w, n, sg, dg, acc); break;
+        default: csm_slab_dots<2, 4>(w, n, sg, dg, acc); break;
         }
         __syncwarp();
     }
