@@ -85,54 +85,186 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
         A[P[o]] = o < half;
 }
 
-// One thread per middle slot a: a source's best partner in its chunk and
-// its score (the sort key); -inf for slots that are not candidates.
-__global__ void csm_best_kernel(const float *k, const double *norm, const uint8_t *in_a,
-                                double *key, int32_t *ival, int32_t *partner, double *gap,
-                                const int32_t *act, const int32_t *T, csm_params p, int32_t cap,
-                                int32_t d)
+// csm_best_kernel: one warp per (list, chunk, tile of up to CSM_TILE
+// sources taken in the chunk's slot order). The warp streams the chunk's
+// destinations in slot order, CSM_TILE at a time; per destination tile it
+// stages both tiles' keys in shared memory CSM_SLAB elements at a time and
+// each lane sums 2 sources x 4 destinations (8 independent accumulators, so
+// the double adds' latency overlaps; each pair is still one thread's sum in
+// index order); then lanes 0..CSM_TILE-1 scan their source's row of cosines
+// in destination order exactly as a walk over the chunk would.
+//
+// Keys are staged as double: converted once per staged element (F2F.F64.F32
+// issues at 16/clk/SM on sm_90, a quarter of the DMUL/DADD rate), where
+// float staging would convert in the inner loop, 6 conversions per 16 DP
+// instructions, i.e. 1.5x the DP time spent converting. Slabs keep shared
+// memory at 10.5 KB a warp for any head_dim, so several blocks fit per SM.
+// Rows are padded to CSM_SLAB + 1 doubles: the 8 (4) rows a warp reads at
+// one element then fall in distinct bank pairs.
+#define CSM_TILE 16
+#define CSM_SLAB 32
+#define CSM_WARPS 4
+
+// Source tiles per chunk: ceil(C/32) hold the ceil(C/2) sources of a full
+// chunk.
+__host__ __device__ static inline int32_t csm_tiles(int32_t C)
 {
-    const int32_t lh = blockIdx.y, a = p.sinks + blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh])
-        return;
-    const int32_t end = T[lh] - p.recent;
-    if (a >= end)
-        return;
-    const size_t base = (size_t)lh * cap, ra = base + a;
-    ival[ra] = a;
-    key[ra] = -INFINITY;
-    if (!in_a[ra])
-        return;
-    const int32_t c0 = p.sinks + (a - p.sinks) / p.C * p.C;
-    const int32_t L = end - c0 < p.C ? end - c0 : p.C;
-    const float *ka = k + ra * d;
-    const double na = norm[ra];
-    int32_t best = -1;
-    double bs = 0, second = -INFINITY;
-    for (int32_t ob = 0; ob < L; ob++) {
-        const int32_t b = c0 + ob;
-        if (in_a[base + b])
-            continue;
-        const double nb = norm[base + b];
-        double sim = 0;
-        if (na >= 1e-30 && nb >= 1e-30) {
-            const float *kb = k + (base + b) * d;
-            for (int32_t i = 0; i < d; i++)
-                sim = __dadd_rn(sim, __dmul_rn((double)ka[i], (double)kb[i]));
-            sim = __ddiv_rn(sim, __dmul_rn(na, nb));
-        }
-        if (best < 0 || sim > bs) {
-            if (best >= 0)
-                second = bs;
-            best = b;
-            bs = sim;
-        } else if (sim > second) {
-            second = sim;
+    return (C + 2 * CSM_TILE - 1) / (2 * CSM_TILE);
+}
+
+struct csm_warp_smem {
+    double ka[CSM_TILE][CSM_SLAB + 1], kb[CSM_TILE][CSM_SLAB + 1];
+    double sim[CSM_TILE][CSM_TILE + 1];
+    int32_t src[CSM_TILE], dst[CSM_TILE];
+};
+
+// One slab's products added to the lane's sums: sources sg + 8h (h < NH),
+// destinations dg + 4q (q < NQ). NH and NQ follow the tile's counts, so a
+// small chunk (C = 2: one pair a warp) does not issue a full tile's work.
+template <int NH, int NQ>
+__device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t n, int32_t sg, int32_t dg,
+                                     double (&acc)[2][4])
+{
+#pragma unroll 8
+    for (int32_t i = 0; i < n; i++) {
+        double b[NQ];
+#pragma unroll
+        for (int32_t q = 0; q < NQ; q++)
+            b[q] = w->kb[dg + 4 * q][i];
+#pragma unroll
+        for (int32_t h = 0; h < NH; h++) {
+            const double a = w->ka[sg + 8 * h][i];
+#pragma unroll
+            for (int32_t q = 0; q < NQ; q++)
+                acc[h][q] = __dadd_rn(acc[h][q], __dmul_rn(a, b[q]));
         }
     }
+}
+
+// Cosines of the warp's ns sources with the staged nb destinations into
+// w->sim[source][destination], as the CPU computes them.
+__device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, const double *norm,
+                                        size_t lbase, int32_t d, int32_t ns, int32_t nb,
+                                        int32_t lane)
+{
+    const int32_t sg = lane >> 2, dg = lane & 3;
+    double acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+    for (int32_t i0 = 0; i0 < d; i0 += CSM_SLAB) {
+        const int32_t n = d - i0 < CSM_SLAB ? d - i0 : CSM_SLAB;
+        const bool in = lane < n;
+#pragma unroll
+        for (int32_t r = 0; r < CSM_TILE; r++) {
+            w->ka[r][lane] = r < ns && in ? (double)k[(lbase + w->src[r]) * d + i0 + lane] : 0.0;
+            w->kb[r][lane] = r < nb && in ? (double)k[(lbase + w->dst[r]) * d + i0 + lane] : 0.0;
+        }
+        __syncwarp();
+        switch ((ns > 8) * 4 + (nb + 3) / 4 - 1) {
+        case 0: csm_slab_dots<1, 1>(w, n, sg, dg, acc); break;
+        case 1: csm_slab_dots<1, 2>(w, n, sg, dg, acc); break;
+        case 2: csm_slab_dots<1, 3>(w, n, sg, dg, acc); break;
+        case 3: csm_slab_dots<1, 4>(w, n, sg, dg, acc); break;
+        case 4: csm_slab_dots<2, 1>(w, n, sg, dg, acc); break;
+        case 5: csm_slab_dots<2, 2>(w, n, sg, dg, acc); break;
+        case 6: csm_slab_dots<2, 3>(w, n, sg, dg, acc); break;
+        default: csm_slab_dots<2, 4>(w, n, sg, dg, acc); break;
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int32_t h = 0; h < 2; h++) {
+        const int32_t s = sg + 8 * h;
+        if (s >= ns)
+            continue;
+        const double na = norm[lbase + w->src[s]];
+#pragma unroll
+        for (int32_t q = 0; q < 4; q++) {
+            const int32_t j = dg + 4 * q;
+            if (j >= nb)
+                continue;
+            const double nbj = norm[lbase + w->dst[j]];
+            w->sim[s][j] =
+                na >= 1e-30 && nbj >= 1e-30 ? __ddiv_rn(acc[h][q], __dmul_rn(na, nbj)) : 0.0;
+        }
+    }
+}
+
+// Each source's best partner in its chunk and its score (the sort key);
+// -inf for middle slots that are not candidates. Ties keep the lowest slot.
+__global__ void __launch_bounds__(CSM_WARPS * 32)
+    csm_best_kernel(const float *k, const double *norm, const uint8_t *in_a, double *key,
+                    int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
+                    const int32_t *T, csm_params p, int32_t cap, int32_t d)
+{
+    __shared__ csm_warp_smem smem[CSM_WARPS];
+    const int32_t lh = blockIdx.y, lane = threadIdx.x & 31;
+    csm_warp_smem *w = &smem[threadIdx.x >> 5];
+    if (!act[lh])
+        return;
+    const int32_t tiles = csm_tiles(p.C);
+    const int64_t wid = (int64_t)blockIdx.x * CSM_WARPS + (threadIdx.x >> 5);
+    const int64_t chunk = wid / tiles;
+    const int32_t t0 = (int32_t)(wid % tiles) * CSM_TILE, end = T[lh] - p.recent;
+    const int64_t c0 = p.sinks + chunk * p.C;
+    if (c0 >= end)
+        return;
+    const int32_t L = end - c0 < p.C ? (int32_t)(end - c0) : p.C;
+    const size_t lbase = (size_t)lh * cap;
+    const uint8_t *A = in_a + lbase + c0;
+    const unsigned below = (1u << lane) - 1;
+    // The sources of rank t0 .. t0 + CSM_TILE - 1 among the chunk's A slots.
+    int32_t seen = 0;
+    for (int32_t w0 = 0; w0 < L && seen < t0 + CSM_TILE; w0 += 32) {
+        const bool is_a = w0 + lane < L && A[w0 + lane];
+        const unsigned m = __ballot_sync(0xffffffffu, is_a);
+        const int32_t r = seen + __popc(m & below) - t0;
+        if (is_a && r >= 0 && r < CSM_TILE)
+            w->src[r] = (int32_t)c0 + w0 + lane;
+        seen += __popc(m);
+    }
+    const int32_t ns = seen - t0 < CSM_TILE ? seen - t0 : CSM_TILE;
+    if (ns <= 0)
+        return;
+    __syncwarp();
+    int32_t best = -1;
+    double bs = 0, second = -INFINITY;
+    for (int32_t w0 = 0; w0 < L; w0 += 32) {
+        const int32_t slot = (int32_t)c0 + w0 + lane;
+        const bool is_b = w0 + lane < L && !A[w0 + lane];
+        if (is_b && t0 == 0) {
+            ival[lbase + slot] = slot;
+            key[lbase + slot] = -INFINITY;
+        }
+        const unsigned m = __ballot_sync(0xffffffffu, is_b);
+        const int32_t nB = __popc(m), r = __popc(m & below);
+        for (int32_t b0 = 0; b0 < nB; b0 += CSM_TILE) {
+            if (is_b && r >= b0 && r < b0 + CSM_TILE)
+                w->dst[r - b0] = slot;
+            __syncwarp();
+            const int32_t nb = nB - b0 < CSM_TILE ? nB - b0 : CSM_TILE;
+            csm_tile_cosines(w, k, norm, lbase, d, ns, nb, lane);
+            __syncwarp();
+            if (lane < ns)
+                for (int32_t j = 0; j < nb; j++) {
+                    const double sim = w->sim[lane][j];
+                    if (best < 0 || sim > bs) {
+                        if (best >= 0)
+                            second = bs;
+                        best = w->dst[j];
+                        bs = sim;
+                    } else if (sim > second) {
+                        second = sim;
+                    }
+                }
+            __syncwarp();
+        }
+    }
+    if (lane >= ns)
+        return;
+    const size_t ra = lbase + w->src[lane];
+    ival[ra] = w->src[lane];
+    key[ra] = best >= 0 ? bs : -INFINITY;
     if (best < 0)
         return;
-    key[ra] = bs;
     partner[ra] = best;
     gap[ra] = bs - second;
 }
@@ -177,7 +309,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
     for (;;) {
         const int64_t rate = ckv_csm_rate(c->round, r_init, r_step, r_min, schedule);
         bool any = false;
-        int32_t max_t = 0, max_chunks = 0, max_mid = 0, max_m = 0;
+        int32_t max_t = 0, max_chunks = 0, max_m = 0;
         for (int32_t lh = 0; lh < x->lists; lh++) {
             T[lh] = c->len_h[lh];
             const int32_t end = T[lh] - cp.recent;
@@ -198,7 +330,6 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
             any = true;
             max_t = max_t > T[lh] ? max_t : T[lh];
             max_chunks = max_chunks > chunks ? max_chunks : chunks;
-            max_mid = max_mid > end - cp.sinks ? max_mid : end - cp.sinks;
             max_m = max_m > m_of[lh] ? max_m : m_of[lh];
         }
         if (!any)
@@ -213,7 +344,9 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         csm_partition_kernel<<<dim3(ckv_pol_blocks(max_chunks, 64), x->lists), 64, 0, x->s>>>(
             w->in_a, w->perm, x->act, x->T, cp, x->cap);
         CKV_CUDA_LAUNCHED();
-        csm_best_kernel<<<dim3(ckv_pol_blocks(max_mid, 128), x->lists), 128, 0, x->s>>>(
+        csm_best_kernel<<<dim3(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS),
+                               x->lists),
+                          CSM_WARPS * 32, 0, x->s>>>(
             c->k, w->norm, w->in_a, w->key, w->ival, w->partner, w->gap, x->act, x->T, cp, x->cap,
             x->d);
         CKV_CUDA_LAUNCHED();
