@@ -126,7 +126,8 @@ static ckv_status cuda_decode_batch(void *state, ckv_bcache *const *caches,
     }
     for (int32_t i = 0; i < n; i++)
         s->seq[i] = caches[i]->gpu;
-    return ckv_gpu_decode_batch(s->g, s->seq, tokens, n, no_degree_bias, logits, q_out, err);
+    return ckv_gpu_decode_batch(s->g, s->seq, tokens, n, no_degree_bias, logits, NULL, q_out,
+                                err);
 }
 
 /* The host scratch, shaped for the GPU cache c (capacity, and scores when it

@@ -119,13 +119,16 @@ ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, 
                            const ckv_forward_opts *opts, float *logits, ckv_error *err);
 
 /* As ckv_cpu_decode_batch: one decode step for n distinct caches, token i
- * appended to caches[i] at its own position; logits [n][n_vocab] and, when
- * q_out is not NULL, each row's post-RoPE queries [n][n_layer][n_head][head_dim]
- * in host memory. The projections and FFN run over all rows at once; each
- * row attends over its own cache. */
+ * appended to caches[i] at its own position; into host memory, each when
+ * not NULL: logits [n][n_vocab], next [n] (each row's greedy next token,
+ * ckv_argmax of its logits, found on the device: n integers cross to the
+ * host instead of n rows of logits; next may be tokens itself, which is
+ * read first) and each row's post-RoPE queries
+ * q_out [n][n_layer][n_head][head_dim]. The projections and FFN run over all
+ * rows at once; each row attends over its own cache. */
 ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches, const int32_t *tokens,
-                                int32_t n, bool no_degree_bias, float *logits, float *q_out,
-                                ckv_error *err);
+                                int32_t n, bool no_degree_bias, float *logits, int32_t *next,
+                                float *q_out, ckv_error *err);
 /* Compression policies on the GPU (kernels/cuda_policy.cu and the files it
  * names): the same decisions and values as ckv_policy_compress on a host
  * copy of the cache (policies.md; values to fp32 rounding, decisions

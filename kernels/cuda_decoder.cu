@@ -236,6 +236,7 @@ static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
     g->ws_floats = ckv_k_attention_ws(B > 512 ? (int32_t)B : 512, PREFILL_SPLITS, (int32_t)H,
                                       (int32_t)hd);
     if ((st = dalloc(&g->bytes, &g->tok, B * sizeof(int32_t), err)) ||
+        (st = dalloc(&g->bytes, &g->next, B * sizeof(int32_t), err)) ||
         (st = dalloc(&g->bytes, &g->x, B * E * sizeof(float), err)) ||
         (st = dalloc(&g->bytes, &g->y, B * E * sizeof(float), err)) ||
         (st = dalloc(&g->bytes, &g->qkv, B * qkvd * sizeof(float), err)) ||
@@ -293,7 +294,7 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
             for (void *p : ps)
                 cudaFree(p);
         }
-    void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->x, g->y,
+    void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->next, g->x, g->y,
                   g->qkv, g->gu, g->logits, g->ws, g->xb, g->att, g->hb, g->q_rows,
                   g->seq_tab};
     for (void *p : ps)
@@ -304,6 +305,7 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
         cudaStreamDestroy(g->stream);
     drop_graph(g);
     cudaFreeHost(g->pin_tok);
+    cudaFreeHost(g->pin_next);
     cudaFreeHost(g->pin_logits);
     cudaFreeHost(g->pin_q);
     cudaFreeHost(g->seq_tab_h);
@@ -725,7 +727,7 @@ static void advance_host(const Seg *seg, int32_t n_seg)
 
 // Final norm and logits of rows [from, from + count), copied to host dst.
 static ckv_status logits_rows(ckv_gpu *g, int32_t from, int32_t count, float *dst,
-                              ckv_error *err)
+                              int32_t *next, ckv_error *err)
 {
     const ckv_config *cf = &g->cfg;
     const int E = cf->n_embd, V = cf->n_vocab;
@@ -734,8 +736,15 @@ static ckv_status logits_rows(ckv_gpu *g, int32_t from, int32_t count, float *ds
                                     g->out_norm, g->xb, count, E, cf->rms_eps, g->stream, err)) ||
         (s = gemm(g, g->logits, g->xb, g->out_w, count, E, V, err)))
         return s;
-    CKV_CUDA(cudaMemcpyAsync(dst, g->logits, (size_t)count * V * sizeof(float),
-                             cudaMemcpyDeviceToHost, g->stream));
+    if (dst)
+        CKV_CUDA(cudaMemcpyAsync(dst, g->logits, (size_t)count * V * sizeof(float),
+                                 cudaMemcpyDeviceToHost, g->stream));
+    if (next) {
+        if ((s = ckv_k_argmax_rows(g->next, g->logits, count, V, g->stream, err)))
+            return s;
+        CKV_CUDA(cudaMemcpyAsync(next, g->next, (size_t)count * sizeof(int32_t),
+                                 cudaMemcpyDeviceToHost, g->stream));
+    }
     return CKV_OK;
 }
 
@@ -778,7 +787,8 @@ extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_
                           o->q_window, n);
     // One token is a decode step (captured as a graph, replayed next time).
     if (n == 1 && o->q_window == 0)
-        return ckv_gpu_decode_batch(g, &c, tokens, 1, o->no_degree_bias, logits, NULL, err);
+        return ckv_gpu_decode_batch(g, &c, tokens, 1, o->no_degree_bias, logits, NULL, NULL,
+                                    err);
     ckv_status s;
     if ((s = check_tokens(g, tokens, n, err)) || (s = check_room(c, n, err)))
         return s;
@@ -796,7 +806,7 @@ extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_
         const int32_t from = o->all_logits ? 0 : (first + chunk == n ? chunk - 1 : chunk);
         if (logits && chunk - from > 0 &&
             (s = logits_rows(g, from, chunk - from,
-                             o->all_logits ? logits + (size_t)first * V : logits, err)))
+                             o->all_logits ? logits + (size_t)first * V : logits, NULL, err)))
             return s;
         CKV_CUDA(cudaStreamSynchronize(g->stream));
     }
@@ -813,12 +823,14 @@ static ckv_status pinned_rows(ckv_gpu *g, int32_t m, ckv_error *err)
     const ckv_config *cf = &g->cfg;
     drop_graph(g);
     cudaFreeHost(g->pin_tok);
+    cudaFreeHost(g->pin_next);
     cudaFreeHost(g->pin_logits);
     cudaFreeHost(g->pin_q);
-    g->pin_tok = NULL;
+    g->pin_tok = g->pin_next = NULL;
     g->pin_logits = g->pin_q = NULL;
     g->pin_rows = 0;
     CKV_CUDA(cudaMallocHost(&g->pin_tok, (size_t)m * sizeof(int32_t)));
+    CKV_CUDA(cudaMallocHost(&g->pin_next, (size_t)m * sizeof(int32_t)));
     CKV_CUDA(cudaMallocHost(&g->pin_logits, (size_t)m * cf->n_vocab * sizeof(float)));
     CKV_CUDA(cudaMallocHost(&g->pin_q,
                             (size_t)m * cf->n_layer * cf->n_head * cf->head_dim * sizeof(float)));
@@ -827,16 +839,18 @@ static ckv_status pinned_rows(ckv_gpu *g, int32_t m, ckv_error *err)
 }
 
 // One decode step of the m rows in g->seg, from the pinned tokens to the
-// pinned logits (and queries): everything a graph captures.
+// pinned logits, next tokens and queries (each if wanted): everything a
+// graph captures.
 static ckv_status enqueue_step(ckv_gpu *g, int32_t m, bool degree_bias, bool want_logits,
-                               bool want_q, ckv_error *err)
+                               bool want_next, bool want_q, ckv_error *err)
 {
     CKV_CUDA(cudaMemcpyAsync(g->tok, g->pin_tok, (size_t)m * sizeof(int32_t),
                              cudaMemcpyHostToDevice, g->stream));
     const PassOut out = {NULL, 0, 0, want_q ? g->pin_q : NULL, true};
     ckv_status s = run_layers(g, g->seg, m, m, degree_bias, &out, err);
-    if (!s && want_logits)
-        s = logits_rows(g, 0, m, g->pin_logits, err);
+    if (!s && (want_logits || want_next))
+        s = logits_rows(g, 0, m, want_logits ? g->pin_logits : NULL,
+                        want_next ? g->pin_next : NULL, err);
     return s;
 }
 
@@ -861,11 +875,11 @@ static void key_set(ckv_gpu_step_key *k, const ckv_gpu *g, int32_t m, int flags)
 // Captures the step for these caches (by id: a cache made later never
 // matches a graph of an earlier one) and keeps it for the next call.
 static ckv_status capture_step(ckv_gpu *g, int32_t m, bool degree_bias, bool want_logits,
-                               bool want_q, int flags, ckv_error *err)
+                               bool want_next, bool want_q, int flags, ckv_error *err)
 {
     drop_graph(g);
     CKV_CUDA(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
-    ckv_status s = enqueue_step(g, m, degree_bias, want_logits, want_q, err);
+    ckv_status s = enqueue_step(g, m, degree_bias, want_logits, want_next, want_q, err);
     cudaGraph_t graph = NULL;
     cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
     if (!s && e == cudaSuccess)
@@ -909,7 +923,8 @@ static ckv_status batch_table(ckv_gpu *g, int32_t m, ckv_error *err)
 
 extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches,
                                            const int32_t *tokens, int32_t n, bool no_degree_bias,
-                                           float *logits, float *q_out, ckv_error *err)
+                                           float *logits, int32_t *next, float *q_out,
+                                           ckv_error *err)
 {
     if (n <= 0)
         return ckv_errorf(err, CKV_ERR_ARG, "decode batch: no sequences");
@@ -927,10 +942,11 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
     CKV_CUDA(cudaSetDevice(g->device));
     const ckv_config *cf = &g->cfg;
     const size_t q_row = (size_t)cf->n_layer * cf->n_head * cf->head_dim, V = cf->n_vocab;
-    const bool bias = !no_degree_bias, want_l = logits != NULL, want_q = q_out != NULL;
+    const bool bias = !no_degree_bias, want_l = logits != NULL, want_n = next != NULL,
+               want_q = q_out != NULL;
     // A graph keeps the launch attributes it was captured with: one
     // captured under the other PDL setting is not replayed.
-    const int flags = bias | want_l << 1 | want_q << 2 | ckv_cuda_pdl() << 3;
+    const int flags = bias | want_l << 1 | want_q << 2 | ckv_cuda_pdl() << 3 | want_n << 4;
     for (int32_t at = 0; at < n; at += g->max_batch) {
         const int32_t m = n - at < g->max_batch ? n - at : g->max_batch;
         if ((s = pinned_rows(g, m, err)))
@@ -945,14 +961,14 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
         // few steps of a short answer save).
         bool replay = g->use_graphs && g->graph_exec && key_matches(&g->graph_key, g, m, flags);
         if (!replay && g->use_graphs && key_matches(&g->eager_key, g, m, flags)) {
-            if ((s = capture_step(g, m, bias, want_l, want_q, flags, err)))
+            if ((s = capture_step(g, m, bias, want_l, want_n, want_q, flags, err)))
                 return s;
             replay = true;
         }
         if (replay) {
             CKV_CUDA(cudaGraphLaunch(g->graph_exec, g->stream));
         } else {
-            if ((s = enqueue_step(g, m, bias, want_l, want_q, err)))
+            if ((s = enqueue_step(g, m, bias, want_l, want_n, want_q, err)))
                 return s;
             key_set(&g->eager_key, g, m, flags);
         }
@@ -960,6 +976,8 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
         advance_host(g->seg, m);
         if (want_l)
             memcpy(logits + (size_t)at * V, g->pin_logits, (size_t)m * V * sizeof(float));
+        if (want_n)
+            memcpy(next + at, g->pin_next, (size_t)m * sizeof(int32_t));
         if (want_q)
             memcpy(q_out + (size_t)at * q_row, g->pin_q, (size_t)m * q_row * sizeof(float));
     }

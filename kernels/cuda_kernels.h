@@ -139,6 +139,12 @@ ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q, i
 ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, int32_t n_ff, void *stream,
                         ckv_error *err);
 
+/* out[r] = the first index of the largest value of row r of x [rows][n],
+ * NaNs skipped, 0 when x[r][0] is NaN or the row has no number: greedy
+ * decoding's next token. Twin: ckv_argmax (src/sampler.c). */
+ckv_status ckv_k_argmax_rows(int32_t *out, const float *x, int32_t rows, int32_t n, void *stream,
+                             ckv_error *err);
+
 /* Y[n][out] = X[n][in] . W[out][in]^T: bf16 inputs, fp32 accumulation and
  * output, on the stream of `blas` (a cublasHandle_t): the GEMV of
  * kernels/cuda_gemv.cu for one row where it was measured faster and takes

@@ -42,7 +42,7 @@ struct ckv_gpu {
     float *out_norm;
     double *inv_freq;
     ckv_gpu_layer *layers;
-    int32_t *tok;
+    int32_t *tok, *next; // a step's tokens in, its greedy next tokens out
     float *x, *y, *qkv, *gu, *logits, *ws;
     float *q_rows;      // [max_batch][n_layer][n_head][head_dim]: a decode batch's queries
     ckv_bf16 *xb, *att, *hb;
@@ -62,7 +62,7 @@ struct ckv_gpu {
     ckv_gpu_step_key tab_key;
     int32_t tab_capacity;
     bool tab_scores;
-    int32_t *pin_tok;
+    int32_t *pin_tok, *pin_next;
     float *pin_logits, *pin_q;
     int32_t pin_rows;
 };

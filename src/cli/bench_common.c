@@ -362,10 +362,10 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_
                             ckv_error *err)
 {
     ckv_gpu_cache **c = calloc((size_t)n, sizeof *c);
-    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    int32_t *tok = malloc((size_t)n * sizeof *tok), *next = malloc((size_t)n * sizeof *next);
     double *ms = malloc((size_t)repeats * sizeof *ms);
     ckv_status st = CKV_OK;
-    if (!c || !tok || !ms)
+    if (!c || !tok || !next || !ms)
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
     for (int32_t i = 0; !st && i < n; i++)
         if (!(st = ckv_gpu_cache_create(&c[i], g, entries + warmup + repeats, track_score, err)))
@@ -376,7 +376,8 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_
         for (int32_t i = 0; i < n; i++)
             tok[i] = (int32_t)(ckv_splitmix64(&rng) % (uint64_t)cfg->n_vocab);
         const double t0 = ckv_now();
-        st = ckv_gpu_decode_batch(g, c, tok, n, false, logits, NULL, err);
+        st = ckv_gpu_decode_batch(g, c, tok, n, false, s == 0 ? logits : NULL,
+                                  s == 0 ? NULL : next, NULL, err);
         const double dt = ckv_now() - t0;
         for (size_t v = 0; !st && s == 0 && v < (size_t)n * cfg->n_vocab; v++)
             if (!isfinite(logits[v]))
@@ -397,6 +398,7 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_
         ckv_gpu_cache_free(c[i]);
     free(c);
     free(tok);
+    free(next);
     free(ms);
     return st;
 }

@@ -323,6 +323,54 @@ static void check_swiglu(void)
     free(gu), free(g), free(u), free(got), free(g16);
 }
 
+/* Greedy next tokens (ckv_k_argmax_rows) against ckv_argmax, row by row:
+ * random rows of a 128256 vocabulary whose maximum is repeated at a later
+ * index (the first must win), a maximum in the last slot, NaNs inside a row
+ * (skipped) and at its start (index 0, as the CPU scan), a row of -inf
+ * (index 0), +0 against -0 (equal: the first), and a row shorter than the
+ * block; the output poisoned. */
+static void check_argmax(void)
+{
+    enum { ROWS = 8 };
+    const int32_t V = 128256;
+    const size_t all = (size_t)ROWS * V;
+    float *x = xmalloc(4 * all);
+    fill(x, all, -30, 30);
+    float *r = x;
+    r[77777] = 40, r[100000] = 40, r[5] = 40;                     /* row 0: first of three */
+    r = x + V, r[V - 1] = 50;                                      /* row 1: the last slot */
+    r = x + 2 * (size_t)V, r[9] = NAN, r[12345] = 45, r[70000] = NAN; /* row 2: NaNs skipped */
+    r = x + 3 * (size_t)V, r[0] = NAN, r[4242] = 60;               /* row 3: NaN first -> 0 */
+    r = x + 4 * (size_t)V;
+    for (int32_t j = 0; j < V; j++)
+        r[j] = -INFINITY;                                          /* row 4: all -inf -> 0 */
+    r = x + 5 * (size_t)V;
+    for (int32_t j = 0; j < V; j++)
+        r[j] = j % 3 ? -1.0f : -0.0f;
+    r[90000] = 0.0f;                                               /* row 5: -0 at 0 wins */
+    int32_t want[ROWS], got[ROWS];
+    for (int i = 0; i < ROWS; i++)
+        want[i] = ckv_argmax(x + (size_t)i * V, V);
+    float *dx = dup_dev(x, 4 * all);
+    int32_t *dout = dev_poisoned(sizeof got);
+    CHECK(ckv_k_argmax_rows(dout, dx, ROWS, V, NULL, err));
+    CHECK(ckv_cuda_download(got, dout, sizeof got, err));
+    int differ = 0;
+    for (int i = 0; i < ROWS; i++)
+        differ += got[i] != want[i];
+    report("argmax of 8 rows of 128256 (ties, NaN, -inf, +-0)", differ, 0.0);
+    /* Rows of 300: fewer values than threads. */
+    CHECK(ckv_k_argmax_rows(dout, dx, ROWS, 300, NULL, err));
+    CHECK(ckv_cuda_download(got, dout, sizeof got, err));
+    differ = 0;
+    for (int i = 0; i < ROWS; i++)
+        differ += got[i] != ckv_argmax(x + (size_t)i * 300, 300);
+    report("argmax of 8 rows of 300", differ, 0.0);
+    ckv_cuda_free(dx);
+    ckv_cuda_free(dout);
+    free(x);
+}
+
 /* ---- GEMV (kernels/cuda_gemv.cu) ---------------------------------------- */
 
 /* Device copy of bf16 values and their fp32 values on the host. */
@@ -651,6 +699,7 @@ static void check_kernels(void)
     check_qkv_post(128, CKV_ROPE_NEOX, false, true, false);
     check_qkv_post(128, CKV_ROPE_NORM, true, false, true);
     check_swiglu();
+    check_argmax();
     printf("\nattention against ckv_attend; [kernel]: decode, fp32 (CUDA cores, taken when the "
            "cache\ntracks scores) or tf32 (tensor cores, a prefill without scores)\n");
     const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
@@ -913,8 +962,9 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
     float *lc = xmalloc(sizeof(float) * V * NB), *lg = xmalloc(sizeof(float) * V * NB);
     float *qc = xmalloc(sizeof(float) * qrow * NB), *qg = xmalloc(sizeof(float) * qrow * NB);
     double worst_l = 0, worst_q = 0, worst_s = 0;
+    int next_differ = 0;
     for (int step = 0; step < 2; step++) {
-        int32_t tok[NB];
+        int32_t tok[NB], next[NB];
         for (int b = 0; b < NB; b++)
             tok[b] = ids[lens[b] + 11 * b + step];
         for (size_t i = 0; i < (size_t)V * NB; i++)
@@ -922,8 +972,11 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
         for (size_t i = 0; i < qrow * NB; i++)
             qg[i] = NAN;
         CHECK(ckv_cpu_decode_batch(cpu, cp, tok, NB, false, lc, qc, err));
-        CHECK(ckv_gpu_decode_batch(gpu, gc, tok, NB, false, lg, qg, err));
+        for (int b = 0; b < NB; b++)
+            next[b] = -1;
+        CHECK(ckv_gpu_decode_batch(gpu, gc, tok, NB, false, lg, next, qg, err));
         for (int b = 0; b < NB; b++) {
+            next_differ += next[b] != ckv_argmax(lg + (size_t)b * V, (int32_t)V);
             worst_l = fmax(worst_l, rel_l2(lg + (size_t)b * V, lc + (size_t)b * V, (size_t)V));
             worst_q = fmax(worst_q, rel_l2(qg + b * qrow, qc + b * qrow, qrow));
         }
@@ -938,6 +991,7 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
              lens[1], lens[2]);
     report(what, worst_l, TOL_LOGITS);
     report("  + decode queries", worst_q, TOL_KV);
+    report("  + greedy next tokens against ckv_argmax of the logits", next_differ, 0.0);
     report("  + attention mass of the scoring cache", worst_s, TOL_LOGITS);
     for (int b = 0; b < NB; b++) {
         ckv_cache_free(&cc[b]);
