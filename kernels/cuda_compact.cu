@@ -239,7 +239,7 @@ __global__ void apply_copy_kernel(float *k, float *v, float *deg, float *score, 
 }
 
 template <int V>
-static void apply_rows(ckv_pol *x, int32_t max_t, bool merges)
+static ckv_status apply_rows(ckv_pol *x, int32_t max_t, bool merges, ckv_error *err)
 {
     ckv_gpu_policy_ws *w = x->ws;
     ckv_gpu_cache *c = x->c;
@@ -249,8 +249,11 @@ static void apply_rows(ckv_pol *x, int32_t max_t, bool merges)
                                                   w->deg, oscore, w->dest, w->newslot, w->run_b,
                                                   w->run_e, w->ival_out, x->act, x->T, x->cap,
                                                   x->d, merges);
+    CKV_CUDA_LAUNCHED();  // a refused write must not be followed by copying the stale scratch
     apply_copy_kernel<V><<<rows, 256, 0, x->s>>>(c->k, c->v, c->deg, c->score, w->k, w->v,
                                                  w->deg, oscore, w->newlen, x->act, x->cap, x->d);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
 }
 
 // assign[i] (a current slot) becomes the slot it ends in, -1 if evicted.
@@ -295,11 +298,9 @@ ckv_status ckv_pol_apply(ckv_pol *x, bool merges, ckv_error *err)
     apply_scan_kernel<<<x->lists, SCAN_THREADS, 0, x->s>>>(w->dest, w->newslot, w->newlen,
                                                           c->len_d, x->act, x->T, x->cap);
     CKV_CUDA_LAUNCHED();
-    if (x->d % 4 == 0)
-        apply_rows<4>(x, max_t, merges);
-    else
-        apply_rows<1>(x, max_t, merges);
-    CKV_CUDA_LAUNCHED();
+    if ((st = x->d % 4 == 0 ? apply_rows<4>(x, max_t, merges, err)
+                            : apply_rows<1>(x, max_t, merges, err)))
+        return st;
     if (x->track_assign) {
         dim3 all(ckv_pol_blocks(x->cap, 256), x->lists);
         apply_assign_kernel<<<all, 256, 0, x->s>>>(w->assign, w->dest, w->newslot, x->act,

@@ -294,9 +294,9 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
             for (void *p : ps)
                 cudaFree(p);
         }
-    void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->next, g->x, g->y,
-                  g->qkv, g->gu, g->logits, g->ws, g->xb, g->att, g->hb, g->q_rows,
-                  g->seq_tab};
+    void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->next,
+                  g->x,       g->y,    g->qkv,   g->gu,       g->logits,   g->ws,  g->xb,
+                  g->att,     g->hb,   g->q_rows, g->seq_tab};
     for (void *p : ps)
         cudaFree(p);
     if (g->blas)

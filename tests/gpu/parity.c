@@ -1048,9 +1048,9 @@ static void check_all_logits(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, con
 /* Programmatic dependent launch changes when kernels start, not what they
  * compute: a prompt (two chunks) and decode steps (the first launch by
  * launch, the second captured, the rest replayed) must give the same logits
- * bit for bit with it off and on. An independent check of the launch
- * contract (cuda_pdl.cuh): a kernel that read its input before waiting would
- * read it stale under PDL only. */
+ * bit for bit with it off and on. An invariance check of the launch contract
+ * (cuda_pdl.cuh), not a proof: a kernel that read its input before waiting
+ * would differ under PDL only when the timing exposed the race. */
 static void check_pdl_identical(const ckv_model *m, ckv_gpu *gpu, const int32_t *ids, int32_t len)
 {
     enum { STEPS = 4 };
