@@ -54,8 +54,8 @@ static void help(FILE *fp)
             "  decode   N - 1 steps of ckv_gpu_decode_batch over the B caches, each row's\n"
             "           next token the argmax of its logits found on the GPU (the first from\n"
             "           the prefill's logits, on the host: column argmax, per step); decode\n"
-            "           tok/s = B * (N - 1) / that time. The warm-up run instead copies every\n"
-            "           step's logits to the host, checks they are finite and picks there\n"
+            "           tok/s = B * (N - 1) / that time. The warm-up run also copies every\n"
+            "           step's logits to the host and checks they are finite\n"
             "One untimed warm-up run per point, then the median of R runs (prefill and\n"
             "decode medians taken separately, as the peer does). Points whose caches do not\n"
             "fit in free GPU memory are rows with a note. Table (ours, the peer's, and ours\n"
@@ -196,8 +196,8 @@ typedef struct {
 
 /* One generation (prefill, then N - 1 decode steps) over the row's B caches,
  * emptied first; `check`: the logits of the prefill and of every step must
- * be finite (the warm-up run, which picks the tokens on the host; timed runs
- * take the device's greedy tokens). */
+ * be finite (the warm-up run, whose steps also copy their logits to the
+ * host; every run takes the device's greedy tokens). */
 static ckv_status generate_once(ckv_gpu *g, const ckv_config *cfg, const int32_t *ids,
                                 int32_t max_t, const gen_row *r, gen_bufs *b, bool check,
                                 double *prefill_s, double *decode_s, double *argmax_s,
@@ -223,15 +223,10 @@ static ckv_status generate_once(ckv_gpu *g, const ckv_config *cfg, const int32_t
         b->tok[i] = ckv_argmax(b->logits + (size_t)i * V, V);
     *argmax_s = ckv_now() - ta;
     for (int32_t s = 1; !st && s <= r->new_tokens - 1; s++) {
-        if (!check) {
-            st = ckv_gpu_decode_batch(g, b->c, b->tok, B, false, NULL, b->tok, NULL, err);
-            continue;
-        }
-        st = ckv_gpu_decode_batch(g, b->c, b->tok, B, false, b->logits, NULL, NULL, err);
-        if (!st)
+        st = ckv_gpu_decode_batch(g, b->c, b->tok, B, false, check ? b->logits : NULL, b->tok,
+                                  NULL, err);
+        if (!st && check)
             st = check_finite(b->logits, all, "decode", err);
-        for (int32_t i = 0; !st && i < B; i++)
-            b->tok[i] = ckv_argmax(b->logits + (size_t)i * V, V);
     }
     *prefill_s = t1 - t0;
     *decode_s = ckv_now() - t1;
