@@ -24,22 +24,49 @@ struct csm_params {
     int32_t layers, heads;
 };
 
-// Identity dest for the whole list; key norms over the middle.
-__global__ void csm_norm_kernel(const float *k, double *norm, int32_t *dest, const int32_t *act,
-                                const int32_t *T, csm_params p, int32_t cap, int32_t d)
+// Identity dest for the whole list; key norms over the middle. One warp per
+// 32 rows: each slab of 32 elements of the warp's middle rows is read
+// coalesced into shared memory, then each lane adds its own row's squares
+// in index order, as the CPU does. (One thread per row, reading its row
+// alone, ran at 1.0 TB/s: 0.27 ms of the 8B shape's 1.3 ms call at 8K.)
+enum { NORM_WARPS = 8 };
+
+__global__ void __launch_bounds__(NORM_WARPS * 32)
+    csm_norm_kernel(const float *k, double *norm, int32_t *dest, const int32_t *act,
+                    const int32_t *T, csm_params p, int32_t cap, int32_t d)
 {
-    const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || t >= T[lh])
+    __shared__ float slab[NORM_WARPS][32][33];  // +1: a lane's row in its own bank
+    const int32_t lh = blockIdx.y, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    if (!act[lh])
         return;
-    const size_t row = (size_t)lh * cap + t;
-    dest[row] = t;
-    if (t < p.sinks || t >= T[lh] - p.recent)
+    const int32_t n = T[lh], r0 = (blockIdx.x * NORM_WARPS + wp) * 32, t = r0 + lane;
+    if (r0 >= n)
         return;
-    const float *kr = k + row * d;
-    double s = 0;
-    for (int32_t i = 0; i < d; i++)
-        s = __dadd_rn(s, __dmul_rn((double)kr[i], (double)kr[i]));
-    norm[row] = sqrt(s);
+    const size_t lbase = (size_t)lh * cap;
+    if (t < n)
+        dest[lbase + t] = t;
+    const int32_t mb = p.sinks, me = n - p.recent;  // the middle: [mb, me)
+    if (r0 + 32 <= mb || r0 >= me)
+        return;
+    float (*s)[33] = slab[wp];
+    double acc = 0;
+    for (int32_t i0 = 0; i0 < d; i0 += 32) {
+#pragma unroll 8
+        for (int32_t r = 0; r < 32; r++) {
+            const int32_t tr = r0 + r;
+            s[r][lane] = tr >= mb && tr < me && i0 + lane < d ? k[(lbase + tr) * d + i0 + lane]
+                                                              : 0.0f;
+        }
+        __syncwarp();
+        const int32_t m = d - i0 < 32 ? d - i0 : 32;
+        for (int32_t i = 0; i < m; i++) {
+            const double x = s[lane][i];
+            acc = __dadd_rn(acc, __dmul_rn(x, x));
+        }
+        __syncwarp();
+    }
+    if (t >= mb && t < me)
+        norm[lbase + t] = sqrt(acc);
 }
 
 // One thread per chunk: in_a[slot] = 1 for sources, 0 for destinations.
@@ -353,7 +380,8 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         ckv_status st = ckv_pol_upload_plan(x, err);
         if (st)
             return st;
-        csm_norm_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
+        csm_norm_kernel<<<dim3(ckv_pol_blocks(max_t, NORM_WARPS * 32), x->lists), NORM_WARPS * 32,
+                          0, x->s>>>(
             c->k, w->norm, w->dest, x->act, x->T, cp, x->cap, x->d);
         CKV_CUDA_LAUNCHED();
         csm_partition_kernel<<<dim3(ckv_pol_blocks(max_chunks, 64), x->lists), 64, 0, x->s>>>(

@@ -122,8 +122,6 @@ static ckv_status ws_fill(ckv_gpu_policy_ws *ws, size_t lists, size_t n, size_t 
         {&ws->plan, PLAN_ROWS * lists * sizeof(int32_t)},
         {&ws->newlen, lists * sizeof(int32_t)},
         {&ws->margin, lists * sizeof(unsigned)},
-        {&ws->k, rows * sizeof(float)},
-        {&ws->v, rows * sizeof(float)},
         {&ws->deg, n * sizeof(float)},
         {&ws->score, n * sizeof(float)},
         {&ws->dest, n * sizeof(int32_t)},

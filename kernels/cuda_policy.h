@@ -37,8 +37,8 @@ struct ckv_gpu_policy_ws {
     int32_t *h_plan, *h_newlen;  // host
     int32_t *plan, *newlen;
     unsigned *margin;  // float bits per list (non-negative, so integer order)
-    // Compaction target and per-slot maps, [lists][capacity] (k, v: x head_dim).
-    float *k, *v, *deg, *score;
+    // Merged degrees and scores, and per-slot maps, [lists][capacity].
+    float *deg, *score;
     int32_t *dest, *newslot, *assign, *run_b, *run_e, *partner, *perm;
     int32_t *ikey, *ikey_out, *ival, *ival_out;
     double *key, *key_out, *norm, *gap;

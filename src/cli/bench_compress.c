@@ -370,9 +370,9 @@ static double policy_rows_seen;
 
 /* Why K-Means on a GPU cache of `lists` lists of `capacity` entries would not
  * fit in free device memory (an empty string when it fits, or for another
- * policy): the cache and the scratch's copy of it, 90 bytes per slot, and
- * K-Means' 24 bytes per key element of the largest cache seen (which may
- * already be held: an estimate on the safe side). Notes the cache as seen. */
+ * policy): the cache, the scratch's 90 bytes per slot, and K-Means' 24
+ * bytes per key element of the largest cache seen (which may already be
+ * held: an estimate on the safe side). Notes the cache as seen. */
 static void kmeans_fit(const ckv_policy *p, double lists, double capacity, int32_t head_dim,
                        char *why, size_t n)
 {
@@ -384,7 +384,7 @@ static void kmeans_fit(const ckv_policy *p, double lists, double capacity, int32
     ckv_error err = {0};
     if (strcmp(p->ops->name, "kmeans") || ckv_cuda_device_query(0, &d, &err))
         return;
-    const double need = 2 * slots * (2.0 * head_dim + 2) * 4 + 90 * slots + 24 * policy_rows_seen;
+    const double need = slots * (2.0 * head_dim + 2) * 4 + 90 * slots + 24 * policy_rows_seen;
     if (need + (512 << 20) > (double)d.mem_free)
         snprintf(why, n, "skipped: K-Means needs about %.1f GiB of GPU memory, %.1f GiB free",
                  need / (1 << 30), (double)d.mem_free / (1 << 30));
