@@ -24,49 +24,12 @@ struct csm_params {
     int32_t layers, heads;
 };
 
-// Identity dest for the whole list; key norms over the middle. One warp per
-// 32 rows: each slab of 32 elements of the warp's middle rows is read
-// coalesced into shared memory, then each lane adds its own row's squares
-// in index order, as the CPU does. (One thread per row, reading its row
-// alone, ran at 1.0 TB/s: 0.27 ms of the 8B shape's 1.3 ms call at 8K.)
-enum { NORM_WARPS = 8 };
-
-__global__ void __launch_bounds__(NORM_WARPS * 32)
-    csm_norm_kernel(const float *k, double *norm, int32_t *dest, const int32_t *act,
-                    const int32_t *T, csm_params p, int32_t cap, int32_t d)
+// Identity dest for the whole list: the round marks its merges on it.
+__global__ void csm_ident_kernel(int32_t *dest, const int32_t *act, const int32_t *T, int32_t cap)
 {
-    __shared__ float slab[NORM_WARPS][32][33];  // +1: a lane's row in its own bank
-    const int32_t lh = blockIdx.y, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
-    if (!act[lh])
-        return;
-    const int32_t n = T[lh], r0 = (blockIdx.x * NORM_WARPS + wp) * 32, t = r0 + lane;
-    if (r0 >= n)
-        return;
-    const size_t lbase = (size_t)lh * cap;
-    if (t < n)
-        dest[lbase + t] = t;
-    const int32_t mb = p.sinks, me = n - p.recent;  // the middle: [mb, me)
-    if (r0 + 32 <= mb || r0 >= me)
-        return;
-    float (*s)[33] = slab[wp];
-    double acc = 0;
-    for (int32_t i0 = 0; i0 < d; i0 += 32) {
-#pragma unroll 8
-        for (int32_t r = 0; r < 32; r++) {
-            const int32_t tr = r0 + r;
-            s[r][lane] = tr >= mb && tr < me && i0 + lane < d ? k[(lbase + tr) * d + i0 + lane]
-                                                              : 0.0f;
-        }
-        __syncwarp();
-        const int32_t m = d - i0 < 32 ? d - i0 : 32;
-        for (int32_t i = 0; i < m; i++) {
-            const double x = s[lane][i];
-            acc = __dadd_rn(acc, __dmul_rn(x, x));
-        }
-        __syncwarp();
-    }
-    if (t >= mb && t < me)
-        norm[lbase + t] = sqrt(acc);
+    const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (act[lh] && t < T[lh])
+        dest[(size_t)lh * cap + t] = t;
 }
 
 // One thread per chunk: in_a[slot] = 1 for sources, 0 for destinations.
@@ -142,6 +105,7 @@ __host__ __device__ static inline int32_t csm_tiles(int32_t C)
 struct csm_warp_smem {
     double ka[CSM_TILE][CSM_SLAB + 1], kb[CSM_TILE][CSM_SLAB + 1];
     double sim[CSM_TILE][CSM_TILE + 1];
+    double na[CSM_TILE], nb[CSM_TILE];  // norms of the sources and the staged destinations
     int32_t src[CSM_TILE], dst[CSM_TILE];
 };
 
@@ -169,13 +133,19 @@ __device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t n, int32_t 
 }
 
 // Cosines of the warp's ns sources with the staged nb destinations into
-// w->sim[source][destination], as the CPU computes them.
-__device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, const double *norm,
-                                        size_t lbase, int32_t d, int32_t ns, int32_t nb,
+// w->sim[source][destination], as the CPU computes them. The key norms come
+// from the same staged slabs (lane r < 16: source r, on the warp's first
+// tile only; lane 16 + r: destination r), summed in index order as the CPU
+// sums them: a separate pass over the keys for the norms read the middle of
+// the cache once more (0.12 ms of the 8B shape's 0.89 ms call at 8K, run Y).
+__device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, size_t lbase,
+                                        int32_t d, int32_t ns, int32_t nb, bool first,
                                         int32_t lane)
 {
-    const int32_t sg = lane >> 2, dg = lane & 3;
-    double acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+    const int32_t sg = lane >> 2, dg = lane & 3, nr = lane & (CSM_TILE - 1);
+    const bool norm_src = lane < CSM_TILE;
+    const bool norm_row = norm_src ? first && nr < ns : nr < nb;
+    double acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, sq = 0;
     // The next slab's keys are loaded into registers before this slab's
     // products, so their latency overlaps the products: ncu (run V) found
     // 72% of the warps' time waiting on these loads when each slab was
@@ -210,20 +180,28 @@ __device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, const 
         case 6: csm_slab_dots<2, 3>(w, n, sg, dg, acc); break;
         default: csm_slab_dots<2, 4>(w, n, sg, dg, acc); break;
         }
+        if (norm_row) {
+            const double *row = norm_src ? w->ka[nr] : w->kb[nr];
+            for (int32_t i = 0; i < n; i++)
+                sq = __dadd_rn(sq, __dmul_rn(row[i], row[i]));
+        }
         __syncwarp();
     }
+    if (norm_row)
+        (norm_src ? w->na : w->nb)[nr] = sqrt(sq);
+    __syncwarp();
 #pragma unroll
     for (int32_t h = 0; h < 2; h++) {
         const int32_t s = sg + 8 * h;
         if (s >= ns)
             continue;
-        const double na = norm[lbase + w->src[s]];
+        const double na = w->na[s];
 #pragma unroll
         for (int32_t q = 0; q < 4; q++) {
             const int32_t j = dg + 4 * q;
             if (j >= nb)
                 continue;
-            const double nbj = norm[lbase + w->dst[j]];
+            const double nbj = w->nb[j];
             w->sim[s][j] =
                 na >= 1e-30 && nbj >= 1e-30 ? __ddiv_rn(acc[h][q], __dmul_rn(na, nbj)) : 0.0;
         }
@@ -232,8 +210,8 @@ __device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, const 
 
 // Each source's best partner in its chunk and its score (the sort key);
 // -inf for middle slots that are not candidates. Ties keep the lowest slot.
-__global__ void __launch_bounds__(CSM_WARPS * 32)
-    csm_best_kernel(const float *k, const double *norm, const uint8_t *in_a, double *key,
+__global__ void __launch_bounds__(CSM_WARPS * 32, 5)
+    csm_best_kernel(const float *k, const uint8_t *in_a, double *key,
                     int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
                     const int32_t *T, csm_params p, int32_t cap, int32_t d)
 {
@@ -269,6 +247,7 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
     __syncwarp();
     int32_t best = -1;
     double bs = 0, second = -INFINITY;
+    bool first = true;
     for (int32_t w0 = 0; w0 < L; w0 += 32) {
         const int32_t slot = (int32_t)c0 + w0 + lane;
         const bool is_b = w0 + lane < L && !A[w0 + lane];
@@ -283,7 +262,8 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
                 w->dst[r - b0] = slot;
             __syncwarp();
             const int32_t nb = nB - b0 < CSM_TILE ? nB - b0 : CSM_TILE;
-            csm_tile_cosines(w, k, norm, lbase, d, ns, nb, lane);
+            csm_tile_cosines(w, k, lbase, d, ns, nb, first, lane);
+            first = false;
             __syncwarp();
             if (lane < ns)
                 for (int32_t j = 0; j < nb; j++) {
@@ -380,9 +360,8 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         ckv_status st = ckv_pol_upload_plan(x, err);
         if (st)
             return st;
-        csm_norm_kernel<<<dim3(ckv_pol_blocks(max_t, NORM_WARPS * 32), x->lists), NORM_WARPS * 32,
-                          0, x->s>>>(
-            c->k, w->norm, w->dest, x->act, x->T, cp, x->cap, x->d);
+        csm_ident_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
+            w->dest, x->act, x->T, x->cap);
         CKV_CUDA_LAUNCHED();
         csm_partition_kernel<<<dim3(ckv_pol_blocks(max_chunks, 64), x->lists), 64, 0, x->s>>>(
             w->in_a, w->perm, x->act, x->T, cp, x->cap);
@@ -390,7 +369,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         csm_best_kernel<<<dim3(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS),
                                x->lists),
                           CSM_WARPS * 32, 0, x->s>>>(
-            c->k, w->norm, w->in_a, w->key, w->ival, w->partner, w->gap, x->act, x->T, cp, x->cap,
+            c->k, w->in_a, w->key, w->ival, w->partner, w->gap, x->act, x->T, cp, x->cap,
             x->d);
         CKV_CUDA_LAUNCHED();
         if ((st = ckv_pol_sort_desc(x, err)))
