@@ -6,7 +6,8 @@
 // cache: query i sees len0[h] + i + 1 entries. A decode (one query per
 // sequence, GQA groups up to 8) takes the partial and score passes of
 // cuda_attention_decode.cu instead, which read each range once for all
-// query heads of a KV head; any other call over one cache with no score pass
+// query heads of a KV head (its score pass reads the logits its partial
+// pass kept, not the keys); any other call over one cache with no score pass
 // (a prefill, or one query with a group over 8) takes the TF32 tensor-core
 // partial pass of cuda_attention_prefill.cu. This kernel stays for a cache
 // that tracks H2O scores (the score pass recomputes fp32 scores against the
@@ -404,9 +405,14 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
     const ckv_k_attention_path path =
         ckv_k_attention_path_of(n, seqs != NULL, n_head, n_head_kv, scores);
     const bool decode = path == CKV_ATTN_DECODE;
+    if (decode && !seqs && scores && !c->logit)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "attention: a decode over a cache that tracks scores needs its logit "
+                          "scratch");
     if (decode)
         CKV_CUDA(ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
-                                      scale, degree_bias, split, a.part_o, a.part_ml, NULL, st));
+                                      scale, degree_bias, split, a.part_o, a.part_ml, scores,
+                                      st));
     else if (path == CKV_ATTN_PREFILL_TF32) {
         const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
                                                    a.c, scale, degree_bias, split, a.part_o,
@@ -421,8 +427,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
                             a.ml));
     if (scores) {
         if (decode)
-            CKV_CUDA(ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
-                                          scale, degree_bias, split, NULL, NULL, a.ml, st));
+            CKV_CUDA(ckv_attention_decode_score(n, n_head, n_head_kv, a.c, seqs, split, a.ml, st));
         else
             CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_score<64> : attention_score<128>,
                                     grid, BQ * TPQ, 0, st, a));

@@ -5,10 +5,13 @@
 // loads, a shuffle reduction for q.k), each team keeps an online softmax per
 // query head, and the teams merge by shuffles, then the 4 warps through
 // shared memory, into the partials layout that attention_merge of
-// cuda_attention.cu reads. The same walk, after the merge, is the decode's
-// H2O score pass: each entry's attention mass over the group's heads, added
-// to its score by the one block that owns it (no atomics). Launched with
-// programmatic dependent launch; both passes wait first (cuda_pdl.cuh).
+// cuda_attention.cu reads. For a step that tracks H2O scores the partial
+// pass also stores each entry's logit per query head (the cache layer's
+// logit scratch), and the score pass after the merge reads those logits,
+// not the keys: G floats per entry instead of a key row. It adds each
+// entry's attention mass over the group's heads to its score from the one
+// thread that owns the entry (no atomics). Launched with programmatic
+// dependent launch; both passes wait first (cuda_pdl.cuh).
 #include <math.h>
 
 #include "cuda_attention_decode.h"
@@ -33,6 +36,14 @@ struct DArgs {
     float *part_o, *part_ml;
     const float *ml;  // [n][H][2] merged max and sum: the score pass reads them
 };
+
+// A sequence's logits of KV head h, query head g of its group, entry t:
+// logit[(h G + g) capacity + t], so the score pass's threads read each
+// head's row contiguously.
+__device__ __forceinline__ size_t logit_at(const ckv_k_kv_layer &c, int h, int G, int g, int t)
+{
+    return ((size_t)h * G + g) * c.capacity + t;
+}
 
 // Folds the softmax state (m2, l2, o2) into (m, l, o); an empty state has
 // m = -inf, l = 0, o = 0 and changes nothing.
@@ -115,8 +126,10 @@ __device__ __forceinline__ void write_partials(const DArgs &a, float (&m)[MG], f
 }
 
 // MG: the group rounded up to 1, 2, 4 or 8 (register arrays); heads g >= G
-// of it are skipped. SCORE: the score pass instead of the partial pass.
-template <int HD, int MG, bool SCORE>
+// of it are skipped. LOGITS: some sequence of the step tracks scores; each
+// that does (c.logit set) gets its logits stored. A step without scores
+// runs the instance without the store.
+template <int HD, int MG, bool LOGITS>
 __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
 {
     ckv_pdl_wait();
@@ -129,8 +142,7 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     const int team = lane / TL, d0 = lane % TL * DPL;
     // By value: the address of a kernel parameter would copy it to local memory.
     const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
-    if (SCORE && !c.score)  // a sequence of the batch that does not track scores
-        return;
+    float *const lg = LOGITS ? c.logit : nullptr;
 
     for (int e = tid; e < MG * HD; e += NTH) {
         const int g = e / HD, d = e % HD;
@@ -146,14 +158,12 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     const float *V = c.v + (size_t)h * c.capacity * HD;
     const float *deg = c.deg + (size_t)h * c.capacity;
 
-    // Partial pass: the running max, sum and output per head. Score pass:
-    // the merged max and 1 / sum per head (m and l).
+    // The running max, sum and output per head.
     float m[MG], l[MG], o[MG][DPL];
 #pragma unroll
     for (int g = 0; g < MG; g++) {
-        const size_t row = ((size_t)x * a.H + (size_t)(h * G + g)) * 2;
-        m[g] = SCORE && g < G ? a.ml[row] : -INFINITY;
-        l[g] = SCORE && g < G ? 1.0f / a.ml[row + 1] : 0.0f;
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
 #pragma unroll
         for (int k = 0; k < DPL; k++)
             o[g][k] = 0.0f;
@@ -181,12 +191,10 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
             const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1);
             kr[j][0] = k0.x, kr[j][1] = k0.y, kr[j][2] = k0.z, kr[j][3] = k0.w;
             kr[j][4] = k1.x, kr[j][5] = k1.y, kr[j][6] = k1.z, kr[j][7] = k1.w;
-            if (!SCORE) {
-                const float4 *vp = reinterpret_cast<const float4 *>(V + (size_t)t * HD + d0);
-                const float4 v0 = __ldg(vp), v1 = __ldg(vp + 1);
-                vr[j][0] = v0.x, vr[j][1] = v0.y, vr[j][2] = v0.z, vr[j][3] = v0.w;
-                vr[j][4] = v1.x, vr[j][5] = v1.y, vr[j][6] = v1.z, vr[j][7] = v1.w;
-            }
+            const float4 *vp = reinterpret_cast<const float4 *>(V + (size_t)t * HD + d0);
+            const float4 v0 = __ldg(vp), v1 = __ldg(vp + 1);
+            vr[j][0] = v0.x, vr[j][1] = v0.y, vr[j][2] = v0.z, vr[j][3] = v0.w;
+            vr[j][4] = v1.x, vr[j][5] = v1.y, vr[j][6] = v1.z, vr[j][7] = v1.w;
             // ld: the score's offset, -inf past the range (and for degree 0
             // under the bias).
             ld[j] = a.bias ? __logf(__ldg(deg + t)) : 0.0f;
@@ -195,10 +203,6 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
         // (ex2.approx, lg2.approx: relative error about 1e-6 at these
         // arguments, against a 1e-4 tolerance): at group 8 they were most of
         // the arithmetic that kept the kernel under 60 % of copy bandwidth.
-        float mass[C];  // the score pass's sums over the group's heads
-#pragma unroll
-        for (int j = 0; j < C; j++)
-            mass[j] = 0.0f;
 #pragma unroll
         for (int g = 0; g < MG; g++) {
             if (g >= G)
@@ -218,14 +222,17 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
                 sc[j] = dot + ld[j];
                 mx = fmaxf(mx, sc[j]);
             }
+            // The logits the softmax below takes, -inf included, for the
+            // score pass (the team's lanes hold the same values).
+            if (LOGITS && lg && lane % TL == 0)
+#pragma unroll
+                for (int j = 0; j < C; j++) {
+                    const int t = base + j * EPW + team;
+                    if (t < t_end)
+                        lg[logit_at(c, h, G, g, t)] = sc[j];
+                }
             if (mx == -INFINITY)
                 continue;
-            if (SCORE) {
-#pragma unroll
-                for (int j = 0; j < C; j++)
-                    mass[j] += sc[j] == -INFINITY ? 0.0f : __expf(sc[j] - m[g]) * l[g];
-                continue;
-            }
             const float mn = fmaxf(m[g], mx), corr = __expf(m[g] - mn);
             l[g] *= corr;
 #pragma unroll
@@ -241,27 +248,54 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
             }
             m[g] = mn;
         }
-        // One block walks each entry of this list: a plain add.
-        if (SCORE && lane % TL == 0)
-#pragma unroll
-            for (int j = 0; j < C; j++) {
-                const int t = base + j * EPW + team;
-                if (t < t_end)
-                    c.score[(size_t)h * c.capacity + t] += mass[j];
-            }
     }
-    if constexpr (!SCORE)
-        write_partials<HD, MG>(a, m, l, o, x, h, split, G);
+    write_partials<HD, MG>(a, m, l, o, x, h, split, G);
 }
 
-template <int HD, bool SCORE>
+// The score pass: a block per (sequence, KV head, range) as in the partial
+// pass, a thread per entry of the range, which adds the entry's mass over
+// the group's heads to its score. Bit for bit the mass the walk above gave
+// before the logits were kept (it recomputed them from the keys): the same
+// fp32 logits (the partial pass's sc, from the same code), m and 1 / l of
+// the same merged values, the same expression summed over g in the same
+// order (a head whose C logits were all -inf added nothing there; here it
+// adds +0.0f to a sum of non-negative terms, which changes no bit).
+__global__ void __launch_bounds__(NTH) attention_decode_score(DArgs a)
+{
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
+    __shared__ float sm[MAX_GROUP], sl[MAX_GROUP];
+    const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z, G = a.H / a.KV;
+    const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
+    if (!c.score)  // a sequence of the batch that does not track scores
+        return;
+    if (threadIdx.x < G) {
+        const size_t row = ((size_t)x * a.H + (size_t)(h * G + threadIdx.x)) * 2;
+        sm[threadIdx.x] = a.ml[row];
+        sl[threadIdx.x] = 1.0f / a.ml[row + 1];
+    }
+    __syncthreads();
+    const int t_begin = split * a.split_len;
+    const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
+    float *score = c.score + (size_t)h * c.capacity;
+    for (int t = t_begin + threadIdx.x; t < t_end; t += NTH) {
+        float mass = 0.0f;
+        for (int g = 0; g < G; g++) {
+            const float sc = c.logit[logit_at(c, h, G, g, t)];
+            mass += sc == -INFINITY ? 0.0f : __expf(sc - sm[g]) * sl[g];
+        }
+        score[t] += mass;
+    }
+}
+
+template <int HD, bool LOGITS>
 cudaError_t launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
 {
     const int G = a.H / a.KV;
-    return ckv_pdl_launch(G <= 1   ? attention_decode<HD, 1, SCORE>
-                          : G <= 2 ? attention_decode<HD, 2, SCORE>
-                          : G <= 4 ? attention_decode<HD, 4, SCORE>
-                                   : attention_decode<HD, MAX_GROUP, SCORE>,
+    return ckv_pdl_launch(G <= 1   ? attention_decode<HD, 1, LOGITS>
+                          : G <= 2 ? attention_decode<HD, 2, LOGITS>
+                          : G <= 4 ? attention_decode<HD, 4, LOGITS>
+                                   : attention_decode<HD, MAX_GROUP, LOGITS>,
                           grid, NTH, 0, st, a);
 }
 
@@ -315,12 +349,29 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                 const float *ml, cudaStream_t stream)
+                                 bool logits, cudaStream_t stream)
 {
     const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
-                     scale, bias,    split.split_len, part_o, part_ml, ml};
+                     scale, bias,    split.split_len, part_o, part_ml, nullptr};
     const dim3 grid(n, n_head_kv, split.splits);
     if (head_dim == 64)
-        return ml ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);
-    return ml ? launch_hd<128, true>(a, grid, stream) : launch_hd<128, false>(a, grid, stream);
+        return logits ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);
+    return logits ? launch_hd<128, true>(a, grid, stream) : launch_hd<128, false>(a, grid, stream);
+}
+
+cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head_kv,
+                                       const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
+                                       ckv_k_attention_split split, const float *ml,
+                                       cudaStream_t stream)
+{
+    DArgs a = {};
+    a.n = n;
+    a.H = n_head;
+    a.KV = n_head_kv;
+    a.c = c;
+    a.seqs = seqs;
+    a.split_len = split.split_len;
+    a.ml = ml;
+    return ckv_pdl_launch(attention_decode_score, dim3(n, n_head_kv, split.splits), NTH, 0,
+                          stream, a);
 }

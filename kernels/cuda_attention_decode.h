@@ -17,18 +17,28 @@ bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_h
 // unknown.
 int ckv_attention_decode_resident(int32_t head_dim, int32_t group);
 
-// Partial pass (ml NULL): per (row, query head, split) the unnormalised
-// output, the running max and the sum, in the layout attention_merge reads
-// (part_o [splits][n][H][HD], part_ml [splits][n][H][2]); an empty range
-// gives m = -inf, l = 0, o = 0. Score pass (ml the merged max and sum
-// [n][H][2]; part_o, part_ml unused): adds each entry's attention mass,
-// summed over the group's query heads, to the score of every cache that
-// tracks scores. seqs (device) NULL: row 0 over the cache c. Returns the
-// launch's error (ckv_pdl_launch).
+// Partial pass: per (row, query head, split) the unnormalised output, the
+// running max and the sum, in the layout attention_merge reads (part_o
+// [splits][n][H][HD], part_ml [splits][n][H][2]); an empty range gives
+// m = -inf, l = 0, o = 0. logits: a score pass follows; then every
+// sequence whose layer has its logit scratch set gets each entry's fp32
+// logit stored there (-inf where the softmax takes none), and a step
+// without scores runs a kernel without the store. seqs (device) NULL:
+// row 0 over the cache c. Returns the launch's error (ckv_pdl_launch).
 cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                 const float *ml, cudaStream_t stream);
+                                 bool logits, cudaStream_t stream);
+
+// Score pass, after the partial pass (logits true) and the merge over the
+// same split: with the merged max and sum ml [n][H][2], adds each entry's
+// attention mass, summed over the group's query heads, to the score of
+// every sequence that tracks scores. Reads the logits the partial pass
+// stored, not the keys; a layer with score set must have logit set.
+cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head_kv,
+                                       const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
+                                       ckv_k_attention_split split, const float *ml,
+                                       cudaStream_t stream);
 
 #endif

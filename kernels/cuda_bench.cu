@@ -134,7 +134,7 @@ ckv_status attn_launch(ckv_bench_gpu *b, const ckv_attn_shape *s, const AttnBufs
 {
     const size_t degs = (size_t)a->lists * s->context;
     ckv_k_kv_layer kv = {a->k + set * a->list_floats, a->v + set * a->list_floats,
-                         a->deg + set * degs, NULL, a->len0, s->context, NULL};
+                         a->deg + set * degs, NULL, a->len0, s->context, NULL, NULL};
     return ckv_k_attention(a->out, NULL, a->q, a->heads * s->head_dim, s->queries, a->heads,
                            a->lists, s->head_dim, &kv, 1.0f / sqrtf((float)s->head_dim),
                            s->degree_bias, a->split, a->ws, b->stream, err);

@@ -7,7 +7,9 @@
 // inside the down GEMV when it runs). The kernels of ours are launched with
 // programmatic dependent launch (cuda_pdl.cuh), cuBLAS as usual.
 // All device memory is taken in ckv_gpu_create and ckv_gpu_cache_create;
-// a forward pass allocates nothing.
+// a forward pass allocates nothing, except that the decode's logit scratch
+// for caches that track scores grows to the largest batch of them seen,
+// before the step's work is enqueued.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,7 +298,7 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
         }
     void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->next,
                   g->x,       g->y,    g->qkv,   g->gu,       g->logits,   g->ws,  g->xb,
-                  g->att,     g->hb,   g->q_rows, g->seq_tab};
+                  g->att,     g->hb,   g->q_rows, g->seq_tab, g->logit};
     for (void *p : ps)
         cudaFree(p);
     if (g->blas)
@@ -601,12 +603,38 @@ struct PassOut {
 
 }  // namespace
 
-static ckv_k_kv_layer kv_layer(const ckv_gpu_cache *c, int l)
+// logit: the cache's part of the logit scratch (NULL without scores).
+static ckv_k_kv_layer kv_layer(const ckv_gpu_cache *c, int l, float *logit)
 {
     const size_t lh = (size_t)l * c->n_head_kv, hd = c->head_dim;
     return {c->k + lh * c->capacity * hd, c->v + lh * c->capacity * hd,
             c->deg + lh * c->capacity, c->score ? c->score + lh * c->capacity : NULL,
-            c->len_d + lh, c->capacity, c->pos_d};
+            c->len_d + lh, c->capacity, c->pos_d, c->score ? logit : NULL};
+}
+
+// The logit scratch floats a cache needs: one layer's logits per query head.
+static size_t logit_floats(const ckv_gpu *g, const ckv_gpu_cache *c)
+{
+    return c->score ? (size_t)g->cfg.n_head * c->capacity : 0;
+}
+
+// Grows the logit scratch to `floats`. Called before a step's work is
+// enqueued, never inside a capture; the batch table points into the old
+// scratch, so it is marked stale and rewritten before the next batch step
+// (a captured graph reads the table, not the scratch's address).
+static ckv_status logit_room(ckv_gpu *g, size_t floats, ckv_error *err)
+{
+    if (floats <= g->logit_floats)
+        return CKV_OK;
+    cudaFree(g->logit);
+    g->logit = NULL;
+    g->bytes -= g->logit_floats * sizeof(float);
+    g->logit_floats = 0;
+    g->tab_key.n = -1;
+    ckv_status st = dalloc(&g->bytes, &g->logit, floats * sizeof(float), err);
+    if (!st)
+        g->logit_floats = floats;
+    return st;
 }
 
 // The new keys and values of one segment go into its cache, then its
@@ -619,7 +647,7 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
     const int qkvd = (H + 2 * KV) * hd;
     const ckv_gpu_cache *c = sg->c;
     const ckv_gpu_layer *D = &g->layers[l];
-    const ckv_k_kv_layer kv = kv_layer(c, l);
+    const ckv_k_kv_layer kv = kv_layer(c, l, g->logit);
     const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
                                  cf->rope_type, cf->rms_eps};
     float *q = g->qkv + (size_t)sg->row * qkvd;
@@ -793,6 +821,8 @@ extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_
     if ((s = check_tokens(g, tokens, n, err)) || (s = check_room(c, n, err)))
         return s;
     CKV_CUDA(cudaSetDevice(g->device));
+    if ((s = logit_room(g, logit_floats(g, c), err)))
+        return s;
     const size_t V = g->cfg.n_vocab;
     for (int32_t first = 0; first < n; first += g->max_batch) {
         const int32_t chunk = n - first < g->max_batch ? n - first : g->max_batch;
@@ -904,12 +934,20 @@ static ckv_status batch_table(ckv_gpu *g, int32_t m, ckv_error *err)
     if (key_matches(&g->tab_key, g, m, 0))
         return CKV_OK;
     const int32_t L = g->cfg.n_layer, B = g->max_batch;
+    size_t floats = 0;
+    for (int32_t i = 0; i < m; i++)
+        floats += logit_floats(g, g->seg[i].c);
+    ckv_status s = logit_room(g, floats, err);
+    if (s)
+        return s;
     g->tab_capacity = 0;
     g->tab_scores = false;
+    size_t at = 0;  // each scoring sequence's own part of the logit scratch
     for (int32_t i = 0; i < m; i++) {
         const ckv_gpu_cache *c = g->seg[i].c;
         for (int32_t l = 0; l < L; l++)
-            g->seq_tab_h[(size_t)l * B + i] = kv_layer(c, l);
+            g->seq_tab_h[(size_t)l * B + i] = kv_layer(c, l, g->logit + at);
+        at += logit_floats(g, c);
         if (c->capacity > g->tab_capacity)
             g->tab_capacity = c->capacity;
         g->tab_scores |= c->score != NULL;

@@ -48,12 +48,18 @@ ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ck
  * accumulated attention [n_head_kv][capacity] (score NULL: not tracked), the
  * list lengths before the current tokens, and the RoPE position of the first
  * current token. Lengths and position live on the device, so that a captured
- * decode step (CUDA Graph) replays correctly as the cache grows. */
+ * decode step (CUDA Graph) replays correctly as the cache grows. logit: the
+ * decode's scratch for a layer with score set, [n_head][capacity] floats
+ * (query head h G + g of KV head h), where the decode kernel's partial pass
+ * keeps each entry's logit for its score pass; any layer may share it, as
+ * layers run one after another. NULL where score is NULL, and for calls that
+ * are no decode (ckv_k_attention_path_of). */
 typedef struct {
     float *k, *v, *deg, *score;
     const int32_t *len0; /* [n_head_kv] */
     int32_t capacity;
     const int64_t *pos0;
+    float *logit;
 } ckv_k_kv_layer;
 
 typedef struct {
@@ -117,9 +123,10 @@ ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_hea
  * entries (ckv_k_attention_plan) whose partial softmax sums are merged.
  * Writes out32 (fp32) or out16 (bf16), [n][n_head * head_dim]; the other is
  * NULL. When c->score is set, each entry's score gains the probability it
- * receives from every query and query head of its group (a second pass).
- * head_dim must be 64 or 128. ckv_k_attention_path_of says which kernel
- * runs. Twin: ckv_attend (its acc). */
+ * receives from every query and query head of its group (a second pass; a
+ * decode's needs c->logit, else CKV_ERR_ARG). head_dim must be 64 or 128.
+ * ckv_k_attention_path_of says which kernel runs. Twin: ckv_attend (its
+ * acc). */
 ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
                            int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                            const ckv_k_kv_layer *c, float scale, bool degree_bias,
@@ -127,7 +134,8 @@ ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_
 /* A decode batch in one launch: query row x is the one new token of sequence
  * x, which attends over its own cache layer seqs[x] (device memory) exactly
  * as ckv_k_attention with n = 1 would. scores: some sequence's cache tracks
- * them (the others are skipped in the score pass). */
+ * them (the others are skipped in the score pass); each that does must have
+ * its own logit scratch when the decode kernel takes the batch. */
 ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
                                 int32_t n_seq, int32_t n_head, int32_t n_head_kv,
                                 int32_t head_dim, const ckv_k_kv_layer *seqs, bool scores,

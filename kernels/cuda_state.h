@@ -62,6 +62,12 @@ struct ckv_gpu {
     ckv_gpu_step_key tab_key;
     int32_t tab_capacity;
     bool tab_scores;
+    // The decode's logit scratch (ckv_k_kv_layer.logit): n_head x capacity
+    // floats per cache that tracks scores, the batch's side by side,
+    // shared by the layers. Grown outside any capture (batch_table,
+    // ckv_gpu_forward); a graph reaches it only through seq_tab.
+    float *logit;
+    size_t logit_floats;
     int32_t *pin_tok, *pin_next;
     float *pin_logits, *pin_q;
     int32_t pin_rows;

@@ -183,11 +183,13 @@ static bool tracks_score(const ckv_policy *p)
 }
 
 /* Device bytes of one sequence's batch cache (with room for the timed steps
- * and scores when tracked), for the free-memory limit. */
+ * and, when tracked, scores and the decoder's logit scratch for the cache:
+ * one layer's logits per query head), for the free-memory limit. */
 static double device_bytes(const ckv_config *cfg, const opts *o, const tp_row *r, bool score)
 {
     const double e = r->entries + (double)(o->warmup + o->repeats);
-    return bench_cache_bytes(cfg, e) + (score ? (double)cfg->n_layer * cfg->n_head_kv * e * 4 : 0);
+    return bench_cache_bytes(cfg, e) +
+           (score ? ((double)cfg->n_layer * cfg->n_head_kv + cfg->n_head) * e * 4 : 0);
 }
 
 /* Fills a row's counts and the sequences the cap admits; the status says

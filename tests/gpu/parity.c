@@ -255,7 +255,7 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
           *ddeg = dev_poisoned(4 * (size_t)KV * cap);
     ckv_k_qkv_params p = {H, KV, hd, bias ? db : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL,
                           dinv, type, cfg.rms_eps};
-    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap, dpos};
+    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap, dpos, NULL};
     CHECK(ckv_k_qkv_post(dqkv, n, &p, &c, NULL, err));
     float *got = xmalloc(sizeof(float) * n * width), *k = xmalloc(4 * cache_f),
           *v = xmalloc(4 * cache_f), *deg = xmalloc(4 * (size_t)KV * cap);
@@ -578,11 +578,25 @@ static void check_attention(attn_case ac)
         sp.split_len = (max_len + forced_splits - 1) / forced_splits;
         sp.split_len = (sp.split_len + 31) / 32 * 32;
     }
-    ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL};
+    /* The decode's logit scratch, NaN until written: a logit the score pass
+     * reads but the partial pass did not store shows as NaN. */
+    float *dlg = scores ? dev_poisoned(4 * (size_t)H * cap) : NULL;
+    ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL, NULL};
     const ckv_k_attention_path path = ckv_k_attention_path_of(n, false, H, KV, scores);
     const ckv_k_attention_path expect = n == 1 && group <= 8 ? CKV_ATTN_DECODE
                                         : scores            ? CKV_ATTN_PREFILL_F32
                                                             : CKV_ATTN_PREFILL_TF32;
+    if (scores && path == CKV_ATTN_DECODE) {
+        ckv_error e2;
+        const ckv_status st = ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale,
+                                              bias, sp, dws, NULL, &e2);
+        if (st != CKV_ERR_ARG) {
+            printf("  FAIL: a decode with scores and no logit scratch gave status %d, not "
+                   "CKV_ERR_ARG\n", (int)st);
+            failures++;
+        }
+    }
+    c.logit = dlg;
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     char what[128];
@@ -608,6 +622,7 @@ static void check_attention(attn_case ac)
     }
     ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg), ckv_cuda_free(dq);
     ckv_cuda_free(dout), ckv_cuda_free(dlen), ckv_cuda_free(dws), ckv_cuda_free(dacc);
+    ckv_cuda_free(dlg);
     free(k), free(v), free(deg), free(ld), free(q), free(want), free(got), free(S);
     free(acc), free(acc0), free(gacc);
 }
@@ -615,17 +630,21 @@ static void check_attention(attn_case ac)
 /* A decode batch (ckv_k_attention_seqs): NS sequences of one query each,
  * each over its own cache with its own list lengths (an empty history, a
  * short one, one that fills the capacity); sequence 1 tracks no scores, so
- * the score pass must skip it. */
-static void check_attention_seqs(int hd, bool bias)
+ * the score pass must skip it (and the partial pass store no logits for
+ * it: it has no scratch). The others have their own logit scratch, NaN
+ * until written. H query heads over 2 KV heads; forced_splits 0: the
+ * planner's ranges. */
+static void check_attention_seqs(int hd, bool bias, int H, int forced_splits)
 {
-    enum { NS = 3, KV = 2, H = 6 };
+    enum { NS = 3, KV = 2 };
     const int group = H / KV, cap = 2048;
     const int32_t len0[NS][KV] = {{0, 5}, {1500, 130}, {777, cap - 1}};
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t cf = (size_t)KV * cap * hd, cl = (size_t)KV * cap, qf = (size_t)NS * H * hd;
     float *q = xmalloc(4 * qf), *want = xmalloc(4 * qf), *got = xmalloc(4 * qf);
     float *k = xmalloc(4 * cf), *v = xmalloc(4 * cf), *deg = xmalloc(4 * cl), *ld = xmalloc(4 * cl);
-    float *S = xmalloc(4 * (size_t)cap), *gacc = xmalloc(4 * cl), *acc[NS], *acc0[NS], *dacc[NS];
+    float *S = xmalloc(4 * (size_t)cap), *gacc = xmalloc(4 * cl), *acc[NS], *acc0[NS], *dacc[NS],
+          *dlg[NS];
     ckv_k_kv_layer tab[NS];
     fill(q, qf, -1.5f, 1.5f);
     for (int s = 0; s < NS; s++) {
@@ -648,20 +667,25 @@ static void check_attention_seqs(int hd, bool bias)
                        s == 1 ? NULL : acc[s] + (size_t)h * cap, 1);
         }
         dacc[s] = s == 1 ? NULL : dup_dev(acc0[s], 4 * cl);
+        dlg[s] = s == 1 ? NULL : dev_poisoned(4 * (size_t)H * cap);
         tab[s] = (ckv_k_kv_layer){dup_dev(k, 4 * cf), dup_dev(v, 4 * cf), dup_dev(deg, 4 * cl),
-                                  dacc[s], dup_dev(len0[s], sizeof len0[s]), cap, NULL};
+                                  dacc[s], dup_dev(len0[s], sizeof len0[s]), cap, NULL, dlg[s]};
     }
     ckv_k_kv_layer *dtab = dup_dev(tab, sizeof tab);
     float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
     const size_t ws_f = ckv_k_attention_ws(NS, 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
-    const ckv_k_attention_split sp = ckv_k_attention_plan_seqs(NS, H, KV, hd, cap, 132, ws_f);
+    ckv_k_attention_split sp = ckv_k_attention_plan_seqs(NS, H, KV, hd, cap, 132, ws_f);
+    if (forced_splits) {
+        sp.splits = forced_splits;
+        sp.split_len = (cap + forced_splits - 1) / forced_splits;
+    }
     CHECK(ckv_k_attention_seqs(dout, NULL, dq, H * hd, NS, H, KV, hd, dtab, true, scale, bias, sp,
                                dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, 4 * qf, err));
     char what[96];
-    snprintf(what, sizeof what, "attention batch of %d hd %d%s splits %d", NS, hd,
-             bias ? " +logdeg" : "", sp.splits);
+    snprintf(what, sizeof what, "attention batch of %d hd %d group %d%s splits %d", NS, hd,
+             group, bias ? " +logdeg" : "", sp.splits);
     report(what, rel_l2(got, want, qf), TOL_F32);
     for (int s = 0; s < NS; s++) {
         if (dacc[s]) {
@@ -674,6 +698,7 @@ static void check_attention_seqs(int hd, bool bias)
             snprintf(what, sizeof what, "  + accumulated attention, sequence %d", s);
             report(what, rel_l2(gacc, acc[s], cl), TOL_F32);
             ckv_cuda_free(dacc[s]);
+            ckv_cuda_free(dlg[s]);
         }
         ckv_cuda_free(tab[s].k), ckv_cuda_free(tab[s].v), ckv_cuda_free(tab[s].deg);
         ckv_cuda_free((void *)tab[s].len0);
@@ -744,8 +769,14 @@ static void check_kernels(void)
     check_attention((attn_case){128, 1, b, true, 7, true, 0, true});
     check_attention((attn_case){64, 77, e, true, 3, false, 0, true});
     check_attention((attn_case){128, 40, b, true, 3, true, 0, true});
-    check_attention_seqs(64, true);
-    check_attention_seqs(128, false);
+    /* Batches: group 3 (a partly used register group of 4), 4 (the 8B's)
+     * and 8; one range, several of uneven length (2048 / 7 = 293, the
+     * last shorter), and the planner's. */
+    check_attention_seqs(64, true, 6, 0);
+    check_attention_seqs(128, false, 6, 0);
+    check_attention_seqs(128, true, 8, 1);
+    check_attention_seqs(128, true, 8, 7);
+    check_attention_seqs(64, false, 16, 7);
     check_gemvs();
 }
 
