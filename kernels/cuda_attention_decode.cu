@@ -252,22 +252,30 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     write_partials<HD, MG>(a, m, l, o, x, h, split, G);
 }
 
-// The score pass: a block per (sequence, KV head, range) as in the partial
-// pass, a thread per entry of the range, which adds the entry's mass over
-// the group's heads to its score. Bit for bit the mass the walk above gave
-// before the logits were kept (it recomputed them from the keys): the same
-// fp32 logits (the partial pass's sc, from the same code), m and 1 / l of
-// the same merged values, the same expression summed over g in the same
+// The score pass: a block per (sequence, KV head, SCORE_THREADS x
+// SCORE_UNROLL entries), a thread per SCORE_UNROLL entries SCORE_THREADS
+// apart with all their loads in flight before the adds, so each entry's add
+// has one owner (no atomics). A thread per entry of the partial pass's
+// ranges, one entry after another, was latency-bound: 2.2 ms of run Z's
+// 19-sequence 32K H2O step. Bit for bit the mass the partial pass's walk
+// gave before the logits were kept (it recomputed them from the keys): the
+// same fp32 logits (the partial pass's sc, from the same code), m and 1 / l
+// of the same merged values, the same expression summed over g in the same
 // order (a head whose C logits were all -inf added nothing there; here it
 // adds +0.0f to a sum of non-negative terms, which changes no bit).
-__global__ void __launch_bounds__(NTH) attention_decode_score(DArgs a)
+constexpr int SCORE_THREADS = 256, SCORE_UNROLL = 4;
+
+__global__ void __launch_bounds__(SCORE_THREADS) attention_decode_score(DArgs a)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
     __shared__ float sm[MAX_GROUP], sl[MAX_GROUP];
-    const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z, G = a.H / a.KV;
+    const int x = blockIdx.x, h = blockIdx.y, G = a.H / a.KV;
     const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
     if (!c.score)  // a sequence of the batch that does not track scores
+        return;
+    const int t_end = c.len0[h] + 1, t0 = blockIdx.z * SCORE_THREADS * SCORE_UNROLL;
+    if (t0 >= t_end)
         return;
     if (threadIdx.x < G) {
         const size_t row = ((size_t)x * a.H + (size_t)(h * G + threadIdx.x)) * 2;
@@ -275,16 +283,30 @@ __global__ void __launch_bounds__(NTH) attention_decode_score(DArgs a)
         sl[threadIdx.x] = 1.0f / a.ml[row + 1];
     }
     __syncthreads();
-    const int t_begin = split * a.split_len;
-    const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
     float *score = c.score + (size_t)h * c.capacity;
-    for (int t = t_begin + threadIdx.x; t < t_end; t += NTH) {
+    float lg[SCORE_UNROLL][MAX_GROUP], old[SCORE_UNROLL];
+#pragma unroll
+    for (int u = 0; u < SCORE_UNROLL; u++) {
+        const int t = t0 + u * SCORE_THREADS + threadIdx.x;
+        if (t >= t_end)
+            break;
+        old[u] = score[t];
+#pragma unroll
+        for (int g = 0; g < MAX_GROUP; g++)
+            if (g < G)
+                lg[u][g] = c.logit[logit_at(c, h, G, g, t)];
+    }
+#pragma unroll
+    for (int u = 0; u < SCORE_UNROLL; u++) {
+        const int t = t0 + u * SCORE_THREADS + threadIdx.x;
+        if (t >= t_end)
+            break;
         float mass = 0.0f;
-        for (int g = 0; g < G; g++) {
-            const float sc = c.logit[logit_at(c, h, G, g, t)];
-            mass += sc == -INFINITY ? 0.0f : __expf(sc - sm[g]) * sl[g];
-        }
-        score[t] += mass;
+#pragma unroll
+        for (int g = 0; g < MAX_GROUP; g++)
+            if (g < G)
+                mass += lg[u][g] == -INFINITY ? 0.0f : __expf(lg[u][g] - sm[g]) * sl[g];
+        score[t] = old[u] + mass;
     }
 }
 
@@ -372,6 +394,10 @@ cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head
     a.seqs = seqs;
     a.split_len = split.split_len;
     a.ml = ml;
-    return ckv_pdl_launch(attention_decode_score, dim3(n, n_head_kv, split.splits), NTH, 0,
+    // The ranges cover every sequence's entries.
+    const int64_t entries = (int64_t)split.splits * split.split_len;
+    const int blocks = (int)((entries + SCORE_THREADS * SCORE_UNROLL - 1) /
+                             (SCORE_THREADS * SCORE_UNROLL));
+    return ckv_pdl_launch(attention_decode_score, dim3(n, n_head_kv, blocks), SCORE_THREADS, 0,
                           stream, a);
 }

@@ -31,8 +31,8 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
                                  bool logits, cudaStream_t stream);
 
-// Score pass, after the partial pass (logits true) and the merge over the
-// same split: with the merged max and sum ml [n][H][2], adds each entry's
+// Score pass, after the partial pass (logits true) and the merge (split:
+// the partial pass's, whose ranges bound the entries): with the merged max and sum ml [n][H][2], adds each entry's
 // attention mass, summed over the group's query heads, to the score of
 // every sequence that tracks scores. Reads the logits the partial pass
 // stored, not the keys; a layer with score set must have logit set.

@@ -195,40 +195,33 @@ __device__ static void merge_row(Lanes<V> *kl, Lanes<V> *vl, const float *deg, c
     }
 }
 
-// Each thread checks MERGE_STRIDE (slot, V dimensions) elements of its list
-// for merge destinations, all its run_b loads in flight at once, then merges
-// the ones it found: a thread per element made the kernel 0.10 ms of mostly
-// empty blocks for the 64 merges a list of run Y's 8K call.
-enum { MERGE_THREADS = 256, MERGE_STRIDE = 16 };
+// A warp per position of the sorted sources (ikey_out: the destinations,
+// ascending, INT_MAX for slots that merge into none); the warp at a run's
+// first source merges its destination. Sources come first, so the grid
+// covers max_sources positions, not every slot: a thread per slot made the
+// kernel 0.10 ms of mostly idle threads for the 64 merges a list of run Y's
+// 8K call.
+enum { MERGE_WARPS = 8 };
 
 template <int V>
-__global__ void __launch_bounds__(MERGE_THREADS)
+__global__ void __launch_bounds__(MERGE_WARPS * 32)
     apply_merge_kernel(float *k, float *v, const float *deg, const float *score, float *mdeg,
-                       float *mscore, const int32_t *run_b, const int32_t *run_e,
-                       const int32_t *src, const int32_t *act, const int32_t *T, int32_t cap,
-                       int32_t d)
+                       float *mscore, const int32_t *key, const int32_t *run_b,
+                       const int32_t *run_e, const int32_t *src, const int32_t *act,
+                       const int32_t *T, int32_t cap, int32_t d)
 {
-    const int32_t lh = blockIdx.y, dv = d / V;
-    if (!act[lh])
+    const int32_t lh = blockIdx.y, dv = d / V, lane = threadIdx.x & 31;
+    const int32_t p = blockIdx.x * MERGE_WARPS + (threadIdx.x >> 5);
+    if (!act[lh] || p >= T[lh])
         return;
     const size_t base = (size_t)lh * cap;
-    const int64_t elems = (int64_t)T[lh] * dv;
-    const int64_t first = (int64_t)blockIdx.x * MERGE_THREADS * MERGE_STRIDE + threadIdx.x;
-    unsigned hits = 0;
-#pragma unroll
-    for (int u = 0; u < MERGE_STRIDE; u++) {
-        const int64_t idx = first + (int64_t)u * MERGE_THREADS;
-        if (idx < elems && run_b[base + idx / dv] >= 0)
-            hits |= 1u << u;
-    }
-    while (hits) {
-        const int u = __ffs(hits) - 1;
-        hits &= hits - 1;
-        const int64_t idx = first + (int64_t)u * MERGE_THREADS;
-        const int32_t t = (int32_t)(idx / dv);
+    const int32_t t = key[base + p];
+    if (t == INT_MAX || (p > 0 && key[base + p - 1] == t))
+        return;
+    const int32_t rb = run_b[base + t];
+    for (int32_t i = lane; i < dv; i += 32)
         merge_row<V>(reinterpret_cast<Lanes<V> *>(k), reinterpret_cast<Lanes<V> *>(v), deg, score,
-                     mdeg, mscore, run_e, src, base, t, run_b[base + t], (int32_t)(idx % dv), dv);
-    }
+                     mdeg, mscore, run_e, src, base, t, rb, i, dv);
 }
 
 // One block per list walks it in windows of SHIFT_THREADS * SHIFT_UNROLL
@@ -254,37 +247,44 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 2)
         return;
     const size_t base = (size_t)lh * cap;
     L *kl = reinterpret_cast<L *>(k) + base * dv, *vl = reinterpret_cast<L *>(v) + base * dv;
-    const int64_t elems = (int64_t)T[lh] * dv;
-    for (int64_t w0 = 0; w0 < elems; w0 += SHIFT_THREADS * SHIFT_UNROLL) {
+    // 32-bit element indices (the host checks capacity x dv fits): a 64-bit
+    // division is a call with branches, which kept the loads below apart.
+    const uint32_t elems = (uint32_t)T[lh] * (uint32_t)dv;
+    for (uint32_t w0 = 0; w0 < elems; w0 += SHIFT_THREADS * SHIFT_UNROLL) {
         L kr[SHIFT_UNROLL], vr[SHIFT_UNROLL];
         int32_t to[SHIFT_UNROLL], row_to[SHIFT_UNROLL];  // -1: nothing to store
+        bool merged[SHIFT_UNROLL];
         float dg[SHIFT_UNROLL], sc[SHIFT_UNROLL];
+        // The maps of every element first, then the rows: the loads of each
+        // phase overlap instead of queuing behind the previous element's
+        // tests.
 #pragma unroll
         for (int u = 0; u < SHIFT_UNROLL; u++) {
-            const int64_t idx = w0 + u * SHIFT_THREADS + threadIdx.x;
-            to[u] = row_to[u] = -1;
-            if (idx >= elems)
-                continue;
+            const uint32_t idx = w0 + u * SHIFT_THREADS + threadIdx.x;
+            const bool in = idx < elems;
+            const int32_t t = in ? (int32_t)(idx / dv) : 0;
+            const int32_t dt = in ? dest[base + t] : -1, n = in ? newslot[base + t] : t;
+            merged[u] = merges && in && run_b[base + t] >= 0;
+            to[u] = dt == t && n != t ? n : -1;
+            row_to[u] = dt == t && idx % dv == 0 && (n != t || merged[u]) ? n : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < SHIFT_UNROLL; u++) {
+            const uint32_t idx = w0 + u * SHIFT_THREADS + threadIdx.x;
             const int32_t t = (int32_t)(idx / dv), i = (int32_t)(idx % dv);
-            if (dest[base + t] != t)
-                continue;
-            const int32_t n = newslot[base + t];
-            const bool merged = merges && run_b[base + t] >= 0;
-            if (n != t) {
-                to[u] = n;
+            if (to[u] >= 0) {
                 kr[u] = kl[(size_t)t * dv + i];
                 vr[u] = vl[(size_t)t * dv + i];
             }
-            if (i == 0 && (n != t || merged)) {
-                row_to[u] = n;
-                dg[u] = merged ? mdeg[base + t] : deg[base + t];
-                sc[u] = score ? (merged ? mscore[base + t] : score[base + t]) : 0.0f;
+            if (row_to[u] >= 0) {
+                dg[u] = merged[u] ? mdeg[base + t] : deg[base + t];
+                sc[u] = score ? (merged[u] ? mscore[base + t] : score[base + t]) : 0.0f;
             }
         }
         __syncthreads();
 #pragma unroll
         for (int u = 0; u < SHIFT_UNROLL; u++) {
-            const int32_t i = (int32_t)((w0 + u * SHIFT_THREADS + threadIdx.x) % dv);
+            const int32_t i = (int32_t)((w0 + u * SHIFT_THREADS + threadIdx.x) % (uint32_t)dv);
             if (to[u] >= 0) {
                 kl[(size_t)to[u] * dv + i] = kr[u];
                 vl[(size_t)to[u] * dv + i] = vr[u];
@@ -299,16 +299,21 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 2)
 }
 
 template <int V>
-static ckv_status apply_rows(ckv_pol *x, int32_t max_t, bool merges, ckv_error *err)
+static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, ckv_error *err)
 {
     ckv_gpu_policy_ws *w = x->ws;
     ckv_gpu_cache *c = x->c;
+    const bool merges = max_sources > 0;
+    if ((int64_t)x->cap * (x->d / V) + SHIFT_THREADS * SHIFT_UNROLL > UINT32_MAX)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "cuda policy: a list of %d entries x head_dim %d is over the "
+                          "compaction's 32-bit indices",
+                          x->cap, x->d);
     if (merges) {
-        const dim3 rows(
-            ckv_pol_blocks((int64_t)max_t * (x->d / V), MERGE_THREADS * MERGE_STRIDE), x->lists);
-        apply_merge_kernel<V><<<rows, MERGE_THREADS, 0, x->s>>>(c->k, c->v, c->deg, c->score, w->deg,
-                                                      w->score, w->run_b, w->run_e, w->ival_out,
-                                                      x->act, x->T, x->cap, x->d);
+        const dim3 grid(ckv_pol_blocks(max_sources, MERGE_WARPS), x->lists);
+        apply_merge_kernel<V><<<grid, MERGE_WARPS * 32, 0, x->s>>>(
+            c->k, c->v, c->deg, c->score, w->deg, w->score, w->ikey_out, w->run_b, w->run_e,
+            w->ival_out, x->act, x->T, x->cap, x->d);
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
     }
     apply_shift_kernel<V><<<x->lists, SHIFT_THREADS, 0, x->s>>>(
@@ -333,8 +338,9 @@ __global__ void apply_assign_kernel(int32_t *assign, const int32_t *dest, const 
     assign[base + i] = dd < 0 ? -1 : newslot[base + dd];
 }
 
-ckv_status ckv_pol_apply(ckv_pol *x, bool merges, ckv_error *err)
+ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
 {
+    const bool merges = max_sources > 0;
     ckv_gpu_policy_ws *w = x->ws;
     ckv_gpu_cache *c = x->c;
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
@@ -360,8 +366,8 @@ ckv_status ckv_pol_apply(ckv_pol *x, bool merges, ckv_error *err)
     apply_scan_kernel<<<x->lists, SCAN_THREADS, 0, x->s>>>(w->dest, w->newslot, w->newlen,
                                                           c->len_d, x->act, x->T, x->cap);
     CKV_CUDA_LAUNCHED();
-    if ((st = x->d % 4 == 0 ? apply_rows<4>(x, max_t, merges, err)
-                            : apply_rows<1>(x, max_t, merges, err)))
+    if ((st = x->d % 4 == 0 ? apply_rows<4>(x, max_sources, err)
+                            : apply_rows<1>(x, max_sources, err)))
         return st;
     if (x->track_assign) {
         dim3 all(ckv_pol_blocks(x->cap, 256), x->lists);
@@ -423,7 +429,7 @@ ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_erro
                                               x->ws->margin, x->act, x->T, x->seg_b, recent,
                                               budget - recent, x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, false, err);
+    return ckv_pol_apply(x, 0, err);
 }
 
 void ckv_pol_plan_over_budget(ckv_pol *x, int32_t budget)
@@ -488,5 +494,5 @@ ckv_status ckv_pol_streaming(ckv_pol *x, const ckv_policy *p, int32_t budget, ck
     streaming_dest_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->act, x->T, sinks, budget,
                                                    x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, false, err);
+    return ckv_pol_apply(x, 0, err);
 }

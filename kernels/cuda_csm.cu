@@ -378,7 +378,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
             w->dest, w->key_out, w->ival_out, w->partner, w->gap, w->margin, x->act, x->seg_b,
             x->x, x->y, x->cap);
         CKV_CUDA_LAUNCHED();
-        if ((st = ckv_pol_apply(x, true, err)))
+        if ((st = ckv_pol_apply(x, max_m, err)))
             return st;
         c->round++;
     }

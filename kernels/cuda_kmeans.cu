@@ -289,5 +289,5 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     km_dest_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
         w->dest, w->cl, w->run_b, w->ival_out, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, true, err);
+    return ckv_pol_apply(x, max_m, err);
 }

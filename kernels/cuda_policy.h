@@ -102,8 +102,9 @@ ckv_status ckv_pol_runs(ckv_pol *x, int32_t max_seg, ckv_error *err);
 ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err);
 // Applies dest of every list that takes part: merges (degree-weighted
 // centroids, in double, in the CPU's order), compaction, lengths, assign.
-// Twin: ckv_list_apply.
-ckv_status ckv_pol_apply(ckv_pol *x, bool merges, ckv_error *err);
+// max_sources: at most that many slots of a list merge into another; 0:
+// dest only keeps and evicts. Twin: ckv_list_apply.
+ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err);
 
 // The policies.
 ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err);
