@@ -136,6 +136,7 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     ckv_pdl_launch_dependents();
     constexpr int TL = HD / DPL;  // lanes per entry
     constexpr int EPW = 32 / TL;  // entries per warp and step
+    static_assert(C <= TL, "a team stores its C logits from C lanes");
     __shared__ __align__(16) float sq[MG][HD];
     const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
     const int G = a.H / a.KV, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -223,14 +224,21 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
                 mx = fmaxf(mx, sc[j]);
             }
             // The logits the softmax below takes, -inf included, for the
-            // score pass (the team's lanes hold the same values).
-            if (LOGITS && lg && lane % TL == 0)
+            // score pass. The team's lanes hold the same values, so lane j
+            // of each team stores entry j: one store a head, covering the
+            // warp's EPW x C consecutive entries. (Lane 0 storing all C, a
+            // store per entry with EPW lanes active, left run AA's H2O step
+            // 1.8 ms over the other policies' at 19 sequences of 8K entries.)
+            if (LOGITS && lg) {
+                const int j = lane % TL;
+                float v = sc[0];
 #pragma unroll
-                for (int j = 0; j < C; j++) {
-                    const int t = base + j * EPW + team;
-                    if (t < t_end)
-                        lg[logit_at(c, h, G, g, t)] = sc[j];
-                }
+                for (int i = 1; i < C; i++)
+                    v = j == i ? sc[i] : v;
+                const int t = base + j * EPW + team;
+                if (j < C && t < t_end)
+                    lg[logit_at(c, h, G, g, t)] = v;
+            }
             if (mx == -INFINITY)
                 continue;
             const float mn = fmaxf(m[g], mx), corr = __expf(m[g] - mn);

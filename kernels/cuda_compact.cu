@@ -5,7 +5,6 @@
 // (src/policies/list.c). Merged entries are computed as the CPU computes
 // them: in double, the destination's own term first, then its sources in
 // slot order, with no fused multiply-add, so the fp32 results are equal.
-#include <limits.h>
 #include <math.h>
 
 #include <cub/cub.cuh>
@@ -54,7 +53,7 @@ ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err)
 }
 
 // Marks where each key's run begins and ends in the sorted keys of a
-// segment (INT_MAX: no key). Positions are absolute indices of ikey_out.
+// segment. Positions are absolute indices of ikey_out.
 __global__ void runs_kernel(const int32_t *key, int32_t *run_b, int32_t *run_e,
                             const int32_t *act, const int32_t *seg_b, const int32_t *seg_e,
                             int32_t cap)
@@ -67,8 +66,6 @@ __global__ void runs_kernel(const int32_t *key, int32_t *run_b, int32_t *run_e,
     if (i >= e)
         return;
     const int32_t k = key[i];
-    if (k == INT_MAX)
-        return;
     const size_t base = (size_t)lh * cap;
     if (i == b || key[i - 1] != k)
         run_b[base + k] = (int32_t)i;
@@ -85,27 +82,25 @@ ckv_status ckv_pol_runs(ckv_pol *x, int32_t max_seg, ckv_error *err)
     return CKV_OK;
 }
 
-// Sort keys for the sources: the destination slot, INT_MAX for kept and
-// evicted slots; no runs yet.
-__global__ void apply_prep_kernel(const int32_t *dest, int32_t *ikey, int32_t *ival,
-                                  int32_t *run_b, const int32_t *act, const int32_t *T,
+// No runs yet.
+__global__ void apply_prep_kernel(int32_t *run_b, const int32_t *act, const int32_t *T,
                                   int32_t cap)
 {
     const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || t >= T[lh])
-        return;
-    const size_t i = (size_t)lh * cap + t;
-    const int32_t d = dest[i];
-    ikey[i] = d >= 0 && d != t ? d : INT_MAX;
-    ival[i] = t;
-    run_b[i] = -1;
+    if (act[lh] && t < T[lh])
+        run_b[(size_t)lh * cap + t] = -1;
 }
 
-// newslot[t]: kept slots before t; the list's new length. One block per list.
+// newslot[t]: kept slots before t; the list's new length. With merges also
+// the list's sources in slot order, compacted for the sort by destination:
+// ikey their destinations, ival their slots, seg_e the segment's end (a
+// sort of every slot, most of them no source, was 0.12 ms of run AA's 32K
+// CSM call). One block per list.
 enum { SCAN_THREADS = 1024 };
 
 __global__ void __launch_bounds__(SCAN_THREADS)
     apply_scan_kernel(const int32_t *dest, int32_t *newslot, int32_t *newlen, int32_t *len_d,
+                      int32_t *ikey, int32_t *ival, int32_t *seg_e, bool merges,
                       const int32_t *act, const int32_t *T, int32_t cap)
 {
     typedef cub::BlockScan<int32_t, SCAN_THREADS> Scan;
@@ -114,21 +109,34 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     if (!act[lh])
         return;
     const int32_t n = T[lh];
-    const int32_t *D = dest + (size_t)lh * cap;
-    int32_t *N = newslot + (size_t)lh * cap;
-    int32_t carry = 0;
+    const size_t base = (size_t)lh * cap;
+    const int32_t *D = dest + base;
+    int32_t *N = newslot + base;
+    int32_t kept = 0, sources = 0;
     for (int32_t t0 = 0; t0 < n; t0 += SCAN_THREADS) {
-        const int32_t t = t0 + threadIdx.x;
-        int32_t flag = t < n && D[t] == t, ex, total;
-        Scan(tmp).ExclusiveSum(flag, ex, total);
+        const int32_t t = t0 + threadIdx.x, d = t < n ? D[t] : -1;
+        int32_t ex, total;
+        Scan(tmp).ExclusiveSum(t < n && d == t, ex, total);
         if (t < n)
-            N[t] = carry + ex;
-        carry += total;
-        __syncthreads();  // tmp is reused by the next tile
+            N[t] = kept + ex;
+        kept += total;
+        __syncthreads();  // tmp is reused next
+        if (merges) {
+            const bool src = d >= 0 && d != t;
+            Scan(tmp).ExclusiveSum(src, ex, total);
+            if (src) {
+                ikey[base + sources + ex] = d;
+                ival[base + sources + ex] = t;
+            }
+            sources += total;
+            __syncthreads();
+        }
     }
     if (threadIdx.x == 0) {
-        newlen[lh] = carry;
-        len_d[lh] = carry;
+        newlen[lh] = kept;
+        len_d[lh] = kept;
+        if (merges)
+            seg_e[lh] = (int32_t)base + sources;
     }
 }
 
@@ -195,12 +203,11 @@ __device__ static void merge_row(Lanes<V> *kl, Lanes<V> *vl, const float *deg, c
     }
 }
 
-// A warp per position of the sorted sources (ikey_out: the destinations,
-// ascending, INT_MAX for slots that merge into none); the warp at a run's
-// first source merges its destination. Sources come first, so the grid
-// covers max_sources positions, not every slot: a thread per slot made the
-// kernel 0.10 ms of mostly idle threads for the 64 merges a list of run Y's
-// 8K call.
+// A warp per position of the sorted sources (ikey_out: their destinations,
+// ascending, up to seg_e); the warp at a run's first source merges its
+// destination. The grid covers max_sources positions, not every slot: a
+// thread per slot made the kernel 0.10 ms of mostly idle threads for the 64
+// merges a list of run Y's 8K call.
 enum { MERGE_WARPS = 8 };
 
 template <int V>
@@ -208,15 +215,15 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
     apply_merge_kernel(float *k, float *v, const float *deg, const float *score, float *mdeg,
                        float *mscore, const int32_t *key, const int32_t *run_b,
                        const int32_t *run_e, const int32_t *src, const int32_t *act,
-                       const int32_t *T, int32_t cap, int32_t d)
+                       const int32_t *seg_e, int32_t cap, int32_t d)
 {
     const int32_t lh = blockIdx.y, dv = d / V, lane = threadIdx.x & 31;
     const int32_t p = blockIdx.x * MERGE_WARPS + (threadIdx.x >> 5);
-    if (!act[lh] || p >= T[lh])
-        return;
     const size_t base = (size_t)lh * cap;
+    if (!act[lh] || base + p >= (size_t)seg_e[lh])
+        return;
     const int32_t t = key[base + p];
-    if (t == INT_MAX || (p > 0 && key[base + p - 1] == t))
+    if (p > 0 && key[base + p - 1] == t)
         return;
     const int32_t rb = run_b[base + t];
     for (int32_t i = lane; i < dv; i += 32)
@@ -313,7 +320,7 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, ckv_error *err)
         const dim3 grid(ckv_pol_blocks(max_sources, MERGE_WARPS), x->lists);
         apply_merge_kernel<V><<<grid, MERGE_WARPS * 32, 0, x->s>>>(
             c->k, c->v, c->deg, c->score, w->deg, w->score, w->ikey_out, w->run_b, w->run_e,
-            w->ival_out, x->act, x->T, x->cap, x->d);
+            w->ival_out, x->act, x->seg_e, x->cap, x->d);
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
     }
     apply_shift_kernel<V><<<x->lists, SHIFT_THREADS, 0, x->s>>>(
@@ -350,22 +357,22 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
     ckv_status st;
     if (merges) {
+        // The segments' ends are the scan's (device); empty until then.
         int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
-        for (int32_t lh = 0; lh < x->lists; lh++) {
-            sb[lh] = lh * x->cap;
-            se[lh] = act[lh] ? sb[lh] + T[lh] : sb[lh];
-        }
+        for (int32_t lh = 0; lh < x->lists; lh++)
+            se[lh] = sb[lh] = lh * x->cap;
         if ((st = ckv_pol_upload_plan(x, err)))
             return st;
-        apply_prep_kernel<<<slots, 256, 0, x->s>>>(w->dest, w->ikey, w->ival, w->run_b, x->act,
-                                                   x->T, x->cap);
+        apply_prep_kernel<<<slots, 256, 0, x->s>>>(w->run_b, x->act, x->T, x->cap);
         CKV_CUDA_LAUNCHED();
-        if ((st = ckv_pol_sort_int(x, err)) || (st = ckv_pol_runs(x, max_t, err)))
-            return st;
     }
     apply_scan_kernel<<<x->lists, SCAN_THREADS, 0, x->s>>>(w->dest, w->newslot, w->newlen,
-                                                          c->len_d, x->act, x->T, x->cap);
+                                                          c->len_d, w->ikey, w->ival, x->seg_e,
+                                                          merges, x->act, x->T, x->cap);
     CKV_CUDA_LAUNCHED();
+    if (merges &&
+        ((st = ckv_pol_sort_int(x, err)) || (st = ckv_pol_runs(x, max_sources, err))))
+        return st;
     if ((st = x->d % 4 == 0 ? apply_rows<4>(x, max_sources, err)
                             : apply_rows<1>(x, max_sources, err)))
         return st;
