@@ -200,6 +200,13 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
             // under the bias).
             ld[j] = a.bias ? __logf(__ldg(deg + t)) : 0.0f;
         }
+        // Where this lane stores its entry's logits (head 0; below).
+        float *lp = nullptr;
+        if (LOGITS && lg) {
+            const int t = base + lane % TL * EPW + team;
+            if (lane % TL < C && t < t_end)
+                lp = lg + logit_at(c, h, G, 0, t);
+        }
         // The exponentials and logarithms of the walk are the fast ones
         // (ex2.approx, lg2.approx: relative error about 1e-6 at these
         // arguments, against a 1e-4 tolerance): at group 8 they were most of
@@ -226,18 +233,13 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
             // The logits the softmax below takes, -inf included, for the
             // score pass. The team's lanes hold the same values, so lane j
             // of each team stores entry j: one store a head, covering the
-            // warp's EPW x C consecutive entries. (Lane 0 storing all C, a
-            // store per entry with EPW lanes active, left run AA's H2O step
-            // 1.8 ms over the other policies' at 19 sequences of 8K entries.)
-            if (LOGITS && lg) {
-                const int j = lane % TL;
+            // warp's EPW x C consecutive entries.
+            if (LOGITS && lp) {
                 float v = sc[0];
 #pragma unroll
                 for (int i = 1; i < C; i++)
-                    v = j == i ? sc[i] : v;
-                const int t = base + j * EPW + team;
-                if (j < C && t < t_end)
-                    lg[logit_at(c, h, G, g, t)] = v;
+                    v = lane % TL == i ? sc[i] : v;
+                lp[(size_t)g * c.capacity] = v;
             }
             if (mx == -INFINITY)
                 continue;

@@ -24,15 +24,29 @@ struct csm_params {
     int32_t layers, heads;
 };
 
-// Identity dest for the whole list: the round marks its merges on it.
-__global__ void csm_ident_kernel(int32_t *dest, const int32_t *act, const int32_t *T, int32_t cap)
+// A thread per slot: the identity dest (the round marks its merges on it)
+// and, for the alternating and sequential partitions, in_a of the middle
+// slots (1: source, 0: destination). The random partition shuffles per
+// chunk in csm_partition_kernel (a thread per chunk writing its slots one
+// after another was 26 us of run AB's 32K call).
+__global__ void csm_init_kernel(int32_t *dest, uint8_t *in_a, const int32_t *act,
+                                const int32_t *T, csm_params p, int32_t cap)
 {
     const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (act[lh] && t < T[lh])
-        dest[(size_t)lh * cap + t] = t;
+    if (!act[lh] || t >= T[lh])
+        return;
+    const size_t row = (size_t)lh * cap + t;
+    dest[row] = t;
+    const int32_t end = T[lh] - p.recent;
+    if (p.partition == CKV_CSM_RANDOM || t < p.sinks || t >= end)
+        return;
+    const int32_t o = (t - p.sinks) % p.C, c0 = t - o;
+    const int32_t L = end - c0 < p.C ? end - c0 : p.C;
+    in_a[row] = p.partition == CKV_CSM_ALTERNATING ? o % 2 == 0 : o < (L + 1) / 2;
 }
 
-// One thread per chunk: in_a[slot] = 1 for sources, 0 for destinations.
+// The random partition, one thread per chunk: in_a[slot] = 1 for sources,
+// 0 for destinations.
 __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t *act,
                                      const int32_t *T, csm_params p, int32_t cap)
 {
@@ -46,16 +60,6 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
     const int32_t L = end - c0 < p.C ? (int32_t)(end - c0) : p.C, half = (L + 1) / 2;
     const size_t base = (size_t)lh * cap + c0;
     uint8_t *A = in_a + base;
-    if (p.partition == CKV_CSM_ALTERNATING) {
-        for (int32_t o = 0; o < L; o++)
-            A[o] = o % 2 == 0;
-        return;
-    }
-    if (p.partition == CKV_CSM_SEQUENTIAL) {
-        for (int32_t o = 0; o < L; o++)
-            A[o] = o < half;
-        return;
-    }
     const int32_t l = lh / p.heads, h = lh % p.heads;
     const uint64_t idx = (((uint64_t)p.round * (uint64_t)p.layers + (uint64_t)l) *
                               (uint64_t)p.heads +
@@ -334,14 +338,14 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         int32_t max_t = 0, max_chunks = 0, max_m = 0;
         for (int32_t lh = 0; lh < x->lists; lh++) {
             T[lh] = c->len_h[lh];
-            const int32_t end = T[lh] - cp.recent;
+            // Candidates: (L + 1) / 2 sources a chunk of L >= 2 slots.
+            const int32_t mid = T[lh] - cp.recent - cp.sinks;
             int32_t nc = 0, chunks = 0;
-            if (T[lh] > budget)
-                for (int32_t c0 = cp.sinks; c0 < end; c0 += cp.C, chunks++) {
-                    const int32_t L = end - c0 < cp.C ? end - c0 : cp.C;
-                    if (L >= 2)
-                        nc += (L + 1) / 2;
-                }
+            if (T[lh] > budget && mid > 0) {
+                const int32_t rest = mid % cp.C;
+                chunks = mid / cp.C + (rest > 0);
+                nc = mid / cp.C * ((cp.C + 1) / 2) + (rest >= 2 ? (rest + 1) / 2 : 0);
+            }
             act[lh] = T[lh] > budget && nc > 0;
             m_of[lh] = act[lh] ? (int32_t)ckv_csm_merges(rate, nc, T[lh] - budget) : 0;
             nc_of[lh] = nc;
@@ -360,12 +364,14 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         ckv_status st = ckv_pol_upload_plan(x, err);
         if (st)
             return st;
-        csm_ident_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
-            w->dest, x->act, x->T, x->cap);
+        csm_init_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
+            w->dest, w->in_a, x->act, x->T, cp, x->cap);
         CKV_CUDA_LAUNCHED();
-        csm_partition_kernel<<<dim3(ckv_pol_blocks(max_chunks, 64), x->lists), 64, 0, x->s>>>(
-            w->in_a, w->perm, x->act, x->T, cp, x->cap);
-        CKV_CUDA_LAUNCHED();
+        if (cp.partition == CKV_CSM_RANDOM) {
+            csm_partition_kernel<<<dim3(ckv_pol_blocks(max_chunks, 64), x->lists), 64, 0, x->s>>>(
+                w->in_a, w->perm, x->act, x->T, cp, x->cap);
+            CKV_CUDA_LAUNCHED();
+        }
         csm_best_kernel<<<dim3(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS),
                                x->lists),
                           CSM_WARPS * 32, 0, x->s>>>(
