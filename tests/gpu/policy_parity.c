@@ -84,6 +84,10 @@ static const pcase cases[] = {
     {"centroid", {"partition=random", "seed=7", "r_step=0.2", "r_min=0.05", NULL}, true},
     {"centroid", {"chunk=2", "sinks=0", "recent=0", NULL}, false},
     {"centroid", {"chunk=100", "partition=random", "seed=123456789", "r_init=1", NULL}, false},
+    /* odd chunks: the candidates' compacted positions and the last chunk's
+     * (L + 1) / 2 sources */
+    {"centroid", {"chunk=7", "recent=5", NULL}, true},
+    {"centroid", {"chunk=33", "partition=sequential", "sinks=3", NULL}, false},
     {"kmeans", {NULL}, true},
     {"kmeans", {"iters=3", "sinks=2", "recent=16", NULL}, false},
     {"kmeans", {"iters=0", NULL}, false},
