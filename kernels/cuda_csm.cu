@@ -212,8 +212,8 @@ __device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, size_t
     }
 }
 
-// Each source's best partner in its chunk and its score (the sort key);
-// -inf for middle slots that are not candidates. Ties keep the lowest slot.
+// Each source's best partner in its chunk and its score (the sort key, at
+// the candidate's compacted position). Ties keep the lowest slot.
 __global__ void __launch_bounds__(CSM_WARPS * 32, 5)
     csm_best_kernel(const float *k, const uint8_t *in_a, double *key,
                     int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
