@@ -267,12 +267,11 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
 // apart with all their loads in flight before the adds, so each entry's add
 // has one owner (no atomics). A thread per entry of the partial pass's
 // ranges, one entry after another, was latency-bound: 2.2 ms of run Z's
-// 19-sequence 32K H2O step. Bit for bit the mass the partial pass's walk
-// gave before the logits were kept (it recomputed them from the keys): the
-// same fp32 logits (the partial pass's sc, from the same code), m and 1 / l
-// of the same merged values, the same expression summed over g in the same
-// order (a head whose C logits were all -inf added nothing there; here it
-// adds +0.0f to a sum of non-negative terms, which changes no bit).
+// 19-sequence 32K H2O step. The mass is the one the walk computed when it
+// re-read the keys: the same fp32 logits (the partial pass's sc), m and
+// 1 / l of the same merged values, the same expression summed over g in
+// the same order (gpu_parity checks it against the CPU's scores; the sweep
+// of run AC gave the same predictions as before the logits were kept).
 constexpr int SCORE_THREADS = 256, SCORE_UNROLL = 4;
 
 __global__ void __launch_bounds__(SCORE_THREADS) attention_decode_score(DArgs a)

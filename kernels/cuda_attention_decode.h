@@ -32,10 +32,11 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  bool logits, cudaStream_t stream);
 
 // Score pass, after the partial pass (logits true) and the merge (split:
-// the partial pass's, whose ranges bound the entries): with the merged max and sum ml [n][H][2], adds each entry's
-// attention mass, summed over the group's query heads, to the score of
-// every sequence that tracks scores. Reads the logits the partial pass
-// stored, not the keys; a layer with score set must have logit set.
+// the partial pass's, whose ranges bound the entries): with the merged max
+// and sum ml [n][H][2], adds each entry's attention mass, summed over the
+// group's query heads, to the score of every sequence that tracks scores.
+// Reads the logits the partial pass stored, not the keys; a layer with
+// score set must have logit set.
 cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head_kv,
                                        const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
                                        ckv_k_attention_split split, const float *ml,

@@ -311,11 +311,6 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, ckv_error *err)
     ckv_gpu_policy_ws *w = x->ws;
     ckv_gpu_cache *c = x->c;
     const bool merges = max_sources > 0;
-    if ((int64_t)x->cap * (x->d / V) + SHIFT_THREADS * SHIFT_UNROLL > UINT32_MAX)
-        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                          "cuda policy: a list of %d entries x head_dim %d is over the "
-                          "compaction's 32-bit indices",
-                          x->cap, x->d);
     if (merges) {
         const dim3 grid(ckv_pol_blocks(max_sources, MERGE_WARPS), x->lists);
         apply_merge_kernel<V><<<grid, MERGE_WARPS * 32, 0, x->s>>>(
@@ -347,6 +342,13 @@ __global__ void apply_assign_kernel(int32_t *assign, const int32_t *dest, const 
 
 ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
 {
+    // Before anything changes the cache: the shift's element indices are
+    // 32-bit (a list's capacity x head_dim, with a window's slack).
+    if ((int64_t)x->cap * x->d + SHIFT_THREADS * SHIFT_UNROLL > UINT32_MAX)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "cuda policy: a list of %d entries x head_dim %d is over the "
+                          "compaction's 32-bit indices",
+                          x->cap, x->d);
     const bool merges = max_sources > 0;
     ckv_gpu_policy_ws *w = x->ws;
     ckv_gpu_cache *c = x->c;

@@ -52,8 +52,8 @@ ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ck
  * decode's scratch for a layer with score set, [n_head][capacity] floats
  * (query head h G + g of KV head h), where the decode kernel's partial pass
  * keeps each entry's logit for its score pass; any layer may share it, as
- * layers run one after another. NULL where score is NULL, and for calls that
- * are no decode (ckv_k_attention_path_of). */
+ * layers run one after another. NULL where score is NULL; calls that are no
+ * decode (ckv_k_attention_path_of) ignore it. */
 typedef struct {
     float *k, *v, *deg, *score;
     const int32_t *len0; /* [n_head_kv] */

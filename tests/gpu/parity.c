@@ -942,7 +942,8 @@ static void check_window_and_scores(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *g
 }
 
 /* A decode batch over three caches of different lengths (one edited as a
- * compression leaves it, one tracking scores), each first forked on the GPU:
+ * compression leaves it; two tracking scores, so the second's part of the
+ * decoder's logit scratch starts after the first's), each first forked on the GPU:
  * the fork must equal its source exactly, then two batched steps on each side
  * must agree row by row (logits, decode queries, scores). */
 static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
@@ -956,7 +957,7 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
     ckv_gpu_cache *src[NB], *gc[NB];
     CHECK(ckv_cache_init(&back, cf->n_layer, cf->n_head_kv, cf->head_dim, len + 4, true, err));
     for (int b = 0; b < NB; b++) {
-        const bool score = b == 1;
+        const bool score = b >= 1;
         CHECK(ckv_cache_init(&cc[b], cf->n_layer, cf->n_head_kv, cf->head_dim, lens[b] + 2, score,
                              err));
         CHECK(ckv_cpu_forward(cpu, &cc[b], ids + 11 * b, lens[b], NULL, NULL, err));
@@ -1012,18 +1013,21 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
             worst_q = fmax(worst_q, rel_l2(qg + b * qrow, qc + b * qrow, qrow));
         }
     }
-    CHECK(ckv_gpu_cache_download(gc[1], &back, err));
-    for (int l = 0; l < cf->n_layer; l++)
-        for (int h = 0; h < cf->n_head_kv; h++)
-            worst_s = fmax(worst_s, rel_l2(ckv_cache_scorep(&back, l, h), ckv_cache_scorep(&cc[1], l, h),
-                                           (size_t)cc[1].len[ckv_cache_lh(&cc[1], l, h)]));
+    for (int b = 1; b < NB; b++) {
+        CHECK(ckv_gpu_cache_download(gc[b], &back, err));
+        for (int l = 0; l < cf->n_layer; l++)
+            for (int h = 0; h < cf->n_head_kv; h++)
+                worst_s = fmax(worst_s,
+                               rel_l2(ckv_cache_scorep(&back, l, h), ckv_cache_scorep(&cc[b], l, h),
+                                      (size_t)cc[b].len[ckv_cache_lh(&cc[b], l, h)]));
+    }
     char what[96];
     snprintf(what, sizeof what, "decode batch of %d (%d/%d/%d), 2 steps: logits", NB, lens[0],
              lens[1], lens[2]);
     report(what, worst_l, TOL_LOGITS);
     report("  + decode queries", worst_q, TOL_KV);
     report("  + greedy next tokens against ckv_argmax of the logits", next_differ, 0.0);
-    report("  + attention mass of the scoring cache", worst_s, TOL_LOGITS);
+    report("  + attention mass of the two scoring caches", worst_s, TOL_LOGITS);
     for (int b = 0; b < NB; b++) {
         ckv_cache_free(&cc[b]);
         ckv_gpu_cache_free(src[b]);
