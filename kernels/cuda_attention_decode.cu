@@ -38,13 +38,11 @@ struct DArgs {
 };
 
 // A sequence's logits of KV head h, query head g of its group, entry t:
-// logit[(h capacity + t) G + g]. An entry's G logits lie together, so the
-// partial pass stores them at once and a warp's stores of a step fill whole
-// lines (one store a head, 32 bytes apart a head's row, left the pass 10%
-// slower than without logits in runs AA to AC).
+// logit[(h G + g) capacity + t], so the score pass's threads read each
+// head's row contiguously.
 __device__ __forceinline__ size_t logit_at(const ckv_k_kv_layer &c, int h, int G, int g, int t)
 {
-    return ((size_t)h * c.capacity + t) * G + g;
+    return ((size_t)h * G + g) * c.capacity + t;
 }
 
 // Folds the softmax state (m2, l2, o2) into (m, l, o); an empty state has
@@ -202,8 +200,8 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
             // under the bias).
             ld[j] = a.bias ? __logf(__ldg(deg + t)) : 0.0f;
         }
-        // Where this lane stores its entry's logits (below), and them.
-        float *lp = nullptr, lv[MG];
+        // Where this lane stores its entry's logits (head 0; below).
+        float *lp = nullptr;
         if (LOGITS && lg) {
             const int t = base + lane % TL * EPW + team;
             if (lane % TL < C && t < t_end)
@@ -234,12 +232,14 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
             }
             // The logits the softmax below takes, -inf included, for the
             // score pass. The team's lanes hold the same values, so lane j
-            // of each team keeps entry j's, stored after the heads' loop.
-            if (LOGITS) {
-                lv[g] = sc[0];
+            // of each team stores entry j: one store a head, covering the
+            // warp's EPW x C consecutive entries.
+            if (LOGITS && lp) {
+                float v = sc[0];
 #pragma unroll
                 for (int i = 1; i < C; i++)
-                    lv[g] = lane % TL == i ? sc[i] : lv[g];
+                    v = lane % TL == i ? sc[i] : v;
+                lp[(size_t)g * c.capacity] = v;
             }
             if (mx == -INFINITY)
                 continue;
@@ -257,19 +257,6 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
                     o[g][k] = fmaf(p, vr[j][k], o[g][k]);
             }
             m[g] = mn;
-        }
-        if (LOGITS && lp) {
-            if (G == MG && MG % 4 == 0) {  // 16-byte stores (G * capacity floats a head)
-#pragma unroll
-                for (int g = 0; g < MG; g += 4)
-                    *reinterpret_cast<float4 *>(lp + g) =
-                        make_float4(lv[g], lv[g + 1], lv[g + 2], lv[g + 3]);
-            } else {
-#pragma unroll
-                for (int g = 0; g < MG; g++)
-                    if (g < G)
-                        lp[g] = lv[g];
-            }
         }
     }
     write_partials<HD, MG>(a, m, l, o, x, h, split, G);

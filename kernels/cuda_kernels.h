@@ -49,10 +49,10 @@ ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ck
  * list lengths before the current tokens, and the RoPE position of the first
  * current token. Lengths and position live on the device, so that a captured
  * decode step (CUDA Graph) replays correctly as the cache grows. logit: the
- * decode's scratch for a layer with score set, [n_head_kv][capacity][G]
- * floats (G = n_head / n_head_kv; query head h G + g of KV head h), where
- * the decode kernel's partial pass keeps each entry's logit for its score
- * pass; any layer may share it, as layers run one after another. NULL where score is NULL; calls that are no
+ * decode's scratch for a layer with score set, [n_head][capacity] floats
+ * (query head h G + g of KV head h), where the decode kernel's partial pass
+ * keeps each entry's logit for its score pass; any layer may share it, as
+ * layers run one after another. NULL where score is NULL; calls that are no
  * decode (ckv_k_attention_path_of) ignore it. */
 typedef struct {
     float *k, *v, *deg, *score;
