@@ -85,7 +85,7 @@ static ckv_status cuda_cache_new(void *state, ckv_bcache **out, int32_t capacity
 {
     cuda_state *s = state;
     ckv_gpu_cache *gc;
-    ckv_status st = ckv_gpu_cache_create(&gc, s->g, capacity, track_score, err);
+    ckv_status st = ckv_gpu_cache_create(&gc, s->g, capacity, track_score, CKV_KV_F32, err);
     return st ? st : wrap(s, out, gc, err);
 }
 

@@ -49,9 +49,9 @@ bool ckv_cuda_pdl(void);
  * fp32. It mirrors ckv_cpu (cpu.h) step by step. */
 typedef struct ckv_gpu ckv_gpu;
 
-/* A KV cache on the GPU with the layout of ckv_cache (cache.h): fp32 keys and
- * values, fp32 degrees, lengths per (layer, KV head) on the device and
- * mirrored on the host. */
+/* A KV cache on the GPU with the layout of ckv_cache (cache.h): keys and
+ * values of its ckv_kv_dtype (fp32 or bf16), fp32 degrees, lengths per
+ * (layer, KV head) on the device and mirrored on the host. */
 typedef struct ckv_gpu_cache ckv_gpu_cache;
 
 /* Uploads the model to device `device`. max_batch bounds the tokens run at
@@ -70,18 +70,19 @@ void ckv_gpu_free(ckv_gpu *g);
 size_t ckv_gpu_bytes(const ckv_gpu *g);
 
 /* track_score: keep each entry's accumulated attention (H2O), as
- * ckv_cache's score. */
+ * ckv_cache's score. dtype: how keys and values are stored (cache.h). */
 ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g, int32_t capacity,
-                                bool track_score, ckv_error *err);
+                                bool track_score, ckv_kv_dtype dtype, ckv_error *err);
 /* A cache of the given shape without a decoder (policy kernels, tests,
  * benchmarks), on the current device. */
 ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer, int32_t n_head_kv,
                                       int32_t head_dim, int32_t capacity, bool track_score,
-                                      ckv_error *err);
+                                      ckv_kv_dtype dtype, ckv_error *err);
 void ckv_gpu_cache_free(ckv_gpu_cache *c);
 size_t ckv_gpu_cache_bytes(const ckv_gpu_cache *c);
 int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c);
 bool ckv_gpu_cache_tracks_score(const ckv_gpu_cache *c);
+ckv_kv_dtype ckv_gpu_cache_dtype(const ckv_gpu_cache *c);
 /* A deep copy of src (entries, degrees, scores, lengths, position, round) in
  * a new GPU cache of the given capacity (>= src's longest list), on the
  * current device. */
@@ -104,10 +105,12 @@ ckv_status ckv_gpu_cache_fill_random(ckv_gpu_cache *c, int32_t entries, int64_t 
                                      float max_degree, uint64_t seed, ckv_error *err);
 /* Copies a host cache (entries, degrees, scores, lengths, position, round) onto
  * the GPU cache; its lists must fit the GPU cache's capacity. Scores are
- * copied when both track them, zeroed when only the GPU cache does. */
+ * copied when both track them, zeroed when only the GPU cache does. A bf16
+ * cache gets each key and value rounded to nearest even. */
 ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_error *err);
 /* Copies the GPU cache into a host cache of the same shape and at least
- * the longest list's capacity. */
+ * the longest list's capacity (a bf16 cache's keys and values widened to
+ * fp32, exactly). */
 ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst, ckv_error *err);
 
 /* As ckv_cpu_forward, with every option: runs n tokens at positions

@@ -19,6 +19,7 @@
 
 #include "cuda_attention_decode.h"
 #include "cuda_attention_prefill.h"
+#include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 #include "cuda_pdl.cuh"
@@ -70,18 +71,19 @@ __device__ __forceinline__ void tile_scores(float (&s)[BK], const float (&q)[HD 
     }
 }
 
-// Loads one tile of keys (and values when vs is set) and log-degrees.
-template <int HD>
+// Loads one tile of keys (and values when vs is set), as fp32, and
+// log-degrees; T: the cache's key and value type.
+template <int HD, typename T>
 __device__ __forceinline__ void load_tile(float (*ks)[HD], float (*vs)[HD], float *ld,
-                                          const float *K, const float *V, const float *deg,
-                                          bool bias, int t0, int t_end)
+                                          const T *K, const T *V, const float *deg, bool bias,
+                                          int t0, int t_end)
 {
     const int tid = threadIdx.x;
     for (int e = tid; e < BK * HD; e += BQ * TPQ) {
         int j = e / HD, d = e % HD, t = t0 + j;
-        ks[j][d] = t < t_end ? K[(size_t)t * HD + d] : 0.0f;
+        ks[j][d] = t < t_end ? ckv_kv_get(K, (size_t)t * HD + d) : 0.0f;
         if (vs)
-            vs[j][d] = t < t_end ? V[(size_t)t * HD + d] : 0.0f;
+            vs[j][d] = t < t_end ? ckv_kv_get(V, (size_t)t * HD + d) : 0.0f;
     }
     if (tid < BK)
         ld[tid] = bias && t0 + tid < t_end ? logf(deg[t0 + tid]) : 0.0f;
@@ -119,7 +121,7 @@ __device__ __forceinline__ Place place(const Args &a, int h, int split)
     return p;
 }
 
-template <int HD>
+template <int HD, typename T>
 __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
 {
     ckv_pdl_wait();
@@ -134,8 +136,8 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
     const Place pl = place(a, h, split);
     const int i = pl.row, t_begin = split * a.split_len, t_end = pl.t_end, visible = pl.visible;
     const bool active = visible > 0;
-    const float *K = pl.c->k + (size_t)h * pl.c->capacity * HD;
-    const float *V = pl.c->v + (size_t)h * pl.c->capacity * HD;
+    const T *K = static_cast<const T *>(pl.c->k) + (size_t)h * pl.c->capacity * HD;
+    const T *V = static_cast<const T *>(pl.c->v) + (size_t)h * pl.c->capacity * HD;
     const float *deg = pl.c->deg + (size_t)h * pl.c->capacity;
 
     float q[PD], acc[PD];
@@ -148,7 +150,7 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
     float m = -INFINITY, l = 0.0f;
     for (int t0 = t_begin; t0 < t_end; t0 += BK) {
         __syncthreads();  // the previous tile is no longer read
-        load_tile<HD>(ks, vs, ld, K, V, deg, a.bias, t0, t_end);
+        load_tile<HD, T>(ks, vs, ld, K, V, deg, a.bias, t0, t_end);
         __syncthreads();
         float s[BK], tmax = -INFINITY;
         tile_scores<HD>(s, q, ks, ld, part, t0, t_end, visible);
@@ -258,7 +260,7 @@ __global__ void attention_merge(const float *__restrict__ part_o,
 // sum L of every query, recomputes the scores of the same ranges and adds
 // exp(s - M) / L, summed over the block's queries, to score[t]; the query
 // heads of a KV group add into the same list.
-template <int HD>
+template <int HD, typename T>
 __global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
 {
     ckv_pdl_wait();
@@ -275,7 +277,7 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
         return;
     const int i = pl.row, t_begin = split * a.split_len, t_end = pl.t_end, visible = pl.visible;
     const bool active = visible > 0;
-    const float *K = pl.c->k + (size_t)h * pl.c->capacity * HD;
+    const T *K = static_cast<const T *>(pl.c->k) + (size_t)h * pl.c->capacity * HD;
     const float *deg = pl.c->deg + (size_t)h * pl.c->capacity;
     float *score = pl.c->score + (size_t)h * pl.c->capacity;
     float q[PD];
@@ -287,7 +289,7 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
     const float invL = active ? 1.0f / a.ml[((size_t)i * a.H + qh) * 2 + 1] : 0.0f;
     for (int t0 = t_begin; t0 < t_end; t0 += BK) {
         __syncthreads();
-        load_tile<HD>(ks, NULL, ld, K, NULL, deg, a.bias, t0, t_end);
+        load_tile<HD, T>(ks, NULL, ld, K, (const T *)NULL, deg, a.bias, t0, t_end);
         __syncthreads();
         float s[BK];
         tile_scores<HD>(s, q, ks, ld, part, t0, t_end, visible);
@@ -312,6 +314,19 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_score(Args a)
             atomicAdd(&score[t0 + tid], sum);
         }
     }
+}
+
+// The fp32 kernels' instances by head_dim and the cache's type.
+template <typename T>
+auto partial_of(int head_dim) -> decltype(&attention_partial<64, T>)
+{
+    return head_dim == 64 ? attention_partial<64, T> : attention_partial<128, T>;
+}
+
+template <typename T>
+auto score_of(int head_dim) -> decltype(&attention_score<64, T>)
+{
+    return head_dim == 64 ? attention_score<64, T> : attention_score<128, T>;
 }
 
 }  // namespace
@@ -380,9 +395,9 @@ extern "C" ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_
 // sequence (seqs, device memory); `scores`: some cache tracks them.
 static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
                          int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                         const ckv_k_kv_layer *c, const ckv_k_kv_layer *seqs, bool scores,
-                         float scale, bool degree_bias, ckv_k_attention_split split, float *ws,
-                         void *stream, ckv_error *err)
+                         const ckv_k_kv_layer *c, const ckv_k_kv_layer *seqs,
+                         ckv_kv_dtype dtype, bool scores, float scale, bool degree_bias,
+                         ckv_k_attention_split split, float *ws, void *stream, ckv_error *err)
 {
     if ((out32 == NULL) == (out16 == NULL))
         return ckv_errorf(err, CKV_ERR_ARG, "attention: exactly one of out32, out16 must be set");
@@ -404,7 +419,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
     dim3 grid(seqs ? n : (n + BQ - 1) / BQ, n_head, split.splits);
     const ckv_k_attention_path path =
         ckv_k_attention_path_of(n, seqs != NULL, n_head, n_head_kv, scores);
-    const bool decode = path == CKV_ATTN_DECODE;
+    const bool decode = path == CKV_ATTN_DECODE, bf16 = dtype == CKV_KV_BF16;
     if (decode && !seqs && scores && !c->logit)
         return ckv_errorf(err, CKV_ERR_ARG,
                           "attention: a decode over a cache that tracks scores needs its logit "
@@ -412,7 +427,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
     if (decode)
         CKV_CUDA(ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
                                       scale, degree_bias, split, a.part_o, a.part_ml, scores,
-                                      st));
+                                      dtype, st));
     else if (path == CKV_ATTN_PREFILL_TF32) {
         const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
                                                    a.c, scale, degree_bias, split, a.part_o,
@@ -420,7 +435,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
         if (s != CKV_OK)
             return s;
     } else
-        CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_partial<64> : attention_partial<128>,
+        CKV_CUDA(ckv_pdl_launch(bf16 ? partial_of<ckv_bf16>(head_dim) : partial_of<float>(head_dim),
                                 grid, BQ * TPQ, 0, st, a));
     CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), head_dim, 0, st,
                             a.part_o, a.part_ml, split.splits, n, n_head, head_dim, out32, out16,
@@ -429,7 +444,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
         if (decode)
             CKV_CUDA(ckv_attention_decode_score(n, n_head, n_head_kv, a.c, seqs, split, a.ml, st));
         else
-            CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_score<64> : attention_score<128>,
+            CKV_CUDA(ckv_pdl_launch(bf16 ? score_of<ckv_bf16>(head_dim) : score_of<float>(head_dim),
                                     grid, BQ * TPQ, 0, st, a));
     }
     return CKV_OK;
@@ -441,17 +456,18 @@ extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float
                                       float scale, bool degree_bias, ckv_k_attention_split split,
                                       float *ws, void *stream, ckv_error *err)
 {
-    return launch(out32, out16, q, q_stride, n, n_head, n_head_kv, head_dim, c, NULL,
+    return launch(out32, out16, q, q_stride, n, n_head, n_head_kv, head_dim, c, NULL, c->dtype,
                   c->score != NULL, scale, degree_bias, split, ws, stream, err);
 }
 
 extern "C" ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q,
                                            int32_t q_stride, int32_t n_seq, int32_t n_head,
                                            int32_t n_head_kv, int32_t head_dim,
-                                           const ckv_k_kv_layer *seqs, bool scores, float scale,
+                                           const ckv_k_kv_layer *seqs, ckv_kv_dtype dtype,
+                                           bool scores, float scale,
                                            bool degree_bias, ckv_k_attention_split split,
                                            float *ws, void *stream, ckv_error *err)
 {
-    return launch(out32, out16, q, q_stride, n_seq, n_head, n_head_kv, head_dim, NULL, seqs,
+    return launch(out32, out16, q, q_stride, n_seq, n_head, n_head_kv, head_dim, NULL, seqs, dtype,
                   scores, scale, degree_bias, split, ws, stream, err);
 }

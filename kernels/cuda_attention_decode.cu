@@ -1,8 +1,8 @@
 // Decode attention: one query per sequence, so a block takes one (sequence,
 // KV head, range of the list) and all `group` query heads of that KV head,
 // and the range's keys and values are read from global memory once. Teams
-// of HD / 8 lanes stream C entries per step (8 dimensions per lane, float4
-// loads, a shuffle reduction for q.k), each team keeps an online softmax per
+// of HD / 8 lanes stream C entries per step (8 dimensions per lane, 16-byte
+// loads: two of fp32, one of bf16; a shuffle reduction for q.k), each team keeps an online softmax per
 // query head, and the teams merge by shuffles, then the 4 warps through
 // shared memory, into the partials layout that attention_merge of
 // cuda_attention.cu reads. For a step that tracks H2O scores the partial
@@ -15,6 +15,7 @@
 #include <math.h>
 
 #include "cuda_attention_decode.h"
+#include "cuda_bf16.cuh"
 #include "cuda_pdl.cuh"
 
 namespace {
@@ -128,8 +129,8 @@ __device__ __forceinline__ void write_partials(const DArgs &a, float (&m)[MG], f
 // MG: the group rounded up to 1, 2, 4 or 8 (register arrays); heads g >= G
 // of it are skipped. LOGITS: some sequence of the step tracks scores; each
 // that does (c.logit set) gets its logits stored. A step without scores
-// runs the instance without the store.
-template <int HD, int MG, bool LOGITS>
+// runs the instance without the store. T: the cache's key and value type.
+template <int HD, int MG, bool LOGITS, typename T>
 __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
 {
     ckv_pdl_wait();
@@ -155,8 +156,8 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     // The query sees its own new entry: len0 + 1 entries.
     const int t_begin = split * a.split_len;
     const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
-    const float *K = c.k + (size_t)h * c.capacity * HD;
-    const float *V = c.v + (size_t)h * c.capacity * HD;
+    const T *K = static_cast<const T *>(c.k) + (size_t)h * c.capacity * HD;
+    const T *V = static_cast<const T *>(c.v) + (size_t)h * c.capacity * HD;
     const float *deg = c.deg + (size_t)h * c.capacity;
 
     // The running max, sum and output per head.
@@ -188,14 +189,8 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
                 continue;
             // __ldg: the cache pointers come from a struct, so a plain load
             // would be a generic one; the lists are read-only in this kernel.
-            const float4 *kp = reinterpret_cast<const float4 *>(K + (size_t)t * HD + d0);
-            const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1);
-            kr[j][0] = k0.x, kr[j][1] = k0.y, kr[j][2] = k0.z, kr[j][3] = k0.w;
-            kr[j][4] = k1.x, kr[j][5] = k1.y, kr[j][6] = k1.z, kr[j][7] = k1.w;
-            const float4 *vp = reinterpret_cast<const float4 *>(V + (size_t)t * HD + d0);
-            const float4 v0 = __ldg(vp), v1 = __ldg(vp + 1);
-            vr[j][0] = v0.x, vr[j][1] = v0.y, vr[j][2] = v0.z, vr[j][3] = v0.w;
-            vr[j][4] = v1.x, vr[j][5] = v1.y, vr[j][6] = v1.z, vr[j][7] = v1.w;
+            ckv_kv_ldg8(K + (size_t)t * HD + d0, kr[j]);
+            ckv_kv_ldg8(V + (size_t)t * HD + d0, vr[j]);
             // ld: the score's offset, -inf past the range (and for degree 0
             // under the bias).
             ld[j] = a.bias ? __logf(__ldg(deg + t)) : 0.0f;
@@ -319,25 +314,39 @@ __global__ void __launch_bounds__(SCORE_THREADS) attention_decode_score(DArgs a)
     }
 }
 
-template <int HD, bool LOGITS>
+template <int HD, bool LOGITS, typename T>
 cudaError_t launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
 {
     const int G = a.H / a.KV;
-    return ckv_pdl_launch(G <= 1   ? attention_decode<HD, 1, LOGITS>
-                          : G <= 2 ? attention_decode<HD, 2, LOGITS>
-                          : G <= 4 ? attention_decode<HD, 4, LOGITS>
-                                   : attention_decode<HD, MAX_GROUP, LOGITS>,
+    return ckv_pdl_launch(G <= 1   ? attention_decode<HD, 1, LOGITS, T>
+                          : G <= 2 ? attention_decode<HD, 2, LOGITS, T>
+                          : G <= 4 ? attention_decode<HD, 4, LOGITS, T>
+                                   : attention_decode<HD, MAX_GROUP, LOGITS, T>,
                           grid, NTH, 0, st, a);
 }
 
+template <int HD, typename T>
+cudaError_t launch_logits(const DArgs &a, bool logits, dim3 grid, cudaStream_t st)
+{
+    return logits ? launch_hd<HD, true, T>(a, grid, st) : launch_hd<HD, false, T>(a, grid, st);
+}
+
+template <typename T>
+cudaError_t launch_t(const DArgs &a, int head_dim, bool logits, dim3 grid, cudaStream_t st)
+{
+    return head_dim == 64 ? launch_logits<64, T>(a, logits, grid, st)
+                          : launch_logits<128, T>(a, logits, grid, st);
+}
+
 // Blocks of the partial pass resident per SM on the current device, by
-// head_dim and rounded group; 0 when CUDA cannot say.
+// head_dim and rounded group; 0 when CUDA cannot say. Asked of the fp32
+// instance: the bf16 one's registers are the same or fewer (cuobjdump).
 template <int HD, int MG>
 int resident()
 {
     int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, attention_decode<HD, MG, false>, NTH,
-                                                      0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks, attention_decode<HD, MG, false, float>, NTH, 0) != cudaSuccess) {
         (void)cudaGetLastError();  // not left for the next launch's check
         return 0;
     }
@@ -380,14 +389,13 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                 bool logits, cudaStream_t stream)
+                                 bool logits, ckv_kv_dtype dtype, cudaStream_t stream)
 {
     const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
                      scale, bias,    split.split_len, part_o, part_ml, nullptr};
     const dim3 grid(n, n_head_kv, split.splits);
-    if (head_dim == 64)
-        return logits ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);
-    return logits ? launch_hd<128, true>(a, grid, stream) : launch_hd<128, false>(a, grid, stream);
+    return dtype == CKV_KV_BF16 ? launch_t<ckv_bf16>(a, head_dim, logits, grid, stream)
+                                : launch_t<float>(a, head_dim, logits, grid, stream);
 }
 
 cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head_kv,

@@ -24,12 +24,13 @@ int ckv_attention_decode_resident(int32_t head_dim, int32_t group);
 // sequence whose layer has its logit scratch set gets each entry's fp32
 // logit stored there (-inf where the softmax takes none), and a step
 // without scores runs a kernel without the store. seqs (device) NULL:
-// row 0 over the cache c. Returns the launch's error (ckv_pdl_launch).
+// row 0 over the cache c. dtype: the keys' and values' type, c's or every
+// sequence's. Returns the launch's error (ckv_pdl_launch).
 cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                 bool logits, cudaStream_t stream);
+                                 bool logits, ckv_kv_dtype dtype, cudaStream_t stream);
 
 // Score pass, after the partial pass (logits true) and the merge (split:
 // the partial pass's, whose ranges bound the entries): with the merged max

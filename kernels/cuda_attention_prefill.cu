@@ -2,11 +2,13 @@
 // warps takes 64 query rows of one query head and one range of its KV
 // head's list; each warp owns 16 rows. Key and value tiles of 32 entries go
 // through shared memory in two stages: the cp.async copies of the next tile
-// are in flight while the current one is computed. They land as raw fp32
-// and go to the mma as they are: it takes a .tf32 operand's upper 19 bits,
-// so keys and values are truncated to TF32 (relative error below 2^-10,
-// twice the rounding's; tests/gpu/parity.c counts it; the errors measured on
-// the H200, run R, 3.4e-4 .. 6.1e-4, are those of truncation). The queries, pre-scaled and rounded once, stay in registers as
+// are in flight while the current one is computed. They land as the cache
+// stores them and go to the mma as they are: it takes a .tf32 operand's
+// upper 19 bits, so fp32 keys and values are truncated to TF32 (relative
+// error below 2^-10, twice the rounding's; tests/gpu/parity.c counts it; the
+// errors measured on the H200, run R, 3.4e-4 .. 6.1e-4, are those of
+// truncation), while a bf16 cache's are exact in TF32 (bf16 bits shifted to
+// the top of an fp32 word). The queries, pre-scaled and rounded once, stay in registers as
 // mma A fragments. Per tile a warp computes S = Q K^T (m16n8k8 TF32
 // mma.sync, fp32 accumulate), masks it (range, causal, rows past n), adds
 // log(deg), keeps an online softmax per row and accumulates O += P V, again
@@ -34,6 +36,7 @@
 #include <stdint.h>
 
 #include "cuda_attention_prefill.h"
+#include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_pdl.cuh"
 
@@ -46,15 +49,18 @@ constexpr int BQ = NW * WROWS;
 static_assert(BQ == CKV_PREFILL_TC_ROWS, "the planner counts blocks of BQ rows");
 constexpr int BKV = 32;  // entries per tile
 constexpr int STAGES = 2;  // tiles in shared memory: the one computed, the one landing
-// Tile rows are HD + 4 floats apart. HD is a multiple of 32, so row r
-// starts in bank 4r mod 32. K fragment loads (lane reads key nt*8 + g,
-// dimension k*8 + t [+ 4]) hit bank 4g + t: 32 distinct banks. V fragment
-// loads (lane reads key kk*8 + 2t [+ 1], dimension nd*8 + g) hit bank
-// 8t + g (+ 4): 32 distinct banks. The 16-byte copies of a tile row cover
-// 16 consecutive bytes per lane, 8 lanes a contiguous 128 bytes: no
-// conflict. A row is (HD + 4) * 4 = 16 (HD / 4 + 1) bytes, so every copy's
-// destination is 16-byte aligned, as cp.async needs.
-constexpr int PAD = 4;
+// Tile rows are HD elements and 16 bytes apart, so a row is a multiple of
+// 16 bytes plus 16, every copy's destination is 16-byte aligned (as
+// cp.async needs), and row r starts 4 banks after row r - 1 (HD is a
+// multiple of 32 elements). fp32: K fragment loads (lane reads key nt*8 + g,
+// dimension k*8 + t [+ 4]) hit bank 4g + t, V fragment loads (key
+// kk*8 + 2t [+ 1], dimension nd*8 + g) bank 8t + g (+ 4): 32 distinct banks
+// each. bf16 (two elements a bank): K loads hit bank 4g + t / 2, V loads
+// 8t + g / 2 (+ 4); lanes that share a bank read the same word. The 16-byte
+// copies of a tile row cover 16 consecutive bytes per lane, 8 lanes a
+// contiguous 128 bytes: no conflict.
+template <typename T>
+constexpr int PAD = 16 / (int)sizeof(T);
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -92,29 +98,39 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// The shared memory of one block: STAGES tiles of keys, of values and of
-// log2(deg).
-template <int HD>
+// The shared memory of one block: STAGES tiles of keys, of values (in the
+// cache's type T) and of log2(deg).
+template <int HD, typename T>
 struct Tiles {
-    float k[STAGES][BKV][HD + PAD];
-    float v[STAGES][BKV][HD + PAD];
+    T k[STAGES][BKV][HD + PAD<T>];
+    T v[STAGES][BKV][HD + PAD<T>];
     float l[STAGES][BKV];
 };
+
+// A tile element as the mma's TF32 operand bits.
+__device__ __forceinline__ uint32_t op_bits(float x)
+{
+    return __float_as_uint(x);
+}
+__device__ __forceinline__ uint32_t op_bits(ckv_bf16 x)
+{
+    return (uint32_t)x << 16;
+}
 
 // Starts the copies of one tile of rows (keys or values) into shared
 // memory, 16 bytes each. Past the range a copy reads nothing (src-size 0)
 // and fills zeros, so that masked entries multiply finite values; its
 // address is entry t0's, inside the list. No registers hold the data, so
 // the whole tile is in flight at once.
-template <int HD>
-__device__ __forceinline__ void copy_rows(float (*dst)[HD + PAD], const float *src, int t0,
-                                          int t_end)
+template <int HD, typename T>
+__device__ __forceinline__ void copy_rows(T (*dst)[HD + PAD<T>], const T *src, int t0, int t_end)
 {
-    constexpr int C4 = HD / 4;      // 16-byte pieces per entry
-    constexpr int STEP = NTH / C4;  // entries between a thread's copies
+    constexpr int EP = 16 / (int)sizeof(T);  // elements per 16-byte piece
+    constexpr int C4 = HD / EP;              // pieces per entry
+    constexpr int STEP = NTH / C4;           // entries between a thread's copies
     static_assert(NTH % C4 == 0 && BKV % STEP == 0, "a thread copies one column of pieces");
-    const int j0 = threadIdx.x / C4, d = threadIdx.x % C4 * 4;
-    const float *from = src + (size_t)(t0 + j0) * HD + d;
+    const int j0 = threadIdx.x / C4, d = threadIdx.x % C4 * EP;
+    const T *from = src + (size_t)(t0 + j0) * HD + d;
 #pragma unroll
     for (int j = j0; j < BKV; j += STEP) {
         const bool in = t0 + j < t_end;
@@ -129,13 +145,13 @@ __device__ __forceinline__ void copy_rows(float (*dst)[HD + PAD], const float *s
 // Starts tile t0's copies into stage st as one group: keys, values and,
 // with the bias, the raw degrees (thread tid < BKV copies entry t0 + tid's;
 // it takes their log2 itself once they land).
-template <int HD>
-__device__ __forceinline__ void copy_tile(Tiles<HD> &sm, int st, const float *K, const float *V,
+template <int HD, typename T>
+__device__ __forceinline__ void copy_tile(Tiles<HD, T> &sm, int st, const T *K, const T *V,
                                           const float *deg, bool bias, int t0, int t_end)
 {
     const int tid = threadIdx.x;
-    copy_rows<HD>(sm.k[st], K, t0, t_end);
-    copy_rows<HD>(sm.v[st], V, t0, t_end);
+    copy_rows<HD, T>(sm.k[st], K, t0, t_end);
+    copy_rows<HD, T>(sm.v[st], V, t0, t_end);
     if (bias && tid < BKV && t0 + tid < t_end)
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
                      :
@@ -148,14 +164,15 @@ __device__ __forceinline__ void copy_tile(Tiles<HD> &sm, int st, const float *K,
 // Blocks per SM the registers must allow: the Q and O fragments alone take
 // HD registers per lane (HD / 2 each); at HD 128, 3 blocks (168 registers)
 // is the most that compiles without spills, at HD 64, 4 (128). Shared
-// memory allows as many: 3 x 67,840 B at HD 128, 4 x 35,072 B at HD 64.
-template <int HD>
+// memory allows as many: 3 x 67,840 B at HD 128, 4 x 35,072 B at HD 64
+// (fp32 tiles; bf16 tiles take about half).
+template <int HD, typename T>
 __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArgs a)
 {
     constexpr int KS = HD / 8;   // k-steps of Q K^T, and 8-dimension column tiles of O
     constexpr int NT = BKV / 8;  // 8-key column tiles of S, and k-steps of P V
     extern __shared__ __align__(16) unsigned char smem[];
-    Tiles<HD> &sm = *reinterpret_cast<Tiles<HD> *>(smem);
+    Tiles<HD, T> &sm = *reinterpret_cast<Tiles<HD, T> *>(smem);
     ckv_pdl_wait();  // the lengths, keys, values and queries come from earlier kernels
     ckv_pdl_launch_dependents();
 
@@ -172,13 +189,13 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     const int wrow = row0 + warp * WROWS, r0 = wrow + g, r1 = r0 + 8;
     const int vis0 = r0 < n ? L0 + r0 + 1 : 0, vis1 = r1 < n ? L0 + r1 + 1 : 0;
     const int w_end = wrow < n ? L0 + min(n, wrow + WROWS) : 0;
-    const float *K = a.c.k + (size_t)h * a.c.capacity * HD;
-    const float *V = a.c.v + (size_t)h * a.c.capacity * HD;
+    const T *K = static_cast<const T *>(a.c.k) + (size_t)h * a.c.capacity * HD;
+    const T *V = static_cast<const T *>(a.c.v) + (size_t)h * a.c.capacity * HD;
     const float *deg = a.c.deg + (size_t)h * a.c.capacity;
 
     // Tile 0's copies start first, and land while Q is read.
     if (t_begin < t_end)
-        copy_tile<HD>(sm, 0, K, V, deg, a.bias, t_begin, t_end);
+        copy_tile<HD, T>(sm, 0, K, V, deg, a.bias, t_begin, t_end);
     // Q as A fragments of the KS k-steps, scaled and rounded once.
     uint32_t qa[KS][4];
     {
@@ -210,9 +227,9 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
             sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
         __syncthreads();  // everyone's copies of tile i; tile i - 1 no longer read
         if (t0 + BKV < t_end)
-            copy_tile<HD>(sm, st ^ 1, K, V, deg, a.bias, t0 + BKV, t_end);
-        const float(*ks)[HD + PAD] = sm.k[st];
-        const float(*vs)[HD + PAD] = sm.v[st];
+            copy_tile<HD, T>(sm, st ^ 1, K, V, deg, a.bias, t0 + BKV, t_end);
+        const T(*ks)[HD + PAD<T>] = sm.k[st];
+        const T(*vs)[HD + PAD<T>] = sm.v[st];
         const float *ls = sm.l[st];
         // warp-uniform: no row of this warp sees the tile
         if (t0 < w_end) {
@@ -225,8 +242,8 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     mma(s[nt], qa[k][0], qa[k][1], qa[k][2], qa[k][3],
-                        __float_as_uint(ks[nt * 8 + g][k * 8 + t]),
-                        __float_as_uint(ks[nt * 8 + g][k * 8 + t + 4]));
+                        op_bits(ks[nt * 8 + g][k * 8 + t]),
+                        op_bits(ks[nt * 8 + g][k * 8 + t + 4]));
             // Masks and bias; the tile's max per row over the quad's 4 lanes.
             float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
@@ -281,8 +298,8 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 #pragma unroll
                 for (int nd = 0; nd < KS; nd++)
                     mma(o[nd], p[kk][0], p[kk][2], p[kk][1], p[kk][3],
-                        __float_as_uint(vs[kk * 8 + 2 * t][nd * 8 + g]),
-                        __float_as_uint(vs[kk * 8 + 2 * t + 1][nd * 8 + g]));
+                        op_bits(vs[kk * 8 + 2 * t][nd * 8 + g]),
+                        op_bits(vs[kk * 8 + 2 * t + 1][nd * 8 + g]));
         }
     }
 
@@ -314,17 +331,25 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 // The tiles take more than the 48 KB a launch gets without asking, and the
 // 3 blocks per SM at HD 128 need the largest carveout (3 x 67,840 B); the
 // attributes are per device, so they are set at every launch.
-template <int HD>
+template <int HD, typename T>
 static ckv_status launch(const PArgs &a, dim3 grid, cudaStream_t stream, ckv_error *err)
 {
-    const int bytes = (int)sizeof(Tiles<HD>);
-    CKV_CUDA(cudaFuncSetAttribute(attention_prefill<HD>,
+    const int bytes = (int)sizeof(Tiles<HD, T>);
+    CKV_CUDA(cudaFuncSetAttribute(attention_prefill<HD, T>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    CKV_CUDA(cudaFuncSetAttribute(attention_prefill<HD>,
+    CKV_CUDA(cudaFuncSetAttribute(attention_prefill<HD, T>,
                                   cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared));
-    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD>, grid, NTH, bytes, stream, a));
+    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, T>, grid, NTH, bytes, stream, a));
     return CKV_OK;
+}
+
+template <typename T>
+static ckv_status launch_t(const PArgs &a, int head_dim, dim3 grid, cudaStream_t stream,
+                           ckv_error *err)
+{
+    return head_dim == 64 ? launch<64, T>(a, grid, stream, err)
+                          : launch<128, T>(a, grid, stream, err);
 }
 
 ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
@@ -336,5 +361,6 @@ ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, in
     const PArgs a = {q,    q_stride, n, n_head, n_head_kv, c, scale * LOG2E, bias, split.split_len,
                      part_o, part_ml};
     const dim3 grid((n + BQ - 1) / BQ, n_head, split.splits);
-    return head_dim == 64 ? launch<64>(a, grid, stream, err) : launch<128>(a, grid, stream, err);
+    return c.dtype == CKV_KV_BF16 ? launch_t<ckv_bf16>(a, head_dim, grid, stream, err)
+                                  : launch_t<float>(a, head_dim, grid, stream, err);
 }

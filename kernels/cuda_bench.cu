@@ -11,6 +11,7 @@
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 #include "decoder_ops.h"
+#include "quant.h"
 
 struct ckv_bench_gpu {
     int32_t device, n_sm, l2_bytes;
@@ -68,11 +69,13 @@ ckv_status dalloc(void *pp, size_t bytes, ckv_error *err)
 // One attention shape's device buffers: `sets` copies of the lists, one set
 // of queries.
 struct AttnBufs {
-    float *k = NULL, *v = NULL, *deg = NULL, *q = NULL, *out = NULL, *ws = NULL;
+    void *k = NULL, *v = NULL;  // of the shape's dtype
+    float *deg = NULL, *q = NULL, *out = NULL, *ws = NULL;
     int32_t *len0 = NULL;
     int sets = 1;
     int32_t lists = 0, heads = 0;
-    size_t list_floats = 0;  // keys of one set: lists * context * head_dim
+    size_t list_floats = 0;  // key elements of one set: lists * context * head_dim
+    size_t list_bytes = 0;   // and their bytes
     ckv_k_attention_split split = {1, 0};
 };
 
@@ -93,13 +96,14 @@ ckv_status attn_alloc(ckv_bench_gpu *b, const ckv_attn_shape *s, int sets, uint6
     a->lists = s->batch * s->n_head_kv;
     a->heads = a->lists * s->group;
     a->list_floats = (size_t)a->lists * T * hd;
+    a->list_bytes = a->list_floats * ckv_kv_dtype_size(s->dtype);
     a->split = ckv_k_attention_plan(s->queries, a->heads, a->lists, s->head_dim, s->context, b->n_sm,
                                     SIZE_MAX / 2);
     const size_t ws = ckv_k_attention_ws(s->queries, a->split.splits, a->heads, s->head_dim);
     const size_t qf = n * a->heads * hd, degs = (size_t)a->lists * T;
     ckv_status st;
-    if ((st = dalloc(&a->k, sets * a->list_floats * sizeof(float), err)) ||
-        (st = dalloc(&a->v, sets * a->list_floats * sizeof(float), err)) ||
+    if ((st = dalloc(&a->k, sets * a->list_bytes, err)) ||
+        (st = dalloc(&a->v, sets * a->list_bytes, err)) ||
         (st = dalloc(&a->deg, sets * degs * sizeof(float), err)) ||
         (st = dalloc(&a->q, qf * sizeof(float), err)) ||
         (st = dalloc(&a->out, qf * sizeof(float), err)) ||
@@ -108,8 +112,16 @@ ckv_status attn_alloc(ckv_bench_gpu *b, const ckv_attn_shape *s, int sets, uint6
         return st;
     // Keys and queries in [-1, 1): scores q.k / sqrt(d) of spread about 1/3,
     // a softmax neither flat nor one-hot. Degrees as a compressed cache's.
-    if ((st = ckv_k_fill_uniform(a->k, sets * a->list_floats, -1, 1, seed, b->stream, err)) ||
-        (st = ckv_k_fill_uniform(a->v, sets * a->list_floats, -1, 1, seed + 1, b->stream, err)) ||
+    const size_t kv = sets * a->list_floats;
+    const bool bf16 = s->dtype == CKV_KV_BF16;
+    if ((st = bf16 ? ckv_k_fill_uniform_bf16(static_cast<ckv_bf16 *>(a->k), kv, -1, 1, seed,
+                                             b->stream, err)
+                   : ckv_k_fill_uniform(static_cast<float *>(a->k), kv, -1, 1, seed, b->stream,
+                                        err)) ||
+        (st = bf16 ? ckv_k_fill_uniform_bf16(static_cast<ckv_bf16 *>(a->v), kv, -1, 1, seed + 1,
+                                             b->stream, err)
+                   : ckv_k_fill_uniform(static_cast<float *>(a->v), kv, -1, 1, seed + 1,
+                                        b->stream, err)) ||
         (st = ckv_k_fill_uniform(a->deg, sets * degs, 1, 8, seed + 2, b->stream, err)) ||
         (st = ckv_k_fill_uniform(a->q, qf, -1, 1, seed + 3, b->stream, err)))
         return st;
@@ -133,8 +145,15 @@ ckv_status attn_launch(ckv_bench_gpu *b, const ckv_attn_shape *s, const AttnBufs
                        ckv_error *err)
 {
     const size_t degs = (size_t)a->lists * s->context;
-    ckv_k_kv_layer kv = {a->k + set * a->list_floats, a->v + set * a->list_floats,
-                         a->deg + set * degs, NULL, a->len0, s->context, NULL, NULL};
+    ckv_k_kv_layer kv = {static_cast<char *>(a->k) + set * a->list_bytes,
+                         static_cast<char *>(a->v) + set * a->list_bytes,
+                         a->deg + set * degs,
+                         NULL,
+                         a->len0,
+                         s->context,
+                         NULL,
+                         NULL,
+                         s->dtype};
     return ckv_k_attention(a->out, NULL, a->q, a->heads * s->head_dim, s->queries, a->heads,
                            a->lists, s->head_dim, &kv, 1.0f / sqrtf((float)s->head_dim),
                            s->degree_bias, a->split, a->ws, b->stream, err);
@@ -225,9 +244,9 @@ ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t s
     if (!st && ((e = cudaStreamSynchronize(b->stream)) != cudaSuccess ||
                 (e = cudaMemcpy(got, a->out, qf * sizeof(float), cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
-                (e = cudaMemcpy(k, a->k, kf * sizeof(float), cudaMemcpyDeviceToHost)) !=
+                (e = cudaMemcpy(k, a->k, a->list_bytes, cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
-                (e = cudaMemcpy(v, a->v, kf * sizeof(float), cudaMemcpyDeviceToHost)) !=
+                (e = cudaMemcpy(v, a->v, a->list_bytes, cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
                 (e = cudaMemcpy(ld, a->deg, degs * sizeof(float), cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
@@ -235,6 +254,13 @@ ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t s
                     cudaSuccess))
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check run: %s", cudaGetErrorString(e));
     if (!st) {
+        // bf16 lists were copied into the front half of k and v: widened
+        // in place from the back, the values the kernel read.
+        if (s->dtype == CKV_KV_BF16)
+            for (size_t i = kf; i-- > 0;) {
+                k[i] = ckv_bf16_to_f32(reinterpret_cast<uint16_t *>(k)[i]);
+                v[i] = ckv_bf16_to_f32(reinterpret_cast<uint16_t *>(v)[i]);
+            }
         for (size_t i = 0; i < degs; i++)
             ld[i] = logf(ld[i]);
         const size_t qs = (size_t)a->heads * hd;
@@ -431,7 +457,7 @@ extern "C" ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape
     if (st)
         return st;
     const double bytes = (double)s->batch * s->n_head_kv * s->context *
-                         (2.0 * s->head_dim + 1) * sizeof(float);
+                         (2.0 * s->head_dim * ckv_kv_dtype_size(s->dtype) + sizeof(float));
     AttnBufs a;
     st = attn_alloc(b, s, input_sets(b, bytes), seed, &a, err);
     if (!st)

@@ -22,10 +22,12 @@ extern "C" {
  * and batch * n_head_kv * group query heads of one launch (exact: query head
  * j attends to list j / group either way). Every list holds `context`
  * entries after the queries' own; `queries` 1 is a decode step, more is a
- * causal prefill of the last `queries` entries. */
+ * causal prefill of the last `queries` entries. dtype: how the lists store
+ * keys and values (the check's CPU twin reads the same stored values). */
 typedef struct {
     int32_t batch, n_head_kv, group, head_dim, context, queries;
     bool degree_bias;
+    ckv_kv_dtype dtype;
 } ckv_attn_shape;
 
 typedef struct {

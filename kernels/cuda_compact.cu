@@ -314,12 +314,12 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, ckv_error *err)
     if (merges) {
         const dim3 grid(ckv_pol_blocks(max_sources, MERGE_WARPS), x->lists);
         apply_merge_kernel<V><<<grid, MERGE_WARPS * 32, 0, x->s>>>(
-            c->k, c->v, c->deg, c->score, w->deg, w->score, w->ikey_out, w->run_b, w->run_e,
+            static_cast<float *>(c->k), static_cast<float *>(c->v), c->deg, c->score, w->deg, w->score, w->ikey_out, w->run_b, w->run_e,
             w->ival_out, x->act, x->seg_e, x->cap, x->d);
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
     }
     apply_shift_kernel<V><<<x->lists, SHIFT_THREADS, 0, x->s>>>(
-        c->k, c->v, c->deg, c->score, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act,
+        static_cast<float *>(c->k), static_cast<float *>(c->v), c->deg, c->score, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act,
         x->T, x->cap, x->d, merges);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;

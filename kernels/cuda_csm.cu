@@ -375,7 +375,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         csm_best_kernel<<<dim3(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS),
                                x->lists),
                           CSM_WARPS * 32, 0, x->s>>>(
-            c->k, w->in_a, w->key, w->ival, w->partner, w->gap, x->act, x->T, cp, x->cap,
+            static_cast<const float *>(c->k), w->in_a, w->key, w->ival, w->partner, w->gap, x->act, x->T, cp, x->cap,
             x->d);
         CKV_CUDA_LAUNCHED();
         if ((st = ckv_pol_sort_desc(x, err)))

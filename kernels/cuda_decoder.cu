@@ -19,6 +19,7 @@
 #include "cuda_kernels.h"
 #include "cuda_state.h"
 #include "decoder_ops.h"
+#include "quant.h"
 
 // Ranges a prefill chunk's attention may split each list into (the plan in
 // kernels/cuda_attention.cu picks fewer where lists are short).
@@ -328,7 +329,7 @@ extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
 extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer,
                                                  int32_t n_head_kv, int32_t head_dim,
                                                  int32_t capacity, bool track_score,
-                                                 ckv_error *err)
+                                                 ckv_kv_dtype dtype, ckv_error *err)
 {
     *out = NULL;
     if (capacity <= 0 || n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0)
@@ -342,13 +343,15 @@ extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_
     c->n_head_kv = n_head_kv;
     c->head_dim = head_dim;
     c->capacity = capacity;
+    c->dtype = dtype;
     static uint64_t made;
     c->id = ++made;
     const size_t lists = (size_t)c->n_layer * c->n_head_kv, T = (size_t)capacity;
     c->len_h = static_cast<int32_t *>(calloc(lists, sizeof(int32_t)));
     ckv_status st = c->len_h ? CKV_OK : ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
-    if (!st && !(st = dalloc(&c->bytes, &c->k, lists * T * c->head_dim * sizeof(float), err)) &&
-        !(st = dalloc(&c->bytes, &c->v, lists * T * c->head_dim * sizeof(float), err)) &&
+    const size_t kv_bytes = lists * T * c->head_dim * ckv_kv_dtype_size(dtype);
+    if (!st && !(st = dalloc(&c->bytes, &c->k, kv_bytes, err)) &&
+        !(st = dalloc(&c->bytes, &c->v, kv_bytes, err)) &&
         !(st = dalloc(&c->bytes, &c->deg, lists * T * sizeof(float), err)) &&
         !(st = track_score ? dalloc(&c->bytes, &c->score, lists * T * sizeof(float), err) : CKV_OK) &&
         !(st = dalloc(&c->bytes, &c->len_d, lists * sizeof(int32_t), err)) &&
@@ -363,12 +366,13 @@ extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_
 }
 
 extern "C" ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g,
-                                           int32_t capacity, bool track_score, ckv_error *err)
+                                           int32_t capacity, bool track_score,
+                                           ckv_kv_dtype dtype, ckv_error *err)
 {
     *out = NULL;
     CKV_CUDA(cudaSetDevice(g->device));
     return ckv_gpu_cache_create_shape(out, g->cfg.n_layer, g->cfg.n_head_kv, g->cfg.head_dim,
-                                      capacity, track_score, err);
+                                      capacity, track_score, dtype, err);
 }
 
 extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
@@ -398,6 +402,11 @@ extern "C" int32_t ckv_gpu_cache_capacity(const ckv_gpu_cache *c)
 extern "C" bool ckv_gpu_cache_tracks_score(const ckv_gpu_cache *c)
 {
     return c->score != NULL;
+}
+
+extern "C" ckv_kv_dtype ckv_gpu_cache_dtype(const ckv_gpu_cache *c)
+{
+    return c->dtype;
 }
 
 extern "C" int32_t ckv_gpu_cache_max_len(const ckv_gpu_cache *c)
@@ -449,6 +458,46 @@ static ckv_status copy_lists(void *dst, int32_t dst_cap, const void *src, int32_
     return CKV_OK;
 }
 
+// Keys or values (dev: the GPU cache's k or v) of the first `entries` rows
+// of every list between the GPU cache and a host cache's fp32 array (host,
+// `host_cap` entries a list); `up`: to the GPU. A bf16 cache's rows go
+// through host staging, rounded to nearest even (ckv_f32_to_bf16, as the
+// kernels' stores) on the way up and widened exactly on the way down.
+static ckv_status copy_kv(const ckv_gpu_cache *c, void *dev, float *host, int32_t host_cap,
+                          int32_t entries, bool up, ckv_error *err)
+{
+    const size_t lists = (size_t)c->n_layer * c->n_head_kv, hd = c->head_dim;
+    if (c->dtype == CKV_KV_F32)
+        return copy_lists(dev, c->capacity, host, host_cap, hd * sizeof(float), entries, lists,
+                          up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, err);
+    if (entries <= 0)
+        return CKV_OK;
+    const size_t row = (size_t)entries * hd;  // elements of one list's rows
+    uint16_t *stage = static_cast<uint16_t *>(malloc(lists * row * sizeof(uint16_t)));
+    if (!stage)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory staging %zu bf16 rows",
+                          lists * entries);
+    ckv_status st = CKV_OK;
+    if (up)
+        for (size_t j = 0; j < lists; j++)
+            for (size_t i = 0; i < row; i++)
+                stage[j * row + i] = ckv_f32_to_bf16(host[j * host_cap * hd + i]);
+    cudaError_t e =
+        up ? cudaMemcpy2D(dev, c->capacity * hd * 2, stage, row * 2, row * 2, lists,
+                          cudaMemcpyHostToDevice)
+           : cudaMemcpy2D(stage, row * 2, dev, c->capacity * hd * 2, row * 2, lists,
+                          cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess)
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: copying bf16 cache rows: %s",
+                        cudaGetErrorString(e));
+    else if (!up)
+        for (size_t j = 0; j < lists; j++)
+            for (size_t i = 0; i < row; i++)
+                host[j * host_cap * hd + i] = ckv_bf16_to_f32(stage[j * row + i]);
+    free(stage);
+    return st;
+}
+
 extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_error *err)
 {
     if (src->n_layer != dst->n_layer || src->n_head_kv != dst->n_head_kv ||
@@ -461,12 +510,9 @@ extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *
     if (mx > dst->capacity)
         return ckv_errorf(err, CKV_ERR_ARG, "cuda: a list of %d entries exceeds the GPU cache capacity %d",
                           mx, dst->capacity);
-    const size_t row = (size_t)src->head_dim * sizeof(float);
     ckv_status st;
-    if ((st = copy_lists(dst->k, dst->capacity, src->k, src->capacity, row, mx, lists,
-                         cudaMemcpyHostToDevice, err)) ||
-        (st = copy_lists(dst->v, dst->capacity, src->v, src->capacity, row, mx, lists,
-                         cudaMemcpyHostToDevice, err)) ||
+    if ((st = copy_kv(dst, dst->k, src->k, src->capacity, mx, true, err)) ||
+        (st = copy_kv(dst, dst->v, src->v, src->capacity, mx, true, err)) ||
         (st = copy_lists(dst->deg, dst->capacity, src->deg, src->capacity, sizeof(float), mx,
                          lists, cudaMemcpyHostToDevice, err)))
         return st;
@@ -497,12 +543,9 @@ extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache
                           "[%d, %d, %d] with lists up to %d",
                           dst->n_layer, dst->n_head_kv, dst->head_dim, dst->capacity,
                           src->n_layer, src->n_head_kv, src->head_dim, mx);
-    const size_t row = (size_t)src->head_dim * sizeof(float);
     ckv_status st;
-    if ((st = copy_lists(dst->k, dst->capacity, src->k, src->capacity, row, mx, lists,
-                         cudaMemcpyDeviceToHost, err)) ||
-        (st = copy_lists(dst->v, dst->capacity, src->v, src->capacity, row, mx, lists,
-                         cudaMemcpyDeviceToHost, err)) ||
+    if ((st = copy_kv(src, src->k, dst->k, dst->capacity, mx, false, err)) ||
+        (st = copy_kv(src, src->v, dst->v, dst->capacity, mx, false, err)) ||
         (st = copy_lists(dst->deg, dst->capacity, src->deg, src->capacity, sizeof(float), mx,
                          lists, cudaMemcpyDeviceToHost, err)))
         return st;
@@ -527,10 +570,10 @@ extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cach
                           capacity, mx);
     ckv_gpu_cache *c;
     ckv_status st = ckv_gpu_cache_create_shape(&c, src->n_layer, src->n_head_kv, src->head_dim,
-                                               capacity, src->score != NULL, err);
+                                               capacity, src->score != NULL, src->dtype, err);
     if (st)
         return st;
-    const size_t row = (size_t)src->head_dim * sizeof(float);
+    const size_t row = (size_t)src->head_dim * ckv_kv_dtype_size(src->dtype);
     const cudaMemcpyKind d2d = cudaMemcpyDeviceToDevice;
     if (!(st = copy_lists(c->k, capacity, src->k, src->capacity, row, mx, lists, d2d, err)) &&
         !(st = copy_lists(c->v, capacity, src->v, src->capacity, row, mx, lists, d2d, err)) &&
@@ -606,10 +649,11 @@ struct PassOut {
 // logit: the cache's part of the logit scratch (NULL without scores).
 static ckv_k_kv_layer kv_layer(const ckv_gpu_cache *c, int l, float *logit)
 {
-    const size_t lh = (size_t)l * c->n_head_kv, hd = c->head_dim;
-    return {c->k + lh * c->capacity * hd, c->v + lh * c->capacity * hd,
+    const size_t lh = (size_t)l * c->n_head_kv;
+    const size_t at = lh * c->capacity * c->head_dim * ckv_kv_dtype_size(c->dtype);
+    return {static_cast<char *>(c->k) + at, static_cast<char *>(c->v) + at,
             c->deg + lh * c->capacity, c->score ? c->score + lh * c->capacity : NULL,
-            c->len_d + lh, c->capacity, c->pos_d, c->score ? logit : NULL};
+            c->len_d + lh, c->capacity, c->pos_d, c->score ? logit : NULL, c->dtype};
 }
 
 // The logit scratch floats a cache needs: one layer's logits per query head.
@@ -680,7 +724,7 @@ static ckv_status attend_batch(ckv_gpu *g, int32_t n, int l, bool degree_bias, c
     ckv_status s;
     if ((s = ckv_k_qkv_post_seqs(g->qkv, n, &qp, tab, g->stream, err)) ||
         (s = ckv_k_attention_seqs(NULL, g->att, g->qkv, (H + 2 * KV) * hd, n, H, KV, hd, tab,
-                                  g->tab_scores, 1.0f / sqrtf((float)hd), degree_bias, split,
+                                  g->tab_dtype, g->tab_scores, 1.0f / sqrtf((float)hd), degree_bias, split,
                                   g->ws, g->stream, err)))
         return s;
     return CKV_OK;
@@ -951,6 +995,7 @@ static ckv_status batch_table(ckv_gpu *g, int32_t m, ckv_error *err)
         if (c->capacity > g->tab_capacity)
             g->tab_capacity = c->capacity;
         g->tab_scores |= c->score != NULL;
+        g->tab_dtype = c->dtype;
     }
     CKV_CUDA(cudaMemcpy2DAsync(g->seq_tab, B * sizeof(ckv_k_kv_layer), g->seq_tab_h,
                                B * sizeof(ckv_k_kv_layer), m * sizeof(ckv_k_kv_layer), L,
@@ -976,6 +1021,11 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
             if (caches[j] == caches[i])
                 return ckv_errorf(err, CKV_ERR_ARG,
                                   "decode batch: sequences %d and %d share one cache", j, i);
+        if (caches[i]->dtype != caches[0]->dtype)
+            return ckv_errorf(err, CKV_ERR_ARG,
+                              "decode batch: sequence %d's cache stores %s, sequence 0's %s", i,
+                              ckv_kv_dtype_name(caches[i]->dtype),
+                              ckv_kv_dtype_name(caches[0]->dtype));
     }
     CKV_CUDA(cudaSetDevice(g->device));
     const ckv_config *cf = &g->cfg;

@@ -121,6 +121,16 @@ extern "C" ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const f
     return CKV_OK;
 }
 
+// Element i of a cache's keys or values (base: c.k or c.v) set to x, in the
+// cache's type.
+__device__ __forceinline__ void put_kv(const ckv_k_kv_layer &c, void *base, size_t i, float x)
+{
+    if (c.dtype == CKV_KV_BF16)
+        ckv_kv_put(static_cast<ckv_bf16 *>(base), i, x);
+    else
+        ckv_kv_put(static_cast<float *>(base), i, x);
+}
+
 // One block per (token, head slot); slot < H: query, < H + KV: key, else
 // value. One thread per dimension. With seqs (device, one per row), row x
 // is the single new token of sequence x and goes to that sequence's cache.
@@ -143,7 +153,7 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
     const int h = is_q ? 0 : is_k ? slot - H : slot - H - KV;
     if (!is_q && !is_k) {
         size_t t = (size_t)h * c.capacity + c.len0[h] + i;
-        c.v[t * hd + d] = x;
+        put_kv(c, c.v, t * hd + d, x);
         if (d == 0) {
             c.deg[t] = 1.0f;
             if (c.score)
@@ -176,7 +186,7 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
     if (is_q)
         out[d] = y;
     else
-        c.k[((size_t)h * c.capacity + c.len0[h] + i) * hd + d] = y;
+        put_kv(c, c.k, ((size_t)h * c.capacity + c.len0[h] + i) * hd + d, y);
 }
 
 extern "C" ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params *p, const ckv_k_kv_layer *c,

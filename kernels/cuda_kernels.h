@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "attention_plan.h"
+#include "cache.h"
 #include "model.h"
 #include "status.h"
 
@@ -44,7 +45,8 @@ ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ck
                                   int32_t n, int32_t E, float eps, void *stream, ckv_error *err);
 
 /* One layer of a KV cache on the GPU: lists of `capacity` entries per KV
- * head, fp32 keys and values [n_head_kv][capacity][head_dim], degrees and
+ * head, keys and values [n_head_kv][capacity][head_dim] of `dtype` (fp32
+ * floats or bf16 bits; every kernel reads them as fp32), degrees and
  * accumulated attention [n_head_kv][capacity] (score NULL: not tracked), the
  * list lengths before the current tokens, and the RoPE position of the first
  * current token. Lengths and position live on the device, so that a captured
@@ -55,11 +57,13 @@ ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ck
  * layers run one after another. NULL where score is NULL; calls that are no
  * decode (ckv_k_attention_path_of) ignore it. */
 typedef struct {
-    float *k, *v, *deg, *score;
+    void *k, *v;
+    float *deg, *score;
     const int32_t *len0; /* [n_head_kv] */
     int32_t capacity;
     const int64_t *pos0;
     float *logit;
+    ckv_kv_dtype dtype;
 } ckv_k_kv_layer;
 
 typedef struct {
@@ -135,10 +139,12 @@ ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_
  * x, which attends over its own cache layer seqs[x] (device memory) exactly
  * as ckv_k_attention with n = 1 would. scores: some sequence's cache tracks
  * them (the others are skipped in the score pass); each that does must have
- * its own logit scratch when the decode kernel takes the batch. */
+ * its own logit scratch when the decode kernel takes the batch. dtype: the
+ * type of every sequence's keys and values (the host cannot read seqs). */
 ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
                                 int32_t n_seq, int32_t n_head, int32_t n_head_kv,
-                                int32_t head_dim, const ckv_k_kv_layer *seqs, bool scores,
+                                int32_t head_dim, const ckv_k_kv_layer *seqs,
+                                ckv_kv_dtype dtype, bool scores,
                                 float scale, bool degree_bias, ckv_k_attention_split split,
                                 float *ws, void *stream, ckv_error *err);
 

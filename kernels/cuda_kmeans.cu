@@ -261,7 +261,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, 128), x->lists);
     const dim3 tiles(ckv_pol_blocks(max_m, TM), x->lists);
-    km_feature_kernel<<<over_t, 128, 0, x->s>>>(c->k, w->f, w->norm, w->dest, x->act, x->T, x->x,
+    km_feature_kernel<<<over_t, 128, 0, x->s>>>(static_cast<const float *>(c->k), w->f, w->norm, w->dest, x->act, x->T, x->x,
                                                 kp);
     CKV_CUDA_LAUNCHED();
     km_init_kernel<<<dim3(ckv_pol_blocks((int64_t)kp.k * x->d, 256), x->lists), 256, 0, x->s>>>(

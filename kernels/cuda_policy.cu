@@ -231,6 +231,9 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
             trace->margin[i] = FLT_MAX;
     if (!strcmp(name, "full"))
         return CKV_OK;
+    if (c->dtype != CKV_KV_F32)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "cuda: policy %s on a %s cache: not yet",
+                          name, ckv_kv_dtype_name(c->dtype));
 
     ckv_pol x;
     memset(&x, 0, sizeof x);
@@ -307,8 +310,8 @@ extern "C" ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_polic
 extern "C" ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err)
 {
     const size_t n = (size_t)c->n_layer * c->n_head_kv * c->capacity;
-    CKV_CUDA(cudaMemset(c->k, 0xff, n * c->head_dim * sizeof(float)));
-    CKV_CUDA(cudaMemset(c->v, 0xff, n * c->head_dim * sizeof(float)));
+    CKV_CUDA(cudaMemset(c->k, 0xff, n * c->head_dim * ckv_kv_dtype_size(c->dtype)));
+    CKV_CUDA(cudaMemset(c->v, 0xff, n * c->head_dim * ckv_kv_dtype_size(c->dtype)));
     CKV_CUDA(cudaMemset(c->deg, 0xff, n * sizeof(float)));
     if (c->score)
         CKV_CUDA(cudaMemset(c->score, 0xff, n * sizeof(float)));

@@ -156,7 +156,7 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
         return st;
     CKV_CUDA(cudaMemcpyAsync(w->q, qw->q, q_bytes, cudaMemcpyHostToDevice, x->s));
     sk_prob_kernel<<<dim3(sp.W, sp.group, x->lists), PROB_THREADS, 0, x->s>>>(
-        w->q, c->k, c->deg, w->prob, x->act, x->T, sp);
+        w->q, static_cast<const float *>(c->k), c->deg, w->prob, x->act, x->T, sp);
     CKV_CUDA_LAUNCHED();
     sk_acc_kernel<<<dim3(ckv_pol_blocks(max_t, 256), sp.group, x->lists), 256, 0, x->s>>>(
         w->prob, w->acc, x->act, x->T, sp);

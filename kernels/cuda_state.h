@@ -62,6 +62,7 @@ struct ckv_gpu {
     ckv_gpu_step_key tab_key;
     int32_t tab_capacity;
     bool tab_scores;
+    ckv_kv_dtype tab_dtype;  // every cache of the batch's (checked by ckv_gpu_decode_batch)
     // The decode's logit scratch (ckv_k_kv_layer.logit): n_head x capacity
     // floats per cache that tracks scores, the batch's side by side,
     // shared by the layers. Grown outside any capture (batch_table,
@@ -75,7 +76,9 @@ struct ckv_gpu {
 
 struct ckv_gpu_cache {
     int32_t n_layer, n_head_kv, head_dim, capacity;
-    float *k, *v, *deg, *score;
+    ckv_kv_dtype dtype;  // of k and v
+    void *k, *v;
+    float *deg, *score;
     int32_t *len_d, *len_h;
     int64_t *pos_d;  // the device copy of n_pos (qkv_post reads it)
     int64_t n_pos;

@@ -88,3 +88,19 @@ ckv_status ckv_cache_fork(ckv_cache *dst, const ckv_cache *src, int32_t capacity
     dst->round = src->round;
     return CKV_OK;
 }
+
+bool ckv_kv_dtype_parse(const char *s, ckv_kv_dtype *out)
+{
+    if (!strcmp(s, "f32"))
+        *out = CKV_KV_F32;
+    else if (!strcmp(s, "bf16"))
+        *out = CKV_KV_BF16;
+    else
+        return false;
+    return true;
+}
+
+const char *ckv_kv_dtype_name(ckv_kv_dtype d)
+{
+    return d == CKV_KV_BF16 ? "bf16" : "f32";
+}

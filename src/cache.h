@@ -62,6 +62,21 @@ static inline float *ckv_cache_scorep(const ckv_cache *c, int32_t l, int32_t h)
     return c->score ? c->score + (int64_t)ckv_cache_lh(c, l, h) * c->capacity : 0;
 }
 
+/* How a GPU cache stores keys and values: fp32, as this host cache does
+ * (exact against the CPU reference), or bf16, half the bytes (the format of
+ * serving engines and of the issue's SDPA and transformers peers): each key
+ * and value rounded to the nearest bf16 once when written, all arithmetic
+ * in fp32. Degrees and scores stay fp32 either way. */
+typedef enum { CKV_KV_F32 = 0, CKV_KV_BF16 = 1 } ckv_kv_dtype;
+/* "f32" or "bf16"; false for anything else. */
+bool ckv_kv_dtype_parse(const char *s, ckv_kv_dtype *out);
+const char *ckv_kv_dtype_name(ckv_kv_dtype d);
+/* Bytes of one key or value element. */
+static inline int32_t ckv_kv_dtype_size(ckv_kv_dtype d)
+{
+    return d == CKV_KV_BF16 ? 2 : 4;
+}
+
 /* Longest and total entry counts, for memory reports. */
 int32_t ckv_cache_max_len(const ckv_cache *c);
 int64_t ckv_cache_entries(const ckv_cache *c);

@@ -64,9 +64,15 @@ bool bench_double_list(const char *opt, const char *s, double lo, double hi, dou
 bool bench_policy_list(const char *opt, const char *s, char **storage, const char **names,
                        int *n, int max);
 /* Device bytes of one sequence's cache of `entries` entries per (layer, KV
- * head) list as ckv_gpu_cache stores them: fp32 keys, values and degrees
- * (no scores). */
-double bench_cache_bytes(const ckv_config *c, double entries);
+ * head) list as ckv_gpu_cache stores them: keys and values of dtype, fp32
+ * degrees (no scores). */
+double bench_cache_bytes(const ckv_config *c, ckv_kv_dtype dtype, double entries);
+/* --kv-dtype of benchmark `what`: f32 or bf16, else a usage error. */
+int bench_kv_dtype(const char *what, const char *arg, ckv_kv_dtype *out);
+/* The help line of --kv-dtype. */
+#define BENCH_KV_DTYPE_HELP                                                                     \
+    "  --kv-dtype T      how the KV caches store keys and values: f32 (default) or bf16\n"
+
 
 /* A peer script (PyTorch, transformers) run in the same call as our
  * benchmark, after it, on the same GPU: its input and output files live in a
@@ -102,7 +108,7 @@ typedef struct {
     int32_t runs;
 } bench_steps;
 
-/* Makes n caches (capacity entries + warmup + repeats; scores when
+/* Makes n caches of dtype (capacity entries + warmup + repeats; scores when
  * track_score) filled with random entries: `entries` per list at position
  * `context`, degrees 1 for budget 1, else uniform in [1, 2 / budget - 1)
  * (mean 1 / budget, as CentroidKV leaves them). Then runs warmup + repeats
@@ -113,14 +119,15 @@ typedef struct {
  * tokens, as a server takes them, timed from the host call to the tokens on
  * the host (so that n rows of logits crossing to the host are not timed:
  * 39.5 MB a step for 77 rows of Llama-3.1-8B). */
-ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_t entries,
+ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtype, int32_t n,
+                            int32_t entries,
                             int32_t context, double budget, bool track_score, int32_t warmup,
                             int32_t repeats, uint64_t seed, float *logits, bench_steps *out,
                             ckv_error *err);
 /* Degrees up to this, uniform from 1, average 1 / budget. */
 float bench_max_degree(double budget);
 /* The compression a policy runs every `interval` decode steps: one
- * sequence's cache of shape cfg holding entries + interval random entries
+ * sequence's cache of shape cfg and dtype holding entries + interval random entries
  * (ckv_gpu_cache_fill_random, degrees as bench_time_steps for budget) at
  * position context + interval, compressed back to `entries` by
  * ckv_gpu_policy_compress. One untimed warm-up call (it takes the policy
@@ -130,7 +137,8 @@ float bench_max_degree(double budget);
  * is done). Each call starts at CSM round `round` (the count the sequence
  * reached: a decode compression continues it); *rounds (may be NULL): the
  * CSM rounds of the last call. */
-ckv_status bench_time_compress(const ckv_config *cfg, const ckv_policy *p, int32_t entries,
+ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const ckv_policy *p,
+                               int32_t entries,
                                int32_t interval, int64_t context, double budget, int32_t round,
                                int32_t runs, uint64_t seed, double *median_ms, int32_t *rounds,
                                ckv_error *err);

@@ -35,6 +35,7 @@ typedef struct {
     long long kv_heads, warmup, repeats, seed;
     double max_gib;
     const char *out, *peer, *peer_script, *python, *gemm_shape;
+    ckv_kv_dtype kv_dtype;
 } opts;
 
 static void help(FILE *fp)
@@ -44,7 +45,8 @@ static void help(FILE *fp)
             "Times the decoder's attention kernels (kernels/cuda_attention.cu; decode steps\n"
             "with groups up to 8 take kernels/cuda_attention_decode.cu, prefills and larger\n"
             "groups (no H2O scores here) the TF32 tensor-core\n"
-            "kernels/cuda_attention_prefill.cu) on random fp32 caches: decode steps\n"
+            "kernels/cuda_attention_prefill.cu) on random caches (fp32 or bf16 keys and\n"
+            "values, --kv-dtype; fp32 degrees): decode steps\n"
             "(one query per sequence; a batch of B sequences is one launch with the batch\n"
             "folded into the heads) and causal prefills, with and without the degree\n"
             "bias, and the decoder's bf16 GEMMs at a model's projection shapes (cuBLAS,\n"
@@ -79,6 +81,7 @@ static void help(FILE *fp)
             "  --warmup W          untimed runs per shape (default 5; prefill at most 2)\n"
             "  --repeats R         timed runs per shape (default 50; prefill at most 10)\n"
             "  --seed S            input seed (default 1)\n"
+            "  --kv-dtype T        how the lists store keys and values: f32 (default) or bf16\n"
             "  --out PATH          HDF5 file (default results/bench-attention.h5)\n"
             "  --peer sdpa         also time PyTorch SDPA at the same shapes (python3 with torch)\n"
             "                      and print our time over SDPA's (fp32: the same bytes; bf16)\n"
@@ -102,7 +105,8 @@ static int parse(int argc, char **argv, opts *o)
         {"repeats", required_argument, 0, 'r'},    {"seed", required_argument, 0, 's'},
         {"out", required_argument, 0, 'o'},        {"peer", required_argument, 0, 'P'},
         {"peer-script", required_argument, 0, 'S'}, {"python", required_argument, 0, 'y'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+        {"kv-dtype", required_argument, 0, 'K'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const char *ctx = "1024,4096,16384,32768,131072", *batch = "1,8,64", *group = "4,8",
                *hd = "64,128", *prefill = "1024,4096,16384", *rows = "1,8,64,512,4096",
@@ -136,6 +140,10 @@ static int parse(int argc, char **argv, opts *o)
         case 'P': o->peer = optarg; break;
         case 'S': o->peer_script = optarg; break;
         case 'y': o->python = optarg; break;
+        case 'K':
+            if (bench_kv_dtype("attention", optarg, &o->kv_dtype))
+                return CLI_USAGE;
+            break;
         case 'h': help(stdout); return -1;
         default: return cli_usage_error("bench", "invalid option");
         }
@@ -176,6 +184,7 @@ static int parse(int argc, char **argv, opts *o)
 /* One row of /attention. Times in microseconds; NaN where not run. */
 typedef struct {
     char *kind;  /* "decode" or "prefill" */
+    char *kv_dtype;  /* f32 or bf16 */
     int32_t batch, kv_heads, group, head_dim, context, queries, degree_bias;
     double median_us, min_us, max_us;
     int32_t runs, input_sets;
@@ -184,11 +193,12 @@ typedef struct {
     char *sdpa_fp32_backend, *sdpa_bf16_backend;
     char *status;  /* "ok" or "skipped: why"; points at note */
     char note[128];
+    ckv_kv_dtype dtype; /* what kv_dtype names (not a column) */
 } attn_row;
 
 #define FA(n, t) {#n, offsetof(attn_row, n), t}
 static const ckv_h5_field attn_fields[] = {
-    FA(kind, CKV_H5_STR), FA(batch, CKV_H5_I32), FA(kv_heads, CKV_H5_I32),
+    FA(kind, CKV_H5_STR), FA(kv_dtype, CKV_H5_STR), FA(batch, CKV_H5_I32), FA(kv_heads, CKV_H5_I32),
     FA(group, CKV_H5_I32), FA(head_dim, CKV_H5_I32), FA(context, CKV_H5_I32),
     FA(queries, CKV_H5_I32), FA(degree_bias, CKV_H5_I32), FA(median_us, CKV_H5_F64),
     FA(min_us, CKV_H5_F64), FA(max_us, CKV_H5_F64), FA(runs, CKV_H5_I32),
@@ -221,12 +231,12 @@ static const ckv_h5_field gemm_fields[] = {
 #undef FG
 #define NF(a) (sizeof a / sizeof a[0])
 
-/* Bytes the kernel must read: fp32 keys and values, and fp32 degrees when
- * the bias is on (queries and outputs are under 0.1% at every shape). */
+/* Bytes the kernel must read: keys and values as stored, and fp32 degrees
+ * when the bias is on (queries and outputs are under 0.1% at every shape). */
 static double attn_bytes(const attn_row *r)
 {
-    return (double)r->batch * r->kv_heads * r->context * (2.0 * r->head_dim + r->degree_bias) *
-           4.0;
+    return (double)r->batch * r->kv_heads * r->context *
+           (2.0 * r->head_dim * ckv_kv_dtype_size(r->dtype) + 4.0 * r->degree_bias);
 }
 
 /* Two products (q.k and p.v) of 2 head_dim FLOPs per query head and visible
@@ -255,6 +265,8 @@ static attn_row *make_grid(const opts *o, size_t *n)
                         for (int bias = !o->bias_off; bias <= (int)o->bias_on; bias++) {
                             attn_row *r = &rows[(*n)++];
                             r->kind = pass ? "prefill" : "decode";
+                            r->dtype = o->kv_dtype;
+                            r->kv_dtype = (char *)ckv_kv_dtype_name(o->kv_dtype);
                             r->batch = pass ? 1 : o->batch[b];
                             r->kv_heads = (int32_t)o->kv_heads;
                             r->group = o->group[g];
@@ -277,8 +289,9 @@ static attn_row *make_grid(const opts *o, size_t *n)
 
 static ckv_attn_shape shape_of(const attn_row *r)
 {
-    ckv_attn_shape s = {r->batch, r->kv_heads, r->group, r->head_dim, r->context, r->queries,
-                        r->degree_bias != 0};
+    ckv_attn_shape s = {r->batch,   r->kv_heads, r->group,
+                        r->head_dim, r->context, r->queries,
+                        r->degree_bias != 0, r->dtype};
     return s;
 }
 
@@ -303,8 +316,9 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
     *fatal = false;
     for (size_t i = 0; i < n; i++) {
         const bool prefill = rows[i].queries > 1;
-        ckv_attn_shape s = {prefill ? 1 : 2, rows[i].kv_heads, rows[i].group, rows[i].head_dim,
-                            prefill ? 1024 : 4096, prefill ? 256 : 1, rows[i].degree_bias != 0};
+        ckv_attn_shape s = {prefill ? 1 : 2,       rows[i].kv_heads,       rows[i].group,
+                            rows[i].head_dim,      prefill ? 1024 : 4096, prefill ? 256 : 1,
+                            rows[i].degree_bias != 0, rows[i].dtype};
         int j = 0;
         while (j < n_done && !(done[j].queries == s.queries && done[j].group == s.group &&
                                done[j].head_dim == s.head_dim &&
@@ -326,10 +340,10 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
         const double tol = tf32 ? TOL_ATTN_TF32 : TOL_ATTN;
         const bool pass = e <= tol;
         ok &= pass;
-        printf("check %-7s batch %d kv %d group %d hd %3d ctx %d queries %d bias %-3s (%s): "
+        printf("check %-7s %s batch %d kv %d group %d hd %3d ctx %d queries %d bias %-3s (%s): "
                "rel L2 %.2e (tol %.0e) %s\n",
-               prefill ? "prefill" : "decode", s.batch, s.n_head_kv, s.group, s.head_dim,
-               s.context, s.queries, s.degree_bias ? "on" : "off",
+               prefill ? "prefill" : "decode", ckv_kv_dtype_name(s.dtype), s.batch, s.n_head_kv,
+               s.group, s.head_dim, s.context, s.queries, s.degree_bias ? "on" : "off",
                tf32 ? "tf32" : path == CKV_ATTN_DECODE ? "decode kernel" : "fp32", e,
                tol, pass ? "ok" : "MISMATCH");
         snprintf(log + strlen(log), log_size - strlen(log), "%s%s hd%d g%d bias %s: %.2e",
@@ -685,7 +699,8 @@ static int run(int argc, char **argv, const opts *o)
                                "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                                "copy_bandwidth_Bps", "4.19e12", "matmul_peak_flops", "7.5e14",
                                "tf32_peak_flops", "3.75e14",
-                               "checks", checks, "peer", peer};
+                               "checks", checks, "peer", peer, "kv_dtype",
+                               ckv_kv_dtype_name(o->kv_dtype)};
         const ckv_h5_table tables[] = {
             {"/attention", attn_fields, NF(attn_fields), sizeof(attn_row), rows, n},
             {"/gemm", gemm_fields, NF(gemm_fields), sizeof(gemm_row), gemm, n_gemm},

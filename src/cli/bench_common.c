@@ -101,9 +101,17 @@ bool bench_policy_list(const char *opt, const char *s, char **storage, const cha
     return true;
 }
 
-double bench_cache_bytes(const ckv_config *c, double entries)
+double bench_cache_bytes(const ckv_config *c, ckv_kv_dtype dtype, double entries)
 {
-    return (double)c->n_layer * c->n_head_kv * entries * (2.0 * c->head_dim + 1) * 4.0;
+    return (double)c->n_layer * c->n_head_kv * entries *
+           (2.0 * c->head_dim * ckv_kv_dtype_size(dtype) + 4.0);
+}
+
+int bench_kv_dtype(const char *what, const char *arg, ckv_kv_dtype *out)
+{
+    if (ckv_kv_dtype_parse(arg, out))
+        return CLI_OK;
+    return cli_usage_error("bench", "--kv-dtype: '%s': %s takes f32 or bf16", arg, what);
 }
 
 char *bench_command_line(int argc, char **argv)
@@ -309,7 +317,8 @@ float bench_max_degree(double budget)
     return budget < 1 ? (float)(2.0 / budget - 1.0) : 1.0f;
 }
 
-ckv_status bench_time_compress(const ckv_config *cfg, const ckv_policy *p, int32_t entries,
+ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const ckv_policy *p,
+                               int32_t entries,
                                int32_t interval, int64_t context, double budget, int32_t round,
                                int32_t runs, uint64_t seed, double *median_ms, int32_t *rounds,
                                ckv_error *err)
@@ -334,7 +343,7 @@ ckv_status bench_time_compress(const ckv_config *cfg, const ckv_policy *p, int32
     const ckv_qwindow qw = {q, cfg->n_head, W};
     ckv_status st = ckv_gpu_cache_create_shape(&c, cfg->n_layer, cfg->n_head_kv, cfg->head_dim,
                                                grown, (ckv_policy_needs(p) & CKV_NEEDS_SCORE) != 0,
-                                               err);
+                                               dtype, err);
     for (int32_t i = -1; !st && i < runs; i++) {
         if ((st = ckv_gpu_cache_fill_random(c, grown, context + interval, bench_max_degree(budget),
                                             seed + 7 * (uint64_t)(i + 1), err)))
@@ -356,7 +365,8 @@ ckv_status bench_time_compress(const ckv_config *cfg, const ckv_policy *p, int32
     return st;
 }
 
-ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_t entries,
+ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtype, int32_t n,
+                            int32_t entries,
                             int32_t context, double budget, bool track_score, int32_t warmup,
                             int32_t repeats, uint64_t seed, float *logits, bench_steps *out,
                             ckv_error *err)
@@ -368,7 +378,8 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, int32_t n, int32_
     if (!c || !tok || !next || !ms)
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
     for (int32_t i = 0; !st && i < n; i++)
-        if (!(st = ckv_gpu_cache_create(&c[i], g, entries + warmup + repeats, track_score, err)))
+        if (!(st = ckv_gpu_cache_create(&c[i], g, entries + warmup + repeats, track_score, dtype,
+                                        err)))
             st = ckv_gpu_cache_fill_random(c[i], entries, context, bench_max_degree(budget),
                                            seed + 3 * (uint64_t)i, err);
     uint64_t rng = seed;

@@ -343,7 +343,7 @@ static ckv_status time_policy_gpu(const ckv_policy *p, const ckv_cache *src, int
 {
     ckv_gpu_cache *g;
     ckv_status st = ckv_gpu_cache_create_shape(&g, src->n_layer, src->n_head_kv, src->head_dim,
-                                               src->capacity, src->score != NULL, err);
+                                               src->capacity, src->score != NULL, CKV_KV_F32, err);
     if (st)
         return st;
     double tw[repeats];
@@ -566,7 +566,7 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             const double frac = (double)B / T;
             if (isnan(step[score])) {
                 bench_steps t;
-                ckv_status st = bench_time_steps(g, cfg, 1, (int32_t)B, T, frac, score,
+                ckv_status st = bench_time_steps(g, cfg, CKV_KV_F32, 1, (int32_t)B, T, frac, score,
                                                  STEP_WARMUP, STEP_REPEATS,
                                                  (uint64_t)o->seed + 101 * (uint64_t)T, logits,
                                                  &t, err);
@@ -587,7 +587,7 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             snprintf(r->note, sizeof r->note, "ok");
             const bool csm = !strcmp(p->ops->name, "centroid");
             const int32_t round = csm ? round0 + csm_rounds(p, T, B, round0) : 0;
-            ckv_status st = bench_time_compress(cfg, p, r->budget, r->interval, T, frac,
+            ckv_status st = bench_time_compress(cfg, CKV_KV_F32, p, r->budget, r->interval, T, frac,
                                                 round, (int32_t)o->repeats,
                                                 (uint64_t)o->seed + 1000 * (uint64_t)(*n),
                                                 &r->compress_ms, &r->rounds, err);

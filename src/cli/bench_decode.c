@@ -27,6 +27,7 @@ typedef struct {
     double budget[MAXL];
     long long warmup, repeats, seed;
     int pdl;        /* --pdl: 1 on, 0 off, -1 as CKV_PDL says */
+    ckv_kv_dtype kv_dtype;
     ckv_config cfg; /* the --shape preset */
 } opts;
 
@@ -42,8 +43,8 @@ static void help(FILE *fp)
             "(host call to each sequence's greedy next token on the host, picked on the GPU;\n"
             "each sequence gets one token per step) of R steps after W warm-up steps (the\n"
             "first returns the logits, which must be finite); the floor, every bf16 matrix\n"
-            "once and every fp32 cache byte (keys, values, degrees) of the B caches read\n"
-            "once at %.2f TB/s; the time over the floor; and for budgets the speedup over\n"
+            "once and every cache byte (keys and values of --kv-dtype, fp32 degrees) of the\n"
+            "B caches read once at %.2f TB/s; the time over the floor; and for budgets the speedup over\n"
             "the full caches against the ideal (the ratio of the bytes). Table on stdout,\n"
             "HDF5 file with a /decode table and the date, device, command and PDL setting as\n"
             "attributes.\n\n"
@@ -61,6 +62,7 @@ static void help(FILE *fp)
             "                    the CUDA graph the timed steps replay; fewer times those)\n"
             "  --repeats R       timed steps per point (default 20)\n"
             "  --seed S          weights, cache and token seed (default 1)\n"
+            BENCH_KV_DTYPE_HELP
             "  --pdl on|off      programmatic dependent launch of the step's kernels\n"
             "                    (default on, off when CKV_PDL=0; docs/gpu.md); the table's\n"
             "                    first line and the file's attributes say which ran\n"
@@ -78,6 +80,7 @@ static int parse(int argc, char **argv, opts *o)
         {"repeats", required_argument, 0, 'r'}, {"seed", required_argument, 0, 's'},
         {"out", required_argument, 0, 'o'},     {"batches", required_argument, 0, 'B'},
         {"pdl", required_argument, 0, 'P'},     {"help", no_argument, 0, 'h'},
+        {"kv-dtype", required_argument, 0, 'K'},
         {0, 0, 0, 0},
     };
     const char *ctx = "1024,4096,8192,32768,131072", *budgets = "0.25,0.5,0.75", *batches = "1,8";
@@ -105,6 +108,10 @@ static int parse(int argc, char **argv, opts *o)
             if (strcmp(optarg, "on") && strcmp(optarg, "off"))
                 return cli_usage_error("bench", "--pdl takes on or off, not '%s'", optarg);
             o->pdl = !strcmp(optarg, "on");
+            break;
+        case 'K':
+            if (bench_kv_dtype("decode", optarg, &o->kv_dtype))
+                return CLI_USAGE;
             break;
         case 'h': help(stdout); return -1;
         default: return cli_usage_error("bench", "invalid option");
@@ -134,6 +141,7 @@ static int parse(int argc, char **argv, opts *o)
 /* One row of /decode: one step of `batch` sequences. */
 typedef struct {
     char *shape;
+    char *kv_dtype;       /* f32 or bf16 */
     int32_t batch;
     int32_t context;      /* tokens seen (positions) per sequence */
     double budget;        /* 1 for the full cache */
@@ -150,7 +158,7 @@ typedef struct {
 
 #define FD(n, t) {#n, offsetof(decode_row, n), t}
 static const ckv_h5_field decode_fields[] = {
-    FD(shape, CKV_H5_STR), FD(batch, CKV_H5_I32), FD(context, CKV_H5_I32),
+    FD(shape, CKV_H5_STR), FD(kv_dtype, CKV_H5_STR), FD(batch, CKV_H5_I32), FD(context, CKV_H5_I32),
     FD(budget, CKV_H5_F64), FD(entries, CKV_H5_I32), FD(mean_degree, CKV_H5_F64),
     FD(median_ms, CKV_H5_F64), FD(min_ms, CKV_H5_F64), FD(max_ms, CKV_H5_F64),
     FD(runs, CKV_H5_I32), FD(tokens_per_s, CKV_H5_F64), FD(weight_bytes, CKV_H5_F64),
@@ -219,6 +227,7 @@ static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_
                      int32_t context, double budget, double weight_bytes)
 {
     r->shape = (char *)o->shape;
+    r->kv_dtype = (char *)ckv_kv_dtype_name(o->kv_dtype);
     r->batch = batch;
     r->context = context;
     r->budget = budget;
@@ -227,13 +236,14 @@ static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_
     r->median_ms = r->min_ms = r->max_ms = r->tokens_per_s = r->over_floor = NAN;
     r->speedup = r->ideal_speedup = r->pct_ideal = NAN;
     r->weight_bytes = weight_bytes;
-    r->kv_bytes = batch * bench_cache_bytes(cfg, r->entries);
+    r->kv_bytes = batch * bench_cache_bytes(cfg, o->kv_dtype, r->entries);
     r->floor_ms = (weight_bytes + r->kv_bytes) / BENCH_COPY_BPS * 1e3;
     r->status = r->note;
     snprintf(r->note, sizeof r->note, "ok");
     ckv_cuda_device d;
     ckv_error err = {0};
-    const double need = batch * bench_cache_bytes(cfg, r->entries + (double)(o->warmup + o->repeats));
+    const double need = batch * bench_cache_bytes(cfg, o->kv_dtype,
+                                                  r->entries + (double)(o->warmup + o->repeats));
     if (!ckv_cuda_device_query(0, &d, &err) && need + (512 << 20) > (double)d.mem_free)
         snprintf(r->note, sizeof r->note, "skipped: caches %.1f GiB, %.1f GiB free",
                  need / (1 << 30), (double)d.mem_free / (1 << 30));
@@ -267,8 +277,10 @@ static int run(int argc, char **argv, const opts *o)
     if (o->pdl >= 0)
         ckv_cuda_set_pdl(o->pdl);
     const char *pdl = ckv_cuda_pdl() ? "on" : "off";
-    printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; PDL %s\n", dev.name,
-           (double)dev.mem_total / (1 << 30), date, o->shape, weight_bytes / 1e9, pdl);
+    printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; %s KV cache; "
+           "PDL %s\n",
+           dev.name, (double)dev.mem_total / (1 << 30), date, o->shape, weight_bytes / 1e9,
+           ckv_kv_dtype_name(o->kv_dtype), pdl);
     if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
@@ -285,7 +297,7 @@ static int run(int argc, char **argv, const opts *o)
                 const uint64_t seed = (uint64_t)o->seed + 1000 * (uint64_t)(b * MAXL * MAXL +
                                                                            t * MAXL + k);
                 bench_steps t;
-                if (bench_time_steps(g, &cfg, r->batch, r->entries, r->context, r->budget, false,
+                if (bench_time_steps(g, &cfg, o->kv_dtype, r->batch, r->entries, r->context, r->budget, false,
                                      (int32_t)o->warmup, (int32_t)o->repeats, seed, logits, &t,
                                      &err)) {
                     rc = cli_fail("bench", &err);
@@ -311,7 +323,8 @@ static int run(int argc, char **argv, const opts *o)
     print_targets(rows, n);
     const char *attrs[] = {"format", "ckv-bench-decode", "version", "1", "date", date, "device",
                            dev.name, "command", cmdline, "git_rev", CKV_GIT_REV, "shape", o->shape,
-                           "copy_bandwidth_Bps", "4.19e12", "pdl", pdl};
+                           "copy_bandwidth_Bps", "4.19e12", "pdl", pdl, "kv_dtype",
+                           ckv_kv_dtype_name(o->kv_dtype)};
     const ckv_h5_table table = {"/decode", decode_fields,
                                 sizeof decode_fields / sizeof decode_fields[0], sizeof(decode_row),
                                 rows, n};

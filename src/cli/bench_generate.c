@@ -241,7 +241,7 @@ static ckv_status time_point(ckv_gpu *g, const ckv_config *cfg, const int32_t *i
                              ckv_error *err)
 {
     const int32_t capacity = r->context + r->new_tokens;
-    const double need = r->batch * bench_cache_bytes(cfg, capacity) + (512 << 20);
+    const double need = r->batch * bench_cache_bytes(cfg, CKV_KV_F32, capacity) + (512 << 20);
     ckv_cuda_device d;
     ckv_status st = ckv_cuda_device_query(0, &d, err);
     if (st)
@@ -257,7 +257,7 @@ static ckv_status time_point(ckv_gpu *g, const ckv_config *cfg, const int32_t *i
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
     int32_t made = 0;
     for (; !st && made < r->batch; made++)
-        if (ckv_gpu_cache_create(&b->c[made], g, capacity, false, err)) {
+        if (ckv_gpu_cache_create(&b->c[made], g, capacity, false, CKV_KV_F32, err)) {
             snprintf(r->note, sizeof r->note, "skipped: %.150s", err->msg);
             break;
         }

@@ -27,6 +27,7 @@ typedef struct {
     const char *policy[MAXL];
     char *policy_list; /* storage of policy[] */
     long long max_batch, interval, warmup, repeats, seed;
+    ckv_kv_dtype kv_dtype;
     ckv_config cfg; /* the --shape preset */
 } opts;
 
@@ -39,8 +40,8 @@ static void help(FILE *fp)
             "`ckv bench decode`. Per context length T: the full cache (T entries per list,\n"
             "degree 1) and, per policy and budget b, compressed caches of ceil(b * T)\n"
             "entries (degrees averaging 1 / b). Sequences that fit = floor(cap / bytes of\n"
-            "one sequence's cache), counting fp32 keys, values and degrees as the cache\n"
-            "stores them, a compressed cache with room for the `interval` entries it grows\n"
+            "one sequence's cache), counting keys and values (of --kv-dtype) and fp32\n"
+            "degrees as the cache stores them, a compressed cache with room for the `interval` entries it grows\n"
             "by between compressions; then at most --max-batch, and at most what free GPU\n"
             "memory holds. That whole batch is decoded: median step time of R steps after\n"
             "W warm-up ones (host call to the greedy next tokens on the host), tokens/s =\n"
@@ -70,6 +71,7 @@ static void help(FILE *fp)
             "                    the CUDA graph the timed steps replay; fewer times those)\n"
             "  --repeats R       timed steps per point (default 10)\n"
             "  --seed S          weights, cache and token seed (default 1)\n"
+            BENCH_KV_DTYPE_HELP
             "  --out PATH        HDF5 file (default results/bench-throughput.h5)\n"
             "  -h, --help        this help\n");
 }
@@ -97,7 +99,8 @@ static int parse(int argc, char **argv, opts *o)
         {"interval", required_argument, 0, 'i'}, {"max-batch", required_argument, 0, 'm'},
         {"warmup", required_argument, 0, 'w'},   {"repeats", required_argument, 0, 'r'},
         {"seed", required_argument, 0, 's'},     {"out", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"kv-dtype", required_argument, 0, 'K'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const char *ctx = "8192,32768", *budgets = "0.25,0.5,0.75",
                *policies = "centroid,streaming,snapkv,h2o,kmeans";
@@ -123,6 +126,10 @@ static int parse(int argc, char **argv, opts *o)
         case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 100000, &o->repeats); break;
         case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
         case 'o': o->out = optarg; break;
+        case 'K':
+            if (bench_kv_dtype("throughput", optarg, &o->kv_dtype))
+                return CLI_USAGE;
+            break;
         case 'h': help(stdout); return -1;
         default: return cli_usage_error("bench", "invalid option");
         }
@@ -188,7 +195,7 @@ static bool tracks_score(const ckv_policy *p)
 static double device_bytes(const ckv_config *cfg, const opts *o, const tp_row *r, bool score)
 {
     const double e = r->entries + (double)(o->warmup + o->repeats);
-    return bench_cache_bytes(cfg, e) +
+    return bench_cache_bytes(cfg, o->kv_dtype, e) +
            (score ? ((double)cfg->n_layer * cfg->n_head_kv + cfg->n_head) * e * 4 : 0);
 }
 
@@ -218,7 +225,7 @@ static void init_row(tp_row *r, const opts *o, const ckv_config *cfg, const ckv_
         r->entries = (int32_t)entries;
         r->interval = ckv_policy_interval(p);
     }
-    r->seq_bytes = bench_cache_bytes(cfg, r->entries + (double)r->interval);
+    r->seq_bytes = bench_cache_bytes(cfg, o->kv_dtype, r->entries + (double)r->interval);
     r->cap_seqs = (int32_t)fmin(floor(o->kv_cap_gib * (1 << 30) / r->seq_bytes), INT32_MAX);
     r->seqs = r->cap_seqs;
     if (r->seqs > o->max_batch) {
@@ -294,7 +301,7 @@ static ckv_status step_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, t
         }
     }
     bench_steps t;
-    ckv_status st = bench_time_steps(g, cfg, r->seqs, r->entries, r->context, r->budget, score,
+    ckv_status st = bench_time_steps(g, cfg, o->kv_dtype, r->seqs, r->entries, r->context, r->budget, score,
                                      (int32_t)o->warmup, (int32_t)o->repeats, seed, logits, &t,
                                      err);
     if (!st) {
@@ -373,9 +380,11 @@ static int run(int argc, char **argv, const opts *o)
         rc = CLI_FAIL;
         goto done;
     }
-    printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; KV cap %s GiB\n",
+    printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; KV cap %s GiB of "
+           "%s caches\n",
            dev.name, (double)dev.mem_total / (1 << 30), date, o->shape,
-           2.0 * (double)ckv_config_matrix_params(&cfg) / 1e9, cap);
+           2.0 * (double)ckv_config_matrix_params(&cfg) / 1e9, cap,
+           ckv_kv_dtype_name(o->kv_dtype));
     if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
@@ -398,7 +407,8 @@ static int run(int argc, char **argv, const opts *o)
             }
             const int32_t runs = o->repeats < 5 ? (int32_t)o->repeats : 5;
             ckv_status st = p && r->interval
-                                ? bench_time_compress(&cfg, p, r->entries, r->interval,
+                                ? bench_time_compress(&cfg, o->kv_dtype, p, r->entries,
+                                                      r->interval,
                                                       r->context, r->budget, 0, runs, seed,
                                                       &r->compress_ms, NULL, &err)
                                 : CKV_OK;
@@ -429,7 +439,8 @@ static int run(int argc, char **argv, const opts *o)
     print_targets(rows, n);
     const char *attrs[] = {"format", "ckv-bench-throughput", "version", "1", "date", date,
                            "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
-                           "shape", o->shape, "kv_cap_gib", cap};
+                           "shape", o->shape, "kv_cap_gib", cap, "kv_dtype",
+                           ckv_kv_dtype_name(o->kv_dtype)};
     const ckv_h5_table table = {"/throughput", tp_fields, sizeof tp_fields / sizeof tp_fields[0],
                                 sizeof(tp_row), rows, n};
     rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);

@@ -84,7 +84,7 @@ static ckv_status compress_gpu(const ckv_policy *p, ckv_cache *c, int32_t budget
                           "policy %s with these parameters has no GPU kernels", p->ops->name);
     ckv_gpu_cache *g;
     if ((st = ckv_gpu_cache_create_shape(&g, c->n_layer, c->n_head_kv, c->head_dim, c->capacity,
-                                         c->score != NULL, err)))
+                                         c->score != NULL, CKV_KV_F32, err)))
         return st;
     ckv_gpu_policy_trace trace = {.assign = assign};
     if (!(st = ckv_gpu_cache_upload(g, c, err)) &&

@@ -92,7 +92,7 @@ ckv_status cli_seq_init(const cli_session *s, cli_seq *q, int32_t capacity, bool
     const ckv_config *c = &s->model.cfg;
 #if CKV_HAVE_CUDA
     if (s->gpu)
-        return ckv_gpu_cache_create(&q->gpu, s->gpu, capacity, track_score, err);
+        return ckv_gpu_cache_create(&q->gpu, s->gpu, capacity, track_score, CKV_KV_F32, err);
 #endif
     return ckv_cache_init(&q->cpu, c->n_layer, c->n_head_kv, c->head_dim, capacity, track_score,
                           err);

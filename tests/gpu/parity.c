@@ -255,7 +255,7 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
           *ddeg = dev_poisoned(4 * (size_t)KV * cap);
     ckv_k_qkv_params p = {H, KV, hd, bias ? db : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL,
                           dinv, type, cfg.rms_eps};
-    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap, dpos, NULL};
+    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap, dpos, NULL, CKV_KV_F32};
     CHECK(ckv_k_qkv_post(dqkv, n, &p, &c, NULL, err));
     float *got = xmalloc(sizeof(float) * n * width), *k = xmalloc(4 * cache_f),
           *v = xmalloc(4 * cache_f), *deg = xmalloc(4 * (size_t)KV * cap);
@@ -581,7 +581,7 @@ static void check_attention(attn_case ac)
     /* The decode's logit scratch, NaN until written: a logit the score pass
      * reads but the partial pass did not store shows as NaN. */
     float *dlg = scores ? dev_poisoned(4 * (size_t)H * cap) : NULL;
-    ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL, NULL};
+    ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL, NULL, CKV_KV_F32};
     const ckv_k_attention_path path = ckv_k_attention_path_of(n, false, H, KV, scores);
     const ckv_k_attention_path expect = n == 1 && group <= 8 ? CKV_ATTN_DECODE
                                         : scores            ? CKV_ATTN_PREFILL_F32
@@ -669,7 +669,8 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits)
         dacc[s] = s == 1 ? NULL : dup_dev(acc0[s], 4 * cl);
         dlg[s] = s == 1 ? NULL : dev_poisoned(4 * (size_t)H * cap);
         tab[s] = (ckv_k_kv_layer){dup_dev(k, 4 * cf), dup_dev(v, 4 * cf), dup_dev(deg, 4 * cl),
-                                  dacc[s], dup_dev(len0[s], sizeof len0[s]), cap, NULL, dlg[s]};
+                                  dacc[s], dup_dev(len0[s], sizeof len0[s]), cap, NULL, dlg[s],
+                                  CKV_KV_F32};
     }
     ckv_k_kv_layer *dtab = dup_dev(tab, sizeof tab);
     float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
@@ -680,7 +681,7 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits)
         sp.splits = forced_splits;
         sp.split_len = (cap + forced_splits - 1) / forced_splits;
     }
-    CHECK(ckv_k_attention_seqs(dout, NULL, dq, H * hd, NS, H, KV, hd, dtab, true, scale, bias, sp,
+    CHECK(ckv_k_attention_seqs(dout, NULL, dq, H * hd, NS, H, KV, hd, dtab, CKV_KV_F32, true, scale, bias, sp,
                                dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, 4 * qf, err));
     char what[96];
@@ -800,7 +801,7 @@ static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const in
     ckv_cache cc;
     ckv_gpu_cache *gc;
     CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
-    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, CKV_KV_F32, err));
     float *lc = xmalloc(sizeof(float) * V), *lg = xmalloc(sizeof(float) * V);
     double t0 = now();
     CHECK(ckv_cpu_forward(cpu, &cc, ids, len, NULL, lc, err));
@@ -865,7 +866,7 @@ static void check_uploaded_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
     ckv_cache cc;
     ckv_gpu_cache *gc;
     CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
-    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, CKV_KV_F32, err));
     CHECK(ckv_cpu_forward(cpu, &cc, ids, len, NULL, NULL, err));
     for (int l = 0; l < cf->n_layer; l++)
         for (int h = 0; h < cf->n_head_kv; h++) {
@@ -907,7 +908,7 @@ static void check_window_and_scores(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *g
     ckv_gpu_cache *gc;
     CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, true, err));
     CHECK(ckv_cache_init(&back, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, true, err));
-    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, true, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, true, CKV_KV_F32, err));
     float *qc = xmalloc(sizeof(float) * nw), *qg = xmalloc(sizeof(float) * nw);
     for (size_t i = 0; i < nw; i++)
         qg[i] = NAN;
@@ -970,7 +971,7 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
                     for (int32_t t = 0; t < *n; t++)
                         deg[t] = (float)(1 + (t * 5 + h) % 3);
                 }
-        CHECK(ckv_gpu_cache_create(&src[b], gpu, lens[b] + 2, score, err));
+        CHECK(ckv_gpu_cache_create(&src[b], gpu, lens[b] + 2, score, CKV_KV_F32, err));
         CHECK(ckv_gpu_cache_upload(src[b], &cc[b], err));
         CHECK(ckv_gpu_cache_fork(&gc[b], src[b], lens[b] + 4, err));
     }
@@ -1049,7 +1050,7 @@ static void check_all_logits(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, con
     ckv_cache cc;
     ckv_gpu_cache *gc;
     CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, len, false, err));
-    CHECK(ckv_gpu_cache_create(&gc, gpu, len, false, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, len, false, CKV_KV_F32, err));
     float *lc = xmalloc(sizeof(float) * nl), *lg = xmalloc(sizeof(float) * nl);
     for (size_t i = 0; i < nl; i++)
         lg[i] = NAN;
@@ -1104,7 +1105,7 @@ static void check_pdl_identical(const ckv_model *m, ckv_gpu *gpu, const int32_t 
         for (size_t i = 0; i < nl; i++)
             lg[on][i] = NAN;
         ckv_gpu_cache *gc;
-        CHECK(ckv_gpu_cache_create(&gc, gpu, len + STEPS, false, err));
+        CHECK(ckv_gpu_cache_create(&gc, gpu, len + STEPS, false, CKV_KV_F32, err));
         CHECK(ckv_gpu_forward(gpu, gc, ids, len, NULL, lg[on], err));
         for (int32_t st = 0; st < STEPS; st++)
             CHECK(ckv_gpu_forward(gpu, gc, ids + len + st, 1, NULL, lg[on] + (size_t)(st + 1) * V,

@@ -279,7 +279,7 @@ static void run_case(source *s, const pcase *pc, int64_t ppm)
 static void source_gpu(source *s)
 {
     CHECK(ckv_gpu_cache_create_shape(&s->g, s->c.n_layer, s->c.n_head_kv, s->c.head_dim,
-                                     s->c.capacity, s->c.score != NULL, err));
+                                     s->c.capacity, s->c.score != NULL, CKV_KV_F32, err));
 }
 
 static void source_free(source *s)
