@@ -34,6 +34,7 @@ typedef struct {
     int32_t ctx[MAXL], batch[MAXL];
     int n_ctx, n_batch;
     long long new_tokens, repeats, seed;
+    ckv_kv_dtype kv_dtype;
     ckv_config cfg; /* the --shape preset */
 } opts;
 
@@ -72,6 +73,8 @@ static void help(FILE *fp)
             "  --new-tokens N    tokens generated per sequence, >= 2 (default 64)\n"
             "  --repeats R       timed runs per point (default 3)\n"
             "  --seed S          weights and prompt seed, also the peer's (default 1)\n"
+            BENCH_KV_DTYPE_HELP
+            "                    (the peer's static cache is bf16)\n"
             "  --peer hf|none    run the transformers peer (default hf; python3 with torch,\n"
             "                    transformers and a GPU; else its columns say why)\n"
             "  --peer-script PATH  the peer (default harness/peers/hf_generate.py here, else\n"
@@ -91,7 +94,8 @@ static int parse(int argc, char **argv, opts *o)
         {"repeats", required_argument, 0, 'r'},    {"seed", required_argument, 0, 's'},
         {"peer", required_argument, 0, 'P'},       {"peer-script", required_argument, 0, 'X'},
         {"python", required_argument, 0, 'Y'},     {"out", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+        {"kv-dtype", required_argument, 0, 'K'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const char *ctx = NULL, *batches = "1,8,32", *peer = "hf";
     *o = (opts){.out = "results/bench-generate.h5", .python = "python3", .new_tokens = 64,
@@ -116,6 +120,10 @@ static int parse(int argc, char **argv, opts *o)
         case 'X': o->peer_script = optarg; break;
         case 'Y': o->python = optarg; break;
         case 'o': o->out = optarg; break;
+        case 'K':
+            if (bench_kv_dtype("generate", optarg, &o->kv_dtype))
+                return CLI_USAGE;
+            break;
         case 'h': help(stdout); return -1;
         default: return cli_usage_error("bench", "invalid option");
         }
@@ -236,12 +244,12 @@ static ckv_status generate_once(ckv_gpu *g, const ckv_config *cfg, const int32_t
 /* Times one point into r: caches made (when they fit), one warm-up run, the
  * medians of `repeats` runs. A point that does not fit is a note, not an
  * error; the error is for a decoder that fails. */
-static ckv_status time_point(ckv_gpu *g, const ckv_config *cfg, const int32_t *ids,
-                             int32_t max_t, int32_t repeats, gen_row *r, gen_bufs *b,
-                             ckv_error *err)
+static ckv_status time_point(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtype,
+                             const int32_t *ids, int32_t max_t, int32_t repeats, gen_row *r,
+                             gen_bufs *b, ckv_error *err)
 {
     const int32_t capacity = r->context + r->new_tokens;
-    const double need = r->batch * bench_cache_bytes(cfg, CKV_KV_F32, capacity) + (512 << 20);
+    const double need = r->batch * bench_cache_bytes(cfg, dtype, capacity) + (512 << 20);
     ckv_cuda_device d;
     ckv_status st = ckv_cuda_device_query(0, &d, err);
     if (st)
@@ -257,7 +265,7 @@ static ckv_status time_point(ckv_gpu *g, const ckv_config *cfg, const int32_t *i
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
     int32_t made = 0;
     for (; !st && made < r->batch; made++)
-        if (ckv_gpu_cache_create(&b->c[made], g, capacity, false, CKV_KV_F32, err)) {
+        if (ckv_gpu_cache_create(&b->c[made], g, capacity, false, dtype, err)) {
             snprintf(r->note, sizeof r->note, "skipped: %.150s", err->msg);
             break;
         }
@@ -498,17 +506,17 @@ static int run(int argc, char **argv, const opts *o)
             snprintf(r->hf_note, sizeof r->hf_note, "%s", o->peer ? "not in the peer's output"
                                                                    : "not run (--peer none)");
         }
-    printf("device: %s (%.1f GiB); %s; shape %s with random bf16 weights; %lld new tokens, "
-           "median of %lld\n",
-           dev.name, (double)dev.mem_total / (1 << 30), date, o->shape, o->new_tokens,
-           o->repeats);
+    printf("device: %s (%.1f GiB); %s; shape %s with random bf16 weights; %s KV caches; %lld "
+           "new tokens, median of %lld\n",
+           dev.name, (double)dev.mem_total / (1 << 30), date, o->shape,
+           ckv_kv_dtype_name(o->kv_dtype), o->new_tokens, o->repeats);
     if (ckv_gpu_create_synthetic(&g, &cfg, 0, PREFILL_CHUNK, (uint64_t)o->seed, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         gen_row *r = &rows[i];
-        if (time_point(g, &cfg, ids, max_t, (int32_t)o->repeats, r, &b, &err)) {
+        if (time_point(g, &cfg, o->kv_dtype, ids, max_t, (int32_t)o->repeats, r, &b, &err)) {
             rc = cli_fail("bench", &err);
             goto done;
         }
@@ -537,7 +545,8 @@ static int run(int argc, char **argv, const opts *o)
     const char *attrs[] = {"format", "ckv-bench-generate", "version", "1", "date", date,
                            "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "shape", o->shape, "new_tokens", new_tokens, "prefill_chunk", chunk_s,
-                           "peer", peer, "peer_info", peer_info};
+                           "peer", peer, "peer_info", peer_info, "kv_dtype",
+                           ckv_kv_dtype_name(o->kv_dtype)};
     const ckv_h5_table table = {"/generate", gen_fields,
                                 sizeof gen_fields / sizeof gen_fields[0], sizeof(gen_row), rows, n};
     rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);

@@ -129,6 +129,37 @@ static void *dup_dev(const void *host, size_t bytes)
     return d;
 }
 
+/* A device copy of n keys or values as a cache of type dt stores them. For
+ * bf16 the host values are first rounded to bf16 in place (nearest even,
+ * ckv_f32_to_bf16), so that the CPU twin reads exactly what the kernel reads. */
+static void *dev_kv(float *host, size_t n, ckv_kv_dtype dt)
+{
+    if (dt == CKV_KV_F32)
+        return dup_dev(host, 4 * n);
+    ckv_bf16 *b = xmalloc(2 * n);
+    for (size_t i = 0; i < n; i++) {
+        b[i] = ckv_f32_to_bf16(host[i]);
+        host[i] = ckv_bf16_to_f32(b[i]);
+    }
+    void *d = dup_dev(b, 2 * n);
+    free(b);
+    return d;
+}
+
+/* n keys or values of a cache of type dt into host floats. */
+static void download_kv(float *host, const void *dev, size_t n, ckv_kv_dtype dt)
+{
+    if (dt == CKV_KV_F32) {
+        CHECK(ckv_cuda_download(host, dev, 4 * n, err));
+        return;
+    }
+    ckv_bf16 *b = xmalloc(2 * n);
+    CHECK(ckv_cuda_download(b, dev, 2 * n, err));
+    for (size_t i = 0; i < n; i++)
+        host[i] = bf16_to_f32(b[i]);
+    free(b);
+}
+
 static void *dev_poisoned(size_t bytes)
 {
     void *d;
@@ -208,7 +239,14 @@ static void check_rmsnorm_refusal(int E)
 
 /* The Q/K/V epilogue for one configuration: biases and q/k norm on or off,
  * NORM or NEOX rotation, llama3-style rope_freqs divisors or none. */
-static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, bool freqs)
+/* The epilogue of the qkv projection. A bf16 cache gets the keys and values
+ * rounded to nearest even: compared with the CPU's values rounded the same
+ * way, where the kernel's and the CPU's fp32 values (about 1e-7 apart) can
+ * still straddle a rounding boundary, one bf16 step (2^-8 relative) on an
+ * element once in thousands: tolerance 1e-3 (a wrong row or a missing
+ * rounding is off by order 1 or leaves 2^-9 on every element). */
+static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, bool freqs,
+                           ckv_kv_dtype dt)
 {
     const int H = 4, KV = 2, n = 3, cap = 40;
     const int64_t pos0 = 6000;
@@ -251,17 +289,18 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
     double *dinv = dup_dev(inv, sizeof(double) * hd / 2);
     int32_t *dlen = dup_dev(len0, sizeof len0);
     int64_t *dpos = dup_dev(&pos0, sizeof pos0);
-    float *dk = dev_poisoned(4 * cache_f), *dv = dev_poisoned(4 * cache_f),
-          *ddeg = dev_poisoned(4 * (size_t)KV * cap);
+    const size_t esz = (size_t)ckv_kv_dtype_size(dt);
+    void *dk = dev_poisoned(esz * cache_f), *dv = dev_poisoned(esz * cache_f);
+    float *ddeg = dev_poisoned(4 * (size_t)KV * cap);
     ckv_k_qkv_params p = {H, KV, hd, bias ? db : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL,
                           dinv, type, cfg.rms_eps};
-    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap, dpos, NULL, CKV_KV_F32};
+    ckv_k_kv_layer c = {dk, dv, ddeg, NULL, dlen, cap, dpos, NULL, dt};
     CHECK(ckv_k_qkv_post(dqkv, n, &p, &c, NULL, err));
     float *got = xmalloc(sizeof(float) * n * width), *k = xmalloc(4 * cache_f),
           *v = xmalloc(4 * cache_f), *deg = xmalloc(4 * (size_t)KV * cap);
     CHECK(ckv_cuda_download(got, dqkv, sizeof(float) * n * width, err));
-    CHECK(ckv_cuda_download(k, dk, 4 * cache_f, err));
-    CHECK(ckv_cuda_download(v, dv, 4 * cache_f, err));
+    download_kv(k, dk, cache_f, dt);
+    download_kv(v, dv, cache_f, dt);
     CHECK(ckv_cuda_download(deg, ddeg, 4 * (size_t)KV * cap, err));
     /* Gather what the kernel put in the cache into the projection layout. */
     float *gq = xmalloc(sizeof(float) * n * width), *wq = xmalloc(sizeof(float) * n * width);
@@ -278,10 +317,14 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
             for (int d = 0; d < hd; d++, m++) {
                 gq[m] = k[t * hd + d];
                 wq[m] = want[(size_t)i * width + (H + h) * hd + d];
+                if (dt == CKV_KV_BF16)
+                    wq[m] = ckv_bf16_to_f32(ckv_f32_to_bf16(wq[m]));
             }
             for (int d = 0; d < hd; d++, m++) {
                 gq[m] = v[t * hd + d];
                 wq[m] = want[(size_t)i * width + (H + KV + h) * hd + d];
+                if (dt == CKV_KV_BF16)
+                    wq[m] = ckv_bf16_to_f32(ckv_f32_to_bf16(wq[m]));
             }
             bad_deg += deg[t] != 1.0f;
         }
@@ -289,9 +332,11 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
     for (int h = 0; h < KV; h++)
         untouched_nan += isnan(deg[(size_t)h * cap + len0[h] + n]) ? 1 : 0;
     char what[96];
-    snprintf(what, sizeof what, "qkv epilogue hd %d %s%s%s%s", hd, type == CKV_ROPE_NEOX ? "neox" : "norm",
-             bias ? " +bias" : "", qk_norm ? " +qknorm" : "", freqs ? " +freqs" : "");
-    report(what, rel_l2(gq, wq, m) + bad_deg + (untouched_nan == KV ? 0 : 1), TOL_F32);
+    snprintf(what, sizeof what, "qkv epilogue %s hd %d %s%s%s%s", ckv_kv_dtype_name(dt), hd,
+             type == CKV_ROPE_NEOX ? "neox" : "norm", bias ? " +bias" : "",
+             qk_norm ? " +qknorm" : "", freqs ? " +freqs" : "");
+    report(what, rel_l2(gq, wq, m) + bad_deg + (untouched_nan == KV ? 0 : 1),
+           dt == CKV_KV_BF16 ? 1e-3 : TOL_F32);
     ckv_cuda_free(dqkv), ckv_cuda_free(db), ckv_cuda_free(dqn), ckv_cuda_free(dkn);
     ckv_cuda_free(dinv), ckv_cuda_free(dlen), ckv_cuda_free(dpos), ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg);
     free(qkv), free(b), free(qn), free(kn), free(rf), free(want), free(inv), free(got), free(k);
@@ -526,7 +571,11 @@ typedef struct {
     bool zero_deg; /* some degrees 0: log-degree -inf, entries no query sees */
 } attn_case;
 
-static void check_attention(attn_case ac)
+/* dt: how the lists store keys and values; the CPU twin reads the values
+ * the kernel reads (dev_kv), so the tolerances are those of fp32 lists
+ * (the TF32 kernel's truncation of k and v does not occur for bf16 ones,
+ * which are exact in TF32). */
+static void check_attention(attn_case ac, ckv_kv_dtype dt)
 {
     const int hd = ac.hd, n = ac.n, forced_splits = ac.forced_splits;
     const int32_t *len0 = ac.len0;
@@ -540,6 +589,7 @@ static void check_attention(attn_case ac)
     fill(k, cf, -1.5f, 1.5f);
     fill(v, cf, -1, 1);
     fill(q, (size_t)n * H * hd, -1.5f, 1.5f);
+    void *dk = dev_kv(k, cf, dt), *dv = dev_kv(v, cf, dt);
     float *acc = xmalloc(4 * (size_t)KV * cap), *acc0 = xmalloc(4 * (size_t)KV * cap),
           *gacc = xmalloc(4 * (size_t)KV * cap);
     fill(acc0, (size_t)KV * cap, 0.5f, 2.0f);
@@ -566,8 +616,8 @@ static void check_attention(attn_case ac)
                    bias ? ld + (size_t)h * cap : NULL, len0[h], len0[h] + n, hd, scale,
                    scores ? acc + (size_t)h * cap : NULL, 1);
     }
-    float *dk = dup_dev(k, 4 * cf), *dv = dup_dev(v, 4 * cf), *ddeg = dup_dev(deg, 4 * (size_t)KV * cap),
-          *dq = dup_dev(q, sizeof(float) * n * H * hd), *dout = dev_poisoned(sizeof(float) * n * H * hd);
+    float *ddeg = dup_dev(deg, 4 * (size_t)KV * cap), *dq = dup_dev(q, sizeof(float) * n * H * hd),
+          *dout = dev_poisoned(sizeof(float) * n * H * hd);
     int32_t *dlen = dup_dev(len0, sizeof(int32_t) * KV);
     float *dacc = dup_dev(acc0, 4 * (size_t)KV * cap);
     size_t ws_f = ckv_k_attention_ws(n, forced_splits > 64 ? forced_splits : 64, H, hd);
@@ -581,7 +631,7 @@ static void check_attention(attn_case ac)
     /* The decode's logit scratch, NaN until written: a logit the score pass
      * reads but the partial pass did not store shows as NaN. */
     float *dlg = scores ? dev_poisoned(4 * (size_t)H * cap) : NULL;
-    ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL, NULL, CKV_KV_F32};
+    ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL, NULL, dt};
     const ckv_k_attention_path path = ckv_k_attention_path_of(n, false, H, KV, scores);
     const ckv_k_attention_path expect = n == 1 && group <= 8 ? CKV_ATTN_DECODE
                                         : scores            ? CKV_ATTN_PREFILL_F32
@@ -600,9 +650,10 @@ static void check_attention(attn_case ac)
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     char what[128];
-    snprintf(what, sizeof what, "attention [%s] hd %d n %d group %d len0 %d/%d%s%s%s splits %d",
-             attention_path_name(path), hd, n, group, len0[0], len0[1], bias ? " +logdeg" : "",
-             ac.zero_deg ? " (degrees 0)" : "", scores ? " +scores" : "", sp.splits);
+    snprintf(what, sizeof what, "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s splits %d",
+             attention_path_name(path), ckv_kv_dtype_name(dt), hd, n, group, len0[0], len0[1],
+             bias ? " +logdeg" : "", ac.zero_deg ? " (degrees 0)" : "", scores ? " +scores" : "",
+             sp.splits);
     const double tol = path == CKV_ATTN_PREFILL_TF32 ? TOL_TF32 : TOL_F32;
     report(what, rel_l2(got, want, (size_t)n * H * hd), tol);
     if (path != expect) {
@@ -634,7 +685,7 @@ static void check_attention(attn_case ac)
  * it: it has no scratch). The others have their own logit scratch, NaN
  * until written. H query heads over 2 KV heads; forced_splits 0: the
  * planner's ranges. */
-static void check_attention_seqs(int hd, bool bias, int H, int forced_splits)
+static void check_attention_seqs(int hd, bool bias, int H, int forced_splits, ckv_kv_dtype dt)
 {
     enum { NS = 3, KV = 2 };
     const int group = H / KV, cap = 2048;
@@ -650,6 +701,7 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits)
     for (int s = 0; s < NS; s++) {
         fill(k, cf, -1.5f, 1.5f);
         fill(v, cf, -1, 1);
+        void *dk = dev_kv(k, cf, dt), *dv = dev_kv(v, cf, dt);
         for (size_t t = 0; t < cl; t++) {
             deg[t] = (float)(1 + ckv_splitmix64(&rng) % 6);
             ld[t] = logf(deg[t]);
@@ -668,9 +720,9 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits)
         }
         dacc[s] = s == 1 ? NULL : dup_dev(acc0[s], 4 * cl);
         dlg[s] = s == 1 ? NULL : dev_poisoned(4 * (size_t)H * cap);
-        tab[s] = (ckv_k_kv_layer){dup_dev(k, 4 * cf), dup_dev(v, 4 * cf), dup_dev(deg, 4 * cl),
-                                  dacc[s], dup_dev(len0[s], sizeof len0[s]), cap, NULL, dlg[s],
-                                  CKV_KV_F32};
+        tab[s] = (ckv_k_kv_layer){dk,     dv,  dup_dev(deg, 4 * cl), dacc[s],
+                                  dup_dev(len0[s], sizeof len0[s]),
+                                  cap,    NULL, dlg[s],              dt};
     }
     ckv_k_kv_layer *dtab = dup_dev(tab, sizeof tab);
     float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
@@ -681,12 +733,12 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits)
         sp.splits = forced_splits;
         sp.split_len = (cap + forced_splits - 1) / forced_splits;
     }
-    CHECK(ckv_k_attention_seqs(dout, NULL, dq, H * hd, NS, H, KV, hd, dtab, CKV_KV_F32, true, scale, bias, sp,
-                               dws, NULL, err));
+    CHECK(ckv_k_attention_seqs(dout, NULL, dq, H * hd, NS, H, KV, hd, dtab, dt, true, scale, bias,
+                               sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, 4 * qf, err));
     char what[96];
-    snprintf(what, sizeof what, "attention batch of %d hd %d group %d%s splits %d", NS, hd,
-             group, bias ? " +logdeg" : "", sp.splits);
+    snprintf(what, sizeof what, "attention batch of %d %s hd %d group %d%s splits %d", NS,
+             ckv_kv_dtype_name(dt), hd, group, bias ? " +logdeg" : "", sp.splits);
     report(what, rel_l2(got, want, qf), TOL_F32);
     for (int s = 0; s < NS; s++) {
         if (dacc[s]) {
@@ -710,6 +762,68 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits)
     free(gacc);
 }
 
+/* Every kernel that reads or writes the cache, over lists of type dt. */
+static void check_cache_kernels(ckv_kv_dtype dt)
+{
+    printf("\n%s KV cache\n", ckv_kv_dtype_name(dt));
+    check_qkv_post(64, CKV_ROPE_NORM, false, false, false, dt);
+    check_qkv_post(64, CKV_ROPE_NEOX, true, true, true, dt);
+    check_qkv_post(128, CKV_ROPE_NEOX, false, true, false, dt);
+    check_qkv_post(128, CKV_ROPE_NORM, true, false, true, dt);
+    printf("\nattention against ckv_attend; [kernel]: decode, fp32 (CUDA cores, taken when the "
+           "cache\ntracks scores) or tf32 (tensor cores, a prefill without scores)\n");
+    const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
+                  e[2] = {3001, 0};
+    check_attention((attn_case){64, 1, b, true, 0, true, 0, false}, dt);
+    check_attention((attn_case){64, 1, c, true, 7, true, 0, false}, dt);
+    check_attention((attn_case){64, 7, b, true, 1, true, 0, false}, dt);
+    check_attention((attn_case){64, 77, a, true, 0, true, 0, false}, dt);
+    check_attention((attn_case){64, 77, b, false, 0, true, 0, false}, dt);
+    check_attention((attn_case){128, 1, c, true, 0, true, 0, false}, dt);
+    check_attention((attn_case){128, 40, b, true, 3, true, 0, false}, dt);
+    check_attention((attn_case){128, 600, e, true, 0, true, 0, false}, dt);
+    /* The tensor-core kernel: one list empty before the queries, the other
+     * long; 1 to 7 ranges, so that some range holds nothing a row sees and
+     * some lies past the shorter list; rows that fill a block partly (2, 17,
+     * 77, 600) or exactly (512); ranges of exactly one whole tile, where
+     * no next tile is copied (n 32, one range; n 64, two ranges of 32, the
+     * first 32 rows seeing nothing of the second). */
+    check_attention((attn_case){64, 2, d, true, 0, false, 0, false}, dt);
+    check_attention((attn_case){64, 17, e, false, 3, false, 0, false}, dt);
+    check_attention((attn_case){64, 77, d, true, 7, false, 0, false}, dt);
+    check_attention((attn_case){64, 512, e, true, 0, false, 0, false}, dt);
+    check_attention((attn_case){64, 600, d, false, 1, false, 0, false}, dt);
+    check_attention((attn_case){64, 77, a, true, 3, false, 0, false}, dt);
+    check_attention((attn_case){128, 2, e, false, 7, false, 0, false}, dt);
+    check_attention((attn_case){128, 17, d, true, 0, false, 0, false}, dt);
+    check_attention((attn_case){128, 77, e, true, 1, false, 0, false}, dt);
+    check_attention((attn_case){128, 512, d, false, 3, false, 0, false}, dt);
+    check_attention((attn_case){128, 600, e, true, 0, false, 0, false}, dt);
+    check_attention((attn_case){128, 600, d, true, 7, false, 0, false}, dt);
+    check_attention((attn_case){128, 32, a, true, 1, false, 0, false}, dt);
+    check_attention((attn_case){64, 64, a, false, 2, false, 0, false}, dt);
+    /* The merge over more than 128 ranges (the most it stages at once is
+     * CKV_ATTENTION_MAX_SPLITS, 1024): ranges of 32, most of them empty;
+     * one query with a group over 8 (no decode kernel: a prefill one);
+     * degrees 0 (a log-degree of -inf) at the head of ranges. */
+    check_attention((attn_case){64, 1, c, true, 200, true, 0, false}, dt);
+    check_attention((attn_case){128, 1, b, false, 1024, false, 0, false}, dt);
+    check_attention((attn_case){64, 7, b, true, 150, false, 0, false}, dt);
+    check_attention((attn_case){128, 1, b, true, 0, false, 20, false}, dt);
+    check_attention((attn_case){64, 1, c, true, 0, true, 20, false}, dt);
+    check_attention((attn_case){128, 1, b, true, 7, true, 0, true}, dt);
+    check_attention((attn_case){64, 77, e, true, 3, false, 0, true}, dt);
+    check_attention((attn_case){128, 40, b, true, 3, true, 0, true}, dt);
+    /* Batches: group 3 (a partly used register group of 4), 4 (the 8B's)
+     * and 8; one range, several of uneven length (2048 / 7 = 293, the
+     * last shorter), and the planner's. */
+    check_attention_seqs(64, true, 6, 0, dt);
+    check_attention_seqs(128, false, 6, 0, dt);
+    check_attention_seqs(128, true, 8, 1, dt);
+    check_attention_seqs(128, true, 8, 7, dt);
+    check_attention_seqs(64, false, 16, 7, dt);
+}
+
 static void check_kernels(void)
 {
     check_embed();
@@ -720,65 +834,11 @@ static void check_kernels(void)
     check_rmsnorm(true, 3584);
     check_rmsnorm_refusal(8196);
     check_rmsnorm_refusal(578);
-    check_qkv_post(64, CKV_ROPE_NORM, false, false, false);
-    check_qkv_post(64, CKV_ROPE_NEOX, true, true, true);
-    check_qkv_post(128, CKV_ROPE_NEOX, false, true, false);
-    check_qkv_post(128, CKV_ROPE_NORM, true, false, true);
     check_swiglu();
     check_argmax();
-    printf("\nattention against ckv_attend; [kernel]: decode, fp32 (CUDA cores, taken when the "
-           "cache\ntracks scores) or tf32 (tensor cores, a prefill without scores)\n");
-    const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
-                  e[2] = {3001, 0};
-    check_attention((attn_case){64, 1, b, true, 0, true, 0, false});
-    check_attention((attn_case){64, 1, c, true, 7, true, 0, false});
-    check_attention((attn_case){64, 7, b, true, 1, true, 0, false});
-    check_attention((attn_case){64, 77, a, true, 0, true, 0, false});
-    check_attention((attn_case){64, 77, b, false, 0, true, 0, false});
-    check_attention((attn_case){128, 1, c, true, 0, true, 0, false});
-    check_attention((attn_case){128, 40, b, true, 3, true, 0, false});
-    check_attention((attn_case){128, 600, e, true, 0, true, 0, false});
-    /* The tensor-core kernel: one list empty before the queries, the other
-     * long; 1 to 7 ranges, so that some range holds nothing a row sees and
-     * some lies past the shorter list; rows that fill a block partly (2, 17,
-     * 77, 600) or exactly (512); ranges of exactly one whole tile, where
-     * no next tile is copied (n 32, one range; n 64, two ranges of 32, the
-     * first 32 rows seeing nothing of the second). */
-    check_attention((attn_case){64, 2, d, true, 0, false, 0, false});
-    check_attention((attn_case){64, 17, e, false, 3, false, 0, false});
-    check_attention((attn_case){64, 77, d, true, 7, false, 0, false});
-    check_attention((attn_case){64, 512, e, true, 0, false, 0, false});
-    check_attention((attn_case){64, 600, d, false, 1, false, 0, false});
-    check_attention((attn_case){64, 77, a, true, 3, false, 0, false});
-    check_attention((attn_case){128, 2, e, false, 7, false, 0, false});
-    check_attention((attn_case){128, 17, d, true, 0, false, 0, false});
-    check_attention((attn_case){128, 77, e, true, 1, false, 0, false});
-    check_attention((attn_case){128, 512, d, false, 3, false, 0, false});
-    check_attention((attn_case){128, 600, e, true, 0, false, 0, false});
-    check_attention((attn_case){128, 600, d, true, 7, false, 0, false});
-    check_attention((attn_case){128, 32, a, true, 1, false, 0, false});
-    check_attention((attn_case){64, 64, a, false, 2, false, 0, false});
-    /* The merge over more than 128 ranges (the most it stages at once is
-     * CKV_ATTENTION_MAX_SPLITS, 1024): ranges of 32, most of them empty;
-     * one query with a group over 8 (no decode kernel: a prefill one);
-     * degrees 0 (a log-degree of -inf) at the head of ranges. */
-    check_attention((attn_case){64, 1, c, true, 200, true, 0, false});
-    check_attention((attn_case){128, 1, b, false, 1024, false, 0, false});
-    check_attention((attn_case){64, 7, b, true, 150, false, 0, false});
-    check_attention((attn_case){128, 1, b, true, 0, false, 20, false});
-    check_attention((attn_case){64, 1, c, true, 0, true, 20, false});
-    check_attention((attn_case){128, 1, b, true, 7, true, 0, true});
-    check_attention((attn_case){64, 77, e, true, 3, false, 0, true});
-    check_attention((attn_case){128, 40, b, true, 3, true, 0, true});
-    /* Batches: group 3 (a partly used register group of 4), 4 (the 8B's)
-     * and 8; one range, several of uneven length (2048 / 7 = 293, the
-     * last shorter), and the planner's. */
-    check_attention_seqs(64, true, 6, 0);
-    check_attention_seqs(128, false, 6, 0);
-    check_attention_seqs(128, true, 8, 1);
-    check_attention_seqs(128, true, 8, 7);
-    check_attention_seqs(64, false, 16, 7);
     check_gemvs();
+    check_cache_kernels(CKV_KV_F32);
+    check_cache_kernels(CKV_KV_BF16);
 }
 
 /* ---- end to end ---------------------------------------------------------- */
@@ -791,8 +851,10 @@ typedef struct {
     double gpu_prefill_s, cpu_prefill_s, gpu_decode_s, cpu_decode_s;
 } e2e_row;
 
+/* dt: the GPU cache's type; the CPU's cache is fp32, so a bf16 row also
+ * carries the cache's rounding (2^-9 relative per key and value). */
 static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
-                        int32_t len, int32_t greedy)
+                        int32_t len, int32_t greedy, ckv_kv_dtype dt)
 {
     const ckv_config *cf = &m->cfg;
     const int32_t V = cf->n_vocab, cap = len + greedy + 1;
@@ -801,7 +863,7 @@ static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const in
     ckv_cache cc;
     ckv_gpu_cache *gc;
     CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
-    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, CKV_KV_F32, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, dt, err));
     float *lc = xmalloc(sizeof(float) * V), *lg = xmalloc(sizeof(float) * V);
     double t0 = now();
     CHECK(ckv_cpu_forward(cpu, &cc, ids, len, NULL, lc, err));
@@ -947,8 +1009,26 @@ static void check_window_and_scores(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *g
  * decoder's logit scratch starts after the first's), each first forked on the GPU:
  * the fork must equal its source exactly, then two batched steps on each side
  * must agree row by row (logits, decode queries, scores). */
+/* Rounds the keys and values a host cache holds to bf16 (nearest even),
+ * as a bf16 GPU cache stores them, so that an upload of it is exact. */
+static void round_cache_bf16(ckv_cache *c)
+{
+    for (int l = 0; l < c->n_layer; l++)
+        for (int h = 0; h < c->n_head_kv; h++) {
+            const size_t n = (size_t)c->len[ckv_cache_lh(c, l, h)] * c->head_dim;
+            float *k = ckv_cache_key(c, l, h, 0), *v = ckv_cache_val(c, l, h, 0);
+            for (size_t i = 0; i < n; i++) {
+                k[i] = ckv_bf16_to_f32(ckv_f32_to_bf16(k[i]));
+                v[i] = ckv_bf16_to_f32(ckv_f32_to_bf16(v[i]));
+            }
+        }
+}
+
+/* dt: the GPU caches' type. For bf16 the CPU caches' history is rounded
+ * first (the fork stays exact); the two steps' new keys and values are
+ * rounded on the GPU only. */
 static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
-                               int32_t len)
+                               int32_t len, ckv_kv_dtype dt)
 {
     enum { NB = 3 };
     const ckv_config *cf = &m->cfg;
@@ -971,7 +1051,9 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
                     for (int32_t t = 0; t < *n; t++)
                         deg[t] = (float)(1 + (t * 5 + h) % 3);
                 }
-        CHECK(ckv_gpu_cache_create(&src[b], gpu, lens[b] + 2, score, CKV_KV_F32, err));
+        if (dt == CKV_KV_BF16)
+            round_cache_bf16(&cc[b]);
+        CHECK(ckv_gpu_cache_create(&src[b], gpu, lens[b] + 2, score, dt, err));
         CHECK(ckv_gpu_cache_upload(src[b], &cc[b], err));
         CHECK(ckv_gpu_cache_fork(&gc[b], src[b], lens[b] + 4, err));
     }
@@ -990,7 +1072,9 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
             }
         fork_diff += back.n_pos != cc[b].n_pos;
     }
-    report("cache fork on the GPU (exact)", fork_diff, 0.0);
+    char what[96];
+    snprintf(what, sizeof what, "%s cache fork on the GPU (exact)", ckv_kv_dtype_name(dt));
+    report(what, fork_diff, 0.0);
     ckv_cache *cp[NB] = {&cc[0], &cc[1], &cc[2]};
     float *lc = xmalloc(sizeof(float) * V * NB), *lg = xmalloc(sizeof(float) * V * NB);
     float *qc = xmalloc(sizeof(float) * qrow * NB), *qg = xmalloc(sizeof(float) * qrow * NB);
@@ -1022,9 +1106,8 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
                                rel_l2(ckv_cache_scorep(&back, l, h), ckv_cache_scorep(&cc[b], l, h),
                                       (size_t)cc[b].len[ckv_cache_lh(&cc[b], l, h)]));
     }
-    char what[96];
-    snprintf(what, sizeof what, "decode batch of %d (%d/%d/%d), 2 steps: logits", NB, lens[0],
-             lens[1], lens[2]);
+    snprintf(what, sizeof what, "decode batch of %d (%d/%d/%d), %s caches, 2 steps: logits", NB,
+             lens[0], lens[1], lens[2], ckv_kv_dtype_name(dt));
     report(what, worst_l, TOL_LOGITS);
     report("  + decode queries", worst_q, TOL_KV);
     report("  + greedy next tokens against ckv_argmax of the logits", next_differ, 0.0);
@@ -1191,25 +1274,30 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
         check_uploaded_cache(&m, cpu, gpu, ids, side);
         check_window_and_scores(&m, cpu, gpu, ids, side);
     }
-    if (n_ids >= side + 30)
-        check_decode_batch(&m, cpu, gpu, ids, side);
-    printf("\n%6s %6s %10s %10s %5s %7s %9s %9s %9s %9s\n", "prompt", "len", "logit_err",
-           "kv_err", "top1", "greedy", "gpu_pf_s", "cpu_pf_s", "gpu_tok/s", "cpu_tok/s");
+    for (int dt = CKV_KV_F32; dt <= CKV_KV_BF16 && n_ids >= side + 30; dt++)
+        check_decode_batch(&m, cpu, gpu, ids, side, (ckv_kv_dtype)dt);
+    printf("\n%6s %6s %5s %10s %10s %5s %7s %9s %9s %9s %9s\n", "prompt", "len", "cache",
+           "logit_err", "kv_err", "top1", "greedy", "gpu_pf_s", "cpu_pf_s", "gpu_tok/s",
+           "cpu_tok/s");
     int full = 0, cases = 0;
+    /* Every prompt with an fp32 GPU cache, prompt 0 of each length also with
+     * a bf16 one (the CPU reference stays fp32). */
     for (int li = 0; li < n_lengths; li++)
-        for (int p = 0; p < prompts; p++) {
+        for (int p = 0; p < prompts + 1; p++) {
+            const ckv_kv_dtype dt = p < prompts ? CKV_KV_F32 : CKV_KV_BF16;
             int32_t len = lengths[li];
             /* Prompt p starts at a different place of the token stream. */
-            int64_t off = ((int64_t)p * 7919 + (int64_t)li * 104729) % (n_ids - len > 0 ? n_ids - len : 1);
+            const int64_t pi = p < prompts ? p : 0;
+            int64_t off = ((int64_t)pi * 7919 + (int64_t)li * 104729) % (n_ids - len > 0 ? n_ids - len : 1);
             if (len > n_ids) {
                 printf("parity: %d ids cannot make a prompt of %d\n", n_ids, len);
                 exit(1);
             }
-            e2e_row r = run_case(&m, cpu, gpu, ids + off, len, greedy);
+            e2e_row r = run_case(&m, cpu, gpu, ids + off, len, greedy, dt);
             cases++;
             full += r.agree == greedy;
-            printf("%6d %6d %10.3e %10.3e %5s %4d/%-2d %9.3f %9.3f %9.1f %9.1f\n", p, len,
-                   r.logit_err, r.kv_err, r.top1 ? "yes" : "no", r.agree, greedy, r.gpu_prefill_s,
+            printf("%6d %6d %5s %10.3e %10.3e %5s %4d/%-2d %9.3f %9.3f %9.1f %9.1f\n", (int)pi,
+                   len, ckv_kv_dtype_name(dt), r.logit_err, r.kv_err, r.top1 ? "yes" : "no", r.agree, greedy, r.gpu_prefill_s,
                    r.cpu_prefill_s, greedy > 1 ? (greedy - 1) / r.gpu_decode_s : 0.0,
                    greedy > 1 ? (greedy - 1) / r.cpu_decode_s : 0.0);
             if (!(r.logit_err <= TOL_LOGITS) || !(r.kv_err <= TOL_KV))
