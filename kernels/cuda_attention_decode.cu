@@ -126,39 +126,6 @@ __device__ __forceinline__ void write_partials(const DArgs &a, float (&m)[MG], f
     }
 }
 
-// One team's C entries of a step as its lanes load them: each entry's 8
-// dimensions of key and value, packed, and its degree (1 without the bias,
-// 0 past the range).
-template <typename T>
-struct Step {
-    ckv_kv8<T> k[C], v[C];
-    float dg[C];
-};
-
-// Issues the loads of the step at `base` (entry j of the team: base +
-// j EPW + team). __ldg: the cache pointers come from a struct, so a plain
-// load would be a generic one; the lists are read-only in this kernel.
-template <int HD, typename T>
-__device__ __forceinline__ void load_step(Step<T> &s, const T *K, const T *V, const float *deg,
-                                          bool bias, int base, int team, int t_end)
-{
-    constexpr int EPW = 32 / (HD / DPL);
-    const int d0 = threadIdx.x % 32 % (HD / DPL) * DPL;
-#pragma unroll
-    for (int j = 0; j < C; j++) {
-        const int t = base + j * EPW + team;
-        if (t < t_end) {
-            ckv_kv_ldg8(K + (size_t)t * HD + d0, s.k[j]);
-            ckv_kv_ldg8(V + (size_t)t * HD + d0, s.v[j]);
-            s.dg[j] = bias ? __ldg(deg + t) : 1.0f;
-        } else {
-            ckv_kv_zero8(s.k[j]);
-            ckv_kv_zero8(s.v[j]);
-            s.dg[j] = 0.0f;
-        }
-    }
-}
-
 // MG: the group rounded up to 1, 2, 4 or 8 (register arrays); heads g >= G
 // of it are skipped. LOGITS: some sequence of the step tracks scores; each
 // that does (c.logit set) gets its logits stored. A step without scores
@@ -208,55 +175,26 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     // issued before any arithmetic: C times the bytes in flight of one entry
     // per step, and one softmax rescale per head for the C of them. The loop
     // bound is uniform over the warp (the shuffles need all lanes); entries
-    // past the range only take part in them. A bf16 walk (PIPE) also issues
-    // the next step's loads before computing the current one: its packed
-    // loads take half the registers, and without the overlap a step's
-    // latency and its arithmetic add up (run AH: a bf16 cache decoded no
-    // faster than an fp32 one, at half the bytes).
-    constexpr bool PIPE = sizeof(T) == 2;
-    constexpr int STEP = NW * EPW * C;
-    Step<T> cur, nxt;
-    int base = t_begin + warp * EPW * C;
-    load_step<HD, T>(cur, K, V, deg, a.bias, base, team, t_end);
-    for (; base < t_end; base += STEP) {
-        if (PIPE)
-            load_step<HD, T>(nxt, K, V, deg, a.bias, base + STEP, team, t_end);
-        // The scores of the C entries for every head: q.k (a team's lanes
-        // each add 8 dimensions), then a butterfly over the team, in which
-        // lanes i and i ^ off add the same two values in either order, so
-        // the team's lanes agree bit for bit.
-        float sc[MG][C];
+    // past the range only take part in them.
+    for (int base = t_begin + warp * EPW * C; base < t_end; base += NW * EPW * C) {
+        float kr[C][DPL], vr[C][DPL], ld[C];
 #pragma unroll
         for (int j = 0; j < C; j++) {
-            float kx[DPL];
-            ckv_kv_unpack8(cur.k[j], kx);
+            const int t = base + j * EPW + team;
+            ld[j] = -INFINITY;
 #pragma unroll
-            for (int g = 0; g < MG; g++) {
-                if (g >= G)
-                    break;
-                float dot = 0.0f;
-#pragma unroll
-                for (int k = 0; k < DPL; k++)
-                    dot += sq[g][d0 + k] * kx[k];
-                sc[g][j] = dot;
-            }
+            for (int k = 0; k < DPL; k++)
+                kr[j][k] = vr[j][k] = 0.0f;
+            if (t >= t_end)
+                continue;
+            // __ldg: the cache pointers come from a struct, so a plain load
+            // would be a generic one; the lists are read-only in this kernel.
+            ckv_kv_ldg8(K + (size_t)t * HD + d0, kr[j]);
+            ckv_kv_ldg8(V + (size_t)t * HD + d0, vr[j]);
+            // ld: the score's offset, -inf past the range (and for degree 0
+            // under the bias).
+            ld[j] = a.bias ? __logf(__ldg(deg + t)) : 0.0f;
         }
-#pragma unroll
-        for (int off = TL / 2; off > 0; off /= 2)
-#pragma unroll
-            for (int g = 0; g < MG; g++) {
-                if (g >= G)
-                    break;
-#pragma unroll
-                for (int j = 0; j < C; j++)
-                    sc[g][j] += __shfl_xor_sync(0xffffffffu, sc[g][j], off);
-            }
-        // ld: the score's offset, -inf past the range (and for degree 0
-        // under the bias).
-        float ld[C];
-#pragma unroll
-        for (int j = 0; j < C; j++)
-            ld[j] = !(cur.dg[j] > 0.0f) ? -INFINITY : a.bias ? __logf(cur.dg[j]) : 0.0f;
         // Where this lane stores its entry's logits (head 0; below).
         float *lp = nullptr;
         if (LOGITS && lg) {
@@ -264,9 +202,7 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
             if (lane % TL < C && t < t_end)
                 lp = lg + logit_at(c, h, G, 0, t);
         }
-        // Per head: the softmax update, sc becoming the probabilities (0 for
-        // a head whose C entries are all -inf, which changes nothing). The
-        // exponentials and logarithms of the walk are the fast ones
+        // The exponentials and logarithms of the walk are the fast ones
         // (ex2.approx, lg2.approx: relative error about 1e-6 at these
         // arguments, against a 1e-4 tolerance): at group 8 they were most of
         // the arithmetic that kept the kernel under 60 % of copy bandwidth.
@@ -274,29 +210,34 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
         for (int g = 0; g < MG; g++) {
             if (g >= G)
                 break;
-            float mx = -INFINITY;
+            float sc[C], mx = -INFINITY;
 #pragma unroll
             for (int j = 0; j < C; j++) {
-                sc[g][j] += ld[j];
-                mx = fmaxf(mx, sc[g][j]);
+                float dot = 0.0f;
+#pragma unroll
+                for (int k = 0; k < DPL; k++)
+                    dot += sq[g][d0 + k] * kr[j][k];
+                // A butterfly: lanes i and i ^ off add the same two values
+                // in either order, so the team's lanes agree bit for bit.
+#pragma unroll
+                for (int off = TL / 2; off > 0; off /= 2)
+                    dot += __shfl_xor_sync(0xffffffffu, dot, off);
+                sc[j] = dot + ld[j];
+                mx = fmaxf(mx, sc[j]);
             }
-            // The logits the softmax takes, -inf included, for the score
-            // pass. The team's lanes hold the same values, so lane j of each
-            // team stores entry j: one store a head, covering the warp's
-            // EPW x C consecutive entries.
+            // The logits the softmax below takes, -inf included, for the
+            // score pass. The team's lanes hold the same values, so lane j
+            // of each team stores entry j: one store a head, covering the
+            // warp's EPW x C consecutive entries.
             if (LOGITS && lp) {
-                float v = sc[g][0];
+                float v = sc[0];
 #pragma unroll
                 for (int i = 1; i < C; i++)
-                    v = lane % TL == i ? sc[g][i] : v;
+                    v = lane % TL == i ? sc[i] : v;
                 lp[(size_t)g * c.capacity] = v;
             }
-            if (mx == -INFINITY) {
-#pragma unroll
-                for (int j = 0; j < C; j++)
-                    sc[g][j] = 0.0f;
+            if (mx == -INFINITY)
                 continue;
-            }
             const float mn = fmaxf(m[g], mx), corr = __expf(m[g] - mn);
             l[g] *= corr;
 #pragma unroll
@@ -304,29 +245,14 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
                 o[g][k] *= corr;
 #pragma unroll
             for (int j = 0; j < C; j++) {
-                sc[g][j] = __expf(sc[g][j] - mn);  // 0 for -inf
-                l[g] += sc[g][j];
+                const float p = __expf(sc[j] - mn);  // 0 for -inf
+                l[g] += p;
+#pragma unroll
+                for (int k = 0; k < DPL; k++)
+                    o[g][k] = fmaf(p, vr[j][k], o[g][k]);
             }
             m[g] = mn;
         }
-        // O += P V, entry by entry (each head's sum keeps the entries' order).
-#pragma unroll
-        for (int j = 0; j < C; j++) {
-            float vx[DPL];
-            ckv_kv_unpack8(cur.v[j], vx);
-#pragma unroll
-            for (int g = 0; g < MG; g++) {
-                if (g >= G)
-                    break;
-#pragma unroll
-                for (int k = 0; k < DPL; k++)
-                    o[g][k] = fmaf(sc[g][j], vx[k], o[g][k]);
-            }
-        }
-        if (PIPE)
-            cur = nxt;
-        else
-            load_step<HD, T>(cur, K, V, deg, a.bias, base + STEP, team, t_end);
     }
     write_partials<HD, MG>(a, m, l, o, x, h, split, G);
 }

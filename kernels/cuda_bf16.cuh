@@ -41,51 +41,23 @@ static __device__ __forceinline__ void ckv_kv_put(ckv_bf16 *p, size_t i, float x
     p[i] = ckv_to_bf16(x);
 }
 
-// Elements p[0..7] (p aligned to 8 elements) as one lane loads them
-// through the read-only path, kept packed until used: two 16-byte loads of
-// fp32, one of bf16 (4 registers instead of 8, so a bf16 walk can hold the
-// next step's loads while it computes the current one's).
-template <typename T>
-struct ckv_kv8;
-template <>
-struct ckv_kv8<float> {
-    float4 a, b;
-};
-template <>
-struct ckv_kv8<ckv_bf16> {
-    uint4 a;
-};
-
-static __device__ __forceinline__ void ckv_kv_ldg8(const float *p, ckv_kv8<float> &r)
+// Elements p[0..7] through the read-only path: two 16-byte loads of fp32, one
+// of bf16 (p aligned to 8 elements).
+static __device__ __forceinline__ void ckv_kv_ldg8(const float *p, float (&r)[8])
 {
-    r.a = __ldg(reinterpret_cast<const float4 *>(p));
-    r.b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
+    const float4 a = __ldg(reinterpret_cast<const float4 *>(p));
+    const float4 b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
+    r[0] = a.x, r[1] = a.y, r[2] = a.z, r[3] = a.w;
+    r[4] = b.x, r[5] = b.y, r[6] = b.z, r[7] = b.w;
 }
-static __device__ __forceinline__ void ckv_kv_ldg8(const ckv_bf16 *p, ckv_kv8<ckv_bf16> &r)
+static __device__ __forceinline__ void ckv_kv_ldg8(const ckv_bf16 *p, float (&r)[8])
 {
-    r.a = __ldg(reinterpret_cast<const uint4 *>(p));
-}
-// Zeros: what a lane holds for an entry past its range.
-static __device__ __forceinline__ void ckv_kv_zero8(ckv_kv8<float> &r)
-{
-    r.a = r.b = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-}
-static __device__ __forceinline__ void ckv_kv_zero8(ckv_kv8<ckv_bf16> &r)
-{
-    r.a = make_uint4(0, 0, 0, 0);
-}
-static __device__ __forceinline__ void ckv_kv_unpack8(const ckv_kv8<float> &r, float (&x)[8])
-{
-    x[0] = r.a.x, x[1] = r.a.y, x[2] = r.a.z, x[3] = r.a.w;
-    x[4] = r.b.x, x[5] = r.b.y, x[6] = r.b.z, x[7] = r.b.w;
-}
-static __device__ __forceinline__ void ckv_kv_unpack8(const ckv_kv8<ckv_bf16> &r, float (&x)[8])
-{
-    const uint32_t w[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
+    const uint4 a = __ldg(reinterpret_cast<const uint4 *>(p));
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        x[2 * i] = __uint_as_float(w[i] << 16);
-        x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        r[2 * i] = __uint_as_float(w[i] << 16);
+        r[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
     }
 }
 
