@@ -341,7 +341,7 @@ auto score_of(int head_dim) -> decltype(&attention_score<64, T>)
 // per row and query head.
 static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv,
                                       int32_t head_dim, int32_t max_len, int32_t n_sm,
-                                      size_t ws_floats)
+                                      size_t ws_floats, ckv_kv_dtype dtype)
 {
     ckv_attention_plan_in p = {};
     p.per_sm = PER_SM;
@@ -357,7 +357,7 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
         // Whole waves: at 4 blocks per SM where 3 fit, a batch-1 list ran a
         // second wave a third full (run M: 75 % of copy bandwidth at 128K).
         p.blocks = (int64_t)n * n_head_kv;
-        p.resident = ckv_attention_decode_resident(head_dim, n_head / n_head_kv);
+        p.resident = ckv_attention_decode_resident(head_dim, n_head / n_head_kv, dtype);
         p.min_split = MIN_SPLIT_DECODE;
     } else {
         const int64_t row_blocks =
@@ -378,17 +378,17 @@ extern "C" ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, in
 extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head,
                                                       int32_t n_head_kv, int32_t head_dim,
                                                       int32_t max_len, int32_t n_sm,
-                                                      size_t ws_floats)
+                                                      size_t ws_floats, ckv_kv_dtype dtype)
 {
-    return plan_for(n, false, n_head, n_head_kv, head_dim, max_len, n_sm, ws_floats);
+    return plan_for(n, false, n_head, n_head_kv, head_dim, max_len, n_sm, ws_floats, dtype);
 }
 
 extern "C" ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head,
                                                            int32_t n_head_kv, int32_t head_dim,
                                                            int32_t max_len, int32_t n_sm,
-                                                           size_t ws_floats)
+                                                           size_t ws_floats, ckv_kv_dtype dtype)
 {
-    return plan_for(n_seq, true, n_head, n_head_kv, head_dim, max_len, n_sm, ws_floats);
+    return plan_for(n_seq, true, n_head, n_head_kv, head_dim, max_len, n_sm, ws_floats, dtype);
 }
 
 // One launcher for both forms: rows of one cache (c), or one row per

@@ -1,8 +1,8 @@
 // Decode attention: one query per sequence, so a block takes one (sequence,
 // KV head, range of the list) and all `group` query heads of that KV head,
 // and the range's keys and values are read from global memory once. Teams
-// of HD / 8 lanes stream C entries per step (8 dimensions per lane, 16-byte
-// loads: two of fp32, one of bf16; a shuffle reduction for q.k), each team keeps an online softmax per
+// of HD / 8 lanes stream C entries per step (8 dimensions per lane, float4
+// loads, a shuffle reduction for q.k), each team keeps an online softmax per
 // query head, and the teams merge by shuffles, then the 4 warps through
 // shared memory, into the partials layout that attention_merge of
 // cuda_attention.cu reads. For a step that tracks H2O scores the partial
@@ -15,7 +15,7 @@
 #include <math.h>
 
 #include "cuda_attention_decode.h"
-#include "cuda_bf16.cuh"
+#include "cuda_attention_partials.cuh"
 #include "cuda_pdl.cuh"
 
 namespace {
@@ -102,35 +102,14 @@ __device__ __forceinline__ void write_partials(const DArgs &a, float (&m)[MG], f
             }
         }
     __syncthreads();
-
-    for (int e = tid; e < G * HD; e += NTH) {
-        const int g = e / HD, d = e % HD;
-        float M = -INFINITY;
-        for (int w = 0; w < NW; w++)
-            M = fmaxf(M, sml[w][g][0]);
-        float L = 0.0f, O = 0.0f;
-        for (int w = 0; w < NW; w++) {
-            const float mw = sml[w][g][0];
-            if (mw == -INFINITY)
-                continue;
-            const float wt = expf(mw - M);
-            L += wt * sml[w][g][1];
-            O += wt * so[w][g][d];
-        }
-        const size_t row = ((size_t)split * a.n + x) * a.H + (size_t)(h * G + g);
-        a.part_o[row * HD + d] = O;
-        if (d == 0) {
-            a.part_ml[row * 2] = M;
-            a.part_ml[row * 2 + 1] = L;
-        }
-    }
+    ckv_store_partials<NW, HD, MG>(so, sml, G, a.n, a.H, x, h, split, a.part_o, a.part_ml);
 }
 
 // MG: the group rounded up to 1, 2, 4 or 8 (register arrays); heads g >= G
 // of it are skipped. LOGITS: some sequence of the step tracks scores; each
 // that does (c.logit set) gets its logits stored. A step without scores
-// runs the instance without the store. T: the cache's key and value type.
-template <int HD, int MG, bool LOGITS, typename T>
+// runs the instance without the store.
+template <int HD, int MG, bool LOGITS>
 __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
 {
     ckv_pdl_wait();
@@ -156,8 +135,8 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     // The query sees its own new entry: len0 + 1 entries.
     const int t_begin = split * a.split_len;
     const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
-    const T *K = static_cast<const T *>(c.k) + (size_t)h * c.capacity * HD;
-    const T *V = static_cast<const T *>(c.v) + (size_t)h * c.capacity * HD;
+    const float *K = static_cast<const float *>(c.k) + (size_t)h * c.capacity * HD;
+    const float *V = static_cast<const float *>(c.v) + (size_t)h * c.capacity * HD;
     const float *deg = c.deg + (size_t)h * c.capacity;
 
     // The running max, sum and output per head.
@@ -189,8 +168,14 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
                 continue;
             // __ldg: the cache pointers come from a struct, so a plain load
             // would be a generic one; the lists are read-only in this kernel.
-            ckv_kv_ldg8(K + (size_t)t * HD + d0, kr[j]);
-            ckv_kv_ldg8(V + (size_t)t * HD + d0, vr[j]);
+            const float4 *kp = reinterpret_cast<const float4 *>(K + (size_t)t * HD + d0);
+            const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1);
+            kr[j][0] = k0.x, kr[j][1] = k0.y, kr[j][2] = k0.z, kr[j][3] = k0.w;
+            kr[j][4] = k1.x, kr[j][5] = k1.y, kr[j][6] = k1.z, kr[j][7] = k1.w;
+            const float4 *vp = reinterpret_cast<const float4 *>(V + (size_t)t * HD + d0);
+            const float4 v0 = __ldg(vp), v1 = __ldg(vp + 1);
+            vr[j][0] = v0.x, vr[j][1] = v0.y, vr[j][2] = v0.z, vr[j][3] = v0.w;
+            vr[j][4] = v1.x, vr[j][5] = v1.y, vr[j][6] = v1.z, vr[j][7] = v1.w;
             // ld: the score's offset, -inf past the range (and for degree 0
             // under the bias).
             ld[j] = a.bias ? __logf(__ldg(deg + t)) : 0.0f;
@@ -314,39 +299,25 @@ __global__ void __launch_bounds__(SCORE_THREADS) attention_decode_score(DArgs a)
     }
 }
 
-template <int HD, bool LOGITS, typename T>
+template <int HD, bool LOGITS>
 cudaError_t launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
 {
     const int G = a.H / a.KV;
-    return ckv_pdl_launch(G <= 1   ? attention_decode<HD, 1, LOGITS, T>
-                          : G <= 2 ? attention_decode<HD, 2, LOGITS, T>
-                          : G <= 4 ? attention_decode<HD, 4, LOGITS, T>
-                                   : attention_decode<HD, MAX_GROUP, LOGITS, T>,
+    return ckv_pdl_launch(G <= 1   ? attention_decode<HD, 1, LOGITS>
+                          : G <= 2 ? attention_decode<HD, 2, LOGITS>
+                          : G <= 4 ? attention_decode<HD, 4, LOGITS>
+                                   : attention_decode<HD, MAX_GROUP, LOGITS>,
                           grid, NTH, 0, st, a);
 }
 
-template <int HD, typename T>
-cudaError_t launch_logits(const DArgs &a, bool logits, dim3 grid, cudaStream_t st)
-{
-    return logits ? launch_hd<HD, true, T>(a, grid, st) : launch_hd<HD, false, T>(a, grid, st);
-}
-
-template <typename T>
-cudaError_t launch_t(const DArgs &a, int head_dim, bool logits, dim3 grid, cudaStream_t st)
-{
-    return head_dim == 64 ? launch_logits<64, T>(a, logits, grid, st)
-                          : launch_logits<128, T>(a, logits, grid, st);
-}
-
 // Blocks of the partial pass resident per SM on the current device, by
-// head_dim and rounded group; 0 when CUDA cannot say. Asked of the fp32
-// instance: the bf16 one's registers are the same or fewer (cuobjdump).
+// head_dim and rounded group; 0 when CUDA cannot say.
 template <int HD, int MG>
 int resident()
 {
     int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &blocks, attention_decode<HD, MG, false, float>, NTH, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, attention_decode<HD, MG, false>, NTH,
+                                                      0) != cudaSuccess) {
         (void)cudaGetLastError();  // not left for the next launch's check
         return 0;
     }
@@ -362,8 +333,10 @@ int resident_hd(int G)
 
 }  // namespace
 
-int ckv_attention_decode_resident(int32_t head_dim, int32_t group)
+int ckv_attention_decode_resident(int32_t head_dim, int32_t group, ckv_kv_dtype dtype)
 {
+    if (dtype == CKV_KV_BF16)
+        return group >= 1 && group <= MAX_GROUP ? ckv_attention_decode_mma_resident(head_dim) : 0;
     // Asked once per shape and process (the answer depends on the kernel's
     // registers and the device model; a sweep's GPUs are one model). Racing
     // threads store the same value; -1 keeps a failed query from being
@@ -391,11 +364,15 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
                                  bool logits, ckv_kv_dtype dtype, cudaStream_t stream)
 {
+    if (dtype == CKV_KV_BF16)
+        return ckv_attention_decode_mma(q, q_stride, n, n_head, n_head_kv, head_dim, c, seqs,
+                                        scale, bias, split, part_o, part_ml, logits, stream);
     const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
                      scale, bias,    split.split_len, part_o, part_ml, nullptr};
     const dim3 grid(n, n_head_kv, split.splits);
-    return dtype == CKV_KV_BF16 ? launch_t<ckv_bf16>(a, head_dim, logits, grid, stream)
-                                : launch_t<float>(a, head_dim, logits, grid, stream);
+    if (head_dim == 64)
+        return logits ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);
+    return logits ? launch_hd<128, true>(a, grid, stream) : launch_hd<128, false>(a, grid, stream);
 }
 
 cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head_kv,

@@ -13,9 +13,11 @@
 bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv);
 
 // Blocks of the partial pass that fit on one SM of the current device at
-// once, for head_dim 64 or 128 and a group of 1..8 query heads; 0 when
+// once, for head_dim 64 or 128, a group of 1..8 query heads and the lists'
+// type (fp32: the CUDA-core kernel, bf16: the tensor-core one); 0 when
 // unknown.
-int ckv_attention_decode_resident(int32_t head_dim, int32_t group);
+int ckv_attention_decode_resident(int32_t head_dim, int32_t group, ckv_kv_dtype dtype);
+int ckv_attention_decode_mma_resident(int32_t head_dim);
 
 // Partial pass: per (row, query head, split) the unnormalised output, the
 // running max and the sum, in the layout attention_merge reads (part_o
@@ -25,12 +27,20 @@ int ckv_attention_decode_resident(int32_t head_dim, int32_t group);
 // logit stored there (-inf where the softmax takes none), and a step
 // without scores runs a kernel without the store. seqs (device) NULL:
 // row 0 over the cache c. dtype: the keys' and values' type, c's or every
-// sequence's. Returns the launch's error (ckv_pdl_launch).
+// sequence's; bf16 lists take the tensor-core kernel of
+// cuda_attention_decode_mma.cu. Returns the launch's error (ckv_pdl_launch).
 cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
                                  bool logits, ckv_kv_dtype dtype, cudaStream_t stream);
+// The bf16 form (ckv_attention_decode with dtype bf16).
+cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                                     int32_t n_head_kv, int32_t head_dim,
+                                     const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
+                                     float scale, bool bias, ckv_k_attention_split split,
+                                     float *part_o, float *part_ml, bool logits,
+                                     cudaStream_t stream);
 
 // Score pass, after the partial pass (logits true) and the merge (split:
 // the partial pass's, whose ranges bound the entries): with the merged max

@@ -98,7 +98,7 @@ ckv_status attn_alloc(ckv_bench_gpu *b, const ckv_attn_shape *s, int sets, uint6
     a->list_floats = (size_t)a->lists * T * hd;
     a->list_bytes = a->list_floats * ckv_kv_dtype_size(s->dtype);
     a->split = ckv_k_attention_plan(s->queries, a->heads, a->lists, s->head_dim, s->context, b->n_sm,
-                                    SIZE_MAX / 2);
+                                    SIZE_MAX / 2, s->dtype);
     const size_t ws = ckv_k_attention_ws(s->queries, a->split.splits, a->heads, s->head_dim);
     const size_t qf = n * a->heads * hd, degs = (size_t)a->lists * T;
     ckv_status st;

@@ -41,26 +41,6 @@ static __device__ __forceinline__ void ckv_kv_put(ckv_bf16 *p, size_t i, float x
     p[i] = ckv_to_bf16(x);
 }
 
-// Elements p[0..7] through the read-only path: two 16-byte loads of fp32, one
-// of bf16 (p aligned to 8 elements).
-static __device__ __forceinline__ void ckv_kv_ldg8(const float *p, float (&r)[8])
-{
-    const float4 a = __ldg(reinterpret_cast<const float4 *>(p));
-    const float4 b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
-    r[0] = a.x, r[1] = a.y, r[2] = a.z, r[3] = a.w;
-    r[4] = b.x, r[5] = b.y, r[6] = b.z, r[7] = b.w;
-}
-static __device__ __forceinline__ void ckv_kv_ldg8(const ckv_bf16 *p, float (&r)[8])
-{
-    const uint4 a = __ldg(reinterpret_cast<const uint4 *>(p));
-    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        r[2 * i] = __uint_as_float(w[i] << 16);
-        r[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
 // bf16(silu(g) * u) with silu(g) = g / (1 + exp(-g)), as the CPU's ckv_swiglu.
 static __device__ __forceinline__ ckv_bf16 ckv_swiglu_bf16(float g, float u)
 {

@@ -697,7 +697,7 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
     float *q = g->qkv + (size_t)sg->row * qkvd;
     const int32_t max_len = longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
     const ckv_k_attention_split split = ckv_k_attention_plan(sg->n, H, KV, hd, max_len, g->n_sm,
-                                                             g->ws_floats);
+                                                             g->ws_floats, c->dtype);
     ckv_status s;
     if ((s = ckv_k_qkv_post(q, sg->n, &qp, &kv, g->stream, err)) ||
         (s = ckv_k_attention(NULL, g->att + (size_t)sg->row * H * hd, q, qkvd, sg->n, H, KV, hd,
@@ -719,8 +719,8 @@ static ckv_status attend_batch(ckv_gpu *g, int32_t n, int l, bool degree_bias, c
     const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
                                  cf->rope_type, cf->rms_eps};
     const ckv_k_kv_layer *tab = g->seq_tab + (size_t)l * g->max_batch;
-    const ckv_k_attention_split split = ckv_k_attention_plan_seqs(n, H, KV, hd, g->tab_capacity,
-                                                                  g->n_sm, g->ws_floats);
+    const ckv_k_attention_split split = ckv_k_attention_plan_seqs(
+        n, H, KV, hd, g->tab_capacity, g->n_sm, g->ws_floats, g->tab_dtype);
     ckv_status s;
     if ((s = ckv_k_qkv_post_seqs(g->qkv, n, &qp, tab, g->stream, err)) ||
         (s = ckv_k_attention_seqs(NULL, g->att, g->qkv, (H + 2 * KV) * hd, n, H, KV, hd, tab,

@@ -622,7 +622,7 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     float *dacc = dup_dev(acc0, 4 * (size_t)KV * cap);
     size_t ws_f = ckv_k_attention_ws(n, forced_splits > 64 ? forced_splits : 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
-    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f);
+    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f, dt);
     if (forced_splits) {
         sp.splits = forced_splits;
         sp.split_len = (max_len + forced_splits - 1) / forced_splits;
@@ -728,7 +728,7 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits, ck
     float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
     const size_t ws_f = ckv_k_attention_ws(NS, 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
-    ckv_k_attention_split sp = ckv_k_attention_plan_seqs(NS, H, KV, hd, cap, 132, ws_f);
+    ckv_k_attention_split sp = ckv_k_attention_plan_seqs(NS, H, KV, hd, cap, 132, ws_f, dt);
     if (forced_splits) {
         sp.splits = forced_splits;
         sp.split_len = (cap + forced_splits - 1) / forced_splits;

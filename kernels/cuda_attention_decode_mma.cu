@@ -1,0 +1,289 @@
+// Decode attention over bf16 lists on tensor cores: the partial pass of
+// cuda_attention_decode.cu for a cache that stores bf16 keys and values.
+// The CUDA-core walk there spends about 125 warp instructions an entry on
+// dot products, team shuffles and shared-memory reads of the query; over
+// bf16 lists it ran no faster than over fp32 ones (run AJ: issue slots half
+// busy, stalled on the shuffle and shared-memory pipe), so at half the
+// bytes it reached half the bandwidth. Here the products run on mma.sync.
+//
+// A block takes one (sequence, KV head, range of the list), as there; each
+// of its 4 warps walks steps of 8 entries, 32 apart. Per step:
+//   S = Q K^T  m16n8k16 bf16 mma, fp32 accumulate, HD / 16 k-steps. A rows
+//              g < 8 hold query head g's query (scaled by scale * log2 e)
+//              rounded to bf16, rows g + 8 the remainder rounded again
+//              (q = hi + lo to about 2^-17 relative; the keys are bf16
+//              already), so row g's score is the sum of rows g and g + 8
+//              of S; heads >= G are zero rows and never reach the output.
+//   P V        m16n8k8 bf16 mma, HD / 8 column tiles: A row g holds head
+//              g's probabilities rounded to bf16, row g + 8 their
+//              remainders, so the output of head g is rows g + g + 8.
+// The products are exact in fp32, so the result carries only fp32
+// summation errors and the 2^-17 of the splits (gpu_parity checks it at the
+// fp32 kernels' 1e-4). The sums l take the split probabilities' values, so
+// the output is a weighted mean with exactly the weights summed.
+//
+// Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 / m16n8k8" with
+// .bf16; lane = 4 g + t): m16n8k16 A: (g, 2t..2t+1), (g + 8, 2t..), (g,
+// 2t + 8..), (g + 8, 2t + 8..); B: (k 2t..2t+1, n g), (k 2t + 8.., n g);
+// m16n8k8 A: (g, 2t..2t+1), (g + 8, 2t..); B: (k 2t..2t+1, n g); C/D of
+// both: (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). A sum over k
+// does not depend on which dimension each k stands for, nor the output on
+// the order of its columns, so both are permuted to make every load a
+// whole 16 bytes of one row:
+//   keys:   lane (g, t) loads entry g's dimensions 32 i + 8 t .. + 7; in
+//           k-step 2 i + s its k = 2t, 2t+1 stand for dimensions
+//           32 i + 8 t + 4 s + 0, 1 and k = 2t + 8, 2t + 9 for + 2, 3;
+//   values: lane (g, t) loads entries 2t and 2t + 1, dimensions
+//           g NT .. g NT + NT - 1 (NT = HD / 8); column tile j's column n
+//           stands for dimension n NT + j, so its B register is the two
+//           entries' dimension g NT + j (one byte permute).
+// Scores are in log2 units (log2 of the degree as the bias); the partial
+// max goes out times ln 2, as the other kernels'.
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_attention_decode.h"
+#include "cuda_attention_partials.cuh"
+#include "cuda_bf16.cuh"
+#include "cuda_pdl.cuh"
+
+namespace {
+
+constexpr int NW = 4;  // warps per block
+constexpr int NTH = NW * 32;
+constexpr int MAX_GROUP = 8;  // the A rows a head's hi part can take
+constexpr int STEP = 8;       // entries per warp and step
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+struct MArgs {
+    const float *q;
+    int32_t q_stride, n, H, KV;
+    ckv_k_kv_layer c;
+    const ckv_k_kv_layer *seqs;
+    float qscale;  // scale * log2 e
+    bool bias;
+    int32_t split_len;
+    float *part_o, *part_ml;
+};
+
+// Two bf16 (the first in the low half) as one register.
+__device__ __forceinline__ uint32_t pack(ckv_bf16 lo, ckv_bf16 hi)
+{
+    return (uint32_t)lo | (uint32_t)hi << 16;
+}
+
+// x as bf16 hi plus bf16 lo (x - hi rounded).
+__device__ __forceinline__ void split_bf16(float x, ckv_bf16 &hi, ckv_bf16 &lo)
+{
+    hi = ckv_to_bf16(x);
+    lo = ckv_to_bf16(x - ckv_from_bf16(hi));
+}
+
+__device__ __forceinline__ void mma16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                      uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0)
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5}, {%6}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+}
+
+// 3 blocks an SM, as the CUDA-core kernel's group-4 instance: 168
+// registers at most.
+template <int HD, bool LOGITS>
+__global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
+{
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
+    constexpr int KS = HD / 16;  // k-steps of Q K^T
+    constexpr int NT = HD / 8;   // column tiles of O, and dimensions per lane of a value row
+    constexpr int KQ = HD / 32;  // 16-byte key loads per lane
+    constexpr int VQ = NT / 8;   // 16-byte loads per value row
+    __shared__ float so[NW][MAX_GROUP][HD];
+    __shared__ float sml[NW][MAX_GROUP][2];
+    const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
+    const int G = a.H / a.KV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    // By value: the address of a kernel parameter would copy it to local memory.
+    const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
+    const int t_begin = split * a.split_len;
+    const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
+    const ckv_bf16 *K = static_cast<const ckv_bf16 *>(c.k) + (size_t)h * c.capacity * HD;
+    const ckv_bf16 *V = static_cast<const ckv_bf16 *>(c.v) + (size_t)h * c.capacity * HD;
+    const float *deg = c.deg + (size_t)h * c.capacity;
+    float *const lg = LOGITS && c.logit && g < G
+                          ? c.logit + ((size_t)h * G + g) * c.capacity
+                          : nullptr;
+
+    // Q as A fragments (file comment): k-step 2 i + s, registers hi and lo
+    // of k = 2t, 2t+1 and of k = 2t + 8, 2t + 9.
+    uint32_t qa[KS][4];
+    {
+        const float *q = a.q + (size_t)x * a.q_stride + (size_t)(h * G + g) * HD;
+#pragma unroll
+        for (int i = 0; i < KQ; i++) {
+            ckv_bf16 hi[8], lo[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                split_bf16(g < G ? q[32 * i + 8 * t + e] * a.qscale : 0.0f, hi[e], lo[e]);
+#pragma unroll
+            for (int s = 0; s < 2; s++) {
+                qa[2 * i + s][0] = pack(hi[4 * s], hi[4 * s + 1]);
+                qa[2 * i + s][1] = pack(lo[4 * s], lo[4 * s + 1]);
+                qa[2 * i + s][2] = pack(hi[4 * s + 2], hi[4 * s + 3]);
+                qa[2 * i + s][3] = pack(lo[4 * s + 2], lo[4 * s + 3]);
+            }
+        }
+    }
+    float o[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    // Row g's running max (log2 units, -inf until it sees an entry) and the
+    // lane's share of its running sum (columns 2t, 2t + 1).
+    float m = -INFINITY, l = 0.0f;
+
+    // The loop bound is uniform over the warp (mma needs every lane).
+    for (int base = t_begin + warp * STEP; base < t_end; base += NW * STEP) {
+        // Loads first, all in flight together: entry g's key pieces, the
+        // value pieces of entries 2t and 2t + 1, their degrees. Past the
+        // range: zeros (finite products) and a score of -inf.
+        uint4 kq[KQ], vq[2][VQ];
+        const int ek = base + g, e0 = base + 2 * t, e1 = e0 + 1;
+#pragma unroll
+        for (int i = 0; i < KQ; i++)
+            kq[i] = ek < t_end ? __ldg(reinterpret_cast<const uint4 *>(K + (size_t)ek * HD) +
+                                       (32 * i + 8 * t) / 8)
+                               : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int i = 0; i < VQ; i++)
+                vq[r][i] = e0 + r < t_end
+                               ? __ldg(reinterpret_cast<const uint4 *>(
+                                           V + (size_t)(e0 + r) * HD + g * NT) +
+                                       i)
+                               : make_uint4(0, 0, 0, 0);
+        const float d0 = e0 < t_end ? (a.bias ? __ldg(deg + e0) : 1.0f) : 0.0f;
+        const float d1 = e1 < t_end ? (a.bias ? __ldg(deg + e1) : 1.0f) : 0.0f;
+
+        float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < KQ; i++) {
+            mma16(sc, qa[2 * i][0], qa[2 * i][1], qa[2 * i][2], qa[2 * i][3], kq[i].x, kq[i].y);
+            mma16(sc, qa[2 * i + 1][0], qa[2 * i + 1][1], qa[2 * i + 1][2], qa[2 * i + 1][3],
+                  kq[i].z, kq[i].w);
+        }
+        // Head g's scores of entries e0, e1: hi row plus lo row, plus
+        // log2(degree); -inf past the range, for degree 0 under the bias,
+        // and for the rows past the group.
+        const float s0 = g >= G || !(d0 > 0.0f) ? -INFINITY
+                                                : sc[0] + sc[2] + (a.bias ? log2f(d0) : 0.0f);
+        const float s1 = g >= G || !(d1 > 0.0f) ? -INFINITY
+                                                : sc[1] + sc[3] + (a.bias ? log2f(d1) : 0.0f);
+        if (LOGITS && lg) {
+            if (e0 < t_end)
+                lg[e0] = s0 * LN2;
+            if (e1 < t_end)
+                lg[e1] = s1 * LN2;
+        }
+        float mx = fmaxf(s0, s1);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mn = fmaxf(m, mx);
+        // A row that has seen nothing yet (max still -inf) exponentiates
+        // against 0, never -inf - -inf: its p and correction are 0, and its
+        // l and o stay 0.
+        const float ref = mn == -INFINITY ? 0.0f : mn;
+        const float corr = exp2f(m - ref);
+        m = mn;
+        ckv_bf16 h0, l0, h1, l1;
+        split_bf16(exp2f(s0 - ref), h0, l0);
+        split_bf16(exp2f(s1 - ref), h1, l1);
+        l = l * corr + ((ckv_from_bf16(h0) + ckv_from_bf16(l0)) +
+                        (ckv_from_bf16(h1) + ckv_from_bf16(l1)));
+        const uint32_t pa0 = pack(h0, h1), pa1 = pack(l0, l1);
+        // O += P V, column tile j: the B register holds entries e0 and e1 at
+        // dimension g NT + j (low halves of word j / 2 for even j, high
+        // halves for odd).
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const uint4 &w0 = vq[0][j / 8], &w1 = vq[1][j / 8];
+            const int wi = j % 8 / 2;
+            const uint32_t a0 = wi == 0 ? w0.x : wi == 1 ? w0.y : wi == 2 ? w0.z : w0.w;
+            const uint32_t a1 = wi == 0 ? w1.x : wi == 1 ? w1.y : wi == 2 ? w1.z : w1.w;
+            const uint32_t b = __byte_perm(a0, a1, j % 2 ? 0x7632 : 0x5410);
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                o[j][r] *= corr;
+            mma8(o[j], pa0, pa1, b);
+        }
+    }
+
+    // The row sums over the quad; the warp's state into shared memory, in
+    // natural-log units, hi and lo rows added.
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (g < G) {
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            so[warp][g][2 * t * NT + j] = o[j][0] + o[j][2];
+            so[warp][g][(2 * t + 1) * NT + j] = o[j][1] + o[j][3];
+        }
+        if (t == 0) {
+            sml[warp][g][0] = m * LN2;
+            sml[warp][g][1] = l;
+        }
+    }
+    __syncthreads();
+    ckv_store_partials<NW, HD, MAX_GROUP>(so, sml, G, a.n, a.H, x, h, split, a.part_o,
+                                          a.part_ml);
+}
+
+template <int HD>
+cudaError_t launch_hd(const MArgs &a, bool logits, dim3 grid, cudaStream_t st)
+{
+    return ckv_pdl_launch(logits ? attention_decode_mma<HD, true> : attention_decode_mma<HD, false>,
+                          grid, NTH, 0, st, a);
+}
+
+}  // namespace
+
+int ckv_attention_decode_mma_resident(int32_t head_dim)
+{
+    static int known[2];  // racing threads store the same value; -1: CUDA could not say
+    int &r = known[head_dim == 128];
+    if (!r) {
+        int blocks = 0;
+        const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks, head_dim == 128 ? attention_decode_mma<128, false> : attention_decode_mma<64, false>,
+            NTH, 0);
+        if (e != cudaSuccess)
+            (void)cudaGetLastError();  // not left for the next launch's check
+        r = e == cudaSuccess && blocks > 0 ? blocks : -1;
+    }
+    return r > 0 ? r : 0;
+}
+
+cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
+                                     int32_t n_head_kv, int32_t head_dim,
+                                     const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
+                                     float scale, bool bias, ckv_k_attention_split split,
+                                     float *part_o, float *part_ml, bool logits,
+                                     cudaStream_t stream)
+{
+    const MArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
+                     scale * LOG2E, bias, split.split_len, part_o,   part_ml};
+    const dim3 grid(n, n_head_kv, split.splits);
+    return head_dim == 64 ? launch_hd<64>(a, logits, grid, stream)
+                          : launch_hd<128>(a, logits, grid, stream);
+}
