@@ -244,8 +244,9 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
 // earlier one has already loaded, and the next window's loads lie past
 // them: one barrier a window. Rows that neither move nor merged are not
 // touched. SHIFT_THREADS x 2 blocks an SM hold one list each, so the 256
-// lists of the 8B shape take one wave of 132 SMs. Elements only move, so a
-// bf16 row is half the bytes, V of them 16 bytes as fp32's.
+// lists of the 8B shape take one wave of 132 SMs. Elements only move: a
+// bf16 row is half an fp32 row's bytes, and 8 bf16 fill the 16 bytes a
+// thread moves as 4 floats do.
 enum { SHIFT_THREADS = 512, SHIFT_UNROLL = 4 };
 
 // What the shift moves for V elements: the same bytes as 32-bit words where
