@@ -110,7 +110,8 @@ ckv_status ckv_gpu_cache_fill_random(ckv_gpu_cache *c, int32_t entries, int64_t 
 ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_error *err);
 /* Copies the GPU cache into a host cache of the same shape and at least
  * the longest list's capacity (a bf16 cache's keys and values widened to
- * fp32, exactly). */
+ * fp32, exactly), and its dtype, so that CPU policies on the host cache
+ * store as the GPU cache does. */
 ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst, ckv_error *err);
 
 /* As ckv_cpu_forward, with every option: runs n tokens at positions

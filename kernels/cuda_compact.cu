@@ -4,11 +4,15 @@
 // CPU twins: ckv_list_apply, ckv_list_keep_top and ckv_rank
 // (src/policies/list.c). Merged entries are computed as the CPU computes
 // them: in double, the destination's own term first, then its sources in
-// slot order, with no fused multiply-add, so the fp32 results are equal.
+// slot order, with no fused multiply-add, so the fp32 results are equal; a
+// bf16 cache's are then rounded to bf16 as the CPU's ckv_cache_store does.
 #include <math.h>
+
+#include <type_traits>
 
 #include <cub/cub.cuh>
 
+#include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_policy.h"
 
@@ -140,12 +144,13 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     }
 }
 
-// V floats of a row moved at once: 16-byte loads and stores when the head
-// dimension allows (V = 4), so a thread's index and run lookups serve four
-// elements; each element's arithmetic is the same for any V.
-template <int V>
-struct __align__(4 * V) Lanes {
-    float e[V];
+// V elements of type Elem (float or ckv_bf16, the cache's) of a row moved at
+// once: wide loads and stores when the head dimension allows, so a
+// thread's index and run lookups serve V elements; each element's
+// arithmetic is the same for any V.
+template <typename Elem, int V>
+struct __align__(sizeof(Elem) * V) Lanes {
+    Elem e[V];
 };
 
 // The compaction works in place, as the CPU's does: first every merge
@@ -158,21 +163,21 @@ struct __align__(4 * V) Lanes {
 // reads a key or value that another writes. The new degree and score go to
 // mdeg and mscore, not the cache: the other threads of the row still read
 // the old degree. One thread per (destination, V dimensions) of row t.
-template <int V>
-__device__ static void merge_row(Lanes<V> *kl, Lanes<V> *vl, const float *deg, const float *score,
-                                 float *mdeg, float *mscore, const int32_t *run_e,
-                                 const int32_t *src, size_t base, int32_t t, int32_t rb, int32_t i,
-                                 int32_t dv)
+template <typename Elem, int V>
+__device__ static void merge_row(Lanes<Elem, V> *kl, Lanes<Elem, V> *vl, const float *deg,
+                                 const float *score, float *mdeg, float *mscore,
+                                 const int32_t *run_e, const int32_t *src, size_t base, int32_t t,
+                                 int32_t rb, int32_t i, int32_t dv)
 {
-    typedef Lanes<V> L;
+    typedef Lanes<Elem, V> L;
     const size_t row = base + t;
     const int32_t re = run_e[row];
     const L k0 = kl[row * dv + i], v0 = vl[row * dv + i];
     double a0 = deg[row], ak[V], av[V];
 #pragma unroll
     for (int e = 0; e < V; e++) {
-        ak[e] = __dmul_rn((double)deg[row], (double)k0.e[e]);
-        av[e] = __dmul_rn((double)deg[row], (double)v0.e[e]);
+        ak[e] = __dmul_rn((double)deg[row], (double)ckv_kv_get(k0.e, e));
+        av[e] = __dmul_rn((double)deg[row], (double)ckv_kv_get(v0.e, e));
     }
     float sc = score ? score[row] : 0.0f;
     for (int32_t r = rb; r < re; r++) {
@@ -182,8 +187,8 @@ __device__ static void merge_row(Lanes<V> *kl, Lanes<V> *vl, const float *deg, c
         a0 = __dadd_rn(a0, ds);
 #pragma unroll
         for (int e = 0; e < V; e++) {
-            ak[e] = __dadd_rn(ak[e], __dmul_rn(ds, (double)ks.e[e]));
-            av[e] = __dadd_rn(av[e], __dmul_rn(ds, (double)vs.e[e]));
+            ak[e] = __dadd_rn(ak[e], __dmul_rn(ds, (double)ckv_kv_get(ks.e, e)));
+            av[e] = __dadd_rn(av[e], __dmul_rn(ds, (double)ckv_kv_get(vs.e, e)));
         }
         if (score)
             sc = __fadd_rn(sc, score[s]);
@@ -191,8 +196,8 @@ __device__ static void merge_row(Lanes<V> *kl, Lanes<V> *vl, const float *deg, c
     L ko, vo;
 #pragma unroll
     for (int e = 0; e < V; e++) {
-        ko.e[e] = __double2float_rn(__ddiv_rn(ak[e], a0));
-        vo.e[e] = __double2float_rn(__ddiv_rn(av[e], a0));
+        ckv_kv_put(ko.e, e, __double2float_rn(__ddiv_rn(ak[e], a0)));
+        ckv_kv_put(vo.e, e, __double2float_rn(__ddiv_rn(av[e], a0)));
     }
     kl[row * dv + i] = ko;
     vl[row * dv + i] = vo;
@@ -210,9 +215,9 @@ __device__ static void merge_row(Lanes<V> *kl, Lanes<V> *vl, const float *deg, c
 // merges a list of run Y's 8K call.
 enum { MERGE_WARPS = 8 };
 
-template <int V>
+template <typename Elem, int V>
 __global__ void __launch_bounds__(MERGE_WARPS * 32)
-    apply_merge_kernel(float *k, float *v, const float *deg, const float *score, float *mdeg,
+    apply_merge_kernel(Elem *k, Elem *v, const float *deg, const float *score, float *mdeg,
                        float *mscore, const int32_t *key, const int32_t *run_b,
                        const int32_t *run_e, const int32_t *src, const int32_t *act,
                        const int32_t *seg_e, int32_t cap, int32_t d)
@@ -227,8 +232,9 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
         return;
     const int32_t rb = run_b[base + t];
     for (int32_t i = lane; i < dv; i += 32)
-        merge_row<V>(reinterpret_cast<Lanes<V> *>(k), reinterpret_cast<Lanes<V> *>(v), deg, score,
-                     mdeg, mscore, run_e, src, base, t, rb, i, dv);
+        merge_row<Elem, V>(reinterpret_cast<Lanes<Elem, V> *>(k),
+                           reinterpret_cast<Lanes<Elem, V> *>(v), deg, score, mdeg, mscore, run_e,
+                           src, base, t, rb, i, dv);
 }
 
 // One block per list walks it in windows of SHIFT_THREADS * SHIFT_UNROLL
@@ -238,17 +244,27 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
 // earlier one has already loaded, and the next window's loads lie past
 // them: one barrier a window. Rows that neither move nor merged are not
 // touched. SHIFT_THREADS x 2 blocks an SM hold one list each, so the 256
-// lists of the 8B shape take one wave of 132 SMs.
+// lists of the 8B shape take one wave of 132 SMs. Elements only move: a
+// bf16 row is half an fp32 row's bytes, and 8 bf16 fill the 16 bytes a
+// thread moves as 4 floats do.
 enum { SHIFT_THREADS = 512, SHIFT_UNROLL = 4 };
 
-template <int V>
+// What the shift moves for V elements: the same bytes as 32-bit words where
+// they fill whole words, so 8 bf16 move as 4 floats do (as 16-bit lanes
+// they took 8 registers a load: 64 bytes of spills at 64 registers).
+template <typename Elem, int V>
+using ShiftLanes = typename std::conditional<sizeof(Elem) * V % 4 == 0,
+                                             Lanes<uint32_t, sizeof(Elem) * V / 4>,
+                                             Lanes<Elem, V>>::type;
+
+template <typename Elem, int V>
 __global__ void __launch_bounds__(SHIFT_THREADS, 2)
-    apply_shift_kernel(float *k, float *v, float *deg, float *score, const float *mdeg,
+    apply_shift_kernel(Elem *k, Elem *v, float *deg, float *score, const float *mdeg,
                        const float *mscore, const int32_t *dest, const int32_t *newslot,
                        const int32_t *run_b, const int32_t *act, const int32_t *T, int32_t cap,
                        int32_t d, bool merges)
 {
-    typedef Lanes<V> L;
+    typedef ShiftLanes<Elem, V> L;
     const int32_t lh = blockIdx.x, dv = d / V;
     if (!act[lh])
         return;
@@ -305,24 +321,40 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 2)
     }
 }
 
-template <int V>
+// Merges V_MERGE elements a thread (4 when the head dimension allows, for
+// either type: a warp per destination keeps d / 4 lanes busy), shifts
+// V_SHIFT (16 bytes when the head dimension allows).
+template <typename Elem, int V_MERGE, int V_SHIFT>
 static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, ckv_error *err)
 {
     ckv_gpu_policy_ws *w = x->ws;
     ckv_gpu_cache *c = x->c;
+    Elem *k = static_cast<Elem *>(c->k), *v = static_cast<Elem *>(c->v);
     const bool merges = max_sources > 0;
     if (merges) {
         const dim3 grid(ckv_pol_blocks(max_sources, MERGE_WARPS), x->lists);
-        apply_merge_kernel<V><<<grid, MERGE_WARPS * 32, 0, x->s>>>(
-            static_cast<float *>(c->k), static_cast<float *>(c->v), c->deg, c->score, w->deg, w->score, w->ikey_out, w->run_b, w->run_e,
+        apply_merge_kernel<Elem, V_MERGE><<<grid, MERGE_WARPS * 32, 0, x->s>>>(
+            k, v, c->deg, c->score, w->deg, w->score, w->ikey_out, w->run_b, w->run_e,
             w->ival_out, x->act, x->seg_e, x->cap, x->d);
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
     }
-    apply_shift_kernel<V><<<x->lists, SHIFT_THREADS, 0, x->s>>>(
-        static_cast<float *>(c->k), static_cast<float *>(c->v), c->deg, c->score, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act,
-        x->T, x->cap, x->d, merges);
+    apply_shift_kernel<Elem, V_SHIFT><<<x->lists, SHIFT_THREADS, 0, x->s>>>(
+        k, v, c->deg, c->score, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act, x->T,
+        x->cap, x->d, merges);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
+}
+
+// The instance for the cache's type and head dimension.
+static ckv_status apply_rows_of(ckv_pol *x, int32_t max_sources, ckv_error *err)
+{
+    const int32_t d = x->d;
+    if (x->c->dtype == CKV_KV_BF16)
+        return d % 8 == 0   ? apply_rows<ckv_bf16, 4, 8>(x, max_sources, err)
+               : d % 4 == 0 ? apply_rows<ckv_bf16, 4, 1>(x, max_sources, err)
+                            : apply_rows<ckv_bf16, 1, 1>(x, max_sources, err);
+    return d % 4 == 0 ? apply_rows<float, 4, 4>(x, max_sources, err)
+                      : apply_rows<float, 1, 1>(x, max_sources, err);
 }
 
 // assign[i] (a current slot) becomes the slot it ends in, -1 if evicted.
@@ -375,8 +407,7 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
     if (merges &&
         ((st = ckv_pol_sort_int(x, err)) || (st = ckv_pol_runs(x, max_sources, err))))
         return st;
-    if ((st = x->d % 4 == 0 ? apply_rows<4>(x, max_sources, err)
-                            : apply_rows<1>(x, max_sources, err)))
+    if ((st = apply_rows_of(x, max_sources, err)))
         return st;
     if (x->track_assign) {
         dim3 all(ckv_pol_blocks(x->cap, 256), x->lists);

@@ -6,9 +6,11 @@
 // cosines are computed as the CPU computes them (double, in index order,
 // no fused multiply-add), so they are equal to the bit and so are the
 // decisions. The host knows each round's candidate and merge counts from
-// the lengths alone and uses the CPU's own rate functions.
+// the lengths alone and uses the CPU's own rate functions. Keys are read as
+// fp32 from either cache type (T: float or ckv_bf16).
 #include <math.h>
 
+#include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_policy.h"
 #include "splitmix.h"
@@ -142,7 +144,8 @@ __device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t n, int32_t 
 // tile only; lane 16 + r: destination r), summed in index order as the CPU
 // sums them: a separate pass over the keys for the norms read the middle of
 // the cache once more (0.12 ms of the 8B shape's 0.89 ms call at 8K, run Y).
-__device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, size_t lbase,
+template <typename Elem>
+__device__ static void csm_tile_cosines(csm_warp_smem *w, const Elem *k, size_t lbase,
                                         int32_t d, int32_t ns, int32_t nb, bool first,
                                         int32_t lane)
 {
@@ -159,8 +162,8 @@ __device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, size_t
         const bool in = lane < d - i0;
 #pragma unroll
         for (int32_t r = 0; r < CSM_TILE; r++) {
-            ka[r] = r < ns && in ? k[(lbase + w->src[r]) * d + i0 + lane] : 0.0f;
-            kb[r] = r < nb && in ? k[(lbase + w->dst[r]) * d + i0 + lane] : 0.0f;
+            ka[r] = r < ns && in ? ckv_kv_get(k, (lbase + w->src[r]) * d + i0 + lane) : 0.0f;
+            kb[r] = r < nb && in ? ckv_kv_get(k, (lbase + w->dst[r]) * d + i0 + lane) : 0.0f;
         }
     };
     load(0);
@@ -214,8 +217,9 @@ __device__ static void csm_tile_cosines(csm_warp_smem *w, const float *k, size_t
 
 // Each source's best partner in its chunk and its score (the sort key, at
 // the candidate's compacted position). Ties keep the lowest slot.
+template <typename Elem>
 __global__ void __launch_bounds__(CSM_WARPS * 32, 5)
-    csm_best_kernel(const float *k, const uint8_t *in_a, double *key,
+    csm_best_kernel(const Elem *k, const uint8_t *in_a, double *key,
                     int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
                     const int32_t *T, csm_params p, int32_t cap, int32_t d)
 {
@@ -372,11 +376,12 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
                 w->in_a, w->perm, x->act, x->T, cp, x->cap);
             CKV_CUDA_LAUNCHED();
         }
-        csm_best_kernel<<<dim3(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS),
-                               x->lists),
-                          CSM_WARPS * 32, 0, x->s>>>(
-            static_cast<const float *>(c->k), w->in_a, w->key, w->ival, w->partner, w->gap, x->act, x->T, cp, x->cap,
-            x->d);
+        const dim3 grid(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS),
+                        x->lists);
+        ckv_pol_kv(c, [&](auto *k, auto *) {
+            csm_best_kernel<<<grid, CSM_WARPS * 32, 0, x->s>>>(
+                k, w->in_a, w->key, w->ival, w->partner, w->gap, x->act, x->T, cp, x->cap, x->d);
+        });
         CKV_CUDA_LAUNCHED();
         if ((st = ckv_pol_sort_desc(x, err)))
             return st;

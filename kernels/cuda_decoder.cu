@@ -556,6 +556,7 @@ extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache
     memcpy(dst->len, src->len_h, lists * sizeof(int32_t));
     dst->n_pos = src->n_pos;
     dst->round = src->round;
+    dst->dtype = src->dtype;  // the host twin then stores as the GPU cache does
     return CKV_OK;
 }
 

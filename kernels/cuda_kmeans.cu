@@ -4,9 +4,11 @@
 // them (double, members in slot order, no fused multiply-add); the
 // assignment's dot products run in tiles in double, where the CPU uses
 // BLAS, so cosines agree to ~1e-16 and a decision can differ only at a
-// near-tie (the margin the trace reports).
+// near-tie (the margin the trace reports). Keys are read as fp32 from either
+// cache type; the merged centroids are stored in it (cuda_compact.cu).
 #include <math.h>
 
+#include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_policy.h"
 
@@ -18,7 +20,8 @@ struct km_params {
 
 // Identity dest for the list; unit-normalised keys of the middle and their
 // norms (x: M, the middle's length).
-__global__ void km_feature_kernel(const float *keys, double *f, double *fnorm, int32_t *dest,
+template <typename Elem>
+__global__ void km_feature_kernel(const Elem *keys, double *f, double *fnorm, int32_t *dest,
                                   const int32_t *act, const int32_t *T, const int32_t *M_of,
                                   km_params p)
 {
@@ -30,14 +33,16 @@ __global__ void km_feature_kernel(const float *keys, double *f, double *fnorm, i
     const int32_t m = t - p.sinks;
     if (m < 0 || m >= M_of[lh])
         return;
-    const float *key = keys + (base + t) * p.d;
+    const Elem *key = keys + (base + t) * p.d;
     double n = 0;
-    for (int32_t i = 0; i < p.d; i++)
-        n = __dadd_rn(n, __dmul_rn((double)key[i], (double)key[i]));
+    for (int32_t i = 0; i < p.d; i++) {
+        const double x = ckv_kv_get(key, i);
+        n = __dadd_rn(n, __dmul_rn(x, x));
+    }
     n = sqrt(n);
     double *fr = f + (base + m) * p.d, s = 0;
     for (int32_t i = 0; i < p.d; i++) {
-        fr[i] = n < 1e-30 ? 0 : __ddiv_rn((double)key[i], n);
+        fr[i] = n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(key, i), n);
         s = __dadd_rn(s, __dmul_rn(fr[i], fr[i]));
     }
     fnorm[base + m] = sqrt(s);
@@ -261,8 +266,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, 128), x->lists);
     const dim3 tiles(ckv_pol_blocks(max_m, TM), x->lists);
-    km_feature_kernel<<<over_t, 128, 0, x->s>>>(static_cast<const float *>(c->k), w->f, w->norm, w->dest, x->act, x->T, x->x,
-                                                kp);
+    ckv_pol_kv(c, [&](auto *k, auto *) {
+        km_feature_kernel<<<over_t, 128, 0, x->s>>>(k, w->f, w->norm, w->dest, x->act, x->T,
+                                                    x->x, kp);
+    });
     CKV_CUDA_LAUNCHED();
     km_init_kernel<<<dim3(ckv_pol_blocks((int64_t)kp.k * x->d, 256), x->lists), 256, 0, x->s>>>(
         w->f, w->cen, x->act, x->x, kp);

@@ -80,6 +80,18 @@ ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_er
 ckv_status ckv_pol_take(ckv_pol *x, void **p, size_t bytes, ckv_error *err);
 int32_t ckv_pol_max_row(ckv_pol *x, int row);  // over lists that take part
 
+// Calls f(k, v) with the cache's keys and values typed as it stores them
+// (float or ckv_bf16), so that each launch of a kernel templated on the
+// element type is written once.
+template <typename F>
+static inline void ckv_pol_kv(const ckv_gpu_cache *c, F &&f)
+{
+    if (c->dtype == CKV_KV_BF16)
+        f(static_cast<ckv_bf16 *>(c->k), static_cast<ckv_bf16 *>(c->v));
+    else
+        f(static_cast<float *>(c->k), static_cast<float *>(c->v));
+}
+
 // Grid helpers.
 static inline unsigned ckv_pol_blocks(int64_t n, int threads)
 {

@@ -5,9 +5,11 @@
 // pool in src/policies/snapkv.c. Logits, window sums and pooling follow
 // the CPU's order in double; the softmax normaliser is a block reduction
 // and exp is CUDA's, so scores agree to ~1e-16 and a decision can differ
-// only at a near-tie of scores (the margin the trace reports).
+// only at a near-tie of scores (the margin the trace reports). Keys are
+// read as fp32 from either cache type.
 #include <math.h>
 
+#include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_policy.h"
 
@@ -39,8 +41,9 @@ static __device__ double block_reduce(double v, int op)
 
 // Block (row i, group member g, list): the probabilities query row i of
 // query head h * group + g gives slots [0, T - W + i].
+template <typename Elem>
 __global__ void __launch_bounds__(PROB_THREADS)
-    sk_prob_kernel(const float *q, const float *keys, const float *deg, double *prob,
+    sk_prob_kernel(const float *q, const Elem *keys, const float *deg, double *prob,
                    const int32_t *act, const int32_t *T, sk_params p)
 {
     const int32_t i = blockIdx.x, g = blockIdx.y, lh = blockIdx.z;
@@ -50,14 +53,15 @@ __global__ void __launch_bounds__(PROB_THREADS)
     const float *qi = q + (((size_t)l * p.n_head + qh) * p.qw_w + (p.qw_w - p.W) + i) * p.d;
     const int32_t n = T[lh] - p.W + i + 1;
     const size_t base = (size_t)lh * p.cap;
-    const float *K = keys + base * p.d, *D = deg + base;
+    const Elem *K = keys + base * p.d;
+    const float *D = deg + base;
     double *P = prob + (((size_t)lh * p.group + g) * p.W + i) * p.cap;
     double mx = -INFINITY;
     for (int32_t t = threadIdx.x; t < n; t += PROB_THREADS) {
-        const float *kt = K + (size_t)t * p.d;
+        const Elem *kt = K + (size_t)t * p.d;
         double s = 0;
         for (int32_t j = 0; j < p.d; j++)
-            s = __dadd_rn(s, __dmul_rn((double)qi[j], (double)kt[j]));
+            s = __dadd_rn(s, __dmul_rn((double)qi[j], (double)ckv_kv_get(kt, j)));
         const double lg = __dadd_rn(__dmul_rn(s, p.scale), log((double)D[t]));
         P[t] = lg;
         mx = fmax(mx, lg);
@@ -155,8 +159,10 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
         (st = ckv_pol_upload_plan(x, err)))
         return st;
     CKV_CUDA(cudaMemcpyAsync(w->q, qw->q, q_bytes, cudaMemcpyHostToDevice, x->s));
-    sk_prob_kernel<<<dim3(sp.W, sp.group, x->lists), PROB_THREADS, 0, x->s>>>(
-        w->q, static_cast<const float *>(c->k), c->deg, w->prob, x->act, x->T, sp);
+    ckv_pol_kv(c, [&](auto *k, auto *) {
+        sk_prob_kernel<<<dim3(sp.W, sp.group, x->lists), PROB_THREADS, 0, x->s>>>(
+            w->q, k, c->deg, w->prob, x->act, x->T, sp);
+    });
     CKV_CUDA_LAUNCHED();
     sk_acc_kernel<<<dim3(ckv_pol_blocks(max_t, 256), sp.group, x->lists), 256, 0, x->s>>>(
         w->prob, w->acc, x->act, x->T, sp);

@@ -86,6 +86,7 @@ ckv_status ckv_cache_fork(ckv_cache *dst, const ckv_cache *src, int32_t capacity
     }
     dst->n_pos = src->n_pos;
     dst->round = src->round;
+    dst->dtype = src->dtype;
     return CKV_OK;
 }
 

@@ -179,15 +179,20 @@ static ckv_status forward_rows(ckv_cpu *s, ckv_cache *const *caches, int32_t n_s
         for (int32_t g = 0; g < n_seg; g++) {
             ckv_cache *cache = caches[g];
             const int32_t r0 = seg[g], nr = seg[g + 1] - seg[g];
-            /* Append the segment's keys and values as degree-1 entries. */
+            /* Append the segment's keys and values as degree-1 entries, in
+             * the cache's type (attention then reads them as stored). */
             int32_t *len0 = s->len0;
             for (int h = 0; h < KV; h++) {
                 int32_t *len = &cache->len[ckv_cache_lh(cache, l, h)];
                 len0[h] = *len;
                 for (int32_t i = 0; i < nr; i++) {
                     const size_t src = (size_t)(r0 + i) * kvd + (size_t)h * hd;
-                    memcpy(ckv_cache_key(cache, l, h, *len + i), s->k + src, (size_t)hd * sizeof(float));
-                    memcpy(ckv_cache_val(cache, l, h, *len + i), s->v + src, (size_t)hd * sizeof(float));
+                    float *k = ckv_cache_key(cache, l, h, *len + i);
+                    float *v = ckv_cache_val(cache, l, h, *len + i);
+                    for (int d = 0; d < hd; d++) {
+                        k[d] = ckv_cache_store(cache, s->k[src + d]);
+                        v[d] = ckv_cache_store(cache, s->v[src + d]);
+                    }
                     ckv_cache_degp(cache, l, h)[*len + i] = 1.0f;
                     if (cache->score)
                         ckv_cache_scorep(cache, l, h)[*len + i] = 0.0f;

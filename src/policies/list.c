@@ -80,8 +80,8 @@ ckv_status ckv_list_apply(ckv_cache *c, int32_t l, int32_t h, const int32_t *des
             const double *a = acc + (size_t)acc_of[t] * row;
             float *k = ckv_cache_key(c, l, h, t), *v = ckv_cache_val(c, l, h, t);
             for (int32_t i = 0; i < d; i++) {
-                k[i] = (float)(a[1 + i] / a[0]);
-                v[i] = (float)(a[1 + d + i] / a[0]);
+                k[i] = ckv_cache_store(c, (float)(a[1 + i] / a[0]));
+                v[i] = ckv_cache_store(c, (float)(a[1 + d + i] / a[0]));
             }
             deg[t] = (float)a[0];
         }

@@ -26,7 +26,8 @@ void ckv_rank(ckv_ranked *r, int32_t n);
 /* Rewrites list (l, h) of length T = c->len[...] in place. dest[t] is t
  * (kept), -1 (evicted) or another slot d with dest[d] == d (merged into d).
  * A destination with sources becomes the degree-weighted centroid
- * (n_d x_d + sum n_s x_s) / (n_d + sum n_s) of keys and values, its degree
+ * (n_d x_d + sum n_s x_s) / (n_d + sum n_s) of keys and values (rounded
+ * to fp32, then stored as the cache stores, ckv_cache_store), its degree
  * the sum, its score (when tracked) the sum. Survivors keep slot order.
  * assign (may be NULL) is this list's row of the assign map: each value, a
  * current slot, is replaced by the slot it ends in (-1 if evicted). */

@@ -13,12 +13,15 @@
  * counts as a near-tie when the GPU reports a decision margin below
  * NEAR_TIE (policies.md allows such differences) and fails otherwise; keys,
  * values, degrees and scores of every other list must agree within
- * TOL_VALUE. Prints one row per run and exits 0 (all pass), 1 (a failure)
- * or 77 (no GPU).
+ * TOL_VALUE. Every source runs twice (--kv-dtype: once): with fp32 keys
+ * and values, then with bf16 ones (the host cache rounded to bf16 and marked so, the GPU
+ * cache storing bf16; both sides then store their merged centroids
+ * rounded to bf16, the same tolerance applies). Prints one row per run and
+ * exits 0 (all pass), 1 (a failure) or 77 (no GPU).
  *
  * --bench: GPU time of each policy (median of repeats, wall time of the
  * synchronised call) on synthetic caches of the SmolLM2 shape at 8K, 16K
- * and 32K tokens; no parity checks. */
+ * and 32K tokens, fp32 and bf16 caches; no parity checks. */
 #include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
@@ -40,13 +43,16 @@
 #define SKIP 77
 
 /* Fixed before any run. Merges are computed in double in the CPU's order on
- * both sides and rounded once to fp32, so values should agree exactly; the
- * tolerance allows one fp32 rounding step (2^-23 relative) of slack. */
+ * both sides and rounded once to fp32 (then, in a bf16 cache, from fp32 to
+ * bf16 by the same rule), so values should agree exactly; the tolerance
+ * allows one fp32 rounding step (2^-23 relative) of slack. */
 #define TOL_VALUE 2.5e-7
 /* policies.md: decisions whose scores are closer than this may differ. */
 #define NEAR_TIE 1e-5
 
 static int failures, near_ties, runs;
+/* How the sources store keys and values, on both sides. */
+static ckv_kv_dtype kv_dtype = CKV_KV_F32;
 
 static double wall_ms(void)
 {
@@ -197,9 +203,10 @@ static void compare(const ckv_cache *got, const ckv_cache *want, const int32_t *
 static void print_row(const char *src, const char *desc, int32_t budget, size_t lists,
                       const verdict *v, double g_ms, double c_ms)
 {
-    printf("%-12s %-58s %6d %5zu %7lld %4d/%-4d %9.2e %9.2f %9.2f  %s%s%s\n", src, desc, budget,
-           lists, (long long)v->slots_differ, v->lists_differ, v->lists_near, v->max_err, g_ms,
-           c_ms, v->fail ? "FAIL" : "ok", v->fail ? ": " : "", v->fail ? v->why : "");
+    printf("%-4s %-12s %-58s %6d %5zu %7lld %4d/%-4d %9.2e %9.2f %9.2f  %s%s%s\n",
+           ckv_kv_dtype_name(kv_dtype), src, desc, budget, lists, (long long)v->slots_differ,
+           v->lists_differ, v->lists_near, v->max_err, g_ms, c_ms, v->fail ? "FAIL" : "ok",
+           v->fail ? ": " : "", v->fail ? v->why : "");
     runs++;
     near_ties += v->lists_near;
     if (v->fail)
@@ -250,8 +257,8 @@ static void run_case(source *s, const pcase *pc, int64_t ppm)
     const ckv_cache *c = &s->c;
     int32_t budget = (int32_t)((ppm * ckv_cache_max_len(c) + 999999) / 1000000);
     if (budget <= p.ops->protected_count(&p)) {
-        printf("%-12s %-58s %6d  skipped: budget does not exceed the %d protected entries\n",
-               s->name, desc, budget, p.ops->protected_count(&p));
+        printf("%-4s %-12s %-58s %6d  skipped: budget does not exceed the %d protected entries\n",
+               ckv_kv_dtype_name(kv_dtype), s->name, desc, budget, p.ops->protected_count(&p));
         return;
     }
     size_t n = lists_of(c) * (size_t)c->capacity;
@@ -276,10 +283,25 @@ static void run_case(source *s, const pcase *pc, int64_t ppm)
     free(a_gpu);
 }
 
+/* A bf16 run's host cache: every stored key and value rounded to bf16, as
+ * a bf16 cache would have stored them. */
+static void store_as(ckv_cache *c, ckv_kv_dtype dtype)
+{
+    c->dtype = dtype;
+    size_t d = (size_t)c->head_dim;
+    for (size_t lh = 0; lh < lists_of(c); lh++)
+        for (size_t i = lh * c->capacity * d; i < (lh * c->capacity + c->len[lh]) * d; i++) {
+            c->k[i] = ckv_cache_store(c, c->k[i]);
+            c->v[i] = ckv_cache_store(c, c->v[i]);
+        }
+}
+
+/* The source's host cache in the run's type, and its GPU cache. */
 static void source_gpu(source *s)
 {
+    store_as(&s->c, kv_dtype);
     CHECK(ckv_gpu_cache_create_shape(&s->g, s->c.n_layer, s->c.n_head_kv, s->c.head_dim,
-                                     s->c.capacity, s->c.score != NULL, CKV_KV_F32, err));
+                                     s->c.capacity, s->c.score != NULL, kv_dtype, err));
 }
 
 static void source_free(source *s)
@@ -319,6 +341,7 @@ static void compressed_once(source *s)
     ckv_cache full;
     CHECK(ckv_synthetic_kv(&full, &s->q, SYN_LAYERS, SYN_KV, SYN_HEADS, SYN_D, syn_t, SYN_W, 99,
                            err));
+    store_as(&full, kv_dtype); /* the CPU compression below then stores as the run's type */
     s->n_head = SYN_HEADS;
     s->w = SYN_W;
     size_t lists = lists_of(&full), d = SYN_D;
@@ -391,20 +414,24 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* GPU time per policy at long contexts (SmolLM2-135M's cache shape). */
-static void bench(int repeats)
+static void bench(int repeats, int first, int last)
 {
     static const char *const policies[] = {"centroid", "kmeans", "streaming", "h2o", "snapkv"};
     static const int32_t tokens[] = {8192, 16384, 32768};
-    printf("%-10s %7s %7s %12s %12s\n", "policy", "tokens", "budget", "GPU ms med", "GPU ms min");
-    for (size_t ti = 0; ti < sizeof tokens / sizeof tokens[0]; ti++) {
+    printf("%-4s %-10s %7s %7s %12s %12s\n", "kv", "policy", "tokens", "budget", "GPU ms med",
+           "GPU ms min");
+    for (size_t ti = 0; ti < 2 * sizeof tokens / sizeof tokens[0]; ti++) {
+        kv_dtype = ti % 2 ? CKV_KV_BF16 : CKV_KV_F32;
+        if ((int)kv_dtype < first || (int)kv_dtype > last)
+            continue;
         source s;
         memset(&s, 0, sizeof s);
         s.name = "bench";
-        CHECK(ckv_synthetic_kv(&s.c, &s.q, 30, 3, 9, 64, tokens[ti], 32, 7, err));
+        CHECK(ckv_synthetic_kv(&s.c, &s.q, 30, 3, 9, 64, tokens[ti / 2], 32, 7, err));
         s.n_head = 9;
         s.w = 32;
         source_gpu(&s);
-        int32_t budget = tokens[ti] / 4;
+        int32_t budget = tokens[ti / 2] / 4;
         ckv_qwindow qw = {s.q, s.n_head, s.w};
         for (size_t pi = 0; pi < sizeof policies / sizeof policies[0]; pi++) {
             ckv_policy p;
@@ -418,8 +445,8 @@ static void bench(int repeats)
                     ms[r] = wall_ms() - t0;
             }
             qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
-            printf("%-10s %7d %7d %12.2f %12.2f\n", policies[pi], tokens[ti], budget,
-                   ms[repeats / 2], ms[0]);
+            printf("%-4s %-10s %7d %7d %12.2f %12.2f\n", ckv_kv_dtype_name(kv_dtype),
+                   policies[pi], tokens[ti / 2], budget, ms[repeats / 2], ms[0]);
             fflush(stdout);
             free(ms);
         }
@@ -427,76 +454,9 @@ static void bench(int repeats)
     }
 }
 
-static void usage(FILE *f)
+/* Every source in the current kv_dtype; 1 when a dump cannot be read. */
+static int run_sources(const char *dump)
 {
-    fprintf(f,
-            "Usage: gpu_policy_parity [--dump PATH] [--quick] [--bench] [--repeats N]\n"
-            "GPU compression policies against the CPU reference (policies.md).\n"
-            "  --dump PATH   also check a KV dump of `ckv dump-kv` (or CKV_POLICY_DUMP)\n"
-            "  --quick       synthetic caches of 480 instead of 1400 tokens\n"
-            "  --bench       time the GPU policies at 8K-32K synthetic tokens instead\n"
-            "  --repeats N   timing repeats for --bench (default 5; the median is shown)\n"
-            "  -h, --help    this text\n"
-            "Exit 0: every run passes; 1: a failure; 77: no GPU.\n");
-}
-
-int main(int argc, char **argv)
-{
-    static const struct option opts[] = {{"dump", required_argument, NULL, 'd'},
-                                         {"bench", no_argument, NULL, 'b'},
-                                         {"quick", no_argument, NULL, 'q'},
-                                         {"repeats", required_argument, NULL, 'r'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    setvbuf(stdout, NULL, _IOLBF, 0); /* rows show as they come, also in a log */
-    const char *dump = getenv("CKV_POLICY_DUMP");
-    bool do_bench = false;
-    int repeats = 5, c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd':
-            dump = optarg;
-            break;
-        case 'b':
-            do_bench = true;
-            break;
-        case 'q':
-            syn_t = 480;
-            break;
-        case 'r':
-            repeats = atoi(optarg);
-            if (repeats < 1) {
-                fprintf(stderr, "policy_parity: --repeats must be a positive integer\n");
-                return 2;
-            }
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        usage(stderr);
-        return 2;
-    }
-    int32_t n_dev = 0;
-    ckv_error err = {0};
-    if (ckv_cuda_device_count(&n_dev, &err)) {
-        printf("policy_parity: no GPU (%s): skipped\n", err.msg);
-        return SKIP;
-    }
-    if (do_bench) {
-        bench(repeats);
-        return 0;
-    }
-    printf("tolerance %.1e (relative, floor 1) on keys, values, degrees, scores; near-tie "
-           "margin %.0e\n",
-           TOL_VALUE, NEAR_TIE);
-    printf("%-12s %-58s %6s %5s %7s %9s %9s %9s %9s  %s\n", "source", "policy", "budget", "lists",
-           "slotdif", "diff/near", "max err", "GPU ms", "CPU ms", "result");
     source s;
     synthetic(&s, "synth-equal", false, SYN_HEADS, SYN_D, 1);
     run_source(&s, true);
@@ -519,7 +479,8 @@ int main(int argc, char **argv)
      * from, else the working directory (a build carried to another machine). */
     char fixture[4096];
     const char *root = getenv("CKV_SOURCE_ROOT");
-    snprintf(fixture, sizeof fixture, "%s/tests/fixtures/kv_small.h5", root ? root : CKV_SOURCE_ROOT);
+    snprintf(fixture, sizeof fixture, "%s/tests/fixtures/kv_small.h5",
+             root ? root : CKV_SOURCE_ROOT);
     if (!root && access(fixture, R_OK))
         snprintf(fixture, sizeof fixture, "tests/fixtures/kv_small.h5");
     if (!dump_source(&s, "kv_small", fixture))
@@ -531,6 +492,96 @@ int main(int argc, char **argv)
             return 1;
         run_source(&s, false);
         source_free(&s);
+    }
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: gpu_policy_parity [--dump PATH] [--quick] [--kv-dtype T] [--bench]\n"
+            "                         [--repeats N]\n"
+            "GPU compression policies against the CPU reference (policies.md).\n"
+            "  --dump PATH   also check a KV dump of `ckv dump-kv` (or CKV_POLICY_DUMP)\n"
+            "  --quick       synthetic caches of 480 instead of 1400 tokens\n"
+            "  --kv-dtype T  f32 or bf16: caches of that type only (default: both)\n"
+            "  --bench       time the GPU policies at 8K-32K synthetic tokens instead\n"
+            "  --repeats N   timing repeats for --bench (default 5; the median is shown)\n"
+            "  -h, --help    this text\n"
+            "Exit 0: every run passes; 1: a failure; 77: no GPU.\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"dump", required_argument, NULL, 'd'},
+                                         {"bench", no_argument, NULL, 'b'},
+                                         {"quick", no_argument, NULL, 'q'},
+                                         {"repeats", required_argument, NULL, 'r'},
+                                         {"kv-dtype", required_argument, NULL, 'k'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    setvbuf(stdout, NULL, _IOLBF, 0); /* rows show as they come, also in a log */
+    const char *dump = getenv("CKV_POLICY_DUMP");
+    bool do_bench = false;
+    int repeats = 5, c;
+    ckv_kv_dtype only;
+    int first = CKV_KV_F32, last = CKV_KV_BF16; /* the kv dtypes to run */
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            dump = optarg;
+            break;
+        case 'b':
+            do_bench = true;
+            break;
+        case 'q':
+            syn_t = 480;
+            break;
+        case 'r':
+            repeats = atoi(optarg);
+            if (repeats < 1) {
+                fprintf(stderr, "policy_parity: --repeats must be a positive integer\n");
+                return 2;
+            }
+            break;
+        case 'k':
+            if (!ckv_kv_dtype_parse(optarg, &only)) {
+                fprintf(stderr, "policy_parity: --kv-dtype takes f32 or bf16, not '%s'\n", optarg);
+                return 2;
+            }
+            first = last = only;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        usage(stderr);
+        return 2;
+    }
+    int32_t n_dev = 0;
+    ckv_error err = {0};
+    if (ckv_cuda_device_count(&n_dev, &err)) {
+        printf("policy_parity: no GPU (%s): skipped\n", err.msg);
+        return SKIP;
+    }
+    if (do_bench) {
+        bench(repeats, first, last);
+        return 0;
+    }
+    printf("tolerance %.1e (relative, floor 1) on keys, values, degrees, scores; near-tie "
+           "margin %.0e\n",
+           TOL_VALUE, NEAR_TIE);
+    printf("%-4s %-12s %-58s %6s %5s %7s %9s %9s %9s %9s  %s\n", "kv", "source", "policy",
+           "budget", "lists", "slotdif", "diff/near", "max err", "GPU ms", "CPU ms", "result");
+    for (int t = first; t <= last; t++) {
+        kv_dtype = (ckv_kv_dtype)t;
+        if (run_sources(dump))
+            return 1;
     }
     printf("%d runs, %d failed, %d lists with near-tie differences\n", runs, failures, near_ties);
     return failures ? 1 : 0;
