@@ -851,8 +851,8 @@ typedef struct {
     double gpu_prefill_s, cpu_prefill_s, gpu_decode_s, cpu_decode_s;
 } e2e_row;
 
-/* dt: the GPU cache's type; the CPU's cache is fp32, so a bf16 row also
- * carries the cache's rounding (2^-9 relative per key and value). */
+/* dt: the type of both caches (the CPU's rounds what it appends as the
+ * GPU's does: ckv_cache_store). */
 static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
                         int32_t len, int32_t greedy, ckv_kv_dtype dt)
 {
@@ -863,6 +863,7 @@ static e2e_row run_case(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const in
     ckv_cache cc;
     ckv_gpu_cache *gc;
     CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
+    cc.dtype = dt;
     CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, dt, err));
     float *lc = xmalloc(sizeof(float) * V), *lg = xmalloc(sizeof(float) * V);
     double t0 = now();
@@ -1009,24 +1010,8 @@ static void check_window_and_scores(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *g
  * decoder's logit scratch starts after the first's), each first forked on the GPU:
  * the fork must equal its source exactly, then two batched steps on each side
  * must agree row by row (logits, decode queries, scores). */
-/* Rounds the keys and values a host cache holds to bf16 (nearest even),
- * as a bf16 GPU cache stores them, so that an upload of it is exact. */
-static void round_cache_bf16(ckv_cache *c)
-{
-    for (int l = 0; l < c->n_layer; l++)
-        for (int h = 0; h < c->n_head_kv; h++) {
-            const size_t n = (size_t)c->len[ckv_cache_lh(c, l, h)] * c->head_dim;
-            float *k = ckv_cache_key(c, l, h, 0), *v = ckv_cache_val(c, l, h, 0);
-            for (size_t i = 0; i < n; i++) {
-                k[i] = ckv_bf16_to_f32(ckv_f32_to_bf16(k[i]));
-                v[i] = ckv_bf16_to_f32(ckv_f32_to_bf16(v[i]));
-            }
-        }
-}
-
-/* dt: the GPU caches' type. For bf16 the CPU caches' history is rounded
- * first (the fork stays exact); the two steps' new keys and values are
- * rounded on the GPU only. */
+/* dt: the type of every cache, CPU and GPU (the CPU's round what they
+ * append as the GPU's do, so the fork stays exact). */
 static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
                                int32_t len, ckv_kv_dtype dt)
 {
@@ -1041,6 +1026,7 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
         const bool score = b >= 1;
         CHECK(ckv_cache_init(&cc[b], cf->n_layer, cf->n_head_kv, cf->head_dim, lens[b] + 2, score,
                              err));
+        cc[b].dtype = dt;
         CHECK(ckv_cpu_forward(cpu, &cc[b], ids + 11 * b, lens[b], NULL, NULL, err));
         if (b == 2)
             for (int l = 0; l < cf->n_layer; l++)
@@ -1051,8 +1037,6 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
                     for (int32_t t = 0; t < *n; t++)
                         deg[t] = (float)(1 + (t * 5 + h) % 3);
                 }
-        if (dt == CKV_KV_BF16)
-            round_cache_bf16(&cc[b]);
         CHECK(ckv_gpu_cache_create(&src[b], gpu, lens[b] + 2, score, dt, err));
         CHECK(ckv_gpu_cache_upload(src[b], &cc[b], err));
         CHECK(ckv_gpu_cache_fork(&gc[b], src[b], lens[b] + 4, err));
@@ -1280,8 +1264,8 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
            "logit_err", "kv_err", "top1", "greedy", "gpu_pf_s", "cpu_pf_s", "gpu_tok/s",
            "cpu_tok/s");
     int full = 0, cases = 0;
-    /* Every prompt with an fp32 GPU cache, prompt 0 of each length also with
-     * a bf16 one (the CPU reference stays fp32). */
+    /* Every prompt with fp32 caches, prompt 0 of each length also with bf16
+     * ones. */
     for (int li = 0; li < n_lengths; li++)
         for (int p = 0; p < prompts + 1; p++) {
             const ckv_kv_dtype dt = p < prompts ? CKV_KV_F32 : CKV_KV_BF16;
