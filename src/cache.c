@@ -105,3 +105,17 @@ const char *ckv_kv_dtype_name(ckv_kv_dtype d)
 {
     return d == CKV_KV_BF16 ? "bf16" : "f32";
 }
+
+void ckv_cache_set_dtype(ckv_cache *c, ckv_kv_dtype d)
+{
+    c->dtype = d;
+    for (int32_t l = 0; l < c->n_layer; l++)
+        for (int32_t h = 0; h < c->n_head_kv; h++) {
+            const int64_t n = (int64_t)c->len[ckv_cache_lh(c, l, h)] * c->head_dim;
+            float *k = ckv_cache_key(c, l, h, 0), *v = ckv_cache_val(c, l, h, 0);
+            for (int64_t i = 0; i < n; i++) {
+                k[i] = ckv_cache_store(c, k[i]);
+                v[i] = ckv_cache_store(c, v[i]);
+            }
+        }
+}

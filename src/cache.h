@@ -82,6 +82,10 @@ static inline float ckv_cache_store(const ckv_cache *c, float x)
     return c->dtype == CKV_KV_BF16 ? ckv_bf16_to_f32(ckv_f32_to_bf16(x)) : x;
 }
 
+/* Makes c a cache of type d: a bf16 one gets every key and value it holds
+ * rounded (ckv_cache_store); an fp32 one keeps them as they are. */
+void ckv_cache_set_dtype(ckv_cache *c, ckv_kv_dtype d);
+
 /* "f32" or "bf16"; false for anything else. */
 bool ckv_kv_dtype_parse(const char *s, ckv_kv_dtype *out);
 const char *ckv_kv_dtype_name(ckv_kv_dtype d);

@@ -40,6 +40,7 @@ typedef struct {
     const char *policy[MAXP];
     char *policy_list; /* storage of policy[] */
     long long layers, heads, n_head, dim, seed, repeats;
+    ckv_kv_dtype kv_dtype;
 } opts;
 
 static void help(FILE *fp)
@@ -99,6 +100,9 @@ static void help(FILE *fp)
             "  --policies LIST   policies to time (default: all)\n"
             "  --repeats R       timed runs per policy (default 5)\n"
             "  --device D        cpu (default) or cuda\n"
+            "  --kv-dtype T      the cache's keys and values: f32 (default) or bf16 (every\n"
+            "                    key and value rounded once; the CPU's cache rounds as the\n"
+            "                    GPU's stores)\n"
             "  --intervals LIST  decode steps between compressions for the decode share\n"
             "                    (--device cuda; default 16,32,64,128,256)\n"
             "  --out PATH        HDF5 file (default results/bench-compress.h5)\n"
@@ -124,6 +128,7 @@ static int parse(int argc, char **argv, opts *o)
         {"device", required_argument, 0, 'd'},   {"shape", required_argument, 0, 'P'},
         {"intervals", required_argument, 0, 'i'}, {"policies", required_argument, 0, 'p'},
         {"out", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
+        {"kv-dtype", required_argument, 0, 'K'},
         {0, 0, 0, 0},
     };
     const char *tokens = NULL, *intervals = "16,32,64,128,256", *policies = NULL;
@@ -160,6 +165,10 @@ static int parse(int argc, char **argv, opts *o)
             if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
                 return cli_usage_error("bench", "--device '%s': expected cpu or cuda", optarg);
             o->gpu = !strcmp(optarg, "cuda");
+            break;
+        case 'K':
+            if (bench_kv_dtype("compress", optarg, &o->kv_dtype))
+                return CLI_USAGE;
             break;
         case 'h': help(stdout); return -1;
         default: return cli_usage_error("bench", "invalid option");
@@ -343,7 +352,7 @@ static ckv_status time_policy_gpu(const ckv_policy *p, const ckv_cache *src, int
 {
     ckv_gpu_cache *g;
     ckv_status st = ckv_gpu_cache_create_shape(&g, src->n_layer, src->n_head_kv, src->head_dim,
-                                               src->capacity, src->score != NULL, CKV_KV_F32, err);
+                                               src->capacity, src->score != NULL, src->dtype, err);
     if (st)
         return st;
     double tw[repeats];
@@ -566,7 +575,7 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             const double frac = (double)B / T;
             if (isnan(step[score])) {
                 bench_steps t;
-                ckv_status st = bench_time_steps(g, cfg, CKV_KV_F32, 1, (int32_t)B, T, frac, score,
+                ckv_status st = bench_time_steps(g, cfg, o->kv_dtype, 1, (int32_t)B, T, frac, score,
                                                  STEP_WARMUP, STEP_REPEATS,
                                                  (uint64_t)o->seed + 101 * (uint64_t)T, logits,
                                                  &t, err);
@@ -587,7 +596,7 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             snprintf(r->note, sizeof r->note, "ok");
             const bool csm = !strcmp(p->ops->name, "centroid");
             const int32_t round = csm ? round0 + csm_rounds(p, T, B, round0) : 0;
-            ckv_status st = bench_time_compress(cfg, CKV_KV_F32, p, r->budget, r->interval, T, frac,
+            ckv_status st = bench_time_compress(cfg, o->kv_dtype, p, r->budget, r->interval, T, frac,
                                                 round, (int32_t)o->repeats,
                                                 (uint64_t)o->seed + 1000 * (uint64_t)(*n),
                                                 &r->compress_ms, &r->rounds, err);
@@ -732,15 +741,19 @@ static void print_targets(const compress_row *rows, size_t n, const share_row *s
 static ckv_status load_cache(const opts *o, int t, ckv_kvdump *d, ckv_error *err)
 {
     *d = (ckv_kvdump){0};
-    if (!o->synthetic)
-        return ckv_kvfile_read(o->dump, d, err);
-    const int32_t T = o->tokens[t], w = T < 32 ? T : 32;
-    ckv_status st = ckv_synthetic_kv(&d->cache, &d->q_window, (int32_t)o->layers,
-                                     (int32_t)o->heads, (int32_t)o->n_head, (int32_t)o->dim, T, w,
-                                     (uint64_t)o->seed, err);
-    d->n_head = (int32_t)o->n_head;
-    d->w = w;
-    d->prompt_tokens = T;
+    ckv_status st;
+    if (!o->synthetic) {
+        st = ckv_kvfile_read(o->dump, d, err);
+    } else {
+        const int32_t T = o->tokens[t], w = T < 32 ? T : 32;
+        st = ckv_synthetic_kv(&d->cache, &d->q_window, (int32_t)o->layers, (int32_t)o->heads,
+                              (int32_t)o->n_head, (int32_t)o->dim, T, w, (uint64_t)o->seed, err);
+        d->n_head = (int32_t)o->n_head;
+        d->w = w;
+        d->prompt_tokens = T;
+    }
+    if (!st)
+        ckv_cache_set_dtype(&d->cache, o->kv_dtype);
     return st;
 }
 
@@ -820,7 +833,7 @@ static int run(int argc, char **argv, const opts *o)
     const char *attrs[] = {"format", "ckv-bench-compress", "version", "1", "date", date,
                            "device", device, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "budget", o->budget_s, "repeats", repeats, "kmeans_iters",
-                           KMEANS_ITERS};
+                           KMEANS_ITERS, "kv_dtype", ckv_kv_dtype_name(o->kv_dtype)};
     const ckv_h5_table tables[] = {
         {"/compress", compress_fields, sizeof compress_fields / sizeof compress_fields[0],
          sizeof(compress_row), rows, n},

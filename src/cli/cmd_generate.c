@@ -23,7 +23,7 @@ static void help(void)
            "      --temperature T    sample with temperature T > 0 (default 0: greedy)\n"
            "      --top-p P          nucleus sampling mass in (0, 1] (default 0.95)\n"
            "      --seed S           sampling seed (default 0)\n"
-           CLI_DEVICE_HELP
+           CLI_DEVICE_HELP CLI_KV_DTYPE_HELP
            "  -t, --threads N        CPU threads (default: all online CPUs)\n"
            "  -h, --help             this help\n");
 }
@@ -36,12 +36,13 @@ int cmd_generate(int argc, char **argv)
         {"system", required_argument, 0, 'S'},  {"max-tokens", required_argument, 0, 'n'},
         {"temperature", required_argument, 0, 'T'}, {"top-p", required_argument, 0, 'P'},
         {"seed", required_argument, 0, 's'},    {"threads", required_argument, 0, 't'},
-        {"device", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+        {"device", required_argument, 0, 'D'}, {"kv-dtype", required_argument, 0, 'K'}, {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *model = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
     bool chat = false;
     long long max_tokens = 128, seed = 0, threads = 0;
     double temperature = 0, top_p = 0.95;
     cli_device device = CLI_DEVICE_CPU;
+    ckv_kv_dtype kv_dtype = CKV_KV_F32;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:f:n:t:h", lo, NULL)) != -1) {
@@ -75,6 +76,10 @@ int cmd_generate(int argc, char **argv)
             if (!cli_device_parse("generate", optarg, &device))
                 return CLI_USAGE;
             break;
+        case 'K':
+            if (!cli_kv_dtype_parse("generate", optarg, &kv_dtype))
+                return CLI_USAGE;
+            break;
         case 'h': help(); return CLI_OK;
         default: return cli_usage_error("generate", "invalid option");
         }
@@ -99,6 +104,7 @@ int cmd_generate(int argc, char **argv)
         free(file_text);
         return rc;
     }
+    s.kv_dtype = kv_dtype;
     int32_t *ids = NULL;
     size_t n = 0;
     float *logits = NULL;

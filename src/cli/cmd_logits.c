@@ -18,7 +18,7 @@ static void help(void)
            "      --chat          wrap the prompt in the model's chat format\n"
            "  -k, --top K         how many tokens to print (default 10)\n"
            "      --raw FILE      also write all logits as little-endian float32 to FILE\n"
-           CLI_DEVICE_HELP
+           CLI_DEVICE_HELP CLI_KV_DTYPE_HELP
            "  -t, --threads N     CPU threads (default: all online CPUs)\n"
            "  -h, --help          this help\n");
 }
@@ -68,12 +68,13 @@ int cmd_logits(int argc, char **argv)
         {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},
         {"ids", required_argument, 0, 'i'},   {"chat", no_argument, 0, 'c'},
         {"top", required_argument, 0, 'k'},   {"raw", required_argument, 0, 'r'},
-        {"threads", required_argument, 0, 't'}, {"device", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'},
+        {"threads", required_argument, 0, 't'}, {"device", required_argument, 0, 'D'}, {"kv-dtype", required_argument, 0, 'K'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *model = NULL, *prompt = NULL, *ids_arg = NULL, *raw = NULL;
     bool chat = false;
     long long top = 10, threads = 0;
     cli_device device = CLI_DEVICE_CPU;
+    ckv_kv_dtype kv_dtype = CKV_KV_F32;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:k:t:h", lo, NULL)) != -1) {
@@ -93,6 +94,10 @@ int cmd_logits(int argc, char **argv)
             break;
         case 'D':
             if (!cli_device_parse("logits", optarg, &device))
+                return CLI_USAGE;
+            break;
+        case 'K':
+            if (!cli_kv_dtype_parse("logits", optarg, &kv_dtype))
                 return CLI_USAGE;
             break;
         case 'h': help(); return CLI_OK;
@@ -116,6 +121,7 @@ int cmd_logits(int argc, char **argv)
         free(ids);
         return rc;
     }
+    s.kv_dtype = kv_dtype;
     const ckv_config *cfg = &s.model.cfg;
     ckv_error err = {0};
     cli_seq seq = {0};

@@ -79,6 +79,14 @@ int cli_session_open_on(cli_session *s, const char *cmd, const char *model_path,
     return CLI_OK;
 }
 
+bool cli_kv_dtype_parse(const char *cmd, const char *arg, ckv_kv_dtype *out)
+{
+    if (ckv_kv_dtype_parse(arg, out))
+        return true;
+    cli_usage_error(cmd, "--kv-dtype: '%s' is not f32 or bf16", arg);
+    return false;
+}
+
 int cli_session_open(cli_session *s, const char *cmd, const char *model_path, int threads)
 {
     return cli_session_open_on(s, cmd, model_path, threads, CLI_DEVICE_CPU);
@@ -92,10 +100,12 @@ ckv_status cli_seq_init(const cli_session *s, cli_seq *q, int32_t capacity, bool
     const ckv_config *c = &s->model.cfg;
 #if CKV_HAVE_CUDA
     if (s->gpu)
-        return ckv_gpu_cache_create(&q->gpu, s->gpu, capacity, track_score, CKV_KV_F32, err);
+        return ckv_gpu_cache_create(&q->gpu, s->gpu, capacity, track_score, s->kv_dtype, err);
 #endif
-    return ckv_cache_init(&q->cpu, c->n_layer, c->n_head_kv, c->head_dim, capacity, track_score,
-                          err);
+    ckv_status st = ckv_cache_init(&q->cpu, c->n_layer, c->n_head_kv, c->head_dim, capacity,
+                                   track_score, err);
+    q->cpu.dtype = s->kv_dtype;
+    return st;
 }
 
 void cli_seq_free(cli_seq *q)

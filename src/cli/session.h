@@ -22,6 +22,7 @@ typedef struct {
     ckv_cpu *cpu;   /* set on the CPU */
     ckv_gpu *gpu;   /* set on CUDA */
     char device_name[256];
+    ckv_kv_dtype kv_dtype; /* of the caches cli_seq_init makes (fp32 unless set) */
 } cli_session;
 
 /* The documentation line of --device, for the commands' help. */
@@ -30,6 +31,11 @@ typedef struct {
 
 /* Parses a --device value; prints a usage error and returns false if bad. */
 bool cli_device_parse(const char *cmd, const char *arg, cli_device *out);
+
+/* The documentation line of --kv-dtype, and its parser (as --device's). */
+#define CLI_KV_DTYPE_HELP \
+    "      --kv-dtype T       the KV cache's keys and values: f32 (default) or bf16\n"
+bool cli_kv_dtype_parse(const char *cmd, const char *arg, ckv_kv_dtype *out);
 
 /* Returns CLI_OK, or prints "ckv CMD: ..." and returns CLI_FAIL. The
  * decoder runs on the CPU. */
