@@ -468,8 +468,10 @@ static ckv_status copy_kv(const ckv_gpu_cache *c, void *dev, float *host, int32_
 {
     const size_t lists = (size_t)c->n_layer * c->n_head_kv, hd = c->head_dim;
     if (c->dtype == CKV_KV_F32)
-        return copy_lists(dev, c->capacity, host, host_cap, hd * sizeof(float), entries, lists,
-                          up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, err);
+        return up ? copy_lists(dev, c->capacity, host, host_cap, hd * sizeof(float), entries,
+                               lists, cudaMemcpyHostToDevice, err)
+                  : copy_lists(host, host_cap, dev, c->capacity, hd * sizeof(float), entries,
+                               lists, cudaMemcpyDeviceToHost, err);
     if (entries <= 0)
         return CKV_OK;
     const size_t row = (size_t)entries * hd;  // elements of one list's rows
