@@ -47,7 +47,7 @@ static void cpu_destroy(void *state)
 }
 
 static ckv_status cpu_cache_new(void *state, ckv_bcache **out, int32_t capacity, bool track_score,
-                                ckv_error *err)
+                                ckv_kv_dtype dtype, ckv_error *err)
 {
     const cpu_state *s = state;
     ckv_bcache *b = calloc(1, sizeof *b);
@@ -59,6 +59,7 @@ static ckv_status cpu_cache_new(void *state, ckv_bcache **out, int32_t capacity,
         free(b);
         return st;
     }
+    b->c.dtype = dtype;
     *out = b;
     return CKV_OK;
 }
@@ -129,7 +130,8 @@ static ckv_status cpu_on_decode(void *state, const ckv_policy *p, ckv_bcache *c,
 static ckv_cache_stats cpu_stats(void *state, const ckv_bcache *c)
 {
     (void)state;
-    return ckv_stats_fp32(ckv_cache_entries(&c->c), ckv_cache_max_len(&c->c), c->c.head_dim);
+    return ckv_stats_of(ckv_cache_entries(&c->c), ckv_cache_max_len(&c->c), c->c.head_dim,
+                        c->c.dtype);
 }
 
 static void cpu_describe(void *state, char *buf, size_t size)

@@ -4,7 +4,8 @@
  * Contract for an implementation (kernels/ for CUDA):
  * - caches are opaque handles the backend owns (device memory is fine);
  *   cache_new makes an empty one of a capacity in entries per (layer, KV
- *   head), with H2O score accumulation when track_score;
+ *   head), with H2O score accumulation when track_score, storing keys and
+ *   values as dtype says (cache.h; a fork keeps its source's);
  * - forward runs n tokens at the cache's next positions exactly as
  *   ckv_cpu_forward does (log(degree) bias unless opts->no_degree_bias,
  *   optional last-W query capture into host memory, logits to host memory);
@@ -18,7 +19,8 @@
  * - compress and on_decode apply a policy exactly as ckv_policy_compress and
  *   ckv_policy_on_decode do (the policy contract is policies.md);
  * - stats reports total entries over all (layer, head) lists and the bytes
- *   they occupy at the cache's storage precision (keys, values and degrees).
+ *   they occupy at the cache's storage type (keys and values of its dtype,
+ *   fp32 degrees).
  * Every operation returns a ckv_status with a message in err. */
 #ifndef CKV_BACKEND_H
 #define CKV_BACKEND_H
@@ -46,7 +48,7 @@ typedef struct {
                          ckv_error *err);
     void (*destroy)(void *state);
     ckv_status (*cache_new)(void *state, ckv_bcache **out, int32_t capacity, bool track_score,
-                            ckv_error *err);
+                            ckv_kv_dtype dtype, ckv_error *err);
     void (*cache_free)(void *state, ckv_bcache *c);
     ckv_status (*fork)(void *state, ckv_bcache **out, const ckv_bcache *src, int32_t capacity,
                        ckv_error *err);

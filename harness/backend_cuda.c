@@ -81,11 +81,11 @@ static ckv_status wrap(cuda_state *s, ckv_bcache **out, ckv_gpu_cache *gc, ckv_e
 }
 
 static ckv_status cuda_cache_new(void *state, ckv_bcache **out, int32_t capacity,
-                                 bool track_score, ckv_error *err)
+                                 bool track_score, ckv_kv_dtype dtype, ckv_error *err)
 {
     cuda_state *s = state;
     ckv_gpu_cache *gc;
-    ckv_status st = ckv_gpu_cache_create(&gc, s->g, capacity, track_score, CKV_KV_F32, err);
+    ckv_status st = ckv_gpu_cache_create(&gc, s->g, capacity, track_score, dtype, err);
     return st ? st : wrap(s, out, gc, err);
 }
 
@@ -176,8 +176,8 @@ static ckv_status cuda_on_decode(void *state, const ckv_policy *p, ckv_bcache *c
 static ckv_cache_stats cuda_stats(void *state, const ckv_bcache *c)
 {
     const cuda_state *s = state;
-    return ckv_stats_fp32(ckv_gpu_cache_entries(c->gpu), ckv_gpu_cache_max_len(c->gpu),
-                          s->cfg.head_dim);
+    return ckv_stats_of(ckv_gpu_cache_entries(c->gpu), ckv_gpu_cache_max_len(c->gpu),
+                        s->cfg.head_dim, ckv_gpu_cache_dtype(c->gpu));
 }
 
 static void cuda_describe(void *state, char *buf, size_t size)

@@ -14,12 +14,15 @@ struct ckv_bcache {
 };
 
 /* Stats of a cache of `entries` entries whose longest list has max_len:
- * fp32 key and value vectors plus one fp32 degree per entry, as both
- * backends store them. */
-static inline ckv_cache_stats ckv_stats_fp32(int64_t entries, int32_t max_len, int32_t head_dim)
+ * key and value vectors of dtype plus one fp32 degree per entry, as the GPU
+ * stores them (the CPU twin of a bf16 cache holds bf16 values in floats;
+ * its bytes are counted as the format's). */
+static inline ckv_cache_stats ckv_stats_of(int64_t entries, int32_t max_len, int32_t head_dim,
+                                           ckv_kv_dtype dtype)
 {
-    ckv_cache_stats s = {entries, entries * (2 * (int64_t)head_dim + 1) * (int64_t)sizeof(float),
-                         max_len};
+    ckv_cache_stats s = {
+        entries, entries * (2 * (int64_t)head_dim * ckv_kv_dtype_size(dtype) + (int64_t)sizeof(float)),
+        max_len};
     return s;
 }
 

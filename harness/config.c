@@ -464,13 +464,18 @@ static ckv_status parse_root(parse_ctx *x, ckv_sweep_config *c)
             if (want_int(x, v, "threads", 0, 1024, &iv))
                 return x->err->status;
             c->threads = (int32_t)iv;
+        } else if (!strcmp(key, "kv_dtype")) {
+            if (want_scalar(x, v, "kv_dtype", &s))
+                return x->err->status;
+            if (!ckv_kv_dtype_parse(s, &c->kv_dtype))
+                return node_error(x, v, "kv_dtype '%s': expected f32 or bf16", s);
         } else if (!strcmp(key, "fidelity")) {
             if (want_bool(x, v, "fidelity", &c->fidelity))
                 return x->err->status;
         } else {
             return node_error(x, k,
                               "unknown key '%s' (expected model, data_dir, tasks, policies, mode, "
-                              "seeds, limit, output, fidelity, threads)",
+                              "seeds, limit, output, fidelity, threads, kv_dtype)",
                               key);
         }
     }

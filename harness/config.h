@@ -46,6 +46,7 @@ typedef struct {
     int64_t limit;       /* samples per task source and task (0: all) */
     bool fidelity;
     int32_t threads;     /* 0: all online CPUs */
+    ckv_kv_dtype kv_dtype; /* how every cache stores keys and values (kv_dtype: f32 | bf16) */
     ckv_run_config *runs;
     size_t n_runs;
 } ckv_sweep_config;

@@ -622,7 +622,7 @@ static ckv_status run_unit(sweep *w, int64_t unit, const ckv_pack_sample *s, ckv
     for (size_t i = 0; i < 2 * n_runs; i++)
         seq_reset(&w->seq[i]);
     ckv_bcache *base = NULL;
-    ckv_status st = ops->cache_new(w->be.state, &base, cap, w->track_score, err);
+    ckv_status st = ops->cache_new(w->be.state, &base, cap, w->track_score, c->kv_dtype, err);
     if (st)
         return st;
     int32_t W = w->window < n_prefill ? w->window : n_prefill;

@@ -28,7 +28,8 @@ Test(sweep_config, grid_is_the_cartesian_product_in_written_order)
              "    budgets: 0.25\n"
              "seeds: [1, 2]\n"
              "limit: 3\n"
-             "mode: query_agnostic\n",
+             "mode: query_agnostic\n"
+             "kv_dtype: bf16\n",
              tasks);
     ckv_sweep_config c;
     ckv_error err = {0};
@@ -49,6 +50,7 @@ Test(sweep_config, grid_is_the_cartesian_product_in_written_order)
     cr_assert_eq(c.runs[13].budget.ppm, 500000);
     cr_assert_eq(c.limit, 3);
     cr_assert(c.query_agnostic);
+    cr_assert_eq(c.kv_dtype, CKV_KV_BF16);
     cr_assert_eq(c.sources[0].lengths[0], 512);
     ckv_sweep_config_free(&c);
 }
@@ -80,6 +82,7 @@ Test(sweep_config, errors_name_line_and_column)
     expect_error("policies: [full]\nbudget: 3\n", "t.yaml:4:1", "unknown key 'budget'");
     expect_error("policies:\n  - name: centroid\n", "t.yaml:4:11", "'budgets' is required");
     expect_error("policies: [full]\nmode: sideways\n", "t.yaml:4:7", "mode 'sideways'");
+    expect_error("policies: [full]\nkv_dtype: fp16\n", "t.yaml:4:11", "kv_dtype 'fp16'");
     expect_error("policies: [full\n", "t.yaml:", "YAML");
 }
 
