@@ -106,7 +106,8 @@ ckv_status ckv_gpu_cache_fill_random(ckv_gpu_cache *c, int32_t entries, int64_t 
 /* Copies a host cache (entries, degrees, scores, lengths, position, round) onto
  * the GPU cache; its lists must fit the GPU cache's capacity. Scores are
  * copied when both track them, zeroed when only the GPU cache does. A bf16
- * cache gets each key and value rounded to nearest even. */
+ * cache gets each key and value rounded to nearest even; a bf16 host cache
+ * into an f32 GPU cache is refused (CKV_ERR_ARG). */
 ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_error *err);
 /* Copies the GPU cache into a host cache of the same shape and at least
  * the longest list's capacity (a bf16 cache's keys and values widened to

@@ -14,7 +14,6 @@
 // merged max and sum, which must match the partial pass's) and for batches
 // of sequences with GQA groups over 8. Every kernel here is launched with
 // programmatic dependent launch and waits first (cuda_pdl.cuh).
-#include <cuda_bf16.h>
 #include <math.h>
 
 #include "cuda_attention_decode.h"

@@ -17,6 +17,8 @@ bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_h
 // type (fp32: the CUDA-core kernel, bf16: the tensor-core one); 0 when
 // unknown.
 int ckv_attention_decode_resident(int32_t head_dim, int32_t group, ckv_kv_dtype dtype);
+// The same for the tensor-core kernel (any group up to 8: its registers do
+// not depend on the group).
 int ckv_attention_decode_mma_resident(int32_t head_dim);
 
 // Partial pass: per (row, query head, split) the unnormalised output, the
@@ -34,7 +36,9 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
                                  bool logits, ckv_kv_dtype dtype, cudaStream_t stream);
-// The bf16 form (ckv_attention_decode with dtype bf16).
+// The bf16 form, which ckv_attention_decode calls for dtype bf16
+// (kernels/cuda_attention_decode_mma.cu): the same partials, from tensor
+// cores; the logits, when stored, in natural-log units as the fp32 form's.
 cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                      int32_t n_head_kv, int32_t head_dim,
                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,

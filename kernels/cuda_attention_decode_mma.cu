@@ -97,8 +97,8 @@ __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, ui
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// 3 blocks an SM, as the CUDA-core kernel's group-4 instance: 168
-// registers at most.
+// At least 3 blocks an SM, as the CUDA-core kernel's group-4 instance: 168
+// registers at most (head_dim 128 takes 160-164, 64 takes 96).
 template <int HD, bool LOGITS>
 __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 {

@@ -113,15 +113,8 @@ ckv_status attn_alloc(ckv_bench_gpu *b, const ckv_attn_shape *s, int sets, uint6
     // Keys and queries in [-1, 1): scores q.k / sqrt(d) of spread about 1/3,
     // a softmax neither flat nor one-hot. Degrees as a compressed cache's.
     const size_t kv = sets * a->list_floats;
-    const bool bf16 = s->dtype == CKV_KV_BF16;
-    if ((st = bf16 ? ckv_k_fill_uniform_bf16(static_cast<ckv_bf16 *>(a->k), kv, -1, 1, seed,
-                                             b->stream, err)
-                   : ckv_k_fill_uniform(static_cast<float *>(a->k), kv, -1, 1, seed, b->stream,
-                                        err)) ||
-        (st = bf16 ? ckv_k_fill_uniform_bf16(static_cast<ckv_bf16 *>(a->v), kv, -1, 1, seed + 1,
-                                             b->stream, err)
-                   : ckv_k_fill_uniform(static_cast<float *>(a->v), kv, -1, 1, seed + 1,
-                                        b->stream, err)) ||
+    if ((st = ckv_k_fill_uniform_kv(a->k, s->dtype, kv, -1, 1, seed, b->stream, err)) ||
+        (st = ckv_k_fill_uniform_kv(a->v, s->dtype, kv, -1, 1, seed + 1, b->stream, err)) ||
         (st = ckv_k_fill_uniform(a->deg, sets * degs, 1, 8, seed + 2, b->stream, err)) ||
         (st = ckv_k_fill_uniform(a->q, qf, -1, 1, seed + 3, b->stream, err)))
         return st;

@@ -332,6 +332,8 @@ extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_
                                                  ckv_kv_dtype dtype, ckv_error *err)
 {
     *out = NULL;
+    if (dtype != CKV_KV_F32 && dtype != CKV_KV_BF16)
+        return ckv_errorf(err, CKV_ERR_ARG, "cuda: KV cache dtype %d (f32 or bf16)", (int)dtype);
     if (capacity <= 0 || n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0)
         return ckv_errorf(err, CKV_ERR_ARG,
                           "cuda: cache shape [%d, %d, %d] and capacity %d must be positive",
@@ -461,8 +463,9 @@ static ckv_status copy_lists(void *dst, int32_t dst_cap, const void *src, int32_
 // Keys or values (dev: the GPU cache's k or v) of the first `entries` rows
 // of every list between the GPU cache and a host cache's fp32 array (host,
 // `host_cap` entries a list); `up`: to the GPU. A bf16 cache's rows go
-// through host staging, rounded to nearest even (ckv_f32_to_bf16, as the
-// kernels' stores) on the way up and widened exactly on the way down.
+// through host staging, one list at a time, rounded to nearest even
+// (ckv_f32_to_bf16, as the kernels' stores) on the way up and widened
+// exactly on the way down.
 static ckv_status copy_kv(const ckv_gpu_cache *c, void *dev, float *host, int32_t host_cap,
                           int32_t entries, bool up, ckv_error *err)
 {
@@ -475,27 +478,27 @@ static ckv_status copy_kv(const ckv_gpu_cache *c, void *dev, float *host, int32_
     if (entries <= 0)
         return CKV_OK;
     const size_t row = (size_t)entries * hd;  // elements of one list's rows
-    uint16_t *stage = static_cast<uint16_t *>(malloc(lists * row * sizeof(uint16_t)));
+    uint16_t *stage = static_cast<uint16_t *>(malloc(row * sizeof(uint16_t)));
     if (!stage)
-        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory staging %zu bf16 rows",
-                          lists * entries);
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory staging %d bf16 rows",
+                          entries);
     ckv_status st = CKV_OK;
-    if (up)
-        for (size_t j = 0; j < lists; j++)
+    for (size_t j = 0; j < lists && !st; j++) {
+        float *h = host + j * host_cap * hd;
+        uint16_t *d = static_cast<uint16_t *>(dev) + j * c->capacity * hd;
+        if (up)
             for (size_t i = 0; i < row; i++)
-                stage[j * row + i] = ckv_f32_to_bf16(host[j * host_cap * hd + i]);
-    cudaError_t e =
-        up ? cudaMemcpy2D(dev, c->capacity * hd * 2, stage, row * 2, row * 2, lists,
-                          cudaMemcpyHostToDevice)
-           : cudaMemcpy2D(stage, row * 2, dev, c->capacity * hd * 2, row * 2, lists,
-                          cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess)
-        st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: copying bf16 cache rows: %s",
-                        cudaGetErrorString(e));
-    else if (!up)
-        for (size_t j = 0; j < lists; j++)
+                stage[i] = ckv_f32_to_bf16(h[i]);
+        const cudaError_t e =
+            up ? cudaMemcpy(d, stage, row * 2, cudaMemcpyHostToDevice)
+               : cudaMemcpy(stage, d, row * 2, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess)
+            st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: copying bf16 cache rows: %s",
+                            cudaGetErrorString(e));
+        else if (!up)
             for (size_t i = 0; i < row; i++)
-                host[j * host_cap * hd + i] = ckv_bf16_to_f32(stage[j * row + i]);
+                h[i] = ckv_bf16_to_f32(stage[i]);
+    }
     free(stage);
     return st;
 }
@@ -507,6 +510,10 @@ extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *
         return ckv_errorf(err, CKV_ERR_ARG, "cuda: cache shape [%d, %d, %d] does not match [%d, %d, %d]",
                           src->n_layer, src->n_head_kv, src->head_dim, dst->n_layer,
                           dst->n_head_kv, dst->head_dim);
+    if (src->dtype == CKV_KV_BF16 && dst->dtype == CKV_KV_F32)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "cuda: a bf16 host cache uploaded into an f32 GPU cache (the GPU would "
+                          "append unrounded entries its CPU twin rounds)");
     const size_t lists = (size_t)src->n_layer * src->n_head_kv;
     const int32_t mx = longest(src->len, lists);
     if (mx > dst->capacity)

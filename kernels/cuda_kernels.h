@@ -196,6 +196,9 @@ ckv_status ckv_k_fill_uniform(float *p, size_t n, float lo, float hi, uint64_t s
                               ckv_error *err);
 ckv_status ckv_k_fill_uniform_bf16(ckv_bf16 *p, size_t n, float lo, float hi, uint64_t seed,
                                    void *stream, ckv_error *err);
+/* The one of the two for n keys or values of a cache of type dtype. */
+ckv_status ckv_k_fill_uniform_kv(void *p, ckv_kv_dtype dtype, size_t n, float lo, float hi,
+                                 uint64_t seed, void *stream, ckv_error *err);
 
 /* len[j] += n for j < count and *pos += n: the lists grew by the tokens
  * just run. */

@@ -56,3 +56,11 @@ extern "C" ckv_status ckv_k_fill_uniform_bf16(ckv_bf16 *p, size_t n, float lo, f
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
+
+extern "C" ckv_status ckv_k_fill_uniform_kv(void *p, ckv_kv_dtype dtype, size_t n, float lo,
+                                            float hi, uint64_t seed, void *stream, ckv_error *err)
+{
+    return dtype == CKV_KV_BF16
+               ? ckv_k_fill_uniform_bf16(static_cast<ckv_bf16 *>(p), n, lo, hi, seed, stream, err)
+               : ckv_k_fill_uniform(static_cast<float *>(p), n, lo, hi, seed, stream, err);
+}

@@ -90,17 +90,9 @@ extern "C" ckv_status ckv_gpu_cache_fill_random(ckv_gpu_cache *c, int32_t entrie
     // activations give; degrees 1 for a full cache, else uniform in
     // [1, max_degree).
     const size_t kv = lists * T * c->head_dim;
-    if (c->dtype == CKV_KV_BF16)
-        st = ckv_k_fill_uniform_bf16(static_cast<ckv_bf16 *>(c->k), kv, -1, 1, seed, NULL, err);
-    else
-        st = ckv_k_fill_uniform(static_cast<float *>(c->k), kv, -1, 1, seed, NULL, err);
-    if (st)
-        return st;
-    if (c->dtype == CKV_KV_BF16)
-        st = ckv_k_fill_uniform_bf16(static_cast<ckv_bf16 *>(c->v), kv, -1, 1, seed + 1, NULL, err);
-    else
-        st = ckv_k_fill_uniform(static_cast<float *>(c->v), kv, -1, 1, seed + 1, NULL, err);
-    if (st || (st = ckv_k_fill_uniform(c->deg, lists * T, 1, max_degree, seed + 2, NULL, err)))
+    if ((st = ckv_k_fill_uniform_kv(c->k, c->dtype, kv, -1, 1, seed, NULL, err)) ||
+        (st = ckv_k_fill_uniform_kv(c->v, c->dtype, kv, -1, 1, seed + 1, NULL, err)) ||
+        (st = ckv_k_fill_uniform(c->deg, lists * T, 1, max_degree, seed + 2, NULL, err)))
         return st;
     if (c->score)
         CKV_CUDA(cudaMemset(c->score, 0, lists * T * sizeof(float)));

@@ -40,8 +40,8 @@ typedef struct {
     float *score;      /* accumulated attention (H2O); NULL unless tracked */
     int64_t n_pos;     /* RoPE position of the next token = tokens seen so far */
     int32_t round;     /* CSM round counter, continued across compressions */
-    ckv_kv_dtype dtype; /* F32 from ckv_cache_init; set by the owner, ckv_cache_fork,
-                           ckv_gpu_cache_download */
+    ckv_kv_dtype dtype; /* F32 from ckv_cache_init; set by the owner (ckv_cache_set_dtype
+                           converts a filled cache), ckv_cache_fork, ckv_gpu_cache_download */
 } ckv_cache;
 
 ckv_status ckv_cache_init(ckv_cache *c, int32_t n_layer, int32_t n_head_kv, int32_t head_dim,

@@ -402,6 +402,11 @@ static bool write_body(hid_t f, const ckv_cache *c, const ckv_kvfile_extra *x)
 ckv_status ckv_kvfile_write(const char *path, const ckv_cache *c, const ckv_kvfile_extra *x,
                             ckv_error *err)
 {
+    if (c->dtype != CKV_KV_F32)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "%s: a %s cache is not written (the format holds fp32 caches and no "
+                          "dtype)",
+                          path, ckv_kv_dtype_name(c->dtype));
     quiet();
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);

@@ -52,7 +52,8 @@ typedef struct {
  * tracks scores; csm_round = cache->round) plus the extras, atomically:
  * a temporary file in the same directory renamed over path. tokens is the
  * longest list. `ckv dump-kv` calls this with q_window, prompt_tokens, model
- * and prompt; `ckv compress` with assign and the policy attributes. */
+ * and prompt; `ckv compress` with assign and the policy attributes. Only an
+ * fp32 cache (dtype F32): a bf16 one is CKV_ERR_UNSUPPORTED. */
 ckv_status ckv_kvfile_write(const char *path, const ckv_cache *c, const ckv_kvfile_extra *x,
                             ckv_error *err);
 

@@ -6,12 +6,14 @@
  * small synthetic model against the fp32 cache's layer 0, which no
  * attention has touched yet, rounded by ckv_f32_to_bf16 (test_quant). */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cache.h"
 #include "cpu.h"
+#include "kvfile.h"
 #include "model.h"
 #include "policies/list.h"
 #include "policy.h"
@@ -235,4 +237,67 @@ Test(cache_dtype, forward_appends_bf16_keys_and_values)
     ckv_cache_free(&c[1]);
     ckv_cpu_free(cpu);
     ckv_model_free(&model);
+}
+
+/* ckv_cache_set_dtype rounds the entries a list holds (hand-picked bits:
+ * 0x3F808000 is a tie that stays even at 0x3F80, 0x3F818000 one that rounds
+ * up to 0x3F82) and leaves the rows past a list's length as they were. */
+Test(cache_dtype, set_dtype_rounds_the_held_entries_only)
+{
+    ckv_cache c;
+    cr_assert_eq(ckv_cache_init(&c, 1, 1, 2, 3, false, NULL), CKV_OK);
+    const uint32_t in[6] = {0x3F808000u, 0x3F818000u, 0x3F808000u, 0x3F818000u,
+                            0x3F808000u, 0x3F818000u};
+    memcpy(c.k, in, sizeof in);
+    memcpy(c.v, in, sizeof in);
+    c.len[0] = 2;
+    ckv_cache_set_dtype(&c, CKV_KV_BF16);
+    cr_expect_eq(c.dtype, CKV_KV_BF16);
+    const uint32_t want[6] = {0x3F800000u, 0x3F820000u, 0x3F800000u, 0x3F820000u,
+                              0x3F808000u, 0x3F818000u};
+    for (int i = 0; i < 6; i++) {
+        cr_expect_eq(bits(c.k[i]), want[i], "key %d: %08x", i, bits(c.k[i]));
+        cr_expect_eq(bits(c.v[i]), want[i], "value %d: %08x", i, bits(c.v[i]));
+    }
+    ckv_cache_set_dtype(&c, CKV_KV_F32);
+    cr_expect_eq(c.dtype, CKV_KV_F32);
+    cr_expect_eq(bits(c.k[4]), 0x3F808000u);
+    ckv_cache_free(&c);
+}
+
+Test(cache_dtype, names_parse_and_sizes)
+{
+    ckv_kv_dtype d = CKV_KV_BF16;
+    cr_expect(ckv_kv_dtype_parse("f32", &d) && d == CKV_KV_F32);
+    cr_expect(ckv_kv_dtype_parse("bf16", &d) && d == CKV_KV_BF16);
+    cr_expect(!ckv_kv_dtype_parse("fp16", &d));
+    cr_expect(!ckv_kv_dtype_parse("", &d));
+    cr_expect(!ckv_kv_dtype_parse("BF16", &d));
+    cr_expect_str_eq(ckv_kv_dtype_name(CKV_KV_F32), "f32");
+    cr_expect_str_eq(ckv_kv_dtype_name(CKV_KV_BF16), "bf16");
+    cr_expect_eq(ckv_kv_dtype_size(CKV_KV_F32), 4);
+    cr_expect_eq(ckv_kv_dtype_size(CKV_KV_BF16), 2);
+}
+
+/* The dump format holds fp32 caches without a dtype: a bf16 one is refused,
+ * naming the file, and nothing is left behind. */
+Test(cache_dtype, kvfile_refuses_a_bf16_cache)
+{
+    ckv_cache c;
+    cr_assert_eq(ckv_cache_init(&c, 1, 1, 2, 2, false, NULL), CKV_OK);
+    c.len[0] = 1;
+    c.k[0] = c.k[1] = c.v[0] = c.v[1] = 1.0f;
+    c.deg[0] = 1.0f;
+    ckv_cache_set_dtype(&c, CKV_KV_BF16);
+    char path[] = "/tmp/ckv-dtype-XXXXXX";
+    cr_assert(mkdtemp(path));
+    char file[64];
+    snprintf(file, sizeof file, "%s/kv.h5", path);
+    ckv_kvfile_extra x = {0};
+    ckv_error err = {0};
+    cr_expect_eq(ckv_kvfile_write(file, &c, &x, &err), CKV_ERR_UNSUPPORTED);
+    cr_expect(strstr(err.msg, file) && strstr(err.msg, "bf16"), "%s", err.msg);
+    cr_expect_eq(access(file, F_OK), -1);
+    cr_expect_eq(rmdir(path), 0, "a temporary file was left in %s", path);
+    ckv_cache_free(&c);
 }

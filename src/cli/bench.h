@@ -67,8 +67,6 @@ bool bench_policy_list(const char *opt, const char *s, char **storage, const cha
  * head) list as ckv_gpu_cache stores them: keys and values of dtype, fp32
  * degrees (no scores). */
 double bench_cache_bytes(const ckv_config *c, ckv_kv_dtype dtype, double entries);
-/* --kv-dtype of benchmark `what`: f32 or bf16, else a usage error. */
-int bench_kv_dtype(const char *what, const char *arg, ckv_kv_dtype *out);
 /* The help line of --kv-dtype. */
 #define BENCH_KV_DTYPE_HELP                                                                     \
     "  --kv-dtype T      how the KV caches store keys and values: f32 (default) or bf16\n"

@@ -15,6 +15,7 @@
 #include "h5_table.h"
 #include "model_presets.h"
 #include "opts.h"
+#include "session.h"
 #if CKV_HAVE_CUDA
 #include "cuda.h"
 #include "cuda_bench.h"
@@ -141,7 +142,7 @@ static int parse(int argc, char **argv, opts *o)
         case 'S': o->peer_script = optarg; break;
         case 'y': o->python = optarg; break;
         case 'K':
-            if (bench_kv_dtype("attention", optarg, &o->kv_dtype))
+            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
                 return CLI_USAGE;
             break;
         case 'h': help(stdout); return -1;

@@ -107,12 +107,6 @@ double bench_cache_bytes(const ckv_config *c, ckv_kv_dtype dtype, double entries
            (2.0 * c->head_dim * ckv_kv_dtype_size(dtype) + 4.0);
 }
 
-int bench_kv_dtype(const char *what, const char *arg, ckv_kv_dtype *out)
-{
-    if (ckv_kv_dtype_parse(arg, out))
-        return CLI_OK;
-    return cli_usage_error("bench", "--kv-dtype: '%s': %s takes f32 or bf16", arg, what);
-}
 
 char *bench_command_line(int argc, char **argv)
 {

@@ -16,6 +16,7 @@
 #include "kvfile.h"
 #include "model_presets.h"
 #include "opts.h"
+#include "session.h"
 #include "policies/csm.h"
 #include "policy.h"
 #include "synthetic_kv.h"
@@ -167,7 +168,7 @@ static int parse(int argc, char **argv, opts *o)
             o->gpu = !strcmp(optarg, "cuda");
             break;
         case 'K':
-            if (bench_kv_dtype("compress", optarg, &o->kv_dtype))
+            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
                 return CLI_USAGE;
             break;
         case 'h': help(stdout); return -1;

@@ -13,6 +13,7 @@
 #include "h5_table.h"
 #include "model_presets.h"
 #include "opts.h"
+#include "session.h"
 #if CKV_HAVE_CUDA
 #include "cuda.h"
 #endif
@@ -110,7 +111,7 @@ static int parse(int argc, char **argv, opts *o)
             o->pdl = !strcmp(optarg, "on");
             break;
         case 'K':
-            if (bench_kv_dtype("decode", optarg, &o->kv_dtype))
+            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
                 return CLI_USAGE;
             break;
         case 'h': help(stdout); return -1;

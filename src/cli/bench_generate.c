@@ -15,6 +15,7 @@
 #include "h5_table.h"
 #include "model_presets.h"
 #include "opts.h"
+#include "session.h"
 #include "sampler.h"
 #include "splitmix.h"
 #include "util.h"
@@ -121,7 +122,7 @@ static int parse(int argc, char **argv, opts *o)
         case 'Y': o->python = optarg; break;
         case 'o': o->out = optarg; break;
         case 'K':
-            if (bench_kv_dtype("generate", optarg, &o->kv_dtype))
+            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
                 return CLI_USAGE;
             break;
         case 'h': help(stdout); return -1;

@@ -14,6 +14,7 @@
 #include "h5_table.h"
 #include "model_presets.h"
 #include "opts.h"
+#include "session.h"
 #include "policy.h"
 #include "util.h"
 
@@ -127,7 +128,7 @@ static int parse(int argc, char **argv, opts *o)
         case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
         case 'o': o->out = optarg; break;
         case 'K':
-            if (bench_kv_dtype("throughput", optarg, &o->kv_dtype))
+            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
                 return CLI_USAGE;
             break;
         case 'h': help(stdout); return -1;

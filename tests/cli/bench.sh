@@ -26,6 +26,12 @@ check "--gemm-shape unknown is a usage error" status_is 2 "$CKV" bench attention
 check "  listing the known shapes" grep -q "llama3.1-8b" "$tmp/err"
 check "--peer torch is a usage error" status_is 2 "$CKV" bench attention --peer torch
 check "an unknown benchmark is a usage error" status_is 2 "$CKV" bench nothing
+for b in attention "decode --shape smollm2-135m --synthetic" throughput \
+         "generate --shape smollm2-135m --synthetic" "compress --synthetic --tokens 512"; do
+  check "$b --kv-dtype fp16 is a usage error" status_is 2 "$CKV" bench $b --kv-dtype fp16
+  check "  naming the option and the value" grep -q -- "--kv-dtype: 'fp16'" "$tmp/err"
+done
+check "attention --help documents --kv-dtype" grep -q -- --kv-dtype <<<"$("$CKV" bench attention --help)"
 check "attention without a GPU fails" status_is 1 "$CKV" bench attention --out "$tmp/a.h5"
 check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 check "  and writes no file" test ! -e "$tmp/a.h5"

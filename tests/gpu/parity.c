@@ -810,6 +810,11 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention((attn_case){128, 1, b, false, 1024, false, 0, false}, dt);
     check_attention((attn_case){64, 7, b, true, 150, false, 0, false}, dt);
     check_attention((attn_case){128, 1, b, true, 0, false, 20, false}, dt);
+    /* The decode kernels at groups 1 (7 of the tensor-core kernel's 8 hi rows
+     * unused), 2 and 8, one query over one cache. */
+    check_attention((attn_case){64, 1, c, true, 0, true, 2, false}, dt);
+    check_attention((attn_case){128, 1, b, true, 3, false, 4, false}, dt);
+    check_attention((attn_case){128, 1, b, true, 7, false, 16, false}, dt);
     check_attention((attn_case){64, 1, c, true, 0, true, 20, false}, dt);
     check_attention((attn_case){128, 1, b, true, 7, true, 0, true}, dt);
     check_attention((attn_case){64, 77, e, true, 3, false, 0, true}, dt);
@@ -1109,6 +1114,36 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
 }
 
 /* Logits of every token of a prompt longer than the GPU batch (two chunks). */
+/* What the caches' types forbid: one decode batch over caches of both
+ * types, and a bf16 host cache uploaded into an fp32 GPU cache (its appends
+ * would not round as its CPU twin's do). Both CKV_ERR_ARG, naming the types,
+ * before anything changes. */
+static void check_dtype_refusals(const ckv_model *m, ckv_gpu *gpu, const int32_t *ids)
+{
+    const ckv_config *cf = &m->cfg;
+    ckv_gpu_cache *gc[2];
+    CHECK(ckv_gpu_cache_create(&gc[0], gpu, 8, false, CKV_KV_F32, err));
+    CHECK(ckv_gpu_cache_create(&gc[1], gpu, 8, false, CKV_KV_BF16, err));
+    const int32_t tok[2] = {ids[0], ids[1]};
+    ckv_error e = {0};
+    const ckv_status st = ckv_gpu_decode_batch(gpu, gc, tok, 2, false, NULL, NULL, NULL, &e);
+    const bool batch_ok = st == CKV_ERR_ARG && strstr(e.msg, "bf16") && strstr(e.msg, "f32") &&
+                          ckv_gpu_cache_max_len(gc[0]) == 0 && ckv_gpu_cache_max_len(gc[1]) == 0;
+    report("a decode batch mixing f32 and bf16 caches is refused", batch_ok ? 0.0 : 1.0, 0.0);
+    if (!batch_ok)
+        printf("  status %d: %s\n", (int)st, e.msg);
+    ckv_cache host;
+    CHECK(ckv_cache_init(&host, cf->n_layer, cf->n_head_kv, cf->head_dim, 8, false, err));
+    ckv_cache_set_dtype(&host, CKV_KV_BF16);
+    memset(&e, 0, sizeof e);
+    const ckv_status su = ckv_gpu_cache_upload(gc[0], &host, &e);
+    report("a bf16 host cache into an f32 GPU cache is refused",
+           su == CKV_ERR_ARG && strstr(e.msg, "bf16") ? 0.0 : 1.0, 0.0);
+    ckv_cache_free(&host);
+    ckv_gpu_cache_free(gc[0]);
+    ckv_gpu_cache_free(gc[1]);
+}
+
 static void check_all_logits(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
                              int32_t len)
 {
@@ -1260,6 +1295,7 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
     }
     for (int dt = CKV_KV_F32; dt <= CKV_KV_BF16 && n_ids >= side + 30; dt++)
         check_decode_batch(&m, cpu, gpu, ids, side, (ckv_kv_dtype)dt);
+    check_dtype_refusals(&m, gpu, ids);
     printf("\n%6s %6s %5s %10s %10s %5s %7s %9s %9s %9s %9s\n", "prompt", "len", "cache",
            "logit_err", "kv_err", "top1", "greedy", "gpu_pf_s", "cpu_pf_s", "gpu_tok/s",
            "cpu_tok/s");

@@ -285,21 +285,10 @@ static void run_case(source *s, const pcase *pc, int64_t ppm)
 
 /* A bf16 run's host cache: every stored key and value rounded to bf16, as
  * a bf16 cache would have stored them. */
-static void store_as(ckv_cache *c, ckv_kv_dtype dtype)
-{
-    c->dtype = dtype;
-    size_t d = (size_t)c->head_dim;
-    for (size_t lh = 0; lh < lists_of(c); lh++)
-        for (size_t i = lh * c->capacity * d; i < (lh * c->capacity + c->len[lh]) * d; i++) {
-            c->k[i] = ckv_cache_store(c, c->k[i]);
-            c->v[i] = ckv_cache_store(c, c->v[i]);
-        }
-}
-
 /* The source's host cache in the run's type, and its GPU cache. */
 static void source_gpu(source *s)
 {
-    store_as(&s->c, kv_dtype);
+    ckv_cache_set_dtype(&s->c, kv_dtype);
     CHECK(ckv_gpu_cache_create_shape(&s->g, s->c.n_layer, s->c.n_head_kv, s->c.head_dim,
                                      s->c.capacity, s->c.score != NULL, kv_dtype, err));
 }
@@ -341,7 +330,7 @@ static void compressed_once(source *s)
     ckv_cache full;
     CHECK(ckv_synthetic_kv(&full, &s->q, SYN_LAYERS, SYN_KV, SYN_HEADS, SYN_D, syn_t, SYN_W, 99,
                            err));
-    store_as(&full, kv_dtype); /* the CPU compression below then stores as the run's type */
+    ckv_cache_set_dtype(&full, kv_dtype); /* the CPU compression below then stores as the run's type */
     s->n_head = SYN_HEADS;
     s->w = SYN_W;
     size_t lists = lists_of(&full), d = SYN_D;

@@ -55,7 +55,16 @@ def rope(x, pos, base, neox):
     return out
 
 
-def ref_logits(path, ids):
+def bf16(x):
+    """x rounded to float32, then to the nearest bfloat16 (ties to even), as a
+    bf16 KV cache stores keys and values."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def ref_logits(path, ids, kv_bf16=False):
+    """kv_bf16: keys (after RoPE) and values rounded by bf16(), a bf16 cache."""
     cfg, w = load(path)
     T, H, KV, hd = len(ids), cfg["n_head"], cfg["n_kv"], cfg["hd"]
     neox = cfg["arch"] in ("qwen2", "qwen3")
@@ -73,6 +82,8 @@ def ref_logits(path, ids):
             q = rms(q, p("attn_q_norm.weight"), cfg["eps"])
             k = rms(k, p("attn_k_norm.weight"), cfg["eps"])
         q, k = rope(q, pos, cfg["base"], neox), rope(k, pos, cfg["base"], neox)
+        if kv_bf16:
+            k, v = bf16(k), bf16(v)
         g = H // KV
         out = np.empty((T, H, hd))
         for qh in range(H):
