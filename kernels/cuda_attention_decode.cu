@@ -1,6 +1,7 @@
-// Decode attention: one query per sequence, so a block takes one (sequence,
-// KV head, range of the list) and all `group` query heads of that KV head,
-// and the range's keys and values are read from global memory once. Teams
+// Decode attention over fp32 lists (bf16 lists take the tensor-core kernel of
+// cuda_attention_decode_mma.cu): one query per sequence, so a block takes one
+// (sequence, KV head, range of the list) and all `group` query heads of that
+// KV head, and the range's keys and values are read from global memory once. Teams
 // of HD / 8 lanes stream C entries per step (8 dimensions per lane, float4
 // loads, a shuffle reduction for q.k), each team keeps an online softmax per
 // query head, and the teams merge by shuffles, then the 4 warps through
