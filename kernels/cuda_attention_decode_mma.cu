@@ -97,43 +97,10 @@ __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, ui
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// One lane's loads of a step (file comment): entry g's key pieces, the value
-// pieces of entries 2t and 2t + 1, and their degrees (1 without the bias, 0
-// past the range, whose pieces are zeros: finite products).
-template <int HD>
-struct Loads {
-    uint4 kq[HD / 32], vq[2][HD / 64];
-    float d0, d1;
-};
-
-template <int HD>
-__device__ __forceinline__ void load_step(Loads<HD> &s, const ckv_bf16 *K, const ckv_bf16 *V,
-                                          const float *deg, bool bias, int base, int g, int t,
-                                          int t_end)
-{
-    constexpr int NT = HD / 8;
-    const int ek = base + g, e0 = base + 2 * t;
-#pragma unroll
-    for (int i = 0; i < HD / 32; i++)
-        s.kq[i] = ek < t_end ? __ldg(reinterpret_cast<const uint4 *>(K + (size_t)ek * HD) +
-                                    (32 * i + 8 * t) / 8)
-                            : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int r = 0; r < 2; r++)
-#pragma unroll
-        for (int i = 0; i < HD / 64; i++)
-            s.vq[r][i] =
-                e0 + r < t_end
-                    ? __ldg(reinterpret_cast<const uint4 *>(V + (size_t)(e0 + r) * HD + g * NT) + i)
-                    : make_uint4(0, 0, 0, 0);
-    s.d0 = e0 < t_end ? (bias ? __ldg(deg + e0) : 1.0f) : 0.0f;
-    s.d1 = e0 + 1 < t_end ? (bias ? __ldg(deg + e0 + 1) : 1.0f) : 0.0f;
-}
-
-// Two steps' loads held at once take the registers of a fourth block: 2
-// blocks an SM at head_dim 128.
+// At least 3 blocks an SM, as the CUDA-core kernel's group-4 instance: 168
+// registers at most (head_dim 128 takes 160-164, 64 takes 96).
 template <int HD, bool LOGITS>
-__global__ void __launch_bounds__(NTH, 2) attention_decode_mma(MArgs a)
+__global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
@@ -185,18 +152,29 @@ __global__ void __launch_bounds__(NTH, 2) attention_decode_mma(MArgs a)
     // lane's share of its running sum (columns 2t, 2t + 1).
     float m = -INFINITY, l = 0.0f;
 
-    // The loop bound is uniform over the warp (mma needs every lane). Each
-    // step's loads are issued a step ahead, before the current step's mma:
-    // without that a warp's 8 entries were in flight only while it waited
-    // for them (run AO: issue slots 60% idle on that wait at batch 1).
-    Loads<HD> cur, nxt;
-    load_step<HD>(cur, K, V, deg, a.bias, t_begin + warp * STEP, g, t, t_end);
+    // The loop bound is uniform over the warp (mma needs every lane).
     for (int base = t_begin + warp * STEP; base < t_end; base += NW * STEP) {
-        load_step<HD>(nxt, K, V, deg, a.bias, base + NW * STEP, g, t, t_end);
-        const uint4(&kq)[KQ] = cur.kq;
-        const uint4(&vq)[2][VQ] = cur.vq;
-        const float d0 = cur.d0, d1 = cur.d1;
-        const int e0 = base + 2 * t, e1 = e0 + 1;
+        // Loads first, all in flight together: entry g's key pieces, the
+        // value pieces of entries 2t and 2t + 1, their degrees. Past the
+        // range: zeros (finite products) and a score of -inf.
+        uint4 kq[KQ], vq[2][VQ];
+        const int ek = base + g, e0 = base + 2 * t, e1 = e0 + 1;
+#pragma unroll
+        for (int i = 0; i < KQ; i++)
+            kq[i] = ek < t_end ? __ldg(reinterpret_cast<const uint4 *>(K + (size_t)ek * HD) +
+                                       (32 * i + 8 * t) / 8)
+                               : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int i = 0; i < VQ; i++)
+                vq[r][i] = e0 + r < t_end
+                               ? __ldg(reinterpret_cast<const uint4 *>(
+                                           V + (size_t)(e0 + r) * HD + g * NT) +
+                                       i)
+                               : make_uint4(0, 0, 0, 0);
+        const float d0 = e0 < t_end ? (a.bias ? __ldg(deg + e0) : 1.0f) : 0.0f;
+        const float d1 = e1 < t_end ? (a.bias ? __ldg(deg + e1) : 1.0f) : 0.0f;
 
         float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -249,7 +227,6 @@ __global__ void __launch_bounds__(NTH, 2) attention_decode_mma(MArgs a)
                 o[j][r] *= corr;
             mma8(o[j], pa0, pa1, b);
         }
-        cur = nxt;
     }
 
     // The row sums over the quad; the warp's state into shared memory, in
