@@ -243,8 +243,10 @@ static void check_rmsnorm_refusal(int E)
  * rounded to nearest even: compared with the CPU's values rounded the same
  * way, where the kernel's and the CPU's fp32 values (about 1e-7 apart) can
  * still straddle a rounding boundary, one bf16 step (2^-8 relative) on an
- * element once in thousands: tolerance 1e-3 (a wrong row or a missing
- * rounding is off by order 1 or leaves 2^-9 on every element). */
+ * element once in thousands, which adds about 1e-4 to the relative L2 over
+ * a case's 1536-3072 values: tolerance 2e-4. Truncating instead of
+ * rounding leaves about 2^-9 on every key and value (about 1e-3), a wrong
+ * row order 1; runs AM and AN measured 2.5e-08 to 3.4e-08. */
 static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, bool freqs,
                            ckv_kv_dtype dt)
 {
@@ -336,7 +338,7 @@ static void check_qkv_post(int hd, ckv_rope_type type, bool bias, bool qk_norm, 
              type == CKV_ROPE_NEOX ? "neox" : "norm", bias ? " +bias" : "",
              qk_norm ? " +qknorm" : "", freqs ? " +freqs" : "");
     report(what, rel_l2(gq, wq, m) + bad_deg + (untouched_nan == KV ? 0 : 1),
-           dt == CKV_KV_BF16 ? 1e-3 : TOL_F32);
+           dt == CKV_KV_BF16 ? 2e-4 : TOL_F32);
     ckv_cuda_free(dqkv), ckv_cuda_free(db), ckv_cuda_free(dqn), ckv_cuda_free(dkn);
     ckv_cuda_free(dinv), ckv_cuda_free(dlen), ckv_cuda_free(dpos), ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg);
     free(qkv), free(b), free(qn), free(kn), free(rf), free(want), free(inv), free(got), free(k);
