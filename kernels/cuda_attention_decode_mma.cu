@@ -37,11 +37,19 @@
 //           g NT .. g NT + NT - 1 (NT = HD / 8); column tile j's column n
 //           stands for dimension n NT + j, so its B register is the two
 //           entries' dimension g NT + j (one byte permute).
+// Each lane's pieces of a step reach it through shared memory by cp.async,
+// S steps ahead: a lane copies exactly the pieces it later reads, into
+// slots no other lane touches, so no barrier is needed until the block
+// merge. Loading straight into registers left a warp's loads in flight only
+// while it waited for them (run AO: batch 1 latency-bound, issue slots idle
+// about 60% of cycles); holding the next step in registers as well took a
+// block an SM (run AP, 198 registers) and was slower.
 // Scores are in log2 units (log2 of the degree as the bias); the partial
 // max goes out times ln 2, as the other kernels'.
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda_async_copy.cuh"
 #include "cuda_attention_decode.h"
 #include "cuda_attention_partials.cuh"
 #include "cuda_bf16.cuh"
@@ -53,6 +61,7 @@ constexpr int NW = 4;  // warps per block
 constexpr int NTH = NW * 32;
 constexpr int MAX_GROUP = 8;  // the A rows a head's hi part can take
 constexpr int STEP = 8;       // entries per warp and step
+constexpr int S = 3;          // steps in flight per warp
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -97,8 +106,69 @@ __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, ui
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
+template <int HD>
+struct Shape {
+    static constexpr int KQ = HD / 32;          // 16-byte key pieces per lane and step
+    static constexpr int VQ = HD / 64;          // 16-byte pieces per value row and lane
+    static constexpr int SLOTS = KQ + 2 * VQ;  // a lane's pieces of one step
+};
+
+// One step of a warp in shared memory: slot j of lane l at piece[j][l] (a
+// warp's reads of one slot are 512 consecutive bytes: no bank conflicts),
+// the degrees of the lane's two value entries at deg[r][l].
+template <int HD>
+struct Stage {
+    uint4 piece[Shape<HD>::SLOTS][32];
+    float deg[2][32];
+};
+
+// The block's dynamic shared memory: S stages per warp during the walk,
+// then the warps' states for the merge in the same bytes.
+template <int HD>
+struct Merge {
+    float so[NW][MAX_GROUP][HD];
+    float ml[NW][MAX_GROUP][2];
+};
+template <int HD>
+constexpr size_t smem_bytes()
+{
+    return sizeof(Stage<HD>) * S * NW > sizeof(Merge<HD>) ? sizeof(Stage<HD>) * S * NW
+                                                          : sizeof(Merge<HD>);
+}
+
+// Starts the copies of the lane's pieces of the step at entry base (keys of
+// entry g, values of entries 2t and 2t + 1, their degrees under the bias)
+// into stage st, as one group. Past the range: zeros, read from entry
+// t_begin's address, which is inside the list.
+template <int HD>
+__device__ __forceinline__ void copy_step(Stage<HD> &st, const ckv_bf16 *K, const ckv_bf16 *V,
+                                          const float *deg, bool bias, int base, int t_begin,
+                                          int t_end, int lane)
+{
+    constexpr int KQ = Shape<HD>::KQ, VQ = Shape<HD>::VQ, NT = HD / 8;
+    const int g = lane / 4, t = lane % 4;
+    const int ek = base + g;
+    const bool kin = ek < t_end;
+#pragma unroll
+    for (int i = 0; i < KQ; i++)
+        ckv_cp_async16(&st.piece[i][lane], K + (size_t)(kin ? ek : t_begin) * HD + 32 * i + 8 * t,
+                       kin);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int e = base + 2 * t + r;
+        const bool in = e < t_end;
+#pragma unroll
+        for (int i = 0; i < VQ; i++)
+            ckv_cp_async16(&st.piece[KQ + r * VQ + i][lane],
+                           V + (size_t)(in ? e : t_begin) * HD + g * NT + 8 * i, in);
+        if (bias && in)
+            ckv_cp_async4(&st.deg[r][lane], deg + e);
+    }
+    ckv_cp_async_commit();
+}
+
 // At least 3 blocks an SM, as the CUDA-core kernel's group-4 instance: 168
-// registers at most (head_dim 128 takes 160-164, 64 takes 96).
+// registers at most (head_dim 128 takes 153-156, 64 takes 93-102).
 template <int HD, bool LOGITS>
 __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 {
@@ -106,10 +176,10 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
     ckv_pdl_launch_dependents();
     constexpr int KS = HD / 16;  // k-steps of Q K^T
     constexpr int NT = HD / 8;   // column tiles of O, and dimensions per lane of a value row
-    constexpr int KQ = HD / 32;  // 16-byte key loads per lane
-    constexpr int VQ = NT / 8;   // 16-byte loads per value row
-    __shared__ float so[NW][MAX_GROUP][HD];
-    __shared__ float sml[NW][MAX_GROUP][2];
+    constexpr int KQ = Shape<HD>::KQ, VQ = Shape<HD>::VQ;
+    extern __shared__ uint4 dyn[];
+    Stage<HD>(*const stages)[S] = reinterpret_cast<Stage<HD>(*)[S]>(dyn);
+    Merge<HD> &mg = *reinterpret_cast<Merge<HD> *>(dyn);
     const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
     const int G = a.H / a.KV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
@@ -123,6 +193,22 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
     float *const lg = LOGITS && c.logit && g < G
                           ? c.logit + ((size_t)h * G + g) * c.capacity
                           : nullptr;
+
+    // Step k of this warp starts at entry first + k NW STEP; the step count
+    // is uniform over the warp (mma needs every lane). Steps k + 1 .. k + S
+    // - 1 are in flight while step k is computed; groups past the last step
+    // are empty, so that the wait below always leaves S - 1 open. The first
+    // S - 1 steps' copies go out before the query is read and split.
+    const int first = t_begin + warp * STEP;
+    const int steps = first < t_end ? (t_end - first + NW * STEP - 1) / (NW * STEP) : 0;
+#pragma unroll
+    for (int k = 0; k < S - 1; k++) {
+        if (k < steps)
+            copy_step<HD>(stages[warp][k], K, V, deg, a.bias, first + k * NW * STEP, t_begin,
+                          t_end, lane);
+        else
+            ckv_cp_async_commit();
+    }
 
     // Q as A fragments (file comment): k-step 2 i + s, registers hi and lo
     // of k = 2t, 2t+1 and of k = 2t + 8, 2t + 9.
@@ -152,29 +238,30 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
     // lane's share of its running sum (columns 2t, 2t + 1).
     float m = -INFINITY, l = 0.0f;
 
-    // The loop bound is uniform over the warp (mma needs every lane).
-    for (int base = t_begin + warp * STEP; base < t_end; base += NW * STEP) {
-        // Loads first, all in flight together: entry g's key pieces, the
-        // value pieces of entries 2t and 2t + 1, their degrees. Past the
-        // range: zeros (finite products) and a score of -inf.
+    for (int k = 0; k < steps; k++) {
+        const int next = k + S - 1;
+        if (next < steps)
+            copy_step<HD>(stages[warp][next % S], K, V, deg, a.bias, first + next * NW * STEP,
+                          t_begin, t_end, lane);
+        else
+            ckv_cp_async_commit();
+        ckv_cp_async_wait<S - 1>();
+        // The lane's own pieces of step k: entry g's keys, the values of
+        // entries 2t and 2t + 1, their degrees. Past the range: zeros
+        // (finite products) and a score of -inf.
+        const Stage<HD> &sg = stages[warp][k % S];
+        const int base = first + k * NW * STEP, e0 = base + 2 * t, e1 = e0 + 1;
         uint4 kq[KQ], vq[2][VQ];
-        const int ek = base + g, e0 = base + 2 * t, e1 = e0 + 1;
 #pragma unroll
         for (int i = 0; i < KQ; i++)
-            kq[i] = ek < t_end ? __ldg(reinterpret_cast<const uint4 *>(K + (size_t)ek * HD) +
-                                       (32 * i + 8 * t) / 8)
-                               : make_uint4(0, 0, 0, 0);
+            kq[i] = sg.piece[i][lane];
 #pragma unroll
         for (int r = 0; r < 2; r++)
 #pragma unroll
             for (int i = 0; i < VQ; i++)
-                vq[r][i] = e0 + r < t_end
-                               ? __ldg(reinterpret_cast<const uint4 *>(
-                                           V + (size_t)(e0 + r) * HD + g * NT) +
-                                       i)
-                               : make_uint4(0, 0, 0, 0);
-        const float d0 = e0 < t_end ? (a.bias ? __ldg(deg + e0) : 1.0f) : 0.0f;
-        const float d1 = e1 < t_end ? (a.bias ? __ldg(deg + e1) : 1.0f) : 0.0f;
+                vq[r][i] = sg.piece[KQ + r * VQ + i][lane];
+        const float d0 = e0 < t_end ? (a.bias ? sg.deg[0][lane] : 1.0f) : 0.0f;
+        const float d1 = e1 < t_end ? (a.bias ? sg.deg[1][lane] : 1.0f) : 0.0f;
 
         float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -231,29 +318,64 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 
     // The row sums over the quad; the warp's state into shared memory, in
     // natural-log units, hi and lo rows added.
+    // The merge state overwrites the stages: every warp done with its own
+    // (only empty groups can still be open) before any writes.
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
+    ckv_cp_async_wait<0>();
+    __syncthreads();
     if (g < G) {
 #pragma unroll
         for (int j = 0; j < NT; j++) {
-            so[warp][g][2 * t * NT + j] = o[j][0] + o[j][2];
-            so[warp][g][(2 * t + 1) * NT + j] = o[j][1] + o[j][3];
+            mg.so[warp][g][2 * t * NT + j] = o[j][0] + o[j][2];
+            mg.so[warp][g][(2 * t + 1) * NT + j] = o[j][1] + o[j][3];
         }
         if (t == 0) {
-            sml[warp][g][0] = m * LN2;
-            sml[warp][g][1] = l;
+            mg.ml[warp][g][0] = m * LN2;
+            mg.ml[warp][g][1] = l;
         }
     }
     __syncthreads();
-    ckv_store_partials<NW, HD, MAX_GROUP>(so, sml, G, a.n, a.H, x, h, split, a.part_o,
+    ckv_store_partials<NW, HD, MAX_GROUP>(mg.so, mg.ml, G, a.n, a.H, x, h, split, a.part_o,
                                           a.part_ml);
 }
 
-template <int HD>
-cudaError_t launch_hd(const MArgs &a, bool logits, dim3 grid, cudaStream_t st)
+// The stages take more than the 48 KB a launch gets without asking at head
+// dim 128 (3 x 4 x 4,352 B), and 3 blocks an SM need the largest carveout;
+// the attributes are per device, so they are set before every launch.
+template <int HD, bool LOGITS>
+cudaError_t prepare()
 {
-    return ckv_pdl_launch(logits ? attention_decode_mma<HD, true> : attention_decode_mma<HD, false>,
-                          grid, NTH, 0, st, a);
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_mma<HD, LOGITS>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem_bytes<HD>());
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attention_decode_mma<HD, LOGITS>,
+                                 cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
+    return e;
+}
+
+template <int HD, bool LOGITS>
+cudaError_t launch_hd(const MArgs &a, dim3 grid, cudaStream_t st)
+{
+    const cudaError_t e = prepare<HD, LOGITS>();
+    return e != cudaSuccess ? e
+                            : ckv_pdl_launch(attention_decode_mma<HD, LOGITS>, grid, NTH,
+                                             smem_bytes<HD>(), st, a);
+}
+
+template <int HD>
+int resident()
+{
+    int blocks = 0;
+    cudaError_t e = prepare<HD, false>();
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, attention_decode_mma<HD, false>,
+                                                          NTH, smem_bytes<HD>());
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();  // not left for the next launch's check
+    return e == cudaSuccess && blocks > 0 ? blocks : -1;
 }
 
 }  // namespace
@@ -262,15 +384,8 @@ int ckv_attention_decode_mma_resident(int32_t head_dim)
 {
     static int known[2];  // racing threads store the same value; -1: CUDA could not say
     int &r = known[head_dim == 128];
-    if (!r) {
-        int blocks = 0;
-        const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &blocks, head_dim == 128 ? attention_decode_mma<128, false> : attention_decode_mma<64, false>,
-            NTH, 0);
-        if (e != cudaSuccess)
-            (void)cudaGetLastError();  // not left for the next launch's check
-        r = e == cudaSuccess && blocks > 0 ? blocks : -1;
-    }
+    if (!r)
+        r = head_dim == 128 ? resident<128>() : resident<64>();
     return r > 0 ? r : 0;
 }
 
@@ -284,6 +399,7 @@ cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n
     const MArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
                      scale * LOG2E, bias, split.split_len, part_o,   part_ml};
     const dim3 grid(n, n_head_kv, split.splits);
-    return head_dim == 64 ? launch_hd<64>(a, logits, grid, stream)
-                          : launch_hd<128>(a, logits, grid, stream);
+    if (head_dim == 64)
+        return logits ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);
+    return logits ? launch_hd<128, true>(a, grid, stream) : launch_hd<128, false>(a, grid, stream);
 }

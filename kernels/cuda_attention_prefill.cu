@@ -35,6 +35,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda_async_copy.cuh"
 #include "cuda_attention_prefill.h"
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
@@ -134,11 +135,7 @@ __device__ __forceinline__ void copy_rows(T (*dst)[HD + PAD<T>], const T *src, i
 #pragma unroll
     for (int j = j0; j < BKV; j += STEP) {
         const bool in = t0 + j < t_end;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-                     :
-                     : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&dst[j][d]))),
-                       "l"(from + (in ? j - j0 : -j0) * HD), "r"(in ? 16 : 0)
-                     : "memory");
+        ckv_cp_async16(&dst[j][d], from + (in ? j - j0 : -j0) * HD, in);
     }
 }
 
@@ -153,12 +150,8 @@ __device__ __forceinline__ void copy_tile(Tiles<HD, T> &sm, int st, const T *K, 
     copy_rows<HD, T>(sm.k[st], K, t0, t_end);
     copy_rows<HD, T>(sm.v[st], V, t0, t_end);
     if (bias && tid < BKV && t0 + tid < t_end)
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
-                     :
-                     : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&sm.l[st][tid]))),
-                       "l"(deg + t0 + tid)
-                     : "memory");
-    asm volatile("cp.async.commit_group;" ::: "memory");
+        ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
+    ckv_cp_async_commit();
 }
 
 // Blocks per SM the registers must allow: the Q and O fragments alone take
@@ -222,7 +215,7 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     // Tile i + 1's copies start once every warp is past tile i - 1, whose
     // stage they overwrite, and land while tile i is computed.
     for (int t0 = t_begin, st = 0; t0 < t_end; t0 += BKV, st ^= 1) {
-        asm volatile("cp.async.wait_group 0;" ::: "memory");  // this thread's copies of tile i
+        ckv_cp_async_wait<0>();  // this thread's copies of tile i
         if (tid < BKV)
             sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
         __syncthreads();  // everyone's copies of tile i; tile i - 1 no longer read

@@ -1,0 +1,44 @@
+// cp.async (sm_80 and later): copies from global into shared memory that
+// hold no registers while in flight, so a thread can keep several tiles'
+// loads outstanding while it computes on an earlier one. A thread's copies
+// are visible to itself after ckv_cp_async_wait; other threads need a
+// barrier after that wait.
+#ifndef CKV_KERNELS_CUDA_ASYNC_COPY_CUH
+#define CKV_KERNELS_CUDA_ASYNC_COPY_CUH
+
+#include <stdint.h>
+
+// 16 bytes from src to dst. With in false nothing is read (src-size 0) and
+// dst is filled with zeros; src must still be an address inside the array.
+__device__ __forceinline__ void ckv_cp_async16(void *dst, const void *src, bool in)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :
+                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src),
+                   "r"(in ? 16 : 0)
+                 : "memory");
+}
+
+// 4 bytes from src to dst.
+__device__ __forceinline__ void ckv_cp_async4(void *dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
+                 :
+                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src)
+                 : "memory");
+}
+
+// Closes the thread's copies issued since the last commit into one group.
+__device__ __forceinline__ void ckv_cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// Waits until at most N of the thread's groups are still in flight.
+template <int N>
+__device__ __forceinline__ void ckv_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+#endif
