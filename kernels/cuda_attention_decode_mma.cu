@@ -37,10 +37,10 @@
 //           g NT .. g NT + NT - 1 (NT = HD / 8); column tile j's column n
 //           stands for dimension n NT + j, so its B register is the two
 //           entries' dimension g NT + j (one byte permute).
-// Each lane's pieces of a step reach it through shared memory by cp.async,
-// S steps ahead: a lane copies exactly the pieces it later reads, into
-// slots no other lane touches, so no barrier is needed until the block
-// merge. Loading straight into registers left a warp's loads in flight only
+// A warp's steps reach it through shared memory by cp.async, S - 1 steps
+// ahead of the one it computes; each copy instruction moves 512 consecutive
+// bytes of the list, and the lanes then read their permuted pieces from
+// the tile (swizzled: no bank conflicts). Loading straight into registers left a warp's loads in flight only
 // while it waited for them (run AO: batch 1 latency-bound, issue slots idle
 // about 60% of cycles); holding the next step in registers as well took a
 // block an SM (run AP, 198 registers) and was slower.
@@ -108,18 +108,38 @@ __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, ui
 
 template <int HD>
 struct Shape {
-    static constexpr int KQ = HD / 32;          // 16-byte key pieces per lane and step
-    static constexpr int VQ = HD / 64;          // 16-byte pieces per value row and lane
-    static constexpr int SLOTS = KQ + 2 * VQ;  // a lane's pieces of one step
+    static constexpr int KQ = HD / 32;  // 16-byte key pieces per lane and step
+    static constexpr int VQ = HD / 64;  // 16-byte pieces per value row and lane
+    static constexpr int CR = HD / 8;   // 16-byte chunks per row
 };
 
-// One step of a warp in shared memory: slot j of lane l at piece[j][l] (a
-// warp's reads of one slot are 512 consecutive bytes: no bank conflicts),
-// the degrees of the lane's two value entries at deg[r][l].
+// Where chunk c of key row r / value row r sits in its tile row. A warp's
+// 16-byte shared-memory reads go 8 lanes at a time (128 bytes, all 32
+// banks); unswizzled, lanes reading the same chunk of rows 256 bytes apart
+// would share banks. Keys: lanes g = 2p, 2p + 1 and t = 0..3 read chunks
+// 4i + t of rows g, so odd rows flip bit 2. Values: lanes read chunk g VQ +
+// i of rows 2t + r, so the row's t moves the bits the chunk's g parity
+// leaves alone (bits 0 and 2 at head_dim 128, 1 and 2 at 64). Eight
+// consecutive chunks of one row (a copy's 8 lanes) stay 8 distinct banks.
+template <int HD>
+__device__ __forceinline__ int kswz(int r, int c)
+{
+    return c ^ (r & 1) << 2;
+}
+template <int HD>
+__device__ __forceinline__ int vswz(int r, int c)
+{
+    const int t = r >> 1 & 3;
+    return HD == 128 ? c ^ ((t & 1) | (t & 2) << 1) : c ^ t << 1;
+}
+
+// One step of a warp in shared memory: its STEP key and value rows
+// (swizzled as above) and their degrees.
 template <int HD>
 struct Stage {
-    uint4 piece[Shape<HD>::SLOTS][32];
-    float deg[2][32];
+    uint4 k[STEP][Shape<HD>::CR];
+    uint4 v[STEP][Shape<HD>::CR];
+    float deg[STEP];
 };
 
 // The block's dynamic shared memory: S stages per warp during the walk,
@@ -136,34 +156,27 @@ constexpr size_t smem_bytes()
                                                           : sizeof(Merge<HD>);
 }
 
-// Starts the copies of the lane's pieces of the step at entry base (keys of
-// entry g, values of entries 2t and 2t + 1, their degrees under the bias)
-// into stage st, as one group. Past the range: zeros, read from entry
+// Starts the copies of the step at entry base into stage st, as one group:
+// the warp copies the step's key and value rows whole, each instruction 512
+// consecutive bytes (lane l takes chunks l, l + 32, ...), and lanes below
+// STEP the degrees under the bias. Past the range: zeros, read from entry
 // t_begin's address, which is inside the list.
 template <int HD>
 __device__ __forceinline__ void copy_step(Stage<HD> &st, const ckv_bf16 *K, const ckv_bf16 *V,
                                           const float *deg, bool bias, int base, int t_begin,
                                           int t_end, int lane)
 {
-    constexpr int KQ = Shape<HD>::KQ, VQ = Shape<HD>::VQ, NT = HD / 8;
-    const int g = lane / 4, t = lane % 4;
-    const int ek = base + g;
-    const bool kin = ek < t_end;
+    constexpr int CR = Shape<HD>::CR;
 #pragma unroll
-    for (int i = 0; i < KQ; i++)
-        ckv_cp_async16(&st.piece[i][lane], K + (size_t)(kin ? ek : t_begin) * HD + 32 * i + 8 * t,
-                       kin);
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int e = base + 2 * t + r;
+    for (int q = lane; q < STEP * CR; q += 32) {
+        const int r = q / CR, c = q % CR, e = base + r;
         const bool in = e < t_end;
-#pragma unroll
-        for (int i = 0; i < VQ; i++)
-            ckv_cp_async16(&st.piece[KQ + r * VQ + i][lane],
-                           V + (size_t)(in ? e : t_begin) * HD + g * NT + 8 * i, in);
-        if (bias && in)
-            ckv_cp_async4(&st.deg[r][lane], deg + e);
+        const size_t at = (size_t)(in ? e : t_begin) * HD + 8 * c;
+        ckv_cp_async16(&st.k[r][kswz<HD>(r, c)], K + at, in);
+        ckv_cp_async16(&st.v[r][vswz<HD>(r, c)], V + at, in);
     }
+    if (bias && lane < STEP && base + lane < t_end)
+        ckv_cp_async4(&st.deg[lane], deg + base + lane);
     ckv_cp_async_commit();
 }
 
@@ -239,14 +252,13 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
     float m = -INFINITY, l = 0.0f;
 
     for (int k = 0; k < steps; k++) {
-        const int next = k + S - 1;
-        if (next < steps)
-            copy_step<HD>(stages[warp][next % S], K, V, deg, a.bias, first + next * NW * STEP,
-                          t_begin, t_end, lane);
-        else
-            ckv_cp_async_commit();
-        ckv_cp_async_wait<S - 1>();
-        // The lane's own pieces of step k: entry g's keys, the values of
+        // Step k's copies landed (S - 2 later groups may still be in
+        // flight) and, after the warp's barrier, everyone's are visible;
+        // every lane is also past its reads of step k - 1, whose stage the
+        // copies of step k + S - 1 then overwrite.
+        ckv_cp_async_wait<S - 2>();
+        __syncwarp();
+        // The lane's pieces of step k: entry g's keys, the values of
         // entries 2t and 2t + 1, their degrees. Past the range: zeros
         // (finite products) and a score of -inf.
         const Stage<HD> &sg = stages[warp][k % S];
@@ -254,14 +266,20 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
         uint4 kq[KQ], vq[2][VQ];
 #pragma unroll
         for (int i = 0; i < KQ; i++)
-            kq[i] = sg.piece[i][lane];
+            kq[i] = sg.k[g][kswz<HD>(g, 4 * i + t)];
 #pragma unroll
         for (int r = 0; r < 2; r++)
 #pragma unroll
             for (int i = 0; i < VQ; i++)
-                vq[r][i] = sg.piece[KQ + r * VQ + i][lane];
-        const float d0 = e0 < t_end ? (a.bias ? sg.deg[0][lane] : 1.0f) : 0.0f;
-        const float d1 = e1 < t_end ? (a.bias ? sg.deg[1][lane] : 1.0f) : 0.0f;
+                vq[r][i] = sg.v[2 * t + r][vswz<HD>(2 * t + r, g * VQ + i)];
+        const float d0 = e0 < t_end ? (a.bias ? sg.deg[2 * t] : 1.0f) : 0.0f;
+        const float d1 = e1 < t_end ? (a.bias ? sg.deg[2 * t + 1] : 1.0f) : 0.0f;
+        const int next = k + S - 1;
+        if (next < steps)
+            copy_step<HD>(stages[warp][next % S], K, V, deg, a.bias, first + next * NW * STEP,
+                          t_begin, t_end, lane);
+        else
+            ckv_cp_async_commit();
 
         float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
