@@ -609,11 +609,79 @@ extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cach
     return CKV_OK;
 }
 
-// Y[n][out] = X[n][in] . W[out][in]^T: column-major Y^T = W^T X^T.
-static ckv_status gemm(ckv_gpu *g, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int n, int in,
-                       int out, ckv_error *err)
+// The inputs of a layer's four products in a fused pass: the RMSNorm of the
+// residual stream x (weight nw) for qkv and gate|up, attention's output
+// (added to x) for o, the SwiGLU of gate|up (added to x) for down.
+static ckv_gemm_form normed(const ckv_gpu *g, const float *x, const float *nw)
 {
-    return ckv_k_gemm(g->blas, y, x, w, n, in, out, err);
+    ckv_gemm_form a = {};
+    a.norm_x = x;
+    a.norm_w = nw;
+    a.eps = g->cfg.rms_eps;
+    return a;
+}
+
+static ckv_gemm_form added(const ckv_bf16 *x, const float *gu)
+{
+    ckv_gemm_form a = {};
+    a.x = x;
+    a.gu = gu;
+    a.accumulate = true;
+    return a;
+}
+
+// Whether a pass of n rows fuses its residual adds and RMSNorms into its
+// products: where the automatic choice takes the GEMV for every product of
+// every layer in the fused forms (the GEMV is what adds and normalizes
+// there for free; at more rows cuBLAS runs, and the separate residual
+// RMSNorm kernel stays). Decided once per pass, so that all its layers and
+// its logits agree on where the residual stream is.
+static bool fuse_pass(const ckv_gpu *g, int32_t n)
+{
+    const ckv_config *cf = &g->cfg;
+    const int E = cf->n_embd, hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv,
+              F = cf->n_ff;
+    for (int l = 0; l < cf->n_layer; l++) {
+        const ckv_gpu_layer *D = &g->layers[l];
+        const ckv_gemm_form qkv = normed(g, g->x, D->attn_norm), o = added(g->att, NULL),
+                            gu = normed(g, g->x, D->ffn_norm), down = added(NULL, g->gu);
+        if (!ckv_k_gemm_takes_gemv(n, E, (H + 2 * KV) * hd, &qkv, D->wqkv) ||
+            !ckv_k_gemm_takes_gemv(n, H * hd, E, &o, D->wo) ||
+            !ckv_k_gemm_takes_gemv(n, E, 2 * F, &gu, D->wgu) ||
+            !ckv_k_gemm_takes_gemv(n, F, E, &down, D->wdown))
+            return false;
+    }
+    return true;
+}
+
+// y = RMSNorm(x rows, weight nw) . W^T. In a fused pass x already holds the
+// residual stream and the product normalizes it in its loads; otherwise
+// add (the last product, NULL for none) is first added to x, and x
+// normalized into xb.
+static ckv_status normed_product(ckv_gpu *g, float *x, const float *add, const float *nw,
+                                 float *y, const ckv_bf16 *w, int32_t n, int32_t out,
+                                 ckv_error *err)
+{
+    const ckv_config *cf = &g->cfg;
+    const int E = cf->n_embd;
+    if (g->fused) {
+        const ckv_gemm_form a = normed(g, x, nw);
+        return ckv_k_gemm_via(g->blas, CKV_GEMM_AUTO, y, &a, g->xb, w, n, E, out, err);
+    }
+    ckv_status s = ckv_k_residual_rmsnorm(x, add, nw, g->xb, n, E, cf->rms_eps, g->stream, err);
+    return s ? s : ckv_k_gemm(g->blas, y, g->xb, w, n, E, out, err);
+}
+
+// The product of W and x (bf16) or the SwiGLU of gu that ends a block of
+// the layer: added to the residual stream in a fused pass, else into y for
+// the next normed_product to add.
+static ckv_status residual_product(ckv_gpu *g, const ckv_bf16 *x, const float *gu,
+                                   const ckv_bf16 *w, int32_t n, int32_t in, ckv_error *err)
+{
+    ckv_gemm_form a = added(x, gu);
+    a.accumulate = g->fused;
+    return ckv_k_gemm_via(g->blas, CKV_GEMM_AUTO, g->fused ? g->x : g->y, &a, g->hb, w, n, in,
+                          g->cfg.n_embd, err);
 }
 
 // Copies the rotated queries of the chunk's tokens that fall in the last
@@ -752,13 +820,13 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
     const int qkvd = (H + 2 * KV) * hd;
     void *st = g->stream;
     ckv_status s;
+    g->fused = fuse_pass(g, n);
     if ((s = ckv_k_embed(g->x, g->embd, g->tok, n, E, st, err)))
         return s;
     for (int l = 0; l < cf->n_layer; l++) {
         const ckv_gpu_layer *D = &g->layers[l];
-        if ((s = ckv_k_residual_rmsnorm(g->x, l ? g->y : NULL, D->attn_norm, g->xb, n, E,
-                                        cf->rms_eps, st, err)) ||
-            (s = gemm(g, g->qkv, g->xb, D->wqkv, n, E, qkvd, err)))
+        if ((s = normed_product(g, g->x, l ? g->y : NULL, D->attn_norm, g->qkv, D->wqkv, n, qkvd,
+                                err)))
             return s;
         if (out->batch)
             s = attend_batch(g, n, l, degree_bias, err);
@@ -773,13 +841,10 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
                                        (size_t)cf->n_layer * H * hd * sizeof(float), g->qkv,
                                        qkvd * sizeof(float), (size_t)H * hd * sizeof(float), n,
                                        cudaMemcpyDeviceToDevice, g->stream));
-        if ((s = gemm(g, g->y, g->att, D->wo, n, H * hd, E, err)) ||
-            (s = ckv_k_residual_rmsnorm(g->x, g->y, D->ffn_norm, g->xb, n, E, cf->rms_eps, st,
-                                        err)) ||
-            (s = gemm(g, g->gu, g->xb, D->wgu, n, E, 2 * F, err)) ||
+        if ((s = residual_product(g, g->att, NULL, D->wo, n, H * hd, err)) ||
+            (s = normed_product(g, g->x, g->y, D->ffn_norm, g->gu, D->wgu, n, 2 * F, err)) ||
             /* SwiGLU then down: one GEMV computing its input for few rows. */
-            (s = ckv_k_gemm_via(g->blas, CKV_GEMM_AUTO, g->y, NULL, g->gu, g->hb, D->wdown, n,
-                                F, E, err)))
+            (s = residual_product(g, NULL, g->gu, D->wdown, n, F, err)))
             return s;
     }
     // One copy of every row's queries, not one (synchronous, to pageable
@@ -807,16 +872,17 @@ static void advance_host(const Seg *seg, int32_t n_seg)
     }
 }
 
-// Final norm and logits of rows [from, from + count), copied to host dst.
+// Final norm and logits of rows [from, from + count) of the last pass
+// (whose g->fused says whether their last product is already in x),
+// copied to host dst.
 static ckv_status logits_rows(ckv_gpu *g, int32_t from, int32_t count, float *dst,
                               int32_t *next, ckv_error *err)
 {
     const ckv_config *cf = &g->cfg;
     const int E = cf->n_embd, V = cf->n_vocab;
     ckv_status s;
-    if ((s = ckv_k_residual_rmsnorm(g->x + (size_t)from * E, g->y + (size_t)from * E,
-                                    g->out_norm, g->xb, count, E, cf->rms_eps, g->stream, err)) ||
-        (s = gemm(g, g->logits, g->xb, g->out_w, count, E, V, err)))
+    if ((s = normed_product(g, g->x + (size_t)from * E, g->y + (size_t)from * E, g->out_norm,
+                            g->logits, g->out_w, count, V, err)))
         return s;
     if (dst)
         CKV_CUDA(cudaMemcpyAsync(dst, g->logits, (size_t)count * V * sizeof(float),
