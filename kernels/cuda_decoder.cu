@@ -4,8 +4,13 @@
 // kernels of cuda_kernels.h. Per layer: residual add + RMSNorm -> QKV GEMM
 // -> bias, q/k norm, RoPE, cache append -> attention -> output GEMM ->
 // residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU
-// inside the down GEMV when it runs). The kernels of ours are launched with
-// programmatic dependent launch (cuda_pdl.cuh), cuBLAS as usual.
+// inside the down GEMV when it runs). Where every product of a pass runs
+// as the GEMV (one row), the residual adds and RMSNorms run inside the
+// GEMVs too (fuse_pass): qkv and gate|up normalize the residual stream in
+// their loads, o and down add their products to it, and the logits
+// normalize it, so no residual RMSNorm kernel runs between them. The
+// kernels of ours are launched with programmatic dependent launch
+// (cuda_pdl.cuh), cuBLAS as usual.
 // All device memory is taken in ckv_gpu_create and ckv_gpu_cache_create;
 // a forward pass allocates nothing, except that the decode's logit scratch
 // for caches that track scores grows to the largest batch of them seen,
@@ -609,9 +614,10 @@ extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cach
     return CKV_OK;
 }
 
-// The inputs of a layer's four products in a fused pass: the RMSNorm of the
-// residual stream x (weight nw) for qkv and gate|up, attention's output
-// (added to x) for o, the SwiGLU of gate|up (added to x) for down.
+// The inputs of a layer's four products: in a fused pass the RMSNorm of
+// the residual stream x (weight nw) for qkv and gate|up; attention's output
+// x for o and the SwiGLU of gate|up gu for down, their products added to
+// the residual stream in a fused pass (accumulate), stored to y otherwise.
 static ckv_gemm_form normed(const ckv_gpu *g, const float *x, const float *nw)
 {
     ckv_gemm_form a = {};
@@ -621,12 +627,12 @@ static ckv_gemm_form normed(const ckv_gpu *g, const float *x, const float *nw)
     return a;
 }
 
-static ckv_gemm_form added(const ckv_bf16 *x, const float *gu)
+static ckv_gemm_form block_end(const ckv_bf16 *x, const float *gu, bool accumulate)
 {
     ckv_gemm_form a = {};
     a.x = x;
     a.gu = gu;
-    a.accumulate = true;
+    a.accumulate = accumulate;
     return a;
 }
 
@@ -643,8 +649,10 @@ static bool fuse_pass(const ckv_gpu *g, int32_t n)
               F = cf->n_ff;
     for (int l = 0; l < cf->n_layer; l++) {
         const ckv_gpu_layer *D = &g->layers[l];
-        const ckv_gemm_form qkv = normed(g, g->x, D->attn_norm), o = added(g->att, NULL),
-                            gu = normed(g, g->x, D->ffn_norm), down = added(NULL, g->gu);
+        const ckv_gemm_form qkv = normed(g, g->x, D->attn_norm),
+                            o = block_end(g->att, NULL, true),
+                            gu = normed(g, g->x, D->ffn_norm),
+                            down = block_end(NULL, g->gu, true);
         if (!ckv_k_gemm_takes_gemv(n, E, (H + 2 * KV) * hd, &qkv, D->wqkv) ||
             !ckv_k_gemm_takes_gemv(n, H * hd, E, &o, D->wo) ||
             !ckv_k_gemm_takes_gemv(n, E, 2 * F, &gu, D->wgu) ||
@@ -678,8 +686,7 @@ static ckv_status normed_product(ckv_gpu *g, float *x, const float *add, const f
 static ckv_status residual_product(ckv_gpu *g, const ckv_bf16 *x, const float *gu,
                                    const ckv_bf16 *w, int32_t n, int32_t in, ckv_error *err)
 {
-    ckv_gemm_form a = added(x, gu);
-    a.accumulate = g->fused;
+    const ckv_gemm_form a = block_end(x, gu, g->fused);
     return ckv_k_gemm_via(g->blas, CKV_GEMM_AUTO, g->fused ? g->x : g->y, &a, g->hb, w, n, in,
                           g->cfg.n_embd, err);
 }

@@ -3,6 +3,11 @@
 // mirrors a CPU function of src/decoder_ops.c; the arithmetic follows it
 // (RoPE angles in double, silu as g / (1 + exp(-g))). All are launched
 // with programmatic dependent launch and wait first (cuda_pdl.cuh).
+// The residual RMSNorm runs where the products around it are cuBLAS (more
+// than one row); at one row the decoder's GEMVs add and normalize the
+// residual stream themselves (cuda_gemv.cu), with this kernel's arithmetic
+// (cuda_rmsnorm.cuh); there it runs only for an output matrix that cuBLAS
+// takes, with nothing to add.
 #include <math.h>
 
 #include "cuda_bf16.cuh"

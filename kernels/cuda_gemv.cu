@@ -1,8 +1,9 @@
 // Y[n][out] = A[n][in] . W[out][in]^T for the decoder's small batches
 // (n <= CKV_GEMV_MAX_ROWS = 8): bf16 W and A, fp32 accumulation and output.
 // At these n the product is bound by reading W: 2 * in * out bytes of W,
-// 2 * n * in of A (or 8 * n * in of fp32 gate/up when A is their SwiGLU),
-// 4 * n * out of Y written, against 2 * n * in * out FLOPs (at most 8 FLOPs
+// 2 * n * in of A (or 8 * n * in of fp32 gate/up when A is their SwiGLU,
+// 4 * n * in of fp32 rows when it is their RMSNorm), 4 * n * out of Y
+// written (and read when the product is added to it), against 2 * n * in * out FLOPs (at most 8 FLOPs
 // per byte of W: far below the H200's ~180 at its bf16 matrix rate, and
 // ~16 at its fp32 FMA rate, so the fp32 cores suffice).
 //

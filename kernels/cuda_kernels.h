@@ -40,7 +40,8 @@ ckv_status ckv_k_embed(float *x, const float *table, const int32_t *tokens, int3
  * most 8192 (else CKV_ERR_UNSUPPORTED); x, add and w 16-byte aligned, out
  * 8-byte aligned; x and add do not overlap. w is read before the kernel waits
  * for the one before it (kernels/cuda_pdl.cuh): a weight, not an output of
- * the forward-pass kernel launched just before. */
+ * the forward-pass kernel launched just before. The GEMV's RMSNorm input
+ * (ckv_gemm_form.norm_x) computes the same bf16 values bit for bit. */
 ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ckv_bf16 *out,
                                   int32_t n, int32_t E, float eps, void *stream, ckv_error *err);
 
