@@ -224,6 +224,8 @@ static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
     // CKV_CUDA_GRAPHS=0 runs decode steps launch by launch (for comparisons).
     const char *graphs = getenv("CKV_CUDA_GRAPHS");
     g->use_graphs = !graphs || strcmp(graphs, "0");
+    const char *fuse = getenv("CKV_FUSE_NORMS");
+    g->may_fuse = !fuse || strcmp(fuse, "0");
     double *inv_freq = static_cast<double *>(malloc(hd / 2 * sizeof(double)));
     if (!g->seg || !g->graph_key.ids || !g->eager_key.ids || !g->tab_key.ids || !inv_freq) {
         free(inv_freq);
@@ -324,6 +326,13 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
     free(g->seg);
     free(g->staging);
     free(g);
+}
+
+extern "C" void ckv_gpu_set_fused(ckv_gpu *g, bool on)
+{
+    if (on != g->may_fuse)
+        drop_graph(g);  // captured with the other kernels
+    g->may_fuse = on;
 }
 
 extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
@@ -647,6 +656,8 @@ static bool fuse_pass(const ckv_gpu *g, int32_t n)
     const ckv_config *cf = &g->cfg;
     const int E = cf->n_embd, hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv,
               F = cf->n_ff;
+    if (!g->may_fuse)
+        return false;
     for (int l = 0; l < cf->n_layer; l++) {
         const ckv_gpu_layer *D = &g->layers[l];
         const ckv_gemm_form qkv = normed(g, g->x, D->attn_norm),

@@ -50,7 +50,8 @@ struct ckv_gpu {
     // products before them and the RMSNorms into those after (fuse_pass):
     // x then holds the whole residual stream, the last product included;
     // otherwise that product is still in y for the final norm to add.
-    bool fused;
+    // may_fuse: whether passes may (ckv_gpu_set_fused).
+    bool fused, may_fuse;
     size_t ws_floats, bytes;
     ckv_bf16 *staging;  // host, largest matrix
     ckv_gpu_seg *seg;   // host, [max_batch]: the rows of a decode batch

@@ -1358,17 +1358,56 @@ static void check_all_logits(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, con
     free(lg);
 }
 
+enum { SWITCH_STEPS = 4 };
+
+/* Logits of a prompt of len tokens, then of SWITCH_STEPS decode steps (the
+ * first launch by launch, the second captured, the rest replayed), into lg
+ * [SWITCH_STEPS + 1][V] (NaN first, so that an unwritten one shows). */
+static void prompt_and_steps(ckv_gpu *gpu, const int32_t *ids, int32_t len, int32_t V, float *lg)
+{
+    const size_t nl = (size_t)(SWITCH_STEPS + 1) * V;
+    for (size_t i = 0; i < nl; i++)
+        lg[i] = NAN;
+    ckv_gpu_cache *gc;
+    CHECK(ckv_gpu_cache_create(&gc, gpu, len + SWITCH_STEPS, false, CKV_KV_F32, err));
+    CHECK(ckv_gpu_forward(gpu, gc, ids, len, NULL, lg, err));
+    for (int32_t st = 0; st < SWITCH_STEPS; st++)
+        CHECK(ckv_gpu_forward(gpu, gc, ids + len + st, 1, NULL, lg + (size_t)(st + 1) * V, err));
+    ckv_gpu_cache_free(gc);
+}
+
+/* prompt_and_steps with a switch off, then on: the logits must be the same
+ * bit for bit (a NaN counts as a difference). */
+static void check_switch_identical(const char *name, void (*set)(ckv_gpu *, bool), ckv_gpu *gpu,
+                                   const int32_t *ids, int32_t len, int32_t V)
+{
+    const size_t nl = (size_t)(SWITCH_STEPS + 1) * V;
+    float *lg[2] = {xmalloc(sizeof(float) * nl), xmalloc(sizeof(float) * nl)};
+    for (int on = 0; on < 2; on++) {
+        set(gpu, on);
+        prompt_and_steps(gpu, ids, len, V, lg[on]);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "logits with %s off and on (%d + %d steps): differing", name, len,
+             SWITCH_STEPS);
+    report(what, (double)differing(lg[1], lg[0], nl), 0.0);
+    free(lg[0]);
+    free(lg[1]);
+}
+
+static void set_pdl(ckv_gpu *gpu, bool on)
+{
+    (void)gpu;
+    ckv_cuda_set_pdl(on);
+}
+
 /* Programmatic dependent launch changes when kernels start, not what they
- * compute: a prompt (two chunks) and decode steps (the first launch by
- * launch, the second captured, the rest replayed) must give the same logits
- * bit for bit with it off and on. An invariance check of the launch contract
+ * compute: a prompt (two chunks) and decode steps must give the same
+ * logits with it off and on. An invariance check of the launch contract
  * (cuda_pdl.cuh), not a proof: a kernel that read its input before waiting
  * would differ under PDL only when the timing exposed the race. */
 static void check_pdl_identical(const ckv_model *m, ckv_gpu *gpu, const int32_t *ids, int32_t len)
 {
-    enum { STEPS = 4 };
-    const int32_t V = m->cfg.n_vocab;
-    const size_t nl = (size_t)(STEPS + 1) * V;
     const bool was = ckv_cuda_pdl();
     ckv_cuda_set_pdl(true);
     if (!ckv_cuda_pdl()) {
@@ -1376,30 +1415,20 @@ static void check_pdl_identical(const ckv_model *m, ckv_gpu *gpu, const int32_t 
         ckv_cuda_set_pdl(was);
         return;
     }
-    float *lg[2] = {xmalloc(sizeof(float) * nl), xmalloc(sizeof(float) * nl)};
-    for (int on = 0; on < 2; on++) {
-        ckv_cuda_set_pdl(on);
-        for (size_t i = 0; i < nl; i++)
-            lg[on][i] = NAN;
-        ckv_gpu_cache *gc;
-        CHECK(ckv_gpu_cache_create(&gc, gpu, len + STEPS, false, CKV_KV_F32, err));
-        CHECK(ckv_gpu_forward(gpu, gc, ids, len, NULL, lg[on], err));
-        for (int32_t st = 0; st < STEPS; st++)
-            CHECK(ckv_gpu_forward(gpu, gc, ids + len + st, 1, NULL, lg[on] + (size_t)(st + 1) * V,
-                                  err));
-        ckv_gpu_cache_free(gc);
-    }
+    check_switch_identical("PDL", set_pdl, gpu, ids, len, m->cfg.n_vocab);
     ckv_cuda_set_pdl(was);
-    /* Bits, not values: a NaN (unwritten) counts as a difference. */
-    size_t differ = 0;
-    for (size_t i = 0; i < nl; i++)
-        differ += isnan(lg[1][i]) || memcmp(&lg[0][i], &lg[1][i], sizeof(float)) != 0;
-    char what[96];
-    snprintf(what, sizeof what, "logits with PDL off and on (%d + %d steps): differing", len,
-             STEPS);
-    report(what, (double)differ, 0.0);
-    free(lg[0]);
-    free(lg[1]);
+}
+
+/* The one-row passes with their residual adds and RMSNorms inside the GEMVs
+ * (ckv_gpu_set_fused) compute what the separate RMSNorm kernel did, bit for
+ * bit: the same bf16 inputs, the same split of every product, the same fp32
+ * adds. len is the decoder's batch + 1, so that the prompt's last chunk is
+ * a one-row prefill pass whose logits are its only row's; the decode steps
+ * are one-row passes, graphs included. Left fused, as by default. */
+static void check_fused_identical(const ckv_model *m, ckv_gpu *gpu, const int32_t *ids,
+                                  int32_t len)
+{
+    check_switch_identical("fused norms", ckv_gpu_set_fused, gpu, ids, len, m->cfg.n_vocab);
 }
 
 static int32_t *read_ids(const char *path, int32_t *n)
@@ -1457,12 +1486,15 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
     ckv_gpu *gpu;
     CHECK(ckv_cpu_create(&cpu, &m, 256, 0, err));
     double t0 = now();
-    CHECK(ckv_gpu_create(&gpu, &m, 0, 512, err));
+    const int32_t max_batch = 512;
+    CHECK(ckv_gpu_create(&gpu, &m, 0, max_batch, err));
     printf("gpu decoder: %.1f MiB of weights and scratch, upload %.2f s\n",
            (double)ckv_gpu_bytes(gpu) / (1 << 20), now() - t0);
     const int32_t side = longest < 600 ? longest : 600;
-    if (n_ids >= side + 4)
+    if (n_ids >= side + SWITCH_STEPS)
         check_pdl_identical(&m, gpu, ids, side);
+    if (n_ids >= max_batch + 1 + SWITCH_STEPS)
+        check_fused_identical(&m, gpu, ids, max_batch + 1);
     if (n_ids >= side + 2) {
         check_all_logits(&m, cpu, gpu, ids, side);
         check_uploaded_cache(&m, cpu, gpu, ids, side);
