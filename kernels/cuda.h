@@ -73,6 +73,7 @@ void ckv_gpu_free(ckv_gpu *g);
  * either way. A decode step captured under the other setting is captured
  * again. */
 void ckv_gpu_set_fused(ckv_gpu *g, bool on);
+bool ckv_gpu_fused(const ckv_gpu *g);
 /* Device memory the decoder holds (weights and scratch), in bytes. */
 size_t ckv_gpu_bytes(const ckv_gpu *g);
 

@@ -335,6 +335,11 @@ extern "C" void ckv_gpu_set_fused(ckv_gpu *g, bool on)
     g->may_fuse = on;
 }
 
+extern "C" bool ckv_gpu_fused(const ckv_gpu *g)
+{
+    return g->may_fuse;
+}
+
 extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
 {
     return g->bytes;
