@@ -66,14 +66,6 @@ ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device, int
 ckv_status ckv_gpu_create_synthetic(ckv_gpu **out, const ckv_config *cfg, int32_t device,
                                     int32_t max_batch, uint64_t seed, ckv_error *err);
 void ckv_gpu_free(ckv_gpu *g);
-/* Whether a pass whose products all run as the GEMV (one row) adds its
- * residual stream and takes its RMSNorms inside them (kernels/cuda_gemv.cu)
- * rather than in the residual RMSNorm kernel. On by default, off when
- * CKV_FUSE_NORMS=0 at create; for comparisons: results are bit-identical
- * either way. A decode step captured under the other setting is captured
- * again. */
-void ckv_gpu_set_fused(ckv_gpu *g, bool on);
-bool ckv_gpu_fused(const ckv_gpu *g);
 /* Device memory the decoder holds (weights and scratch), in bytes. */
 size_t ckv_gpu_bytes(const ckv_gpu *g);
 

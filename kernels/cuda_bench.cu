@@ -271,24 +271,21 @@ ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t s
     return st;
 }
 
-constexpr float NORM_EPS = 1e-5f;  // of an RMSNorm input
-
 struct GemmBufs {
     ckv_bf16 *w = NULL, *x = NULL, *hb = NULL;
-    float *y = NULL, *gu = NULL, *nx = NULL, *nw = NULL;
+    float *y = NULL, *gu = NULL;
     int sets = 1;
 };
 
 void gemm_free(GemmBufs *g)
 {
-    void *ps[] = {g->w, g->x, g->hb, g->y, g->gu, g->nx, g->nw};
+    void *ps[] = {g->w, g->x, g->hb, g->y, g->gu};
     for (void *p : ps)
         cudaFree(p);
 }
 
 // Weights uniform in +-1/sqrt(in), inputs in +-1 (gate and up in +-4, whose
-// SwiGLU is of order 1; rows to normalize in +-3 with a weight in [0.2,
-// 1.5]): outputs of order 1.
+// SwiGLU is of order 1): outputs of order 1.
 ckv_status gemm_alloc(ckv_bench_gpu *b, const ckv_gemm_case *c, int sets, uint64_t seed,
                       GemmBufs *g, ckv_error *err)
 {
@@ -300,17 +297,10 @@ ckv_status gemm_alloc(ckv_bench_gpu *b, const ckv_gemm_case *c, int sets, uint64
         (st = dalloc(&g->y, (size_t)c->n * c->out * sizeof(float), err)) ||
         (st = ckv_k_fill_uniform_bf16(g->w, sets * wn, -a, a, seed, b->stream, err)))
         return st;
-    if (c->input == CKV_BENCH_IN_SWIGLU) {
+    if (c->swiglu) {
         if ((st = dalloc(&g->gu, 2 * xn * sizeof(float), err)) ||
             (st = dalloc(&g->hb, xn * sizeof(ckv_bf16), err)) ||
             (st = ckv_k_fill_uniform(g->gu, 2 * xn, -4, 4, seed + 1, b->stream, err)))
-            return st;
-    } else if (c->input == CKV_BENCH_IN_NORM) {
-        if ((st = dalloc(&g->nx, xn * sizeof(float), err)) ||
-            (st = dalloc(&g->nw, (size_t)c->in * sizeof(float), err)) ||
-            (st = dalloc(&g->hb, xn * sizeof(ckv_bf16), err)) ||
-            (st = ckv_k_fill_uniform(g->nx, xn, -3, 3, seed + 1, b->stream, err)) ||
-            (st = ckv_k_fill_uniform(g->nw, c->in, 0.2f, 1.5f, seed + 2, b->stream, err)))
             return st;
     } else if ((st = dalloc(&g->x, xn * sizeof(ckv_bf16), err)) ||
                (st = ckv_k_fill_uniform_bf16(g->x, xn, -1, 1, seed + 1, b->stream, err))) {
@@ -323,13 +313,7 @@ ckv_status gemm_alloc(ckv_bench_gpu *b, const ckv_gemm_case *c, int sets, uint64
 ckv_status gemm_launch(ckv_bench_gpu *b, const ckv_gemm_case *c, const GemmBufs *g, int set,
                        ckv_error *err)
 {
-    ckv_gemm_form a = {};
-    a.x = g->x;
-    a.gu = g->gu;
-    a.norm_x = g->nx;
-    a.norm_w = g->nw;
-    a.eps = NORM_EPS;
-    return ckv_k_gemm_via(b->blas, c->path, g->y, &a, g->hb,
+    return ckv_k_gemm_via(b->blas, c->path, g->y, g->x, g->gu, g->hb,
                           g->w + (size_t)set * c->out * c->in, c->n, c->in, c->out, err);
 }
 
@@ -360,19 +344,16 @@ ckv_status gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64_t seed, G
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check setup: %s", cudaGetErrorString(e));
     if (!st)
         st = gemm_launch(b, c, g, 0, err);
-    // A SwiGLU or RMSNorm input is compared as ckv_k_swiglu or
-    // ckv_k_residual_rmsnorm writes it (parity.c checks those values against
-    // the CPU's, and the fused GEMVs against them).
-    if (!st && c->input == CKV_BENCH_IN_SWIGLU)
+    // A SwiGLU input is compared as ckv_k_swiglu writes it (parity.c checks
+    // those values against the CPU's, and the fused GEMV bit for bit).
+    if (!st && c->swiglu)
         st = ckv_k_swiglu(g->hb, g->gu, n, in, b->stream, err);
-    if (!st && c->input == CKV_BENCH_IN_NORM)
-        st = ckv_k_residual_rmsnorm(g->nx, NULL, g->nw, g->hb, n, in, NORM_EPS, b->stream, err);
     if (!st && ((e = cudaStreamSynchronize(b->stream)) != cudaSuccess ||
                 (e = cudaMemcpy(y, g->y, yn * sizeof(float), cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
                 (e = cudaMemcpy(w, g->w, wn * sizeof(ckv_bf16), cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
-                (e = cudaMemcpy(x, g->x ? g->x : g->hb, xn * sizeof(ckv_bf16),
+                (e = cudaMemcpy(x, c->swiglu ? g->hb : g->x, xn * sizeof(ckv_bf16),
                                 cudaMemcpyDeviceToHost)) != cudaSuccess))
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check run: %s", cudaGetErrorString(e));
     if (!st) {

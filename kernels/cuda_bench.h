@@ -53,22 +53,16 @@ ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape *s, int32_
                                int32_t repeats, uint64_t seed, ckv_bench_timing *t,
                                ckv_error *err);
 
-/* The input of a benchmarked product: bf16 rows; the SwiGLU of random fp32
- * gate|up rows [n][2 in] (the down projection's input); the RMSNorm of
- * random fp32 rows [n][in] with a random weight (the input of qkv, gate|up
- * and the output matrix, the residual stream's norm). */
-typedef enum { CKV_BENCH_IN_BF16, CKV_BENCH_IN_SWIGLU, CKV_BENCH_IN_NORM } ckv_bench_input;
-
 /* The decoder's GEMM (ckv_k_gemm_via on `path`: cuBLAS or the GEMV) of n
- * rows through a [out][in] bf16 weight. The GEMV computes a SwiGLU or
- * RMSNorm input in its loads; cuBLAS runs ckv_k_swiglu or
- * ckv_k_residual_rmsnorm first (timed with it). The check compares with a
- * double-precision product of the same bf16 values (for those inputs, the
- * ones ckv_k_swiglu or ckv_k_residual_rmsnorm writes); the benchmark times
+ * rows through a [out][in] bf16 weight. With swiglu its input is the SwiGLU
+ * of random fp32 gate|up rows [n][2 in], as for the down projection: the
+ * GEMV computes it in its loads, cuBLAS runs ckv_k_swiglu first (timed
+ * with it). The check compares with a double-precision product of the same
+ * bf16 values (with swiglu, those ckv_k_swiglu writes); the benchmark times
  * it as above. */
 typedef struct {
     ckv_gemm_path path;
-    ckv_bench_input input;
+    bool swiglu;
     int32_t n, in, out;
 } ckv_gemm_case;
 

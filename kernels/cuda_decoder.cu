@@ -4,13 +4,8 @@
 // kernels of cuda_kernels.h. Per layer: residual add + RMSNorm -> QKV GEMM
 // -> bias, q/k norm, RoPE, cache append -> attention -> output GEMM ->
 // residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU
-// inside the down GEMV when it runs). Where every product of a pass runs
-// as the GEMV (one row), the residual adds and RMSNorms run inside the
-// GEMVs too (fuse_pass): qkv and gate|up normalize the residual stream in
-// their loads, o and down add their products to it, and the logits
-// normalize it, so no residual RMSNorm kernel runs between them. The
-// kernels of ours are launched with programmatic dependent launch
-// (cuda_pdl.cuh), cuBLAS as usual.
+// inside the down GEMV when it runs). The kernels of ours are launched with
+// programmatic dependent launch (cuda_pdl.cuh), cuBLAS as usual.
 // All device memory is taken in ckv_gpu_create and ckv_gpu_cache_create;
 // a forward pass allocates nothing, except that the decode's logit scratch
 // for caches that track scores grows to the largest batch of them seen,
@@ -224,8 +219,6 @@ static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
     // CKV_CUDA_GRAPHS=0 runs decode steps launch by launch (for comparisons).
     const char *graphs = getenv("CKV_CUDA_GRAPHS");
     g->use_graphs = !graphs || strcmp(graphs, "0");
-    const char *fuse = getenv("CKV_FUSE_NORMS");
-    g->may_fuse = !fuse || strcmp(fuse, "0");
     double *inv_freq = static_cast<double *>(malloc(hd / 2 * sizeof(double)));
     if (!g->seg || !g->graph_key.ids || !g->eager_key.ids || !g->tab_key.ids || !inv_freq) {
         free(inv_freq);
@@ -326,18 +319,6 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
     free(g->seg);
     free(g->staging);
     free(g);
-}
-
-extern "C" void ckv_gpu_set_fused(ckv_gpu *g, bool on)
-{
-    if (on != g->may_fuse)
-        drop_graph(g);  // captured with the other kernels
-    g->may_fuse = on;
-}
-
-extern "C" bool ckv_gpu_fused(const ckv_gpu *g)
-{
-    return g->may_fuse;
 }
 
 extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
@@ -628,83 +609,11 @@ extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cach
     return CKV_OK;
 }
 
-// The inputs of a layer's four products: in a fused pass the RMSNorm of
-// the residual stream x (weight nw) for qkv and gate|up; attention's output
-// x for o and the SwiGLU of gate|up gu for down, their products added to
-// the residual stream in a fused pass (accumulate), stored to y otherwise.
-static ckv_gemm_form normed(const ckv_gpu *g, const float *x, const float *nw)
+// Y[n][out] = X[n][in] . W[out][in]^T: column-major Y^T = W^T X^T.
+static ckv_status gemm(ckv_gpu *g, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int n, int in,
+                       int out, ckv_error *err)
 {
-    ckv_gemm_form a = {};
-    a.norm_x = x;
-    a.norm_w = nw;
-    a.eps = g->cfg.rms_eps;
-    return a;
-}
-
-static ckv_gemm_form block_end(const ckv_bf16 *x, const float *gu, bool accumulate)
-{
-    ckv_gemm_form a = {};
-    a.x = x;
-    a.gu = gu;
-    a.accumulate = accumulate;
-    return a;
-}
-
-// Whether a pass of n rows fuses its residual adds and RMSNorms into its
-// products: where the automatic choice takes the GEMV for every product of
-// every layer in the fused forms (the GEMV is what adds and normalizes
-// there for free; at more rows cuBLAS runs, and the separate residual
-// RMSNorm kernel stays). Decided once per pass, so that all its layers and
-// its logits agree on where the residual stream is.
-static bool fuse_pass(const ckv_gpu *g, int32_t n)
-{
-    const ckv_config *cf = &g->cfg;
-    const int E = cf->n_embd, hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv,
-              F = cf->n_ff;
-    if (!g->may_fuse)
-        return false;
-    for (int l = 0; l < cf->n_layer; l++) {
-        const ckv_gpu_layer *D = &g->layers[l];
-        const ckv_gemm_form qkv = normed(g, g->x, D->attn_norm),
-                            o = block_end(g->att, NULL, true),
-                            gu = normed(g, g->x, D->ffn_norm),
-                            down = block_end(NULL, g->gu, true);
-        if (!ckv_k_gemm_takes_gemv(n, E, (H + 2 * KV) * hd, &qkv, D->wqkv) ||
-            !ckv_k_gemm_takes_gemv(n, H * hd, E, &o, D->wo) ||
-            !ckv_k_gemm_takes_gemv(n, E, 2 * F, &gu, D->wgu) ||
-            !ckv_k_gemm_takes_gemv(n, F, E, &down, D->wdown))
-            return false;
-    }
-    return true;
-}
-
-// y = RMSNorm(x rows, weight nw) . W^T. In a fused pass x already holds the
-// residual stream and the product normalizes it in its loads; otherwise
-// add (the last product, NULL for none) is first added to x, and x
-// normalized into xb.
-static ckv_status normed_product(ckv_gpu *g, float *x, const float *add, const float *nw,
-                                 float *y, const ckv_bf16 *w, int32_t n, int32_t out,
-                                 ckv_error *err)
-{
-    const ckv_config *cf = &g->cfg;
-    const int E = cf->n_embd;
-    if (g->fused) {
-        const ckv_gemm_form a = normed(g, x, nw);
-        return ckv_k_gemm_via(g->blas, CKV_GEMM_AUTO, y, &a, g->xb, w, n, E, out, err);
-    }
-    ckv_status s = ckv_k_residual_rmsnorm(x, add, nw, g->xb, n, E, cf->rms_eps, g->stream, err);
-    return s ? s : ckv_k_gemm(g->blas, y, g->xb, w, n, E, out, err);
-}
-
-// The product of W and x (bf16) or the SwiGLU of gu that ends a block of
-// the layer: added to the residual stream in a fused pass, else into y for
-// the next normed_product to add.
-static ckv_status residual_product(ckv_gpu *g, const ckv_bf16 *x, const float *gu,
-                                   const ckv_bf16 *w, int32_t n, int32_t in, ckv_error *err)
-{
-    const ckv_gemm_form a = block_end(x, gu, g->fused);
-    return ckv_k_gemm_via(g->blas, CKV_GEMM_AUTO, g->fused ? g->x : g->y, &a, g->hb, w, n, in,
-                          g->cfg.n_embd, err);
+    return ckv_k_gemm(g->blas, y, x, w, n, in, out, err);
 }
 
 // Copies the rotated queries of the chunk's tokens that fall in the last
@@ -843,13 +752,13 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
     const int qkvd = (H + 2 * KV) * hd;
     void *st = g->stream;
     ckv_status s;
-    g->fused = fuse_pass(g, n);
     if ((s = ckv_k_embed(g->x, g->embd, g->tok, n, E, st, err)))
         return s;
     for (int l = 0; l < cf->n_layer; l++) {
         const ckv_gpu_layer *D = &g->layers[l];
-        if ((s = normed_product(g, g->x, l ? g->y : NULL, D->attn_norm, g->qkv, D->wqkv, n, qkvd,
-                                err)))
+        if ((s = ckv_k_residual_rmsnorm(g->x, l ? g->y : NULL, D->attn_norm, g->xb, n, E,
+                                        cf->rms_eps, st, err)) ||
+            (s = gemm(g, g->qkv, g->xb, D->wqkv, n, E, qkvd, err)))
             return s;
         if (out->batch)
             s = attend_batch(g, n, l, degree_bias, err);
@@ -864,10 +773,13 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
                                        (size_t)cf->n_layer * H * hd * sizeof(float), g->qkv,
                                        qkvd * sizeof(float), (size_t)H * hd * sizeof(float), n,
                                        cudaMemcpyDeviceToDevice, g->stream));
-        if ((s = residual_product(g, g->att, NULL, D->wo, n, H * hd, err)) ||
-            (s = normed_product(g, g->x, g->y, D->ffn_norm, g->gu, D->wgu, n, 2 * F, err)) ||
+        if ((s = gemm(g, g->y, g->att, D->wo, n, H * hd, E, err)) ||
+            (s = ckv_k_residual_rmsnorm(g->x, g->y, D->ffn_norm, g->xb, n, E, cf->rms_eps, st,
+                                        err)) ||
+            (s = gemm(g, g->gu, g->xb, D->wgu, n, E, 2 * F, err)) ||
             /* SwiGLU then down: one GEMV computing its input for few rows. */
-            (s = residual_product(g, NULL, g->gu, D->wdown, n, F, err)))
+            (s = ckv_k_gemm_via(g->blas, CKV_GEMM_AUTO, g->y, NULL, g->gu, g->hb, D->wdown, n,
+                                F, E, err)))
             return s;
     }
     // One copy of every row's queries, not one (synchronous, to pageable
@@ -895,17 +807,16 @@ static void advance_host(const Seg *seg, int32_t n_seg)
     }
 }
 
-// Final norm and logits of rows [from, from + count) of the last pass
-// (whose g->fused says whether their last product is already in x),
-// copied to host dst.
+// Final norm and logits of rows [from, from + count), copied to host dst.
 static ckv_status logits_rows(ckv_gpu *g, int32_t from, int32_t count, float *dst,
                               int32_t *next, ckv_error *err)
 {
     const ckv_config *cf = &g->cfg;
     const int E = cf->n_embd, V = cf->n_vocab;
     ckv_status s;
-    if ((s = normed_product(g, g->x + (size_t)from * E, g->y + (size_t)from * E, g->out_norm,
-                            g->logits, g->out_w, count, V, err)))
+    if ((s = ckv_k_residual_rmsnorm(g->x + (size_t)from * E, g->y + (size_t)from * E,
+                                    g->out_norm, g->xb, count, E, cf->rms_eps, g->stream, err)) ||
+        (s = gemm(g, g->logits, g->xb, g->out_w, count, E, V, err)))
         return s;
     if (dst)
         CKV_CUDA(cudaMemcpyAsync(dst, g->logits, (size_t)count * V * sizeof(float),

@@ -3,18 +3,30 @@
 // mirrors a CPU function of src/decoder_ops.c; the arithmetic follows it
 // (RoPE angles in double, silu as g / (1 + exp(-g))). All are launched
 // with programmatic dependent launch and wait first (cuda_pdl.cuh).
-// The residual RMSNorm runs where the products around it are cuBLAS (more
-// than one row); at one row the decoder's GEMVs add and normalize the
-// residual stream themselves (cuda_gemv.cu), with this kernel's arithmetic
-// (cuda_rmsnorm.cuh); there it runs only for an output matrix that cuBLAS
-// takes, with nothing to add.
 #include <math.h>
 
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 #include "cuda_pdl.cuh"
-#include "cuda_rmsnorm.cuh"
+
+// Sum over the block; every thread gets the result. blockDim.x <= 1024.
+static __device__ float block_sum(float v)
+{
+    __shared__ float part[32];
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();  // part[] may still be read by a previous call
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    int nw = (blockDim.x + 31) / 32;
+    v = lane < nw ? part[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
 
 static cudaStream_t as_stream(void *s)
 {
@@ -44,9 +56,7 @@ extern "C" ckv_status ckv_k_embed(float *x, const float *table, const int32_t *t
 // row costs one memory round trip, not E / 256 of them (14 us for E = 4096
 // by ncu, run K, with the per-element loop). The weights are static: their
 // loads are issued before the wait for the kernel that wrote x (cuda_pdl.cuh).
-// The sum of squares and the rounding are cuda_rmsnorm.cuh's, which the GEMV
-// that normalizes its own input (cuda_gemv.cu) shares.
-constexpr int RMS_THREADS = CKV_RMS_THREADS, RMS_VEC = 8;  // float4s per thread: E <= 8192
+constexpr int RMS_THREADS = 256, RMS_VEC = 8;  // float4s per thread: E <= 8192
 
 __global__ void __launch_bounds__(RMS_THREADS)
     residual_rmsnorm_kernel(float *__restrict__ x, const float *__restrict__ add,
@@ -79,11 +89,10 @@ __global__ void __launch_bounds__(RMS_THREADS)
             const float4 a = ar[j];
             v[k].x += a.x, v[k].y += a.y, v[k].z += a.z, v[k].w += a.w;
         }
-        ss = ckv_sumsq4(ss, v[k]);
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     }
-    float sums[1] = {ss};
-    ckv_block_sums(sums);
-    const float r = ckv_rms_scale(sums[0], E, eps);
+    ss = block_sum(ss);
+    const float r = (float)(1.0 / sqrt((double)ss / E + eps));
     uint2 *o = reinterpret_cast<uint2 *>(out + (size_t)blockIdx.x * E);
 #pragma unroll
     for (int k = 0; k < RMS_VEC; k++) {
@@ -92,10 +101,10 @@ __global__ void __launch_bounds__(RMS_THREADS)
             break;
         if (ar)
             xr[j] = v[k];
-        o[j] = make_uint2((uint32_t)ckv_rms_bf16(v[k].x, r, g[k].x) |
-                              (uint32_t)ckv_rms_bf16(v[k].y, r, g[k].y) << 16,
-                          (uint32_t)ckv_rms_bf16(v[k].z, r, g[k].z) |
-                              (uint32_t)ckv_rms_bf16(v[k].w, r, g[k].w) << 16);
+        o[j] = make_uint2((uint32_t)ckv_to_bf16(v[k].x * r * g[k].x) |
+                              (uint32_t)ckv_to_bf16(v[k].y * r * g[k].y) << 16,
+                          (uint32_t)ckv_to_bf16(v[k].z * r * g[k].z) |
+                              (uint32_t)ckv_to_bf16(v[k].w * r * g[k].w) << 16);
     }
 }
 
@@ -154,9 +163,8 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
     }
     const float *norm = is_q ? p.q_norm : p.k_norm;
     if (norm) {
-        float ss[1] = {x * x};
-        ckv_block_sums(ss);
-        x = x * ckv_rms_scale(ss[0], hd, p.eps) * norm[d];
+        float ss = block_sum(x * x);
+        x = x * (float)(1.0 / sqrt((double)ss / hd + p.eps)) * norm[d];
     }
     rot[d] = x;
     __syncthreads();

@@ -1,7 +1,6 @@
 // The one GEMM form of the decoder, shared with the benchmarks so that both
 // time the same calls: the GEMV (cuda_gemv.cu) for few rows, cuBLAS for the
-// rest and for what the GEMV does not take; either with a bf16, SwiGLU or
-// RMSNorm input and a stored or accumulated output.
+// rest and for what the GEMV does not take.
 #include "cuda_check.h"
 #include "cuda_gemv.h"
 #include "cuda_kernels.h"
@@ -17,52 +16,34 @@ static bool gemv_faster(int32_t n, int32_t in, int32_t out)
     return n == 1 && out <= 32 * (int64_t)in;
 }
 
-extern "C" bool ckv_k_gemm_takes_gemv(int32_t n, int32_t in, int32_t out, const ckv_gemm_form *a,
-                                      const ckv_bf16 *w)
+extern "C" ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y, const ckv_bf16 *x,
+                                     const float *gu, ckv_bf16 *hb, const ckv_bf16 *w, int32_t n,
+                                     int32_t in, int32_t out, ckv_error *err)
 {
-    return gemv_faster(n, in, out) && ckv_gemv_fits(n, in, out, a, w);
-}
-
-extern "C" ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y,
-                                     const ckv_gemm_form *a, ckv_bf16 *hb, const ckv_bf16 *w,
-                                     int32_t n, int32_t in, int32_t out, ckv_error *err)
-{
-    const int inputs = (a->x != NULL) + (a->gu != NULL) + (a->norm_x != NULL);
-    if (inputs != 1 || (a->norm_x && !a->norm_w))
-        return ckv_errorf(err, CKV_ERR_ARG,
-                          "gemm %d x %d -> %d: give exactly one of x, gu and norm_x (with its "
-                          "weight norm_w)",
-                          n, in, out);
-    if (a->norm_x && a->accumulate)
-        return ckv_errorf(err, CKV_ERR_ARG,
-                          "gemm %d x %d -> %d: an RMSNorm input cannot accumulate into y (it "
-                          "reads the rows such a product writes)",
+    if ((x == NULL) == (gu == NULL))
+        return ckv_errorf(err, CKV_ERR_ARG, "gemm %d x %d -> %d: give exactly one of x and gu",
                           n, in, out);
     cublasHandle_t h = static_cast<cublasHandle_t>(blas);
     cudaStream_t stream;
     CKV_CUBLAS(cublasGetStream(h, &stream));
     if (path == CKV_GEMM_GEMV ||
-        (path == CKV_GEMM_AUTO && ckv_k_gemm_takes_gemv(n, in, out, a, w)))
-        return ckv_gemv(y, a, w, n, in, out, stream, err);
-    const ckv_bf16 *x = a->x;
-    if (!x) {
+        (path == CKV_GEMM_AUTO && gemv_faster(n, in, out) &&
+         ckv_gemv_fits(n, in, out, x ? (const void *)x : gu, w)))
+        return ckv_gemv(y, x, gu, w, n, in, out, stream, err);
+    if (gu) {
         if (!hb)
             return ckv_errorf(err, CKV_ERR_ARG,
-                              "gemm %d x %d -> %d: the %s input needs the scratch hb here", n,
-                              in, out, a->gu ? "SwiGLU" : "RMSNorm");
-        // The RMSNorm kernel writes its rows only when it adds to them.
-        ckv_status st =
-            a->gu ? ckv_k_swiglu(hb, a->gu, n, in, stream, err)
-                  : ckv_k_residual_rmsnorm(const_cast<float *>(a->norm_x), NULL, a->norm_w, hb,
-                                           n, in, a->eps, stream, err);
+                              "gemm %d x %d -> %d: the SwiGLU input needs the scratch hb here",
+                              n, in, out);
+        ckv_status st = ckv_k_swiglu(hb, gu, n, in, stream, err);
         if (st)
             return st;
         x = hb;
     }
     // Y[n][out] = X[n][in] . W[out][in]^T is, column-major, Y^T = W^T X^T.
-    const float one = 1.0f, beta = a->accumulate ? 1.0f : 0.0f;
+    const float one = 1.0f, zero = 0.0f;
     CKV_CUBLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, CUDA_R_16BF, in, x,
-                            CUDA_R_16BF, in, &beta, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F,
+                            CUDA_R_16BF, in, &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
     return CKV_OK;
 }
@@ -70,7 +51,5 @@ extern "C" ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y,
 extern "C" ckv_status ckv_k_gemm(void *blas, float *y, const ckv_bf16 *x, const ckv_bf16 *w,
                                  int32_t n, int32_t in, int32_t out, ckv_error *err)
 {
-    ckv_gemm_form a = {};
-    a.x = x;
-    return ckv_k_gemm_via(blas, CKV_GEMM_AUTO, y, &a, NULL, w, n, in, out, err);
+    return ckv_k_gemm_via(blas, CKV_GEMM_AUTO, y, x, NULL, NULL, w, n, in, out, err);
 }

@@ -1,9 +1,8 @@
 // Y[n][out] = A[n][in] . W[out][in]^T for the decoder's small batches
 // (n <= CKV_GEMV_MAX_ROWS = 8): bf16 W and A, fp32 accumulation and output.
 // At these n the product is bound by reading W: 2 * in * out bytes of W,
-// 2 * n * in of A (or 8 * n * in of fp32 gate/up when A is their SwiGLU,
-// 4 * n * in of fp32 rows when it is their RMSNorm), 4 * n * out of Y
-// written (and read when the product is added to it), against 2 * n * in * out FLOPs (at most 8 FLOPs
+// 2 * n * in of A (or 8 * n * in of fp32 gate/up when A is their SwiGLU),
+// 4 * n * out of Y written, against 2 * n * in * out FLOPs (at most 8 FLOPs
 // per byte of W: far below the H200's ~180 at its bf16 matrix rate, and
 // ~16 at its fp32 FMA rate, so the fp32 cores suffice).
 //
@@ -17,20 +16,10 @@
 // shuffles (R x N values in about R x N shuffles, not 5 R x N), then over
 // the splits in shared memory in a fixed order (the result does not depend
 // on timing). A is staged in shared memory in tiles of 2048 columns (n x 4
-// KB), read once per block from L2: for the fused forms this is where A is
-// computed, once per block rather than once per warp: the SwiGLU of fp32
-// gate/up rows, or the RMSNorm of fp32 rows x (the decoder's residual
-// stream) with its weight, each row's sum of squares taken first by every
-// block in the order of ckv_k_residual_rmsnorm (cuda_rmsnorm.cuh: the same
-// 256-thread split and block reduction), so that the bf16 values are
-// bit-identical to that kernel's. One template serves every form; only the
-// tile fill differs, so outputs are bit-identical where A is and the split
-// of `in` is the same (the RMSNorm form takes the plain form's).
-//
-// The output is stored, or added to y (the decoder's residual add fused
-// into the product before it: each y element is read and written by the one
-// thread that owns it, and no form that reads the residual stream as its
-// input may accumulate into it, so nothing races).
+// KB), read once per block from L2: for the fused form this is where the
+// SwiGLU of gu is computed, once per block rather than once per warp. One
+// template serves both forms; only the tile fill differs, so their outputs
+// are bit-identical when the SwiGLU values are.
 //
 // Launched with programmatic dependent launch (cuda_pdl.cuh): W is static,
 // so the first load group of W is issued before the wait for the kernel
@@ -39,7 +28,6 @@
 #include "cuda_check.h"
 #include "cuda_gemv.h"
 #include "cuda_pdl.cuh"
-#include "cuda_rmsnorm.cuh"
 
 namespace {
 
@@ -47,9 +35,6 @@ constexpr int THREADS = 256, WARPS = THREADS / 32;
 constexpr int R = 4;       // W rows per warp
 constexpr int U = 2;       // chunks per row and lane in one load group
 constexpr int TILE = 256;  // chunks (of 8 columns) of A per shared-memory tile
-static_assert(THREADS == CKV_RMS_THREADS, "gemv: the row norms take ckv_k_residual_rmsnorm's split");
-
-enum Input { PLAIN, SWIGLU, NORM };  // A is x, the SwiGLU of gu, the RMSNorm of nx
 
 // The 8 bf16 of a 16-byte chunk as floats: element 2j is the low half of word j.
 __device__ __forceinline__ void unpack(const uint4 &v, float f[8])
@@ -67,52 +52,16 @@ __device__ __forceinline__ uint32_t pair(ckv_bf16 lo, ckv_bf16 hi)
     return (uint32_t)lo | (uint32_t)hi << 16;
 }
 
-// Each row's 1 / rms into scale[i], every block alike (the sum of squares
-// of ckv_k_residual_rmsnorm: thread t adds float4s t, t + THREADS, ...).
-template <int N>
-__device__ __forceinline__ void row_scales(float *scale, const float *nx, int in, float eps)
-{
-    float ss[N];
-#pragma unroll
-    for (int i = 0; i < N; i++) {
-        const float4 *row = reinterpret_cast<const float4 *>(nx + (size_t)i * in);
-        ss[i] = 0.0f;
-        for (int j = threadIdx.x; j < in / 4; j += THREADS)
-            ss[i] = ckv_sumsq4(ss[i], __ldg(row + j));
-    }
-    ckv_block_sums(ss);
-    if (threadIdx.x == 0)
-#pragma unroll
-        for (int i = 0; i < N; i++)
-            scale[i] = ckv_rms_scale(ss[i], in, eps);
-}
-
-__device__ __forceinline__ uint32_t norm_pair(float x0, float x1, float r, float g0, float g1)
-{
-    return pair(ckv_rms_bf16(x0, r, g0), ckv_rms_bf16(x1, r, g1));
-}
-
 // Chunks [t0, t0 + tc) of every row of A into xs[row][chunk - t0]: copied
-// from x, or computed from gu (row i: gate at gu[i][2 in], up at in later),
-// or from nx with the weight nw and the row's scale.
-template <int N, Input IN>
+// from x, or computed from gu (row i: gate at gu[i][2 in], up at in later).
+template <int N, bool SWIGLU>
 __device__ __forceinline__ void fill_tile(uint4 (*xs)[TILE], const ckv_bf16 *x, const float *gu,
-                                          const float *nx, const float *nw, const float *scale,
                                           int in, int t0, int tc)
 {
     for (int idx = threadIdx.x; idx < N * tc; idx += THREADS) {
         const int i = idx / tc, p = idx - i * tc;
         const size_t c = (size_t)t0 + p;
-        if (IN == NORM) {
-            const float4 *v = reinterpret_cast<const float4 *>(nx + (size_t)i * in) + 2 * c;
-            const float4 *g = reinterpret_cast<const float4 *>(nw) + 2 * c;
-            const float4 v0 = __ldg(v), v1 = __ldg(v + 1), g0 = __ldg(g), g1 = __ldg(g + 1);
-            const float r = scale[i];
-            xs[i][p] = make_uint4(norm_pair(v0.x, v0.y, r, g0.x, g0.y),
-                                  norm_pair(v0.z, v0.w, r, g0.z, g0.w),
-                                  norm_pair(v1.x, v1.y, r, g1.x, g1.y),
-                                  norm_pair(v1.z, v1.w, r, g1.z, g1.w));
-        } else if (IN == SWIGLU) {
+        if (SWIGLU) {
             const float4 *g = reinterpret_cast<const float4 *>(gu + (size_t)i * 2 * in) + 2 * c;
             const float4 *u = g + in / 4;
             const float4 g0 = __ldg(g), g1 = __ldg(g + 1), u0 = __ldg(u), u1 = __ldg(u + 1);
@@ -194,16 +143,14 @@ __device__ __forceinline__ void warp_sums(float (&v)[32], int lane)
 // Block b, warp w: row group b * (WARPS / splits) + w / splits (rows R
 // times that), column split w % splits, whose lanes take the tile's chunks
 // first = split * 32 + lane, then every stride = splits * 32.
-template <int N, Input IN>
+template <int N, bool SWIGLU>
 __global__ void __launch_bounds__(THREADS, 2)
     gemv_kernel(float *__restrict__ y, const ckv_bf16 *__restrict__ x,
-                const float *__restrict__ gu, const float *__restrict__ nx,
-                const float *__restrict__ nw, float eps, const ckv_bf16 *__restrict__ w, int in,
-                int out, int splits, bool add_to_y)
+                const float *__restrict__ gu, const ckv_bf16 *__restrict__ w, int in, int out,
+                int splits)
 {
     __shared__ uint4 xs[N][TILE];
     __shared__ float part[WARPS][R][N];
-    __shared__ float scale[N];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int groups = WARPS / splits, row0 = (blockIdx.x * groups + warp / splits) * R;
     const int chunks = in / 8, first = warp % splits * 32 + lane, stride = splits * 32;
@@ -225,11 +172,9 @@ __global__ void __launch_bounds__(THREADS, 2)
         if (t0 == 0) {  // every block gets here: in > 0 (ckv_gemv_fits)
             ckv_pdl_wait();
             ckv_pdl_launch_dependents();
-            if (IN == NORM)
-                row_scales<N>(scale, nx, in, eps);
         }
-        __syncthreads();  // the previous tile is no longer read (and scale[] is written)
-        fill_tile<N, IN>(xs, x, gu, nx, nw, scale, in, t0, tc);
+        __syncthreads();  // the previous tile is no longer read
+        fill_tile<N, SWIGLU>(xs, x, gu, in, t0, tc);
         __syncthreads();
         for (int s = 0; s < steps; s += U) {
             if (s + U < steps)
@@ -262,22 +207,20 @@ __global__ void __launch_bounds__(THREADS, 2)
         for (int k = 0; k < splits; k++)
             sum += part[g * splits + k][r][i];
         const int row = (blockIdx.x * groups + g) * R + r;
-        if (row < out) {
-            float *dst = y + (size_t)i * out + row;
-            *dst = add_to_y ? *dst + sum : sum;
-        }
+        if (row < out)
+            y[(size_t)i * out + row] = sum;
     }
 }
 
-template <Input IN>
-cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, const ckv_gemm_form *a,
-                   const ckv_bf16 *w, int in, int out, int splits)
+template <bool SWIGLU>
+cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, const ckv_bf16 *x,
+                   const float *gu, const ckv_bf16 *w, int in, int out, int splits)
 {
     switch (n) {
-#define CKV_GEMV_CASE(N)                                                                        \
-    case N:                                                                                     \
-        return ckv_pdl_launch(gemv_kernel<N, IN>, blocks, THREADS, 0, st, y, a->x, a->gu,      \
-                              a->norm_x, a->norm_w, a->eps, w, in, out, splits, a->accumulate);
+#define CKV_GEMV_CASE(N)                                                                   \
+    case N:                                                                                \
+        return ckv_pdl_launch(gemv_kernel<N, SWIGLU>, blocks, THREADS, 0, st, y, x, gu, w, in, \
+                              out, splits);
         CKV_GEMV_CASE(1)
         CKV_GEMV_CASE(2)
         CKV_GEMV_CASE(3)
@@ -300,33 +243,28 @@ bool aligned16(const void *p)
 
 static_assert(CKV_GEMV_MAX_ROWS == 8, "gemv: launch() instantiates n = 1..8");
 
-extern "C" bool ckv_gemv_fits(int32_t n, int32_t in, int32_t out, const ckv_gemm_form *a,
-                              const ckv_bf16 *w)
+extern "C" bool ckv_gemv_fits(int32_t n, int32_t in, int32_t out, const void *a, const void *w)
 {
-    const bool inputs = a->x ? aligned16(a->x)
-                        : a->gu ? aligned16(a->gu)
-                                : aligned16(a->norm_x) && aligned16(a->norm_w);
-    return n >= 1 && n <= CKV_GEMV_MAX_ROWS && in > 0 && in % 8 == 0 && out > 0 && inputs &&
-           aligned16(w);
+    return n >= 1 && n <= CKV_GEMV_MAX_ROWS && in > 0 && in % 8 == 0 && out > 0 &&
+           aligned16(a) && aligned16(w);
 }
 
-extern "C" ckv_status ckv_gemv(float *y, const ckv_gemm_form *a, const ckv_bf16 *w, int32_t n,
-                               int32_t in, int32_t out, void *stream, ckv_error *err)
+extern "C" ckv_status ckv_gemv(float *y, const ckv_bf16 *x, const float *gu, const ckv_bf16 *w,
+                               int32_t n, int32_t in, int32_t out, void *stream, ckv_error *err)
 {
+    const void *a = x ? static_cast<const void *>(x) : gu;
     if (!ckv_gemv_fits(n, in, out, a, w))
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                          "gemv: %d x %d -> %d (%s input) not supported: needs 1 <= n <= %d, in "
-                          "a multiple of 8, 16-byte aligned inputs and weights",
-                          n, in, out, a->x ? "bf16" : a->gu ? "swiglu" : "rmsnorm",
-                          CKV_GEMV_MAX_ROWS);
+                          "gemv: %d x %d -> %d (%s) not supported: needs 1 <= n <= %d, in a "
+                          "multiple of 8, 16-byte aligned input and weights",
+                          n, in, out, x ? "bf16 input" : "swiglu input", CKV_GEMV_MAX_ROWS);
     int dev = 0, n_sm = 0;
     CKV_CUDA(cudaGetDevice(&dev));
     CKV_CUDA(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
     // Enough blocks to spread the weights over every SM with a few blocks of
-    // slack (about 3 per SM); the SwiGLU form recomputes its input in every
-    // block, so it takes about one per SM. The RMSNorm form keeps the plain
-    // form's split, so that the two give bit-identical products.
-    const int64_t target = (int64_t)(a->gu ? 1 : 3) * n_sm;
+    // slack (about 3 per SM); the fused form recomputes the SwiGLU in every
+    // block, so it takes about one per SM.
+    const int64_t target = (int64_t)(x ? 3 : 1) * n_sm;
     int splits = 1;
     int64_t blocks = ((int64_t)out + R * WARPS - 1) / (R * WARPS);
     while (splits < WARPS && blocks < target) {
@@ -335,8 +273,7 @@ extern "C" ckv_status ckv_gemv(float *y, const ckv_gemm_form *a, const ckv_bf16 
         blocks = ((int64_t)out + rows - 1) / rows;
     }
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    CKV_CUDA(a->x    ? launch<PLAIN>(n, (int)blocks, st, y, a, w, in, out, splits)
-             : a->gu ? launch<SWIGLU>(n, (int)blocks, st, y, a, w, in, out, splits)
-                     : launch<NORM>(n, (int)blocks, st, y, a, w, in, out, splits));
+    CKV_CUDA(x ? launch<false>(n, (int)blocks, st, y, x, NULL, w, in, out, splits)
+               : launch<true>(n, (int)blocks, st, y, NULL, gu, w, in, out, splits));
     return CKV_OK;
 }

@@ -14,18 +14,17 @@ extern "C" {
 #endif
 
 /* Whether ckv_gemv takes the shape: 1 <= n <= CKV_GEMV_MAX_ROWS, in a
- * positive multiple of 8, the input (x, gu, or norm_x and norm_w) and w
- * 16-byte aligned. */
-bool ckv_gemv_fits(int32_t n, int32_t in, int32_t out, const ckv_gemm_form *a, const ckv_bf16 *w);
+ * positive multiple of 8, the input a (x or gu) and w 16-byte aligned. */
+bool ckv_gemv_fits(int32_t n, int32_t in, int32_t out, const void *a, const void *w);
 
-/* Y[n][out] = A[n][in] . W[out][in]^T (or Y += with a->accumulate) in one
- * kernel on `stream`, A in any form of ckv_gemm_form (which ckv_k_gemm_via
- * checks before it calls this). CKV_ERR_UNSUPPORTED naming the shape where
- * ckv_gemv_fits says no. W's first loads precede the kernel's wait for
+/* Y[n][out] = A[n][in] . W[out][in]^T in one kernel on `stream`, where A is
+ * x (bf16), or, with x NULL, bf16(silu(g) * u) of gu [n][2 in] (gate then
+ * up, as ckv_k_swiglu reads them). CKV_ERR_UNSUPPORTED naming the shape
+ * where ckv_gemv_fits says no. W's first loads precede the kernel's wait for
  * the one before it (kernels/cuda_pdl.cuh): W is a weight, not an output of
  * the forward-pass kernel launched just before. */
-ckv_status ckv_gemv(float *y, const ckv_gemm_form *a, const ckv_bf16 *w, int32_t n, int32_t in,
-                    int32_t out, void *stream, ckv_error *err);
+ckv_status ckv_gemv(float *y, const ckv_bf16 *x, const float *gu, const ckv_bf16 *w, int32_t n,
+                    int32_t in, int32_t out, void *stream, ckv_error *err);
 
 #ifdef __cplusplus
 }

@@ -40,8 +40,7 @@ ckv_status ckv_k_embed(float *x, const float *table, const int32_t *tokens, int3
  * most 8192 (else CKV_ERR_UNSUPPORTED); x, add and w 16-byte aligned, out
  * 8-byte aligned; x and add do not overlap. w is read before the kernel waits
  * for the one before it (kernels/cuda_pdl.cuh): a weight, not an output of
- * the forward-pass kernel launched just before. The GEMV's RMSNorm input
- * (ckv_gemm_form.norm_x) computes the same bf16 values bit for bit. */
+ * the forward-pass kernel launched just before. */
 ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ckv_bf16 *out,
                                   int32_t n, int32_t E, float eps, void *stream, ckv_error *err);
 
@@ -178,43 +177,17 @@ typedef enum {
     CKV_GEMM_GEMV    /* always the GEMV; CKV_ERR_UNSUPPORTED naming the shape where it cannot */
 } ckv_gemm_path;
 
-/* The input X [n][in] of a product and where the product goes; exactly one
- * of x, gu and norm_x is set.
- *   x       bf16 rows.
- *   gu      fp32 gate|up rows [n][2 in]: X = bf16(silu(g) * u), exactly as
- *           ckv_k_swiglu(hb, gu, n, in) writes it.
- *   norm_x  fp32 rows [n][in] (16-byte aligned, in a multiple of 4) with the
- *           weight norm_w [in] and eps: X = bf16(rmsnorm(row) * norm_w),
- *           exactly as ckv_k_residual_rmsnorm(norm_x, NULL, ...) writes it.
- *   accumulate  Y += X . W^T rather than Y = (the residual add of the
- *           product that ends a block of the decoder); not with norm_x (that
- *           form reads the rows an accumulating product writes: refused). */
-typedef struct {
-    const ckv_bf16 *x;
-    const float *gu;
-    const float *norm_x, *norm_w;
-    float eps;
-    bool accumulate;
-} ckv_gemm_form;
-
-/* Whether CKV_GEMM_AUTO takes the GEMV for this product (ckv_k_gemm's choice
- * for a plain input, the same for the others). */
-bool ckv_k_gemm_takes_gemv(int32_t n, int32_t in, int32_t out, const ckv_gemm_form *a,
-                           const ckv_bf16 *w);
-
-/* ckv_k_gemm through a chosen path with any form of input and output. The
- * GEMV computes a SwiGLU or RMSNorm input in its own loads (no extra launch;
- * for the SwiGLU the same products as ckv_k_swiglu then the GEMV, summed in
- * the order of its own split of `in`; for the RMSNorm bit-identical to
- * ckv_k_residual_rmsnorm then the GEMV) and adds its sums to y itself;
- * cuBLAS runs ckv_k_swiglu or ckv_k_residual_rmsnorm into the scratch hb
- * [n][in] first (hb is unused for a bf16 x and may be NULL then) and
- * accumulates with beta = 1. CKV_ERR_ARG when the form is not one of those
- * above. Twin: ckv_swiglu_bf16 or ckv_rmsnorm rounded to bf16, then
- * ckv_matmul_nt (plus y). */
-ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y, const ckv_gemm_form *a,
-                          ckv_bf16 *hb, const ckv_bf16 *w, int32_t n, int32_t in, int32_t out,
-                          ckv_error *err);
+/* ckv_k_gemm through a chosen path, with an optional fused input: give x,
+ * or (x NULL) gu [n][2 in], and the product takes X = bf16(silu(g) * u)
+ * exactly as ckv_k_swiglu(hb, gu, n, in) writes it. The GEMV computes those
+ * values in its own loads (no SwiGLU launch; the same products as
+ * ckv_k_swiglu then the GEMV, summed in the order of its own split of `in`);
+ * cuBLAS runs ckv_k_swiglu into the scratch
+ * hb [n][in] first (hb is unused otherwise and may be NULL then). Twin:
+ * ckv_swiglu_bf16 then ckv_matmul_nt. */
+ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y, const ckv_bf16 *x,
+                          const float *gu, ckv_bf16 *hb, const ckv_bf16 *w, int32_t n, int32_t in,
+                          int32_t out, ckv_error *err);
 
 /* p[i] = uniform in [lo, hi) from a hash of (seed, i): the same values for
  * the same seed whatever the launch shape. For synthetic weights, caches and

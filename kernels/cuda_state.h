@@ -46,12 +46,6 @@ struct ckv_gpu {
     float *x, *y, *qkv, *gu, *logits, *ws;
     float *q_rows;      // [max_batch][n_layer][n_head][head_dim]: a decode batch's queries
     ckv_bf16 *xb, *att, *hb;
-    // Whether the last pass (run_layers) fused the residual adds into the
-    // products before them and the RMSNorms into those after (fuse_pass):
-    // x then holds the whole residual stream, the last product included;
-    // otherwise that product is still in y for the final norm to add.
-    // may_fuse: whether passes may (ckv_gpu_set_fused).
-    bool fused, may_fuse;
     size_t ws_floats, bytes;
     ckv_bf16 *staging;  // host, largest matrix
     ckv_gpu_seg *seg;   // host, [max_batch]: the rows of a decode batch

@@ -52,8 +52,8 @@ static void help(FILE *fp)
             "folded into the heads) and causal prefills, with and without the degree\n"
             "bias, and the decoder's bf16 GEMMs at a model's projection shapes (cuBLAS,\n"
             "and at the few rows the decoder gives it also the GEMV of kernels/cuda_gemv.cu,\n"
-            "the down projection's SwiGLU input and the other products' RMSNorm input\n"
-            "computed inside it or by a launch before cuBLAS).\n"
+            "the down projection's SwiGLU input computed inside it or by a launch before\n"
+            "cuBLAS).\n"
             "Each kernel is first checked against its CPU twin; on a\n"
             "mismatch nothing is timed and the exit status is 1. Per shape: the median of\n"
             "R timed runs (CUDA events) after W warm-up runs, inputs rotated over copies\n"
@@ -212,14 +212,13 @@ static const ckv_h5_field attn_fields[] = {
 
 typedef struct {
     char *name;  /* the projection: qkv, o, gate_up, down, lm_head */
-    char *path;  /* cublas, gemv; down: swiglu+cublas, gemv-fused (SwiGLU input);
-                    qkv, gate_up, lm_head: rmsnorm+cublas, gemv-norm (RMSNorm input) */
+    char *path;  /* cublas, gemv; down only: swiglu+cublas, gemv-fused (SwiGLU input) */
     int32_t rows, in, out;
     double median_us, min_us, max_us;
     int32_t runs, input_sets;
     double flops, tflops, pct_matmul, bytes, gbps, pct_copy;
     ckv_gemm_path via; /* what path names (not a column) */
-    ckv_bench_input input;
+    bool swiglu;
 } gemm_row;
 
 #define FG(n, t) {#n, offsetof(gemm_row, n), t}
@@ -299,11 +298,11 @@ static ckv_attn_shape shape_of(const attn_row *r)
 
 enum { MAX_CHECKS = 64 };
 
-static const char *gemm_path_name(ckv_gemm_path p, ckv_bench_input in)
+static const char *gemm_path_name(ckv_gemm_path p, bool swiglu)
 {
-    static const char *gemv[] = {"gemv", "gemv-fused", "gemv-norm"},
-                      *cublas[] = {"cublas", "swiglu+cublas", "rmsnorm+cublas"};
-    return p == CKV_GEMM_GEMV ? gemv[in] : cublas[in];
+    if (p == CKV_GEMM_GEMV)
+        return swiglu ? "gemv-fused" : "gemv";
+    return swiglu ? "swiglu+cublas" : "cublas";
 }
 #define TOL_GEMM 1e-4 /* fp32 accumulation of bf16 products against double */
 
@@ -355,14 +354,9 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
     /* Every GEMM path the table times, on small shapes (one GEMV width
      * ending inside a warp's 256-column step). */
     static const ckv_gemm_case gc[] = {
-        {CKV_GEMM_CUBLAS, CKV_BENCH_IN_BF16, 8, 4096, 512},
-        {CKV_GEMM_GEMV, CKV_BENCH_IN_BF16, 8, 4096, 512},
-        {CKV_GEMM_GEMV, CKV_BENCH_IN_BF16, 3, 200, 960},
-        {CKV_GEMM_CUBLAS, CKV_BENCH_IN_SWIGLU, 8, 1536, 576},
-        {CKV_GEMM_GEMV, CKV_BENCH_IN_SWIGLU, 8, 1536, 576},
-        {CKV_GEMM_CUBLAS, CKV_BENCH_IN_NORM, 8, 4096, 512},
-        {CKV_GEMM_GEMV, CKV_BENCH_IN_NORM, 8, 4096, 512},
-        {CKV_GEMM_GEMV, CKV_BENCH_IN_NORM, 3, 576, 960},
+        {CKV_GEMM_CUBLAS, false, 8, 4096, 512}, {CKV_GEMM_GEMV, false, 8, 4096, 512},
+        {CKV_GEMM_GEMV, false, 3, 200, 960},    {CKV_GEMM_CUBLAS, true, 8, 1536, 576},
+        {CKV_GEMM_GEMV, true, 8, 1536, 576},
     };
     for (size_t i = 0; o->gemm && i < sizeof gc / sizeof gc[0]; i++) {
         double e;
@@ -372,8 +366,8 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
         }
         const bool pass = e <= TOL_GEMM;
         ok &= pass;
-        const char *path = gemm_path_name(gc[i].path, gc[i].input);
-        printf("check gemm %-14s %d x %d -> %d: rel L2 %.2e (tol %.0e) %s\n", path, gc[i].n,
+        const char *path = gemm_path_name(gc[i].path, gc[i].swiglu);
+        printf("check gemm %-13s %d x %d -> %d: rel L2 %.2e (tol %.0e) %s\n", path, gc[i].n,
                gc[i].in, gc[i].out, e, TOL_GEMM, pass ? "ok" : "MISMATCH");
         snprintf(log + strlen(log), log_size - strlen(log), "; gemm %s %dx%d->%d: %.2e", path,
                  gc[i].n, gc[i].in, gc[i].out, e);
@@ -485,12 +479,12 @@ static void print_attention(const attn_row *rows, size_t n, bool peer, const cha
 }
 
 /* The cuBLAS row a GEMV row is compared with: same matrix and rows, the
- * cuBLAS path of the same input (plain, SwiGLU or RMSNorm). */
+ * cuBLAS path of the same input (plain or SwiGLU). */
 static const gemm_row *gemm_baseline(const gemm_row *g, size_t n, const gemm_row *r)
 {
     for (size_t i = 0; i < n; i++)
         if (!strcmp(g[i].name, r->name) && g[i].rows == r->rows &&
-            g[i].via == CKV_GEMM_CUBLAS && g[i].input == r->input)
+            g[i].via == CKV_GEMM_CUBLAS && g[i].swiglu == r->swiglu)
             return &g[i];
     return NULL;
 }
@@ -499,16 +493,14 @@ static void print_gemm(const gemm_row *g, size_t n, const char *shape)
 {
     printf("\nGEMM (%s projections, bf16 x bf16 -> fp32; cuBLAS and the GEMV of\n"
            "kernels/cuda_gemv.cu; down with a SwiGLU input: swiglu+cublas is two launches,\n"
-           "gemv-fused one; qkv, gate_up and lm_head with an RMSNorm input (the residual\n"
-           "stream's norm): rmsnorm+cublas is two launches, gemv-norm one; \"vs cublas\":\n"
-           "cuBLAS's time over this one)\n",
+           "gemv-fused one; \"vs cublas\": cuBLAS's time over this one)\n",
            shape);
-    printf("%-8s %-14s %6s %6s %7s %10s %10s %10s %8s %5s %7s %6s %9s\n", "matrix", "path",
+    printf("%-8s %-13s %6s %6s %7s %10s %10s %10s %8s %5s %7s %6s %9s\n", "matrix", "path",
            "rows", "in", "out", "median us", "min us", "max us", "TFLOP/s", "%mm", "GB/s",
            "%copy", "vs cublas");
     for (size_t i = 0; i < n; i++) {
         const gemm_row *base = gemm_baseline(g, n, &g[i]);
-        printf("%-8s %-14s %6d %6d %7d %10.1f %10.1f %10.1f %8.1f %5.1f %7.0f %6.1f", g[i].name,
+        printf("%-8s %-13s %6d %6d %7d %10.1f %10.1f %10.1f %8.1f %5.1f %7.0f %6.1f", g[i].name,
                g[i].path, g[i].rows, g[i].in, g[i].out, g[i].median_us, g[i].min_us,
                g[i].max_us, g[i].tflops, g[i].pct_matmul, g[i].gbps, g[i].pct_copy);
         if (base && g[i].via == CKV_GEMM_GEMV)
@@ -570,9 +562,8 @@ static void fill_timing(double bytes, double flops, const ckv_bench_timing *t, d
 }
 
 /* The GEMMs of one layer's projections and the output matrix: cuBLAS at
- * every row count, the GEMV too up to CKV_GEMV_MAX_ROWS rows, and at those
- * rows the fused input both ways: the SwiGLU for the down projection, the
- * RMSNorm for the products that read the residual stream's norm. */
+ * every row count, the GEMV too up to CKV_GEMV_MAX_ROWS rows, and for the
+ * down projection at those rows its SwiGLU input both ways. */
 enum { GEMM_PER_SHAPE = 4 };
 
 static size_t make_gemm(const opts *o, gemm_row *g)
@@ -585,40 +576,30 @@ static size_t make_gemm(const opts *o, gemm_row *g)
     const struct {
         const char *name;
         int32_t in, out;
-        ckv_bench_input fused; /* the input fused into the GEMV, BF16 for none */
-    } m[5] = {{"qkv", E, qd + 2 * kvd, CKV_BENCH_IN_NORM},
-              {"o", qd, E, CKV_BENCH_IN_BF16},
-              {"gate_up", E, 2 * c.n_ff, CKV_BENCH_IN_NORM},
-              {"down", c.n_ff, E, CKV_BENCH_IN_SWIGLU},
-              {"lm_head", E, c.n_vocab, CKV_BENCH_IN_NORM}};
+    } m[5] = {{"qkv", E, qd + 2 * kvd}, {"o", qd, E}, {"gate_up", E, 2 * c.n_ff},
+              {"down", c.n_ff, E}, {"lm_head", E, c.n_vocab}};
     static const ckv_gemm_path via[GEMM_PER_SHAPE] = {CKV_GEMM_CUBLAS, CKV_GEMM_GEMV,
                                                        CKV_GEMM_CUBLAS, CKV_GEMM_GEMV};
     size_t n = 0;
     for (int i = 0; i < 5; i++)
         for (int r = 0; r < o->n_rows; r++)
             for (int p = 0; p < GEMM_PER_SHAPE; p++) {
-                const bool few = o->rows[r] <= CKV_GEMV_MAX_ROWS, fused = p >= 2;
-                if ((p > 0 && !few) || (fused && m[i].fused == CKV_BENCH_IN_BF16))
+                const bool few = o->rows[r] <= CKV_GEMV_MAX_ROWS, swiglu = p >= 2;
+                if ((p > 0 && !few) || (swiglu && strcmp(m[i].name, "down")))
                     continue;
-                const ckv_bench_input input = fused ? m[i].fused : CKV_BENCH_IN_BF16;
                 gemm_row *x = &g[n++];
                 memset(x, 0, sizeof *x);
                 x->name = (char *)m[i].name;
                 x->via = via[p];
-                x->input = input;
-                x->path = (char *)gemm_path_name(via[p], input);
+                x->swiglu = swiglu;
+                x->path = (char *)gemm_path_name(via[p], swiglu);
                 x->rows = o->rows[r];
                 x->in = m[i].in;
                 x->out = m[i].out;
                 x->flops = 2.0 * x->rows * x->in * x->out;
                 /* bf16 weights and inputs (fp32 gate and up for a SwiGLU
-                 * input, fp32 rows and weight for an RMSNorm input) read
-                 * once, fp32 outputs written once */
-                const double per_in = input == CKV_BENCH_IN_SWIGLU ? 8.0
-                                      : input == CKV_BENCH_IN_NORM ? 4.0
-                                                                   : 2.0;
-                x->bytes = 2.0 * x->in * x->out + per_in * x->rows * x->in +
-                           (input == CKV_BENCH_IN_NORM ? 4.0 * x->in : 0.0) +
+                 * input) read once, fp32 outputs written once */
+                x->bytes = 2.0 * x->in * x->out + (swiglu ? 8.0 : 2.0) * x->rows * x->in +
                            4.0 * x->rows * x->out;
             }
     return n;
@@ -655,7 +636,7 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
     }
     for (size_t i = 0; i < n_gemm; i++) {
         ckv_bench_timing t;
-        const ckv_gemm_case c = {g[i].via, g[i].input, g[i].rows, g[i].in, g[i].out};
+        const ckv_gemm_case c = {g[i].via, g[i].swiglu, g[i].rows, g[i].in, g[i].out};
         ckv_status st = ckv_bench_gemm(b, &c, (int32_t)o->warmup, (int32_t)o->repeats,
                                        (uint64_t)o->seed + 1000 + i, &t, err);
         if (st)

@@ -28,7 +28,6 @@ typedef struct {
     double budget[MAXL];
     long long warmup, repeats, seed;
     int pdl;        /* --pdl: 1 on, 0 off, -1 as CKV_PDL says */
-    int fused;      /* --fused-norms: 1 on, 0 off, -1 as CKV_FUSE_NORMS says */
     ckv_kv_dtype kv_dtype;
     ckv_config cfg; /* the --shape preset */
 } opts;
@@ -68,9 +67,6 @@ static void help(FILE *fp)
             "  --pdl on|off      programmatic dependent launch of the step's kernels\n"
             "                    (default on, off when CKV_PDL=0; docs/gpu.md); the table's\n"
             "                    first line and the file's attributes say which ran\n"
-            "  --fused-norms on|off  at one row, the residual adds and RMSNorms inside the\n"
-            "                    GEMVs rather than in a kernel of their own (default on,\n"
-            "                    off when CKV_FUSE_NORMS=0; docs/gpu.md); reported as --pdl\n"
             "  --out PATH        HDF5 file (default results/bench-decode.h5)\n"
             "  -h, --help        this help\n",
             BENCH_COPY_BPS / 1e12);
@@ -85,12 +81,12 @@ static int parse(int argc, char **argv, opts *o)
         {"repeats", required_argument, 0, 'r'}, {"seed", required_argument, 0, 's'},
         {"out", required_argument, 0, 'o'},     {"batches", required_argument, 0, 'B'},
         {"pdl", required_argument, 0, 'P'},     {"help", no_argument, 0, 'h'},
-        {"kv-dtype", required_argument, 0, 'K'}, {"fused-norms", required_argument, 0, 'F'},
+        {"kv-dtype", required_argument, 0, 'K'},
         {0, 0, 0, 0},
     };
     const char *ctx = "1024,4096,8192,32768,131072", *budgets = "0.25,0.5,0.75", *batches = "1,8";
     *o = (opts){.out = "results/bench-decode.h5", .warmup = 3, .repeats = 20, .seed = 1,
-                .pdl = -1, .fused = -1};
+                .pdl = -1};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -113,12 +109,6 @@ static int parse(int argc, char **argv, opts *o)
             if (strcmp(optarg, "on") && strcmp(optarg, "off"))
                 return cli_usage_error("bench", "--pdl takes on or off, not '%s'", optarg);
             o->pdl = !strcmp(optarg, "on");
-            break;
-        case 'F':
-            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
-                return cli_usage_error("bench", "--fused-norms takes on or off, not '%s'",
-                                       optarg);
-            o->fused = !strcmp(optarg, "on");
             break;
         case 'K':
             if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
@@ -288,17 +278,14 @@ static int run(int argc, char **argv, const opts *o)
     if (o->pdl >= 0)
         ckv_cuda_set_pdl(o->pdl);
     const char *pdl = ckv_cuda_pdl() ? "on" : "off";
+    printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; %s KV cache; "
+           "PDL %s\n",
+           dev.name, (double)dev.mem_total / (1 << 30), date, o->shape, weight_bytes / 1e9,
+           ckv_kv_dtype_name(o->kv_dtype), pdl);
     if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
     }
-    if (o->fused >= 0)
-        ckv_gpu_set_fused(g, o->fused);
-    const char *fused = ckv_gpu_fused(g) ? "on" : "off";
-    printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; %s KV cache; "
-           "PDL %s; fused norms %s\n",
-           dev.name, (double)dev.mem_total / (1 << 30), date, o->shape, weight_bytes / 1e9,
-           ckv_kv_dtype_name(o->kv_dtype), pdl, fused);
     for (int b = 0; b < o->n_batch; b++)
         for (int t = 0; t < o->n_ctx; t++) {
             decode_row *full = &rows[b * per_batch + (size_t)t * (1 + o->n_budget)];
@@ -337,8 +324,8 @@ static int run(int argc, char **argv, const opts *o)
     print_targets(rows, n);
     const char *attrs[] = {"format", "ckv-bench-decode", "version", "1", "date", date, "device",
                            dev.name, "command", cmdline, "git_rev", CKV_GIT_REV, "shape", o->shape,
-                           "copy_bandwidth_Bps", "4.19e12", "pdl", pdl, "fused_norms", fused,
-                           "kv_dtype", ckv_kv_dtype_name(o->kv_dtype)};
+                           "copy_bandwidth_Bps", "4.19e12", "pdl", pdl, "kv_dtype",
+                           ckv_kv_dtype_name(o->kv_dtype)};
     const ckv_h5_table table = {"/decode", decode_fields,
                                 sizeof decode_fields / sizeof decode_fields[0], sizeof(decode_row),
                                 rows, n};

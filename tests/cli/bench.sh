@@ -37,13 +37,11 @@ check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 check "  and writes no file" test ! -e "$tmp/a.h5"
 
 "$CKV" bench decode --help >"$tmp/help"
-for opt in --shape --synthetic --device --contexts --batches --budgets --warmup --repeats --seed --pdl --fused-norms --out; do
+for opt in --shape --synthetic --device --contexts --batches --budgets --warmup --repeats --seed --pdl --out; do
   check "decode --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
 check "decode --pdl maybe is a usage error" status_is 2 \
   "$CKV" bench decode --shape smollm2-135m --synthetic --pdl maybe
-check "decode --fused-norms maybe is a usage error" status_is 2 \
-  "$CKV" bench decode --shape smollm2-135m --synthetic --fused-norms maybe
 check "decode without --shape is a usage error" status_is 2 "$CKV" bench decode --synthetic
 check "decode without --synthetic is a usage error" status_is 2 "$CKV" bench decode --shape mistral-7b
 check "  saying no model file is read" grep -q "synthetic" "$tmp/err"
