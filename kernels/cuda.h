@@ -54,8 +54,9 @@ typedef struct ckv_gpu ckv_gpu;
  * (layer, KV head) on the device and mirrored on the host. */
 typedef struct ckv_gpu_cache ckv_gpu_cache;
 
-/* Uploads the model to device `device`. max_batch bounds the tokens run at
- * once (longer inputs are split). The model must outlive the decoder only
+/* Uploads the model to device `device`. max_batch bounds the rows of a
+ * decode batch and the tokens a prefill runs at once (longer inputs are
+ * split; ckv_gpu_set_prefill_rows raises the latter). The model must outlive the decoder only
  * for its configuration; weights are copied. */
 ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device, int32_t max_batch,
                           ckv_error *err);
@@ -68,6 +69,14 @@ ckv_status ckv_gpu_create_synthetic(ckv_gpu **out, const ckv_config *cfg, int32_
 void ckv_gpu_free(ckv_gpu *g);
 /* Device memory the decoder holds (weights and scratch), in bytes. */
 size_t ckv_gpu_bytes(const ckv_gpu *g);
+/* Lets a prefill pass (ckv_gpu_forward, ckv_gpu_prefill_batch) take up to
+ * `rows` prompt tokens instead of max_batch: larger GEMMs and fewer launches
+ * a token, for the activations of `rows` tokens in device memory (counted by
+ * ckv_gpu_bytes; about 26 KB a token for SmolLM2-135M and 217 KB for
+ * Llama-3.1-8B, plus the attention scratch: kernels/cuda_decoder.cu,
+ * size_passes). rows >= max_batch; decode batches and each logits GEMM keep
+ * max_batch rows. A decoder that cannot get the memory keeps its old size. */
+ckv_status ckv_gpu_set_prefill_rows(ckv_gpu *g, int32_t rows, ckv_error *err);
 
 /* track_score: keep each entry's accumulated attention (H2O), as
  * ckv_cache's score. dtype: how keys and values are stored (cache.h). */
@@ -116,12 +125,33 @@ ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_er
 ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst, ckv_error *err);
 
 /* As ckv_cpu_forward, with every option: runs n tokens at positions
- * n_pos .. n_pos + n - 1, appending degree-1 entries, writes the last
+ * n_pos .. n_pos + n - 1 (in passes of the prefill rows; the same code as
+ * ckv_gpu_prefill_batch of one sequence), appending degree-1 entries, writes the last
  * token's logits (all tokens' with opts->all_logits) unless logits is NULL,
  * the window queries with opts->q_window, and accumulates attention into the
  * scores when the cache tracks them. */
 ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, int32_t n,
                            const ckv_forward_opts *opts, float *logits, ckv_error *err);
+
+/* Prefills k sequences at once: sequence i's n[i] >= 1 tokens tokens[i]
+ * are appended to caches[i] (k distinct caches of the decoder's shape, f32
+ * or bf16, with or without scores) at its own positions, as k calls of
+ * ckv_gpu_forward would, with the degree bias unless no_degree_bias. The
+ * tokens run in passes of up to the prefill rows (max_batch, or
+ * ckv_gpu_set_prefill_rows), filled with consecutive sequences' tokens
+ * (a sequence may span passes); each pass's projections and FFN run over all
+ * its rows, each sequence's rows attend over its own cache. Into host
+ * memory, each when not NULL: logits [k][n_vocab], row i sequence i's last
+ * token's, and next [k], its greedy next token (ckv_argmax of that row,
+ * found on the device). Every argument is checked before any work is queued
+ * (CKV_ERR_ARG naming the sequence and value: a token id, a cache without
+ * room, one cache twice), so a refused call changes no cache. Only the
+ * last tokens' logits: for every token's, or the window queries, call
+ * ckv_gpu_forward. */
+ckv_status ckv_gpu_prefill_batch(ckv_gpu *g, ckv_gpu_cache *const *caches,
+                                 const int32_t *const *tokens, const int32_t *n, int32_t k,
+                                 bool no_degree_bias, float *logits, int32_t *next,
+                                 ckv_error *err);
 
 /* As ckv_cpu_decode_batch: one decode step for n distinct caches, token i
  * appended to caches[i] at its own position; into host memory, each when

@@ -6,10 +6,10 @@
 // residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU
 // inside the down GEMV when it runs). The kernels of ours are launched with
 // programmatic dependent launch (cuda_pdl.cuh), cuBLAS as usual.
-// All device memory is taken in ckv_gpu_create and ckv_gpu_cache_create;
-// a forward pass allocates nothing, except that the decode's logit scratch
-// for caches that track scores grows to the largest batch of them seen,
-// before the step's work is enqueued.
+// All device memory is taken in ckv_gpu_create, ckv_gpu_set_prefill_rows and
+// ckv_gpu_cache_create; a forward pass allocates nothing, except that the
+// decode's logit scratch for caches that track scores grows to the largest
+// batch of them seen, before the step's work is enqueued.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,13 +203,68 @@ static ckv_status upload_weights(ckv_gpu *g, const void *model, ckv_error *err)
     return CKV_OK;
 }
 
-// RoPE frequencies and the scratch of a forward pass.
+// The activations of passes of up to `rows` tokens, (re)allocated: the new
+// buffers are taken before the old ones are freed, so that a failure leaves
+// the decoder as it was. Per row: tok 4 bytes, x and y 4 E each, qkv
+// 4 (H + 2 KV) hd, gu 8 F, xb 2 E, att 2 H hd, hb 2 F: 26.1 KB for
+// SmolLM2-135M (E 576, H 9, KV 3, hd 64, F 1536), 217 KB for Llama-3.1-8B
+// (E 4096, H 32, KV 8, hd 128, F 14336). Plus the attention scratch: room
+// for PREFILL_SPLITS ranges of a 512-row (or max_batch) chunk, since with one
+// a 512-row chunk of SmolLM2 ran 144 blocks of 4 warps on 132 SMs (ncu,
+// docs/gpu.md), and for one range of a whole pass (a segment as long as the
+// pass has row blocks enough without ranges): H (hd + 2) floats a row-range
+// (2.4 KB for SmolLM2, 16.6 KB for the 8B), 4096 or `rows` of them,
+// whichever is more. So 4096 rows take 107 + 10 MB for SmolLM2 and 889 + 68
+// MB for the 8B (its weights: 16 GB), 8192 rows 214 + 19 MB and 1778 + 136
+// MB; 512 rows (max_batch of `ckv generate`) 13 + 10 MB and 111 + 68 MB.
+static ckv_status size_passes(ckv_gpu *g, int32_t rows, ckv_error *err)
+{
+    const ckv_config *c = &g->cfg;
+    const size_t E = c->n_embd, F = c->n_ff, hd = c->head_dim, H = c->n_head,
+                 KV = c->n_head_kv, R = (size_t)rows;
+    const int32_t chunk = g->max_batch > 512 ? g->max_batch : 512;
+    size_t ws = ckv_k_attention_ws(chunk, PREFILL_SPLITS, (int32_t)H, (int32_t)hd);
+    const size_t ws_pass = ckv_k_attention_ws(rows, 1, (int32_t)H, (int32_t)hd);
+    if (ws_pass > ws)
+        ws = ws_pass;
+    void **slot[] = {reinterpret_cast<void **>(&g->tok), reinterpret_cast<void **>(&g->x),
+                     reinterpret_cast<void **>(&g->y),   reinterpret_cast<void **>(&g->qkv),
+                     reinterpret_cast<void **>(&g->gu),  reinterpret_cast<void **>(&g->xb),
+                     reinterpret_cast<void **>(&g->att), reinterpret_cast<void **>(&g->hb),
+                     reinterpret_cast<void **>(&g->ws)};
+    const size_t bytes[] = {R * sizeof(int32_t),      R * E * sizeof(float),
+                            R * E * sizeof(float),    R * (H + 2 * KV) * hd * sizeof(float),
+                            R * 2 * F * sizeof(float), R * E * sizeof(ckv_bf16),
+                            R * H * hd * sizeof(ckv_bf16), R * F * sizeof(ckv_bf16),
+                            ws * sizeof(float)};
+    constexpr size_t N = sizeof bytes / sizeof bytes[0];
+    void *fresh[N] = {};
+    size_t total = 0;
+    for (size_t i = 0; i < N; i++) {
+        const ckv_status st = dalloc(&total, &fresh[i], bytes[i], err);
+        if (st) {
+            for (size_t j = 0; j < i; j++)
+                cudaFree(fresh[j]);
+            return st;
+        }
+    }
+    for (size_t i = 0; i < N; i++) {
+        cudaFree(*slot[i]);
+        *slot[i] = fresh[i];
+    }
+    g->bytes = g->bytes - g->pass_bytes + total;
+    g->pass_bytes = total;
+    g->pass_rows = rows;
+    g->ws_floats = ws;
+    return CKV_OK;
+}
+
+// RoPE frequencies, the scratch of a forward pass and the activations of
+// passes of max_batch rows.
 static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
 {
     const ckv_config *c = &g->cfg;
-    const size_t E = c->n_embd, V = c->n_vocab, F = c->n_ff, hd = c->head_dim, H = c->n_head,
-                 KV = c->n_head_kv, B = g->max_batch;
-    const size_t qkvd = (H + 2 * KV) * hd;
+    const size_t V = c->n_vocab, hd = c->head_dim, H = c->n_head, B = g->max_batch;
     ckv_status st;
     g->seg = static_cast<ckv_gpu_seg *>(calloc(B, sizeof(ckv_gpu_seg)));
     g->graph_key.ids = static_cast<uint64_t *>(calloc(B, sizeof(uint64_t)));
@@ -234,21 +289,9 @@ static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
         return st;
     CKV_CUDA(e);
 
-    // Scratch for PREFILL_SPLITS ranges of a full chunk: with one, a 512-row
-    // chunk of SmolLM2 ran 144 blocks of 4 warps on 132 SMs (ncu, docs/gpu.md).
-    g->ws_floats = ckv_k_attention_ws(B > 512 ? (int32_t)B : 512, PREFILL_SPLITS, (int32_t)H,
-                                      (int32_t)hd);
-    if ((st = dalloc(&g->bytes, &g->tok, B * sizeof(int32_t), err)) ||
+    if ((st = size_passes(g, g->max_batch, err)) ||
         (st = dalloc(&g->bytes, &g->next, B * sizeof(int32_t), err)) ||
-        (st = dalloc(&g->bytes, &g->x, B * E * sizeof(float), err)) ||
-        (st = dalloc(&g->bytes, &g->y, B * E * sizeof(float), err)) ||
-        (st = dalloc(&g->bytes, &g->qkv, B * qkvd * sizeof(float), err)) ||
-        (st = dalloc(&g->bytes, &g->gu, B * 2 * F * sizeof(float), err)) ||
         (st = dalloc(&g->bytes, &g->logits, B * V * sizeof(float), err)) ||
-        (st = dalloc(&g->bytes, &g->ws, g->ws_floats * sizeof(float), err)) ||
-        (st = dalloc(&g->bytes, &g->xb, B * E * sizeof(ckv_bf16), err)) ||
-        (st = dalloc(&g->bytes, &g->att, B * H * hd * sizeof(ckv_bf16), err)) ||
-        (st = dalloc(&g->bytes, &g->hb, B * F * sizeof(ckv_bf16), err)) ||
         (st = dalloc(&g->bytes, &g->q_rows, B * c->n_layer * H * hd * sizeof(float), err)) ||
         (st = dalloc(&g->bytes, &g->seq_tab, B * c->n_layer * sizeof(ckv_k_kv_layer), err)))
         return st;
@@ -324,6 +367,23 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
 extern "C" size_t ckv_gpu_bytes(const ckv_gpu *g)
 {
     return g->bytes;
+}
+
+extern "C" ckv_status ckv_gpu_set_prefill_rows(ckv_gpu *g, int32_t rows, ckv_error *err)
+{
+    if (rows < g->max_batch)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "cuda: prefill rows %d below the decoder's max_batch %d", rows,
+                          g->max_batch);
+    if (rows == g->pass_rows)
+        return CKV_OK;
+    CKV_CUDA(cudaSetDevice(g->device));
+    // A captured decode step holds the addresses of the old activations.
+    drop_graph(g);
+    const ckv_status st = size_passes(g, rows, err);
+    if (st)
+        ckv_error_prefix(err, "cuda: prefill rows %d", rows);
+    return st;
 }
 
 extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer,
@@ -849,57 +909,11 @@ static ckv_status check_room(const ckv_gpu_cache *c, int32_t n, ckv_error *err)
     return CKV_OK;
 }
 
-static ckv_status upload_tokens(ckv_gpu *g, const int32_t *tokens, int32_t n, ckv_error *err)
-{
-    CKV_CUDA(cudaMemcpyAsync(g->tok, tokens, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
-                             g->stream));
-    return CKV_OK;
-}
-
-extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens,
-                                      int32_t n, const ckv_forward_opts *opts, float *logits,
-                                      ckv_error *err)
-{
-    static const ckv_forward_opts none = {};
-    const ckv_forward_opts *o = opts ? opts : &none;
-    if (n <= 0)
-        return ckv_errorf(err, CKV_ERR_ARG, "forward: no tokens");
-    if (o->q_window < 0 || o->q_window > n || (o->q_window > 0 && !o->q_window_out))
-        return ckv_errorf(err, CKV_ERR_ARG, "forward: query window %d invalid for %d tokens",
-                          o->q_window, n);
-    // One token is a decode step (captured as a graph, replayed next time).
-    if (n == 1 && o->q_window == 0)
-        return ckv_gpu_decode_batch(g, &c, tokens, 1, o->no_degree_bias, logits, NULL, NULL,
-                                    err);
-    ckv_status s;
-    if ((s = check_tokens(g, tokens, n, err)) || (s = check_room(c, n, err)))
-        return s;
-    CKV_CUDA(cudaSetDevice(g->device));
-    if ((s = logit_room(g, logit_floats(g, c), err)))
-        return s;
-    const size_t V = g->cfg.n_vocab;
-    for (int32_t first = 0; first < n; first += g->max_batch) {
-        const int32_t chunk = n - first < g->max_batch ? n - first : g->max_batch;
-        const Seg seg = {c, 0, chunk};
-        const PassOut out = {o, first, n, NULL, false};
-        if ((s = upload_tokens(g, tokens + first, chunk, err)) ||
-            (s = run_layers(g, &seg, 1, chunk, !o->no_degree_bias, &out, err)))
-            return s;
-        advance_host(&seg, 1);
-        // All logits, or only those of the very last token of the whole input.
-        const int32_t from = o->all_logits ? 0 : (first + chunk == n ? chunk - 1 : chunk);
-        if (logits && chunk - from > 0 &&
-            (s = logits_rows(g, from, chunk - from,
-                             o->all_logits ? logits + (size_t)first * V : logits, NULL, err)))
-            return s;
-        CKV_CUDA(cudaStreamSynchronize(g->stream));
-    }
-    return CKV_OK;
-}
-
 // Host buffers a decode step's copies use: pinned, because a captured graph
-// may copy only to and from page-locked memory. Grown to m rows; growing
-// drops the captured graph, which holds their addresses.
+// may copy only to and from page-locked memory (a prefill stages its logits
+// and next tokens there too, so that its copies do not wait for the pass).
+// Grown to m rows; growing drops the captured graph, which holds their
+// addresses.
 static ckv_status pinned_rows(ckv_gpu *g, int32_t m, ckv_error *err)
 {
     if (m <= g->pin_rows)
@@ -920,6 +934,200 @@ static ckv_status pinned_rows(ckv_gpu *g, int32_t m, ckv_error *err)
                             (size_t)m * cf->n_layer * cf->n_head * cf->head_dim * sizeof(float)));
     g->pin_rows = m;
     return CKV_OK;
+}
+
+// n tokens into rows row .. row + n - 1 of the pass (from pageable memory: the
+// copy is staged at once and does not wait for the stream).
+static ckv_status upload_tokens(ckv_gpu *g, const int32_t *tokens, int32_t row, int32_t n,
+                                ckv_error *err)
+{
+    CKV_CUDA(cudaMemcpyAsync(g->tok + row, tokens, (size_t)n * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, g->stream));
+    return CKV_OK;
+}
+
+// A prefill's sequence: a cache of the decoder's shape with room for n >= 1
+// tokens, each a valid id.
+static ckv_status check_sequence(const ckv_gpu *g, const ckv_gpu_cache *c,
+                                 const int32_t *tokens, int32_t n, ckv_error *err)
+{
+    const ckv_config *cf = &g->cfg;
+    if (n <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: no tokens");
+    if (!c || !tokens)
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: %s is NULL",
+                          c ? "the token array" : "the cache");
+    if (c->n_layer != cf->n_layer || c->n_head_kv != cf->n_head_kv || c->head_dim != cf->head_dim)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "forward: cache shape [%d, %d, %d] is not the decoder's [%d, %d, %d]",
+                          c->n_layer, c->n_head_kv, c->head_dim, cf->n_layer, cf->n_head_kv,
+                          cf->head_dim);
+    ckv_status s;
+    if ((s = check_tokens(g, tokens, n, err)) || (s = check_room(c, n, err)))
+        return s;
+    return CKV_OK;
+}
+
+// Copies the staged rows (logits and next tokens of sequences [*done, *done
+// + *staged)) to the caller's arrays, once the stream has written them.
+static ckv_status flush_staged(ckv_gpu *g, float *logits, int32_t *next, int32_t *done,
+                               int32_t *staged, ckv_error *err)
+{
+    const size_t V = g->cfg.n_vocab;
+    CKV_CUDA(cudaStreamSynchronize(g->stream));
+    if (logits)
+        memcpy(logits + (size_t)*done * V, g->pin_logits, (size_t)*staged * V * sizeof(float));
+    if (next)
+        memcpy(next + *done, g->pin_next, (size_t)*staged * sizeof(int32_t));
+    *done += *staged;
+    *staged = 0;
+    return CKV_OK;
+}
+
+// The logits of the pass's rows `ends` (the last tokens of sequences that
+// end in it, in order): gathered to rows 0 .. m - 1 of x and y (row j comes
+// from a row at or after j, so no source is overwritten before it is read),
+// then through the final norm and the output GEMM in pieces that fit the
+// staging rows left, each flushed when the staging is full.
+static ckv_status pass_logits(ckv_gpu *g, const int32_t *ends, int32_t m, float *logits,
+                              int32_t *next, int32_t *done, int32_t *staged, ckv_error *err)
+{
+    const size_t E = g->cfg.n_embd, V = g->cfg.n_vocab;
+    const int32_t room = g->pin_rows < g->max_batch ? g->pin_rows : g->max_batch;
+    for (int32_t j = 0; j < m; j++)
+        if (ends[j] != j) {
+            CKV_CUDA(cudaMemcpyAsync(g->x + j * E, g->x + ends[j] * E, E * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, g->stream));
+            CKV_CUDA(cudaMemcpyAsync(g->y + j * E, g->y + ends[j] * E, E * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, g->stream));
+        }
+    ckv_status s;
+    for (int32_t from = 0; from < m;) {
+        const int32_t count = m - from < room - *staged ? m - from : room - *staged;
+        if ((s = logits_rows(g, from, count, logits ? g->pin_logits + (size_t)*staged * V : NULL,
+                             next ? g->pin_next + *staged : NULL, err)))
+            return s;
+        *staged += count;
+        from += count;
+        if (*staged == room && (s = flush_staged(g, logits, next, done, staged, err)))
+            return s;
+    }
+    return CKV_OK;
+}
+
+// Runs k checked sequences (token arrays tokens[i] of n[i] tokens, into
+// distinct caches[i]) in passes of at most g->pass_rows rows: each pass
+// takes the next tokens in sequence order, one segment per sequence it
+// reaches, so a sequence may span passes and its tokens are appended in
+// order. logits [k][V] and next [k] (each may be NULL) get each sequence's
+// last token's logits and greedy next token; with o->all_logits (k = 1)
+// logits gets every token's row instead, and o->q_window (k = 1) captures
+// the window queries. Finished before it returns.
+static ckv_status prefill(ckv_gpu *g, ckv_gpu_cache *const *caches, const int32_t *const *tokens,
+                          const int32_t *n, int32_t k, const ckv_forward_opts *o, float *logits,
+                          int32_t *next, ckv_error *err)
+{
+    const size_t V = g->cfg.n_vocab;
+    const int32_t P = g->pass_rows, most = k < P ? k : P;  // segments a pass may hold
+    const bool last = (logits && !o->all_logits) || next;
+    ckv_status s = CKV_OK;
+    size_t scratch = 0;
+    for (int32_t i = 0; i < k; i++)
+        if (logit_floats(g, caches[i]) > scratch)
+            scratch = logit_floats(g, caches[i]);
+    CKV_CUDA(cudaSetDevice(g->device));
+    if ((s = logit_room(g, scratch, err)) ||
+        (last && (s = pinned_rows(g, k < g->max_batch ? k : g->max_batch, err))))
+        return s;
+    Seg *seg = static_cast<Seg *>(malloc((size_t)most * sizeof(Seg)));
+    int32_t *ends = static_cast<int32_t *>(malloc((size_t)most * sizeof(int32_t)));
+    if (!seg || !ends) {
+        free(seg);
+        free(ends);
+        return ckv_errorf(err, CKV_ERR_NOMEM, "prefill: out of host memory for %d segments",
+                          most);
+    }
+    int32_t i = 0, at = 0;         // the next token to run: sequence i's token at
+    int32_t done = 0, staged = 0;  // sequences whose outputs were copied out, and are staged
+    while (!s && i < k) {
+        const int32_t first = at;  // k = 1: the pass's place in the whole input
+        int32_t rows = 0, n_seg = 0, m = 0;
+        while (!s && i < k && rows < P) {
+            const int32_t take = n[i] - at < P - rows ? n[i] - at : P - rows;
+            seg[n_seg++] = {caches[i], rows, take};
+            s = upload_tokens(g, tokens[i] + at, rows, take, err);
+            rows += take;
+            at += take;
+            if (at == n[i]) {
+                ends[m++] = rows - 1;
+                i++;
+                at = 0;
+            }
+        }
+        const PassOut out = {o, first, n[0], NULL, false};
+        if (s || (s = run_layers(g, seg, n_seg, rows, !o->no_degree_bias, &out, err)))
+            break;
+        advance_host(seg, n_seg);
+        if (last)
+            s = pass_logits(g, ends, m, logits, next, &done, &staged, err);
+        // Every row's logits (k = 1), in pieces of the logit scratch's rows.
+        for (int32_t r = 0; !s && o->all_logits && logits && r < rows; r += g->max_batch)
+            s = logits_rows(g, r, rows - r < g->max_batch ? rows - r : g->max_batch,
+                            logits + (size_t)(first + r) * V, NULL, err);
+    }
+    free(seg);
+    free(ends);
+    if (s)
+        return s;
+    if (staged)
+        return flush_staged(g, logits, next, &done, &staged, err);
+    CKV_CUDA(cudaStreamSynchronize(g->stream));
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens,
+                                      int32_t n, const ckv_forward_opts *opts, float *logits,
+                                      ckv_error *err)
+{
+    static const ckv_forward_opts none = {};
+    const ckv_forward_opts *o = opts ? opts : &none;
+    if (n <= 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: no tokens");
+    if (o->q_window < 0 || o->q_window > n || (o->q_window > 0 && !o->q_window_out))
+        return ckv_errorf(err, CKV_ERR_ARG, "forward: query window %d invalid for %d tokens",
+                          o->q_window, n);
+    // One token is a decode step (captured as a graph, replayed next time).
+    if (n == 1 && o->q_window == 0)
+        return ckv_gpu_decode_batch(g, &c, tokens, 1, o->no_degree_bias, logits, NULL, NULL,
+                                    err);
+    const ckv_status s = check_sequence(g, c, tokens, n, err);
+    return s ? s : prefill(g, &c, &tokens, &n, 1, o, logits, NULL, err);
+}
+
+extern "C" ckv_status ckv_gpu_prefill_batch(ckv_gpu *g, ckv_gpu_cache *const *caches,
+                                            const int32_t *const *tokens, const int32_t *n,
+                                            int32_t k, bool no_degree_bias, float *logits,
+                                            int32_t *next, ckv_error *err)
+{
+    if (k <= 0 || !caches || !tokens || !n)
+        return ckv_errorf(err, CKV_ERR_ARG, "prefill batch: %d sequences%s", k,
+                          k > 0 ? " with a NULL caches, tokens or n array" : " (at least 1)");
+    ckv_status s;
+    for (int32_t i = 0; i < k; i++) {
+        if ((s = check_sequence(g, caches[i], tokens[i], n[i], err))) {
+            ckv_error_prefix(err, "prefill batch: sequence %d (caches[%d], tokens[%d], n[%d] = %d)",
+                             i, i, i, i, n[i]);
+            return s;
+        }
+        for (int32_t j = 0; j < i; j++)
+            if (caches[j] == caches[i])
+                return ckv_errorf(err, CKV_ERR_ARG,
+                                  "prefill batch: sequences %d and %d share one cache "
+                                  "(caches[%d] == caches[%d])", j, i, j, i);
+    }
+    ckv_forward_opts o = {};
+    o.no_degree_bias = no_degree_bias;
+    return prefill(g, caches, tokens, n, k, &o, logits, next, err);
 }
 
 // One decode step of the m rows in g->seg, from the pinned tokens to the

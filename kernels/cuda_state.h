@@ -18,8 +18,9 @@ struct ckv_gpu_layer {
     float *attn_norm, *ffn_norm, *bias, *q_norm, *k_norm;
 };
 
-// Rows [row, row + n) of a pass belong to one cache: a prefill chunk is one
-// segment of n rows, a decode batch n segments of one row each.
+// Rows [row, row + n) of a pass belong to one cache: a prefill pass is one
+// segment for each sequence it reaches, a decode batch n segments of one row
+// each.
 struct ckv_gpu_seg {
     ckv_gpu_cache *c;
     int32_t row, n;
@@ -33,7 +34,11 @@ struct ckv_gpu_step_key {
 
 struct ckv_gpu {
     ckv_config cfg;
-    int32_t device, max_batch, n_sm;
+    // max_batch: the rows of a decode batch and of one logits GEMM (logits,
+    // q_rows, seq_tab, seg, next, the step keys); pass_rows (>= max_batch):
+    // the rows of a pass's activations (tok, x, y, qkv, gu, xb, att, hb, ws),
+    // the most prompt tokens a prefill pass takes.
+    int32_t device, max_batch, pass_rows, n_sm;
     cudaStream_t stream;
     cublasHandle_t blas;
     void *blas_ws;
@@ -46,7 +51,7 @@ struct ckv_gpu {
     float *x, *y, *qkv, *gu, *logits, *ws;
     float *q_rows;      // [max_batch][n_layer][n_head][head_dim]: a decode batch's queries
     ckv_bf16 *xb, *att, *hb;
-    size_t ws_floats, bytes;
+    size_t ws_floats, bytes, pass_bytes;  // pass_bytes: the activations' share of bytes
     ckv_bf16 *staging;  // host, largest matrix
     ckv_gpu_seg *seg;   // host, [max_batch]: the rows of a decode batch
     // The last decode step captured as a CUDA Graph and the caches (by id)
@@ -66,7 +71,7 @@ struct ckv_gpu {
     // The decode's logit scratch (ckv_k_kv_layer.logit): n_head x capacity
     // floats per cache that tracks scores, the batch's side by side,
     // shared by the layers. Grown outside any capture (batch_table,
-    // ckv_gpu_forward); a graph reaches it only through seq_tab.
+    // prefill); a graph reaches it only through seq_tab.
     float *logit;
     size_t logit_floats;
     int32_t *pin_tok, *pin_next;

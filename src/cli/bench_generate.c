@@ -1,8 +1,8 @@
 /* `ckv bench generate`: end-to-end greedy generation of a model shape with
- * random weights on the GPU (prefill of every prompt, then batched decode
- * steps), beside Hugging Face transformers `generate` on the same prompts
- * in the same call (harness/peers/hf_generate.py); a table on stdout and an
- * HDF5 file. docs/performance.md says exactly what is timed. */
+ * random weights on the GPU (one batched prefill of all the prompts, then
+ * batched decode steps), beside Hugging Face transformers `generate` on the
+ * same prompts in the same call (harness/peers/hf_generate.py); a table on
+ * stdout and an HDF5 file. docs/performance.md says exactly what is timed. */
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -24,17 +24,22 @@
 #endif
 
 enum { MAXL = 16 };
-/* Prompt tokens one forward pass takes at once (the decoder's max_batch, so
- * above the largest --batches): what `ckv generate` and the sweeps use
- * (src/cli/session.c). */
-enum { PREFILL_CHUNK = 512 };
+/* The decoder's max_batch: rows of a decode step, above the largest
+ * --batches, and the fewest prompt tokens a prefill pass may take (what
+ * `ckv generate` and the sweeps take: src/cli/session.c). */
+enum { MAX_BATCH = 512 };
+/* Prompt tokens a prefill pass takes by default: GEMMs of 4096 rows run the
+ * 8B shape's qkv projection at 732 TFLOP/s against 523 at 512 rows (run O,
+ * docs/performance.md), for 0.9 GB of activations (kernels/cuda.h,
+ * ckv_gpu_set_prefill_rows). */
+enum { PREFILL_ROWS = 4096 };
 
 typedef struct {
     const char *shape, *out, *peer_script, *python;
     bool synthetic, peer;
     int32_t ctx[MAXL], batch[MAXL];
     int n_ctx, n_batch;
-    long long new_tokens, repeats, seed;
+    long long new_tokens, repeats, seed, prefill_rows;
     ckv_kv_dtype kv_dtype;
     ckv_config cfg; /* the --shape preset */
 } opts;
@@ -49,10 +54,11 @@ static void help(FILE *fp)
             "the same prompt ids, run after ours in the same call on the same GPU. Prompts:\n"
             "row i of one seeded draw of token ids is sequence i's (the same whatever the\n"
             "batch); the peer reads them from a file. Per (context T, batch B) point, ours:\n"
-            "  prefill  each sequence's T prompt tokens through ckv_gpu_forward into its own\n"
-            "           cache (one call per sequence, %d tokens per pass), timed from the\n"
-            "           first call until the last sequence's first-token logits are on the\n"
-            "           host; prefill tok/s = B * T / that time\n"
+            "  prefill  the B prompts of T tokens in one ckv_gpu_prefill_batch call, each into\n"
+            "           its own cache, in passes of up to --prefill-rows tokens filled with\n"
+            "           consecutive prompts (a prompt may span passes), timed from the call\n"
+            "           until every sequence's first-token logits are on the host; prefill\n"
+            "           tok/s = B * T / that time\n"
             "  decode   N - 1 steps of ckv_gpu_decode_batch over the B caches, each row's\n"
             "           next token the argmax of its logits found on the GPU (the first from\n"
             "           the prefill's logits, on the host: column argmax, per step); decode\n"
@@ -74,6 +80,9 @@ static void help(FILE *fp)
             "  --new-tokens N    tokens generated per sequence, >= 2 (default 64)\n"
             "  --repeats R       timed runs per point (default 3)\n"
             "  --seed S          weights and prompt seed, also the peer's (default 1)\n"
+            "  --prefill-rows N  prompt tokens a prefill pass takes, >= %d (default %d;\n"
+            "                    activations of N tokens in GPU memory: about 26 KB a token\n"
+            "                    for smollm2-135m, 217 KB for llama3.1-8b; at most 65536)\n"
             BENCH_KV_DTYPE_HELP
             "                    (the peer's static cache is bf16)\n"
             "  --peer hf|none    run the transformers peer (default hf; python3 with torch,\n"
@@ -83,7 +92,7 @@ static void help(FILE *fp)
             "  --python PATH     interpreter for the peer (default python3)\n"
             "  --out PATH        HDF5 file (default results/bench-generate.h5)\n"
             "  -h, --help        this help\n",
-            PREFILL_CHUNK);
+            MAX_BATCH, PREFILL_ROWS);
 }
 
 static int parse(int argc, char **argv, opts *o)
@@ -95,12 +104,12 @@ static int parse(int argc, char **argv, opts *o)
         {"repeats", required_argument, 0, 'r'},    {"seed", required_argument, 0, 's'},
         {"peer", required_argument, 0, 'P'},       {"peer-script", required_argument, 0, 'X'},
         {"python", required_argument, 0, 'Y'},     {"out", required_argument, 0, 'o'},
-        {"kv-dtype", required_argument, 0, 'K'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"kv-dtype", required_argument, 0, 'K'},   {"prefill-rows", required_argument, 0, 'R'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
     };
     const char *ctx = NULL, *batches = "1,8,32", *peer = "hf";
     *o = (opts){.out = "results/bench-generate.h5", .python = "python3", .new_tokens = 64,
-                .repeats = 3, .seed = 1};
+                .repeats = 3, .seed = 1, .prefill_rows = PREFILL_ROWS};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -117,6 +126,9 @@ static int parse(int argc, char **argv, opts *o)
         case 'n': ok = cli_int("bench", "--new-tokens", optarg, 2, 1 << 20, &o->new_tokens); break;
         case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 1000, &o->repeats); break;
         case 's': ok = cli_int("bench", "--seed", optarg, 0, INT32_MAX, &o->seed); break;
+        case 'R':
+            ok = cli_int("bench", "--prefill-rows", optarg, MAX_BATCH, 65536, &o->prefill_rows);
+            break;
         case 'P': peer = optarg; break;
         case 'X': o->peer_script = optarg; break;
         case 'Y': o->python = optarg; break;
@@ -196,9 +208,12 @@ static ckv_status check_finite(const float *x, size_t n, const char *what, ckv_e
     return CKV_OK;
 }
 
-/* Buffers of one point's runs: the caches, the tokens of a step, the logits. */
+/* Buffers of one point's runs: the caches, each prompt's ids and length,
+ * the tokens of a step, the logits. */
 typedef struct {
     ckv_gpu_cache **c;
+    const int32_t **prompt;
+    int32_t *len;
     int32_t *tok;
     float *logits;
 } gen_bufs;
@@ -215,12 +230,14 @@ static ckv_status generate_once(ckv_gpu *g, const ckv_config *cfg, const int32_t
     const int32_t B = r->batch, T = r->context, V = cfg->n_vocab;
     const size_t all = (size_t)B * V;
     ckv_status st = CKV_OK;
-    for (int32_t i = 0; !st && i < B; i++)
+    for (int32_t i = 0; !st && i < B; i++) {
         st = ckv_gpu_cache_reset(b->c[i], err);
+        b->prompt[i] = ids + (size_t)i * max_t;
+        b->len[i] = T;
+    }
     const double t0 = ckv_now();
-    for (int32_t i = 0; !st && i < B; i++)
-        st = ckv_gpu_forward(g, b->c[i], ids + (size_t)i * max_t, T, NULL,
-                             b->logits + (size_t)i * V, err);
+    if (!st)
+        st = ckv_gpu_prefill_batch(g, b->c, b->prompt, b->len, B, false, b->logits, NULL, err);
     const double t1 = ckv_now();
     if (!st && check)
         st = check_finite(b->logits, all, "prefill", err);
@@ -474,14 +491,15 @@ static int run(int argc, char **argv, const opts *o)
     const size_t n = (size_t)o->n_ctx * o->n_batch;
     gen_row *rows = calloc(n, sizeof *rows);
     int32_t *ids = malloc((size_t)max_b * max_t * sizeof *ids);
-    gen_bufs b = {calloc((size_t)max_b, sizeof *b.c), malloc((size_t)max_b * sizeof *b.tok),
+    gen_bufs b = {calloc((size_t)max_b, sizeof *b.c), malloc((size_t)max_b * sizeof *b.prompt),
+                  malloc((size_t)max_b * sizeof *b.len), malloc((size_t)max_b * sizeof *b.tok),
                   malloc((size_t)max_b * cfg.n_vocab * sizeof *b.logits)};
     char *cmdline = bench_command_line(argc, argv);
     ckv_gpu *g = NULL;
     int rc = CLI_OK;
     char date[32], peer_note[512] = "", peer_info[256] = "";
     bench_utc_now(date);
-    if (!rows || !ids || !b.c || !b.tok || !b.logits || !cmdline) {
+    if (!rows || !ids || !b.c || !b.prompt || !b.len || !b.tok || !b.logits || !cmdline) {
         fprintf(stderr, "ckv bench: out of memory\n");
         rc = CLI_FAIL;
         goto done;
@@ -508,10 +526,11 @@ static int run(int argc, char **argv, const opts *o)
                                                                    : "not run (--peer none)");
         }
     printf("device: %s (%.1f GiB); %s; shape %s with random bf16 weights; %s KV caches; %lld "
-           "new tokens, median of %lld\n",
+           "new tokens, median of %lld; prefill passes of up to %lld tokens\n",
            dev.name, (double)dev.mem_total / (1 << 30), date, o->shape,
-           ckv_kv_dtype_name(o->kv_dtype), o->new_tokens, o->repeats);
-    if (ckv_gpu_create_synthetic(&g, &cfg, 0, PREFILL_CHUNK, (uint64_t)o->seed, &err)) {
+           ckv_kv_dtype_name(o->kv_dtype), o->new_tokens, o->repeats, o->prefill_rows);
+    if (ckv_gpu_create_synthetic(&g, &cfg, 0, MAX_BATCH, (uint64_t)o->seed, &err) ||
+        ckv_gpu_set_prefill_rows(g, (int32_t)o->prefill_rows, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
     }
@@ -539,13 +558,13 @@ static int run(int argc, char **argv, const opts *o)
     }
     print_rows(rows, n, o->peer);
     print_targets(o, rows, n);
-    char new_tokens[24], chunk_s[16];
+    char new_tokens[24], rows_s[24];
     snprintf(new_tokens, sizeof new_tokens, "%lld", o->new_tokens);
-    snprintf(chunk_s, sizeof chunk_s, "%d", PREFILL_CHUNK);
+    snprintf(rows_s, sizeof rows_s, "%lld", o->prefill_rows);
     const char *peer = !o->peer ? "none" : peer_note[0] ? peer_note : "hf";
-    const char *attrs[] = {"format", "ckv-bench-generate", "version", "1", "date", date,
+    const char *attrs[] = {"format", "ckv-bench-generate", "version", "2", "date", date,
                            "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
-                           "shape", o->shape, "new_tokens", new_tokens, "prefill_chunk", chunk_s,
+                           "shape", o->shape, "new_tokens", new_tokens, "prefill_rows", rows_s,
                            "peer", peer, "peer_info", peer_info, "kv_dtype",
                            ckv_kv_dtype_name(o->kv_dtype)};
     const ckv_h5_table table = {"/generate", gen_fields,
@@ -556,6 +575,8 @@ done:
     free(rows);
     free(ids);
     free(b.c);
+    free(b.prompt);
+    free(b.len);
     free(b.tok);
     free(b.logits);
     free(cmdline);

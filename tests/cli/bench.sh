@@ -57,7 +57,7 @@ check "  and writes no file" test ! -e "$tmp/d.h5"
 
 "$CKV" bench generate --help >"$tmp/help"
 for opt in --shape --synthetic --device --contexts --batches --new-tokens --repeats --seed \
-           --peer --peer-script --python --out; do
+           --prefill-rows --peer --peer-script --python --out; do
   check "generate --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
 check "bench --help lists generate" grep -q generate <<<"$("$CKV" bench --help)"
@@ -71,6 +71,9 @@ check "  listing the known shapes" grep -q "llama3.1-8b" "$tmp/err"
 check "generate --new-tokens 1 is a usage error" status_is 2 "${gen[@]}" --new-tokens 1
 check "  naming the option" grep -q -- "--new-tokens" "$tmp/err"
 check "generate --repeats 0 is a usage error" status_is 2 "${gen[@]}" --repeats 0
+check "generate --prefill-rows below the decode rows is a usage error" status_is 2 \
+  "${gen[@]}" --prefill-rows 100
+check "  naming the option" grep -q -- "--prefill-rows" "$tmp/err"
 check "generate --batches 1,x is a usage error" status_is 2 "${gen[@]}" --batches 1,x
 check "  naming the option" grep -q -- "--batches" "$tmp/err"
 check "generate --contexts 0 is a usage error" status_is 2 "${gen[@]}" --contexts 0,1024

@@ -53,6 +53,17 @@
 #define TOL_TF32 2e-3
 #define TOL_LOGITS 5e-2
 #define TOL_KV 3e-2
+/* A batched prefill against the same sequences prefilled alone, both on the
+ * GPU: the same kernels on the same values, so only the order of fp32 sums
+ * differs (cuBLAS may pick another algorithm for another row count; the
+ * attention's ranges follow each segment's rows), about 1e-6 relative,
+ * which now and then moves a bf16 rounding of a GEMM input (2^-9) and is
+ * carried through 30 layers. The GPU's logits differ from the CPU's, whose
+ * every weight and activation is unrounded, by 4.4e-3 and more (runs E-I,
+ * docs/gpu.md): a tenth of TOL_LOGITS is about that, so rare rounding moves
+ * fit, while a row attending over the wrong cache, a wrong position or a
+ * lost degree bias is off by order 1e-1 or more. */
+#define TOL_BATCH 5e-3
 
 static int failures;
 static uint64_t rng = 0x5eed;
@@ -1146,6 +1157,228 @@ static void check_dtype_refusals(const ckv_model *m, ckv_gpu *gpu, const int32_t
     ckv_gpu_cache_free(gc[1]);
 }
 
+/* ---- batched prefill (ckv_gpu_prefill_batch) ----------------------------- */
+
+enum { PB = 3 };
+
+/* Largest rel L2 between two host caches' lists (keys, values, degrees and
+ * scores where both track them); infinite when a length or the position
+ * differs. */
+static double cache_diff(const ckv_cache *a, const ckv_cache *b)
+{
+    if (a->n_pos != b->n_pos)
+        return INFINITY;
+    double worst = 0;
+    for (int32_t l = 0; l < a->n_layer; l++)
+        for (int32_t h = 0; h < a->n_head_kv; h++) {
+            const int32_t n = a->len[ckv_cache_lh(a, l, h)];
+            if (n != b->len[ckv_cache_lh(b, l, h)])
+                return INFINITY;
+            const size_t e = (size_t)n * a->head_dim;
+            worst = fmax(worst, rel_l2(ckv_cache_key(a, l, h, 0), ckv_cache_key(b, l, h, 0), e));
+            worst = fmax(worst, rel_l2(ckv_cache_val(a, l, h, 0), ckv_cache_val(b, l, h, 0), e));
+            worst = fmax(worst, rel_l2(ckv_cache_degp(a, l, h), ckv_cache_degp(b, l, h), (size_t)n));
+            if (a->score && b->score)
+                worst = fmax(worst, rel_l2(ckv_cache_scorep(a, l, h), ckv_cache_scorep(b, l, h),
+                                           (size_t)n));
+        }
+    return worst;
+}
+
+/* The three sequences: lengths, where their ids start, and their caches'
+ * types (sequence 1 also tracks scores, so its attention takes the fp32
+ * kernel and accumulates them; a pass then mixes types and kernels). */
+static const int32_t pb_len[PB] = {37, 600, 5}, pb_off[PB] = {0, 50, 700};
+static const ckv_kv_dtype pb_dtype[PB] = {CKV_KV_F32, CKV_KV_F32, CKV_KV_BF16};
+static const bool pb_score[PB] = {false, true, false};
+
+static void pb_caches(ckv_gpu *gpu, ckv_gpu_cache **gc)
+{
+    for (int b = 0; b < PB; b++)
+        CHECK(ckv_gpu_cache_create(&gc[b], gpu, pb_len[b] + 2, pb_score[b], pb_dtype[b], err));
+}
+
+/* What each sequence prefilled alone gives: its last-token logits, its cache
+ * after the prompt, and the logits of one decode step of `step_tok`. */
+typedef struct {
+    float *logits, *step; /* [PB][V] each */
+    int32_t step_tok[PB]; /* the decode step's token: the greedy token after the prompt */
+    ckv_cache cache[PB];
+} pb_ref;
+
+/* One greedy token compared: they must agree unless the reference's top two
+ * logits are closer than the largest difference between the two rows (a
+ * near tie that the summation order may break either way). */
+static int greedy_differs(const float *got, const float *want, int32_t V)
+{
+    const int32_t a = ckv_argmax(got, V), b = ckv_argmax(want, V);
+    if (a == b)
+        return 0;
+    double diff = 0;
+    for (int32_t i = 0; i < V; i++)
+        diff = fmax(diff, fabs((double)got[i] - want[i]));
+    return fabs((double)want[b] - want[a]) > 2 * diff;
+}
+
+/* One batched prefill of the three sequences on fresh caches, against the
+ * reference: logits, greedy tokens (the call's own, which must be the argmax
+ * of its logits, and against the reference's), the caches entry by entry,
+ * then one decode step on each cache. */
+static void check_prefill_run(const ckv_model *m, ckv_gpu *gpu, const int32_t *ids,
+                              const pb_ref *ref, const char *label)
+{
+    const ckv_config *cf = &m->cfg;
+    const int32_t V = cf->n_vocab;
+    ckv_gpu_cache *gc[PB];
+    pb_caches(gpu, gc);
+    const int32_t *tok[PB];
+    for (int b = 0; b < PB; b++)
+        tok[b] = ids + pb_off[b];
+    float *lg = xmalloc(sizeof(float) * V * PB), *st = xmalloc(sizeof(float) * V);
+    for (size_t i = 0; i < (size_t)V * PB; i++)
+        lg[i] = NAN;
+    int32_t next[PB] = {-1, -1, -1};
+    CHECK(ckv_gpu_prefill_batch(gpu, gc, tok, pb_len, PB, false, lg, next, err));
+    double logit_err = 0, kv_err = 0, step_err = 0;
+    int own = 0, greedy = 0;
+    ckv_cache back;
+    for (int b = 0; b < PB; b++) {
+        const float *l = lg + (size_t)b * V, *r = ref->logits + (size_t)b * V;
+        logit_err = fmax(logit_err, rel_l2(l, r, (size_t)V));
+        own += next[b] != ckv_argmax(l, V);
+        greedy += greedy_differs(l, r, V);
+        CHECK(ckv_cache_init(&back, cf->n_layer, cf->n_head_kv, cf->head_dim, pb_len[b] + 2,
+                             pb_score[b], err));
+        CHECK(ckv_gpu_cache_download(gc[b], &back, err));
+        kv_err = fmax(kv_err, cache_diff(&back, &ref->cache[b]));
+        ckv_cache_free(&back);
+        for (int32_t i = 0; i < V; i++)
+            st[i] = NAN;
+        CHECK(ckv_gpu_forward(gpu, gc[b], &ref->step_tok[b], 1, NULL, st, err));
+        step_err = fmax(step_err, rel_l2(st, ref->step + (size_t)b * V, (size_t)V));
+        greedy += greedy_differs(st, ref->step + (size_t)b * V, V);
+    }
+    char what[128];
+    snprintf(what, sizeof what, "prefill batch %s: last-token logits", label);
+    report(what, logit_err, TOL_BATCH);
+    report("  + caches after the prompt (entries, scores, lengths, positions)", kv_err, TOL_BATCH);
+    report("  + one decode step on each cache: logits", step_err, TOL_BATCH);
+    report("  + greedy tokens against the call's logits (must be 0)", own, 0.0);
+    report("  + greedy tokens against alone, outside near ties (must be 0)", greedy, 0.0);
+    for (int b = 0; b < PB; b++)
+        ckv_gpu_cache_free(gc[b]);
+    free(lg);
+    free(st);
+}
+
+/* A refused call: CKV_ERR_ARG, a message naming `word`, and every cache as
+ * long as before. */
+static void check_prefill_refusal(ckv_gpu *gpu, ckv_gpu_cache *const *gc, const int32_t *const *tok,
+                                  const int32_t *n, const char *word, const char *what)
+{
+    int32_t len[PB];
+    int64_t entries[PB];
+    for (int b = 0; b < PB; b++) {
+        len[b] = ckv_gpu_cache_max_len(gc[b]);
+        entries[b] = ckv_gpu_cache_entries(gc[b]);
+    }
+    ckv_error e = {0};
+    const ckv_status st = ckv_gpu_prefill_batch(gpu, gc, tok, n, PB, false, NULL, NULL, &e);
+    bool ok = st == CKV_ERR_ARG && strstr(e.msg, word);
+    for (int b = 0; b < PB; b++)
+        ok = ok && ckv_gpu_cache_max_len(gc[b]) == len[b] &&
+             ckv_gpu_cache_entries(gc[b]) == entries[b];
+    report(what, ok ? 0.0 : 1.0, 0.0);
+    printf("  (%s)\n", e.msg);
+}
+
+/* ckv_gpu_prefill_batch of sequences of 37, 600 and 5 tokens in one call
+ * against ckv_gpu_forward of each alone (TOL_BATCH), in three pass layouts:
+ * the decoder's 512-row passes (the 600-token sequence spans both, the
+ * second holds two segments and two last tokens), 2048-row passes (one pass
+ * of three segments), and a second decoder of max_batch 2 with 64-row
+ * passes (the sequences span 11 passes; two rows of logits staged at a
+ * time, so the outputs are copied out twice in the call). The references
+ * against ckv_cpu_forward (TOL_LOGITS); then the refusals. */
+static void check_prefill_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids)
+{
+    const ckv_config *cf = &m->cfg;
+    const int32_t V = cf->n_vocab;
+    pb_ref ref;
+    ref.logits = xmalloc(sizeof(float) * V * PB);
+    ref.step = xmalloc(sizeof(float) * V * PB);
+    ckv_gpu_cache *gc[PB];
+    pb_caches(gpu, gc);
+    float *lc = xmalloc(sizeof(float) * V);
+    double cpu_err = 0;
+    for (int b = 0; b < PB; b++) {
+        float *l = ref.logits + (size_t)b * V;
+        CHECK(ckv_gpu_forward(gpu, gc[b], ids + pb_off[b], pb_len[b], NULL, l, err));
+        CHECK(ckv_cache_init(&ref.cache[b], cf->n_layer, cf->n_head_kv, cf->head_dim,
+                             pb_len[b] + 2, pb_score[b], err));
+        CHECK(ckv_gpu_cache_download(gc[b], &ref.cache[b], err));
+        ref.step_tok[b] = ckv_argmax(l, V);
+        CHECK(ckv_gpu_forward(gpu, gc[b], &ref.step_tok[b], 1, NULL, ref.step + (size_t)b * V,
+                              err));
+        ckv_cache cc;
+        CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, pb_len[b], false,
+                             err));
+        cc.dtype = pb_dtype[b];
+        CHECK(ckv_cpu_forward(cpu, &cc, ids + pb_off[b], pb_len[b], NULL, lc, err));
+        cpu_err = fmax(cpu_err, rel_l2(l, lc, (size_t)V));
+        ckv_cache_free(&cc);
+    }
+    report("prefill batch: each sequence alone on the GPU against the CPU", cpu_err, TOL_LOGITS);
+    free(lc);
+
+    check_prefill_run(m, gpu, ids, &ref, "(512-row passes: 2)");
+    CHECK(ckv_gpu_set_prefill_rows(gpu, 2048, err));
+    check_prefill_run(m, gpu, ids, &ref, "(2048-row passes: 1)");
+    CHECK(ckv_gpu_set_prefill_rows(gpu, 512, err));
+    ckv_gpu *small;
+    CHECK(ckv_gpu_create(&small, m, 0, 2, err));
+    CHECK(ckv_gpu_set_prefill_rows(small, 64, err));
+    check_prefill_run(m, small, ids, &ref, "(max_batch 2, 64-row passes: 11)");
+    ckv_error e = {0};
+    const ckv_status below = ckv_gpu_set_prefill_rows(small, 1, &e);
+    report("prefill rows below max_batch are refused", below == CKV_ERR_ARG ? 0.0 : 1.0, 0.0);
+    printf("  (%s)\n", e.msg);
+    ckv_gpu_free(small);
+
+    /* The refusals, on the reference caches emptied (capacities 39, 602 and
+     * 7), each call valid before the fault (sequence 0 always), so that a
+     * check made after any work was queued would have changed a cache. */
+    const int32_t *tok[PB] = {ids, ids, ids};
+    int32_t one[PB] = {1, 1, 1};
+    ckv_gpu_cache *twice[PB] = {gc[0], gc[1], gc[0]};
+    for (int b = 0; b < PB; b++)
+        CHECK(ckv_gpu_cache_reset(gc[b], err));
+    check_prefill_refusal(gpu, twice, tok, one, "share one cache",
+                          "prefill batch refuses one cache twice, nothing changed");
+    int32_t *bad = xmalloc(sizeof(int32_t) * 4);
+    memcpy(bad, ids, sizeof(int32_t) * 4);
+    bad[3] = V;
+    char word[32];
+    snprintf(word, sizeof word, "token id %d at index 3", V);
+    const int32_t *tok_bad[PB] = {ids, bad, ids};
+    int32_t four[PB] = {4, 4, 4};
+    check_prefill_refusal(gpu, gc, tok_bad, four, word,
+                          "prefill batch refuses a token id out of range, nothing changed");
+    int32_t full[PB] = {4, 4, pb_len[2] + 3};
+    check_prefill_refusal(gpu, gc, tok, full, "overflow",
+                          "prefill batch refuses a cache without room, nothing changed");
+    memset(&e, 0, sizeof e);
+    const ckv_status none = ckv_gpu_prefill_batch(gpu, gc, tok, one, 0, false, NULL, NULL, &e);
+    report("prefill batch refuses 0 sequences", none == CKV_ERR_ARG ? 0.0 : 1.0, 0.0);
+    free(bad);
+    for (int b = 0; b < PB; b++) {
+        ckv_gpu_cache_free(gc[b]);
+        ckv_cache_free(&ref.cache[b]);
+    }
+    free(ref.logits);
+    free(ref.step);
+}
+
 static void check_all_logits(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
                              int32_t len)
 {
@@ -1298,6 +1531,8 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
     for (int dt = CKV_KV_F32; dt <= CKV_KV_BF16 && n_ids >= side + 30; dt++)
         check_decode_batch(&m, cpu, gpu, ids, side, (ckv_kv_dtype)dt);
     check_dtype_refusals(&m, gpu, ids);
+    if (n_ids >= pb_off[PB - 1] + pb_len[PB - 1])
+        check_prefill_batch(&m, cpu, gpu, ids);
     printf("\n%6s %6s %5s %10s %10s %5s %7s %9s %9s %9s %9s\n", "prompt", "len", "cache",
            "logit_err", "kv_err", "top1", "greedy", "gpu_pf_s", "cpu_pf_s", "gpu_tok/s",
            "cpu_tok/s");
