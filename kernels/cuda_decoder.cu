@@ -19,6 +19,7 @@
 #include "cuda_kernels.h"
 #include "cuda_state.h"
 #include "decoder_ops.h"
+#include "prefill_plan.h"
 #include "quant.h"
 
 // Ranges a prefill chunk's attention may split each list into (the plan in
@@ -984,23 +985,30 @@ static ckv_status flush_staged(ckv_gpu *g, float *logits, int32_t *next, int32_t
     return CKV_OK;
 }
 
-// The logits of the pass's rows `ends` (the last tokens of sequences that
-// end in it, in order): gathered to rows 0 .. m - 1 of x and y (row j comes
-// from a row at or after j, so no source is overwritten before it is read),
-// then through the final norm and the output GEMM in pieces that fit the
-// staging rows left, each flushed when the staging is full.
-static ckv_status pass_logits(ckv_gpu *g, const int32_t *ends, int32_t m, float *logits,
+// The logits of the last tokens of the sequences that end in the pass (its
+// pieces pc[0 .. np), in order): their rows gathered to rows 0 .. m - 1 of
+// x and y (row j comes from a row at or after j, so no source is
+// overwritten before it is read), then through the final norm and the
+// output GEMM in pieces that fit the staging rows left, each flushed when
+// the staging is full.
+static ckv_status pass_logits(ckv_gpu *g, const ckv_prefill_piece *pc, int32_t np, float *logits,
                               int32_t *next, int32_t *done, int32_t *staged, ckv_error *err)
 {
     const size_t E = g->cfg.n_embd, V = g->cfg.n_vocab;
     const int32_t room = g->pin_rows < g->max_batch ? g->pin_rows : g->max_batch;
-    for (int32_t j = 0; j < m; j++)
-        if (ends[j] != j) {
-            CKV_CUDA(cudaMemcpyAsync(g->x + j * E, g->x + ends[j] * E, E * sizeof(float),
+    int32_t m = 0;
+    for (int32_t j = 0; j < np; j++) {
+        if (!pc[j].last)
+            continue;
+        const size_t end = (size_t)pc[j].row + pc[j].n - 1;
+        if (end != (size_t)m) {
+            CKV_CUDA(cudaMemcpyAsync(g->x + m * E, g->x + end * E, E * sizeof(float),
                                      cudaMemcpyDeviceToDevice, g->stream));
-            CKV_CUDA(cudaMemcpyAsync(g->y + j * E, g->y + ends[j] * E, E * sizeof(float),
+            CKV_CUDA(cudaMemcpyAsync(g->y + m * E, g->y + end * E, E * sizeof(float),
                                      cudaMemcpyDeviceToDevice, g->stream));
         }
+        m++;
+    }
     ckv_status s;
     for (int32_t from = 0; from < m;) {
         const int32_t count = m - from < room - *staged ? m - from : room - *staged;
@@ -1016,10 +1024,8 @@ static ckv_status pass_logits(ckv_gpu *g, const int32_t *ends, int32_t m, float 
 }
 
 // Runs k checked sequences (token arrays tokens[i] of n[i] tokens, into
-// distinct caches[i]) in passes of at most g->pass_rows rows: each pass
-// takes the next tokens in sequence order, one segment per sequence it
-// reaches, so a sequence may span passes and its tokens are appended in
-// order. logits [k][V] and next [k] (each may be NULL) get each sequence's
+// distinct caches[i]) in passes of at most g->pass_rows rows cut by
+// ckv_prefill_pass (src/prefill_plan.h), a segment per piece. logits [k][V] and next [k] (each may be NULL) get each sequence's
 // last token's logits and greedy next token; with o->all_logits (k = 1)
 // logits gets every token's row instead, and o->q_window (k = 1) captures
 // the window queries. Finished before it returns.
@@ -1040,43 +1046,37 @@ static ckv_status prefill(ckv_gpu *g, ckv_gpu_cache *const *caches, const int32_
         (last && (s = pinned_rows(g, k < g->max_batch ? k : g->max_batch, err))))
         return s;
     Seg *seg = static_cast<Seg *>(malloc((size_t)most * sizeof(Seg)));
-    int32_t *ends = static_cast<int32_t *>(malloc((size_t)most * sizeof(int32_t)));
-    if (!seg || !ends) {
+    ckv_prefill_piece *pc =
+        static_cast<ckv_prefill_piece *>(malloc((size_t)most * sizeof(ckv_prefill_piece)));
+    if (!seg || !pc) {
         free(seg);
-        free(ends);
+        free(pc);
         return ckv_errorf(err, CKV_ERR_NOMEM, "prefill: out of host memory for %d segments",
                           most);
     }
-    int32_t i = 0, at = 0;         // the next token to run: sequence i's token at
+    int32_t seq = 0, at = 0, np;   // the next token to run: sequence seq's token at
     int32_t done = 0, staged = 0;  // sequences whose outputs were copied out, and are staged
-    while (!s && i < k) {
-        const int32_t first = at;  // k = 1: the pass's place in the whole input
-        int32_t rows = 0, n_seg = 0, m = 0;
-        while (!s && i < k && rows < P) {
-            const int32_t take = n[i] - at < P - rows ? n[i] - at : P - rows;
-            seg[n_seg++] = {caches[i], rows, take};
-            s = upload_tokens(g, tokens[i] + at, rows, take, err);
-            rows += take;
-            at += take;
-            if (at == n[i]) {
-                ends[m++] = rows - 1;
-                i++;
-                at = 0;
-            }
+    while (!s && (np = ckv_prefill_pass(n, k, P, &seq, &at, pc)) > 0) {
+        int32_t rows = 0;
+        for (int32_t j = 0; !s && j < np; j++) {
+            seg[j] = {caches[pc[j].seq], pc[j].row, pc[j].n};
+            s = upload_tokens(g, tokens[pc[j].seq] + pc[j].first, pc[j].row, pc[j].n, err);
+            rows = pc[j].row + pc[j].n;
         }
-        const PassOut out = {o, first, n[0], NULL, false};
-        if (s || (s = run_layers(g, seg, n_seg, rows, !o->no_degree_bias, &out, err)))
+        // pc[0].first: with k = 1, the pass's place in the whole input.
+        const PassOut out = {o, pc[0].first, n[0], NULL, false};
+        if (s || (s = run_layers(g, seg, np, rows, !o->no_degree_bias, &out, err)))
             break;
-        advance_host(seg, n_seg);
+        advance_host(seg, np);
         if (last)
-            s = pass_logits(g, ends, m, logits, next, &done, &staged, err);
+            s = pass_logits(g, pc, np, logits, next, &done, &staged, err);
         // Every row's logits (k = 1), in pieces of the logit scratch's rows.
         for (int32_t r = 0; !s && o->all_logits && logits && r < rows; r += g->max_batch)
             s = logits_rows(g, r, rows - r < g->max_batch ? rows - r : g->max_batch,
-                            logits + (size_t)(first + r) * V, NULL, err);
+                            logits + (size_t)(pc[0].first + r) * V, NULL, err);
     }
     free(seg);
-    free(ends);
+    free(pc);
     if (s)
         return s;
     if (staged)
