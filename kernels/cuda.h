@@ -56,8 +56,8 @@ typedef struct ckv_gpu_cache ckv_gpu_cache;
 
 /* Uploads the model to device `device`. max_batch bounds the rows of a
  * decode batch and the tokens a prefill runs at once (longer inputs are
- * split; ckv_gpu_set_prefill_rows raises the latter). The model must outlive the decoder only
- * for its configuration; weights are copied. */
+ * split; ckv_gpu_set_prefill_rows raises the latter). The model must
+ * outlive the decoder only for its configuration; weights are copied. */
 ckv_status ckv_gpu_create(ckv_gpu **out, const ckv_model *m, int32_t device, int32_t max_batch,
                           ckv_error *err);
 /* A decoder of configuration cfg with random bf16 weights made on the
@@ -126,10 +126,10 @@ ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst, ckv_
 
 /* As ckv_cpu_forward, with every option: runs n tokens at positions
  * n_pos .. n_pos + n - 1 (in passes of the prefill rows; the same code as
- * ckv_gpu_prefill_batch of one sequence), appending degree-1 entries, writes the last
- * token's logits (all tokens' with opts->all_logits) unless logits is NULL,
- * the window queries with opts->q_window, and accumulates attention into the
- * scores when the cache tracks them. */
+ * ckv_gpu_prefill_batch of one sequence), appending degree-1 entries,
+ * writes the last token's logits (all tokens' with opts->all_logits) unless
+ * logits is NULL, the window queries with opts->q_window, and accumulates
+ * attention into the scores when the cache tracks them. */
 ckv_status ckv_gpu_forward(ckv_gpu *g, ckv_gpu_cache *c, const int32_t *tokens, int32_t n,
                            const ckv_forward_opts *opts, float *logits, ckv_error *err);
 
