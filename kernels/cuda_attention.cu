@@ -189,13 +189,9 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
 // and sums are staged in shared memory by all threads at once and each
 // range's weight computed once, so the loads of a long split list overlap
 // (a thread walking the ranges one dependent load after another took 19 us
-// for 65 ranges, ncu, run K). The outputs of the first MERGE_BATCH ranges
-// (a decode's whole split list, at most ~50 ranges an SM wave allows) are
-// loaded before the maxima, since they do not depend on them: the merge is
-// then about one L2 round trip, not one for the maxima plus one per batch.
-// The sums keep the ranges' order: the result is that walk's (a range of
-// weight 0 is skipped, not added as 0).
-constexpr int MERGE_MAX_SPLITS = CKV_ATTENTION_MAX_SPLITS, MERGE_BATCH = 64;
+// for 65 ranges, ncu, run K). The sums keep the ranges' order: the result
+// is that walk's (a range of weight 0 is skipped, not added as 0).
+constexpr int MERGE_MAX_SPLITS = CKV_ATTENTION_MAX_SPLITS, MERGE_BATCH = 16;
 
 __global__ void attention_merge(const float *__restrict__ part_o,
                                 const float *__restrict__ part_ml, int32_t splits, int32_t n,
@@ -205,10 +201,6 @@ __global__ void attention_merge(const float *__restrict__ part_o,
     ckv_pdl_launch_dependents();
     __shared__ float wt[MERGE_MAX_SPLITS], ls[MERGE_MAX_SPLITS], red[32];
     const int i = blockIdx.x, qh = blockIdx.y, d = threadIdx.x;
-    float ov[MERGE_BATCH];
-#pragma unroll
-    for (int s = 0; s < MERGE_BATCH; s++)
-        ov[s] = s < splits ? part_o[(((size_t)s * n + i) * H + qh) * hd + d] : 0.0f;
     float M = -INFINITY;
     for (int s = d; s < splits; s += blockDim.x) {
         const size_t row = ((size_t)s * n + i) * H + qh;
@@ -228,18 +220,18 @@ __global__ void attention_merge(const float *__restrict__ part_o,
     for (int s = d; s < splits; s += blockDim.x)
         wt[s] = wt[s] == -INFINITY ? 0.0f : expf(wt[s] - M);
     __syncthreads();
-    // Later batches: MERGE_BATCH ranges' outputs loaded before any is added
-    // (a load per range then its add would wait out one L2 round trip each).
+    // MERGE_BATCH ranges' outputs loaded before any is added: a load per
+    // range then its add would wait out one L2 round trip per range.
     float L = 0.0f, O = 0.0f;
     for (int s0 = 0; s0 < splits; s0 += MERGE_BATCH) {
-        if (s0 > 0)
+        float ov[MERGE_BATCH];
 #pragma unroll
-            for (int j = 0; j < MERGE_BATCH; j++) {
-                const int s = s0 + j;
-                ov[j] = s < splits && wt[s] != 0.0f
-                            ? part_o[(((size_t)s * n + i) * H + qh) * hd + d]
-                            : 0.0f;
-            }
+        for (int j = 0; j < MERGE_BATCH; j++) {
+            const int s = s0 + j;
+            ov[j] = s < splits && wt[s] != 0.0f
+                        ? part_o[(((size_t)s * n + i) * H + qh) * hd + d]
+                        : 0.0f;
+        }
 #pragma unroll
         for (int j = 0; j < MERGE_BATCH; j++) {
             const int s = s0 + j;
