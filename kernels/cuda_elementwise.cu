@@ -131,35 +131,38 @@ __device__ __forceinline__ void put_kv(const ckv_k_kv_layer &c, void *base, size
         ckv_kv_put(static_cast<float *>(base), i, x);
 }
 
-// One block per (QKV_ROWS tokens, head slot); slot < H: query, < H + KV:
-// key, else value. One thread per dimension, taking each of the block's
-// tokens in turn, their loads issued together: a block of one token ran
-// 15,360 blocks for a 1,024-token SmolLM2 segment, each thread's few
-// dependent loads and one barrier at a time (21 us, ncu, run AX). With seqs
-// (device, one per row), row x is the single new token of sequence x and
-// goes to that sequence's cache. Each token's arithmetic is the one-token
-// kernel's, in the same order.
-constexpr int QKV_ROWS = 4;
+// One block per (ROWS tokens, head slot); slot < H: query, < H + KV: key,
+// else value. One thread per dimension, taking each of the block's tokens in
+// turn, their loads issued together. A prefill segment of many tokens takes
+// 4 a block: with one, a 1,024-token SmolLM2 segment ran 15,360 blocks,
+// each thread's few dependent loads and one barrier at a time (21 us, ncu,
+// run AX). A decode step takes 1, since there the step waits on each
+// thread's chain (4 a block made SmolLM2's batch-8 step 8% slower, run
+// AY2). With seqs (device, one per row), row x is the single new token of
+// sequence x and goes to that sequence's cache. Each token's arithmetic is
+// the same in both forms, in the same order.
+constexpr int QKV_WIDE_ROWS = 4, QKV_WIDE_MIN = 64;  // tokens a block, and from how many
 
+template <int ROWS>
 __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer one,
                                 const ckv_k_kv_layer *seqs, int32_t n)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
-    extern __shared__ float rot[];  // [QKV_ROWS][head_dim]
+    extern __shared__ float rot[];  // [ROWS][head_dim]
     const int hd = p.head_dim, H = p.n_head, KV = p.n_head_kv;
-    const int row0 = blockIdx.x * QKV_ROWS, slot = blockIdx.y, d = threadIdx.x;
-    const int rows = min(QKV_ROWS, n - row0);
+    const int row0 = blockIdx.x * ROWS, slot = blockIdx.y, d = threadIdx.x;
+    const int rows = min(ROWS, n - row0);
     const int width = (H + 2 * KV) * hd;
     const bool is_q = slot < H, is_k = !is_q && slot < H + KV;
     const int h = is_q ? 0 : is_k ? slot - H : slot - H - KV;
-    float x[QKV_ROWS];
+    float x[ROWS];
 #pragma unroll
-    for (int r = 0; r < QKV_ROWS; r++)
+    for (int r = 0; r < ROWS; r++)
         if (r < rows)
             x[r] = qkv[(size_t)(row0 + r) * width + (size_t)slot * hd + d];
 #pragma unroll
-    for (int r = 0; r < QKV_ROWS; r++) {
+    for (int r = 0; r < ROWS; r++) {
         if (r >= rows)
             break;
         if (p.bias)
@@ -197,7 +200,7 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
         b = 2 * j + 1;
     }
 #pragma unroll
-    for (int r = 0; r < QKV_ROWS; r++) {
+    for (int r = 0; r < ROWS; r++) {
         if (r >= rows)
             break;
         const ckv_k_kv_layer &c = seqs ? seqs[row0 + r] : one;
@@ -220,10 +223,11 @@ static ckv_status launch_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params 
     if (p->head_dim % 2 || p->head_dim > 1024)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "qkv_post: head_dim %d unsupported",
                           p->head_dim);
-    const dim3 grid((n + QKV_ROWS - 1) / QKV_ROWS, p->n_head + 2 * p->n_head_kv);
-    CKV_CUDA(ckv_pdl_launch(qkv_post_kernel, grid, p->head_dim,
-                            QKV_ROWS * p->head_dim * sizeof(float), as_stream(stream), qkv, *p,
-                            one, seqs, n));
+    const int rows = !seqs && n >= QKV_WIDE_MIN ? QKV_WIDE_ROWS : 1;
+    const dim3 grid((n + rows - 1) / rows, p->n_head + 2 * p->n_head_kv);
+    CKV_CUDA(ckv_pdl_launch(rows > 1 ? qkv_post_kernel<QKV_WIDE_ROWS> : qkv_post_kernel<1>, grid,
+                            p->head_dim, rows * p->head_dim * sizeof(float), as_stream(stream),
+                            qkv, *p, one, seqs, n));
     return CKV_OK;
 }
 
