@@ -193,8 +193,8 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
 // another took 19 us for 65 ranges, ncu, run K). A decode (up to
 // MERGE_MAX_SPLITS ranges) takes R = 1; a prefill chunk of many rows and
 // few ranges takes R = 4 with room for MERGE_WIDE_SPLITS: a block of one
-// query with room for every range ran 9,216 blocks for a 1,024-row SmolLM2
-// segment at 27 an SM (17 us, ncu, run AX). The sums keep the ranges'
+// query with room for every range (9 KB of shared memory: at most 22 an SM)
+// ran 9,216 blocks for a 1,024-row SmolLM2 segment (17 us, ncu, run AX). The sums keep the ranges'
 // order: the result is that walk's (a range of weight 0 is skipped, not
 // added as 0), the same for either R.
 constexpr int MERGE_MAX_SPLITS = CKV_ATTENTION_MAX_SPLITS, MERGE_BATCH = 16;

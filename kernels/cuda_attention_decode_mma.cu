@@ -40,10 +40,13 @@
 // A warp's steps reach it through shared memory by cp.async, S - 1 steps
 // ahead of the one it computes; each copy instruction moves 512 consecutive
 // bytes of the list, and the lanes then read their permuted pieces from
-// the tile (swizzled: no bank conflicts). Loading straight into registers left a warp's loads in flight only
-// while it waited for them (run AO: batch 1 latency-bound, issue slots idle
-// about 60% of cycles); holding the next step in registers as well took a
-// block an SM (run AP, 198 registers) and was slower.
+// the tile (swizzled: no bank conflicts). Loading straight into registers
+// left a warp's loads in flight only while it waited for them (run AO:
+// batch 1 latency-bound, issue slots idle about 60% of cycles); holding
+// the next step in registers as well took a block an SM (run AP, 198
+// registers) and was slower. Staged, the latency-bound shapes run up to
+// 1.5x faster and the bandwidth-bound ones as before (runs AS, AT); copies
+// of the lanes' own pieces instead of whole rows capped near 3 TB/s (AR).
 // Scores are in log2 units (log2 of the degree as the bias); the partial
 // max goes out times ln 2, as the other kernels'.
 #include <math.h>
@@ -181,7 +184,7 @@ __device__ __forceinline__ void copy_step(Stage<HD> &st, const ckv_bf16 *K, cons
 }
 
 // At least 3 blocks an SM, as the CUDA-core kernel's group-4 instance: 168
-// registers at most (head_dim 128 takes 153-156, 64 takes 93-102).
+// registers at most (head_dim 128 takes 168, 64 takes 124-126; no spills).
 template <int HD, bool LOGITS>
 __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 {
@@ -210,7 +213,7 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
     // Step k of this warp starts at entry first + k NW STEP; the step count
     // is uniform over the warp (mma needs every lane). Steps k + 1 .. k + S
     // - 1 are in flight while step k is computed; groups past the last step
-    // are empty, so that the wait below always leaves S - 1 open. The first
+    // are empty, so that the wait below always leaves S - 2 open. The first
     // S - 1 steps' copies go out before the query is read and split.
     const int first = t_begin + warp * STEP;
     const int steps = first < t_end ? (t_end - first + NW * STEP - 1) / (NW * STEP) : 0;
@@ -359,7 +362,7 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 }
 
 // The stages take more than the 48 KB a launch gets without asking at head
-// dim 128 (3 x 4 x 4,352 B), and 3 blocks an SM need the largest carveout;
+// dim 128 (3 x 4 x 4,128 B), and 3 blocks an SM need the largest carveout;
 // the attributes are per device, so they are set before every launch.
 template <int HD, bool LOGITS>
 cudaError_t prepare()
