@@ -2,10 +2,12 @@
 // hold no registers while in flight, so a thread can keep several tiles'
 // loads outstanding while it computes on an earlier one. A thread's copies
 // are visible to itself after ckv_cp_async_wait; other threads need a
-// barrier after that wait.
+// barrier after that wait. Also the shared-memory room such staged tiles
+// need (ckv_allow_smem).
 #ifndef CKV_KERNELS_CUDA_ASYNC_COPY_CUH
 #define CKV_KERNELS_CUDA_ASYNC_COPY_CUH
 
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 // 16 bytes from src to dst. With in false nothing is read (src-size 0) and
@@ -39,6 +41,21 @@ template <int N>
 __device__ __forceinline__ void ckv_cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Lets kernel take `bytes` of dynamic shared memory (more than the 48 KB a
+// launch gets without asking) and prefers the largest shared-memory
+// carveout, so that several such blocks fit an SM. The attributes are per
+// device, so the kernels' launchers set them before every launch.
+template <typename K>
+inline cudaError_t ckv_allow_smem(K *kernel, int bytes)
+{
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return e != cudaSuccess ? e
+                            : cudaFuncSetAttribute(kernel,
+                                                   cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                   cudaSharedmemCarveoutMaxShared);
 }
 
 #endif

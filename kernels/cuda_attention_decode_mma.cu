@@ -362,25 +362,11 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 }
 
 // The stages take more than the 48 KB a launch gets without asking at head
-// dim 128 (3 x 4 x 4,128 B), and 3 blocks an SM need the largest carveout;
-// the attributes are per device, so they are set before every launch.
-template <int HD, bool LOGITS>
-cudaError_t prepare()
-{
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_mma<HD, LOGITS>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)smem_bytes<HD>());
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attention_decode_mma<HD, LOGITS>,
-                                 cudaFuncAttributePreferredSharedMemoryCarveout,
-                                 cudaSharedmemCarveoutMaxShared);
-    return e;
-}
-
+// dim 128 (3 x 4 x 4,128 B), and 3 blocks an SM need the largest carveout.
 template <int HD, bool LOGITS>
 cudaError_t launch_hd(const MArgs &a, dim3 grid, cudaStream_t st)
 {
-    const cudaError_t e = prepare<HD, LOGITS>();
+    const cudaError_t e = ckv_allow_smem(attention_decode_mma<HD, LOGITS>, (int)smem_bytes<HD>());
     return e != cudaSuccess ? e
                             : ckv_pdl_launch(attention_decode_mma<HD, LOGITS>, grid, NTH,
                                              smem_bytes<HD>(), st, a);
@@ -390,7 +376,7 @@ template <int HD>
 int resident()
 {
     int blocks = 0;
-    cudaError_t e = prepare<HD, false>();
+    cudaError_t e = ckv_allow_smem(attention_decode_mma<HD, false>, (int)smem_bytes<HD>());
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, attention_decode_mma<HD, false>,
                                                           NTH, smem_bytes<HD>());

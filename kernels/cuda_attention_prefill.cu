@@ -322,17 +322,12 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 }  // namespace
 
 // The tiles take more than the 48 KB a launch gets without asking, and the
-// 3 blocks per SM at HD 128 need the largest carveout (3 x 67,840 B); the
-// attributes are per device, so they are set at every launch.
+// 3 blocks per SM at HD 128 need the largest carveout (3 x 67,840 B).
 template <int HD, typename T>
 static ckv_status launch(const PArgs &a, dim3 grid, cudaStream_t stream, ckv_error *err)
 {
     const int bytes = (int)sizeof(Tiles<HD, T>);
-    CKV_CUDA(cudaFuncSetAttribute(attention_prefill<HD, T>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    CKV_CUDA(cudaFuncSetAttribute(attention_prefill<HD, T>,
-                                  cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  cudaSharedmemCarveoutMaxShared));
+    CKV_CUDA(ckv_allow_smem(attention_prefill<HD, T>, bytes));
     CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, T>, grid, NTH, bytes, stream, a));
     return CKV_OK;
 }
