@@ -56,6 +56,7 @@
 #include "cuda_attention_decode.h"
 #include "cuda_attention_partials.cuh"
 #include "cuda_bf16.cuh"
+#include "cuda_mma.cuh"
 #include "cuda_pdl.cuh"
 
 namespace {
@@ -65,8 +66,6 @@ constexpr int NTH = NW * 32;
 constexpr int MAX_GROUP = 8;  // the A rows a head's hi part can take
 constexpr int STEP = 8;       // entries per warp and step
 constexpr int S = 3;          // steps in flight per warp
-constexpr float LOG2E = 1.4426950408889634f;
-constexpr float LN2 = 0.6931471805599453f;
 
 struct MArgs {
     const float *q;
@@ -79,26 +78,11 @@ struct MArgs {
     float *part_o, *part_ml;
 };
 
-// Two bf16 (the first in the low half) as one register.
-__device__ __forceinline__ uint32_t pack(ckv_bf16 lo, ckv_bf16 hi)
-{
-    return (uint32_t)lo | (uint32_t)hi << 16;
-}
-
 // x as bf16 hi plus bf16 lo (x - hi rounded).
 __device__ __forceinline__ void split_bf16(float x, ckv_bf16 &hi, ckv_bf16 &lo)
 {
     hi = ckv_to_bf16(x);
     lo = ckv_to_bf16(x - ckv_from_bf16(hi));
-}
-
-__device__ __forceinline__ void mma16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                      uint32_t a3, uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0)
@@ -239,10 +223,10 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
                 split_bf16(g < G ? q[32 * i + 8 * t + e] * a.qscale : 0.0f, hi[e], lo[e]);
 #pragma unroll
             for (int s = 0; s < 2; s++) {
-                qa[2 * i + s][0] = pack(hi[4 * s], hi[4 * s + 1]);
-                qa[2 * i + s][1] = pack(lo[4 * s], lo[4 * s + 1]);
-                qa[2 * i + s][2] = pack(hi[4 * s + 2], hi[4 * s + 3]);
-                qa[2 * i + s][3] = pack(lo[4 * s + 2], lo[4 * s + 3]);
+                qa[2 * i + s][0] = ckv_pack_bf16(hi[4 * s], hi[4 * s + 1]);
+                qa[2 * i + s][1] = ckv_pack_bf16(lo[4 * s], lo[4 * s + 1]);
+                qa[2 * i + s][2] = ckv_pack_bf16(hi[4 * s + 2], hi[4 * s + 3]);
+                qa[2 * i + s][3] = ckv_pack_bf16(lo[4 * s + 2], lo[4 * s + 3]);
             }
         }
     }
@@ -287,9 +271,10 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
         float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < KQ; i++) {
-            mma16(sc, qa[2 * i][0], qa[2 * i][1], qa[2 * i][2], qa[2 * i][3], kq[i].x, kq[i].y);
-            mma16(sc, qa[2 * i + 1][0], qa[2 * i + 1][1], qa[2 * i + 1][2], qa[2 * i + 1][3],
-                  kq[i].z, kq[i].w);
+            ckv_mma_bf16(sc, qa[2 * i][0], qa[2 * i][1], qa[2 * i][2], qa[2 * i][3], kq[i].x,
+                         kq[i].y);
+            ckv_mma_bf16(sc, qa[2 * i + 1][0], qa[2 * i + 1][1], qa[2 * i + 1][2],
+                         qa[2 * i + 1][3], kq[i].z, kq[i].w);
         }
         // Head g's scores of entries e0, e1: hi row plus lo row, plus
         // log2(degree); -inf past the range, for degree 0 under the bias,
@@ -300,9 +285,9 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
                                                 : sc[1] + sc[3] + (a.bias ? log2f(d1) : 0.0f);
         if (LOGITS && lg) {
             if (e0 < t_end)
-                lg[e0] = s0 * LN2;
+                lg[e0] = s0 * CKV_LN2;
             if (e1 < t_end)
-                lg[e1] = s1 * LN2;
+                lg[e1] = s1 * CKV_LN2;
         }
         float mx = fmaxf(s0, s1);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -319,7 +304,7 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
         split_bf16(exp2f(s1 - ref), h1, l1);
         l = l * corr + ((ckv_from_bf16(h0) + ckv_from_bf16(l0)) +
                         (ckv_from_bf16(h1) + ckv_from_bf16(l1)));
-        const uint32_t pa0 = pack(h0, h1), pa1 = pack(l0, l1);
+        const uint32_t pa0 = ckv_pack_bf16(h0, h1), pa1 = ckv_pack_bf16(l0, l1);
         // O += P V, column tile j: the B register holds entries e0 and e1 at
         // dimension g NT + j (low halves of word j / 2 for even j, high
         // halves for odd).
@@ -352,7 +337,7 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
             mg.so[warp][g][(2 * t + 1) * NT + j] = o[j][1] + o[j][3];
         }
         if (t == 0) {
-            mg.ml[warp][g][0] = m * LN2;
+            mg.ml[warp][g][0] = m * CKV_LN2;
             mg.ml[warp][g][1] = l;
         }
     }
@@ -404,7 +389,7 @@ cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n
                                      cudaStream_t stream)
 {
     const MArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
-                     scale * LOG2E, bias, split.split_len, part_o,   part_ml};
+                     scale * CKV_LOG2E, bias, split.split_len, part_o,   part_ml};
     const dim3 grid(n, n_head_kv, split.splits);
     if (head_dim == 64)
         return logits ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);

@@ -1,0 +1,55 @@
+// Warp-level tensor-core pieces shared by the attention kernels that run
+// their products on mma.sync (cuda_attention_prefill.cu,
+// cuda_attention_decode_mma.cu): the bf16 m16n8k16 product, bf16 pairs as
+// one register, ldmatrix, and the log2 units their softmaxes use (scores
+// times log2 e so that exp is exp2; a max goes out times ln 2).
+//
+// Fragments of mma.m16n8k16 with .bf16 (PTX ISA, "Matrix Fragments for
+// mma.m16n8k16"; lane = 4 g + t): A 16x16 (row): a0 (g, 2t..2t+1), a1
+// (g + 8, 2t..), a2 (g, 2t + 8..), a3 (g + 8, 2t + 8..); B 16x8 (col): b0
+// (k 2t..2t+1, n g), b1 (k 2t + 8.., n g); C/D 16x8: (g, 2t), (g, 2t + 1),
+// (g + 8, 2t), (g + 8, 2t + 1).
+#ifndef CKV_KERNELS_CUDA_MMA_CUH
+#define CKV_KERNELS_CUDA_MMA_CUH
+
+#include <stdint.h>
+
+#include "cuda_kernels.h"
+
+constexpr float CKV_LOG2E = 1.4426950408889634f;
+constexpr float CKV_LN2 = 0.6931471805599453f;
+
+// Two bf16 (the first in the low half) as one register.
+__device__ __forceinline__ uint32_t ckv_pack_bf16(ckv_bf16 lo, ckv_bf16 hi)
+{
+    return (uint32_t)lo | (uint32_t)hi << 16;
+}
+
+// d += A B, one m16n8k16 bf16 step with fp32 accumulation.
+__device__ __forceinline__ void ckv_mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1,
+                                             uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 matrices of 16-bit elements from shared memory: lane l gives the
+// address of row l % 8 of matrix l / 8 (16 contiguous bytes), and gets r[i]
+// = matrix i's elements (l / 4, 2 (l % 4) .. + 1); with trans, its elements
+// (2 (l % 4) .. + 1, l / 4), a column pair.
+__device__ __forceinline__ void ckv_ldmatrix_x4(uint32_t (&r)[4], const void *row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(row))));
+}
+__device__ __forceinline__ void ckv_ldmatrix_x4_trans(uint32_t (&r)[4], const void *row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(row))));
+}
+
+#endif
