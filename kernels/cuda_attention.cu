@@ -405,11 +405,14 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
 }
 
 extern "C" ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_head,
-                                                        int32_t n_head_kv, bool scores)
+                                                        int32_t n_head_kv, bool scores,
+                                                        ckv_kv_dtype dtype)
 {
     if (ckv_attention_decode_fits(n, seqs, n_head, n_head_kv))
         return CKV_ATTN_DECODE;
-    return seqs || scores ? CKV_ATTN_PREFILL_F32 : CKV_ATTN_PREFILL_TF32;
+    if (seqs || scores)
+        return CKV_ATTN_PREFILL_F32;
+    return dtype == CKV_KV_BF16 ? CKV_ATTN_PREFILL_BF16 : CKV_ATTN_PREFILL_TF32;
 }
 
 extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head,
@@ -455,7 +458,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
               part_ml + (size_t)split.splits * n * n_head * 2};
     dim3 grid(seqs ? n : (n + BQ - 1) / BQ, n_head, split.splits);
     const ckv_k_attention_path path =
-        ckv_k_attention_path_of(n, seqs != NULL, n_head, n_head_kv, scores);
+        ckv_k_attention_path_of(n, seqs != NULL, n_head, n_head_kv, scores, dtype);
     const bool decode = path == CKV_ATTN_DECODE, bf16 = dtype == CKV_KV_BF16;
     if (decode && !seqs && scores && !c->logit)
         return ckv_errorf(err, CKV_ERR_ARG,
@@ -465,7 +468,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
         CKV_CUDA(ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
                                       scale, degree_bias, split, a.part_o, a.part_ml, scores,
                                       dtype, st));
-    else if (path == CKV_ATTN_PREFILL_TF32) {
+    else if (path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16) {
         const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
                                                    a.c, scale, degree_bias, split, a.part_o,
                                                    a.part_ml, st, err);

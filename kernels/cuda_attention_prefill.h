@@ -1,8 +1,9 @@
 // The prefill form of the attention's partial pass for cuda_attention.cu on
-// tensor cores: n query rows over one cache, Q.K^T and P.V as TF32
-// mma.sync with fp32 accumulation. Taken when no score pass follows (the
-// H2O score pass recomputes fp32 scores against the merged max and sum, so
-// a cache that tracks scores keeps the fp32 kernel).
+// tensor cores: n query rows over one cache, Q.K^T and P.V as mma.sync with
+// fp32 accumulation, TF32 over fp32 lists and bf16 over bf16 lists (the
+// file says what each rounds). Taken when no score pass follows (the H2O
+// score pass recomputes fp32 scores against the merged max and sum, so a
+// cache that tracks scores keeps the fp32 kernel).
 #ifndef CKV_KERNELS_CUDA_ATTENTION_PREFILL_H
 #define CKV_KERNELS_CUDA_ATTENTION_PREFILL_H
 

@@ -107,17 +107,21 @@ ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head,
 /* The partial pass a call takes: the decode kernel (one query per sequence,
  * GQA groups up to 8; kernels/cuda_attention_decode.cu), the fp32 prefill
  * kernel (kernels/cuda_attention.cu: a cache that tracks scores, or a batch
- * of sequences with larger groups), or the TF32 tensor-core prefill kernel
- * (kernels/cuda_attention_prefill.cu: one cache, no scores; its outputs
- * carry TF32's rounding, about 5e-4 relative). seqs: ckv_k_attention_seqs;
+ * of sequences with larger groups), or the tensor-core prefill kernel
+ * (kernels/cuda_attention_prefill.cu: one cache, no scores), whose form
+ * follows the lists' dtype: TF32 over fp32 lists (outputs carry TF32's
+ * rounding, about 5e-4 relative), bf16 over bf16 lists (q and the
+ * probabilities rounded to bf16, about 2e-3). seqs: ckv_k_attention_seqs;
  * scores: a score pass follows (c->score set for ckv_k_attention). */
 typedef enum {
     CKV_ATTN_DECODE,
     CKV_ATTN_PREFILL_F32,
-    CKV_ATTN_PREFILL_TF32
+    CKV_ATTN_PREFILL_TF32,
+    CKV_ATTN_PREFILL_BF16
 } ckv_k_attention_path;
 ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_head,
-                                             int32_t n_head_kv, bool scores);
+                                             int32_t n_head_kv, bool scores,
+                                             ckv_kv_dtype dtype);
 
 /* Attention of n queries (row i at q + i * q_stride, heads of head_dim) over
  * the layer's lists after their own entries were appended: query i of KV

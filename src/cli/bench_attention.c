@@ -28,6 +28,9 @@ enum { MAXL = 16 };
  * truncated (up to 2u), a few u of relative error in a probability-weighted
  * mean; as TOL_TF32 of tests/gpu/parity.c, which derives it. */
 #define TOL_ATTN_TF32 2e-3
+/* Its bf16 form over bf16 lists: q and p rounded to bf16 (u = 2^-9), k and
+ * v exact; as TOL_BF16_MMA of tests/gpu/parity.c, which derives it. */
+#define TOL_ATTN_BF16 8e-3
 
 typedef struct {
     int32_t ctx[MAXL], batch[MAXL], group[MAXL], hd[MAXL], prefill[MAXL], rows[MAXL];
@@ -45,9 +48,9 @@ static void help(FILE *fp)
             "usage: ckv bench attention [--device cuda] [options]\n\n"
             "Times the decoder's attention kernels (kernels/cuda_attention.cu; decode steps\n"
             "with groups up to 8 take kernels/cuda_attention_decode.cu, prefills and larger\n"
-            "groups (no H2O scores here) the TF32 tensor-core\n"
-            "kernels/cuda_attention_prefill.cu) on random caches (fp32 or bf16 keys and\n"
-            "values, --kv-dtype; fp32 degrees): decode steps\n"
+            "groups (no H2O scores here) the tensor-core kernels/cuda_attention_prefill.cu,\n"
+            "TF32 over fp32 lists and bf16 over bf16 ones) on random caches (fp32 or bf16\n"
+            "keys and values, --kv-dtype; fp32 degrees): decode steps\n"
             "(one query per sequence; a batch of B sequences is one launch with the batch\n"
             "folded into the heads) and causal prefills, with and without the degree\n"
             "bias, and the decoder's bf16 GEMMs at a model's projection shapes (cuBLAS,\n"
@@ -61,7 +64,8 @@ static void help(FILE *fp)
             "when biased), GB/s and %% of %.2f TB/s copy bandwidth; FLOPs, %% of %.0f\n"
             "TFLOP/s (measured bf16 matrix rate) and %% of %.0f TFLOP/s (%%tf32: dense TF32 is\n"
             "half the bf16 rate on Hopper; the reference for the TF32 prefill kernel, not\n"
-            "measured). Checks allow rel. L2 %.0e where the TF32 kernel runs, %.0e elsewhere.\n"
+            "measured). Checks allow rel. L2 %.0e where the TF32 kernel runs, %.0e where its\n"
+            "bf16 form runs, %.0e elsewhere.\n"
             "Table on stdout, HDF5 file with /attention and\n"
             "/gemm tables and the date, device and command line as attributes.\n\n"
             "Options:\n"
@@ -91,7 +95,7 @@ static void help(FILE *fp)
             "  --python PATH       interpreter for the peer (default python3)\n"
             "  -h, --help          this help\n",
             BENCH_COPY_BPS / 1e12, BENCH_MATMUL_FLOPS / 1e12, BENCH_TF32_FLOPS / 1e12,
-            TOL_ATTN_TF32, TOL_ATTN);
+            TOL_ATTN_TF32, TOL_ATTN_BF16, TOL_ATTN);
 }
 
 static int parse(int argc, char **argv, opts *o)
@@ -336,16 +340,21 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
         /* ckv_bench_attention_check's launch: the batch folded into the heads. */
         const int32_t lists = s.batch * s.n_head_kv;
         const ckv_k_attention_path path =
-            ckv_k_attention_path_of(s.queries, false, lists * s.group, lists, false);
-        const bool tf32 = path == CKV_ATTN_PREFILL_TF32;
-        const double tol = tf32 ? TOL_ATTN_TF32 : TOL_ATTN;
+            ckv_k_attention_path_of(s.queries, false, lists * s.group, lists, false, s.dtype);
+        const double tol = path == CKV_ATTN_PREFILL_TF32   ? TOL_ATTN_TF32
+                           : path == CKV_ATTN_PREFILL_BF16 ? TOL_ATTN_BF16
+                                                           : TOL_ATTN;
         const bool pass = e <= tol;
         ok &= pass;
         printf("check %-7s %s batch %d kv %d group %d hd %3d ctx %d queries %d bias %-3s (%s): "
                "rel L2 %.2e (tol %.0e) %s\n",
                prefill ? "prefill" : "decode", ckv_kv_dtype_name(s.dtype), s.batch, s.n_head_kv,
                s.group, s.head_dim, s.context, s.queries, s.degree_bias ? "on" : "off",
-               tf32 ? "tf32" : path == CKV_ATTN_DECODE ? "decode kernel" : "fp32", e,
+               path == CKV_ATTN_PREFILL_TF32   ? "tf32"
+               : path == CKV_ATTN_PREFILL_BF16 ? "bf16 mma"
+               : path == CKV_ATTN_DECODE       ? "decode kernel"
+                                               : "fp32",
+               e,
                tol, pass ? "ok" : "MISMATCH");
         snprintf(log + strlen(log), log_size - strlen(log), "%s%s hd%d g%d bias %s: %.2e",
                  *log ? "; " : "", prefill ? "prefill" : "decode", s.head_dim, s.group,

@@ -51,6 +51,13 @@
  * shapes): 2e-3 leaves a factor 2, and a wrong index, mask or stage is off
  * by order 1. */
 #define TOL_TF32 2e-3
+/* Its bf16 form over bf16 lists reads keys and values exactly and rounds the
+ * scaled q and the probabilities to bf16 (round to nearest even, u = 2^-9 =
+ * 2.0e-3), accumulating in fp32: by the argument above, about u from the
+ * probabilities' rounding and u times the scores' spread (< 1) from q's, so
+ * 2u = 3.9e-3 at worst; 8e-3 leaves a factor 2 (TOL_BF16's value), and a
+ * wrong index, mask or stage is off by order 1. */
+#define TOL_BF16_MMA 8e-3
 #define TOL_LOGITS 5e-2
 #define TOL_KV 3e-2
 /* A batched prefill against the same sequences prefilled alone, both on the
@@ -567,7 +574,10 @@ static void check_gemvs(void)
 
 static const char *attention_path_name(ckv_k_attention_path p)
 {
-    return p == CKV_ATTN_DECODE ? "decode" : p == CKV_ATTN_PREFILL_F32 ? "fp32" : "tf32";
+    return p == CKV_ATTN_DECODE        ? "decode"
+           : p == CKV_ATTN_PREFILL_F32  ? "fp32"
+           : p == CKV_ATTN_PREFILL_TF32 ? "tf32"
+                                        : "bf16 mma";
 }
 
 /* Attention over lists of different lengths with random degrees, n queries
@@ -587,9 +597,9 @@ typedef struct {
 } attn_case;
 
 /* dt: how the lists store keys and values; the CPU twin reads the values
- * the kernel reads (dev_kv), so the tolerances are those of fp32 lists
- * (the TF32 kernel's truncation of k and v does not occur for bf16 ones,
- * which are exact in TF32). */
+ * the kernel reads (dev_kv), so the tolerances are those of fp32 lists,
+ * except the tensor-core prefill's, whose form follows dt (TOL_TF32,
+ * TOL_BF16_MMA). */
 static void check_attention(attn_case ac, ckv_kv_dtype dt)
 {
     const int hd = ac.hd, n = ac.n, forced_splits = ac.forced_splits;
@@ -647,9 +657,10 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
      * reads but the partial pass did not store shows as NaN. */
     float *dlg = scores ? dev_poisoned(4 * (size_t)H * cap) : NULL;
     ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL, NULL, dt};
-    const ckv_k_attention_path path = ckv_k_attention_path_of(n, false, H, KV, scores);
+    const ckv_k_attention_path path = ckv_k_attention_path_of(n, false, H, KV, scores, dt);
     const ckv_k_attention_path expect = n == 1 && group <= 8 ? CKV_ATTN_DECODE
                                         : scores            ? CKV_ATTN_PREFILL_F32
+                                        : dt == CKV_KV_BF16 ? CKV_ATTN_PREFILL_BF16
                                                             : CKV_ATTN_PREFILL_TF32;
     if (scores && path == CKV_ATTN_DECODE) {
         ckv_error e2;
@@ -669,7 +680,9 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
              attention_path_name(path), ckv_kv_dtype_name(dt), hd, n, group, len0[0], len0[1],
              bias ? " +logdeg" : "", ac.zero_deg ? " (degrees 0)" : "", scores ? " +scores" : "",
              sp.splits);
-    const double tol = path == CKV_ATTN_PREFILL_TF32 ? TOL_TF32 : TOL_F32;
+    const double tol = path == CKV_ATTN_PREFILL_TF32   ? TOL_TF32
+                       : path == CKV_ATTN_PREFILL_BF16 ? TOL_BF16_MMA
+                                                       : TOL_F32;
     report(what, rel_l2(got, want, (size_t)n * H * hd), tol);
     if (path != expect) {
         printf("  FAIL: took the %s kernel, expected %s\n", attention_path_name(path),
@@ -786,7 +799,8 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_qkv_post(128, CKV_ROPE_NEOX, false, true, false, dt, 67);
     check_qkv_post(128, CKV_ROPE_NORM, true, false, true, dt, 3);
     printf("\nattention against ckv_attend; [kernel]: decode, fp32 (CUDA cores, taken when the "
-           "cache\ntracks scores) or tf32 (tensor cores, a prefill without scores)\n");
+           "cache\ntracks scores), tf32 or bf16 mma (tensor cores, a prefill without scores, "
+           "over\nfp32 or bf16 lists)\n");
     const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
                   e[2] = {3001, 0};
     check_attention((attn_case){64, 1, b, true, 0, true, 0, false}, dt);
