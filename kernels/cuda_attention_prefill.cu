@@ -2,8 +2,8 @@
 // warps takes 64 query rows of one query head and one range of its KV
 // head's list; each warp owns 16 rows. Blocks go heaviest first: the last
 // rows see the most entries. Key and value tiles go through shared memory
-// in two stages: the cp.async copies of the next tile are in flight while
-// the current one is computed. Per tile a warp computes S = Q K^T (fp32
+// in stages: the cp.async copies of the next tiles are in flight while the
+// current one is computed. Per tile a warp computes S = Q K^T (fp32
 // accumulate), masks it (range, causal, rows past n) where the tile
 // crosses a row's end, adds log(deg), keeps an online softmax per row and
 // accumulates O += P V, again on tensor cores. The partials go out in
@@ -48,7 +48,6 @@ constexpr int BQ = NW * WROWS;
 static_assert(BQ == CKV_PREFILL_TC_ROWS, "the planner counts blocks of BQ rows");
 constexpr int BKV = 32;  // entries per tile
 constexpr int NT = BKV / 8;  // 8-key column tiles of S
-constexpr int STAGES = 2;  // tiles in shared memory: the one computed, the one landing
 // Tile rows are HD elements and 16 bytes apart, so a row is a multiple of
 // 16 bytes plus 16, every copy's destination is 16-byte aligned (as
 // cp.async and ldmatrix need), and row r starts 4 banks after row r - 1 (HD
@@ -90,7 +89,9 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// A Form holds the cache's element type T and the products over a tile:
+// A Form holds the cache's element type T, the tiles in shared memory
+// (STAGES: the one computed and those landing) and the products over a
+// tile:
 //   load_q  the lane's A fragments of its rows g and g + 8 (q0, q1: NULL
 //           for a row past n, which is zero);
 //   scores  S of the tile's NT 8-key column tiles, in C fragments;
@@ -109,6 +110,7 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // 2t + 1.
 struct Tf32 {
     using T = float;
+    static constexpr int STAGES = 2;  // what 3 blocks of fp32 tiles an SM leave room for
     template <int HD>
     using Q = uint32_t[HD / 8][4];
     using P = uint32_t[NT][4];
@@ -174,6 +176,7 @@ struct Tf32 {
 // (ldmatrix .trans), again two column tiles an instruction.
 struct Bf16 {
     using T = ckv_bf16;
+    static constexpr int STAGES = 3;
     template <int HD>
     using Q = uint32_t[HD / 16][4];
     using P = uint32_t[NT][2];
@@ -249,13 +252,13 @@ struct Bf16 {
     }
 };
 
-// The shared memory of one block: STAGES tiles of keys, of values (in the
+// The shared memory of one block: S tiles of keys, of values (in the
 // cache's type T) and of log2(deg).
-template <int HD, typename T>
+template <int HD, typename T, int S>
 struct Tiles {
-    T k[STAGES][BKV][HD + PAD<T>];
-    T v[STAGES][BKV][HD + PAD<T>];
-    float l[STAGES][BKV];
+    T k[S][BKV][HD + PAD<T>];
+    T v[S][BKV][HD + PAD<T>];
+    float l[S][BKV];
 };
 
 // Starts the copies of one tile of rows (keys or values) into shared
@@ -281,31 +284,36 @@ __device__ __forceinline__ void copy_rows(T (*dst)[HD + PAD<T>], const T *src, i
 
 // Starts tile t0's copies into stage st as one group: keys, values and,
 // with the bias, the raw degrees (thread tid < BKV copies entry t0 + tid's;
-// it takes their log2 itself once they land).
-template <int HD, typename T>
-__device__ __forceinline__ void copy_tile(Tiles<HD, T> &sm, int st, const T *K, const T *V,
+// it takes their log2 itself once they land). Past the range the group is
+// empty, so that every tile is one group.
+template <int HD, typename T, int S>
+__device__ __forceinline__ void copy_tile(Tiles<HD, T, S> &sm, int st, const T *K, const T *V,
                                           const float *deg, bool bias, int t0, int t_end)
 {
     const int tid = threadIdx.x;
-    copy_rows<HD, T>(sm.k[st], K, t0, t_end);
-    copy_rows<HD, T>(sm.v[st], V, t0, t_end);
-    if (bias && tid < BKV && t0 + tid < t_end)
-        ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
+    if (t0 < t_end) {
+        copy_rows<HD, T>(sm.k[st], K, t0, t_end);
+        copy_rows<HD, T>(sm.v[st], V, t0, t_end);
+        if (bias && tid < BKV && t0 + tid < t_end)
+            ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
+    }
     ckv_cp_async_commit();
 }
 
 // Blocks per SM the registers must allow: at HD 128, 3 blocks (168
 // registers) is the most that compiles without spills, at HD 64, 4 (128).
-// Shared memory allows as many: 3 x 67,840 B at HD 128, 4 x 35,072 B at HD
-// 64 (fp32 tiles; bf16 tiles take about half). With tiles of 64 entries
-// the bf16 form spilled at these bounds.
+// Shared memory allows as many: at HD 128 3 x 67,840 B (fp32 tiles, 2
+// stages) or 3 x 52,608 B (bf16, 3 stages), at HD 64 4 x 35,072 B or
+// 4 x 28,032 B. With tiles of 64 entries the bf16 form spilled at these
+// bounds.
 template <int HD, typename F>
 __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArgs a)
 {
     using T = typename F::T;
+    constexpr int S = F::STAGES;
     constexpr int ND = HD / 8;  // 8-dimension column tiles of O
     extern __shared__ __align__(16) unsigned char smem[];
-    Tiles<HD, T> &sm = *reinterpret_cast<Tiles<HD, T> *>(smem);
+    Tiles<HD, T, S> &sm = *reinterpret_cast<Tiles<HD, T, S> *>(smem);
     ckv_pdl_wait();  // the lengths, keys, values and queries come from earlier kernels
     ckv_pdl_launch_dependents();
 
@@ -327,9 +335,10 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     const T *V = static_cast<const T *>(a.c.v) + (size_t)h * a.c.capacity * HD;
     const float *deg = a.c.deg + (size_t)h * a.c.capacity;
 
-    // Tile 0's copies start first, and land while Q is read.
-    if (t_begin < t_end)
-        copy_tile<HD, T>(sm, 0, K, V, deg, a.bias, t_begin, t_end);
+    // Tiles 0 .. S - 2 start first, and land while Q is read.
+#pragma unroll
+    for (int i = 0; i < S - 1; i++)
+        copy_tile<HD, T, S>(sm, i, K, V, deg, a.bias, t_begin + i * BKV, t_end);
     typename F::template Q<HD> qa;
     F::template load_q<HD>(qa, r0 < n ? a.q + (size_t)qh * HD + (size_t)r0 * a.q_stride : NULL,
                            r1 < n ? a.q + (size_t)qh * HD + (size_t)r1 * a.q_stride : NULL,
@@ -343,15 +352,16 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     // lane's share of the running sum, for rows g and g + 8.
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-    // Tile i + 1's copies start once every warp is past tile i - 1, whose
-    // stage they overwrite, and land while tile i is computed.
-    for (int t0 = t_begin, st = 0; t0 < t_end; t0 += BKV, st ^= 1) {
-        ckv_cp_async_wait<0>();  // this thread's copies of tile i
+    // Tile i + S - 1's copies start once every warp is past tile i - 1,
+    // whose stage they overwrite, and land while tiles i .. i + S - 2 are
+    // computed.
+    for (int t0 = t_begin, st = 0; t0 < t_end; t0 += BKV, st = st + 1 < S ? st + 1 : 0) {
+        ckv_cp_async_wait<S - 2>();  // this thread's copies of tile i
         if (tid < BKV)
             sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
         __syncthreads();  // everyone's copies of tile i; tile i - 1 no longer read
-        if (t0 + BKV < t_end)
-            copy_tile<HD, T>(sm, st ^ 1, K, V, deg, a.bias, t0 + BKV, t_end);
+        copy_tile<HD, T, S>(sm, st ? st - 1 : S - 1, K, V, deg, a.bias, t0 + (S - 1) * BKV,
+                            t_end);
         const float *ls = sm.l[st];
         // warp-uniform: no row of this warp sees the tile
         if (t0 >= w_end)
@@ -443,7 +453,7 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 template <int HD, typename F>
 static ckv_status launch(const PArgs &a, dim3 grid, cudaStream_t stream, ckv_error *err)
 {
-    const int bytes = (int)sizeof(Tiles<HD, typename F::T>);
+    const int bytes = (int)sizeof(Tiles<HD, typename F::T, F::STAGES>);
     CKV_CUDA(ckv_allow_smem(attention_prefill<HD, F>, bytes));
     CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, NTH, bytes, stream, a));
     return CKV_OK;
