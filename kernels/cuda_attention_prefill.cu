@@ -90,13 +90,16 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 }
 
 // A Form holds the cache's element type T, the tiles in shared memory
-// (STAGES: the one computed and those landing) and the products over a
-// tile:
+// (STAGES: the one computed and those landing), whether the softmax skips
+// work that leaves the same bits (SKIPS: the mask pass of a tile no row
+// ends in, without the bias; the rescale when no max moved) and the
+// products over a tile:
 //   load_q  the lane's A fragments of its rows g and g + 8 (q0, q1: NULL
 //           for a row past n, which is zero);
 //   scores  S of the tile's NT 8-key column tiles, in C fragments;
-//   round   a probability as the mma will read it (the sums take it);
-//   put_p   column tile nt's four rounded probabilities into P;
+//   exp2    2^x (x <= 0 or -inf);
+//   put_p   column tile nt's four probabilities into P, rounded as the mma
+//           will read them, and x rounded alike (the sums take it);
 //   pv      O += P V over the tile, O in C fragments of HD / 8 columns.
 //
 // Tf32 (fragments of m16n8k8 .tf32: A a0 (g, t), a1 (g + 8, t), a2 (g,
@@ -111,6 +114,7 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 struct Tf32 {
     using T = float;
     static constexpr int STAGES = 2;  // what 3 blocks of fp32 tiles an SM leave room for
+    static constexpr bool SKIPS = false;  // at its 168 registers it spilled with them
     template <int HD>
     using Q = uint32_t[HD / 8][4];
     using P = uint32_t[NT][4];
@@ -141,17 +145,17 @@ struct Tf32 {
                          __float_as_uint(ks[nt * 8 + g][k * 8 + t]),
                          __float_as_uint(ks[nt * 8 + g][k * 8 + t + 4]));
     }
-    static __device__ __forceinline__ float round(float p)
+    static __device__ __forceinline__ float exp2(float x)
     {
-        return __uint_as_float(tf32_bits(p));
+        return exp2f(x);
     }
-    static __device__ __forceinline__ void put_p(P &p, int nt, float p0, float p1, float p2,
-                                                 float p3)
+    static __device__ __forceinline__ void put_p(P &p, int nt, float (&x)[4])
     {
-        p[nt][0] = __float_as_uint(p0);
-        p[nt][1] = __float_as_uint(p1);
-        p[nt][2] = __float_as_uint(p2);
-        p[nt][3] = __float_as_uint(p3);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            p[nt][i] = tf32_bits(x[i]);
+            x[i] = __uint_as_float(p[nt][i]);
+        }
     }
     template <int HD>
     static __device__ __forceinline__ void pv(float (&o)[HD / 8][4], const P &p,
@@ -177,6 +181,7 @@ struct Tf32 {
 struct Bf16 {
     using T = ckv_bf16;
     static constexpr int STAGES = 3;
+    static constexpr bool SKIPS = true;
     template <int HD>
     using Q = uint32_t[HD / 16][4];
     using P = uint32_t[NT][2];
@@ -221,17 +226,26 @@ struct Bf16 {
                 ckv_mma_bf16(s[2 * np + 1], qa[k][0], qa[k][1], qa[k][2], qa[k][3], b[2], b[3]);
             }
     }
-    static __device__ __forceinline__ float round(float p)
+    // The hardware's approximate 2^x (relative error about 2^-22, far below
+    // the bf16 rounding that follows; 0 for -inf): one instruction, where
+    // exp2f adds range handling the probabilities do not need.
+    static __device__ __forceinline__ float exp2(float x)
     {
-        return ckv_from_bf16(ckv_to_bf16(p));
+        float y;
+        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+        return y;
     }
-    // p0, p1 are row g's keys 2t, 2t + 1; p2, p3 row g + 8's. Already bf16
-    // values: their upper halves are exact.
-    static __device__ __forceinline__ void put_p(P &p, int nt, float p0, float p1, float p2,
-                                                 float p3)
+    // x[0], x[1] are row g's keys 2t, 2t + 1; x[2], x[3] row g + 8's. Each
+    // pair rounded to nearest even by one conversion.
+    static __device__ __forceinline__ void put_p(P &p, int nt, float (&x)[4])
     {
-        p[nt][0] = __float_as_uint(p0) >> 16 | (__float_as_uint(p1) & 0xffff0000u);
-        p[nt][1] = __float_as_uint(p2) >> 16 | (__float_as_uint(p3) & 0xffff0000u);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const __nv_bfloat162 b = __floats2bfloat162_rn(x[2 * i], x[2 * i + 1]);
+            p[nt][i] = *reinterpret_cast<const uint32_t *>(&b);
+            x[2 * i] = __uint_as_float(p[nt][i] << 16);
+            x[2 * i + 1] = __uint_as_float(p[nt][i] & 0xffff0000u);
+        }
     }
     template <int HD>
     static __device__ __forceinline__ void pv(float (&o)[HD / 8][4], const P &p,
@@ -372,20 +386,25 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
         F::template scores<HD>(s, qa, sm.k[st], lane);
         // Bias, and masks where the tile crosses one of the lane's rows' ends
-        // (in a causal prefill only the warp's diagonal tiles); the tile's max
-        // per row over the quad's 4 lanes.
+        // (in a causal prefill only the warp's diagonal tiles): without
+        // either, nothing to do. Then the tile's max per row over the quad's
+        // 4 lanes.
         const bool whole = t0 + BKV <= min(e0, e1);
+        if (!F::SKIPS || a.bias || !whole)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int j = nt * 8 + 2 * t + e, tt = t0 + j;
+                    s[nt][e] = whole || tt < e0 ? s[nt][e] + ls[j] : -INFINITY;
+                    s[nt][2 + e] = whole || tt < e1 ? s[nt][2 + e] + ls[j] : -INFINITY;
+                }
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int j = nt * 8 + 2 * t + e, tt = t0 + j;
-                s[nt][e] = whole || tt < e0 ? s[nt][e] + ls[j] : -INFINITY;
-                s[nt][2 + e] = whole || tt < e1 ? s[nt][2 + e] + ls[j] : -INFINITY;
-                mx0 = fmaxf(mx0, s[nt][e]);
-                mx1 = fmaxf(mx1, s[nt][2 + e]);
-            }
+        for (int nt = 0; nt < NT; nt++) {
+            mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+        }
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
@@ -394,33 +413,36 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
         // A row that has seen nothing yet (max still -inf) exponentiates
         // against 0, never -inf - -inf: its p and correction are 0, and its
         // l and o stay 0.
+        // Where no row of the warp has a new max, every correction is 1
+        // (or 0 times a zero o and l): a SKIPS form skips the rescale, which
+        // leaves the same bits.
         const float base0 = mn0 == -INFINITY ? 0.0f : mn0;
         const float base1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float corr0 = exp2f(m0 - base0), corr1 = exp2f(m1 - base1);
+        if (!F::SKIPS || __any_sync(0xffffffffu, mn0 != m0 || mn1 != m1)) {
+            const float corr0 = F::exp2(m0 - base0), corr1 = F::exp2(m1 - base1);
+            l0 *= corr0;
+            l1 *= corr1;
+#pragma unroll
+            for (int nd = 0; nd < ND; nd++) {
+                o[nd][0] *= corr0;
+                o[nd][1] *= corr0;
+                o[nd][2] *= corr1;
+                o[nd][3] *= corr1;
+            }
+        }
         m0 = mn0;
         m1 = mn1;
-        l0 *= corr0;
-        l1 *= corr1;
-#pragma unroll
-        for (int nd = 0; nd < ND; nd++) {
-            o[nd][0] *= corr0;
-            o[nd][1] *= corr0;
-            o[nd][2] *= corr1;
-            o[nd][3] *= corr1;
-        }
         // P rounded once as the mma reads it; the sums take the rounded
         // values, so that the output is a weighted mean of V with exactly
         // those weights.
         typename F::P p;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
-            const float p0 = F::round(exp2f(s[nt][0] - base0));
-            const float p1 = F::round(exp2f(s[nt][1] - base0));
-            const float p2 = F::round(exp2f(s[nt][2] - base1));
-            const float p3 = F::round(exp2f(s[nt][3] - base1));
-            l0 += p0 + p1;
-            l1 += p2 + p3;
-            F::put_p(p, nt, p0, p1, p2, p3);
+            float x[4] = {F::exp2(s[nt][0] - base0), F::exp2(s[nt][1] - base0),
+                          F::exp2(s[nt][2] - base1), F::exp2(s[nt][3] - base1)};
+            F::put_p(p, nt, x);
+            l0 += x[0] + x[1];
+            l1 += x[2] + x[3];
         }
         F::template pv<HD>(o, p, sm.v[st], lane);
     }
