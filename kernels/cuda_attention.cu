@@ -185,109 +185,158 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
     }
 }
 
-// One block per (R queries, head), one thread per dimension, taking each of
-// the block's queries in every phase, their loads issued together. The
-// ranges' maxima and sums are staged in shared memory by all threads at
-// once and each range's weight computed once, so the loads of a long split
-// list overlap (a thread walking the ranges one dependent load after
-// another took 19 us for 65 ranges, ncu, run K). A decode (up to
-// MERGE_MAX_SPLITS ranges) takes R = 1; a prefill chunk of many rows and
-// few ranges takes R = 4 with room for MERGE_WIDE_SPLITS: a block of one
-// query with room for every range (9 KB of shared memory: at most 22 an SM)
-// ran 9,216 blocks for a 1,024-row SmolLM2 segment (17 us, ncu, run AX). The sums keep the ranges'
-// order: the result is that walk's (a range of weight 0 is skipped, not
-// added as 0), the same for either R.
+// One block per (query, head), one thread per dimension: a decode's merge
+// (up to MERGE_MAX_SPLITS ranges), and a prefill's beyond what the warp form
+// below takes. The ranges' maxima and sums are staged in shared memory by
+// all threads at once and each range's weight computed once, so the loads of
+// a long split list overlap (a thread walking the ranges one dependent load
+// after another took 19 us for 65 ranges, ncu, run K). The sums keep the
+// ranges' order (a range of weight 0 is skipped, not added as 0).
 constexpr int MERGE_MAX_SPLITS = CKV_ATTENTION_MAX_SPLITS, MERGE_BATCH = 16;
-constexpr int MERGE_WIDE_ROWS = 4, MERGE_WIDE_SPLITS = 64, MERGE_WIDE_MIN = 64;
+constexpr int MERGE_WIDE_MIN = 64;
 
-template <int R, int MS>
 __global__ void attention_merge(const float *__restrict__ part_o,
                                 const float *__restrict__ part_ml, int32_t splits, int32_t n,
                                 int32_t H, int32_t hd, float *out32, ckv_bf16 *out16, float *ml)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
-    __shared__ float wt[R][MS], ls[R][MS], red[R][32];
-    const int i0 = blockIdx.x * R, qh = blockIdx.y, d = threadIdx.x;
-    const int rows = min(R, n - i0);
-    float M[R];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        M[r] = -INFINITY;
-    for (int s = d; s < splits; s += blockDim.x)
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            if (r >= rows)
-                break;
-            const size_t row = ((size_t)s * n + i0 + r) * H + qh;
-            wt[r][s] = part_ml[row * 2];
-            ls[r][s] = part_ml[row * 2 + 1];
-            M[r] = fmaxf(M[r], wt[r][s]);
-        }
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        for (int o = 16; o > 0; o >>= 1)
-            M[r] = fmaxf(M[r], __shfl_xor_sync(0xffffffffu, M[r], o));
-        if (d % 32 == 0)
-            red[r][d / 32] = M[r];
+    __shared__ float wt[MERGE_MAX_SPLITS], ls[MERGE_MAX_SPLITS], red[32];
+    const int i = blockIdx.x, qh = blockIdx.y, d = threadIdx.x;
+    float M = -INFINITY;
+    for (int s = d; s < splits; s += blockDim.x) {
+        const size_t row = ((size_t)s * n + i) * H + qh;
+        wt[s] = part_ml[row * 2];
+        ls[s] = part_ml[row * 2 + 1];
+        M = fmaxf(M, wt[s]);
     }
+    for (int o = 16; o > 0; o >>= 1)
+        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (d % 32 == 0)
+        red[d / 32] = M;
     __syncthreads();
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        M[r] = red[r][0];
-        for (int w = 1; w < (int)(blockDim.x + 31) / 32; w++)
-            M[r] = fmaxf(M[r], red[r][w]);
-    }
+    M = red[0];
+    for (int w = 1; w < (int)(blockDim.x + 31) / 32; w++)
+        M = fmaxf(M, red[w]);
     // A range the query sees nothing of (max -inf) weighs 0, not exp(NaN).
     for (int s = d; s < splits; s += blockDim.x)
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            if (r < rows)
-                wt[r][s] = wt[r][s] == -INFINITY ? 0.0f : expf(wt[r][s] - M[r]);
+        wt[s] = wt[s] == -INFINITY ? 0.0f : expf(wt[s] - M);
     __syncthreads();
-    // MERGE_BATCH ranges' outputs of every query loaded before any is added:
-    // a load per range then its add would wait out one L2 round trip each.
-    float L[R], O[R];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        L[r] = O[r] = 0.0f;
+    // MERGE_BATCH ranges' outputs loaded before any is added: a load per
+    // range then its add would wait out one L2 round trip each.
+    float L = 0.0f, O = 0.0f;
     for (int s0 = 0; s0 < splits; s0 += MERGE_BATCH) {
-        float ov[R][MERGE_BATCH];
+        float ov[MERGE_BATCH];
 #pragma unroll
-        for (int r = 0; r < R; r++)
+        for (int j = 0; j < MERGE_BATCH; j++) {
+            const int s = s0 + j;
+            ov[j] = s < splits && wt[s] != 0.0f ? part_o[(((size_t)s * n + i) * H + qh) * hd + d]
+                                                : 0.0f;
+        }
 #pragma unroll
-            for (int j = 0; j < MERGE_BATCH; j++) {
-                const int s = s0 + j;
-                ov[r][j] = r < rows && s < splits && wt[r][s] != 0.0f
-                               ? part_o[(((size_t)s * n + i0 + r) * H + qh) * hd + d]
-                               : 0.0f;
-            }
+        for (int j = 0; j < MERGE_BATCH; j++) {
+            const int s = s0 + j;
+            if (s >= splits || wt[s] == 0.0f)
+                continue;
+            L += wt[s] * ls[s];
+            O += wt[s] * ov[j];
+        }
+    }
+    const float res = O / L;
+    if (d == 0) {
+        ml[((size_t)i * H + qh) * 2] = M;
+        ml[((size_t)i * H + qh) * 2 + 1] = L;
+    }
+    const size_t o = (size_t)i * H * hd + (size_t)qh * hd + d;
+    if (out32)
+        out32[o] = res;
+    else {
+        __nv_bfloat16 b = __float2bfloat16_rn(res);
+        out16[o] = *reinterpret_cast<ckv_bf16 *>(&b);
+    }
+}
+
+// The merge of a prefill chunk (at least MERGE_WIDE_MIN rows, at most
+// MERGE_WARP_SPLITS ranges): a warp per (row, query head), lane l holding
+// ranges l and l + 32's max and sum and dimensions V l .. V l + V - 1 (V =
+// head_dim / 32). The first MERGE_BATCH ranges' outputs are loaded together
+// with the maxima (every range's are written, zeros where the row saw
+// nothing, and one of weight 0 is not used), and the weights go from lane to
+// lane by shuffles: no shared memory, no barrier, one trip to memory where
+// the block form takes three (its 4-row form took 15 us for a 1,024-row
+// SmolLM2 segment of 4 ranges and 281 us for the 8B's 4,096 rows of one
+// range, about 0.36 TB/s; ncu, run BF). The same arithmetic in the same
+// order as attention_merge: the same bits.
+constexpr int MERGE_WARPS = 4, MERGE_WARP_SPLITS = 64;
+
+template <int V>
+__global__ void __launch_bounds__(MERGE_WARPS * 32)
+    attention_merge_warp(const float *__restrict__ part_o, const float *__restrict__ part_ml,
+                         int32_t splits, int32_t n, int32_t H, float *out32, ckv_bf16 *out16,
+                         float *ml)
+{
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
+    constexpr int HD = 32 * V;
+    const int lane = threadIdx.x % 32, i = blockIdx.x * MERGE_WARPS + threadIdx.x / 32;
+    if (i >= n)
+        return;
+    const size_t per = (size_t)n * H, row = (size_t)i * H + blockIdx.y;  // (row, head) units
+    float mA = -INFINITY, lA = 0.0f, mB = -INFINITY, lB = 0.0f;
+    if (lane < splits) {
+        mA = part_ml[(lane * per + row) * 2];
+        lA = part_ml[(lane * per + row) * 2 + 1];
+    }
+    if (lane + 32 < splits) {
+        mB = part_ml[((lane + 32) * per + row) * 2];
+        lB = part_ml[((lane + 32) * per + row) * 2 + 1];
+    }
+    float L = 0.0f, O[V], wA = 0.0f, wB = 0.0f, M = -INFINITY;
 #pragma unroll
-        for (int r = 0; r < R; r++)
+    for (int v = 0; v < V; v++)
+        O[v] = 0.0f;
+    for (int s0 = 0; s0 < splits; s0 += MERGE_BATCH) {
+        float ov[MERGE_BATCH][V];
 #pragma unroll
-            for (int j = 0; j < MERGE_BATCH; j++) {
-                const int s = s0 + j;
-                if (r >= rows || s >= splits || wt[r][s] == 0.0f)
-                    continue;
-                L[r] += wt[r][s] * ls[r][s];
-                O[r] += wt[r][s] * ov[r][j];
-            }
+        for (int j = 0; j < MERGE_BATCH; j++)
+#pragma unroll
+            for (int v = 0; v < V; v++)
+                ov[j][v] = s0 + j < splits ? part_o[((s0 + j) * per + row) * HD + V * lane + v]
+                                           : 0.0f;
+        if (s0 == 0) {
+            M = fmaxf(mA, mB);
+            for (int o = 16; o > 0; o >>= 1)
+                M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+            // A range the row sees nothing of (max -inf) weighs 0, not exp(NaN).
+            wA = mA == -INFINITY ? 0.0f : expf(mA - M);
+            wB = mB == -INFINITY ? 0.0f : expf(mB - M);
+        }
+#pragma unroll
+        for (int j = 0; j < MERGE_BATCH; j++) {
+            const int s = s0 + j;
+            if (s >= splits)
+                break;
+            const float w = __shfl_sync(0xffffffffu, s < 32 ? wA : wB, s % 32);
+            const float ls = __shfl_sync(0xffffffffu, s < 32 ? lA : lB, s % 32);
+            if (w == 0.0f)
+                continue;
+            L += w * ls;
+#pragma unroll
+            for (int v = 0; v < V; v++)
+                O[v] += w * ov[j][v];
+        }
+    }
+    if (lane == 0) {
+        ml[row * 2] = M;
+        ml[row * 2 + 1] = L;
     }
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        if (r >= rows)
-            break;
-        const int i = i0 + r;
-        const float res = O[r] / L[r];
-        if (d == 0) {
-            ml[((size_t)i * H + qh) * 2] = M[r];
-            ml[((size_t)i * H + qh) * 2 + 1] = L[r];
-        }
-        const size_t o = (size_t)i * H * hd + (size_t)qh * hd + d;
+    for (int v = 0; v < V; v++) {
+        const size_t o = row * HD + V * lane + v;
         if (out32)
-            out32[o] = res;
+            out32[o] = O[v] / L;
         else {
-            __nv_bfloat16 b = __float2bfloat16_rn(res);
+            __nv_bfloat16 b = __float2bfloat16_rn(O[v] / L);
             out16[o] = *reinterpret_cast<ckv_bf16 *>(&b);
         }
     }
@@ -471,19 +520,21 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
     else if (path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16) {
         const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
                                                    a.c, scale, degree_bias, split, a.part_o,
-                                                   a.part_ml, st, err);
+                                                   a.part_ml, out32, out16, a.ml, st, err);
         if (s != CKV_OK)
             return s;
+        if (split.splits == 1)  // it wrote the merge's results itself
+            return CKV_OK;
     } else
         CKV_CUDA(ckv_pdl_launch(bf16 ? partial_of<ckv_bf16>(head_dim) : partial_of<float>(head_dim),
                                 grid, BQ * TPQ, 0, st, a));
-    if (!seqs && n >= MERGE_WIDE_MIN && split.splits <= MERGE_WIDE_SPLITS)
-        CKV_CUDA(ckv_pdl_launch(attention_merge<MERGE_WIDE_ROWS, MERGE_WIDE_SPLITS>,
-                                dim3((n + MERGE_WIDE_ROWS - 1) / MERGE_WIDE_ROWS, n_head),
-                                head_dim, 0, st, a.part_o, a.part_ml, split.splits, n, n_head,
-                                head_dim, out32, out16, a.ml));
+    if (!seqs && n >= MERGE_WIDE_MIN && split.splits <= MERGE_WARP_SPLITS)
+        CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_merge_warp<2> : attention_merge_warp<4>,
+                                dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head),
+                                MERGE_WARPS * 32, 0, st, a.part_o, a.part_ml, split.splits, n,
+                                n_head, out32, out16, a.ml));
     else
-        CKV_CUDA(ckv_pdl_launch(attention_merge<1, MERGE_MAX_SPLITS>, dim3(n, n_head), head_dim,
+        CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), head_dim,
                                 0, st, a.part_o, a.part_ml, split.splits, n, n_head, head_dim,
                                 out32, out16, a.ml));
     if (scores) {

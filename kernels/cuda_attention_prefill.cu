@@ -68,6 +68,11 @@ struct PArgs {
     bool bias;
     int32_t split_len;
     float *part_o, *part_ml;
+    // One range (splits 1): the results instead, exactly as the merge
+    // would write them (see ckv_attention_prefill); else all NULL.
+    float *out32;
+    ckv_bf16 *out16;
+    float *ml;
 };
 
 // fp32 rounded to the nearest TF32 (10-bit mantissa, ties away from zero),
@@ -452,20 +457,30 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const bool direct = a.out32 || a.out16;
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int r = half ? r1 : r0;
         if (r >= n)
             continue;
+        const float l = half ? l1 : l0;
         const size_t row = ((size_t)split * n + r) * a.H + qh;
-        float *po = a.part_o + row * HD + 2 * t;
+        const size_t at = row * HD + 2 * t;
 #pragma unroll
-        for (int nd = 0; nd < ND; nd++)
-            *reinterpret_cast<float2 *>(po + nd * 8) =
-                make_float2(o[nd][2 * half], o[nd][2 * half + 1]);
+        for (int nd = 0; nd < ND; nd++) {
+            const float x0 = o[nd][2 * half], x1 = o[nd][2 * half + 1];
+            if (!direct)
+                *reinterpret_cast<float2 *>(a.part_o + at + nd * 8) = make_float2(x0, x1);
+            else if (a.out32)
+                *reinterpret_cast<float2 *>(a.out32 + at + nd * 8) = make_float2(x0 / l, x1 / l);
+            else
+                *reinterpret_cast<__nv_bfloat162 *>(a.out16 + at + nd * 8) =
+                    __floats2bfloat162_rn(x0 / l, x1 / l);
+        }
         if (t == 0) {
-            a.part_ml[row * 2] = (half ? m1 : m0) * CKV_LN2;
-            a.part_ml[row * 2 + 1] = half ? l1 : l0;
+            float *ml = direct ? a.ml : a.part_ml;
+            ml[row * 2] = (half ? m1 : m0) * CKV_LN2;
+            ml[row * 2 + 1] = l;
         }
     }
 }
@@ -492,11 +507,13 @@ static ckv_status launch_f(const PArgs &a, int head_dim, dim3 grid, cudaStream_t
 ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  float scale, bool bias, ckv_k_attention_split split,
-                                 float *part_o, float *part_ml, cudaStream_t stream,
-                                 ckv_error *err)
+                                 float *part_o, float *part_ml, float *out32, ckv_bf16 *out16,
+                                 float *ml, cudaStream_t stream, ckv_error *err)
 {
-    const PArgs a = {q,           q_stride, n, n_head, n_head_kv, c, scale * CKV_LOG2E, bias,
-                     split.split_len, part_o,   part_ml};
+    const bool one = split.splits == 1;
+    const PArgs a = {q,       q_stride,        n,      n_head,           n_head_kv,
+                     c,       scale * CKV_LOG2E, bias, split.split_len, part_o,
+                     part_ml, one ? out32 : NULL, one ? out16 : NULL, one ? ml : NULL};
     const dim3 grid((n + BQ - 1) / BQ, n_head, split.splits);
     return c.dtype == CKV_KV_BF16 ? launch_f<Bf16>(a, head_dim, grid, stream, err)
                                   : launch_f<Tf32>(a, head_dim, grid, stream, err);
