@@ -10,22 +10,37 @@
 #include "cuda_kernels.h"
 #include "cuda_pdl.cuh"
 
-// Sum over the block; every thread gets the result. blockDim.x <= 1024.
-static __device__ float block_sum(float v)
+// Sums over the block of each of R values; every thread gets the results.
+// blockDim.x <= 1024. Each sum takes the same tree whatever R is.
+template <int R>
+static __device__ void block_sums(float (&v)[R])
 {
-    __shared__ float part[32];
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+    __shared__ float part[R][32];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        for (int o = 16; o > 0; o >>= 1)
+            v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
     int w = threadIdx.x / 32, lane = threadIdx.x % 32;
     __syncthreads();  // part[] may still be read by a previous call
     if (lane == 0)
-        part[w] = v;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            part[r][w] = v[r];
     __syncthreads();
     int nw = (blockDim.x + 31) / 32;
-    v = lane < nw ? part[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        v[r] = lane < nw ? part[r][lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1)
+            v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
+    }
+}
+
+static __device__ float block_sum(float v)
+{
+    float a[1] = {v};
+    block_sums<1>(a);
+    return a[0];
 }
 
 static cudaStream_t as_stream(void *s)
@@ -50,24 +65,31 @@ extern "C" ckv_status ckv_k_embed(float *x, const float *table, const int32_t *t
     return CKV_OK;
 }
 
-// One block per row, each thread holding its float4s in registers: every
-// load of x and add is issued before any store (a loop that stored x[j]
-// between loads could not overlap them, since x and add might alias), so a
-// row costs one memory round trip, not E / 256 of them (14 us for E = 4096
-// by ncu, run K, with the per-element loop). The weights are static: their
-// loads are issued before the wait for the kernel that wrote x (cuda_pdl.cuh).
+// One block per R rows, each thread holding its float4s of each row in
+// registers: every load of x and add is issued before any store (a loop
+// that stored x[j] between loads could not overlap them, since x and add
+// might alias), so a block costs one memory round trip, not E / 256 of them
+// (14 us for E = 4096 by ncu, run K, with the per-element loop). Rows of at
+// most 4 x RMS_THREADS (one float4 a thread) in chunks of RMS_WIDE_MIN rows
+// or more take 4 a block: with one, a 4,096-row SmolLM2 pass (E = 576) ran
+// 4,096 blocks of a round trip and two barriers each (21 us, ncu, run BG).
+// Each row's arithmetic is the same in both forms. The weights are static:
+// their loads are issued before the wait for the kernel that wrote x
+// (cuda_pdl.cuh).
 constexpr int RMS_THREADS = 256, RMS_VEC = 8;  // float4s per thread: E <= 8192
+constexpr int RMS_WIDE_ROWS = 4, RMS_WIDE_MIN = 64;
 
+template <int R, int VEC>
 __global__ void __launch_bounds__(RMS_THREADS)
     residual_rmsnorm_kernel(float *__restrict__ x, const float *__restrict__ add,
-                            const float *__restrict__ w, ckv_bf16 *__restrict__ out, int32_t E,
-                            float eps)
+                            const float *__restrict__ w, ckv_bf16 *__restrict__ out, int32_t n,
+                            int32_t E, float eps)
 {
     const int n4 = E / 4;
     const float4 *w4 = reinterpret_cast<const float4 *>(w);
-    float4 g[RMS_VEC];
+    float4 g[VEC];
 #pragma unroll
-    for (int k = 0; k < RMS_VEC; k++) {
+    for (int k = 0; k < VEC; k++) {
         const int j = threadIdx.x + k * RMS_THREADS;
         if (j >= n4)
             break;
@@ -75,36 +97,52 @@ __global__ void __launch_bounds__(RMS_THREADS)
     }
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
-    float4 *xr = reinterpret_cast<float4 *>(x + (size_t)blockIdx.x * E);
-    const float4 *ar = add ? reinterpret_cast<const float4 *>(add + (size_t)blockIdx.x * E) : NULL;
-    float4 v[RMS_VEC];
-    float ss = 0.0f;
+    const int row0 = blockIdx.x * R;
+    float4 v[R][VEC];
+    float ss[R];
 #pragma unroll
-    for (int k = 0; k < RMS_VEC; k++) {
-        const int j = threadIdx.x + k * RMS_THREADS;
-        if (j >= n4)
-            break;
-        v[k] = xr[j];
-        if (ar) {
-            const float4 a = ar[j];
-            v[k].x += a.x, v[k].y += a.y, v[k].z += a.z, v[k].w += a.w;
+    for (int r = 0; r < R; r++) {
+        ss[r] = 0.0f;
+        if (row0 + r >= n)
+            continue;
+        const float4 *xr = reinterpret_cast<const float4 *>(x + (size_t)(row0 + r) * E);
+        const float4 *ar =
+            add ? reinterpret_cast<const float4 *>(add + (size_t)(row0 + r) * E) : NULL;
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            const int j = threadIdx.x + k * RMS_THREADS;
+            if (j >= n4)
+                break;
+            v[r][k] = xr[j];
+            if (ar) {
+                const float4 a = ar[j];
+                v[r][k].x += a.x, v[r][k].y += a.y, v[r][k].z += a.z, v[r][k].w += a.w;
+            }
+            ss[r] += v[r][k].x * v[r][k].x + v[r][k].y * v[r][k].y + v[r][k].z * v[r][k].z +
+                     v[r][k].w * v[r][k].w;
         }
-        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     }
-    ss = block_sum(ss);
-    const float r = (float)(1.0 / sqrt((double)ss / E + eps));
-    uint2 *o = reinterpret_cast<uint2 *>(out + (size_t)blockIdx.x * E);
+    block_sums<R>(ss);
 #pragma unroll
-    for (int k = 0; k < RMS_VEC; k++) {
-        const int j = threadIdx.x + k * RMS_THREADS;
-        if (j >= n4)
+    for (int r = 0; r < R; r++) {
+        if (row0 + r >= n)
             break;
-        if (ar)
-            xr[j] = v[k];
-        o[j] = make_uint2((uint32_t)ckv_to_bf16(v[k].x * r * g[k].x) |
-                              (uint32_t)ckv_to_bf16(v[k].y * r * g[k].y) << 16,
-                          (uint32_t)ckv_to_bf16(v[k].z * r * g[k].z) |
-                              (uint32_t)ckv_to_bf16(v[k].w * r * g[k].w) << 16);
+        const float rs = (float)(1.0 / sqrt((double)ss[r] / E + eps));
+        float4 *xr = reinterpret_cast<float4 *>(x + (size_t)(row0 + r) * E);
+        uint2 *o = reinterpret_cast<uint2 *>(out + (size_t)(row0 + r) * E);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            const int j = threadIdx.x + k * RMS_THREADS;
+            if (j >= n4)
+                break;
+            const float4 u = v[r][k];
+            if (add)
+                xr[j] = u;
+            o[j] = make_uint2((uint32_t)ckv_to_bf16(u.x * rs * g[k].x) |
+                                  (uint32_t)ckv_to_bf16(u.y * rs * g[k].y) << 16,
+                              (uint32_t)ckv_to_bf16(u.z * rs * g[k].z) |
+                                  (uint32_t)ckv_to_bf16(u.w * rs * g[k].w) << 16);
+        }
     }
 }
 
@@ -116,8 +154,13 @@ extern "C" ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const f
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "rmsnorm: width %d (a multiple of 4, at most %d)", E,
                           4 * RMS_VEC * RMS_THREADS);
-    CKV_CUDA(ckv_pdl_launch(residual_rmsnorm_kernel, n, RMS_THREADS, 0, as_stream(stream), x, add,
-                            w, out, E, eps));
+    if (n >= RMS_WIDE_MIN && E <= 4 * RMS_THREADS)
+        CKV_CUDA(ckv_pdl_launch(residual_rmsnorm_kernel<RMS_WIDE_ROWS, 1>,
+                                (n + RMS_WIDE_ROWS - 1) / RMS_WIDE_ROWS, RMS_THREADS, 0,
+                                as_stream(stream), x, add, w, out, n, E, eps));
+    else
+        CKV_CUDA(ckv_pdl_launch(residual_rmsnorm_kernel<1, RMS_VEC>, n, RMS_THREADS, 0,
+                                as_stream(stream), x, add, w, out, n, E, eps));
     return CKV_OK;
 }
 

@@ -206,10 +206,10 @@ static void check_embed(void)
     free(want);
 }
 
-/* Rows of width E (the widest the kernel takes is 8192: 8 float4 per thread). */
-static void check_rmsnorm(bool with_add, int E)
+/* n rows of width E (the widest the kernel takes is 8192: 8 float4 per
+ * thread; from 64 rows of at most 1024 it takes 4 rows a block). */
+static void check_rmsnorm(bool with_add, int E, int n)
 {
-    const int n = 5;
     const float eps = 1e-5f;
     size_t ne = (size_t)n * E;
     float *x = xmalloc(4 * ne), *add = xmalloc(4 * ne), *w = xmalloc(4 * E), *want = xmalloc(4 * ne),
@@ -229,10 +229,12 @@ static void check_rmsnorm(bool with_add, int E)
     CHECK(ckv_cuda_download(xg, dx, 4 * ne, err));
     for (size_t i = 0; i < ne; i++)
         got[i] = bf16_to_f32(g16[i]);
-    char what[64];
-    snprintf(what, sizeof what, "%s, width %d", with_add ? "residual add (exact)" : "residual stream untouched (exact)", E);
+    char what[80];
+    snprintf(what, sizeof what, "%s, %d x %d",
+             with_add ? "residual add (exact)" : "residual stream untouched (exact)", n, E);
     report(what, rel_l2(xg, xw, ne), 0.0);
-    snprintf(what, sizeof what, "%s, width %d", with_add ? "residual add + rmsnorm -> bf16" : "rmsnorm -> bf16", E);
+    snprintf(what, sizeof what, "%s, %d x %d",
+             with_add ? "residual add + rmsnorm -> bf16" : "rmsnorm -> bf16", n, E);
     report(what, max_rel(got, want, ne, 1e-6), TOL_BF16);
     ckv_cuda_free(dx);
     ckv_cuda_free(da);
@@ -861,11 +863,13 @@ static void check_cache_kernels(ckv_kv_dtype dt)
 static void check_kernels(void)
 {
     check_embed();
-    check_rmsnorm(false, 576);
-    check_rmsnorm(true, 576);
-    check_rmsnorm(true, 4096);
-    check_rmsnorm(true, 8192);
-    check_rmsnorm(true, 3584);
+    check_rmsnorm(false, 576, 5);
+    check_rmsnorm(true, 576, 5);
+    check_rmsnorm(true, 576, 67);
+    check_rmsnorm(false, 1024, 67);
+    check_rmsnorm(true, 4096, 5);
+    check_rmsnorm(true, 8192, 5);
+    check_rmsnorm(true, 3584, 5);
     check_rmsnorm_refusal(8196);
     check_rmsnorm_refusal(578);
     check_swiglu(3, 1536);
