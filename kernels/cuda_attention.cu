@@ -480,13 +480,15 @@ extern "C" ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_
     return plan_for(n_seq, true, n_head, n_head_kv, head_dim, max_len, n_sm, ws_floats, dtype);
 }
 
-// One launcher for both forms: rows of one cache (c), or one row per
-// sequence (seqs, device memory); `scores`: some cache tracks them.
+// One launcher for every form: rows of one cache (c), one row per sequence
+// (seqs, device memory), or segments of rows each over its own cache (sg,
+// tensor-core prefill only); `scores`: some cache tracks them.
 static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
                          int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                          const ckv_k_kv_layer *c, const ckv_k_kv_layer *seqs,
-                         ckv_kv_dtype dtype, bool scores, float scale, bool degree_bias,
-                         ckv_k_attention_split split, float *ws, void *stream, ckv_error *err)
+                         const ckv_k_segments *sg, ckv_kv_dtype dtype, bool scores, float scale,
+                         bool degree_bias, ckv_k_attention_split split, float *ws, void *stream,
+                         ckv_error *err)
 {
     if ((out32 == NULL) == (out16 == NULL))
         return ckv_errorf(err, CKV_ERR_ARG, "attention: exactly one of out32, out16 must be set");
@@ -509,6 +511,11 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
     const ckv_k_attention_path path =
         ckv_k_attention_path_of(n, seqs != NULL, n_head, n_head_kv, scores, dtype);
     const bool decode = path == CKV_ATTN_DECODE, bf16 = dtype == CKV_KV_BF16;
+    if (sg && path != CKV_ATTN_PREFILL_TF32 && path != CKV_ATTN_PREFILL_BF16)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "attention: segments of %d rows over %d caches take the tensor-core "
+                          "prefill kernel only (no scores, groups that no decode kernel takes)",
+                          n, sg->n);
     if (decode && !seqs && scores && !c->logit)
         return ckv_errorf(err, CKV_ERR_ARG,
                           "attention: a decode over a cache that tracks scores needs its logit "
@@ -519,8 +526,9 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
                                       dtype, st));
     else if (path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16) {
         const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
-                                                   a.c, scale, degree_bias, split, a.part_o,
-                                                   a.part_ml, out32, out16, a.ml, st, err);
+                                                   a.c, sg, dtype, scale, degree_bias, split,
+                                                   a.part_o, a.part_ml, out32, out16, a.ml, st,
+                                                   err);
         if (s != CKV_OK)
             return s;
         if (split.splits == 1)  // it wrote the merge's results itself
@@ -553,8 +561,8 @@ extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float
                                       float scale, bool degree_bias, ckv_k_attention_split split,
                                       float *ws, void *stream, ckv_error *err)
 {
-    return launch(out32, out16, q, q_stride, n, n_head, n_head_kv, head_dim, c, NULL, c->dtype,
-                  c->score != NULL, scale, degree_bias, split, ws, stream, err);
+    return launch(out32, out16, q, q_stride, n, n_head, n_head_kv, head_dim, c, NULL, NULL,
+                  c->dtype, c->score != NULL, scale, degree_bias, split, ws, stream, err);
 }
 
 extern "C" ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q,
@@ -565,6 +573,26 @@ extern "C" ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const 
                                            bool degree_bias, ckv_k_attention_split split,
                                            float *ws, void *stream, ckv_error *err)
 {
-    return launch(out32, out16, q, q_stride, n_seq, n_head, n_head_kv, head_dim, NULL, seqs, dtype,
-                  scores, scale, degree_bias, split, ws, stream, err);
+    return launch(out32, out16, q, q_stride, n_seq, n_head, n_head_kv, head_dim, NULL, seqs, NULL,
+                  dtype, scores, scale, degree_bias, split, ws, stream, err);
+}
+
+extern "C" ckv_status ckv_k_attention_segs(float *out32, ckv_bf16 *out16, const float *q,
+                                           int32_t q_stride, int32_t n, int32_t n_head,
+                                           int32_t n_head_kv, int32_t head_dim,
+                                           const ckv_k_segments *sg, ckv_kv_dtype dtype,
+                                           float scale, bool degree_bias,
+                                           ckv_k_attention_split split, float *ws, void *stream,
+                                           ckv_error *err)
+{
+    return launch(out32, out16, q, q_stride, n, n_head, n_head_kv, head_dim, NULL, NULL, sg,
+                  dtype, false, scale, degree_bias, split, ws, stream, err);
+}
+
+extern "C" void ckv_k_segment_tiles(const int32_t *row, int32_t n, int32_t *tile)
+{
+    tile[0] = 0;
+    for (int32_t s = 0; s < n; s++)
+        tile[s + 1] =
+            tile[s] + (row[s + 1] - row[s] + CKV_PREFILL_TC_ROWS - 1) / CKV_PREFILL_TC_ROWS;
 }

@@ -38,6 +38,7 @@
 #include "cuda_check.h"
 #include "cuda_mma.cuh"
 #include "cuda_pdl.cuh"
+#include "cuda_segments.cuh"
 
 namespace {
 
@@ -62,8 +63,9 @@ constexpr int PAD = 16 / (int)sizeof(T);
 
 struct PArgs {
     const float *q;
-    int32_t q_stride, n, H, KV;
+    int32_t q_stride, n, H, KV;  // n: all rows of the call
     ckv_k_kv_layer c;
+    ckv_k_segments sg;  // tab NULL: every row's cache is c
     float qscale;  // scale * log2 e
     bool bias;
     int32_t split_len;
@@ -338,9 +340,18 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int qh = blockIdx.y, split = blockIdx.z, h = qh / (a.H / a.KV);
-    const int n = a.n, L0 = a.c.len0[h];
+    // The block's rows: its segment's (sg) from `base`, n of them, or the
+    // call's; row i of them sees the first len0[h] + i + 1 entries.
+    int x = gridDim.x - 1 - blockIdx.x, base = 0, sgi = 0;
+    if (a.sg.tab) {
+        sgi = ckv_segment_of(a.sg.tile, a.sg.n, x);
+        base = a.sg.row[sgi];
+        x -= a.sg.tile[sgi];
+    }
+    const ckv_k_kv_layer c = a.sg.tab ? a.sg.tab[sgi] : a.c;
+    const int n = a.sg.tab ? a.sg.row[sgi + 1] - base : a.n, L0 = c.len0[h];
     // The block's range ends where its last row stops seeing entries.
-    const int row0 = (gridDim.x - 1 - blockIdx.x) * BQ, i_last = min(n, row0 + BQ) - 1;
+    const int row0 = x * BQ, i_last = min(n, row0 + BQ) - 1;
     const int t_begin = split * a.split_len;
     const int t_end = min(t_begin + a.split_len, L0 + i_last + 1);
     // The lane's two rows (g and g + 8 of its warp) and where each stops
@@ -350,17 +361,19 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     const int e0 = r0 < n ? min(t_end, L0 + r0 + 1) : 0;
     const int e1 = r1 < n ? min(t_end, L0 + r1 + 1) : 0;
     const int w_end = wrow < n ? L0 + min(n, wrow + WROWS) : 0;
-    const T *K = static_cast<const T *>(a.c.k) + (size_t)h * a.c.capacity * HD;
-    const T *V = static_cast<const T *>(a.c.v) + (size_t)h * a.c.capacity * HD;
-    const float *deg = a.c.deg + (size_t)h * a.c.capacity;
+    const T *K = static_cast<const T *>(c.k) + (size_t)h * c.capacity * HD;
+    const T *V = static_cast<const T *>(c.v) + (size_t)h * c.capacity * HD;
+    const float *deg = c.deg + (size_t)h * c.capacity;
+    const float *q = a.q + (size_t)qh * HD + (size_t)base * a.q_stride;
+    const int out_row = split * a.n + base;  // row 0's place in the partials (n * splits rows)
 
     // Tiles 0 .. S - 2 start first, and land while Q is read.
 #pragma unroll
     for (int i = 0; i < S - 1; i++)
         copy_tile<HD, T, S>(sm, i, K, V, deg, a.bias, t_begin + i * BKV, t_end);
     typename F::template Q<HD> qa;
-    F::template load_q<HD>(qa, r0 < n ? a.q + (size_t)qh * HD + (size_t)r0 * a.q_stride : NULL,
-                           r1 < n ? a.q + (size_t)qh * HD + (size_t)r1 * a.q_stride : NULL,
+    F::template load_q<HD>(qa, r0 < n ? q + (size_t)r0 * a.q_stride : NULL,
+                           r1 < n ? q + (size_t)r1 * a.q_stride : NULL,
                            a.qscale, t);
     // O in C fragments: o[nd] holds dimensions nd*8 + 2t, +1 of rows g, g + 8.
     float o[ND][4];
@@ -461,10 +474,10 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int r = half ? r1 : r0;
-        if (r >= n)
+        if ((half ? e1 : e0) == 0)  // a row past n (a row of the call sees at least 1 entry)
             continue;
         const float l = half ? l1 : l0;
-        const size_t row = ((size_t)split * n + r) * a.H + qh;
+        const size_t row = ((size_t)out_row + r) * a.H + qh;
         const size_t at = row * HD + 2 * t;
 #pragma unroll
         for (int nd = 0; nd < ND; nd++) {
@@ -506,15 +519,18 @@ static ckv_status launch_f(const PArgs &a, int head_dim, dim3 grid, cudaStream_t
 
 ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                                 const ckv_k_segments *sg, ckv_kv_dtype dtype,
                                  float scale, bool bias, ckv_k_attention_split split,
                                  float *part_o, float *part_ml, float *out32, ckv_bf16 *out16,
                                  float *ml, cudaStream_t stream, ckv_error *err)
 {
     const bool one = split.splits == 1;
-    const PArgs a = {q,       q_stride,        n,      n_head,           n_head_kv,
-                     c,       scale * CKV_LOG2E, bias, split.split_len, part_o,
-                     part_ml, one ? out32 : NULL, one ? out16 : NULL, one ? ml : NULL};
-    const dim3 grid((n + BQ - 1) / BQ, n_head, split.splits);
-    return c.dtype == CKV_KV_BF16 ? launch_f<Bf16>(a, head_dim, grid, stream, err)
-                                  : launch_f<Tf32>(a, head_dim, grid, stream, err);
+    const PArgs a = {q,       q_stride,         n,
+                     n_head,  n_head_kv,        c,
+                     sg ? *sg : ckv_k_segments{}, scale * CKV_LOG2E, bias,
+                     split.split_len, part_o,   part_ml,
+                     one ? out32 : NULL, one ? out16 : NULL, one ? ml : NULL};
+    const dim3 grid(sg ? sg->tiles : (n + BQ - 1) / BQ, n_head, split.splits);
+    return dtype == CKV_KV_BF16 ? launch_f<Bf16>(a, head_dim, grid, stream, err)
+                                : launch_f<Tf32>(a, head_dim, grid, stream, err);
 }

@@ -20,14 +20,17 @@ constexpr int CKV_PREFILL_TC_ROWS = 64;
 // the sum (natural-log units), in the layout attention_merge reads (part_o
 // [splits][n][H][HD], part_ml [splits][n][H][2]); a range in which a row
 // sees no entry gives m = -inf, l = 0, o = 0. Row i sees the first
-// c.len0[h] + i + 1 entries of KV head h's list. With one range
-// (split.splits 1) it writes instead what the merge would make of that one
-// range, bit for bit: the outputs o / l into out32 or out16 ([n][H][HD], the
-// other NULL) and m, l into ml ([n][H][2]); the caller then runs no merge.
-// head_dim 64 or 128 (the caller checks). Sets the kernel's shared-memory
-// attributes and launches; a failure of either comes back in err.
+// c.len0[h] + i + 1 entries of KV head h's list; with sg (a pass over
+// several caches) each segment's rows over its own cache instead, c unused.
+// dtype: the lists' type. With one range (split.splits 1) it writes instead
+// what the merge would make of that one range, bit for bit: the outputs
+// o / l into out32 or out16 ([n][H][HD], the other NULL) and m, l into ml
+// ([n][H][2]); the caller then runs no merge. head_dim 64 or 128 (the
+// caller checks). Sets the kernel's shared-memory attributes and launches;
+// a failure of either comes back in err.
 ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
+                                 const ckv_k_segments *sg, ckv_kv_dtype dtype,
                                  float scale, bool bias, ckv_k_attention_split split,
                                  float *part_o, float *part_ml, float *out32, ckv_bf16 *out16,
                                  float *ml, cudaStream_t stream, ckv_error *err);

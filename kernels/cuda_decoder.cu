@@ -294,9 +294,19 @@ static ckv_status finish(ckv_gpu *g, const float *rope_freqs, ckv_error *err)
         (st = dalloc(&g->bytes, &g->next, B * sizeof(int32_t), err)) ||
         (st = dalloc(&g->bytes, &g->logits, B * V * sizeof(float), err)) ||
         (st = dalloc(&g->bytes, &g->q_rows, B * c->n_layer * H * hd * sizeof(float), err)) ||
-        (st = dalloc(&g->bytes, &g->seq_tab, B * c->n_layer * sizeof(ckv_k_kv_layer), err)))
+        (st = dalloc(&g->bytes, &g->seq_tab, B * c->n_layer * sizeof(ckv_k_kv_layer), err)) ||
+        (st = dalloc(&g->bytes, &g->pseg_tab,
+                     (size_t)CKV_GPU_PASS_SEGS * c->n_layer * sizeof(ckv_k_kv_layer), err)) ||
+        (st = dalloc(&g->bytes, &g->pseg_idx, 2 * (CKV_GPU_PASS_SEGS + 1) * sizeof(int32_t),
+                     err)))
         return st;
     CKV_CUDA(cudaMallocHost(&g->seq_tab_h, B * c->n_layer * sizeof(ckv_k_kv_layer)));
+    g->pseg_tab_h = static_cast<ckv_k_kv_layer *>(
+        malloc((size_t)CKV_GPU_PASS_SEGS * c->n_layer * sizeof(ckv_k_kv_layer)));
+    g->pseg_idx_h =
+        static_cast<int32_t *>(malloc(2 * (CKV_GPU_PASS_SEGS + 1) * sizeof(int32_t)));
+    if (!g->pseg_tab_h || !g->pseg_idx_h)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
     return CKV_OK;
 }
 
@@ -343,7 +353,8 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
         }
     void *ps[] = {g->blas_ws, g->embd, g->out_w, g->out_norm, g->inv_freq, g->tok, g->next,
                   g->x,       g->y,    g->qkv,   g->gu,       g->logits,   g->ws,  g->xb,
-                  g->att,     g->hb,   g->q_rows, g->seq_tab, g->logit};
+                  g->att,     g->hb,   g->q_rows, g->seq_tab, g->logit, g->pseg_tab,
+                  g->pseg_idx};
     for (void *p : ps)
         cudaFree(p);
     if (g->blas)
@@ -356,6 +367,8 @@ extern "C" void ckv_gpu_free(ckv_gpu *g)
     cudaFreeHost(g->pin_logits);
     cudaFreeHost(g->pin_q);
     cudaFreeHost(g->seq_tab_h);
+    free(g->pseg_tab_h);
+    free(g->pseg_idx_h);
     free(g->graph_key.ids);
     free(g->eager_key.ids);
     free(g->tab_key.ids);
@@ -713,6 +726,7 @@ struct PassOut {
     int32_t first, total;
     float *q_out;
     bool batch;  // one row per sequence, each layer in one launch through g->seq_tab
+    const ckv_k_segments *segs;  // a prefill's segments in one launch each (pass_segments)
 };
 
 }  // namespace
@@ -778,6 +792,38 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
     return CKV_OK;
 }
 
+// A prefill pass's segments for layer l in one launch each of qkv_post and
+// the attention, through the pass's table (pass_segments): each segment's
+// rows as attend_segment would run them, one range plan for all.
+static ckv_status attend_segments(ckv_gpu *g, const Seg *seg, int32_t n_seg,
+                                  const ckv_k_segments *all, int32_t n, int l, bool degree_bias,
+                                  ckv_error *err)
+{
+    const ckv_config *cf = &g->cfg;
+    const int hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv;
+    const ckv_gpu_layer *D = &g->layers[l];
+    const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
+                                 cf->rope_type, cf->rms_eps};
+    ckv_k_segments sg = *all;
+    sg.tab += (size_t)l * CKV_GPU_PASS_SEGS;
+    int32_t max_len = 0;
+    for (int32_t i = 0; i < n_seg; i++) {
+        const int32_t m = longest(seg[i].c->len_h + (size_t)l * KV, (size_t)KV) + seg[i].n;
+        if (m > max_len)
+            max_len = m;
+    }
+    const ckv_kv_dtype dt = seg[0].c->dtype;
+    const ckv_k_attention_split split =
+        ckv_k_attention_plan(n, H, KV, hd, max_len, g->n_sm, g->ws_floats, dt);
+    ckv_status s;
+    if ((s = ckv_k_qkv_post_segs(g->qkv, n, &qp, &sg, g->stream, err)) ||
+        (s = ckv_k_attention_segs(NULL, g->att, g->qkv, (H + 2 * KV) * hd, n, H, KV, hd, &sg, dt,
+                                  1.0f / sqrtf((float)hd), degree_bias, split, g->ws, g->stream,
+                                  err)))
+        return s;
+    return CKV_OK;
+}
+
 // A decode batch's attention for layer l: row x is sequence x's new token,
 // appended to and attending over its own cache (g->seq_tab, written by
 // batch_table), all sequences in one launch each. Split plans come from the
@@ -823,7 +869,9 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
             return s;
         if (out->batch)
             s = attend_batch(g, n, l, degree_bias, err);
-        for (int32_t i = 0; !out->batch && !s && i < n_seg; i++)
+        else if (out->segs)
+            s = attend_segments(g, seg, n_seg, out->segs, n, l, degree_bias, err);
+        for (int32_t i = 0; !out->batch && !out->segs && !s && i < n_seg; i++)
             s = attend_segment(g, &seg[i], l, degree_bias, err);
         if (s)
             return s;
@@ -1023,6 +1071,39 @@ static ckv_status pass_logits(ckv_gpu *g, const ckv_prefill_piece *pc, int32_t n
     return CKV_OK;
 }
 
+// The table of a pass's np segments (rows 0 .. rows - 1) for the one-launch
+// kernels, uploaded (from host memory the copy has staged when it returns,
+// so the next pass may refill it); sg->n 0 where they do not apply: one
+// segment, more than CKV_GPU_PASS_SEGS, caches of different types, or one
+// that tracks scores (its score pass takes the fp32 kernel).
+static ckv_status pass_segments(ckv_gpu *g, const Seg *seg, int32_t np, int32_t rows,
+                                ckv_k_segments *sg, ckv_error *err)
+{
+    *sg = ckv_k_segments{};
+    if (np < 2 || np > CKV_GPU_PASS_SEGS)
+        return CKV_OK;
+    for (int32_t j = 0; j < np; j++)
+        if (seg[j].c->score || seg[j].c->dtype != seg[0].c->dtype ||
+            seg[j].row != (j ? seg[j - 1].row + seg[j - 1].n : 0))
+            return CKV_OK;
+    const int32_t L = g->cfg.n_layer, M = CKV_GPU_PASS_SEGS;
+    int32_t *row = g->pseg_idx_h, *tile = row + M + 1;
+    for (int32_t j = 0; j < np; j++) {
+        row[j] = seg[j].row;
+        for (int32_t l = 0; l < L; l++)
+            g->pseg_tab_h[(size_t)l * M + j] = kv_layer(seg[j].c, l, NULL);
+    }
+    row[np] = rows;
+    ckv_k_segment_tiles(row, np, tile);
+    CKV_CUDA(cudaMemcpy2DAsync(g->pseg_tab, M * sizeof(ckv_k_kv_layer), g->pseg_tab_h,
+                               M * sizeof(ckv_k_kv_layer), np * sizeof(ckv_k_kv_layer), L,
+                               cudaMemcpyHostToDevice, g->stream));
+    CKV_CUDA(cudaMemcpyAsync(g->pseg_idx, row, 2 * (M + 1) * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, g->stream));
+    *sg = {g->pseg_tab, g->pseg_idx, g->pseg_idx + M + 1, np, tile[np]};
+    return CKV_OK;
+}
+
 // Runs k checked sequences (token arrays tokens[i] of n[i] tokens, into
 // distinct caches[i]) in passes of at most g->pass_rows rows cut by
 // ckv_prefill_pass (src/prefill_plan.h), a segment per piece. logits [k][V] and next [k] (each may be NULL) get each sequence's
@@ -1064,8 +1145,11 @@ static ckv_status prefill(ckv_gpu *g, ckv_gpu_cache *const *caches, const int32_
             rows = pc[j].row + pc[j].n;
         }
         // pc[0].first: with k = 1, the pass's place in the whole input.
-        const PassOut out = {o, pc[0].first, n[0], NULL, false};
-        if (s || (s = run_layers(g, seg, np, rows, !o->no_degree_bias, &out, err)))
+        ckv_k_segments sg;
+        if (s || (s = pass_segments(g, seg, np, rows, &sg, err)))
+            break;
+        const PassOut out = {o, pc[0].first, n[0], NULL, false, sg.n ? &sg : NULL};
+        if ((s = run_layers(g, seg, np, rows, !o->no_degree_bias, &out, err)))
             break;
         advance_host(seg, np);
         if (last)
@@ -1138,7 +1222,7 @@ static ckv_status enqueue_step(ckv_gpu *g, int32_t m, bool degree_bias, bool wan
 {
     CKV_CUDA(cudaMemcpyAsync(g->tok, g->pin_tok, (size_t)m * sizeof(int32_t),
                              cudaMemcpyHostToDevice, g->stream));
-    const PassOut out = {NULL, 0, 0, want_q ? g->pin_q : NULL, true};
+    const PassOut out = {NULL, 0, 0, want_q ? g->pin_q : NULL, true, NULL};
     ckv_status s = run_layers(g, g->seg, m, m, degree_bias, &out, err);
     if (!s && (want_logits || want_next))
         s = logits_rows(g, 0, m, want_logits ? g->pin_logits : NULL,

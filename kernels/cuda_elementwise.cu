@@ -9,6 +9,7 @@
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 #include "cuda_pdl.cuh"
+#include "cuda_segments.cuh"
 
 // Sums over the block of each of R values; every thread gets the results.
 // blockDim.x <= 1024. Each sum takes the same tree whatever R is.
@@ -181,14 +182,31 @@ __device__ __forceinline__ void put_kv(const ckv_k_kv_layer &c, void *base, size
 // each thread's few dependent loads and one barrier at a time (21 us, ncu,
 // run AX). A decode step takes 1, since there the step waits on each
 // thread's chain (4 a block made SmolLM2's batch-8 step 8% slower, run
-// AY2). With seqs (device, one per row), row x is the single new token of
-// sequence x and goes to that sequence's cache. Each token's arithmetic is
-// the same in both forms, in the same order.
+// AY2). With a table (device) the rows go to several caches (row_cache).
+// Each token's arithmetic is the same in both forms, in the same order.
 constexpr int QKV_WIDE_ROWS = 4, QKV_WIDE_MIN = 64;  // tokens a block, and from how many
+
+// Row `row`'s cache layer and, in i, its place among that cache's new
+// tokens: without tab, one's row-th; with tab and no start (a decode batch),
+// the one new token of tab[row]; with start (ckv_k_segments), its segment's.
+__device__ __forceinline__ const ckv_k_kv_layer &row_cache(const ckv_k_kv_layer &one,
+                                                           const ckv_k_kv_layer *tab,
+                                                           const int32_t *start, int32_t n_tab,
+                                                           int row, int &i)
+{
+    if (!tab) {
+        i = row;
+        return one;
+    }
+    const int s = start ? ckv_segment_of(start, n_tab, row) : row;
+    i = start ? row - start[s] : 0;
+    return tab[s];
+}
 
 template <int ROWS>
 __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer one,
-                                const ckv_k_kv_layer *seqs, int32_t n)
+                                const ckv_k_kv_layer *tab, const int32_t *start, int32_t n_tab,
+                                int32_t n)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
@@ -211,8 +229,9 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
         if (p.bias)
             x[r] += p.bias[slot * hd + d];
         if (!is_q && !is_k) {
-            const ckv_k_kv_layer &c = seqs ? seqs[row0 + r] : one;
-            const size_t t = (size_t)h * c.capacity + c.len0[h] + (seqs ? 0 : row0 + r);
+            int i;
+            const ckv_k_kv_layer &c = row_cache(one, tab, start, n_tab, row0 + r, i);
+            const size_t t = (size_t)h * c.capacity + c.len0[h] + i;
             put_kv(c, c.v, t * hd + d, x[r]);
             if (d == 0) {
                 c.deg[t] = 1.0f;
@@ -246,8 +265,8 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
     for (int r = 0; r < ROWS; r++) {
         if (r >= rows)
             break;
-        const ckv_k_kv_layer &c = seqs ? seqs[row0 + r] : one;
-        const int i = seqs ? 0 : row0 + r;  // the token's place among its cache's new tokens
+        int i;  // the token's place among its cache's new tokens
+        const ckv_k_kv_layer &c = row_cache(one, tab, start, n_tab, row0 + r, i);
         double s, co;
         sincos((double)(*c.pos0 + i) * p.inv_freq[j], &s, &co);
         const float cf = (float)co, sf = (float)s, x0 = rot[r * hd + a], x1 = rot[r * hd + b];
@@ -260,31 +279,39 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
 }
 
 static ckv_status launch_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params *p,
-                                  const ckv_k_kv_layer &one, const ckv_k_kv_layer *seqs,
-                                  void *stream, ckv_error *err)
+                                  const ckv_k_kv_layer &one, const ckv_k_kv_layer *tab,
+                                  const int32_t *start, int32_t n_tab, void *stream,
+                                  ckv_error *err)
 {
     if (p->head_dim % 2 || p->head_dim > 1024)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "qkv_post: head_dim %d unsupported",
                           p->head_dim);
-    const int rows = !seqs && n >= QKV_WIDE_MIN ? QKV_WIDE_ROWS : 1;
+    const int rows = (!tab || start) && n >= QKV_WIDE_MIN ? QKV_WIDE_ROWS : 1;
     const dim3 grid((n + rows - 1) / rows, p->n_head + 2 * p->n_head_kv);
     CKV_CUDA(ckv_pdl_launch(rows > 1 ? qkv_post_kernel<QKV_WIDE_ROWS> : qkv_post_kernel<1>, grid,
                             p->head_dim, rows * p->head_dim * sizeof(float), as_stream(stream),
-                            qkv, *p, one, seqs, n));
+                            qkv, *p, one, tab, start, n_tab, n));
     return CKV_OK;
 }
 
-extern "C" ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params *p, const ckv_k_kv_layer *c,
-                                     void *stream, ckv_error *err)
+extern "C" ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params *p,
+                                     const ckv_k_kv_layer *c, void *stream, ckv_error *err)
 {
-    return launch_qkv_post(qkv, n, p, *c, nullptr, stream, err);
+    return launch_qkv_post(qkv, n, p, *c, nullptr, nullptr, 0, stream, err);
 }
 
 extern "C" ckv_status ckv_k_qkv_post_seqs(float *qkv, int32_t n_seq, const ckv_k_qkv_params *p,
                                           const ckv_k_kv_layer *seqs, void *stream,
                                           ckv_error *err)
 {
-    return launch_qkv_post(qkv, n_seq, p, ckv_k_kv_layer{}, seqs, stream, err);
+    return launch_qkv_post(qkv, n_seq, p, ckv_k_kv_layer{}, seqs, nullptr, n_seq, stream, err);
+}
+
+extern "C" ckv_status ckv_k_qkv_post_segs(float *qkv, int32_t n, const ckv_k_qkv_params *p,
+                                          const ckv_k_segments *sg, void *stream,
+                                          ckv_error *err)
+{
+    return launch_qkv_post(qkv, n, p, ckv_k_kv_layer{}, sg->tab, sg->row, sg->n, stream, err);
 }
 
 // V columns a thread: 4 (16-byte loads of gate and up, 8 bytes of output)

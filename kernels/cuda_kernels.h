@@ -88,6 +88,22 @@ ckv_status ckv_k_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params *p,
 ckv_status ckv_k_qkv_post_seqs(float *qkv, int32_t n_seq, const ckv_k_qkv_params *p,
                                const ckv_k_kv_layer *seqs, void *stream, ckv_error *err);
 
+/* A prefill pass over several caches: rows row[s] .. row[s + 1] - 1 are
+ * the new tokens, in order, of the cache whose layer is tab[s], s < n, with
+ * row[0] = 0; tile[s] = the CKV_PREFILL_TC_ROWS-row blocks of the segments
+ * before s (ckv_k_segment_tiles). tab, row and tile in device memory; tiles
+ * = tile[n], on the host. */
+typedef struct {
+    const ckv_k_kv_layer *tab;
+    const int32_t *row, *tile;
+    int32_t n, tiles;
+} ckv_k_segments;
+/* tile[] from row[] (host arrays of n + 1). */
+void ckv_k_segment_tiles(const int32_t *row, int32_t n, int32_t *tile);
+/* ckv_k_qkv_post of each segment's rows into its own cache, in one launch. */
+ckv_status ckv_k_qkv_post_segs(float *qkv, int32_t n, const ckv_k_qkv_params *p,
+                               const ckv_k_segments *sg, void *stream, ckv_error *err);
+
 /* The ranges of a call (src/attention_plan.h). A prefill: about 4 blocks of
  * CKV_PREFILL_TC_ROWS rows per query head and SM, ranges of at least 128
  * entries. A decode (n = 1 or a batch of sequences, GQA groups up to 8):
@@ -151,6 +167,17 @@ ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q, i
                                 ckv_kv_dtype dtype, bool scores,
                                 float scale, bool degree_bias, ckv_k_attention_split split,
                                 float *ws, void *stream, ckv_error *err);
+
+/* ckv_k_attention of each segment's rows over its own cache (after their
+ * appends), in one launch of the tensor-core prefill kernel and at most one
+ * merge: the caches track no scores, and their keys and values are of type
+ * dtype. n: the pass's rows (sg->row[sg->n]); split from
+ * ckv_k_attention_plan(n, ..., the longest list after the appends). */
+ckv_status ckv_k_attention_segs(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
+                                int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                                const ckv_k_segments *sg, ckv_kv_dtype dtype, float scale,
+                                bool degree_bias, ckv_k_attention_split split, float *ws,
+                                void *stream, ckv_error *err);
 
 /* out[i][j] = bf16(silu(gu[i][j]) * gu[i][n_ff + j]): gate and up side by
  * side as one projection wrote them. Twin: ckv_swiglu. */

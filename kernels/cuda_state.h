@@ -21,6 +21,8 @@ struct ckv_gpu_layer {
 // Rows [row, row + n) of a pass belong to one cache: a prefill pass is one
 // segment for each sequence it reaches, a decode batch n segments of one row
 // each.
+constexpr int32_t CKV_GPU_PASS_SEGS = 64;
+
 struct ckv_gpu_seg {
     ckv_gpu_cache *c;
     int32_t row, n;
@@ -68,6 +70,13 @@ struct ckv_gpu {
     int32_t tab_capacity;
     bool tab_scores;
     ckv_kv_dtype tab_dtype;  // every cache of the batch's (checked by ckv_gpu_decode_batch)
+    // A prefill pass's segments for the one-launch kernels (ckv_k_segments;
+    // passes of 2 to CKV_GPU_PASS_SEGS segments over caches of one type
+    // without scores): the cache layers [n_layer][CKV_GPU_PASS_SEGS] and the
+    // row and tile starts [2][CKV_GPU_PASS_SEGS + 1], on the device and
+    // staged in host memory.
+    ckv_k_kv_layer *pseg_tab, *pseg_tab_h;
+    int32_t *pseg_idx, *pseg_idx_h;
     // The decode's logit scratch (ckv_k_kv_layer.logit): n_head x capacity
     // floats per cache that tracks scores, the batch's side by side,
     // shared by the layers. Grown outside any capture (batch_table,

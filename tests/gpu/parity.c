@@ -792,6 +792,75 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits, ck
     free(gacc);
 }
 
+/* A prefill pass over three caches in one launch (ckv_k_attention_segs):
+ * segments of 77 rows (two blocks, the second partly used), 1 row and 130
+ * rows, each over its own cache with its own list lengths, against
+ * ckv_attend of each segment alone; the planner's ranges, or forced ones
+ * (the merge over the pass's rows). The tensor-core kernel's tolerance. */
+static void check_attention_segs(int hd, bool bias, int forced_splits, ckv_kv_dtype dt)
+{
+    enum { NS = 3, KV = 2, H = 8 };
+    const int group = H / KV, cap = 2048;
+    const int32_t len0[NS][KV] = {{0, 5}, {1500, 130}, {777, 1700}};
+    int32_t row[NS + 1] = {0, 77, 78, 208}, tile[NS + 1];
+    const int n = row[NS];
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t cf = (size_t)KV * cap * hd, cl = (size_t)KV * cap, qf = (size_t)n * H * hd;
+    float *q = xmalloc(4 * qf), *want = xmalloc(4 * qf), *got = xmalloc(4 * qf);
+    float *k = xmalloc(4 * cf), *v = xmalloc(4 * cf), *deg = xmalloc(4 * cl), *ld = xmalloc(4 * cl);
+    float *S = xmalloc(4 * (size_t)n * cap);
+    ckv_k_kv_layer tab[NS];
+    int32_t max_len = 0;
+    fill(q, qf, -1.5f, 1.5f);
+    for (int s = 0; s < NS; s++) {
+        const int ns = row[s + 1] - row[s];
+        fill(k, cf, -1.5f, 1.5f);
+        fill(v, cf, -1, 1);
+        void *dk = dev_kv(k, cf, dt), *dv = dev_kv(v, cf, dt);
+        for (size_t t = 0; t < cl; t++) {
+            deg[t] = (float)(1 + ckv_splitmix64(&rng) % 6);
+            ld[t] = logf(deg[t]);
+        }
+        for (int qh = 0; qh < H; qh++) {
+            const int h = qh / group;
+            const size_t o = (size_t)row[s] * H * hd + (size_t)qh * hd;
+            ckv_attend(want + o, (size_t)H * hd, S, q + o, (size_t)H * hd, ns,
+                       k + (size_t)h * cap * hd, v + (size_t)h * cap * hd,
+                       bias ? ld + (size_t)h * cap : NULL, len0[s][h], len0[s][h] + ns, hd,
+                       scale, NULL, 1);
+            if (len0[s][h] + ns > max_len)
+                max_len = len0[s][h] + ns;
+        }
+        tab[s] = (ckv_k_kv_layer){dk,   dv,  dup_dev(deg, 4 * cl), NULL,
+                                  dup_dev(len0[s], sizeof len0[s]), cap, NULL, NULL, dt};
+    }
+    ckv_k_segment_tiles(row, NS, tile);
+    const ckv_k_segments sg = {dup_dev(tab, sizeof tab), dup_dev(row, sizeof row),
+                               dup_dev(tile, sizeof tile), NS, tile[NS]};
+    float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
+    const size_t ws_f = ckv_k_attention_ws(n, 64, H, hd);
+    float *dws = dev_poisoned(4 * ws_f);
+    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f, dt);
+    if (forced_splits) {
+        sp.splits = forced_splits;
+        sp.split_len = ((max_len + forced_splits - 1) / forced_splits + 31) / 32 * 32;
+    }
+    CHECK(ckv_k_attention_segs(dout, NULL, dq, H * hd, n, H, KV, hd, &sg, dt, scale, bias, sp,
+                               dws, NULL, err));
+    CHECK(ckv_cuda_download(got, dout, 4 * qf, err));
+    char what[96];
+    snprintf(what, sizeof what, "attention, %d segments of 77/1/130 rows %s hd %d%s splits %d",
+             NS, ckv_kv_dtype_name(dt), hd, bias ? " +logdeg" : "", sp.splits);
+    report(what, rel_l2(got, want, qf), dt == CKV_KV_BF16 ? TOL_BF16_MMA : TOL_TF32);
+    for (int s = 0; s < NS; s++) {
+        ckv_cuda_free(tab[s].k), ckv_cuda_free(tab[s].v), ckv_cuda_free(tab[s].deg);
+        ckv_cuda_free((void *)tab[s].len0);
+    }
+    ckv_cuda_free((void *)sg.tab), ckv_cuda_free((void *)sg.row), ckv_cuda_free((void *)sg.tile);
+    ckv_cuda_free(dq), ckv_cuda_free(dout), ckv_cuda_free(dws);
+    free(q), free(want), free(got), free(k), free(v), free(deg), free(ld), free(S);
+}
+
 /* Every kernel that reads or writes the cache, over lists of type dt. */
 static void check_cache_kernels(ckv_kv_dtype dt)
 {
@@ -853,6 +922,9 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     /* Batches: group 3 (a partly used register group of 4), 4 (the 8B's)
      * and 8; one range, several of uneven length (2048 / 7 = 293, the
      * last shorter), and the planner's. */
+    check_attention_segs(64, true, 0, dt);
+    check_attention_segs(128, false, 0, dt);
+    check_attention_segs(128, true, 5, dt);
     check_attention_seqs(64, true, 6, 0, dt);
     check_attention_seqs(128, false, 6, 0, dt);
     check_attention_seqs(128, true, 8, 1, dt);
