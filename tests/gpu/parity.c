@@ -1278,17 +1278,29 @@ static double cache_diff(const ckv_cache *a, const ckv_cache *b)
     return worst;
 }
 
-/* The three sequences: lengths, where their ids start, and their caches'
- * types (sequence 1 also tracks scores, so its attention takes the fp32
- * kernel and accumulates them; a pass then mixes types and kernels). */
+/* The three sequences: lengths and where their ids start. */
 static const int32_t pb_len[PB] = {37, 600, 5}, pb_off[PB] = {0, 50, 700};
-static const ckv_kv_dtype pb_dtype[PB] = {CKV_KV_F32, CKV_KV_F32, CKV_KV_BF16};
-static const bool pb_score[PB] = {false, true, false};
 
-static void pb_caches(ckv_gpu *gpu, ckv_gpu_cache **gc)
+/* Their caches' types and whether each tracks scores. Mixed: sequence 1
+ * tracks scores, so its attention takes the fp32 kernel and accumulates
+ * them, and a pass mixes types and kernels (a segment at a time). One type
+ * without scores: every pass of two or more segments runs each layer's
+ * qkv_post and attention in one launch (ckv_k_attention_segs). */
+typedef struct {
+    const char *name;
+    ckv_kv_dtype dtype[PB];
+    bool score[PB];
+} pb_kind;
+static const pb_kind pb_kinds[] = {
+    {"mixed", {CKV_KV_F32, CKV_KV_F32, CKV_KV_BF16}, {false, true, false}},
+    {"bf16, one launch", {CKV_KV_BF16, CKV_KV_BF16, CKV_KV_BF16}, {false, false, false}},
+    {"f32, one launch", {CKV_KV_F32, CKV_KV_F32, CKV_KV_F32}, {false, false, false}},
+};
+
+static void pb_caches(ckv_gpu *gpu, ckv_gpu_cache **gc, const pb_kind *k)
 {
     for (int b = 0; b < PB; b++)
-        CHECK(ckv_gpu_cache_create(&gc[b], gpu, pb_len[b] + 2, pb_score[b], pb_dtype[b], err));
+        CHECK(ckv_gpu_cache_create(&gc[b], gpu, pb_len[b] + 2, k->score[b], k->dtype[b], err));
 }
 
 /* What each sequence prefilled alone gives: its last-token logits, its cache
@@ -1318,12 +1330,12 @@ static int greedy_differs(const float *got, const float *want, int32_t V)
  * of its logits, and against the reference's), the caches entry by entry,
  * then one decode step on each cache. */
 static void check_prefill_run(const ckv_model *m, ckv_gpu *gpu, const int32_t *ids,
-                              const pb_ref *ref, const char *label)
+                              const pb_ref *ref, const pb_kind *k, const char *label)
 {
     const ckv_config *cf = &m->cfg;
     const int32_t V = cf->n_vocab;
     ckv_gpu_cache *gc[PB];
-    pb_caches(gpu, gc);
+    pb_caches(gpu, gc, k);
     const int32_t *tok[PB];
     for (int b = 0; b < PB; b++)
         tok[b] = ids + pb_off[b];
@@ -1341,7 +1353,7 @@ static void check_prefill_run(const ckv_model *m, ckv_gpu *gpu, const int32_t *i
         own += next[b] != ckv_argmax(l, V);
         greedy += greedy_differs(l, r, V);
         CHECK(ckv_cache_init(&back, cf->n_layer, cf->n_head_kv, cf->head_dim, pb_len[b] + 2,
-                             pb_score[b], err));
+                             k->score[b], err));
         CHECK(ckv_gpu_cache_download(gc[b], &back, err));
         kv_err = fmax(kv_err, cache_diff(&back, &ref->cache[b]));
         ckv_cache_free(&back);
@@ -1352,7 +1364,7 @@ static void check_prefill_run(const ckv_model *m, ckv_gpu *gpu, const int32_t *i
         greedy += greedy_differs(st, ref->step + (size_t)b * V, V);
     }
     char what[128];
-    snprintf(what, sizeof what, "prefill batch %s: last-token logits", label);
+    snprintf(what, sizeof what, "prefill batch [%s] %s: last-token logits", k->name, label);
     report(what, logit_err, TOL_LOGITS);
     report("  + caches after the prompt (entries, scores, lengths, positions)", kv_err, TOL_KV);
     report("  + one decode step on each cache: logits", step_err, TOL_LOGITS);
@@ -1385,8 +1397,9 @@ static void check_prefill_refusal(ckv_gpu *gpu, ckv_gpu_cache *const *gc, const 
     printf("  (%s)\n", e.msg);
 }
 
-/* ckv_gpu_prefill_batch of sequences of 37, 600 and 5 tokens in one call
- * against ckv_gpu_forward of each alone (TOL_LOGITS, TOL_KV), in three pass layouts:
+/* ckv_gpu_prefill_batch of sequences of 37, 600 and 5 tokens in one call,
+ * on caches of kind k (pb_kinds), against ckv_gpu_forward of each alone
+ * (TOL_LOGITS, TOL_KV), in three pass layouts:
  * the decoder's 512-row passes (the 600-token sequence spans both, the
  * second holds two segments and two last tokens), 2048-row passes (one pass
  * of three segments), and a second decoder of max_batch 2 with 64-row
@@ -1394,7 +1407,8 @@ static void check_prefill_refusal(ckv_gpu *gpu, ckv_gpu_cache *const *gc, const 
  * time, so the outputs are copied out twice in the call). The references of
  * 37 and 600 tokens against ckv_cpu_forward (TOL_LOGITS); then the
  * refusals. */
-static void check_prefill_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids)
+static void check_prefill_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, const int32_t *ids,
+                                const pb_kind *k)
 {
     const ckv_config *cf = &m->cfg;
     const int32_t V = cf->n_vocab;
@@ -1402,14 +1416,14 @@ static void check_prefill_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, 
     ref.logits = xmalloc(sizeof(float) * V * PB);
     ref.step = xmalloc(sizeof(float) * V * PB);
     ckv_gpu_cache *gc[PB];
-    pb_caches(gpu, gc);
+    pb_caches(gpu, gc, k);
     float *lc = xmalloc(sizeof(float) * V);
     double cpu_err = 0;
     for (int b = 0; b < PB; b++) {
         float *l = ref.logits + (size_t)b * V;
         CHECK(ckv_gpu_forward(gpu, gc[b], ids + pb_off[b], pb_len[b], NULL, l, err));
         CHECK(ckv_cache_init(&ref.cache[b], cf->n_layer, cf->n_head_kv, cf->head_dim,
-                             pb_len[b] + 2, pb_score[b], err));
+                             pb_len[b] + 2, k->score[b], err));
         CHECK(ckv_gpu_cache_download(gc[b], &ref.cache[b], err));
         ref.step_tok[b] = ckv_argmax(l, V);
         CHECK(ckv_gpu_forward(gpu, gc[b], &ref.step_tok[b], 1, NULL, ref.step + (size_t)b * V,
@@ -1421,23 +1435,26 @@ static void check_prefill_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, 
         ckv_cache cc;
         CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, pb_len[b], false,
                              err));
-        cc.dtype = pb_dtype[b];
+        cc.dtype = k->dtype[b];
         CHECK(ckv_cpu_forward(cpu, &cc, ids + pb_off[b], pb_len[b], NULL, lc, err));
         cpu_err = fmax(cpu_err, rel_l2(l, lc, (size_t)V));
         ckv_cache_free(&cc);
     }
-    report("prefill batch: the 37 and 600 tokens alone on the GPU against the CPU", cpu_err,
-           TOL_LOGITS);
+    char what[128];
+    snprintf(what, sizeof what,
+             "prefill batch [%s]: the 37 and 600 tokens alone on the GPU against the CPU",
+             k->name);
+    report(what, cpu_err, TOL_LOGITS);
     free(lc);
 
-    check_prefill_run(m, gpu, ids, &ref, "(512-row passes: 2)");
+    check_prefill_run(m, gpu, ids, &ref, k, "(512-row passes: 2)");
     CHECK(ckv_gpu_set_prefill_rows(gpu, 2048, err));
-    check_prefill_run(m, gpu, ids, &ref, "(2048-row passes: 1)");
+    check_prefill_run(m, gpu, ids, &ref, k, "(2048-row passes: 1)");
     CHECK(ckv_gpu_set_prefill_rows(gpu, 512, err));
     ckv_gpu *small;
     CHECK(ckv_gpu_create(&small, m, 0, 2, err));
     CHECK(ckv_gpu_set_prefill_rows(small, 64, err));
-    check_prefill_run(m, small, ids, &ref, "(max_batch 2, 64-row passes: 11)");
+    check_prefill_run(m, small, ids, &ref, k, "(max_batch 2, 64-row passes: 11)");
     ckv_error e = {0};
     const ckv_status below = ckv_gpu_set_prefill_rows(small, 1, &e);
     report("prefill rows below max_batch are refused", below == CKV_ERR_ARG ? 0.0 : 1.0, 0.0);
@@ -1631,7 +1648,8 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
         check_decode_batch(&m, cpu, gpu, ids, side, (ckv_kv_dtype)dt);
     check_dtype_refusals(&m, gpu, ids);
     if (n_ids >= pb_off[PB - 1] + pb_len[PB - 1])
-        check_prefill_batch(&m, cpu, gpu, ids);
+        for (size_t k = 0; k < sizeof pb_kinds / sizeof pb_kinds[0]; k++)
+            check_prefill_batch(&m, cpu, gpu, ids, &pb_kinds[k]);
     printf("\n%6s %6s %5s %10s %10s %5s %7s %9s %9s %9s %9s\n", "prompt", "len", "cache",
            "logit_err", "kv_err", "top1", "greedy", "gpu_pf_s", "cpu_pf_s", "gpu_tok/s",
            "cpu_tok/s");
