@@ -708,6 +708,22 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     free(acc), free(acc0), free(gacc);
 }
 
+/* One cache's random lists: keys in [-1.5, 1.5], values in [-1, 1] (cf
+ * floats each, on the device in *dk, *dv as type dt, the host copies
+ * rounded alike) and degrees 1 to 6 (cl of them, ld their logs). */
+static void random_lists(float *k, float *v, float *deg, float *ld, size_t cf, size_t cl,
+                         ckv_kv_dtype dt, void **dk, void **dv)
+{
+    fill(k, cf, -1.5f, 1.5f);
+    fill(v, cf, -1, 1);
+    *dk = dev_kv(k, cf, dt);
+    *dv = dev_kv(v, cf, dt);
+    for (size_t t = 0; t < cl; t++) {
+        deg[t] = (float)(1 + ckv_splitmix64(&rng) % 6);
+        ld[t] = logf(deg[t]);
+    }
+}
+
 /* A decode batch (ckv_k_attention_seqs): NS sequences of one query each,
  * each over its own cache with its own list lengths (an empty history, a
  * short one, one that fills the capacity); sequence 1 tracks no scores, so
@@ -729,13 +745,8 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits, ck
     ckv_k_kv_layer tab[NS];
     fill(q, qf, -1.5f, 1.5f);
     for (int s = 0; s < NS; s++) {
-        fill(k, cf, -1.5f, 1.5f);
-        fill(v, cf, -1, 1);
-        void *dk = dev_kv(k, cf, dt), *dv = dev_kv(v, cf, dt);
-        for (size_t t = 0; t < cl; t++) {
-            deg[t] = (float)(1 + ckv_splitmix64(&rng) % 6);
-            ld[t] = logf(deg[t]);
-        }
+        void *dk, *dv;
+        random_lists(k, v, deg, ld, cf, cl, dt, &dk, &dv);
         acc0[s] = xmalloc(4 * cl);
         acc[s] = xmalloc(4 * cl);
         fill(acc0[s], cl, 0.5f, 2.0f);
@@ -814,13 +825,8 @@ static void check_attention_segs(int hd, bool bias, int forced_splits, ckv_kv_dt
     fill(q, qf, -1.5f, 1.5f);
     for (int s = 0; s < NS; s++) {
         const int ns = row[s + 1] - row[s];
-        fill(k, cf, -1.5f, 1.5f);
-        fill(v, cf, -1, 1);
-        void *dk = dev_kv(k, cf, dt), *dv = dev_kv(v, cf, dt);
-        for (size_t t = 0; t < cl; t++) {
-            deg[t] = (float)(1 + ckv_splitmix64(&rng) % 6);
-            ld[t] = logf(deg[t]);
-        }
+        void *dk, *dv;
+        random_lists(k, v, deg, ld, cf, cl, dt, &dk, &dv);
         for (int qh = 0; qh < H; qh++) {
             const int h = qh / group;
             const size_t o = (size_t)row[s] * H * hd + (size_t)qh * hd;
