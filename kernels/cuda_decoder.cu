@@ -766,6 +766,15 @@ static ckv_status logit_room(ckv_gpu *g, size_t floats, ckv_error *err)
     return st;
 }
 
+// Layer l's Q/K/V epilogue parameters, for every form of qkv_post.
+static ckv_k_qkv_params qkv_params(const ckv_gpu *g, int l)
+{
+    const ckv_config *cf = &g->cfg;
+    const ckv_gpu_layer *D = &g->layers[l];
+    return {cf->n_head, cf->n_head_kv, cf->head_dim, D->bias,     D->q_norm,
+            D->k_norm,  g->inv_freq,   cf->rope_type, cf->rms_eps};
+}
+
 // The new keys and values of one segment go into its cache, then its
 // queries attend over that cache.
 static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_bias,
@@ -775,10 +784,8 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
     const int hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv;
     const int qkvd = (H + 2 * KV) * hd;
     const ckv_gpu_cache *c = sg->c;
-    const ckv_gpu_layer *D = &g->layers[l];
     const ckv_k_kv_layer kv = kv_layer(c, l, g->logit);
-    const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
-                                 cf->rope_type, cf->rms_eps};
+    const ckv_k_qkv_params qp = qkv_params(g, l);
     float *q = g->qkv + (size_t)sg->row * qkvd;
     const int32_t max_len = longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
     const ckv_k_attention_split split = ckv_k_attention_plan(sg->n, H, KV, hd, max_len, g->n_sm,
@@ -801,9 +808,7 @@ static ckv_status attend_segments(ckv_gpu *g, const Seg *seg, int32_t n_seg,
 {
     const ckv_config *cf = &g->cfg;
     const int hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv;
-    const ckv_gpu_layer *D = &g->layers[l];
-    const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
-                                 cf->rope_type, cf->rms_eps};
+    const ckv_k_qkv_params qp = qkv_params(g, l);
     ckv_k_segments sg = *all;
     sg.tab += (size_t)l * CKV_GPU_PASS_SEGS;
     int32_t max_len = 0;
@@ -832,9 +837,7 @@ static ckv_status attend_batch(ckv_gpu *g, int32_t n, int l, bool degree_bias, c
 {
     const ckv_config *cf = &g->cfg;
     const int hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv;
-    const ckv_gpu_layer *D = &g->layers[l];
-    const ckv_k_qkv_params qp = {H, KV, hd, D->bias, D->q_norm, D->k_norm, g->inv_freq,
-                                 cf->rope_type, cf->rms_eps};
+    const ckv_k_qkv_params qp = qkv_params(g, l);
     const ckv_k_kv_layer *tab = g->seq_tab + (size_t)l * g->max_batch;
     const ckv_k_attention_split split = ckv_k_attention_plan_seqs(
         n, H, KV, hd, g->tab_capacity, g->n_sm, g->ws_floats, g->tab_dtype);
@@ -1071,7 +1074,8 @@ static ckv_status pass_logits(ckv_gpu *g, const ckv_prefill_piece *pc, int32_t n
     return CKV_OK;
 }
 
-// The table of a pass's np segments (rows 0 .. rows - 1) for the one-launch
+// The table of a pass's np segments (consecutive from row 0, as
+// ckv_prefill_pass cuts them; rows in all) for the one-launch
 // kernels, uploaded (from host memory the copy has staged when it returns,
 // so the next pass may refill it); sg->n 0 where they do not apply: one
 // segment, more than CKV_GPU_PASS_SEGS, caches of different types, or one
@@ -1083,8 +1087,7 @@ static ckv_status pass_segments(ckv_gpu *g, const Seg *seg, int32_t np, int32_t 
     if (np < 2 || np > CKV_GPU_PASS_SEGS)
         return CKV_OK;
     for (int32_t j = 0; j < np; j++)
-        if (seg[j].c->score || seg[j].c->dtype != seg[0].c->dtype ||
-            seg[j].row != (j ? seg[j - 1].row + seg[j - 1].n : 0))
+        if (seg[j].c->score || seg[j].c->dtype != seg[0].c->dtype)
             return CKV_OK;
     const int32_t L = g->cfg.n_layer, M = CKV_GPU_PASS_SEGS;
     int32_t *row = g->pseg_idx_h, *tile = row + M + 1;

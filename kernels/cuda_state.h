@@ -18,11 +18,13 @@ struct ckv_gpu_layer {
     float *attn_norm, *ffn_norm, *bias, *q_norm, *k_norm;
 };
 
+// The most segments a prefill pass runs in one launch a layer (ckv_gpu's
+// pseg_tab).
+constexpr int32_t CKV_GPU_PASS_SEGS = 64;
+
 // Rows [row, row + n) of a pass belong to one cache: a prefill pass is one
 // segment for each sequence it reaches, a decode batch n segments of one row
 // each.
-constexpr int32_t CKV_GPU_PASS_SEGS = 64;
-
 struct ckv_gpu_seg {
     ckv_gpu_cache *c;
     int32_t row, n;
