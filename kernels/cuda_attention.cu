@@ -223,15 +223,16 @@ __global__ void attention_merge(const float *__restrict__ part_o,
         wt[s] = wt[s] == -INFINITY ? 0.0f : expf(wt[s] - M);
     __syncthreads();
     // MERGE_BATCH ranges' outputs loaded before any is added: a load per
-    // range then its add would wait out one L2 round trip each.
+    // range then its add would wait out one L2 round trip per range.
     float L = 0.0f, O = 0.0f;
     for (int s0 = 0; s0 < splits; s0 += MERGE_BATCH) {
         float ov[MERGE_BATCH];
 #pragma unroll
         for (int j = 0; j < MERGE_BATCH; j++) {
             const int s = s0 + j;
-            ov[j] = s < splits && wt[s] != 0.0f ? part_o[(((size_t)s * n + i) * H + qh) * hd + d]
-                                                : 0.0f;
+            ov[j] = s < splits && wt[s] != 0.0f
+                        ? part_o[(((size_t)s * n + i) * H + qh) * hd + d]
+                        : 0.0f;
         }
 #pragma unroll
         for (int j = 0; j < MERGE_BATCH; j++) {
@@ -242,16 +243,16 @@ __global__ void attention_merge(const float *__restrict__ part_o,
             O += wt[s] * ov[j];
         }
     }
-    const float res = O / L;
+    const float r = O / L;
     if (d == 0) {
         ml[((size_t)i * H + qh) * 2] = M;
         ml[((size_t)i * H + qh) * 2 + 1] = L;
     }
     const size_t o = (size_t)i * H * hd + (size_t)qh * hd + d;
     if (out32)
-        out32[o] = res;
+        out32[o] = r;
     else {
-        __nv_bfloat16 b = __float2bfloat16_rn(res);
+        __nv_bfloat16 b = __float2bfloat16_rn(r);
         out16[o] = *reinterpret_cast<ckv_bf16 *>(&b);
     }
 }

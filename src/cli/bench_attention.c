@@ -455,8 +455,9 @@ static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t
 
 static void print_attention(const attn_row *rows, size_t n, bool peer, const char *peer_note)
 {
-    printf("\n%%mm: of the measured bf16 matrix rate (%.0f TFLOP/s); %%tf32: of half of it\n"
-           "(%.0f TFLOP/s, dense TF32 on Hopper, not measured), the prefill kernel's ceiling\n",
+    printf("\n%%mm: of the measured bf16 matrix rate (%.0f TFLOP/s), the ceiling of the prefill\n"
+           "kernel's bf16 form (bf16 lists); %%tf32: of half of it (%.0f TFLOP/s, dense TF32 on\n"
+           "Hopper, not measured), the ceiling of its TF32 form (fp32 lists)\n",
            BENCH_MATMUL_FLOPS / 1e12, BENCH_TF32_FLOPS / 1e12);
     printf("%-7s %3s %3s %3s %3s %7s %6s %4s %10s %10s %10s %9s %7s %6s %8s %5s %6s", "kind",
            "B", "KV", "grp", "hd", "ctx", "q", "bias", "median us", "min us", "max us",
