@@ -582,6 +582,14 @@ static const char *attention_path_name(ckv_k_attention_path p)
                                         : "bf16 mma";
 }
 
+/* `splits` ranges over lists of up to len entries instead of the planner's:
+ * range lengths rounded up to a multiple of `tile`. */
+static ckv_k_attention_split forced(int splits, int32_t len, int32_t tile)
+{
+    const int32_t per = (len + splits - 1) / splits;
+    return (ckv_k_attention_split){splits, (per + tile - 1) / tile * tile};
+}
+
 /* Attention over lists of different lengths with random degrees, n queries
  * whose own entries are already in the lists; forced_splits 0 lets the
  * planner choose. With scores, the cache tracks them and the accumulated
@@ -650,11 +658,8 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     size_t ws_f = ckv_k_attention_ws(n, forced_splits > 64 ? forced_splits : 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
     ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f, dt);
-    if (forced_splits) {
-        sp.splits = forced_splits;
-        sp.split_len = (max_len + forced_splits - 1) / forced_splits;
-        sp.split_len = (sp.split_len + 31) / 32 * 32;
-    }
+    if (forced_splits)
+        sp = forced(forced_splits, max_len, 32);
     /* The decode's logit scratch, NaN until written: a logit the score pass
      * reads but the partial pass did not store shows as NaN. */
     float *dlg = scores ? dev_poisoned(4 * (size_t)H * cap) : NULL;
@@ -770,10 +775,8 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits, ck
     const size_t ws_f = ckv_k_attention_ws(NS, 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
     ckv_k_attention_split sp = ckv_k_attention_plan_seqs(NS, H, KV, hd, cap, 132, ws_f, dt);
-    if (forced_splits) {
-        sp.splits = forced_splits;
-        sp.split_len = (cap + forced_splits - 1) / forced_splits;
-    }
+    if (forced_splits)
+        sp = forced(forced_splits, cap, 1);
     CHECK(ckv_k_attention_seqs(dout, NULL, dq, H * hd, NS, H, KV, hd, dtab, dt, true, scale, bias,
                                sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, 4 * qf, err));
@@ -847,10 +850,8 @@ static void check_attention_segs(int hd, bool bias, int forced_splits, ckv_kv_dt
     const size_t ws_f = ckv_k_attention_ws(n, 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
     ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f, dt);
-    if (forced_splits) {
-        sp.splits = forced_splits;
-        sp.split_len = ((max_len + forced_splits - 1) / forced_splits + 31) / 32 * 32;
-    }
+    if (forced_splits)
+        sp = forced(forced_splits, max_len, 32);
     CHECK(ckv_k_attention_segs(dout, NULL, dq, H * hd, n, H, KV, hd, &sg, dt, scale, bias, sp,
                                dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, 4 * qf, err));
