@@ -199,7 +199,8 @@ __global__ void __launch_bounds__(32)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
-    ckv_merge_rows<1, 1>(part_o, part_ml, splits, n, H, hd, blockIdx.x, blockIdx.y, 1, out);
+    __shared__ ckv_merge_smem<1> sm;
+    ckv_merge_rows<1, 1>(part_o, part_ml, splits, n, H, hd, blockIdx.x, blockIdx.y, 1, out, sm);
 }
 
 // The merge of a prefill chunk (at least MERGE_WIDE_MIN rows, at most

@@ -34,15 +34,28 @@ struct ckv_merge_out {
 
 constexpr int CKV_MERGE_CHUNK = 64, CKV_MERGE_BATCH = 8;
 
+// The block's shared scratch for MR rows: the maxima and one chunk's
+// weights and sums. The caller places it (the decode passes reuse bytes
+// their partial store no longer reads, so their shared memory, and with it
+// their blocks an SM, stays as it was).
+template <int MR>
+struct ckv_merge_smem {
+    float M[MR], wt[MR][CKV_MERGE_CHUNK], ls[MR][CKV_MERGE_CHUNK];
+};
+
 // Rows qh0 .. qh0 + R - 1 (R <= MR) of query x over `splits` ranges, by the
 // whole block (blockDim.x a multiple of 32, at most P of a row's 4-dimension
-// groups a thread: R hd / 4 <= P blockDim.x).
+// groups a thread: R hd / 4 <= P blockDim.x). Call after a barrier that
+// frees sm.
 template <int MR, int P>
 __device__ __forceinline__ void ckv_merge_rows(const float *part_o, const float *part_ml,
                                                int splits, int n, int H, int hd, int x, int qh0,
-                                               int R, const ckv_merge_out &out)
+                                               int R, const ckv_merge_out &out,
+                                               ckv_merge_smem<MR> &sm)
 {
-    __shared__ float sM[MR], wt[MR][CKV_MERGE_CHUNK], ls[MR][CKV_MERGE_CHUNK];
+    float *const sM = sm.M;
+    float(*const wt)[CKV_MERGE_CHUNK] = sm.wt;
+    float(*const ls)[CKV_MERGE_CHUNK] = sm.ls;
     const int tid = threadIdx.x, nth = blockDim.x, lane = tid % 32, warps = nth / 32;
     const size_t per = (size_t)n * H, row0 = (size_t)x * H + qh0;  // (row, head) units
     const int quads = hd / 4;

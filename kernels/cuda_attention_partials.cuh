@@ -17,8 +17,11 @@
 // of each kernel's translation unit (static: one array a unit), zero at
 // load; the last block resets its count, so every call finds zeros. That
 // takes one decode pass a device at a time, which a stream's kernels are:
-// every kernel waits for the one before it (cuda_pdl.cuh). Call after a
-// barrier.
+// every kernel waits for the one before it (cuda_pdl.cuh). The merge's
+// shared scratch takes so's bytes, free once the partials are stored, so
+// the passes' shared memory (and their blocks an SM) is what it was
+// without the merge: 4 KB more static shared memory made the bf16 pass
+// 10-12% slower (run BO). Call after a barrier.
 #ifndef CKV_KERNELS_CUDA_ATTENTION_PARTIALS_CUH
 #define CKV_KERNELS_CUDA_ATTENTION_PARTIALS_CUH
 
@@ -30,12 +33,14 @@
 static __device__ unsigned int ckv_decode_arrivals[CKV_DECODE_MERGE_LISTS];
 
 template <int NW, int HD, int MG>
-__device__ __forceinline__ void ckv_finish_partials(const float (*so)[MG][HD],
+__device__ __forceinline__ void ckv_finish_partials(float (*so)[MG][HD],
                                                     const float (*sml)[MG][2], int G, int n,
                                                     int H, int x, int h, int split,
                                                     float *part_o, float *part_ml,
                                                     const ckv_merge_out &out)
 {
+    static_assert(sizeof(ckv_merge_smem<MG>) <= sizeof(float) * NW * MG * HD,
+                  "the merge's scratch takes the bytes of so");
     for (int e = threadIdx.x; e < G * HD; e += blockDim.x) {
         const int g = e / HD, d = e % HD;
         float M = -INFINITY;
@@ -59,21 +64,22 @@ __device__ __forceinline__ void ckv_finish_partials(const float (*so)[MG][HD],
     }
     if (!out.ml)
         return;
-    __shared__ bool last;
     __threadfence();
     __syncthreads();
+    bool arrived_last = false;
     if (threadIdx.x == 0) {
         unsigned int *count = &ckv_decode_arrivals[x * (H / G) + h];
-        last = atomicAdd(count, 1u) == gridDim.z - 1;
-        if (last) {
+        arrived_last = atomicAdd(count, 1u) == gridDim.z - 1;
+        if (arrived_last) {
             *count = 0;  // every range has arrived: no other block adds to it this call
             __threadfence();
         }
     }
-    __syncthreads();
-    if (last)
+    // Also the barrier after which so is free for the merge's scratch.
+    if (__syncthreads_or(arrived_last))
         ckv_merge_rows<MG, (MG * HD / 4 + NW * 32 - 1) / (NW * 32)>(
-            part_o, part_ml, gridDim.z, n, H, HD, x, h * G, G, out);
+            part_o, part_ml, gridDim.z, n, H, HD, x, h * G, G, out,
+            *reinterpret_cast<ckv_merge_smem<MG> *>(so));
 }
 
 #endif
