@@ -2,13 +2,12 @@
 // takes 32 queries of one query head and one range of the list (split-KV),
 // streams the keys and values through shared memory in tiles of 32 entries
 // and keeps an online softmax (running max m, sum l, unnormalised output)
-// per query; a second kernel merges the ranges (cuda_attention_merge.cuh).
-// Causal masking follows the
+// per query; a second kernel merges the ranges. Causal masking follows the
 // cache: query i sees len0[h] + i + 1 entries. A decode (one query per
 // sequence, GQA groups up to 8) takes the partial and score passes of
 // cuda_attention_decode.cu instead, which read each range once for all
-// query heads of a KV head and merge them in the same kernel (its score
-// pass reads the logits its partial pass kept, not the keys); any other call over one cache with no score pass
+// query heads of a KV head (its score pass reads the logits its partial
+// pass kept, not the keys); any other call over one cache with no score pass
 // (a prefill, or one query with a group over 8) takes the TF32 tensor-core
 // partial pass of cuda_attention_prefill.cu. This kernel stays for a cache
 // that tracks H2O scores (the score pass recomputes fp32 scores against the
@@ -18,7 +17,6 @@
 #include <math.h>
 
 #include "cuda_attention_decode.h"
-#include "cuda_attention_merge.cuh"
 #include "cuda_attention_prefill.h"
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
@@ -187,20 +185,76 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
     }
 }
 
-// One block of a warp per (query, head): a decode's merge where its partial
-// pass does not merge (past CKV_DECODE_MERGE_LISTS lists), and a prefill's
-// beyond what the warp form below takes (ckv_merge_rows).
+// One block per (query, head), one thread per dimension: a decode's merge
+// (up to MERGE_MAX_SPLITS ranges), and a prefill's beyond what the warp form
+// below takes. The ranges' maxima and sums are staged in shared memory by
+// all threads at once and each range's weight computed once, so the loads of
+// a long split list overlap (a thread walking the ranges one dependent load
+// after another took 19 us for 65 ranges, ncu, run K). The sums keep the
+// ranges' order (a range of weight 0 is skipped, not added as 0).
 constexpr int MERGE_MAX_SPLITS = CKV_ATTENTION_MAX_SPLITS, MERGE_BATCH = 16;
 constexpr int MERGE_WIDE_MIN = 64;
 
-__global__ void __launch_bounds__(32)
-    attention_merge(const float *__restrict__ part_o, const float *__restrict__ part_ml,
-                    int32_t splits, int32_t n, int32_t H, int32_t hd, ckv_merge_out out)
+__global__ void attention_merge(const float *__restrict__ part_o,
+                                const float *__restrict__ part_ml, int32_t splits, int32_t n,
+                                int32_t H, int32_t hd, float *out32, ckv_bf16 *out16, float *ml)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
-    __shared__ ckv_merge_smem<1> sm;
-    ckv_merge_rows<1, 1>(part_o, part_ml, splits, n, H, hd, blockIdx.x, blockIdx.y, 1, out, sm);
+    __shared__ float wt[MERGE_MAX_SPLITS], ls[MERGE_MAX_SPLITS], red[32];
+    const int i = blockIdx.x, qh = blockIdx.y, d = threadIdx.x;
+    float M = -INFINITY;
+    for (int s = d; s < splits; s += blockDim.x) {
+        const size_t row = ((size_t)s * n + i) * H + qh;
+        wt[s] = part_ml[row * 2];
+        ls[s] = part_ml[row * 2 + 1];
+        M = fmaxf(M, wt[s]);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (d % 32 == 0)
+        red[d / 32] = M;
+    __syncthreads();
+    M = red[0];
+    for (int w = 1; w < (int)(blockDim.x + 31) / 32; w++)
+        M = fmaxf(M, red[w]);
+    // A range the query sees nothing of (max -inf) weighs 0, not exp(NaN).
+    for (int s = d; s < splits; s += blockDim.x)
+        wt[s] = wt[s] == -INFINITY ? 0.0f : expf(wt[s] - M);
+    __syncthreads();
+    // MERGE_BATCH ranges' outputs loaded before any is added: a load per
+    // range then its add would wait out one L2 round trip per range.
+    float L = 0.0f, O = 0.0f;
+    for (int s0 = 0; s0 < splits; s0 += MERGE_BATCH) {
+        float ov[MERGE_BATCH];
+#pragma unroll
+        for (int j = 0; j < MERGE_BATCH; j++) {
+            const int s = s0 + j;
+            ov[j] = s < splits && wt[s] != 0.0f
+                        ? part_o[(((size_t)s * n + i) * H + qh) * hd + d]
+                        : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < MERGE_BATCH; j++) {
+            const int s = s0 + j;
+            if (s >= splits || wt[s] == 0.0f)
+                continue;
+            L += wt[s] * ls[s];
+            O += wt[s] * ov[j];
+        }
+    }
+    const float r = O / L;
+    if (d == 0) {
+        ml[((size_t)i * H + qh) * 2] = M;
+        ml[((size_t)i * H + qh) * 2 + 1] = L;
+    }
+    const size_t o = (size_t)i * H * hd + (size_t)qh * hd + d;
+    if (out32)
+        out32[o] = r;
+    else {
+        __nv_bfloat16 b = __float2bfloat16_rn(r);
+        out16[o] = *reinterpret_cast<ckv_bf16 *>(&b);
+    }
 }
 
 // The merge of a prefill chunk (at least MERGE_WIDE_MIN rows, at most
@@ -467,34 +521,31 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
         return ckv_errorf(err, CKV_ERR_ARG,
                           "attention: a decode over a cache that tracks scores needs its logit "
                           "scratch");
-    bool merged;  // the partial pass wrote the merge's results itself
-    if (decode) {
+    if (decode)
         CKV_CUDA(ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
-                                      scale, degree_bias, split, a.part_o, a.part_ml, out32,
-                                      out16, a.ml, scores, dtype, st));
-        merged = ckv_attention_decode_merges(n, n_head_kv);
-    } else if (path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16) {
+                                      scale, degree_bias, split, a.part_o, a.part_ml, scores,
+                                      dtype, st));
+    else if (path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16) {
         const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
                                                    a.c, sg, dtype, scale, degree_bias, split,
                                                    a.part_o, a.part_ml, out32, out16, a.ml, st,
                                                    err);
         if (s != CKV_OK)
             return s;
-        merged = split.splits == 1;
-    } else {
+        if (split.splits == 1)  // it wrote the merge's results itself
+            return CKV_OK;
+    } else
         CKV_CUDA(ckv_pdl_launch(bf16 ? partial_of<ckv_bf16>(head_dim) : partial_of<float>(head_dim),
                                 grid, BQ * TPQ, 0, st, a));
-        merged = false;
-    }
-    if (!merged && !seqs && n >= MERGE_WIDE_MIN && split.splits <= MERGE_WARP_SPLITS)
+    if (!seqs && n >= MERGE_WIDE_MIN && split.splits <= MERGE_WARP_SPLITS)
         CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_merge_warp<2> : attention_merge_warp<4>,
                                 dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head),
                                 MERGE_WARPS * 32, 0, st, a.part_o, a.part_ml, split.splits, n,
                                 n_head, out32, out16, a.ml));
-    else if (!merged)
-        CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), 32, 0, st, a.part_o,
-                                a.part_ml, split.splits, n, n_head, head_dim,
-                                ckv_merge_out{out32, out16, a.ml}));
+    else
+        CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), head_dim,
+                                0, st, a.part_o, a.part_ml, split.splits, n, n_head, head_dim,
+                                out32, out16, a.ml));
     if (scores) {
         if (decode)
             CKV_CUDA(ckv_attention_decode_score(n, n_head, n_head_kv, a.c, seqs, split, a.ml, st));

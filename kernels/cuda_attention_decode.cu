@@ -5,9 +5,8 @@
 // of HD / 8 lanes stream C entries per step (8 dimensions per lane, float4
 // loads, a shuffle reduction for q.k), each team keeps an online softmax per
 // query head, and the teams merge by shuffles, then the 4 warps through
-// shared memory, into the partials layout that ckv_merge_rows reads, and
-// the block of a list's last range merges them (cuda_attention_partials.cuh;
-// past CKV_DECODE_MERGE_LISTS lists the merge kernel does). For a step that tracks H2O scores the partial
+// shared memory, into the partials layout that attention_merge of
+// cuda_attention.cu reads. For a step that tracks H2O scores the partial
 // pass also stores each entry's logit per query head (the cache layer's
 // logit scratch), and the score pass after the merge reads those logits,
 // not the keys: G floats per entry instead of a key row. It adds each
@@ -37,8 +36,7 @@ struct DArgs {
     bool bias;
     int32_t split_len;
     float *part_o, *part_ml;
-    ckv_merge_out out;  // the partial pass's merge; ml NULL: the merge kernel merges
-    const float *ml;    // [n][H][2] merged max and sum: the score pass reads them
+    const float *ml;  // [n][H][2] merged max and sum: the score pass reads them
 };
 
 // A sequence's logits of KV head h, query head g of its group, entry t:
@@ -66,8 +64,7 @@ __device__ __forceinline__ void fold(float &m, float &l, float (&o)[DPL], float 
 }
 
 // The partial pass's end: the teams of each warp fold their softmax states
-// by shuffles, the 4 warps through shared memory, into the partials; then
-// the merge, in the last range's block.
+// by shuffles, the 4 warps through shared memory, into the partials.
 template <int HD, int MG>
 __device__ __forceinline__ void write_partials(const DArgs &a, float (&m)[MG], float (&l)[MG],
                                                float (&o)[MG][DPL], int x, int h, int split,
@@ -106,8 +103,7 @@ __device__ __forceinline__ void write_partials(const DArgs &a, float (&m)[MG], f
             }
         }
     __syncthreads();
-    ckv_finish_partials<NW, HD, MG>(so, sml, G, a.n, a.H, x, h, split, a.part_o, a.part_ml,
-                                    a.out);
+    ckv_store_partials<NW, HD, MG>(so, sml, G, a.n, a.H, x, h, split, a.part_o, a.part_ml);
 }
 
 // MG: the group rounded up to 1, 2, 4 or 8 (register arrays); heads g >= G
@@ -357,11 +353,6 @@ int ckv_attention_decode_resident(int32_t head_dim, int32_t group, ckv_kv_dtype 
     return r > 0 ? r : 0;
 }
 
-bool ckv_attention_decode_merges(int32_t n, int32_t n_head_kv)
-{
-    return (int64_t)n * n_head_kv <= CKV_DECODE_MERGE_LISTS;
-}
-
 bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv)
 {
     return (seqs || n == 1) && n_head_kv > 0 && n_head % n_head_kv == 0 &&
@@ -372,18 +363,13 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                 float *out32, ckv_bf16 *out16, float *ml, bool logits,
-                                 ckv_kv_dtype dtype, cudaStream_t stream)
+                                 bool logits, ckv_kv_dtype dtype, cudaStream_t stream)
 {
     if (dtype == CKV_KV_BF16)
         return ckv_attention_decode_mma(q, q_stride, n, n_head, n_head_kv, head_dim, c, seqs,
-                                        scale, bias, split, part_o, part_ml, out32, out16, ml,
-                                        logits, stream);
-    const bool merge = ckv_attention_decode_merges(n, n_head_kv);
-    const DArgs a = {q,      q_stride, n,     n_head,
-                     n_head_kv, c,     seqs,  scale,
-                     bias,   split.split_len, part_o, part_ml,
-                     {out32, out16, merge ? ml : nullptr}, nullptr};
+                                        scale, bias, split, part_o, part_ml, logits, stream);
+    const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
+                     scale, bias,    split.split_len, part_o, part_ml, nullptr};
     const dim3 grid(n, n_head_kv, split.splits);
     if (head_dim == 64)
         return logits ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);

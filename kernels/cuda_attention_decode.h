@@ -8,10 +8,6 @@
 
 #include "cuda_kernels.h"
 
-// Whether a decode's partial pass merges its ranges itself
-// (cuda_attention_partials.cuh): over at most CKV_DECODE_MERGE_LISTS lists.
-bool ckv_attention_decode_merges(int32_t n, int32_t n_head_kv);
-
 // Whether the decode kernel takes this call: one query per sequence (a batch
 // of sequences, or n = 1 over one cache) and GQA groups of at most 8.
 bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv);
@@ -26,10 +22,9 @@ int ckv_attention_decode_resident(int32_t head_dim, int32_t group, ckv_kv_dtype 
 int ckv_attention_decode_mma_resident(int32_t head_dim);
 
 // Partial pass: per (row, query head, split) the unnormalised output, the
-// running max and the sum, in the layout the merge reads (part_o
+// running max and the sum, in the layout attention_merge reads (part_o
 // [splits][n][H][HD], part_ml [splits][n][H][2]); an empty range gives
-// m = -inf, l = 0, o = 0. Where ckv_attention_decode_merges, also the
-// merge: out32 or out16 [n][H][HD] and ml [n][H][2]. logits: a score pass follows; then every
+// m = -inf, l = 0, o = 0. logits: a score pass follows; then every
 // sequence whose layer has its logit scratch set gets each entry's fp32
 // logit stored there (-inf where the softmax takes none), and a step
 // without scores runs a kernel without the store. seqs (device) NULL:
@@ -40,8 +35,7 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                 float *out32, ckv_bf16 *out16, float *ml, bool logits,
-                                 ckv_kv_dtype dtype, cudaStream_t stream);
+                                 bool logits, ckv_kv_dtype dtype, cudaStream_t stream);
 // The bf16 form, which ckv_attention_decode calls for dtype bf16
 // (kernels/cuda_attention_decode_mma.cu): the same partials, from tensor
 // cores; the logits, when stored, in natural-log units as the fp32 form's.
@@ -49,8 +43,7 @@ cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n
                                      int32_t n_head_kv, int32_t head_dim,
                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
                                      float scale, bool bias, ckv_k_attention_split split,
-                                     float *part_o, float *part_ml, float *out32,
-                                     ckv_bf16 *out16, float *ml, bool logits,
+                                     float *part_o, float *part_ml, bool logits,
                                      cudaStream_t stream);
 
 // Score pass, after the partial pass (logits true) and the merge (split:

@@ -76,7 +76,6 @@ struct MArgs {
     bool bias;
     int32_t split_len;
     float *part_o, *part_ml;
-    ckv_merge_out out;  // ml NULL: the merge kernel merges
 };
 
 // x as bf16 hi plus bf16 lo (x - hi rounded).
@@ -343,8 +342,8 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
         }
     }
     __syncthreads();
-    ckv_finish_partials<NW, HD, MAX_GROUP>(mg.so, mg.ml, G, a.n, a.H, x, h, split, a.part_o,
-                                           a.part_ml, a.out);
+    ckv_store_partials<NW, HD, MAX_GROUP>(mg.so, mg.ml, G, a.n, a.H, x, h, split, a.part_o,
+                                          a.part_ml);
 }
 
 // The stages take more than the 48 KB a launch gets without asking at head
@@ -386,14 +385,11 @@ cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n
                                      int32_t n_head_kv, int32_t head_dim,
                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
                                      float scale, bool bias, ckv_k_attention_split split,
-                                     float *part_o, float *part_ml, float *out32,
-                                     ckv_bf16 *out16, float *ml, bool logits,
+                                     float *part_o, float *part_ml, bool logits,
                                      cudaStream_t stream)
 {
-    const bool merge = ckv_attention_decode_merges(n, n_head_kv);
-    const MArgs a = {q,      q_stride, n,    n_head,           n_head_kv,
-                     c,      seqs,     scale * CKV_LOG2E, bias, split.split_len,
-                     part_o, part_ml,  {out32, out16, merge ? ml : nullptr}};
+    const MArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
+                     scale * CKV_LOG2E, bias, split.split_len, part_o,   part_ml};
     const dim3 grid(n, n_head_kv, split.splits);
     if (head_dim == 64)
         return logits ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);

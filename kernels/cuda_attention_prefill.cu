@@ -326,10 +326,8 @@ __device__ __forceinline__ void copy_tile(Tiles<HD, T, S> &sm, int st, const T *
 // Shared memory allows as many: at HD 128 3 x 67,840 B (fp32 tiles, 2
 // stages) or 3 x 52,608 B (bf16, 3 stages), at HD 64 4 x 35,072 B or
 // 4 x 28,032 B. With tiles of 64 entries the bf16 form spilled at these
-// bounds. SEGS: the call has segments (a.sg); a call over one cache takes
-// the instance without the lookup, whose registers made the TF32 form
-// spill at HD 128 (20 bytes; 1-3% slower, run BN).
-template <int HD, typename F, bool SEGS>
+// bounds.
+template <int HD, typename F>
 __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArgs a)
 {
     using T = typename F::T;
@@ -345,13 +343,13 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     // The block's rows: its segment's (sg) from `base`, n of them, or the
     // call's; row i of them sees the first len0[h] + i + 1 entries.
     int x = gridDim.x - 1 - blockIdx.x, base = 0, sgi = 0;
-    if (SEGS) {
+    if (a.sg.tab) {
         sgi = ckv_segment_of(a.sg.tile, a.sg.n, x);
         base = a.sg.row[sgi];
         x -= a.sg.tile[sgi];
     }
-    const ckv_k_kv_layer c = SEGS ? a.sg.tab[sgi] : a.c;
-    const int n = SEGS ? a.sg.row[sgi + 1] - base : a.n, L0 = c.len0[h];
+    const ckv_k_kv_layer c = a.sg.tab ? a.sg.tab[sgi] : a.c;
+    const int n = a.sg.tab ? a.sg.row[sgi + 1] - base : a.n, L0 = c.len0[h];
     // The block's range ends where its last row stops seeing entries.
     const int row0 = x * BQ, i_last = min(n, row0 + BQ) - 1;
     const int t_begin = split * a.split_len;
@@ -502,29 +500,21 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 
 }  // namespace
 
-template <int HD, typename F, bool SEGS>
+template <int HD, typename F>
 static ckv_status launch(const PArgs &a, dim3 grid, cudaStream_t stream, ckv_error *err)
 {
     const int bytes = (int)sizeof(Tiles<HD, typename F::T, F::STAGES>);
-    CKV_CUDA(ckv_allow_smem(attention_prefill<HD, F, SEGS>, bytes));
-    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F, SEGS>, grid, NTH, bytes, stream, a));
+    CKV_CUDA(ckv_allow_smem(attention_prefill<HD, F>, bytes));
+    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, NTH, bytes, stream, a));
     return CKV_OK;
 }
 
-template <typename F, bool SEGS>
+template <typename F>
 static ckv_status launch_f(const PArgs &a, int head_dim, dim3 grid, cudaStream_t stream,
                            ckv_error *err)
 {
-    return head_dim == 64 ? launch<64, F, SEGS>(a, grid, stream, err)
-                          : launch<128, F, SEGS>(a, grid, stream, err);
-}
-
-template <typename F>
-static ckv_status launch_s(const PArgs &a, int head_dim, dim3 grid, cudaStream_t stream,
-                           ckv_error *err)
-{
-    return a.sg.tab ? launch_f<F, true>(a, head_dim, grid, stream, err)
-                    : launch_f<F, false>(a, head_dim, grid, stream, err);
+    return head_dim == 64 ? launch<64, F>(a, grid, stream, err)
+                          : launch<128, F>(a, grid, stream, err);
 }
 
 ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
@@ -541,6 +531,6 @@ ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, in
                      split.split_len, part_o,   part_ml,
                      one ? out32 : NULL, one ? out16 : NULL, one ? ml : NULL};
     const dim3 grid(sg ? sg->tiles : (n + BQ - 1) / BQ, n_head, split.splits);
-    return dtype == CKV_KV_BF16 ? launch_s<Bf16>(a, head_dim, grid, stream, err)
-                                : launch_s<Tf32>(a, head_dim, grid, stream, err);
+    return dtype == CKV_KV_BF16 ? launch_f<Bf16>(a, head_dim, grid, stream, err)
+                                : launch_f<Tf32>(a, head_dim, grid, stream, err);
 }

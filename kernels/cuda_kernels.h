@@ -155,11 +155,6 @@ ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_
                            int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                            const ckv_k_kv_layer *c, float scale, bool degree_bias,
                            ckv_k_attention_split split, float *ws, void *stream, ckv_error *err);
-/* A decode's partial pass merges its own ranges over up to this many lists
- * (sequences times KV heads); a decode over more launches a merge kernel
- * after it. */
-#define CKV_DECODE_MERGE_LISTS 16384
-
 /* A decode batch in one launch: query row x is the one new token of sequence
  * x, which attends over its own cache layer seqs[x] (device memory) exactly
  * as ckv_k_attention with n = 1 would. scores: some sequence's cache tracks

@@ -806,58 +806,6 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits, ck
     free(gacc);
 }
 
-/* A decode batch over more lists than a decode's partial pass merges
- * itself (CKV_DECODE_MERGE_LISTS), so the merge kernel runs after it: NS
- * sequences of short lists (capacity 8, lengths 0 to 7 before the new
- * entry), all in one allocation, in 3 ranges of 3 entries (the last ones
- * empty for the shorter lists). */
-static void check_attention_seqs_wide(bool bias, ckv_kv_dtype dt)
-{
-    enum { KV = 2, H = 8, HD = 64, CAP = 8 };
-    const int NS = CKV_DECODE_MERGE_LISTS / KV + 1, group = H / KV;
-    const float scale = 1.0f / sqrtf((float)HD);
-    const size_t cf = (size_t)NS * KV * CAP * HD, cl = (size_t)NS * KV * CAP,
-                 qf = (size_t)NS * H * HD;
-    float *q = xmalloc(4 * qf), *want = xmalloc(4 * qf), *got = xmalloc(4 * qf);
-    float *k = xmalloc(4 * cf), *v = xmalloc(4 * cf), *deg = xmalloc(4 * cl), *ld = xmalloc(4 * cl);
-    int32_t *len0 = xmalloc(sizeof(int32_t) * NS * KV);
-    ckv_k_kv_layer *tab = xmalloc(sizeof *tab * NS);
-    float S[CAP];
-    void *dk, *dv;
-    fill(q, qf, -1.5f, 1.5f);
-    random_lists(k, v, deg, ld, cf, cl, dt, &dk, &dv);
-    for (int i = 0; i < NS * KV; i++)
-        len0[i] = (int32_t)(ckv_splitmix64(&rng) % CAP);
-    float *ddeg = dup_dev(deg, 4 * cl);
-    int32_t *dlen = dup_dev(len0, sizeof(int32_t) * NS * KV);
-    const size_t es = dt == CKV_KV_F32 ? 4 : 2, per = (size_t)KV * CAP;
-    for (int s = 0; s < NS; s++) {
-        for (int qh = 0; qh < H; qh++) {
-            const int h = qh / group, L = len0[s * KV + h];
-            const size_t o = (size_t)s * H * HD + (size_t)qh * HD, lo = s * per + (size_t)h * CAP;
-            ckv_attend(want + o, (size_t)H * HD, S, q + o, (size_t)H * HD, 1, k + lo * HD,
-                       v + lo * HD, bias ? ld + lo : NULL, L, L + 1, HD, scale, NULL, 1);
-        }
-        tab[s] = (ckv_k_kv_layer){(char *)dk + s * per * HD * es, (char *)dv + s * per * HD * es,
-                                  ddeg + s * per, NULL, dlen + s * KV, CAP, NULL, NULL, dt};
-    }
-    ckv_k_kv_layer *dtab = dup_dev(tab, sizeof *tab * NS);
-    float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
-    const ckv_k_attention_split sp = forced(3, CAP + 1, 1);
-    const size_t ws_f = ckv_k_attention_ws(NS, sp.splits, H, HD);
-    float *dws = dev_poisoned(4 * ws_f);
-    CHECK(ckv_k_attention_seqs(dout, NULL, dq, H * HD, NS, H, KV, HD, dtab, dt, false, scale,
-                               bias, sp, dws, NULL, err));
-    CHECK(ckv_cuda_download(got, dout, 4 * qf, err));
-    char what[96];
-    snprintf(what, sizeof what, "attention batch of %d %s hd %d%s splits %d (merge kernel)", NS,
-             ckv_kv_dtype_name(dt), HD, bias ? " +logdeg" : "", sp.splits);
-    report(what, rel_l2(got, want, qf), TOL_F32);
-    ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg), ckv_cuda_free(dlen);
-    ckv_cuda_free(dtab), ckv_cuda_free(dq), ckv_cuda_free(dout), ckv_cuda_free(dws);
-    free(q), free(want), free(got), free(k), free(v), free(deg), free(ld), free(len0), free(tab);
-}
-
 /* A prefill pass over three caches in one launch (ckv_k_attention_segs):
  * segments of 77 rows (two blocks, the second partly used), 1 row and 130
  * rows, each over its own cache with its own list lengths, against
@@ -961,9 +909,8 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention((attn_case){128, 600, d, true, 7, false, 0, false}, dt);
     check_attention((attn_case){128, 32, a, true, 1, false, 0, false}, dt);
     check_attention((attn_case){64, 64, a, false, 2, false, 0, false}, dt);
-    /* The merge over more than 128 ranges (it weighs 64 at a time; the
-     * most a call takes is CKV_ATTENTION_MAX_SPLITS, 1024): ranges of 32,
-     * most of them empty;
+    /* The merge over more than 128 ranges (the most it stages at once is
+     * CKV_ATTENTION_MAX_SPLITS, 1024): ranges of 32, most of them empty;
      * one query with a group over 8 (no decode kernel: a prefill one);
      * degrees 0 (a log-degree of -inf) at the head of ranges. */
     check_attention((attn_case){64, 1, c, true, 200, true, 0, false}, dt);
@@ -990,7 +937,6 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention_seqs(128, true, 8, 1, dt);
     check_attention_seqs(128, true, 8, 7, dt);
     check_attention_seqs(64, false, 16, 7, dt);
-    check_attention_seqs_wide(true, dt);
 }
 
 static void check_kernels(void)
