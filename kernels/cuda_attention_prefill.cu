@@ -1,9 +1,7 @@
-// Prefill attention on tensor cores (FlashAttention-2 in form): a block
-// takes 64 query rows of one query head and one range of its KV head's
-// list; each of its warps owns MT m-tiles of 16 rows (the form's NW warps,
-// MT m-tiles: 4 x 1 for TF32, 2 x 2 for bf16, where each key and value
-// fragment read from shared memory then feeds two products). Blocks go
-// heaviest first: the last rows see the most entries. Key and value tiles go through shared memory
+// Prefill attention on tensor cores (FlashAttention-2 in form): a block of 4
+// warps takes 64 query rows of one query head and one range of its KV
+// head's list; each warp owns 16 rows. Blocks go heaviest first: the last
+// rows see the most entries. Key and value tiles go through shared memory
 // in stages: the cp.async copies of the next tiles are in flight while the
 // current one is computed. Per tile a warp computes S = Q K^T (fp32
 // accumulate), masks it (range, causal, rows past n) where the tile
@@ -11,8 +9,8 @@
 // accumulates O += P V, again on tensor cores. The partials go out in
 // attention_partial's layout, so cuda_attention.cu's merge is unchanged.
 // Launched with programmatic dependent launch (cuda_pdl.cuh); it waits
-// before reading anything. The queries are pre-scaled and rounded once, and
-// stay in registers as mma A fragments (TF32) or in shared memory (bf16).
+// before reading anything. The queries, pre-scaled and rounded once, stay in
+// registers as mma A fragments.
 //
 // Two forms of the products, one per cache type (a Form below):
 //  - fp32 lists, Tf32: m16n8k8 TF32 mma, fragments loaded from shared
@@ -44,8 +42,11 @@
 
 namespace {
 
-constexpr int BQ = CKV_PREFILL_TC_ROWS;  // query rows per block: the planner counts blocks of them
-constexpr int MROWS = 16;                // rows of an m-tile: the m of the mma
+constexpr int NW = 4;  // warps per block
+constexpr int NTH = NW * 32;
+constexpr int WROWS = 16;  // query rows per warp: the m of the mma
+constexpr int BQ = NW * WROWS;
+static_assert(BQ == CKV_PREFILL_TC_ROWS, "the planner counts blocks of BQ rows");
 constexpr int BKV = 32;  // entries per tile
 constexpr int NT = BKV / 8;  // 8-key column tiles of S
 // Tile rows are HD elements and 16 bytes apart, so a row is a multiple of
@@ -119,22 +120,16 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // 2t + 1.
 struct Tf32 {
     using T = float;
-    static constexpr int NW = 4, MT = 1;  // warps a block, m-tiles a warp
-    // Blocks an SM the registers must allow at head_dim hd (the kernel's comment).
-    static constexpr int blocks(int hd) { return hd == 128 ? 3 : 4; }
     static constexpr int STAGES = 2;  // what 3 blocks of fp32 tiles an SM leave room for
     static constexpr bool SKIPS = false;  // at its 168 registers it spilled with them
     template <int HD>
     using Q = uint32_t[HD / 8][4];
-    template <int HD>
-    struct QTile {};  // the queries stay in registers
     using P = uint32_t[NT][4];
 
     template <int HD>
-    static __device__ __forceinline__ void load_q(Q<HD> &qa, QTile<HD> &, int, const float *q0,
-                                                  const float *q1, float qs, int lane)
+    static __device__ __forceinline__ void load_q(Q<HD> &qa, const float *q0, const float *q1,
+                                                  float qs, int t)
     {
-        const int t = lane % 4;
 #pragma unroll
         for (int k = 0; k < HD / 8; k++) {
             const int d = k * 8 + t;
@@ -145,21 +140,17 @@ struct Tf32 {
         }
     }
     template <int HD>
-    static __device__ __forceinline__ void scores(float (&s)[MT][NT][4], const Q<HD> (&qa)[MT],
+    static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
                                                   const T (*ks)[HD + PAD<T>], int lane)
     {
         const int g = lane / 4, t = lane % 4;
 #pragma unroll
         for (int k = 0; k < HD / 8; k++)
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const uint32_t b0 = __float_as_uint(ks[nt * 8 + g][k * 8 + t]);
-                const uint32_t b1 = __float_as_uint(ks[nt * 8 + g][k * 8 + t + 4]);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-                    mma_tf32(s[mt][nt], qa[mt][k][0], qa[mt][k][1], qa[mt][k][2], qa[mt][k][3],
-                             b0, b1);
-            }
+            for (int nt = 0; nt < NT; nt++)
+                mma_tf32(s[nt], qa[k][0], qa[k][1], qa[k][2], qa[k][3],
+                         __float_as_uint(ks[nt * 8 + g][k * 8 + t]),
+                         __float_as_uint(ks[nt * 8 + g][k * 8 + t + 4]));
     }
     static __device__ __forceinline__ float exp2(float x)
     {
@@ -174,21 +165,17 @@ struct Tf32 {
         }
     }
     template <int HD>
-    static __device__ __forceinline__ void pv(float (&o)[MT][HD / 8][4], const P (&p)[MT],
+    static __device__ __forceinline__ void pv(float (&o)[HD / 8][4], const P &p,
                                               const T (*vs)[HD + PAD<T>], int lane)
     {
         const int g = lane / 4, t = lane % 4;
 #pragma unroll
         for (int kk = 0; kk < NT; kk++)
 #pragma unroll
-            for (int nd = 0; nd < HD / 8; nd++) {
-                const uint32_t b0 = __float_as_uint(vs[kk * 8 + 2 * t][nd * 8 + g]);
-                const uint32_t b1 = __float_as_uint(vs[kk * 8 + 2 * t + 1][nd * 8 + g]);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-                    mma_tf32(o[mt][nd], p[mt][kk][0], p[mt][kk][2], p[mt][kk][1], p[mt][kk][3],
-                             b0, b1);
-            }
+            for (int nd = 0; nd < HD / 8; nd++)
+                mma_tf32(o[nd], p[kk][0], p[kk][2], p[kk][1], p[kk][3],
+                         __float_as_uint(vs[kk * 8 + 2 * t][nd * 8 + g]),
+                         __float_as_uint(vs[kk * 8 + 2 * t + 1][nd * 8 + g]));
     }
 };
 
@@ -200,21 +187,10 @@ struct Tf32 {
 // (ldmatrix .trans), again two column tiles an instruction.
 struct Bf16 {
     using T = ckv_bf16;
-    static constexpr int NW = 2, MT = 2;
-    static constexpr int blocks(int hd) { return hd == 128 ? 4 : 6; }
-    static constexpr int STAGES = 2;
+    static constexpr int STAGES = 3;
     static constexpr bool SKIPS = true;
-    // Two m-tiles a warp hold twice the products per fragment loaded from
-    // shared memory; their A fragments would take 64 registers at head_dim
-    // 128, which spilled (255 registers, 136 bytes), so the block's queries
-    // wait in shared memory, scaled and rounded, and each k-step reads its
-    // A fragments by ldmatrix. Q: the m-tile's first row there.
     template <int HD>
-    using Q = const T (*)[HD + PAD<T>];
-    template <int HD>
-    struct QTile {
-        T q[BQ][HD + PAD<T>];
-    };
+    using Q = uint32_t[HD / 16][4];
     using P = uint32_t[NT][2];
 
     // q[d], q[d + 1] scaled, rounded, packed; 0 for a row past n.
@@ -225,56 +201,37 @@ struct Bf16 {
         const float2 x = *reinterpret_cast<const float2 *>(q + d);
         return ckv_pack_bf16(ckv_to_bf16(x.x * qs), ckv_to_bf16(x.y * qs));
     }
-    // The warp's rows row + g and row + g + 8 of the block's tile: lane (g,
-    // t) writes dimensions 16 k + 2t, +1 and +8, +9 of each. Read after a
-    // barrier (the first tile's).
     template <int HD>
-    static __device__ __forceinline__ void load_q(Q<HD> &qa, QTile<HD> &qt, int row,
-                                                  const float *q0, const float *q1, float qs,
-                                                  int lane)
+    static __device__ __forceinline__ void load_q(Q<HD> &qa, const float *q0, const float *q1,
+                                                  float qs, int t)
     {
-        const int g = lane / 4, t = lane % 4;
 #pragma unroll
         for (int k = 0; k < HD / 16; k++) {
             const int d = k * 16 + 2 * t;
-            *reinterpret_cast<uint32_t *>(&qt.q[row + g][d]) = q_pair(q0, d, qs);
-            *reinterpret_cast<uint32_t *>(&qt.q[row + g + 8][d]) = q_pair(q1, d, qs);
-            *reinterpret_cast<uint32_t *>(&qt.q[row + g][d + 8]) = q_pair(q0, d + 8, qs);
-            *reinterpret_cast<uint32_t *>(&qt.q[row + g + 8][d + 8]) = q_pair(q1, d + 8, qs);
+            qa[k][0] = q_pair(q0, d, qs);
+            qa[k][1] = q_pair(q1, d, qs);
+            qa[k][2] = q_pair(q0, d + 8, qs);
+            qa[k][3] = q_pair(q1, d + 8, qs);
         }
-        qa = qt.q + row;
     }
     // Lane l addresses row l % 8 of matrix l / 8: for S, matrix m is keys
     // (m / 2) * 8 .. and dimensions (m % 2) * 8 .. of the 16 x 16 block (b0,
     // b1 of tile 2np, then of 2np + 1); for P V, keys (m % 2) * 8 .. and
     // dimensions (m / 2) * 8 .. (b0, b1 of column tile 2dp, then 2dp + 1).
-    // A of k-step k: matrix m is rows (m % 2) * 8 .. and dimensions (m / 2)
-    // * 8 .. of the m-tile's 16 x 16 block (a0 .. a3).
     template <int HD>
-    static __device__ __forceinline__ void scores(float (&s)[MT][NT][4], const Q<HD> (&qa)[MT],
+    static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
                                                   const T (*ks)[HD + PAD<T>], int lane)
     {
         const int m = lane / 8, r = (m / 2) * 8 + lane % 8, c = (m % 2) * 8;
-        const int ra = (m % 2) * 8 + lane % 8, ca = (m / 2) * 8;
 #pragma unroll
-        for (int k = 0; k < HD / 16; k++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-                ckv_ldmatrix_x4(a[mt], &qa[mt][ra][k * 16 + ca]);
+        for (int k = 0; k < HD / 16; k++)
 #pragma unroll
             for (int np = 0; np < NT / 2; np++) {
                 uint32_t b[4];
                 ckv_ldmatrix_x4(b, &ks[np * 16 + r][k * 16 + c]);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    ckv_mma_bf16(s[mt][2 * np], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0],
-                                 b[1]);
-                    ckv_mma_bf16(s[mt][2 * np + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[2],
-                                 b[3]);
-                }
+                ckv_mma_bf16(s[2 * np], qa[k][0], qa[k][1], qa[k][2], qa[k][3], b[0], b[1]);
+                ckv_mma_bf16(s[2 * np + 1], qa[k][0], qa[k][1], qa[k][2], qa[k][3], b[2], b[3]);
             }
-        }
     }
     // The hardware's approximate 2^x (relative error about 2^-22, far below
     // the bf16 rounding that follows; 0 for -inf): one instruction, where
@@ -298,7 +255,7 @@ struct Bf16 {
         }
     }
     template <int HD>
-    static __device__ __forceinline__ void pv(float (&o)[MT][HD / 8][4], const P (&p)[MT],
+    static __device__ __forceinline__ void pv(float (&o)[HD / 8][4], const P &p,
                                               const T (*vs)[HD + PAD<T>], int lane)
     {
         const int m = lane / 8, r = (m % 2) * 8 + lane % 8, c = (m / 2) * 8;
@@ -308,24 +265,21 @@ struct Bf16 {
             for (int dp = 0; dp < HD / 16; dp++) {
                 uint32_t b[4];
                 ckv_ldmatrix_x4_trans(b, &vs[kk * 16 + r][dp * 16 + c]);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    const uint32_t(&p0)[2] = p[mt][2 * kk], (&p1)[2] = p[mt][2 * kk + 1];
-                    ckv_mma_bf16(o[mt][2 * dp], p0[0], p0[1], p1[0], p1[1], b[0], b[1]);
-                    ckv_mma_bf16(o[mt][2 * dp + 1], p0[0], p0[1], p1[0], p1[1], b[2], b[3]);
-                }
+                ckv_mma_bf16(o[2 * dp], p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0],
+                             p[2 * kk + 1][1], b[0], b[1]);
+                ckv_mma_bf16(o[2 * dp + 1], p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0],
+                             p[2 * kk + 1][1], b[2], b[3]);
             }
     }
 };
 
-// The shared memory of one block: the form's stages of keys and values (in
-// the cache's type T) and of log2(deg), and its queries (QTile).
-template <int HD, typename F>
+// The shared memory of one block: S tiles of keys, of values (in the
+// cache's type T) and of log2(deg).
+template <int HD, typename T, int S>
 struct Tiles {
-    typename F::T k[F::STAGES][BKV][HD + PAD<typename F::T>];
-    typename F::T v[F::STAGES][BKV][HD + PAD<typename F::T>];
-    float l[F::STAGES][BKV];
-    typename F::template QTile<HD> q;
+    T k[S][BKV][HD + PAD<T>];
+    T v[S][BKV][HD + PAD<T>];
+    float l[S][BKV];
 };
 
 // Starts the copies of one tile of rows (keys or values) into shared
@@ -333,7 +287,7 @@ struct Tiles {
 // and fills zeros, so that masked entries multiply finite values; its
 // address is entry t0's, inside the list. No registers hold the data, so
 // the whole tile is in flight at once.
-template <int HD, typename T, int NTH>
+template <int HD, typename T>
 __device__ __forceinline__ void copy_rows(T (*dst)[HD + PAD<T>], const T *src, int t0, int t_end)
 {
     constexpr int EP = 16 / (int)sizeof(T);  // elements per 16-byte piece
@@ -353,36 +307,34 @@ __device__ __forceinline__ void copy_rows(T (*dst)[HD + PAD<T>], const T *src, i
 // with the bias, the raw degrees (thread tid < BKV copies entry t0 + tid's;
 // it takes their log2 itself once they land). Past the range the group is
 // empty, so that every tile is one group.
-template <int HD, typename F, typename T = typename F::T>
-__device__ __forceinline__ void copy_tile(Tiles<HD, F> &sm, int st, const T *K, const T *V,
+template <int HD, typename T, int S>
+__device__ __forceinline__ void copy_tile(Tiles<HD, T, S> &sm, int st, const T *K, const T *V,
                                           const float *deg, bool bias, int t0, int t_end)
 {
     const int tid = threadIdx.x;
     if (t0 < t_end) {
-        copy_rows<HD, T, F::NW * 32>(sm.k[st], K, t0, t_end);
-        copy_rows<HD, T, F::NW * 32>(sm.v[st], V, t0, t_end);
+        copy_rows<HD, T>(sm.k[st], K, t0, t_end);
+        copy_rows<HD, T>(sm.v[st], V, t0, t_end);
         if (bias && tid < BKV && t0 + tid < t_end)
             ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
     }
     ckv_cp_async_commit();
 }
 
-// Blocks per SM the registers must allow (F::blocks). TF32: at HD 128, 3
-// blocks (168 registers) is the most that compiles without spills, at HD
-// 64, 4 (128); shared memory allows as many (3 x 67,840 B of fp32 tiles in
-// 2 stages, 4 x 35,072 B). bf16: blocks of 2 warps of 32 rows, 4 an SM at
-// HD 128 (255 registers; 4 x 52,608 B of tiles in 3 stages), 6 at 64 (168;
-// 6 x 28,032 B). With tiles of 64 entries the bf16 form spilled at 16 rows
-// a warp.
+// Blocks per SM the registers must allow: at HD 128, 3 blocks (168
+// registers) is the most that compiles without spills, at HD 64, 4 (128).
+// Shared memory allows as many: at HD 128 3 x 67,840 B (fp32 tiles, 2
+// stages) or 3 x 52,608 B (bf16, 3 stages), at HD 64 4 x 35,072 B or
+// 4 x 28,032 B. With tiles of 64 entries the bf16 form spilled at these
+// bounds.
 template <int HD, typename F>
-__global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(PArgs a)
+__global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArgs a)
 {
     using T = typename F::T;
-    constexpr int S = F::STAGES, MT = F::MT;
+    constexpr int S = F::STAGES;
     constexpr int ND = HD / 8;  // 8-dimension column tiles of O
-    static_assert(F::NW * MT * MROWS == BQ, "a block's warps cover its rows");
     extern __shared__ __align__(16) unsigned char smem[];
-    Tiles<HD, F> &sm = *reinterpret_cast<Tiles<HD, F> *>(smem);
+    Tiles<HD, T, S> &sm = *reinterpret_cast<Tiles<HD, T, S> *>(smem);
     ckv_pdl_wait();  // the lengths, keys, values and queries come from earlier kernels
     ckv_pdl_launch_dependents();
 
@@ -402,20 +354,13 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
     const int row0 = x * BQ, i_last = min(n, row0 + BQ) - 1;
     const int t_begin = split * a.split_len;
     const int t_end = min(t_begin + a.split_len, L0 + i_last + 1);
-    // The warp's MT m-tiles of 16 rows from wrow; the lane's rows g and g +
-    // 8 of m-tile mt (r[mt][0], r[mt][1]) and where each stops seeing
-    // entries of the range (e: 0 for a row past n); w_end: the entries the
+    // The lane's two rows (g and g + 8 of its warp) and where each stops
+    // seeing entries of the range (0: a row past n); w_end: the entries the
     // warp's last row sees, 0 for a warp wholly past n.
-    const int wrow = row0 + warp * MT * MROWS;
-    int r[MT][2], e[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            r[mt][half] = wrow + mt * MROWS + half * 8 + g;
-            e[mt][half] = r[mt][half] < n ? min(t_end, L0 + r[mt][half] + 1) : 0;
-        }
-    const int w_end = wrow < n ? L0 + min(n, wrow + MT * MROWS) : 0;
+    const int wrow = row0 + warp * WROWS, r0 = wrow + g, r1 = r0 + 8;
+    const int e0 = r0 < n ? min(t_end, L0 + r0 + 1) : 0;
+    const int e1 = r1 < n ? min(t_end, L0 + r1 + 1) : 0;
+    const int w_end = wrow < n ? L0 + min(n, wrow + WROWS) : 0;
     const T *K = static_cast<const T *>(c.k) + (size_t)h * c.capacity * HD;
     const T *V = static_cast<const T *>(c.v) + (size_t)h * c.capacity * HD;
     const float *deg = c.deg + (size_t)h * c.capacity;
@@ -425,28 +370,19 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
     // Tiles 0 .. S - 2 start first, and land while Q is read.
 #pragma unroll
     for (int i = 0; i < S - 1; i++)
-        copy_tile<HD, F>(sm, i, K, V, deg, a.bias, t_begin + i * BKV, t_end);
-    typename F::template Q<HD> qa[MT];
+        copy_tile<HD, T, S>(sm, i, K, V, deg, a.bias, t_begin + i * BKV, t_end);
+    typename F::template Q<HD> qa;
+    F::template load_q<HD>(qa, r0 < n ? q + (size_t)r0 * a.q_stride : NULL,
+                           r1 < n ? q + (size_t)r1 * a.q_stride : NULL,
+                           a.qscale, t);
+    // O in C fragments: o[nd] holds dimensions nd*8 + 2t, +1 of rows g, g + 8.
+    float o[ND][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-        F::template load_q<HD>(qa[mt], sm.q, r[mt][0] - row0 - g,
-                               r[mt][0] < n ? q + (size_t)r[mt][0] * a.q_stride : NULL,
-                               r[mt][1] < n ? q + (size_t)r[mt][1] * a.q_stride : NULL,
-                               a.qscale, lane);
-    // O in C fragments: o[mt][nd] holds dimensions nd*8 + 2t, +1 of rows g,
-    // g + 8 of m-tile mt.
-    float o[MT][ND][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nd = 0; nd < ND; nd++)
-            o[mt][nd][0] = o[mt][nd][1] = o[mt][nd][2] = o[mt][nd][3] = 0.0f;
+    for (int nd = 0; nd < ND; nd++)
+        o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
     // Running max (log2 units; -inf until the row sees an entry) and the
-    // lane's share of the running sum, per row of the lane.
-    float m[MT][2], l[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-        m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+    // lane's share of the running sum, for rows g and g + 8.
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
     // Tile i + S - 1's copies start once every warp is past tile i - 1,
     // whose stage they overwrite, and land while tiles i .. i + S - 2 are
@@ -456,123 +392,110 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
         if (tid < BKV)
             sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
         __syncthreads();  // everyone's copies of tile i; tile i - 1 no longer read
-        copy_tile<HD, F>(sm, st ? st - 1 : S - 1, K, V, deg, a.bias, t0 + (S - 1) * BKV,
-                         t_end);
+        copy_tile<HD, T, S>(sm, st ? st - 1 : S - 1, K, V, deg, a.bias, t0 + (S - 1) * BKV,
+                            t_end);
         const float *ls = sm.l[st];
         // warp-uniform: no row of this warp sees the tile
         if (t0 >= w_end)
             continue;
-        float s[MT][NT][4];
+        float s[NT][4];
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++)
+        for (int nt = 0; nt < NT; nt++)
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        F::template scores<HD>(s, qa, sm.k[st], lane);
+        // Bias, and masks where the tile crosses one of the lane's rows' ends
+        // (in a causal prefill only the warp's diagonal tiles): without
+        // either, nothing to do. Then the tile's max per row over the quad's
+        // 4 lanes.
+        const bool whole = t0 + BKV <= min(e0, e1);
+        if (!F::SKIPS || a.bias || !whole)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-                s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
-        F::template scores<HD>(s, qa, sm.k[st], lane);
-        // Per m-tile: bias, and masks where the tile crosses one of the
-        // lane's rows' ends (in a causal prefill only the warp's diagonal
-        // tiles): without either, nothing to do. Then the tile's max per row
-        // over the quad's 4 lanes.
-        float mn[MT][2], bs[MT][2];
-        bool moved = false;
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            const int e0 = e[mt][0], e1 = e[mt][1];
-            const bool whole = t0 + BKV <= min(e0, e1);
-            if (!F::SKIPS || a.bias || !whole)
+                for (int e = 0; e < 2; e++) {
+                    const int j = nt * 8 + 2 * t + e, tt = t0 + j;
+                    s[nt][e] = whole || tt < e0 ? s[nt][e] + ls[j] : -INFINITY;
+                    s[nt][2 + e] = whole || tt < e1 ? s[nt][2 + e] + ls[j] : -INFINITY;
+                }
+        float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++)
+        for (int nt = 0; nt < NT; nt++) {
+            mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        // A row that has seen nothing yet (max still -inf) exponentiates
+        // against 0, never -inf - -inf: its p and correction are 0, and its
+        // l and o stay 0.
+        // Where no row of the warp has a new max, every correction is 1
+        // (or 0 times a zero o and l): a SKIPS form skips the rescale, which
+        // leaves the same bits.
+        const float base0 = mn0 == -INFINITY ? 0.0f : mn0;
+        const float base1 = mn1 == -INFINITY ? 0.0f : mn1;
+        if (!F::SKIPS || __any_sync(0xffffffffu, mn0 != m0 || mn1 != m1)) {
+            const float corr0 = F::exp2(m0 - base0), corr1 = F::exp2(m1 - base1);
+            l0 *= corr0;
+            l1 *= corr1;
 #pragma unroll
-                    for (int k = 0; k < 2; k++) {
-                        const int j = nt * 8 + 2 * t + k, tt = t0 + j;
-                        s[mt][nt][k] = whole || tt < e0 ? s[mt][nt][k] + ls[j] : -INFINITY;
-                        s[mt][nt][2 + k] =
-                            whole || tt < e1 ? s[mt][nt][2 + k] + ls[j] : -INFINITY;
-                    }
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                float mx = -INFINITY;
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                mn[mt][half] = fmaxf(m[mt][half], mx);
-                moved |= mn[mt][half] != m[mt][half];
-                // A row that has seen nothing yet (max still -inf)
-                // exponentiates against 0, never -inf - -inf: its p and
-                // correction are 0, and its l and o stay 0.
-                bs[mt][half] = mn[mt][half] == -INFINITY ? 0.0f : mn[mt][half];
+            for (int nd = 0; nd < ND; nd++) {
+                o[nd][0] *= corr0;
+                o[nd][1] *= corr0;
+                o[nd][2] *= corr1;
+                o[nd][3] *= corr1;
             }
         }
-        // Where no row of the warp has a new max, every correction is 1 (or
-        // 0 times a zero o and l): a SKIPS form skips the rescale, which
-        // leaves the same bits.
-        if (!F::SKIPS || __any_sync(0xffffffffu, moved))
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                const float c0 = F::exp2(m[mt][0] - bs[mt][0]), c1 = F::exp2(m[mt][1] - bs[mt][1]);
-                l[mt][0] *= c0;
-                l[mt][1] *= c1;
-#pragma unroll
-                for (int nd = 0; nd < ND; nd++) {
-                    o[mt][nd][0] *= c0;
-                    o[mt][nd][1] *= c0;
-                    o[mt][nd][2] *= c1;
-                    o[mt][nd][3] *= c1;
-                }
-            }
+        m0 = mn0;
+        m1 = mn1;
         // P rounded once as the mma reads it; the sums take the rounded
         // values, so that the output is a weighted mean of V with exactly
         // those weights.
-        typename F::P p[MT];
+        typename F::P p;
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            m[mt][0] = mn[mt][0];
-            m[mt][1] = mn[mt][1];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                float y[4] = {F::exp2(s[mt][nt][0] - bs[mt][0]), F::exp2(s[mt][nt][1] - bs[mt][0]),
-                              F::exp2(s[mt][nt][2] - bs[mt][1]), F::exp2(s[mt][nt][3] - bs[mt][1])};
-                F::put_p(p[mt], nt, y);
-                l[mt][0] += y[0] + y[1];
-                l[mt][1] += y[2] + y[3];
-            }
+        for (int nt = 0; nt < NT; nt++) {
+            float x[4] = {F::exp2(s[nt][0] - base0), F::exp2(s[nt][1] - base0),
+                          F::exp2(s[nt][2] - base1), F::exp2(s[nt][3] - base1)};
+            F::put_p(p, nt, x);
+            l0 += x[0] + x[1];
+            l1 += x[2] + x[3];
         }
         F::template pv<HD>(o, p, sm.v[st], lane);
     }
 
+    // The row sums over the quad (the max is already quad-uniform).
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     const bool direct = a.out32 || a.out16;
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
+    for (int half = 0; half < 2; half++) {
+        const int r = half ? r1 : r0;
+        if ((half ? e1 : e0) == 0)  // a row past n (a row of the call sees at least 1 entry)
+            continue;
+        const float l = half ? l1 : l0;
+        const size_t row = ((size_t)out_row + r) * a.H + qh;
+        const size_t at = row * HD + 2 * t;
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            // The row sum over the quad (the max is already quad-uniform).
-            float lr = l[mt][half];
-            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-            if (e[mt][half] == 0)  // a row past n (a row of the call sees at least 1 entry)
-                continue;
-            const size_t row = ((size_t)out_row + r[mt][half]) * a.H + qh;
-            const size_t at = row * HD + 2 * t;
-#pragma unroll
-            for (int nd = 0; nd < ND; nd++) {
-                const float x0 = o[mt][nd][2 * half], x1 = o[mt][nd][2 * half + 1];
-                if (!direct)
-                    *reinterpret_cast<float2 *>(a.part_o + at + nd * 8) = make_float2(x0, x1);
-                else if (a.out32)
-                    *reinterpret_cast<float2 *>(a.out32 + at + nd * 8) =
-                        make_float2(x0 / lr, x1 / lr);
-                else
-                    *reinterpret_cast<__nv_bfloat162 *>(a.out16 + at + nd * 8) =
-                        __floats2bfloat162_rn(x0 / lr, x1 / lr);
-            }
-            if (t == 0) {
-                float *ml = direct ? a.ml : a.part_ml;
-                ml[row * 2] = m[mt][half] * CKV_LN2;
-                ml[row * 2 + 1] = lr;
-            }
+        for (int nd = 0; nd < ND; nd++) {
+            const float x0 = o[nd][2 * half], x1 = o[nd][2 * half + 1];
+            if (!direct)
+                *reinterpret_cast<float2 *>(a.part_o + at + nd * 8) = make_float2(x0, x1);
+            else if (a.out32)
+                *reinterpret_cast<float2 *>(a.out32 + at + nd * 8) = make_float2(x0 / l, x1 / l);
+            else
+                *reinterpret_cast<__nv_bfloat162 *>(a.out16 + at + nd * 8) =
+                    __floats2bfloat162_rn(x0 / l, x1 / l);
         }
+        if (t == 0) {
+            float *ml = direct ? a.ml : a.part_ml;
+            ml[row * 2] = (half ? m1 : m0) * CKV_LN2;
+            ml[row * 2 + 1] = l;
+        }
+    }
 }
 
 }  // namespace
@@ -580,9 +503,9 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
 template <int HD, typename F>
 static ckv_status launch(const PArgs &a, dim3 grid, cudaStream_t stream, ckv_error *err)
 {
-    const int bytes = (int)sizeof(Tiles<HD, F>);
+    const int bytes = (int)sizeof(Tiles<HD, typename F::T, F::STAGES>);
     CKV_CUDA(ckv_allow_smem(attention_prefill<HD, F>, bytes));
-    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, F::NW * 32, bytes, stream, a));
+    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, NTH, bytes, stream, a));
     return CKV_OK;
 }
 
