@@ -175,16 +175,22 @@ __device__ __forceinline__ void put_kv(const ckv_k_kv_layer &c, void *base, size
         ckv_kv_put(static_cast<float *>(base), i, x);
 }
 
-// One block per (ROWS tokens, head slot); slot < H: query, < H + KV: key,
-// else value. One thread per dimension, taking each of the block's tokens in
-// turn, their loads issued together. A prefill segment of many tokens takes
-// 4 a block: with one, a 1,024-token SmolLM2 segment ran 15,360 blocks,
-// each thread's few dependent loads and one barrier at a time (21 us, ncu,
-// run AX). A decode step takes 1, since there the step waits on each
-// thread's chain (4 a block made SmolLM2's batch-8 step 8% slower, run
-// AY2). With a table (device) the rows go to several caches (row_cache).
-// Each token's arithmetic is the same in both forms, in the same order.
-constexpr int QKV_WIDE_ROWS = 4, QKV_WIDE_MIN = 64;  // tokens a block, and from how many
+// One block per (ROWS tokens, SG head slots); slot < H: query, < H + KV:
+// key, else value. One thread per dimension, taking each of the block's
+// tokens in turn, their loads issued together, and the block's slots one
+// after another. A prefill segment of many tokens takes 4 tokens and 8
+// slots a block: with one token, a 1,024-token SmolLM2 segment ran 15,360
+// blocks, each thread's few dependent loads and one barrier at a time (21
+// us, ncu, run AX); with one slot, every slot's block computed the same
+// RoPE angles again, a double sincos per thread and token (the 8B's 40
+// rotated slots: 40 times). The angles of the block's tokens are computed
+// once, by the first half of the threads, into shared memory. A decode step
+// takes 1 token and 1 slot a block, since there the step waits on each
+// thread's chain (4 tokens a block made SmolLM2's batch-8 step 8% slower,
+// run AY2). With a table (device) the rows go to several caches
+// (row_cache). Each token's arithmetic is the same in every form, in the
+// same order.
+constexpr int QKV_WIDE_ROWS = 4, QKV_WIDE_SLOTS = 8, QKV_WIDE_MIN = 64;  // and from how many tokens
 
 // Row `row`'s cache layer and, in i, its place among that cache's new
 // tokens: without tab, one's row-th; with tab and no start (a decode batch),
@@ -203,54 +209,35 @@ __device__ __forceinline__ const ckv_k_kv_layer &row_cache(const ckv_k_kv_layer 
     return tab[s];
 }
 
-template <int ROWS>
+template <int ROWS, int SG>
 __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer one,
                                 const ckv_k_kv_layer *tab, const int32_t *start, int32_t n_tab,
                                 int32_t n)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
-    extern __shared__ float rot[];  // [ROWS][head_dim]
-    const int hd = p.head_dim, H = p.n_head, KV = p.n_head_kv;
-    const int row0 = blockIdx.x * ROWS, slot = blockIdx.y, d = threadIdx.x;
-    const int rows = min(ROWS, n - row0);
+    // rot [ROWS][head_dim]: a slot's normed values; cs [ROWS][head_dim]:
+    // cos of pair j at j, sin at half + j.
+    extern __shared__ float sh[];
+    const int hd = p.head_dim, H = p.n_head, KV = p.n_head_kv, half = hd / 2;
+    float *const rot = sh, *const cs = sh + ROWS * hd;
+    const int row0 = blockIdx.x * ROWS, slot0 = blockIdx.y * SG, d = threadIdx.x;
+    const int rows = min(ROWS, n - row0), slots = min(SG, H + 2 * KV - slot0);
     const int width = (H + 2 * KV) * hd;
-    const bool is_q = slot < H, is_k = !is_q && slot < H + KV;
-    const int h = is_q ? 0 : is_k ? slot - H : slot - H - KV;
-    float x[ROWS];
+    if (slot0 < H + KV) {  // a query or key slot: RoPE
+        if (d < half)
 #pragma unroll
-    for (int r = 0; r < ROWS; r++)
-        if (r < rows)
-            x[r] = qkv[(size_t)(row0 + r) * width + (size_t)slot * hd + d];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        if (r >= rows)
-            break;
-        if (p.bias)
-            x[r] += p.bias[slot * hd + d];
-        if (!is_q && !is_k) {
-            int i;
-            const ckv_k_kv_layer &c = row_cache(one, tab, start, n_tab, row0 + r, i);
-            const size_t t = (size_t)h * c.capacity + c.len0[h] + i;
-            put_kv(c, c.v, t * hd + d, x[r]);
-            if (d == 0) {
-                c.deg[t] = 1.0f;
-                if (c.score)
-                    c.score[t] = 0.0f;
+            for (int r = 0; r < ROWS; r++) {
+                if (r >= rows)
+                    break;
+                int i;  // the token's place among its cache's new tokens
+                const ckv_k_kv_layer &c = row_cache(one, tab, start, n_tab, row0 + r, i);
+                double sn, co;
+                sincos((double)(*c.pos0 + i) * p.inv_freq[d], &sn, &co);
+                cs[r * hd + d] = (float)co;
+                cs[r * hd + half + d] = (float)sn;
             }
-            continue;
-        }
-        const float *norm = is_q ? p.q_norm : p.k_norm;
-        if (norm) {
-            float ss = block_sum(x[r] * x[r]);
-            x[r] = x[r] * (float)(1.0 / sqrt((double)ss / hd + p.eps)) * norm[d];
-        }
-        rot[r * hd + d] = x[r];
     }
-    if (!is_q && !is_k)
-        return;
-    __syncthreads();
-    const int half = hd / 2;
     int j, a, b;
     if (p.rope_type == CKV_ROPE_NEOX) {
         j = d < half ? d : d - half;
@@ -261,20 +248,64 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
         a = 2 * j;
         b = 2 * j + 1;
     }
+    for (int sl = 0; sl < slots; sl++) {
+        const int slot = slot0 + sl;
+        const bool is_q = slot < H, is_k = !is_q && slot < H + KV;
+        const int h = is_q ? 0 : is_k ? slot - H : slot - H - KV;
+        float x[ROWS];
 #pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        if (r >= rows)
-            break;
-        int i;  // the token's place among its cache's new tokens
-        const ckv_k_kv_layer &c = row_cache(one, tab, start, n_tab, row0 + r, i);
-        double s, co;
-        sincos((double)(*c.pos0 + i) * p.inv_freq[j], &s, &co);
-        const float cf = (float)co, sf = (float)s, x0 = rot[r * hd + a], x1 = rot[r * hd + b];
-        const float y = d == a ? x0 * cf - x1 * sf : x0 * sf + x1 * cf;
-        if (is_q)
-            qkv[(size_t)(row0 + r) * width + (size_t)slot * hd + d] = y;
-        else
-            put_kv(c, c.k, ((size_t)h * c.capacity + c.len0[h] + i) * hd + d, y);
+        for (int r = 0; r < ROWS; r++)
+            if (r < rows)
+                x[r] = qkv[(size_t)(row0 + r) * width + (size_t)slot * hd + d];
+        if (!is_q && !is_k) {
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if (r >= rows)
+                    break;
+                if (p.bias)
+                    x[r] += p.bias[slot * hd + d];
+                int i;
+                const ckv_k_kv_layer &c = row_cache(one, tab, start, n_tab, row0 + r, i);
+                const size_t t = (size_t)h * c.capacity + c.len0[h] + i;
+                put_kv(c, c.v, t * hd + d, x[r]);
+                if (d == 0) {
+                    c.deg[t] = 1.0f;
+                    if (c.score)
+                        c.score[t] = 0.0f;
+                }
+            }
+            continue;
+        }
+        if (sl > 0)
+            __syncthreads();  // the last slot's rot is read before it is overwritten
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            if (r >= rows)
+                break;
+            if (p.bias)
+                x[r] += p.bias[slot * hd + d];
+            const float *norm = is_q ? p.q_norm : p.k_norm;
+            if (norm) {
+                float ss = block_sum(x[r] * x[r]);
+                x[r] = x[r] * (float)(1.0 / sqrt((double)ss / hd + p.eps)) * norm[d];
+            }
+            rot[r * hd + d] = x[r];
+        }
+        __syncthreads();  // rot and the angles written
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            if (r >= rows)
+                break;
+            int i;
+            const ckv_k_kv_layer &c = row_cache(one, tab, start, n_tab, row0 + r, i);
+            const float cf = cs[r * hd + j], sf = cs[r * hd + half + j];
+            const float x0 = rot[r * hd + a], x1 = rot[r * hd + b];
+            const float y = d == a ? x0 * cf - x1 * sf : x0 * sf + x1 * cf;
+            if (is_q)
+                qkv[(size_t)(row0 + r) * width + (size_t)slot * hd + d] = y;
+            else
+                put_kv(c, c.k, ((size_t)h * c.capacity + c.len0[h] + i) * hd + d, y);
+        }
     }
 }
 
@@ -286,11 +317,14 @@ static ckv_status launch_qkv_post(float *qkv, int32_t n, const ckv_k_qkv_params 
     if (p->head_dim % 2 || p->head_dim > 1024)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "qkv_post: head_dim %d unsupported",
                           p->head_dim);
-    const int rows = (!tab || start) && n >= QKV_WIDE_MIN ? QKV_WIDE_ROWS : 1;
-    const dim3 grid((n + rows - 1) / rows, p->n_head + 2 * p->n_head_kv);
-    CKV_CUDA(ckv_pdl_launch(rows > 1 ? qkv_post_kernel<QKV_WIDE_ROWS> : qkv_post_kernel<1>, grid,
-                            p->head_dim, rows * p->head_dim * sizeof(float), as_stream(stream),
-                            qkv, *p, one, tab, start, n_tab, n));
+    const bool wide = (!tab || start) && n >= QKV_WIDE_MIN;
+    const int rows = wide ? QKV_WIDE_ROWS : 1, sg = wide ? QKV_WIDE_SLOTS : 1;
+    const int slots = p->n_head + 2 * p->n_head_kv;
+    const dim3 grid((n + rows - 1) / rows, (slots + sg - 1) / sg);
+    CKV_CUDA(ckv_pdl_launch(wide ? qkv_post_kernel<QKV_WIDE_ROWS, QKV_WIDE_SLOTS>
+                                 : qkv_post_kernel<1, 1>,
+                            grid, p->head_dim, 2 * rows * p->head_dim * sizeof(float),
+                            as_stream(stream), qkv, *p, one, tab, start, n_tab, n));
     return CKV_OK;
 }
 
