@@ -12,13 +12,22 @@
 
 // 16 bytes from src to dst. With in false nothing is read (src-size 0) and
 // dst is filled with zeros; src must still be an address inside the array.
-__device__ __forceinline__ void ckv_cp_async16(void *dst, const void *src, bool in)
+// dst as a shared-memory address (ckv_smem_addr), so that a loop of copies
+// can add offsets to one conversion, or as a generic pointer.
+__device__ __forceinline__ void ckv_cp_async16(uint32_t dst, const void *src, bool in)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
                  :
-                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src),
-                   "r"(in ? 16 : 0)
+                 : "r"(dst), "l"(src), "r"(in ? 16 : 0)
                  : "memory");
+}
+__device__ __forceinline__ uint32_t ckv_smem_addr(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ckv_cp_async16(void *dst, const void *src, bool in)
+{
+    ckv_cp_async16(ckv_smem_addr(dst), src, in);
 }
 
 // 4 bytes from src to dst.

@@ -282,39 +282,54 @@ struct Tiles {
     float l[S][BKV];
 };
 
-// Starts the copies of one tile of rows (keys or values) into shared
-// memory, 16 bytes each. Past the range a copy reads nothing (src-size 0)
-// and fills zeros, so that masked entries multiply finite values; its
-// address is entry t0's, inside the list. No registers hold the data, so
-// the whole tile is in flight at once.
+// Starts the copies of one tile of rows (keys or values) into the tile at
+// shared address dst, 16 bytes each: thread i takes piece i % C4 of entries
+// i / C4 + u STEP. Past the range a copy reads nothing (src-size 0) and
+// fills zeros, so that masked entries multiply finite values; its address
+// is entry t0's, inside the list. No registers hold the data, so the whole
+// tile is in flight at once. The trip count and the copies' shared offsets
+// are constants, so a copy costs an address, a compare and the copy: a loop
+// from the thread's first entry, over generic destinations, took 19
+// instructions a copy (branches, 64-bit address arithmetic, a conversion
+// to a shared address) and a third of the bf16 form's stall samples (ncu,
+// run BT).
 template <int HD, typename T>
-__device__ __forceinline__ void copy_rows(T (*dst)[HD + PAD<T>], const T *src, int t0, int t_end)
+__device__ __forceinline__ void copy_rows(uint32_t dst, const T *src, int t0, int t_end)
 {
     constexpr int EP = 16 / (int)sizeof(T);  // elements per 16-byte piece
     constexpr int C4 = HD / EP;              // pieces per entry
     constexpr int STEP = NTH / C4;           // entries between a thread's copies
+    constexpr int ROW = (HD + PAD<T>) * (int)sizeof(T);  // bytes between tile rows
     static_assert(NTH % C4 == 0 && BKV % STEP == 0, "a thread copies one column of pieces");
     const int j0 = threadIdx.x / C4, d = threadIdx.x % C4 * EP;
-    const T *from = src + (size_t)(t0 + j0) * HD + d;
+    // Element offsets in the list (below 2^31: capacity times HD), one
+    // 64-bit add a copy.
+    const int first = t0 * HD + d, mine = first + j0 * HD;
+    const int left = t_end - t0 - j0;  // entries of the range from the thread's first
+    dst += j0 * ROW + d * (int)sizeof(T);
 #pragma unroll
-    for (int j = j0; j < BKV; j += STEP) {
-        const bool in = t0 + j < t_end;
-        ckv_cp_async16(&dst[j][d], from + (in ? j - j0 : -j0) * HD, in);
+    for (int u = 0; u < BKV / STEP; u++) {
+        const bool in = u * STEP < left;
+        ckv_cp_async16(dst + u * STEP * ROW, src + (in ? mine + u * STEP * HD : first), in);
     }
 }
 
 // Starts tile t0's copies into stage st as one group: keys, values and,
 // with the bias, the raw degrees (thread tid < BKV copies entry t0 + tid's;
 // it takes their log2 itself once they land). Past the range the group is
-// empty, so that every tile is one group.
+// empty, so that every tile is one group. base: the shared address of sm.
 template <int HD, typename T, int S>
-__device__ __forceinline__ void copy_tile(Tiles<HD, T, S> &sm, int st, const T *K, const T *V,
-                                          const float *deg, bool bias, int t0, int t_end)
+__device__ __forceinline__ void copy_tile(Tiles<HD, T, S> &sm, uint32_t base, int st, const T *K,
+                                          const T *V, const float *deg, bool bias, int t0,
+                                          int t_end)
 {
     const int tid = threadIdx.x;
+    const char *at = reinterpret_cast<const char *>(&sm);
     if (t0 < t_end) {
-        copy_rows<HD, T>(sm.k[st], K, t0, t_end);
-        copy_rows<HD, T>(sm.v[st], V, t0, t_end);
+        copy_rows<HD, T>(base + (uint32_t)(reinterpret_cast<const char *>(sm.k[st]) - at), K, t0,
+                         t_end);
+        copy_rows<HD, T>(base + (uint32_t)(reinterpret_cast<const char *>(sm.v[st]) - at), V, t0,
+                         t_end);
         if (bias && tid < BKV && t0 + tid < t_end)
             ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
     }
@@ -335,6 +350,7 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     constexpr int ND = HD / 8;  // 8-dimension column tiles of O
     extern __shared__ __align__(16) unsigned char smem[];
     Tiles<HD, T, S> &sm = *reinterpret_cast<Tiles<HD, T, S> *>(smem);
+    const uint32_t sbase = ckv_smem_addr(smem);
     ckv_pdl_wait();  // the lengths, keys, values and queries come from earlier kernels
     ckv_pdl_launch_dependents();
 
@@ -370,7 +386,7 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     // Tiles 0 .. S - 2 start first, and land while Q is read.
 #pragma unroll
     for (int i = 0; i < S - 1; i++)
-        copy_tile<HD, T, S>(sm, i, K, V, deg, a.bias, t_begin + i * BKV, t_end);
+        copy_tile<HD, T, S>(sm, sbase, i, K, V, deg, a.bias, t_begin + i * BKV, t_end);
     typename F::template Q<HD> qa;
     F::template load_q<HD>(qa, r0 < n ? q + (size_t)r0 * a.q_stride : NULL,
                            r1 < n ? q + (size_t)r1 * a.q_stride : NULL,
@@ -392,8 +408,8 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
         if (tid < BKV)
             sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
         __syncthreads();  // everyone's copies of tile i; tile i - 1 no longer read
-        copy_tile<HD, T, S>(sm, st ? st - 1 : S - 1, K, V, deg, a.bias, t0 + (S - 1) * BKV,
-                            t_end);
+        copy_tile<HD, T, S>(sm, sbase, st ? st - 1 : S - 1, K, V, deg, a.bias,
+                            t0 + (S - 1) * BKV, t_end);
         const float *ls = sm.l[st];
         // warp-uniform: no row of this warp sees the tile
         if (t0 >= w_end)

@@ -412,6 +412,10 @@ extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_
         return ckv_errorf(err, CKV_ERR_ARG,
                           "cuda: cache shape [%d, %d, %d] and capacity %d must be positive",
                           n_layer, n_head_kv, head_dim, capacity);
+    if ((int64_t)capacity * head_dim > INT32_MAX)  // the kernels index a list with int offsets
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "cuda: a list of capacity %d x head_dim %d exceeds 2^31 - 1 elements",
+                          capacity, head_dim);
     ckv_gpu_cache *c = static_cast<ckv_gpu_cache *>(calloc(1, sizeof *c));
     if (!c)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");

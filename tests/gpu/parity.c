@@ -255,6 +255,21 @@ static void check_rmsnorm_refusal(int E)
         printf("  (%s)\n", e2.msg);
 }
 
+/* A GPU cache whose lists would pass 2^31 - 1 elements (the kernels'
+ * offsets into a list are int) is refused before anything is allocated. */
+static void check_cache_refusal(void)
+{
+    ckv_error e2;
+    ckv_gpu_cache *c = NULL;
+    const ckv_status st = ckv_gpu_cache_create_shape(&c, 1, 1, 128, (INT32_MAX / 128) + 1, false,
+                                                     CKV_KV_BF16, &e2);
+    report("cache refuses a list of 2^24 entries x 128", st == CKV_ERR_UNSUPPORTED && !c ? 0.0 : 1.0,
+           0.0);
+    if (st)
+        printf("  (%s)\n", e2.msg);
+    ckv_gpu_cache_free(c);
+}
+
 /* The Q/K/V epilogue for one configuration: biases and q/k norm on or off,
  * NORM or NEOX rotation, llama3-style rope_freqs divisors or none; n
  * tokens: 3 (a token a block) or 67 (the prefill's blocks of 4, the last
@@ -951,6 +966,7 @@ static void check_kernels(void)
     check_rmsnorm(true, 3584, 5);
     check_rmsnorm_refusal(8196);
     check_rmsnorm_refusal(578);
+    check_cache_refusal();
     check_swiglu(3, 1536);
     check_swiglu(5, 1001);
     check_argmax();
