@@ -79,7 +79,9 @@ size_t ckv_gpu_bytes(const ckv_gpu *g);
 ckv_status ckv_gpu_set_prefill_rows(ckv_gpu *g, int32_t rows, ckv_error *err);
 
 /* track_score: keep each entry's accumulated attention (H2O), as
- * ckv_cache's score. dtype: how keys and values are stored (cache.h). */
+ * ckv_cache's score. dtype: how keys and values are stored (cache.h).
+ * capacity x head_dim must stay below 2^31 (the kernels' int offsets into
+ * a list), else CKV_ERR_UNSUPPORTED. */
 ckv_status ckv_gpu_cache_create(ckv_gpu_cache **out, const ckv_gpu *g, int32_t capacity,
                                 bool track_score, ckv_kv_dtype dtype, ckv_error *err);
 /* A cache of the given shape without a decoder (policy kernels, tests,
