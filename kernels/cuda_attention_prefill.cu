@@ -288,11 +288,10 @@ struct Tiles {
 // fills zeros, so that masked entries multiply finite values; its address
 // is entry t0's, inside the list. No registers hold the data, so the whole
 // tile is in flight at once. The trip count and the copies' shared offsets
-// are constants, so a copy costs an address, a compare and the copy: a loop
-// from the thread's first entry, over generic destinations, took 19
-// instructions a copy (branches, 64-bit address arithmetic, a conversion
-// to a shared address) and a third of the bf16 form's stall samples (ncu,
-// run BT).
+// are constants: a bf16 tile's 8 copies take about 50 instructions, where a
+// loop from the thread's first entry over generic destinations took 154
+// (branches, 64-bit address arithmetic, a conversion to a shared address)
+// and drew a third of the bf16 form's stall samples (ncu, run BT).
 template <int HD, typename T>
 __device__ __forceinline__ void copy_rows(uint32_t dst, const T *src, int t0, int t_end)
 {
@@ -302,8 +301,8 @@ __device__ __forceinline__ void copy_rows(uint32_t dst, const T *src, int t0, in
     constexpr int ROW = (HD + PAD<T>) * (int)sizeof(T);  // bytes between tile rows
     static_assert(NTH % C4 == 0 && BKV % STEP == 0, "a thread copies one column of pieces");
     const int j0 = threadIdx.x / C4, d = threadIdx.x % C4 * EP;
-    // Element offsets in the list (below 2^31: capacity times HD), one
-    // 64-bit add a copy.
+    // Element offsets into the list as int: a list holds fewer than 2^31
+    // (ckv_gpu_cache_create_shape).
     const int first = t0 * HD + d, mine = first + j0 * HD;
     const int left = t_end - t0 - j0;  // entries of the range from the thread's first
     dst += j0 * ROW + d * (int)sizeof(T);
