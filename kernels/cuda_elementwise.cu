@@ -190,7 +190,8 @@ __device__ __forceinline__ void put_kv(const ckv_k_kv_layer &c, void *base, size
 // run AY2). With a table (device) the rows go to several caches
 // (row_cache). Each token's arithmetic is the same in every form, in the
 // same order.
-constexpr int QKV_WIDE_ROWS = 4, QKV_WIDE_SLOTS = 8, QKV_WIDE_MIN = 64;  // and from how many tokens
+// Tokens and slots a block, and from how many tokens.
+constexpr int QKV_WIDE_ROWS = 4, QKV_WIDE_SLOTS = 8, QKV_WIDE_MIN = 64;
 
 // Row `row`'s cache layer and, in i, its place among that cache's new
 // tokens: without tab, one's row-th; with tab and no start (a decode batch),
