@@ -261,10 +261,14 @@ extern "C" ckv_status ckv_gemv(float *y, const ckv_bf16 *x, const float *gu, con
     int dev = 0, n_sm = 0;
     CKV_CUDA(cudaGetDevice(&dev));
     CKV_CUDA(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
-    // Enough blocks to spread the weights over every SM with a few blocks of
-    // slack (about 3 per SM); the fused form recomputes the SwiGLU in every
-    // block, so it takes about one per SM.
-    const int64_t target = (int64_t)(x ? 3 : 1) * n_sm;
+    // Enough blocks to fill the 2 an SM holds (__launch_bounds__) once; the
+    // fused form recomputes the SwiGLU in every block, so it takes about one
+    // per SM. More splits cost more than the last wave's idle slots: aiming
+    // at 3 blocks an SM split SmolLM2's gate_up (576 columns) 8 ways, 72
+    // columns a warp, 15% slower than 4 ways and its decode step 7% slower;
+    // 6 and 12 an SM made the 8B's qkv and o GEMVs 15-20% slower (runs BW,
+    // BX).
+    const int64_t target = (int64_t)(x ? 2 : 1) * n_sm;
     int splits = 1;
     int64_t blocks = ((int64_t)out + R * WARPS - 1) / (R * WARPS);
     while (splits < WARPS && blocks < target) {
