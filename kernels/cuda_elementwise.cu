@@ -258,16 +258,13 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
         for (int r = 0; r < ROWS; r++)
             if (r < rows)
                 x[r] = qkv[(size_t)(row0 + r) * width + (size_t)slot * hd + d];
-        if (p.bias)
-#pragma unroll
-            for (int r = 0; r < ROWS; r++)
-                if (r < rows)
-                    x[r] += p.bias[slot * hd + d];
         if (!is_q && !is_k) {
 #pragma unroll
             for (int r = 0; r < ROWS; r++) {
                 if (r >= rows)
                     break;
+                if (p.bias)
+                    x[r] += p.bias[slot * hd + d];
                 int i;
                 const ckv_k_kv_layer &c = row_cache(one, tab, start, n_tab, row0 + r, i);
                 const size_t t = (size_t)h * c.capacity + c.len0[h] + i;
@@ -286,6 +283,8 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
         for (int r = 0; r < ROWS; r++) {
             if (r >= rows)
                 break;
+            if (p.bias)
+                x[r] += p.bias[slot * hd + d];
             const float *norm = is_q ? p.q_norm : p.k_norm;
             if (norm) {
                 float ss = block_sum(x[r] * x[r]);
