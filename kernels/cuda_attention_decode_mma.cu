@@ -172,8 +172,6 @@ __device__ __forceinline__ void copy_step(Stage<HD> &st, const ckv_bf16 *K, cons
 template <int HD, bool LOGITS>
 __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 {
-    ckv_pdl_wait();
-    ckv_pdl_launch_dependents();
     constexpr int KS = HD / 16;  // k-steps of Q K^T
     constexpr int NT = HD / 8;   // column tiles of O, and dimensions per lane of a value row
     constexpr int KQ = Shape<HD>::KQ, VQ = Shape<HD>::VQ;
@@ -198,11 +196,29 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
     // is uniform over the warp (mma needs every lane). Steps k + 1 .. k + S
     // - 1 are in flight while step k is computed; groups past the last step
     // are empty, so that the wait below always leaves S - 2 open. The first
-    // S - 1 steps' copies go out before the query is read and split.
-    const int first = t_begin + warp * STEP;
+    // S - 1 steps' copies go out before the query is read and split, and
+    // those of steps wholly before the step's own entry (len0) even before
+    // the wait for the kernel before (cuda_pdl.cuh): that kernel, the QKV
+    // epilogue, writes only the query and the new entry, and every kernel
+    // that wrote the older entries, the lengths or the degrees has completed
+    // before it passed its own wait. The copies' latency then overlaps its
+    // tail.
+    const int first = t_begin + warp * STEP, len0 = c.len0[h];
     const int steps = first < t_end ? (t_end - first + NW * STEP - 1) / (NW * STEP) : 0;
+    int early = 0;  // steps copied before the wait
+#pragma unroll
+    for (int k = 0; k < S - 1; k++)
+        if (early == k && k < steps && first + k * NW * STEP + STEP <= len0) {
+            copy_step<HD>(stages[warp][k], K, V, deg, a.bias, first + k * NW * STEP, t_begin,
+                          t_end, lane);
+            early++;
+        }
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
 #pragma unroll
     for (int k = 0; k < S - 1; k++) {
+        if (k < early)
+            continue;
         if (k < steps)
             copy_step<HD>(stages[warp][k], K, V, deg, a.bias, first + k * NW * STEP, t_begin,
                           t_end, lane);

@@ -8,7 +8,11 @@
 // anything an earlier kernel may still read, and before any early return
 // (a block that exits without waiting would let the grid complete before
 // its predecessor, and the kernel after it would then no longer wait for
-// that one). Reading static data (weights) before the wait is allowed.
+// that one). Reading static data (weights) before the wait is allowed, and
+// so is reading what only kernels before the predecessor wrote, when the
+// predecessor itself calls ckv_pdl_wait first: those have completed by the
+// time it lets this kernel launch (the decode attention's older cache
+// entries, cuda_attention_decode_mma.cu).
 // ckv_pdl_launch_dependents() right after the wait lets the next kernel's
 // blocks be scheduled as SMs free up; they wait in turn, so ordering holds
 // along the whole chain. A kernel launched without the attribute (cuBLAS,
