@@ -215,8 +215,6 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
                                 const ckv_k_kv_layer *tab, const int32_t *start, int32_t n_tab,
                                 int32_t n)
 {
-    ckv_pdl_wait();
-    ckv_pdl_launch_dependents();
     // rot [ROWS][head_dim]: a slot's normed values; cs [ROWS][head_dim]:
     // cos of pair j at j, sin at half + j.
     extern __shared__ float sh[];
@@ -225,6 +223,9 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
     const int row0 = blockIdx.x * ROWS, slot0 = blockIdx.y * SG, d = threadIdx.x;
     const int rows = min(ROWS, n - row0), slots = min(SG, H + 2 * KV - slot0);
     const int width = (H + 2 * KV) * hd;
+    // The angles need only the positions, which no kernel since the one
+    // before the projection wrote: computed before the wait (cuda_pdl.cuh),
+    // while the projection drains.
     if (slot0 < H + KV) {  // a query or key slot: RoPE
         if (d < half)
 #pragma unroll
@@ -239,6 +240,8 @@ __global__ void qkv_post_kernel(float *qkv, ckv_k_qkv_params p, ckv_k_kv_layer o
                 cs[r * hd + half + d] = (float)sn;
             }
     }
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
     int j, a, b;
     if (p.rope_type == CKV_ROPE_NEOX) {
         j = d < half ? d : d - half;
