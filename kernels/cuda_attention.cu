@@ -251,10 +251,8 @@ __global__ void attention_merge(const float *__restrict__ part_o,
     const size_t o = (size_t)i * H * hd + (size_t)qh * hd + d;
     if (out32)
         out32[o] = r;
-    else {
-        __nv_bfloat16 b = __float2bfloat16_rn(r);
-        out16[o] = *reinterpret_cast<ckv_bf16 *>(&b);
-    }
+    else
+        out16[o] = ckv_to_bf16(r);
 }
 
 // The merge of a prefill chunk (at least MERGE_WIDE_MIN rows, at most
@@ -336,10 +334,8 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
         const size_t o = row * HD + V * lane + v;
         if (out32)
             out32[o] = O[v] / L;
-        else {
-            __nv_bfloat16 b = __float2bfloat16_rn(O[v] / L);
-            out16[o] = *reinterpret_cast<ckv_bf16 *>(&b);
-        }
+        else
+            out16[o] = ckv_to_bf16(O[v] / L);
     }
 }
 

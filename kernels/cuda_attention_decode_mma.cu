@@ -183,8 +183,8 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
     const int g = lane / 4, t = lane % 4;
     // By value: the address of a kernel parameter would copy it to local memory.
     const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
-    const int t_begin = split * a.split_len;
-    const int t_end = min(t_begin + a.split_len, c.len0[h] + 1);
+    const int t_begin = split * a.split_len, len0 = c.len0[h];  // len0: the step's own entry
+    const int t_end = min(t_begin + a.split_len, len0 + 1);
     const ckv_bf16 *K = static_cast<const ckv_bf16 *>(c.k) + (size_t)h * c.capacity * HD;
     const ckv_bf16 *V = static_cast<const ckv_bf16 *>(c.v) + (size_t)h * c.capacity * HD;
     const float *deg = c.deg + (size_t)h * c.capacity;
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
     // that wrote the older entries, the lengths or the degrees has completed
     // before it passed its own wait. The copies' latency then overlaps its
     // tail.
-    const int first = t_begin + warp * STEP, len0 = c.len0[h];
+    const int first = t_begin + warp * STEP;
     const int steps = first < t_end ? (t_end - first + NW * STEP - 1) / (NW * STEP) : 0;
     int early = 0;  // steps copied before the wait
 #pragma unroll
