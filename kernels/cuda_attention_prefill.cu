@@ -35,10 +35,12 @@
 #include "cuda_async_copy.cuh"
 #include "cuda_attention_prefill.h"
 #include "cuda_bf16.cuh"
+#include "cuda.h"
 #include "cuda_check.h"
 #include "cuda_mma.cuh"
 #include "cuda_pdl.cuh"
 #include "cuda_segments.cuh"
+#include "cuda_wgmma.cuh"
 
 namespace {
 
@@ -47,8 +49,6 @@ constexpr int NTH = NW * 32;
 constexpr int WROWS = 16;  // query rows per warp: the m of the mma
 constexpr int BQ = NW * WROWS;
 static_assert(BQ == CKV_PREFILL_TC_ROWS, "the planner counts blocks of BQ rows");
-constexpr int BKV = 32;  // entries per tile
-constexpr int NT = BKV / 8;  // 8-key column tiles of S
 // Tile rows are HD elements and 16 bytes apart, so a row is a multiple of
 // 16 bytes plus 16, every copy's destination is 16-byte aligned (as
 // cp.async and ldmatrix need), and row r starts 4 banks after row r - 1 (HD
@@ -60,6 +60,41 @@ constexpr int NT = BKV / 8;  // 8-key column tiles of S
 // lane, 8 lanes a contiguous 128 bytes: no conflict.
 template <typename T>
 constexpr int PAD = 16 / (int)sizeof(T);
+
+// The shared memory of one block: S stages of B-entry tiles of keys, of
+// values (in the cache's type T) and of log2(deg). ROW: bytes between tile
+// rows (copy_rows' stride) for entries a multiple of PERIOD apart;
+// first(j, c): entry j's 16-byte piece c; ALIGN: the alignment the tiles
+// start on.
+template <int HD, typename T, int S, int B>
+struct Padded {
+    static constexpr int ROW = (HD + PAD<T>) * (int)sizeof(T), ALIGN = 16, PERIOD = 1;
+    T k[S][B][HD + PAD<T>];
+    T v[S][B][HD + PAD<T>];
+    float l[S][B];
+    static __device__ __forceinline__ uint32_t first(int j, int c)
+    {
+        return (uint32_t)(j * ROW + c * 16);
+    }
+};
+
+// bf16 tiles for wgmma (cuda_wgmma.cuh): HD / 64 swizzled blocks of B rows
+// of 64 dimensions each. Entry j's piece c is in block c / 8; entries 8
+// apart are 1024 bytes apart in it (the swizzle's period), so entries a
+// multiple of 8 apart are 128 bytes an entry apart. The 8
+// lanes that copy one entry's 128 bytes of a block write them all: no
+// conflict.
+template <int HD, int S, int B>
+struct Swizzled {
+    static constexpr int ROW = 128, ALIGN = 1024, PERIOD = 8;
+    ckv_bf16 k[S][HD / 64][B][64];
+    ckv_bf16 v[S][HD / 64][B][64];
+    float l[S][B];
+    static __device__ __forceinline__ uint32_t first(int j, int c)
+    {
+        return (uint32_t)(c / 8 * B * 128) + ckv_swizzle128(j, c % 8);
+    }
+};
 
 struct PArgs {
     const float *q;
@@ -120,8 +155,13 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // 2t + 1.
 struct Tf32 {
     using T = float;
+    static constexpr int BKV = 32, NT = BKV / 8;
     static constexpr int STAGES = 2;  // what 3 blocks of fp32 tiles an SM leave room for
     static constexpr bool SKIPS = false;  // at its 168 registers it spilled with them
+    static constexpr bool WARPGROUP = false;
+    static constexpr int blocks(int hd) { return hd == 128 ? 3 : 4; }
+    template <int HD>
+    using Tiles = Padded<HD, T, STAGES, BKV>;
     template <int HD>
     using Q = uint32_t[HD / 8][4];
     using P = uint32_t[NT][4];
@@ -141,8 +181,9 @@ struct Tf32 {
     }
     template <int HD>
     static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
-                                                  const T (*ks)[HD + PAD<T>], int lane)
+                                                  const Tiles<HD> &sm, int st, int lane)
     {
+        const T(*ks)[HD + PAD<T>] = sm.k[st];
         const int g = lane / 4, t = lane % 4;
 #pragma unroll
         for (int k = 0; k < HD / 8; k++)
@@ -166,8 +207,9 @@ struct Tf32 {
     }
     template <int HD>
     static __device__ __forceinline__ void pv(float (&o)[HD / 8][4], const P &p,
-                                              const T (*vs)[HD + PAD<T>], int lane)
+                                              const Tiles<HD> &sm, int st, int lane)
     {
+        const T(*vs)[HD + PAD<T>] = sm.v[st];
         const int g = lane / 4, t = lane % 4;
 #pragma unroll
         for (int kk = 0; kk < NT; kk++)
@@ -187,8 +229,13 @@ struct Tf32 {
 // (ldmatrix .trans), again two column tiles an instruction.
 struct Bf16 {
     using T = ckv_bf16;
+    static constexpr int BKV = 32, NT = BKV / 8;
     static constexpr int STAGES = 3;
     static constexpr bool SKIPS = true;
+    static constexpr bool WARPGROUP = false;
+    static constexpr int blocks(int hd) { return hd == 128 ? 3 : 4; }
+    template <int HD>
+    using Tiles = Padded<HD, T, STAGES, BKV>;
     template <int HD>
     using Q = uint32_t[HD / 16][4];
     using P = uint32_t[NT][2];
@@ -220,8 +267,9 @@ struct Bf16 {
     // dimensions (m / 2) * 8 .. (b0, b1 of column tile 2dp, then 2dp + 1).
     template <int HD>
     static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
-                                                  const T (*ks)[HD + PAD<T>], int lane)
+                                                  const Tiles<HD> &sm, int st, int lane)
     {
+        const T(*ks)[HD + PAD<T>] = sm.k[st];
         const int m = lane / 8, r = (m / 2) * 8 + lane % 8, c = (m % 2) * 8;
 #pragma unroll
         for (int k = 0; k < HD / 16; k++)
@@ -244,7 +292,8 @@ struct Bf16 {
     }
     // x[0], x[1] are row g's keys 2t, 2t + 1; x[2], x[3] row g + 8's. Each
     // pair rounded to nearest even by one conversion.
-    static __device__ __forceinline__ void put_p(P &p, int nt, float (&x)[4])
+    template <int N>
+    static __device__ __forceinline__ void put_p(uint32_t (&p)[N][2], int nt, float (&x)[4])
     {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
@@ -256,8 +305,9 @@ struct Bf16 {
     }
     template <int HD>
     static __device__ __forceinline__ void pv(float (&o)[HD / 8][4], const P &p,
-                                              const T (*vs)[HD + PAD<T>], int lane)
+                                              const Tiles<HD> &sm, int st, int lane)
     {
+        const T(*vs)[HD + PAD<T>] = sm.v[st];
         const int m = lane / 8, r = (m % 2) * 8 + lane % 8, c = (m / 2) * 8;
 #pragma unroll
         for (int kk = 0; kk < NT / 2; kk++)
@@ -273,18 +323,58 @@ struct Bf16 {
     }
 };
 
-// The shared memory of one block: S tiles of keys, of values (in the
-// cache's type T) and of log2(deg).
-template <int HD, typename T, int S>
-struct Tiles {
-    T k[S][BKV][HD + PAD<T>];
-    T v[S][BKV][HD + PAD<T>];
-    float l[S][BKV];
+// Wg: bf16 lists on Hopper's warpgroup MMA (cuda_wgmma.cuh; taken when
+// ckv_cuda_wgmma() says the device runs this build's sm_90a code). The block's 4 warps are one warpgroup: S = Q K^T of its 64 rows
+// and a 64-entry tile is one chain of HD / 16 asynchronous m64n64k16
+// products, P V one of 4 m64nHDk16 products. Q and P are A from registers,
+// in Bf16's mma fragments; K is B as it lies (K-major), V transposed, both
+// from swizzled tiles. The accumulators have the layout of Bf16's S and O,
+// so the softmax between the products is the same code. Every warp takes
+// part in every product: a warp whose rows see none of a tile computes it
+// masked instead of skipping it.
+struct Wg : Bf16 {
+    static constexpr int BKV = 64, NT = BKV / 8;
+    static constexpr int STAGES = 3;
+    static constexpr bool WARPGROUP = true;
+    static constexpr int blocks(int hd) { return hd == 128 ? 2 : 3; }
+    template <int HD>
+    using Tiles = Swizzled<HD, STAGES, BKV>;
+    using P = uint32_t[NT][2];
+
+    template <int HD>
+    static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
+                                                  const Tiles<HD> &sm, int st, int)
+    {
+        const uint32_t kb = ckv_smem_addr(sm.k[st]);
+        ckv_wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < HD / 16; k++)  // dimensions 16k ..: block k / 4, 32 bytes a step
+            ckv_wgmma_bf16<BKV, 0>(s, qa[k], ckv_wgmma_desc(kb + k / 4 * BKV * 128 + k % 4 * 32, 16),
+                                   k);
+        ckv_wgmma_commit();
+        ckv_wgmma_wait<0>();
+        ckv_wgmma_hold(s);
+    }
+    template <int HD>
+    static __device__ __forceinline__ void pv(float (&o)[HD / 8][4], const P &p,
+                                              const Tiles<HD> &sm, int st, int)
+    {
+        const uint32_t vb = ckv_smem_addr(sm.v[st]);
+        ckv_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BKV / 16; kk++) {  // keys 16kk ..: 16 rows further
+            const uint32_t a[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
+            ckv_wgmma_bf16<HD, 1>(o, a, ckv_wgmma_desc(vb + kk * 16 * 128, BKV * 128), 1);
+        }
+        ckv_wgmma_commit();
+        ckv_wgmma_wait<0>();
+        ckv_wgmma_hold(o);
+    }
 };
 
 // Starts the copies of one tile of rows (keys or values) into the tile at
-// shared address dst, 16 bytes each: thread i takes piece i % C4 of entries
-// i / C4 + u STEP. Past the range a copy reads nothing (src-size 0) and
+// shared address dst (laid out as L), 16 bytes each: thread i takes piece
+// i % C4 of entries i / C4 + u STEP. Past the range a copy reads nothing (src-size 0) and
 // fills zeros, so that masked entries multiply finite values; its address
 // is entry t0's, inside the list. No registers hold the data, so the whole
 // tile is in flight at once. The trip count and the copies' shared offsets
@@ -292,24 +382,24 @@ struct Tiles {
 // loop from the thread's first entry over generic destinations took 154
 // (branches, 64-bit address arithmetic, a conversion to a shared address)
 // and drew a third of the bf16 form's stall samples (ncu, run BT).
-template <int HD, typename T>
+template <int HD, int BKV, typename L, typename T>
 __device__ __forceinline__ void copy_rows(uint32_t dst, const T *src, int t0, int t_end)
 {
     constexpr int EP = 16 / (int)sizeof(T);  // elements per 16-byte piece
     constexpr int C4 = HD / EP;              // pieces per entry
     constexpr int STEP = NTH / C4;           // entries between a thread's copies
-    constexpr int ROW = (HD + PAD<T>) * (int)sizeof(T);  // bytes between tile rows
-    static_assert(NTH % C4 == 0 && BKV % STEP == 0, "a thread copies one column of pieces");
-    const int j0 = threadIdx.x / C4, d = threadIdx.x % C4 * EP;
+    static_assert(NTH % C4 == 0 && BKV % STEP == 0 && STEP % L::PERIOD == 0,
+                  "a thread copies one column of pieces, at offsets L::ROW an entry apart");
+    const int j0 = threadIdx.x / C4, c = threadIdx.x % C4;
     // Element offsets into the list as int: a list holds fewer than 2^31
     // (ckv_gpu_cache_create_shape).
-    const int first = t0 * HD + d, mine = first + j0 * HD;
+    const int first = t0 * HD + c * EP, mine = first + j0 * HD;
     const int left = t_end - t0 - j0;  // entries of the range from the thread's first
-    dst += j0 * ROW + d * (int)sizeof(T);
+    dst += L::first(j0, c);
 #pragma unroll
     for (int u = 0; u < BKV / STEP; u++) {
         const bool in = u * STEP < left;
-        ckv_cp_async16(dst + u * STEP * ROW, src + (in ? mine + u * STEP * HD : first), in);
+        ckv_cp_async16(dst + u * STEP * L::ROW, src + (in ? mine + u * STEP * HD : first), in);
     }
 }
 
@@ -317,18 +407,19 @@ __device__ __forceinline__ void copy_rows(uint32_t dst, const T *src, int t0, in
 // with the bias, the raw degrees (thread tid < BKV copies entry t0 + tid's;
 // it takes their log2 itself once they land). Past the range the group is
 // empty, so that every tile is one group. base: the shared address of sm.
-template <int HD, typename T, int S>
-__device__ __forceinline__ void copy_tile(Tiles<HD, T, S> &sm, uint32_t base, int st, const T *K,
-                                          const T *V, const float *deg, bool bias, int t0,
-                                          int t_end)
+template <int HD, typename F, typename L = typename F::template Tiles<HD>,
+          typename T = typename F::T>
+__device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T *K, const T *V,
+                                          const float *deg, bool bias, int t0, int t_end)
 {
+    constexpr int BKV = F::BKV;
     const int tid = threadIdx.x;
     const char *at = reinterpret_cast<const char *>(&sm);
     if (t0 < t_end) {
-        copy_rows<HD, T>(base + (uint32_t)(reinterpret_cast<const char *>(sm.k[st]) - at), K, t0,
-                         t_end);
-        copy_rows<HD, T>(base + (uint32_t)(reinterpret_cast<const char *>(sm.v[st]) - at), V, t0,
-                         t_end);
+        copy_rows<HD, BKV, L>(base + (uint32_t)(reinterpret_cast<const char *>(sm.k[st]) - at), K,
+                              t0, t_end);
+        copy_rows<HD, BKV, L>(base + (uint32_t)(reinterpret_cast<const char *>(sm.v[st]) - at), V,
+                              t0, t_end);
         if (bias && tid < BKV && t0 + tid < t_end)
             ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
     }
@@ -340,16 +431,17 @@ __device__ __forceinline__ void copy_tile(Tiles<HD, T, S> &sm, uint32_t base, in
 // Shared memory allows as many: at HD 128 3 x 67,840 B (fp32 tiles, 2
 // stages) or 3 x 52,608 B (bf16, 3 stages), at HD 64 4 x 35,072 B or
 // 4 x 28,032 B. With tiles of 64 entries the bf16 form spilled at these
-// bounds.
+// bounds. The tiles start on L::ALIGN bytes (launch adds the room).
 template <int HD, typename F>
-__global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArgs a)
+__global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
 {
     using T = typename F::T;
-    constexpr int S = F::STAGES;
+    using L = typename F::template Tiles<HD>;
+    constexpr int S = F::STAGES, BKV = F::BKV, NT = F::NT;
     constexpr int ND = HD / 8;  // 8-dimension column tiles of O
-    extern __shared__ __align__(16) unsigned char smem[];
-    Tiles<HD, T, S> &sm = *reinterpret_cast<Tiles<HD, T, S> *>(smem);
-    const uint32_t sbase = ckv_smem_addr(smem);
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const uint32_t sbase = (ckv_smem_addr(smem_raw) + L::ALIGN - 1) & ~(uint32_t)(L::ALIGN - 1);
+    L &sm = *reinterpret_cast<L *>(smem_raw + (sbase - ckv_smem_addr(smem_raw)));
     ckv_pdl_wait();  // the lengths, keys, values and queries come from earlier kernels
     ckv_pdl_launch_dependents();
 
@@ -385,7 +477,7 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
     // Tiles 0 .. S - 2 start first, and land while Q is read.
 #pragma unroll
     for (int i = 0; i < S - 1; i++)
-        copy_tile<HD, T, S>(sm, sbase, i, K, V, deg, a.bias, t_begin + i * BKV, t_end);
+        copy_tile<HD, F>(sm, sbase, i, K, V, deg, a.bias, t_begin + i * BKV, t_end);
     typename F::template Q<HD> qa;
     F::template load_q<HD>(qa, r0 < n ? q + (size_t)r0 * a.q_stride : NULL,
                            r1 < n ? q + (size_t)r1 * a.q_stride : NULL,
@@ -406,18 +498,21 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
         ckv_cp_async_wait<S - 2>();  // this thread's copies of tile i
         if (tid < BKV)
             sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
+        if (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
+            ckv_fence_proxy_async();
         __syncthreads();  // everyone's copies of tile i; tile i - 1 no longer read
-        copy_tile<HD, T, S>(sm, sbase, st ? st - 1 : S - 1, K, V, deg, a.bias,
-                            t0 + (S - 1) * BKV, t_end);
+        copy_tile<HD, F>(sm, sbase, st ? st - 1 : S - 1, K, V, deg, a.bias, t0 + (S - 1) * BKV,
+                         t_end);
         const float *ls = sm.l[st];
-        // warp-uniform: no row of this warp sees the tile
-        if (t0 >= w_end)
+        // warp-uniform: no row of this warp sees the tile (a warpgroup's
+        // products take all 4 warps)
+        if (!F::WARPGROUP && t0 >= w_end)
             continue;
         float s[NT][4];
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-        F::template scores<HD>(s, qa, sm.k[st], lane);
+        F::template scores<HD>(s, qa, sm, st, lane);
         // Bias, and masks where the tile crosses one of the lane's rows' ends
         // (in a causal prefill only the warp's diagonal tiles): without
         // either, nothing to do. Then the tile's max per row over the quad's
@@ -477,7 +572,7 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
             l0 += x[0] + x[1];
             l1 += x[2] + x[3];
         }
-        F::template pv<HD>(o, p, sm.v[st], lane);
+        F::template pv<HD>(o, p, sm, st, lane);
     }
 
     // The row sums over the quad (the max is already quad-uniform).
@@ -518,7 +613,8 @@ __global__ void __launch_bounds__(NTH, HD == 128 ? 3 : 4) attention_prefill(PArg
 template <int HD, typename F>
 static ckv_status launch(const PArgs &a, dim3 grid, cudaStream_t stream, ckv_error *err)
 {
-    const int bytes = (int)sizeof(Tiles<HD, typename F::T, F::STAGES>);
+    using L = typename F::template Tiles<HD>;
+    const int bytes = (int)sizeof(L) + L::ALIGN - 16;  // dynamic shared memory is 16-aligned
     CKV_CUDA(ckv_allow_smem(attention_prefill<HD, F>, bytes));
     CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, NTH, bytes, stream, a));
     return CKV_OK;
@@ -546,6 +642,8 @@ ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, in
                      split.split_len, part_o,   part_ml,
                      one ? out32 : NULL, one ? out16 : NULL, one ? ml : NULL};
     const dim3 grid(sg ? sg->tiles : (n + BQ - 1) / BQ, n_head, split.splits);
-    return dtype == CKV_KV_BF16 ? launch_f<Bf16>(a, head_dim, grid, stream, err)
-                                : launch_f<Tf32>(a, head_dim, grid, stream, err);
+    if (dtype != CKV_KV_BF16)
+        return launch_f<Tf32>(a, head_dim, grid, stream, err);
+    return ckv_cuda_wgmma() ? launch_f<Wg>(a, head_dim, grid, stream, err)
+                            : launch_f<Bf16>(a, head_dim, grid, stream, err);
 }

@@ -682,8 +682,8 @@ static int run(int argc, char **argv, const opts *o)
     bool fatal = false;
     char date[32];
     bench_utc_now(date);
-    printf("device: %s (%d SMs, %.1f GiB); %s\n", dev.name, dev.sm_count,
-           (double)dev.mem_total / (1 << 30), date);
+    printf("device: %s (%d SMs, %.1f GiB); %s; prefill attention: %s\n", dev.name, dev.sm_count,
+           (double)dev.mem_total / (1 << 30), date, bench_prefill_form(o->kv_dtype));
     if (ckv_bench_gpu_create(&b, 0, &err)) {
         rc = cli_fail("bench", &err);
     } else if (!run_checks(b, o, rows, n, checks, sizeof checks, &err, &fatal)) {
@@ -711,7 +711,8 @@ static int run(int argc, char **argv, const opts *o)
                                "copy_bandwidth_Bps", "4.19e12", "matmul_peak_flops", "7.5e14",
                                "tf32_peak_flops", "3.75e14",
                                "checks", checks, "peer", peer, "kv_dtype",
-                               ckv_kv_dtype_name(o->kv_dtype)};
+                               ckv_kv_dtype_name(o->kv_dtype), "prefill_form",
+                               bench_prefill_form(o->kv_dtype)};
         const ckv_h5_table tables[] = {
             {"/attention", attn_fields, NF(attn_fields), sizeof(attn_row), rows, n},
             {"/gemm", gemm_fields, NF(gemm_fields), sizeof(gemm_row), gemm, n_gemm},

@@ -306,6 +306,13 @@ bool bench_gpu(ckv_cuda_device *dev)
     return true;
 }
 
+const char *bench_prefill_form(ckv_kv_dtype dt)
+{
+    return dt != CKV_KV_BF16  ? "tf32 mma.sync"
+           : ckv_cuda_wgmma() ? "bf16 wgmma"
+                              : "bf16 mma.sync";
+}
+
 float bench_max_degree(double budget)
 {
     return budget < 1 ? (float)(2.0 / budget - 1.0) : 1.0f;

@@ -525,10 +525,12 @@ static int run(int argc, char **argv, const opts *o)
             snprintf(r->hf_note, sizeof r->hf_note, "%s", o->peer ? "not in the peer's output"
                                                                    : "not run (--peer none)");
         }
+    const char *form = bench_prefill_form(o->kv_dtype);
     printf("device: %s (%.1f GiB); %s; shape %s with random bf16 weights; %s KV caches; %lld "
-           "new tokens, median of %lld; prefill passes of up to %lld tokens\n",
+           "new tokens, median of %lld; prefill passes of up to %lld tokens; prefill attention: "
+           "%s\n",
            dev.name, (double)dev.mem_total / (1 << 30), date, o->shape,
-           ckv_kv_dtype_name(o->kv_dtype), o->new_tokens, o->repeats, o->prefill_rows);
+           ckv_kv_dtype_name(o->kv_dtype), o->new_tokens, o->repeats, o->prefill_rows, form);
     if (ckv_gpu_create_synthetic(&g, &cfg, 0, MAX_BATCH, (uint64_t)o->seed, &err) ||
         ckv_gpu_set_prefill_rows(g, (int32_t)o->prefill_rows, &err)) {
         rc = cli_fail("bench", &err);
@@ -566,7 +568,7 @@ static int run(int argc, char **argv, const opts *o)
                            "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "shape", o->shape, "new_tokens", new_tokens, "prefill_rows", rows_s,
                            "peer", peer, "peer_info", peer_info, "kv_dtype",
-                           ckv_kv_dtype_name(o->kv_dtype)};
+                           ckv_kv_dtype_name(o->kv_dtype), "prefill_form", form};
     const ckv_h5_table table = {"/generate", gen_fields,
                                 sizeof gen_fields / sizeof gen_fields[0], sizeof(gen_row), rows, n};
     rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);

@@ -886,7 +886,10 @@ static void check_attention_segs(int hd, bool bias, int forced_splits, ckv_kv_dt
 /* Every kernel that reads or writes the cache, over lists of type dt. */
 static void check_cache_kernels(ckv_kv_dtype dt)
 {
-    printf("\n%s KV cache\n", ckv_kv_dtype_name(dt));
+    printf("\n%s KV cache%s\n", ckv_kv_dtype_name(dt),
+           dt != CKV_KV_BF16   ? ""
+           : ckv_cuda_wgmma() ? " (bf16 prefill form: wgmma)"
+                              : " (bf16 prefill form: mma.sync)");
     check_qkv_post(64, CKV_ROPE_NORM, false, false, false, dt, 3);
     check_qkv_post(64, CKV_ROPE_NEOX, true, true, true, dt, 67);
     check_qkv_post(128, CKV_ROPE_NEOX, false, true, false, dt, 67);
@@ -973,6 +976,13 @@ static void check_kernels(void)
     check_gemvs();
     check_cache_kernels(CKV_KV_F32);
     check_cache_kernels(CKV_KV_BF16);
+    /* Where the bf16 prefill takes the wgmma form, the mma.sync form (the
+     * one of builds without sm_90a) too. */
+    if (ckv_cuda_wgmma()) {
+        ckv_cuda_set_wgmma(false);
+        check_cache_kernels(CKV_KV_BF16);
+        ckv_cuda_set_wgmma(true);
+    }
 }
 
 /* ---- end to end ---------------------------------------------------------- */

@@ -1,0 +1,92 @@
+// The CUDA backend's process-wide switches and their C boundary (cuda.h):
+// programmatic dependent launch (cuda_pdl.cuh) and the wgmma form of the
+// bf16 prefill attention (cuda_attention_prefill.cu). Each is on unless its
+// environment variable is 0 at the first use (for A/B runs of whole
+// programs), and active only on a device that has the feature.
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "cuda.h"
+#include "cuda_pdl.cuh"
+
+namespace {
+
+class Switch {
+public:
+    explicit constexpr Switch(const char *env) : env_(env) {}
+    bool on()
+    {
+        int v = state_.load(std::memory_order_relaxed);
+        if (v < 0) {
+            const char *s = getenv(env_);
+            v = !s || strcmp(s, "0") != 0;
+            int unread = -1;  // a set() in between wins
+            if (!state_.compare_exchange_strong(unread, v, std::memory_order_relaxed))
+                v = unread;
+        }
+        return v != 0;
+    }
+    void set(bool on)
+    {
+        state_.store(on ? 1 : 0, std::memory_order_relaxed);
+    }
+
+private:
+    const char *env_;
+    std::atomic<int> state_{-1};  // -1: the environment not read yet
+};
+
+Switch pdl{"CKV_PDL"}, wgmma{"CKV_WGMMA"};
+
+// The current device's compute capability (10 major + minor), asked once at
+// the first use: the GPUs of one process are one model (as the decode
+// attention's occupancy cache assumes); 0 when it cannot be asked.
+int device_cc()
+{
+    static const int cc = [] {
+        int dev = 0, major = 0, minor = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+            (void)cudaGetLastError();  // not left for the next launch's check
+            return 0;
+        }
+        return 10 * major + minor;
+    }();
+    return cc;
+}
+
+}  // namespace
+
+bool ckv_pdl_active()
+{
+    return pdl.on() && device_cc() >= 90;
+}
+
+extern "C" void ckv_cuda_set_pdl(bool on)
+{
+    pdl.set(on);
+}
+
+extern "C" bool ckv_cuda_pdl(void)
+{
+    return ckv_pdl_active();
+}
+
+extern "C" void ckv_cuda_set_wgmma(bool on)
+{
+    wgmma.set(on);
+}
+
+// The sm_90a code runs on compute capability 9.0 only; a build without it
+// (gpu_arch other than sm_90a) has no wgmma form.
+extern "C" bool ckv_cuda_wgmma(void)
+{
+#ifdef CKV_WGMMA
+    return wgmma.on() && device_cc() == 90;
+#else
+    return false;
+#endif
+}
