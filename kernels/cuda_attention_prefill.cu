@@ -144,6 +144,25 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 //           will read them, and x rounded alike (the sums take it);
 //   pv      O += P V over the tile, O in C fragments of HD / 8 columns.
 //
+// The products of Tf32 and Bf16 are done when they return: nothing to wait
+// for, and P V follows its tile's softmax (LAG 0).
+struct Sync {
+    static constexpr int LAG = 0;
+    template <typename P, int R>
+    static __device__ __forceinline__ void repack(P &, const float (&)[R][4])
+    {
+    }
+    static constexpr bool WARPGROUP = false;
+    template <int N, int R>
+    static __device__ __forceinline__ void wait_s(float (&)[R][4])
+    {
+    }
+    template <int R, typename P>
+    static __device__ __forceinline__ void wait_pv(float (&)[R][4], P &)
+    {
+    }
+};
+
 // Tf32 (fragments of m16n8k8 .tf32: A a0 (g, t), a1 (g + 8, t), a2 (g,
 // t + 4), a3 (g + 8, t + 4); B b0 (k t, n g), b1 (k t + 4, n g)). P = exp(S)
 // comes out in the C layout, which is not the A layout P V needs. Instead
@@ -153,12 +172,11 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // its order, and with it the lane's own C values are its A fragment: (a0,
 // a1, a2, a3) = (c0, c2, c1, c3), and b0, b1 are the values of keys 2t and
 // 2t + 1.
-struct Tf32 {
+struct Tf32 : Sync {
     using T = float;
     static constexpr int BKV = 32, NT = BKV / 8;
     static constexpr int STAGES = 2;  // what 3 blocks of fp32 tiles an SM leave room for
     static constexpr bool SKIPS = false;  // at its 168 registers it spilled with them
-    static constexpr bool WARPGROUP = false;
     static constexpr int blocks(int hd) { return hd == 128 ? 3 : 4; }
     template <int HD>
     using Tiles = Padded<HD, T, STAGES, BKV>;
@@ -227,12 +245,11 @@ struct Tf32 {
 // tiles 2kk and 2kk + 1 are, as bf16 pairs, exactly the A fragment of
 // k-step kk (keys 16 kk ..); B is values' columns, read transposed
 // (ldmatrix .trans), again two column tiles an instruction.
-struct Bf16 {
+struct Bf16 : Sync {
     using T = ckv_bf16;
     static constexpr int BKV = 32, NT = BKV / 8;
     static constexpr int STAGES = 3;
     static constexpr bool SKIPS = true;
-    static constexpr bool WARPGROUP = false;
     static constexpr int blocks(int hd) { return hd == 128 ? 3 : 4; }
     template <int HD>
     using Tiles = Padded<HD, T, STAGES, BKV>;
@@ -332,9 +349,16 @@ struct Bf16 {
 // so the softmax between the products is the same code. Every warp takes
 // part in every product: a warp whose rows see none of a tile computes it
 // masked instead of skipping it.
+//
+// The products are asynchronous: scores and pv issue them, wait_s and
+// wait_pv wait. P V lags a tile (LAG 1): tile i's S is issued, then tile
+// i - 1's P V, and tile i's softmax runs while P V does (FA3's overlap
+// within a warpgroup); O takes its correction once P V is done. Tile
+// i - 1's values stay in their stage through tile i (copy_tile).
 struct Wg : Bf16 {
     static constexpr int BKV = 64, NT = BKV / 8;
     static constexpr int STAGES = 3;
+    static constexpr int LAG = 1;
     static constexpr bool WARPGROUP = true;
     static constexpr int blocks(int hd) { return hd == 128 ? 2 : 3; }
     template <int HD>
@@ -352,8 +376,32 @@ struct Wg : Bf16 {
             ckv_wgmma_bf16<BKV, 0>(s, qa[k], ckv_wgmma_desc(kb + k / 4 * BKV * 128 + k % 4 * 32, 16),
                                    k);
         ckv_wgmma_commit();
-        ckv_wgmma_wait<0>();
+    }
+    // Until S is done; N: groups issued after it that may still run.
+    template <int N, int R>
+    static __device__ __forceinline__ void wait_s(float (&s)[R][4])
+    {
+        ckv_wgmma_wait<N>();
         ckv_wgmma_hold(s);
+    }
+    // P from S's probabilities, which put_p rounded: their upper halves.
+    static __device__ __forceinline__ void repack(P &p, const float (&s)[NT][4])
+    {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                p[nt][i] = __byte_perm(__float_as_uint(s[nt][2 * i]),
+                                       __float_as_uint(s[nt][2 * i + 1]), 0x7632);
+    }
+    // Until P V is done: O is then read, and P (an operand until then) may
+    // be overwritten.
+    template <int R>
+    static __device__ __forceinline__ void wait_pv(float (&o)[R][4], P &p)
+    {
+        ckv_wgmma_wait<0>();
+        ckv_wgmma_hold(o);
+        ckv_wgmma_hold(p);
     }
     template <int HD>
     static __device__ __forceinline__ void pv(float (&o)[HD / 8][4], const P &p,
@@ -367,8 +415,6 @@ struct Wg : Bf16 {
             ckv_wgmma_bf16<HD, 1>(o, a, ckv_wgmma_desc(vb + kk * 16 * 128, BKV * 128), 1);
         }
         ckv_wgmma_commit();
-        ckv_wgmma_wait<0>();
-        ckv_wgmma_hold(o);
     }
 };
 
@@ -403,26 +449,32 @@ __device__ __forceinline__ void copy_rows(uint32_t dst, const T *src, int t0, in
     }
 }
 
-// Starts tile t0's copies into stage st as one group: keys, values and,
-// with the bias, the raw degrees (thread tid < BKV copies entry t0 + tid's;
-// it takes their log2 itself once they land). Past the range the group is
-// empty, so that every tile is one group. base: the shared address of sm.
+// Starts one group of copies: the keys of the tile at t0 into stage st
+// and, with the bias, their raw degrees (thread tid < BKV copies entry
+// t0 + tid's; it takes their log2 itself once they land); the values of
+// the tile F::LAG tiles before it into that tile's stage (tile i's keys and
+// values live in stage i % S). Tiles outside [t_begin, t_end) are not
+// copied, and every call commits a group, so that group i holds tile i's
+// keys and tile i - LAG's values. base: the shared address of sm.
 template <int HD, typename F, typename L = typename F::template Tiles<HD>,
           typename T = typename F::T>
 __device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T *K, const T *V,
-                                          const float *deg, bool bias, int t0, int t_end)
+                                          const float *deg, bool bias, int t0, int t_begin,
+                                          int t_end)
 {
-    constexpr int BKV = F::BKV;
-    const int tid = threadIdx.x;
+    constexpr int BKV = F::BKV, S = F::STAGES;
+    const int tid = threadIdx.x, tv = t0 - F::LAG * BKV;
+    const int sv = st >= F::LAG ? st - F::LAG : st - F::LAG + S;
     const char *at = reinterpret_cast<const char *>(&sm);
     if (t0 < t_end) {
         copy_rows<HD, BKV, L>(base + (uint32_t)(reinterpret_cast<const char *>(sm.k[st]) - at), K,
                               t0, t_end);
-        copy_rows<HD, BKV, L>(base + (uint32_t)(reinterpret_cast<const char *>(sm.v[st]) - at), V,
-                              t0, t_end);
         if (bias && tid < BKV && t0 + tid < t_end)
             ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
     }
+    if (tv >= t_begin && tv < t_end)
+        copy_rows<HD, BKV, L>(base + (uint32_t)(reinterpret_cast<const char *>(sm.v[sv]) - at), V,
+                              tv, t_end);
     ckv_cp_async_commit();
 }
 
@@ -477,7 +529,7 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
     // Tiles 0 .. S - 2 start first, and land while Q is read.
 #pragma unroll
     for (int i = 0; i < S - 1; i++)
-        copy_tile<HD, F>(sm, sbase, i, K, V, deg, a.bias, t_begin + i * BKV, t_end);
+        copy_tile<HD, F>(sm, sbase, i, K, V, deg, a.bias, t_begin + i * BKV, t_begin, t_end);
     typename F::template Q<HD> qa;
     F::template load_q<HD>(qa, r0 < n ? q + (size_t)r0 * a.q_stride : NULL,
                            r1 < n ? q + (size_t)r1 * a.q_stride : NULL,
@@ -490,19 +542,27 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
     // Running max (log2 units; -inf until the row sees an entry) and the
     // lane's share of the running sum, for rows g and g + 8.
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    // A LAG form's probabilities of the tile before, for its P V.
+    typename F::P p;
 
-    // Tile i + S - 1's copies start once every warp is past tile i - 1,
-    // whose stage they overwrite, and land while tiles i .. i + S - 2 are
-    // computed.
-    for (int t0 = t_begin, st = 0; t0 < t_end; t0 += BKV, st = st + 1 < S ? st + 1 : 0) {
-        ckv_cp_async_wait<S - 2>();  // this thread's copies of tile i
+    // Group i + S - 1 starts once every warp is past tile i - 1 (and, with
+    // LAG 1, past tile i - 2's P V), whose stages it overwrites, and lands
+    // while tiles i .. i + S - 2 are computed.
+    int st = 0;
+    for (int t0 = t_begin; t0 < t_end; t0 += BKV, st = st + 1 < S ? st + 1 : 0) {
+        ckv_cp_async_wait<S - 2>();  // this thread's group i: tile i's keys, tile i - LAG's values
+        float lg = 0.0f;
         if (tid < BKV)
-            sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
+            sm.l[st][tid] = lg = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
         if (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
             ckv_fence_proxy_async();
-        __syncthreads();  // everyone's copies of tile i; tile i - 1 no longer read
-        copy_tile<HD, F>(sm, sbase, st ? st - 1 : S - 1, K, V, deg, a.bias, t0 + (S - 1) * BKV,
-                         t_end);
+        // Everyone's group i; tile i - 1 no longer read. The bias is added
+        // only to tiles with a degree other than 1 (log 0): a prefill of a
+        // cache nothing was merged into has none, and adding 0 would leave
+        // the same values.
+        const bool tile_bias = __syncthreads_or(lg != 0.0f);
+        const int prev = st ? st - 1 : S - 1;
+        copy_tile<HD, F>(sm, sbase, prev, K, V, deg, a.bias, t0 + (S - 1) * BKV, t_begin, t_end);
         const float *ls = sm.l[st];
         // warp-uniform: no row of this warp sees the tile (a warpgroup's
         // products take all 4 warps)
@@ -513,12 +573,18 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
         for (int nt = 0; nt < NT; nt++)
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
         F::template scores<HD>(s, qa, sm, st, lane);
+        if (F::LAG && t0 > t_begin) {  // tile i - 1's P V runs during this softmax
+            F::template pv<HD>(o, p, sm, prev, lane);
+            F::template wait_s<1>(s);
+        } else {
+            F::template wait_s<0>(s);
+        }
         // Bias, and masks where the tile crosses one of the lane's rows' ends
         // (in a causal prefill only the warp's diagonal tiles): without
         // either, nothing to do. Then the tile's max per row over the quad's
         // 4 lanes.
         const bool whole = t0 + BKV <= min(e0, e1);
-        if (!F::SKIPS || a.bias || !whole)
+        if (!F::SKIPS || tile_bias || !whole)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -546,10 +612,35 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
         // leaves the same bits.
         const float base0 = mn0 == -INFINITY ? 0.0f : mn0;
         const float base1 = mn1 == -INFINITY ? 0.0f : mn1;
-        if (!F::SKIPS || __any_sync(0xffffffffu, mn0 != m0 || mn1 != m1)) {
-            const float corr0 = F::exp2(m0 - base0), corr1 = F::exp2(m1 - base1);
+        const bool moved = !F::SKIPS || __any_sync(0xffffffffu, mn0 != m0 || mn1 != m1);
+        float corr0 = 1.0f, corr1 = 1.0f;
+        if (moved) {
+            corr0 = F::exp2(m0 - base0);
+            corr1 = F::exp2(m1 - base1);
             l0 *= corr0;
             l1 *= corr1;
+        }
+        m0 = mn0;
+        m1 = mn1;
+        // P rounded once as the mma reads it; the sums take the rounded
+        // values, so that the output is a weighted mean of V with exactly
+        // those weights.
+        // A LAG form keeps them in s (already rounded) until its P V of the
+        // tile before is done: P is that product's operand until then.
+        typename F::P pn;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            float x[4] = {F::exp2(s[nt][0] - base0), F::exp2(s[nt][1] - base0),
+                          F::exp2(s[nt][2] - base1), F::exp2(s[nt][3] - base1)};
+            F::put_p(pn, nt, x);
+            l0 += x[0] + x[1];
+            l1 += x[2] + x[3];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                s[nt][i] = x[i];
+        }
+        F::wait_pv(o, p);
+        if (moved)
 #pragma unroll
             for (int nd = 0; nd < ND; nd++) {
                 o[nd][0] *= corr0;
@@ -557,22 +648,19 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
                 o[nd][2] *= corr1;
                 o[nd][3] *= corr1;
             }
-        }
-        m0 = mn0;
-        m1 = mn1;
-        // P rounded once as the mma reads it; the sums take the rounded
-        // values, so that the output is a weighted mean of V with exactly
-        // those weights.
-        typename F::P p;
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            float x[4] = {F::exp2(s[nt][0] - base0), F::exp2(s[nt][1] - base0),
-                          F::exp2(s[nt][2] - base1), F::exp2(s[nt][3] - base1)};
-            F::put_p(p, nt, x);
-            l0 += x[0] + x[1];
-            l1 += x[2] + x[3];
-        }
-        F::template pv<HD>(o, p, sm, st, lane);
+        if (F::LAG)
+            F::repack(p, s);
+        else
+            F::template pv<HD>(o, pn, sm, st, lane);
+    }
+    // A LAG form's last P V, once its values' group (possibly the last)
+    // has landed.
+    if (F::LAG && t_begin < t_end) {
+        ckv_cp_async_wait<0>();
+        ckv_fence_proxy_async();
+        __syncthreads();
+        F::template pv<HD>(o, p, sm, st ? st - 1 : S - 1, lane);
+        F::wait_pv(o, p);
     }
 
     // The row sums over the quad (the max is already quad-uniform).

@@ -77,6 +77,17 @@ __device__ __forceinline__ void ckv_wgmma_hold(float (&d)[R][4])
         for (int j = 0; j < 4; j++)
             asm volatile("" : "+f"(d[i][j])::"memory");
 }
+// The same for A fragments in registers: an operand of a running product
+// must keep its registers until the wait, so it is held live up to there.
+template <int R, int C>
+__device__ __forceinline__ void ckv_wgmma_hold(uint32_t (&a)[R][C])
+{
+#pragma unroll
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int j = 0; j < C; j++)
+            asm volatile("" : "+r"(a[i][j])::"memory");
+}
 
 #define CKV_WG_D4(x) "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3])
 
