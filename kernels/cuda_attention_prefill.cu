@@ -12,7 +12,9 @@
 // before reading anything. The queries, pre-scaled and rounded once, stay in
 // registers as mma A fragments.
 //
-// Two forms of the products, one per cache type (a Form below):
+// Three forms of the products (a Form below): Tf32 for fp32 lists; for
+// bf16 lists Wg where the device runs this build's sm_90a code
+// (ckv_cuda_wgmma), else Bf16:
 //  - fp32 lists, Tf32: m16n8k8 TF32 mma, fragments loaded from shared
 //    memory as they are: the mma takes a .tf32 operand's upper 19 bits, so
 //    keys and values are truncated to TF32 (relative error below 2^-10,
@@ -25,6 +27,9 @@
 //    kernels, at twice TF32's rate and an eighth of its shared-memory load
 //    instructions per product. The TF32 form over bf16 tiles had run at
 //    fp32 tiles' speed (run AL), bound by its 4-byte fragment loads.
+//  - bf16 lists, Wg: Hopper's warpgroup MMA, the block's 4 warps one
+//    warpgroup, tiles of 64 entries; the same roundings as Bf16, products
+//    summed in another order (runs CG, CI: 27-39% less time at 16K).
 //
 // Scores are kept in log2 units (q pre-multiplied by scale * log2 e, the
 // bias as log2(deg)) so that the softmax takes exp2; the partial max goes
@@ -131,28 +136,33 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// A Form holds the cache's element type T, the tiles in shared memory
-// (STAGES: the one computed and those landing), whether the softmax skips
-// work that leaves the same bits (SKIPS: the mask pass of a tile no row
-// ends in, without the bias; the rescale when no max moved) and the
-// products over a tile:
+// A Form holds the cache's element type T, the tile's entries BKV, the
+// tiles in shared memory (Tiles; STAGES: the one computed and those
+// landing), the blocks an SM its registers must allow (blocks), whether
+// the softmax skips work that leaves the same bits (SKIPS: the mask pass
+// of a tile no row ends in and whose degrees are 1; the rescale when no
+// max moved), whether its products take the whole block (WARPGROUP), how
+// many tiles P V lags S (LAG) and the products over a tile:
 //   load_q  the lane's A fragments of its rows g and g + 8 (q0, q1: NULL
 //           for a row past n, which is zero);
 //   scores  S of the tile's NT 8-key column tiles, in C fragments;
+//   wait_s  until S is done;
 //   exp2    2^x (x <= 0 or -inf);
 //   put_p   column tile nt's four probabilities into P, rounded as the mma
 //           will read them, and x rounded alike (the sums take it);
-//   pv      O += P V over the tile, O in C fragments of HD / 8 columns.
+//   pv      O += P V over the tile, O in C fragments of HD / 8 columns;
+//   wait_pv until P V is done;
+//   repack  (LAG 1) P from the rounded probabilities left in S.
 //
 // The products of Tf32 and Bf16 are done when they return: nothing to wait
 // for, and P V follows its tile's softmax (LAG 0).
 struct Sync {
     static constexpr int LAG = 0;
+    static constexpr bool WARPGROUP = false;
     template <typename P, int R>
     static __device__ __forceinline__ void repack(P &, const float (&)[R][4])
     {
     }
-    static constexpr bool WARPGROUP = false;
     template <int N, int R>
     static __device__ __forceinline__ void wait_s(float (&)[R][4])
     {
@@ -341,8 +351,9 @@ struct Bf16 : Sync {
 };
 
 // Wg: bf16 lists on Hopper's warpgroup MMA (cuda_wgmma.cuh; taken when
-// ckv_cuda_wgmma() says the device runs this build's sm_90a code). The block's 4 warps are one warpgroup: S = Q K^T of its 64 rows
-// and a 64-entry tile is one chain of HD / 16 asynchronous m64n64k16
+// ckv_cuda_wgmma() says the device runs this build's sm_90a code). The
+// block's 4 warps are one warpgroup: S = Q K^T of its 64 rows and a
+// 64-entry tile is one chain of HD / 16 asynchronous m64n64k16
 // products, P V one of 4 m64nHDk16 products. Q and P are A from registers,
 // in Bf16's mma fragments; K is B as it lies (K-major), V transposed, both
 // from swizzled tiles. The accumulators have the layout of Bf16's S and O,
@@ -420,9 +431,9 @@ struct Wg : Bf16 {
 
 // Starts the copies of one tile of rows (keys or values) into the tile at
 // shared address dst (laid out as L), 16 bytes each: thread i takes piece
-// i % C4 of entries i / C4 + u STEP. Past the range a copy reads nothing (src-size 0) and
-// fills zeros, so that masked entries multiply finite values; its address
-// is entry t0's, inside the list. No registers hold the data, so the whole
+// i % C4 of entries i / C4 + u STEP. Past the range a copy reads nothing
+// (src-size 0) and fills zeros, so that masked entries multiply finite
+// values; its address is entry t0's, inside the list. No registers hold the data, so the whole
 // tile is in flight at once. The trip count and the copies' shared offsets
 // are constants: a bf16 tile's 8 copies take about 50 instructions, where a
 // loop from the thread's first entry over generic destinations took 154
@@ -478,12 +489,15 @@ __device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T 
     ckv_cp_async_commit();
 }
 
-// Blocks per SM the registers must allow: at HD 128, 3 blocks (168
-// registers) is the most that compiles without spills, at HD 64, 4 (128).
-// Shared memory allows as many: at HD 128 3 x 67,840 B (fp32 tiles, 2
-// stages) or 3 x 52,608 B (bf16, 3 stages), at HD 64 4 x 35,072 B or
-// 4 x 28,032 B. With tiles of 64 entries the bf16 form spilled at these
-// bounds. The tiles start on L::ALIGN bytes (launch adds the room).
+// Blocks per SM the registers must allow (F::blocks): for Tf32 and Bf16 at
+// HD 128, 3 blocks (168 registers) is the most that compiles without
+// spills, at HD 64, 4 (128). Shared memory allows as many: at HD 128
+// 3 x 67,840 B (fp32 tiles, 2 stages) or 3 x 52,608 B (bf16, 3 stages), at
+// HD 64 4 x 35,072 B or 4 x 28,032 B. With tiles of 64 entries the bf16
+// form spilled at these bounds. Wg holds S's and O's accumulators, Q and
+// P at once: 2 blocks an SM at HD 128 (210 registers; 99,072 B of 3
+// stages), 3 at HD 64 (161; 49,920 B). The tiles start on L::ALIGN bytes
+// (launch adds up to ALIGN - 16 bytes of room).
 template <int HD, typename F>
 __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
 {
