@@ -54,7 +54,7 @@ __device__ __forceinline__ void ckv_wgmma_fence()
 // (the async proxy); a barrier after it covers the other threads'.
 __device__ __forceinline__ void ckv_fence_proxy_async()
 {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    CKV_WG("fence.proxy.async.shared::cta;" ::: "memory");
 }
 __device__ __forceinline__ void ckv_wgmma_commit()
 {
