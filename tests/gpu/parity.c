@@ -611,6 +611,12 @@ static ckv_k_attention_split forced(int splits, int32_t len, int32_t tile)
  * attention (H2O scores) is checked too, starting from random values; a
  * prefill (n > 1) must then take the fp32 kernel, and without scores the
  * TF32 tensor-core one (checked at TOL_TF32). */
+/* The lists' degrees: 1 to 6; or 0 to 3 (log-degree -inf at 0, entries no
+ * query sees); or 1 over each list's first half and 1 to 6 after (the
+ * prefill kernel skips the bias on tiles whose degrees are all 1, log 1 =
+ * 0, and adds it to the others). */
+typedef enum { DEG_1_TO_6, DEG_SOME_0, DEG_HALF_1 } deg_kind;
+
 typedef struct {
     int hd, n;
     const int32_t *len0;
@@ -618,7 +624,7 @@ typedef struct {
     int forced_splits;
     bool scores;
     int H;         /* query heads over 2 KV heads; 0: 6 (group 3) */
-    bool zero_deg; /* some degrees 0: log-degree -inf, entries no query sees */
+    deg_kind degs;
 } attn_case;
 
 /* dt: how the lists store keys and values; the CPU twin reads the values
@@ -645,10 +651,17 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     fill(acc0, (size_t)KV * cap, 0.5f, 2.0f);
     memcpy(acc, acc0, 4 * (size_t)KV * cap);
     for (size_t t = 0; t < (size_t)KV * cap; t++) {
-        deg[t] = (float)(ac.zero_deg ? ckv_splitmix64(&rng) % 4 : 1 + ckv_splitmix64(&rng) % 6);
+        deg[t] = (float)(ac.degs == DEG_SOME_0 ? ckv_splitmix64(&rng) % 4
+                                               : 1 + ckv_splitmix64(&rng) % 6);
         ld[t] = logf(deg[t]);
     }
-    if (ac.zero_deg) /* each query sees its own entry at least */
+    if (ac.degs == DEG_HALF_1)
+        for (int h = 0; h < KV; h++)
+            for (int t = 0; t < cap / 2; t++) {
+                deg[(size_t)h * cap + t] = 1.0f;
+                ld[(size_t)h * cap + t] = 0.0f;
+            }
+    if (ac.degs == DEG_SOME_0) /* each query sees its own entry at least */
         for (int h = 0; h < KV; h++)
             for (int i = 0; i < n; i++) {
                 deg[(size_t)h * cap + len0[h] + i] = 1.0f;
@@ -698,9 +711,10 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     char what[128];
-    snprintf(what, sizeof what, "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s splits %d",
+    snprintf(what, sizeof what, "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s%s splits %d",
              attention_path_name(path), ckv_kv_dtype_name(dt), hd, n, group, len0[0], len0[1],
-             bias ? " +logdeg" : "", ac.zero_deg ? " (degrees 0)" : "", scores ? " +scores" : "",
+             bias ? " +logdeg" : "", ac.degs == DEG_SOME_0 ? " (degrees 0)" : "",
+             ac.degs == DEG_HALF_1 ? " (half degrees 1)" : "", scores ? " +scores" : "",
              sp.splits);
     const double tol = path == CKV_ATTN_PREFILL_TF32   ? TOL_TF32
                        : path == CKV_ATTN_PREFILL_BF16 ? TOL_BF16_MMA
@@ -899,51 +913,57 @@ static void check_cache_kernels(ckv_kv_dtype dt)
            "over\nfp32 or bf16 lists)\n");
     const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
                   e[2] = {3001, 0};
-    check_attention((attn_case){64, 1, b, true, 0, true, 0, false}, dt);
-    check_attention((attn_case){64, 1, c, true, 7, true, 0, false}, dt);
-    check_attention((attn_case){64, 7, b, true, 1, true, 0, false}, dt);
-    check_attention((attn_case){64, 77, a, true, 0, true, 0, false}, dt);
-    check_attention((attn_case){64, 77, b, false, 0, true, 0, false}, dt);
-    check_attention((attn_case){128, 1, c, true, 0, true, 0, false}, dt);
-    check_attention((attn_case){128, 40, b, true, 3, true, 0, false}, dt);
-    check_attention((attn_case){128, 600, e, true, 0, true, 0, false}, dt);
+    check_attention((attn_case){64, 1, b, true, 0, true, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 1, c, true, 7, true, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 7, b, true, 1, true, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 77, a, true, 0, true, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 77, b, false, 0, true, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 1, c, true, 0, true, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 40, b, true, 3, true, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 600, e, true, 0, true, 0, DEG_1_TO_6}, dt);
     /* The tensor-core kernel: one list empty before the queries, the other
      * long; 1 to 7 ranges, so that some range holds nothing a row sees and
      * some lies past the shorter list; rows that fill a block partly (2, 17,
      * 77, 600) or exactly (512); ranges of exactly one whole tile, where
      * no next tile is copied (n 32, one range; n 64, two ranges of 32, the
      * first 32 rows seeing nothing of the second). */
-    check_attention((attn_case){64, 2, d, true, 0, false, 0, false}, dt);
-    check_attention((attn_case){64, 17, e, false, 3, false, 0, false}, dt);
-    check_attention((attn_case){64, 77, d, true, 7, false, 0, false}, dt);
-    check_attention((attn_case){64, 512, e, true, 0, false, 0, false}, dt);
-    check_attention((attn_case){64, 600, d, false, 1, false, 0, false}, dt);
-    check_attention((attn_case){64, 77, a, true, 3, false, 0, false}, dt);
-    check_attention((attn_case){128, 2, e, false, 7, false, 0, false}, dt);
-    check_attention((attn_case){128, 17, d, true, 0, false, 0, false}, dt);
-    check_attention((attn_case){128, 77, e, true, 1, false, 0, false}, dt);
-    check_attention((attn_case){128, 512, d, false, 3, false, 0, false}, dt);
-    check_attention((attn_case){128, 600, e, true, 0, false, 0, false}, dt);
-    check_attention((attn_case){128, 600, d, true, 7, false, 0, false}, dt);
-    check_attention((attn_case){128, 32, a, true, 1, false, 0, false}, dt);
-    check_attention((attn_case){64, 64, a, false, 2, false, 0, false}, dt);
+    check_attention((attn_case){64, 2, d, true, 0, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 17, e, false, 3, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 77, d, true, 7, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 512, e, true, 0, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 600, d, false, 1, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 77, a, true, 3, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 2, e, false, 7, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 17, d, true, 0, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 77, e, true, 1, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 512, d, false, 3, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 600, e, true, 0, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 600, d, true, 7, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 32, a, true, 1, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 64, a, false, 2, false, 0, DEG_1_TO_6}, dt);
     /* The merge over more than 128 ranges (the most it stages at once is
      * CKV_ATTENTION_MAX_SPLITS, 1024): ranges of 32, most of them empty;
      * one query with a group over 8 (no decode kernel: a prefill one);
      * degrees 0 (a log-degree of -inf) at the head of ranges. */
-    check_attention((attn_case){64, 1, c, true, 200, true, 0, false}, dt);
-    check_attention((attn_case){128, 1, b, false, 1024, false, 0, false}, dt);
-    check_attention((attn_case){64, 7, b, true, 150, false, 0, false}, dt);
-    check_attention((attn_case){128, 1, b, true, 0, false, 20, false}, dt);
+    check_attention((attn_case){64, 1, c, true, 200, true, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 1, b, false, 1024, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 7, b, true, 150, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 1, b, true, 0, false, 20, DEG_1_TO_6}, dt);
     /* The decode kernels at groups 1 (7 of the tensor-core kernel's 8 hi rows
      * unused), 2 and 8, one query over one cache. */
-    check_attention((attn_case){64, 1, c, true, 0, true, 2, false}, dt);
-    check_attention((attn_case){128, 1, b, true, 3, false, 4, false}, dt);
-    check_attention((attn_case){128, 1, b, true, 7, false, 16, false}, dt);
-    check_attention((attn_case){64, 1, c, true, 0, true, 20, false}, dt);
-    check_attention((attn_case){128, 1, b, true, 7, true, 0, true}, dt);
-    check_attention((attn_case){64, 77, e, true, 3, false, 0, true}, dt);
-    check_attention((attn_case){128, 40, b, true, 3, true, 0, true}, dt);
+    check_attention((attn_case){64, 1, c, true, 0, true, 2, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 1, b, true, 3, false, 4, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 1, b, true, 7, false, 16, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 1, c, true, 0, true, 20, DEG_1_TO_6}, dt);
+    check_attention((attn_case){128, 1, b, true, 7, true, 0, DEG_SOME_0}, dt);
+    check_attention((attn_case){64, 77, e, true, 3, false, 0, DEG_SOME_0}, dt);
+    check_attention((attn_case){128, 40, b, true, 3, true, 0, DEG_SOME_0}, dt);
+    /* Degrees 1 over each list's first 2048 entries, the rest 1 to 6: the
+     * tensor-core kernel's tiles there skip the bias, the others add it
+     * (list 0 from 3001 crosses both; list 1's 600 rows see only the
+     * first kind, whole tiles and the diagonal's). */
+    check_attention((attn_case){128, 600, e, true, 0, false, 0, DEG_HALF_1}, dt);
+    check_attention((attn_case){64, 77, c, true, 3, false, 0, DEG_HALF_1}, dt);
     /* Batches: group 3 (a partly used register group of 4), 4 (the 8B's)
      * and 8; one range, several of uneven length (2048 / 7 = 293, the
      * last shorter), and the planner's. */
