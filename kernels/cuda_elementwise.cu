@@ -74,10 +74,14 @@ extern "C" ckv_status ckv_k_embed(float *x, const float *table, const int32_t *t
 // most 4 x RMS_THREADS (one float4 a thread) in chunks of RMS_WIDE_MIN rows
 // or more take 4 a block: with one, a 4,096-row SmolLM2 pass (E = 576) ran
 // 4,096 blocks of a round trip and two barriers each (21 us, ncu, run BG).
-// Each row's arithmetic is the same in both forms. The weights are static:
-// their loads are issued before the wait for the kernel that wrote x
+// Rows of at most 16 x RMS_THREADS (the 8B's 4,096) hold 4 float4s a
+// thread, not 8: 8 took 88 registers, 2 blocks an SM, and the 8B's
+// prefill rows ran at 68% of copy bandwidth (ncu, run CK). Each row's
+// arithmetic is the same in every form. The weights are static: their
+// loads are issued before the wait for the kernel that wrote x
 // (cuda_pdl.cuh).
 constexpr int RMS_THREADS = 256, RMS_VEC = 8;  // float4s per thread: E <= 8192
+constexpr int RMS_MID_VEC = 4;                 // E <= 4096
 constexpr int RMS_WIDE_ROWS = 4, RMS_WIDE_MIN = 64;
 
 template <int R, int VEC>
@@ -158,6 +162,9 @@ extern "C" ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const f
     if (n >= RMS_WIDE_MIN && E <= 4 * RMS_THREADS)
         CKV_CUDA(ckv_pdl_launch(residual_rmsnorm_kernel<RMS_WIDE_ROWS, 1>,
                                 (n + RMS_WIDE_ROWS - 1) / RMS_WIDE_ROWS, RMS_THREADS, 0,
+                                as_stream(stream), x, add, w, out, n, E, eps));
+    else if (E <= 4 * RMS_MID_VEC * RMS_THREADS)
+        CKV_CUDA(ckv_pdl_launch(residual_rmsnorm_kernel<1, RMS_MID_VEC>, n, RMS_THREADS, 0,
                                 as_stream(stream), x, add, w, out, n, E, eps));
     else
         CKV_CUDA(ckv_pdl_launch(residual_rmsnorm_kernel<1, RMS_VEC>, n, RMS_THREADS, 0,
