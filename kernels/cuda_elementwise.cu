@@ -76,10 +76,10 @@ extern "C" ckv_status ckv_k_embed(float *x, const float *table, const int32_t *t
 // 4,096 blocks of a round trip and two barriers each (21 us, ncu, run BG).
 // Rows of at most 16 x RMS_THREADS (the 8B's 4,096) hold 4 float4s a
 // thread, not 8: 8 took 88 registers, 2 blocks an SM, and the 8B's
-// prefill rows ran at 68% of copy bandwidth (ncu, run CK). Each row's
-// arithmetic is the same in every form. The weights are static: their
-// loads are issued before the wait for the kernel that wrote x
-// (cuda_pdl.cuh).
+// prefill rows ran at 65% of copy bandwidth, with 4 at 86% (ncu, runs CK,
+// CM). Each row's arithmetic is the same in every form. The weights are
+// static: their loads are issued before the wait for the kernel that
+// wrote x (cuda_pdl.cuh).
 constexpr int RMS_THREADS = 256, RMS_VEC = 8;  // float4s per thread: E <= 8192
 constexpr int RMS_MID_VEC = 4;                 // E <= 4096
 constexpr int RMS_WIDE_ROWS = 4, RMS_WIDE_MIN = 64;
