@@ -37,10 +37,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda.h"
 #include "cuda_async_copy.cuh"
 #include "cuda_attention_prefill.h"
 #include "cuda_bf16.cuh"
-#include "cuda.h"
 #include "cuda_check.h"
 #include "cuda_mma.cuh"
 #include "cuda_pdl.cuh"
@@ -384,8 +384,8 @@ struct Wg : Bf16 {
         ckv_wgmma_fence();
 #pragma unroll
         for (int k = 0; k < HD / 16; k++)  // dimensions 16k ..: block k / 4, 32 bytes a step
-            ckv_wgmma_bf16<BKV, 0>(s, qa[k], ckv_wgmma_desc(kb + k / 4 * BKV * 128 + k % 4 * 32, 16),
-                                   k);
+            ckv_wgmma_bf16<BKV, 0>(
+                s, qa[k], ckv_wgmma_desc(kb + k / 4 * BKV * 128 + k % 4 * 32, 16), k);
         ckv_wgmma_commit();
     }
     // Until S is done; N: groups issued after it that may still run.
@@ -421,10 +421,11 @@ struct Wg : Bf16 {
         const uint32_t vb = ckv_smem_addr(sm.v[st]);
         ckv_wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BKV / 16; kk++) {  // keys 16kk ..: 16 rows further
-            const uint32_t a[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
-            ckv_wgmma_bf16<HD, 1>(o, a, ckv_wgmma_desc(vb + kk * 16 * 128, BKV * 128), 1);
-        }
+        for (int kk = 0; kk < BKV / 16; kk++)  // keys 16kk ..: 16 rows further
+            // P's own registers (column tiles 2kk, 2kk + 1), no copy: they
+            // are held until wait_pv, a copy's would not be.
+            ckv_wgmma_bf16<HD, 1>(o, reinterpret_cast<const uint32_t(&)[4]>(p[2 * kk]),
+                                  ckv_wgmma_desc(vb + kk * 16 * 128, BKV * 128), 1);
         ckv_wgmma_commit();
     }
 };
@@ -568,12 +569,13 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
         float lg = 0.0f;
         if (tid < BKV)
             sm.l[st][tid] = lg = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
-        if (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
+        if constexpr (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
             ckv_fence_proxy_async();
-        // Everyone's group i; tile i - 1 no longer read. The bias is added
-        // only to tiles with a degree other than 1 (log 0): a prefill of a
-        // cache nothing was merged into has none, and adding 0 would leave
-        // the same values.
+        // Everyone's group i; the stages group i + S - 1 overwrites (tile
+        // i - 1's keys, tile i - 1 - LAG's values) no longer read. The bias
+        // is added only to tiles with a degree other than 1 (log 0): a
+        // prefill of a cache nothing was merged into has none, and adding 0
+        // would leave the same values.
         const bool tile_bias = __syncthreads_or(lg != 0.0f);
         const int prev = st ? st - 1 : S - 1;
         copy_tile<HD, F>(sm, sbase, prev, K, V, deg, a.bias, t0 + (S - 1) * BKV, t_begin, t_end);
@@ -662,7 +664,7 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
                 o[nd][2] *= corr1;
                 o[nd][3] *= corr1;
             }
-        if (F::LAG)
+        if constexpr (F::LAG)
             F::repack(p, s);
         else
             F::template pv<HD>(o, pn, sm, st, lane);
@@ -670,6 +672,7 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
     // A LAG form's last P V, once its values' group (possibly the last)
     // has landed.
     if (F::LAG && t_begin < t_end) {
+        static_assert(F::LAG <= 1, "the stage of the last tile's values is the one before st");
         ckv_cp_async_wait<0>();
         ckv_fence_proxy_async();
         __syncthreads();

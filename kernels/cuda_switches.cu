@@ -40,7 +40,7 @@ private:
 
 Switch pdl{"CKV_PDL"}, wgmma{"CKV_WGMMA"};
 
-// The current device's compute capability (10 major + minor), asked once at
+// The current device's compute capability (10 x major + minor), asked once at
 // the first use: the GPUs of one process are one model (as the decode
 // attention's occupancy cache assumes); 0 when it cannot be asked.
 int device_cc()

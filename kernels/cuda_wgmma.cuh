@@ -17,8 +17,9 @@
 //    distance from columns 0..63 to 64..127 (the next block of rows).
 // (PTX ISA, "Matrix Descriptor Format" and "Canonical Layouts".)
 //
-// nvcc -arch=sm_90a also emits compute_90 PTX (for later devices), where
-// these instructions do not exist: there the calls trap. Callers take this
+// nvcc -arch=sm_90a also embeds compute_90 PTX (cuobjdump -lptx lists
+// sm_90 and sm_90a PTX beside the sm_90a cubin), which later devices can
+// compile and where these instructions do not exist: there the calls trap. Callers take this
 // path only on a device of compute capability 9.0, which runs the sm_90a
 // code (ckv_cuda_wgmma).
 #ifndef CKV_KERNELS_CUDA_WGMMA_CUH
@@ -44,8 +45,8 @@ __device__ __forceinline__ uint64_t ckv_wgmma_desc(uint32_t smem, uint32_t lead_
            (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
 }
 
-// Orders this thread's register writes (A, D) and generic-proxy shared
-// writes before the wgmma that follow.
+// Orders this thread's register writes (A, D) before the wgmma that follow
+// (shared-memory writes need ckv_fence_proxy_async).
 __device__ __forceinline__ void ckv_wgmma_fence()
 {
     CKV_WG("wgmma.fence.sync.aligned;" ::: "memory");

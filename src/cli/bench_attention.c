@@ -351,7 +351,7 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
                prefill ? "prefill" : "decode", ckv_kv_dtype_name(s.dtype), s.batch, s.n_head_kv,
                s.group, s.head_dim, s.context, s.queries, s.degree_bias ? "on" : "off",
                path == CKV_ATTN_PREFILL_TF32   ? "tf32"
-               : path == CKV_ATTN_PREFILL_BF16 ? "bf16 mma"
+               : path == CKV_ATTN_PREFILL_BF16 ? bench_prefill_form(CKV_KV_BF16)
                : path == CKV_ATTN_DECODE       ? "decode kernel"
                                                : "fp32",
                e,

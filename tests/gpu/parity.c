@@ -594,6 +594,7 @@ static const char *attention_path_name(ckv_k_attention_path p)
     return p == CKV_ATTN_DECODE        ? "decode"
            : p == CKV_ATTN_PREFILL_F32  ? "fp32"
            : p == CKV_ATTN_PREFILL_TF32 ? "tf32"
+           : ckv_cuda_wgmma()           ? "bf16 wgmma"
                                         : "bf16 mma";
 }
 
@@ -711,7 +712,8 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     char what[128];
-    snprintf(what, sizeof what, "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s%s splits %d",
+    snprintf(what, sizeof what,
+             "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s%s splits %d",
              attention_path_name(path), ckv_kv_dtype_name(dt), hd, n, group, len0[0], len0[1],
              bias ? " +logdeg" : "", ac.degs == DEG_SOME_0 ? " (degrees 0)" : "",
              ac.degs == DEG_HALF_1 ? " (half degrees 1)" : "", scores ? " +scores" : "",
