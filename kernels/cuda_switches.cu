@@ -84,7 +84,7 @@ extern "C" void ckv_cuda_set_wgmma(bool on)
 // (gpu_arch other than sm_90a) has no wgmma form.
 extern "C" bool ckv_cuda_wgmma(void)
 {
-#ifdef CKV_WGMMA
+#if CKV_HAVE_WGMMA
     return wgmma.on() && device_cc() == 90;
 #else
     return false;
