@@ -606,18 +606,18 @@ static ckv_k_attention_split forced(int splits, int32_t len, int32_t tile)
     return (ckv_k_attention_split){splits, (per + tile - 1) / tile * tile};
 }
 
-/* Attention over lists of different lengths with random degrees, n queries
- * whose own entries are already in the lists; forced_splits 0 lets the
- * planner choose. With scores, the cache tracks them and the accumulated
- * attention (H2O scores) is checked too, starting from random values; a
- * prefill (n > 1) must then take the fp32 kernel, and without scores the
- * TF32 tensor-core one (checked at TOL_TF32). */
 /* The lists' degrees: 1 to 6; or 0 to 3 (log-degree -inf at 0, entries no
  * query sees); or 1 over each list's first half and 1 to 6 after (the
  * prefill kernel skips the bias on tiles whose degrees are all 1, log 1 =
  * 0, and adds it to the others). */
 typedef enum { DEG_1_TO_6, DEG_SOME_0, DEG_HALF_1 } deg_kind;
 
+/* Attention over lists of different lengths with random degrees of kind
+ * degs, n queries whose own entries are already in the lists;
+ * forced_splits 0 lets the planner choose. With scores, the cache tracks
+ * them and the accumulated attention (H2O scores) is checked too, starting
+ * from random values; a prefill (n > 1) must then take the fp32 kernel, and
+ * without scores a tensor-core one (checked at TOL_TF32 or TOL_BF16_MMA). */
 typedef struct {
     int hd, n;
     const int32_t *len0;
@@ -926,9 +926,11 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     /* The tensor-core kernel: one list empty before the queries, the other
      * long; 1 to 7 ranges, so that some range holds nothing a row sees and
      * some lies past the shorter list; rows that fill a block partly (2, 17,
-     * 77, 600) or exactly (512); ranges of exactly one whole tile, where
-     * no next tile is copied (n 32, one range; n 64, two ranges of 32, the
-     * first 32 rows seeing nothing of the second). */
+     * 77, 600) or exactly (512); ranges of exactly one whole 32-entry tile
+     * of the mma.sync and TF32 forms, where no next tile is copied (n 32,
+     * one range; n 64, two ranges of 32, the first 32 rows seeing nothing of
+     * the second); the wgmma form's tiles are 64 entries, so these are half
+     * tiles to it. */
     check_attention((attn_case){64, 2, d, true, 0, false, 0, DEG_1_TO_6}, dt);
     check_attention((attn_case){64, 17, e, false, 3, false, 0, DEG_1_TO_6}, dt);
     check_attention((attn_case){64, 77, d, true, 7, false, 0, DEG_1_TO_6}, dt);
