@@ -651,9 +651,10 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
             F::put_p(pn, nt, x);
             l0 += x[0] + x[1];
             l1 += x[2] + x[3];
+            if constexpr (F::LAG)
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                s[nt][i] = x[i];
+                for (int i = 0; i < 4; i++)
+                    s[nt][i] = x[i];
         }
         F::wait_pv(o, p);
         if (moved)
@@ -671,13 +672,15 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
     }
     // A LAG form's last P V, once its values' group (possibly the last)
     // has landed.
-    if (F::LAG && t_begin < t_end) {
+    if constexpr (F::LAG) {
         static_assert(F::LAG <= 1, "the stage of the last tile's values is the one before st");
-        ckv_cp_async_wait<0>();
-        ckv_fence_proxy_async();
-        __syncthreads();
-        F::template pv<HD>(o, p, sm, st ? st - 1 : S - 1, lane);
-        F::wait_pv(o, p);
+        if (t_begin < t_end) {
+            ckv_cp_async_wait<0>();
+            ckv_fence_proxy_async();
+            __syncthreads();
+            F::template pv<HD>(o, p, sm, st ? st - 1 : S - 1, lane);
+            F::wait_pv(o, p);
+        }
     }
 
     // The row sums over the quad (the max is already quad-uniform).
