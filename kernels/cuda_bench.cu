@@ -284,26 +284,27 @@ void gemm_free(GemmBufs *g)
         cudaFree(p);
 }
 
-// Weights uniform in +-1/sqrt(in), inputs in +-1 (gate and up in +-4, whose
-// SwiGLU is of order 1): outputs of order 1.
+// Weights uniform in +-1/sqrt(in), inputs in +-1: outputs of order 1.
+// With swiglu the output is h [n][out / 2] (bf16), and gu the scratch of the
+// cuBLAS path.
 ckv_status gemm_alloc(ckv_bench_gpu *b, const ckv_gemm_case *c, int sets, uint64_t seed,
                       GemmBufs *g, ckv_error *err)
 {
-    const size_t wn = (size_t)c->out * c->in, xn = (size_t)c->n * c->in;
+    const size_t wn = (size_t)c->out * c->in, xn = (size_t)c->n * c->in,
+                 yn = (size_t)c->n * c->out;
     const float a = 1.0f / sqrtf((float)c->in);
     g->sets = sets;
     ckv_status st;
     if ((st = dalloc(&g->w, sets * wn * sizeof(ckv_bf16), err)) ||
-        (st = dalloc(&g->y, (size_t)c->n * c->out * sizeof(float), err)) ||
-        (st = ckv_k_fill_uniform_bf16(g->w, sets * wn, -a, a, seed, b->stream, err)))
+        (st = dalloc(&g->x, xn * sizeof(ckv_bf16), err)) ||
+        (st = ckv_k_fill_uniform_bf16(g->w, sets * wn, -a, a, seed, b->stream, err)) ||
+        (st = ckv_k_fill_uniform_bf16(g->x, xn, -1, 1, seed + 1, b->stream, err)))
         return st;
     if (c->swiglu) {
-        if ((st = dalloc(&g->gu, 2 * xn * sizeof(float), err)) ||
-            (st = dalloc(&g->hb, xn * sizeof(ckv_bf16), err)) ||
-            (st = ckv_k_fill_uniform(g->gu, 2 * xn, -4, 4, seed + 1, b->stream, err)))
+        if ((st = dalloc(&g->gu, yn * sizeof(float), err)) ||
+            (st = dalloc(&g->hb, yn / 2 * sizeof(ckv_bf16), err)))
             return st;
-    } else if ((st = dalloc(&g->x, xn * sizeof(ckv_bf16), err)) ||
-               (st = ckv_k_fill_uniform_bf16(g->x, xn, -1, 1, seed + 1, b->stream, err))) {
+    } else if ((st = dalloc(&g->y, yn * sizeof(float), err))) {
         return st;
     }
     CKV_CUDA(cudaStreamSynchronize(b->stream));
@@ -313,8 +314,11 @@ ckv_status gemm_alloc(ckv_bench_gpu *b, const ckv_gemm_case *c, int sets, uint64
 ckv_status gemm_launch(ckv_bench_gpu *b, const ckv_gemm_case *c, const GemmBufs *g, int set,
                        ckv_error *err)
 {
-    return ckv_k_gemm_via(b->blas, c->path, g->y, g->x, g->gu, g->hb,
-                          g->w + (size_t)set * c->out * c->in, c->n, c->in, c->out, err);
+    const ckv_bf16 *w = g->w + (size_t)set * c->out * c->in;
+    if (c->swiglu)
+        return ckv_k_gemm_swiglu_via(b->blas, c->path, g->hb, g->gu, g->x, w, c->n, c->in,
+                                     c->out / 2, err);
+    return ckv_k_gemm_via(b->blas, c->path, g->y, g->x, w, c->n, c->in, c->out, err);
 }
 
 float bf16_value(ckv_bf16 h)
@@ -331,30 +335,30 @@ ckv_status gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64_t seed, G
     ckv_status st = gemm_alloc(b, c, 1, seed, g, err);
     if (st)
         return st;
-    const int32_t n = c->n, in = c->in, out = c->out;
+    const int32_t n = c->n, in = c->in, out = c->out, f = out / 2;
     const size_t wn = (size_t)out * in, xn = (size_t)n * in, yn = (size_t)n * out;
+    const size_t got_n = c->swiglu ? (size_t)n * f : yn;
     ckv_bf16 *w = static_cast<ckv_bf16 *>(malloc(wn * sizeof(ckv_bf16)));
     ckv_bf16 *x = static_cast<ckv_bf16 *>(malloc(xn * sizeof(ckv_bf16)));
-    float *y = static_cast<float *>(malloc(yn * sizeof(float)));
+    ckv_bf16 *h = static_cast<ckv_bf16 *>(malloc(got_n * sizeof(ckv_bf16)));
+    float *y = static_cast<float *>(malloc(got_n * sizeof(float)));
     double *want = static_cast<double *>(malloc(yn * sizeof(double)));
-    if (!w || !x || !y || !want)
+    if (!w || !x || !h || !y || !want)
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of host memory for the check");
     cudaError_t e = cudaSuccess;
-    if (!st && (e = cudaMemsetAsync(g->y, 0xff, yn * sizeof(float), b->stream)) != cudaSuccess)
+    void *dst = c->swiglu ? static_cast<void *>(g->hb) : static_cast<void *>(g->y);
+    const size_t dst_bytes = got_n * (c->swiglu ? sizeof(ckv_bf16) : sizeof(float));
+    if (!st && (e = cudaMemsetAsync(dst, 0xff, dst_bytes, b->stream)) != cudaSuccess)
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check setup: %s", cudaGetErrorString(e));
     if (!st)
         st = gemm_launch(b, c, g, 0, err);
-    // A SwiGLU input is compared as ckv_k_swiglu writes it (parity.c checks
-    // those values against the CPU's, and the fused GEMV bit for bit).
-    if (!st && c->swiglu)
-        st = ckv_k_swiglu(g->hb, g->gu, n, in, b->stream, err);
     if (!st && ((e = cudaStreamSynchronize(b->stream)) != cudaSuccess ||
-                (e = cudaMemcpy(y, g->y, yn * sizeof(float), cudaMemcpyDeviceToHost)) !=
-                    cudaSuccess ||
+                (e = cudaMemcpy(c->swiglu ? static_cast<void *>(h) : static_cast<void *>(y),
+                                dst, dst_bytes, cudaMemcpyDeviceToHost)) != cudaSuccess ||
                 (e = cudaMemcpy(w, g->w, wn * sizeof(ckv_bf16), cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
-                (e = cudaMemcpy(x, c->swiglu ? g->hb : g->x, xn * sizeof(ckv_bf16),
-                                cudaMemcpyDeviceToHost)) != cudaSuccess))
+                (e = cudaMemcpy(x, g->x, xn * sizeof(ckv_bf16), cudaMemcpyDeviceToHost)) !=
+                    cudaSuccess))
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check run: %s", cudaGetErrorString(e));
     if (!st) {
         for (int32_t i = 0; i < n; i++)
@@ -365,17 +369,26 @@ ckv_status gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64_t seed, G
                            bf16_value(w[(size_t)o * in + k]);
                 want[(size_t)i * out + o] = acc;
             }
-        *rel_err = rel_l2(y, want, yn);
+        // With swiglu: silu(gate) * up in double against the bf16 outputs.
+        if (c->swiglu)
+            for (int32_t i = 0; i < n; i++)
+                for (int32_t j = 0; j < f; j++) {
+                    const double gate = want[(size_t)i * out + j],
+                                 up = want[(size_t)i * out + f + j];
+                    want[(size_t)i * f + j] = gate / (1 + exp(-gate)) * up;
+                    y[(size_t)i * f + j] = bf16_value(h[(size_t)i * f + j]);
+                }
+        *rel_err = rel_l2(y, want, got_n);
     }
-    free(w), free(x), free(y), free(want);
+    free(w), free(x), free(h), free(y), free(want);
     return st;
 }
 
 ckv_status gemm_args(const ckv_gemm_case *c, ckv_error *err)
 {
-    if (c->n < 1 || c->in < 1 || c->out < 1)
-        return ckv_errorf(err, CKV_ERR_ARG, "bench: GEMM %d x %d x %d is not valid", c->n, c->in,
-                          c->out);
+    if (c->n < 1 || c->in < 1 || c->out < 1 || (c->swiglu && c->out % 2))
+        return ckv_errorf(err, CKV_ERR_ARG, "bench: GEMM %d x %d x %d%s is not valid", c->n,
+                          c->in, c->out, c->swiglu ? " with SwiGLU (out must be even)" : "");
     return CKV_OK;
 }
 

@@ -54,11 +54,12 @@ ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape *s, int32_
                                ckv_error *err);
 
 /* The decoder's GEMM (ckv_k_gemm_via on `path`: cuBLAS or the GEMV) of n
- * rows through a [out][in] bf16 weight. With swiglu its input is the SwiGLU
- * of random fp32 gate|up rows [n][2 in], as for the down projection: the
- * GEMV computes it in its loads, cuBLAS runs ckv_k_swiglu first (timed
- * with it). The check compares with a double-precision product of the same
- * bf16 values (with swiglu, those ckv_k_swiglu writes); the benchmark times
+ * random bf16 rows through a [out][in] bf16 weight. With swiglu it is the
+ * gate|up projection with its SwiGLU (ckv_k_gemm_swiglu_via; out = 2 f):
+ * the GEMV writes the bf16 values in its epilogue, cuBLAS writes fp32
+ * gate|up and ckv_k_swiglu reads them (timed with it). The check compares
+ * with a double-precision product of the same bf16 values (with swiglu,
+ * silu(gate) * up in double against the bf16 outputs); the benchmark times
  * it as above. */
 typedef struct {
     ckv_gemm_path path;

@@ -1,7 +1,7 @@
 // Device helpers that must round exactly alike wherever they are used: the
 // bf16 conversion and the SwiGLU value, shared by ckv_k_swiglu
-// (cuda_elementwise.cu) and the GEMV that computes its input on the fly
-// (cuda_gemv.cu), whose outputs must then be bit-identical; and the KV
+// (cuda_elementwise.cu) and the GEMV's SwiGLU epilogue (cuda_gemv.cu), whose
+// outputs then differ only where their fp32 sums do; and the KV
 // cache's element access, shared by every kernel that reads or writes it.
 #ifndef CKV_KERNELS_CUDA_BF16_CUH
 #define CKV_KERNELS_CUDA_BF16_CUH

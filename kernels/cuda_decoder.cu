@@ -3,8 +3,8 @@
 // GEMV of cuda_gemv.cu for up to CKV_GEMV_MAX_ROWS rows) and the rest as the
 // kernels of cuda_kernels.h. Per layer: residual add + RMSNorm -> QKV GEMM
 // -> bias, q/k norm, RoPE, cache append -> attention -> output GEMM ->
-// residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU
-// inside the down GEMV when it runs). The kernels of ours are launched with
+// residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU in
+// the gate|up GEMV's epilogue when it runs). The kernels of ours are launched with
 // programmatic dependent launch (cuda_pdl.cuh), cuBLAS as usual.
 // All device memory is taken in ckv_gpu_create, ckv_gpu_set_prefill_rows and
 // ckv_gpu_cache_create; a forward pass allocates nothing, except that the
@@ -892,10 +892,9 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
         if ((s = gemm(g, g->y, g->att, D->wo, n, H * hd, E, err)) ||
             (s = ckv_k_residual_rmsnorm(g->x, g->y, D->ffn_norm, g->xb, n, E, cf->rms_eps, st,
                                         err)) ||
-            (s = gemm(g, g->gu, g->xb, D->wgu, n, E, 2 * F, err)) ||
-            /* SwiGLU then down: one GEMV computing its input for few rows. */
-            (s = ckv_k_gemm_via(g->blas, CKV_GEMM_AUTO, g->y, NULL, g->gu, g->hb, D->wdown, n,
-                                F, E, err)))
+            (s = ckv_k_gemm_swiglu_via(g->blas, CKV_GEMM_AUTO, g->hb, g->gu, g->xb, D->wgu, n,
+                                       E, F, err)) ||
+            (s = gemm(g, g->y, g->hb, D->wdown, n, F, E, err)))
             return s;
     }
     // One copy of every row's queries, not one (synchronous, to pageable

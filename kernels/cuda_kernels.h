@@ -192,14 +192,14 @@ ckv_status ckv_k_argmax_rows(int32_t *out, const float *x, int32_t rows, int32_t
 
 /* Y[n][out] = X[n][in] . W[out][in]^T: bf16 inputs, fp32 accumulation and
  * output, on the stream of `blas` (a cublasHandle_t): the GEMV of
- * kernels/cuda_gemv.cu for one row where it was measured faster and takes
- * the shape (in a multiple of 8, 16-byte aligned x and w; see
- * kernels/cuda_gemm.cu), else cuBLAS.
+ * kernels/cuda_gemv.cu up to CKV_GEMV_MAX_ROWS rows where it takes the
+ * shape (in a multiple of 8, 16-byte aligned x and w), else cuBLAS.
  * Twin: ckv_matmul_nt on the fp32 values of the inputs. */
 ckv_status ckv_k_gemm(void *blas, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int32_t n,
                       int32_t in, int32_t out, ckv_error *err);
 
-/* Most rows the GEMV takes (a compile-time bound: one kernel per n). */
+/* Most rows the GEMV takes (a compile-time bound: one kernel per n, and the
+ * n of its tensor-core product). */
 #define CKV_GEMV_MAX_ROWS 8
 
 typedef enum {
@@ -208,17 +208,18 @@ typedef enum {
     CKV_GEMM_GEMV    /* always the GEMV; CKV_ERR_UNSUPPORTED naming the shape where it cannot */
 } ckv_gemm_path;
 
-/* ckv_k_gemm through a chosen path, with an optional fused input: give x,
- * or (x NULL) gu [n][2 in], and the product takes X = bf16(silu(g) * u)
- * exactly as ckv_k_swiglu(hb, gu, n, in) writes it. The GEMV computes those
- * values in its own loads (no SwiGLU launch; the same products as
- * ckv_k_swiglu then the GEMV, summed in the order of its own split of `in`);
- * cuBLAS runs ckv_k_swiglu into the scratch
- * hb [n][in] first (hb is unused otherwise and may be NULL then). Twin:
- * ckv_swiglu_bf16 then ckv_matmul_nt. */
+/* ckv_k_gemm through a chosen path. */
 ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y, const ckv_bf16 *x,
-                          const float *gu, ckv_bf16 *hb, const ckv_bf16 *w, int32_t n, int32_t in,
-                          int32_t out, ckv_error *err);
+                          const ckv_bf16 *w, int32_t n, int32_t in, int32_t out, ckv_error *err);
+
+/* The gate|up projection and its SwiGLU: h[n][f] = bf16(silu(g) * u) with
+ * g|u = X . W^T, W [2 f][in] (gate rows then up rows). The GEMV writes h
+ * from its sums (one kernel); cuBLAS writes g|u to the scratch gu [n][2 f]
+ * and ckv_k_swiglu reads it (gu is unused otherwise and may be NULL then).
+ * Twin: ckv_matmul_nt then ckv_swiglu_bf16. */
+ckv_status ckv_k_gemm_swiglu_via(void *blas, ckv_gemm_path path, ckv_bf16 *h, float *gu,
+                                 const ckv_bf16 *x, const ckv_bf16 *w, int32_t n, int32_t in,
+                                 int32_t f, ckv_error *err);
 
 /* p[i] = uniform in [lo, hi) from a hash of (seed, i): the same values for
  * the same seed whatever the launch shape. For synthetic weights, caches and

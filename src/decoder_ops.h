@@ -29,7 +29,7 @@ void ckv_swiglu(float *g, const float *u, size_t n);
 
 /* out[i][j] = bf16(silu(gu[i][j]) * gu[i][n_ff + j]) for i < n, j < n_ff:
  * the GPU's SwiGLU output with its rounding (twin of ckv_k_swiglu and of
- * the fused input of ckv_k_gemm_via). */
+ * the GEMV's SwiGLU epilogue, ckv_k_gemm_swiglu_via). */
 void ckv_swiglu_bf16(uint16_t *out, const float *gu, int32_t n, int32_t n_ff);
 
 /* Attention of n queries of one query head over one (layer, KV head) list of

@@ -1,5 +1,5 @@
 /* ckv_swiglu_bf16, the CPU twin of the GPU's SwiGLU output (ckv_k_swiglu
- * and the fused input of the GEMV): values derived by hand. */
+ * and the GEMV's SwiGLU epilogue): values derived by hand. */
 #include <criterion/criterion.h>
 
 #include "decoder_ops.h"
