@@ -5,11 +5,17 @@
 #include "cuda_gemv.h"
 #include "cuda_kernels.h"
 
-// AUTO's choice: the GEMV wherever it takes the rows (docs/performance.md,
-// "The GEMV on tensor cores").
-static bool use_gemv(ckv_gemm_path path, int32_t n)
+// AUTO's choice (H200 runs DA to DF, docs/performance.md, "Twelfth
+// session"): the GEMV at one row; at 2 to 8 rows only below 2^24 weights,
+// SmolLM2's matrices, where it won (its decode step at batch 8 0.99 -> 0.78
+// ms). On the 8B's gate_up (2^26.8) at 8 rows it read 12% slower than
+// cuBLAS (ncu 67.6 against 59.1 + 2.9 us of SwiGLU), the step 1-2% slower;
+// with its qkv and o (2^24.6, 2^24) still on the GEMV, 0.4-1% slower.
+static bool use_gemv(ckv_gemm_path path, int32_t n, int32_t in, int32_t out)
 {
-    return path == CKV_GEMM_GEMV || (path == CKV_GEMM_AUTO && n <= CKV_GEMV_MAX_ROWS);
+    return path == CKV_GEMM_GEMV ||
+           (path == CKV_GEMM_AUTO &&
+            (n == 1 || (n <= CKV_GEMV_MAX_ROWS && (int64_t)in * out < ((int64_t)1 << 24))));
 }
 
 // Y[n][out] = X[n][in] . W[out][in]^T is, column-major, Y^T = W^T X^T.
@@ -37,7 +43,7 @@ extern "C" ckv_status ckv_k_gemm_via(void *blas, ckv_gemm_path path, float *y, c
     ckv_status st = stream_of(blas, &stream, err);
     if (st)
         return st;
-    if (use_gemv(path, n) && (path == CKV_GEMM_GEMV || ckv_gemv_fits(n, in, out, x, w)))
+    if (use_gemv(path, n, in, out) && (path == CKV_GEMM_GEMV || ckv_gemv_fits(n, in, out, x, w)))
         return ckv_gemv(y, x, w, n, in, out, stream, err);
     return cublas_nt(blas, y, x, w, n, in, out, err);
 }
@@ -56,7 +62,8 @@ extern "C" ckv_status ckv_k_gemm_swiglu_via(void *blas, ckv_gemm_path path, ckv_
     ckv_status st = stream_of(blas, &stream, err);
     if (st)
         return st;
-    if (use_gemv(path, n) && (path == CKV_GEMM_GEMV || ckv_gemv_swiglu_fits(n, in, f, x, w)))
+    if (use_gemv(path, n, in, 2 * f) &&
+        (path == CKV_GEMM_GEMV || ckv_gemv_swiglu_fits(n, in, f, x, w)))
         return ckv_gemv_swiglu(h, x, w, n, in, f, stream, err);
     if (!gu)
         return ckv_errorf(err, CKV_ERR_ARG,
