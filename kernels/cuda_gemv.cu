@@ -5,7 +5,7 @@
 // against 2 * n * in * out FLOPs, at most 8 FLOPs a byte, which at the
 // copy rate is 34 TFLOP/s: half the H200's fp32 FMA rate before the bf16
 // unpacking, so the products run on the tensor cores (the earlier CUDA-core
-// form was compute-bound at 8 rows, 0.52-0.76x cuBLAS on the 8B's
+// form was instruction-bound at 8 rows, 0.52-0.76x cuBLAS on the 8B's
 // matrices), and what is left is the loads.
 //
 // Products. W is the A operand of mma.m16n8k16 (16 rows a row group), X^T
@@ -124,18 +124,21 @@ __device__ __forceinline__ void store(float *y, ckv_bf16 *h, const float (&acc)[
     }
 }
 
-// Block b takes row groups [b G / grid, (b + 1) G / grid); its task k is
+// Block b takes row groups [b G / grid, (b + 1) G / grid), with G = base
+// grid + rem so that 32-bit arithmetic finds them (a 64-bit division before
+// the first load lengthened SmolLM2's small GEMVs; runs DI, DJ); its task k is
 // row group k / S, slice k % S (chunks [s C / S, (s + 1) C / S)), and warp
 // w takes tasks w, w + WARPS, ...
 template <int N, bool SWIGLU>
 __global__ void __launch_bounds__(THREADS, 1)
     gemv_kernel(float *__restrict__ y, ckv_bf16 *__restrict__ h, const ckv_bf16 *__restrict__ x,
-                const ckv_bf16 *__restrict__ w, int in, int out, int groups)
+                const ckv_bf16 *__restrict__ w, int in, int out, int base, int rem)
 {
     __shared__ float4 part[WARPS][32];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int first = (int)((int64_t)blockIdx.x * groups / gridDim.x);
-    const int count = (int)((int64_t)(blockIdx.x + 1) * groups / gridDim.x) - first;
+    const int blk = blockIdx.x, grid = gridDim.x;
+    const int first = blk * base + blk * rem / grid;
+    const int count = base + (blk + 1) * rem / grid - blk * rem / grid;
     const int S = max(1, WARPS / count), tasks = count * S;
     const int in8 = in / 8, chunks = (in + CHUNK - 1) / CHUNK;
     const uint4 *xr = reinterpret_cast<const uint4 *>(x) + (size_t)min(g, N - 1) * in8;
@@ -195,7 +198,7 @@ cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, ckv_bf16 *h, co
 #define CKV_GEMV_CASE(N)                                                                    \
     case N:                                                                                 \
         return ckv_pdl_launch(gemv_kernel<N, SWIGLU>, blocks, THREADS, 0, st, y, h, x, w, in, \
-                              out, groups);
+                              out, groups / blocks, groups % blocks);
         CKV_GEMV_CASE(1)
         CKV_GEMV_CASE(2)
         CKV_GEMV_CASE(3)
