@@ -16,6 +16,7 @@
 // programmatic dependent launch and waits first (cuda_pdl.cuh).
 #include <math.h>
 
+#include "cuda.h"
 #include "cuda_attention_decode.h"
 #include "cuda_attention_prefill.h"
 #include "cuda_bf16.cuh"
@@ -461,6 +462,21 @@ extern "C" ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, in
     if (seqs || scores)
         return CKV_ATTN_PREFILL_F32;
     return dtype == CKV_KV_BF16 ? CKV_ATTN_PREFILL_BF16 : CKV_ATTN_PREFILL_TF32;
+}
+
+extern "C" const char *ckv_k_attention_path_name(ckv_k_attention_path p)
+{
+    switch (p) {
+    case CKV_ATTN_DECODE:
+        return "decode";
+    case CKV_ATTN_PREFILL_F32:
+        return "fp32";
+    case CKV_ATTN_PREFILL_TF32:
+        return "tf32 mma.sync";
+    case CKV_ATTN_PREFILL_BF16:
+        break;
+    }
+    return ckv_cuda_wgmma() ? "bf16 wgmma" : "bf16 mma.sync";
 }
 
 extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head,

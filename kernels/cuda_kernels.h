@@ -138,6 +138,10 @@ typedef enum {
 ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_head,
                                              int32_t n_head_kv, bool scores,
                                              ckv_kv_dtype dtype);
+/* The kernel a path names now, for reports: "decode", "fp32", "tf32
+ * mma.sync", and for bf16 lists "bf16 wgmma" or "bf16 mma.sync", whichever
+ * form ckv_cuda_wgmma (kernels/cuda.h) gives. */
+const char *ckv_k_attention_path_name(ckv_k_attention_path p);
 
 /* Attention of n queries (row i at q + i * q_stride, heads of head_dim) over
  * the layer's lists after their own entries were appended: query i of KV

@@ -100,8 +100,8 @@ void bench_peer_close(bench_peer *p);
 #if CKV_HAVE_CUDA
 /* Device 0, or false after printing why there is no usable GPU. */
 bool bench_gpu(ckv_cuda_device *dev);
-/* Which form of the tensor-core prefill attention lists of type dt take now:
- * "tf32 mma.sync" (fp32), "bf16 wgmma" or "bf16 mma.sync" (kernels/cuda.h). */
+/* Which form of the tensor-core prefill attention lists of type dt take now
+ * (ckv_k_attention_path_name). */
 const char *bench_prefill_form(ckv_kv_dtype dt);
 /* Timings of decode steps over a batch of caches. */
 typedef struct {

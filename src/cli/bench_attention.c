@@ -352,11 +352,7 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
                "rel L2 %.2e (tol %.0e) %s\n",
                prefill ? "prefill" : "decode", ckv_kv_dtype_name(s.dtype), s.batch, s.n_head_kv,
                s.group, s.head_dim, s.context, s.queries, s.degree_bias ? "on" : "off",
-               path == CKV_ATTN_PREFILL_TF32   ? "tf32"
-               : path == CKV_ATTN_PREFILL_BF16 ? bench_prefill_form(CKV_KV_BF16)
-               : path == CKV_ATTN_DECODE       ? "decode kernel"
-                                               : "fp32",
-               e,
+               ckv_k_attention_path_name(path), e,
                tol, pass ? "ok" : "MISMATCH");
         snprintf(log + strlen(log), log_size - strlen(log), "%s%s hd%d g%d bias %s: %.2e",
                  *log ? "; " : "", prefill ? "prefill" : "decode", s.head_dim, s.group,

@@ -17,6 +17,10 @@
 #include "splitmix.h"
 #include "util.h"
 
+#if CKV_HAVE_CUDA
+#include "cuda_kernels.h"
+#endif
+
 bool bench_int_list(const char *opt, const char *s, long long lo, long long hi, int32_t *out,
                     int *n, int max)
 {
@@ -308,9 +312,8 @@ bool bench_gpu(ckv_cuda_device *dev)
 
 const char *bench_prefill_form(ckv_kv_dtype dt)
 {
-    return dt != CKV_KV_BF16  ? "tf32 mma.sync"
-           : ckv_cuda_wgmma() ? "bf16 wgmma"
-                              : "bf16 mma.sync";
+    return ckv_k_attention_path_name(dt == CKV_KV_BF16 ? CKV_ATTN_PREFILL_BF16
+                                                       : CKV_ATTN_PREFILL_TF32);
 }
 
 float bench_max_degree(double budget)

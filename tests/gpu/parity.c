@@ -611,15 +611,6 @@ static void check_gemvs(void)
     cublasDestroy(blas);
 }
 
-static const char *attention_path_name(ckv_k_attention_path p)
-{
-    return p == CKV_ATTN_DECODE        ? "decode"
-           : p == CKV_ATTN_PREFILL_F32  ? "fp32"
-           : p == CKV_ATTN_PREFILL_TF32 ? "tf32"
-           : ckv_cuda_wgmma()           ? "bf16 wgmma"
-                                        : "bf16 mma";
-}
-
 /* `splits` ranges over lists of up to len entries instead of the planner's:
  * range lengths rounded up to a multiple of `tile`. */
 static ckv_k_attention_split forced(int splits, int32_t len, int32_t tile)
@@ -736,7 +727,7 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     char what[128];
     snprintf(what, sizeof what,
              "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s%s splits %d",
-             attention_path_name(path), ckv_kv_dtype_name(dt), hd, n, group, len0[0], len0[1],
+             ckv_k_attention_path_name(path), ckv_kv_dtype_name(dt), hd, n, group, len0[0], len0[1],
              bias ? " +logdeg" : "", ac.degs == DEG_SOME_0 ? " (degrees 0)" : "",
              ac.degs == DEG_HALF_1 ? " (half degrees 1)" : "", scores ? " +scores" : "",
              sp.splits);
@@ -745,8 +736,8 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
                                                        : TOL_F32;
     report(what, rel_l2(got, want, (size_t)n * H * hd), tol);
     if (path != expect) {
-        printf("  FAIL: took the %s kernel, expected %s\n", attention_path_name(path),
-               attention_path_name(expect));
+        printf("  FAIL: took the %s kernel, expected %s\n", ckv_k_attention_path_name(path),
+               ckv_k_attention_path_name(expect));
         failures++;
     }
     if (scores) {
