@@ -1,10 +1,11 @@
 // The GPU decoder: ckv_cpu's forward pass (src/cpu.c) with the projections
 // and the FFN as bf16 GEMMs (fp32 accumulation and output; cuBLAS, or the
-// GEMV of cuda_gemv.cu for up to CKV_GEMV_MAX_ROWS rows) and the rest as the
-// kernels of cuda_kernels.h. Per layer: residual add + RMSNorm -> QKV GEMM
-// -> bias, q/k norm, RoPE, cache append -> attention -> output GEMM ->
-// residual add + RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU in
-// the gate|up GEMV's epilogue when it runs). The kernels of ours are launched with
+// GEMV of cuda_gemv.cu where ckv_k_gemm takes it: one row, or up to
+// CKV_GEMV_MAX_ROWS rows of a small weight) and the rest as the kernels of
+// cuda_kernels.h. Per layer: residual add + RMSNorm -> QKV GEMM -> bias, q/k
+// norm, RoPE, cache append -> attention -> output GEMM -> residual add +
+// RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU in the gate|up
+// GEMV's epilogue when it runs). The kernels of ours are launched with
 // programmatic dependent launch (cuda_pdl.cuh), cuBLAS as usual.
 // All device memory is taken in ckv_gpu_create, ckv_gpu_set_prefill_rows and
 // ckv_gpu_cache_create; a forward pass allocates nothing, except that the
