@@ -190,15 +190,35 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 }
 
+// The SM's shared memory as small as the block allows, the rest L1. Without
+// the preference a block that landed on an SM still configured for the
+// decode attention's stages (up to 228 KB of shared memory, a small L1)
+// streams W slower: the blocks that landed last took up to 1.6x the
+// others' time and the kernel after them waited (globaltimer stamps a
+// block, H200 run DQ); with the preference the
+// 8B's batch-1 decode steps took 1-2% less (run DR). A host call at every
+// launch, so that it holds on whichever device launches; a captured graph
+// replays without it.
+template <typename Kernel>
+cudaError_t carve(Kernel k)
+{
+    return cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                cudaSharedmemCarveoutMaxL1);
+}
+
 template <bool SWIGLU>
 cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, ckv_bf16 *h, const ckv_bf16 *x,
                    const ckv_bf16 *w, int in, int out, int groups)
 {
     switch (n) {
 #define CKV_GEMV_CASE(N)                                                                    \
-    case N:                                                                                 \
-        return ckv_pdl_launch(gemv_kernel<N, SWIGLU>, blocks, THREADS, 0, st, y, h, x, w, in, \
-                              out, groups / blocks, groups % blocks);
+    case N: {                                                                               \
+        const cudaError_t e = carve(gemv_kernel<N, SWIGLU>);                                  \
+        return e != cudaSuccess ? e                                                           \
+                                : ckv_pdl_launch(gemv_kernel<N, SWIGLU>, blocks, THREADS, 0,  \
+                                                 st, y, h, x, w, in, out, groups / blocks,   \
+                                                 groups % blocks);                           \
+    }
         CKV_GEMV_CASE(1)
         CKV_GEMV_CASE(2)
         CKV_GEMV_CASE(3)

@@ -578,6 +578,35 @@ static void check_gemv_refusal(cublasHandle_t blas, int n, int in, int out, int 
     free(xf), free(wf), free(want), free(got);
 }
 
+/* The SwiGLU GEMV refuses a width that is not a multiple of 8 (its row
+ * groups are 8 gate and 8 up rows); ckv_k_gemm_swiglu_via's automatic
+ * choice still gives the right values through cuBLAS and ckv_k_swiglu. */
+static void check_swiglu_gemv_refusal(cublasHandle_t blas, int n, int in, int f)
+{
+    const size_t xn = (size_t)n * in, wn = (size_t)2 * f * in, pn = (size_t)n * 2 * f,
+                 hn = (size_t)n * f;
+    float *xf = xmalloc(4 * xn), *wf = xmalloc(4 * wn), *want = xmalloc(4 * pn);
+    ckv_bf16 *t16 = xmalloc(2 * hn), *got = xmalloc(2 * hn);
+    const float a = 1.0f / sqrtf((float)in);
+    ckv_bf16 *dw = bf16_random(wf, wn, -a, a), *dx = bf16_random(xf, xn, -1, 1);
+    ckv_matmul_nt(want, 2 * f, xf, in, wf, in, NULL, n, 2 * f, in, 1.0f, 1);
+    ckv_swiglu_bf16(t16, want, n, f);
+    float *dgu = dev_poisoned(4 * pn);
+    ckv_bf16 *dh = dev_poisoned(2 * hn);
+    ckv_error e = {0};
+    const ckv_status st =
+        ckv_k_gemm_swiglu_via(blas, CKV_GEMM_GEMV, dh, dgu, dx, dw, n, in, f, &e);
+    CHECK(swiglu_run(blas, CKV_GEMM_AUTO, got, dh, dgu, dx, dw, n, in, f, err));
+    char what[96];
+    snprintf(what, sizeof what, "gemv refuses %d x %d -> 2 x %d with SwiGLU, falls back", n, in,
+             f);
+    report(what, rel_l2_bf16(got, t16, hn) + (st == CKV_ERR_UNSUPPORTED ? 0 : 1), TOL_SWIGLU);
+    if (st)
+        printf("  (%s)\n", e.msg);
+    ckv_cuda_free(dw), ckv_cuda_free(dx), ckv_cuda_free(dgu), ckv_cuda_free(dh);
+    free(xf), free(wf), free(want), free(t16), free(got);
+}
+
 static void check_gemvs(void)
 {
     cublasHandle_t blas;
@@ -608,6 +637,7 @@ static void check_gemvs(void)
     check_gemv_refusal(blas, 9, 576, 960, 0);
     check_gemv_refusal(blas, 3, 100, 576, 0);
     check_gemv_refusal(blas, 2, 576, 960, 4);
+    check_swiglu_gemv_refusal(blas, 3, 576, 1001);
     cublasDestroy(blas);
 }
 
