@@ -193,12 +193,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 // The SM's shared memory as small as the block allows, the rest L1. Without
 // the preference a block that landed on an SM still configured for the
 // decode attention's stages (up to 228 KB of shared memory, a small L1)
-// streams W slower: the blocks that landed last took up to 1.6x the
-// others' time and the kernel after them waited (globaltimer stamps a
-// block, H200 run DQ); with the preference the
-// 8B's batch-1 decode steps took 1-2% less (run DR). A host call at every
-// launch, so that it holds on whichever device launches; a captured graph
-// replays without it.
+// streamed W slower: a launch's last blocks took up to 1.6x the others'
+// time and the kernel after them waited (globaltimer stamps a block, H200
+// runs DQ, DR); with it no block took over 1.25x its launch's median (DU)
+// and the 8B's batch-1 decode steps 1-2% less time (DR, DT). A host call at
+// every launch, so that it holds on whichever device launches; a captured
+// graph replays without it.
 template <typename Kernel>
 cudaError_t carve(Kernel k)
 {
