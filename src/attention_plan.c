@@ -45,6 +45,8 @@ ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p)
         splits = by_len;
     if (splits > by_ws)
         splits = by_ws;
+    if (p->max_splits > 0 && splits > p->max_splits)
+        splits = p->max_splits;
     if (splits > CKV_ATTENTION_MAX_SPLITS)
         splits = CKV_ATTENTION_MAX_SPLITS;
     if (splits < 1)

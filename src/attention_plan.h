@@ -42,6 +42,8 @@ typedef struct {
                          waves; 0: aim at per_sm per SM, rounded up */
     int per_sm;
     int min_split;    /* no range shorter than this many entries */
+    int max_splits;   /* at most this many ranges (0: no bound but the scratch's
+                         and CKV_ATTENTION_MAX_SPLITS) */
     int tile;         /* split_len is a multiple of it */
     int32_t n, n_head, head_dim; /* the scratch's queries and heads */
     int32_t max_len;  /* the longest list after the append */

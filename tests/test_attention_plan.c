@@ -78,6 +78,29 @@ Test(split_plan, decode_fills_one_wave)
     cr_expect_eq(s.split_len, 192);
 }
 
+/* The same with at most 32 ranges (the decoder's bound): ceil(8193 / 32) =
+ * 257, up to a multiple of 32: 288, and 8193 / 288 needs 29 of them. The
+ * plan keeps the count it was given (32), ranges past the list's end
+ * being empty, as with any rounding of split_len. */
+Test(split_plan, decode_bound_on_ranges)
+{
+    ckv_attention_plan_in p = base();
+    p.blocks = 8;
+    p.resident = 3;
+    p.min_split = 64;
+    p.max_splits = 32;
+    p.n = 1;
+    p.n_head = 32;
+    p.head_dim = 128;
+    p.max_len = 8193;
+    p.ws_floats = ckv_k_attention_ws(512, 8, 32, 128);
+    const ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 32);
+    cr_expect_eq(s.split_len, 288);
+    p.max_splits = 64; /* above the wave's 49: no effect */
+    cr_expect_eq(ckv_attention_split_plan(&p).splits, 49);
+}
+
 /* A 512-row prefill chunk of SmolLM2 (9 query heads, head_dim 64) over 4096
  * entries: 8 row groups of 64 x 9 heads = 72 blocks; 4 per SM, rounded up:
  * ceil(528 / 72) = 8; ranges of 128 allow 32; the decoder's scratch holds
