@@ -60,9 +60,8 @@ static ckv_attention_plan_in base(void)
 }
 
 /* The 8B shape's decode at batch 1, 8193 entries: 8 KV heads, 3 blocks fit
- * per SM: 49 ranges (above); ceil(8193 / 49) = 168, up to a multiple of 32:
- * 192. Ranges of 64 allow 129, the scratch (for 512 rows) thousands. */
-Test(split_plan, decode_fills_one_wave)
+ * per SM, ranges of at least 64, the decoder's scratch for 512 rows. */
+static ckv_attention_plan_in decode_8b(void)
 {
     ckv_attention_plan_in p = base();
     p.blocks = 8;
@@ -73,6 +72,14 @@ Test(split_plan, decode_fills_one_wave)
     p.head_dim = 128;
     p.max_len = 8193;
     p.ws_floats = ckv_k_attention_ws(512, 8, 32, 128);
+    return p;
+}
+
+/* 49 ranges (above); ceil(8193 / 49) = 168, up to a multiple of 32: 192.
+ * Ranges of 64 allow 129, the scratch thousands. */
+Test(split_plan, decode_fills_one_wave)
+{
+    const ckv_attention_plan_in p = decode_8b();
     const ckv_k_attention_split s = ckv_attention_split_plan(&p);
     cr_expect_eq(s.splits, 49);
     cr_expect_eq(s.split_len, 192);
@@ -84,16 +91,8 @@ Test(split_plan, decode_fills_one_wave)
  * being empty, as with any rounding of split_len. */
 Test(split_plan, decode_bound_on_ranges)
 {
-    ckv_attention_plan_in p = base();
-    p.blocks = 8;
-    p.resident = 3;
-    p.min_split = 64;
+    ckv_attention_plan_in p = decode_8b();
     p.max_splits = 32;
-    p.n = 1;
-    p.n_head = 32;
-    p.head_dim = 128;
-    p.max_len = 8193;
-    p.ws_floats = ckv_k_attention_ws(512, 8, 32, 128);
     const ckv_k_attention_split s = ckv_attention_split_plan(&p);
     cr_expect_eq(s.splits, 32);
     cr_expect_eq(s.split_len, 288);
