@@ -35,6 +35,9 @@
 // Launched with programmatic dependent launch (cuda_pdl.cuh): W is static,
 // so the first load group of W is issued before the wait for the kernel
 // that wrote X, and lands while that one drains.
+#include <atomic>
+#include <utility>
+
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_gemv.h"
@@ -196,14 +199,19 @@ __global__ void __launch_bounds__(THREADS, 1)
 // streamed W slower: a launch's last blocks took up to 1.6x the others'
 // time and the kernel after them waited (globaltimer stamps a block, H200
 // runs DQ, DR); with it no block took over 1.25x its launch's median (DU)
-// and the 8B's batch-1 decode steps 1-2% less time (DR, DT). A host call at
-// every launch, so that it holds on whichever device launches; a captured
-// graph replays without it.
-template <typename Kernel>
-cudaError_t carve(Kernel k)
+// and the 8B's batch-1 decode steps 1-2% less time (DR, DT). Set for every
+// form at the first launch on a device (device_sms): the attribute belongs
+// to the device's context.
+template <bool SWIGLU, int... N>
+cudaError_t carve(std::integer_sequence<int, N...>)
 {
-    return cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                cudaSharedmemCarveoutMaxL1);
+    cudaError_t e = cudaSuccess;
+    ((e = e != cudaSuccess ? e
+                           : cudaFuncSetAttribute(gemv_kernel<N, SWIGLU>,
+                                                  cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                  cudaSharedmemCarveoutMaxL1)),
+     ...);
+    return e;
 }
 
 template <bool SWIGLU>
@@ -212,13 +220,9 @@ cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, ckv_bf16 *h, co
 {
     switch (n) {
 #define CKV_GEMV_CASE(N)                                                                    \
-    case N: {                                                                               \
-        const cudaError_t e = carve(gemv_kernel<N, SWIGLU>);                                  \
-        return e != cudaSuccess ? e                                                           \
-                                : ckv_pdl_launch(gemv_kernel<N, SWIGLU>, blocks, THREADS, 0,  \
-                                                 st, y, h, x, w, in, out, groups / blocks,   \
-                                                 groups % blocks);                           \
-    }
+    case N:                                                                                 \
+        return ckv_pdl_launch(gemv_kernel<N, SWIGLU>, blocks, THREADS, 0, st, y, h, x, w, in, \
+                              out, groups / blocks, groups % blocks);
         CKV_GEMV_CASE(1)
         CKV_GEMV_CASE(2)
         CKV_GEMV_CASE(3)
@@ -237,13 +241,35 @@ bool aligned16(const void *p)
     return ((uintptr_t)p & 15) == 0;
 }
 
+// The current device's SM count, asked (and every form's carveout set) at
+// the first launch on it, not at every one. Racing first launches ask and
+// set the same values.
+constexpr int KNOWN_DEVICES = 64;
+std::atomic<int> known_sms[KNOWN_DEVICES];
+
+cudaError_t device_sms(int *n_sm)
+{
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess)
+        return e;
+    if (dev < KNOWN_DEVICES && (*n_sm = known_sms[dev].load(std::memory_order_relaxed)) > 0)
+        return cudaSuccess;
+    using Rows = std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>;  // as launch()
+    if ((e = cudaDeviceGetAttribute(n_sm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (e = carve<false>(Rows{})) != cudaSuccess || (e = carve<true>(Rows{})) != cudaSuccess)
+        return e;
+    if (dev < KNOWN_DEVICES)
+        known_sms[dev].store(*n_sm, std::memory_order_relaxed);
+    return cudaSuccess;
+}
+
 // One launch: `groups` row groups over at most one block an SM.
 ckv_status run(float *y, ckv_bf16 *h, const ckv_bf16 *x, const ckv_bf16 *w, int32_t n,
                int32_t in, int32_t out, int64_t groups, void *stream, ckv_error *err)
 {
-    int dev = 0, n_sm = 0;
-    CKV_CUDA(cudaGetDevice(&dev));
-    CKV_CUDA(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+    int n_sm = 0;
+    CKV_CUDA(device_sms(&n_sm));
     const int blocks = (int)(groups < n_sm ? groups : n_sm);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     CKV_CUDA(h ? launch<true>(n, blocks, st, NULL, h, x, w, in, out, (int)groups)
@@ -253,7 +279,8 @@ ckv_status run(float *y, ckv_bf16 *h, const ckv_bf16 *x, const ckv_bf16 *w, int3
 
 }  // namespace
 
-static_assert(CKV_GEMV_MAX_ROWS == 8, "gemv: launch() instantiates n = 1..8, the mma's n");
+static_assert(CKV_GEMV_MAX_ROWS == 8,
+              "gemv: launch() and device_sms() take n = 1..8, the mma's n");
 
 extern "C" bool ckv_gemv_fits(int32_t n, int32_t in, int32_t out, const void *x, const void *w)
 {
