@@ -3,11 +3,12 @@
 // partition, each source's best partner, the global top-m ranking (a
 // stable segmented sort), and the merge (cuda_compact.cu). CPU twins:
 // round_list and ckv_csm_partition_chunk in src/policies/centroid.c. The
-// cosines are computed as the CPU computes them (double, in index order,
-// no fused multiply-add), so they are equal to the bit and so are the
-// decisions. The host knows each round's candidate and merge counts from
-// the lengths alone and uses the CPU's own rate functions. Keys are read as
-// fp32 from either cache type (T: float or ckv_bf16).
+// cosines are computed as the CPU computes them (double, in index order;
+// the fused multiply-adds round as its multiply and add do, see
+// csm_best_kernel), so they are equal to the bit and so are the decisions.
+// The host knows each round's candidate and merge counts from the lengths
+// alone and uses the CPU's own rate functions. Keys are read as fp32 from
+// either cache type (T: float or ckv_bf16).
 #include <math.h>
 
 #include "cuda_bf16.cuh"
@@ -90,15 +91,29 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 // index order); then lanes 0..CSM_TILE-1 scan their source's row of cosines
 // in destination order exactly as a walk over the chunk would.
 //
+// Each term is one fused multiply-add, and still the CPU's: keys are fp32
+// or bf16, so a product of two has at most 48 significant bits and is
+// exact in double, and rounding acc + a*b once is rounding acc + (a*b)
+// after an exact multiply (the separate multiply and add issued twice the
+// FP64 instructions, 152M of the 463M of run EF's 32K call).
+//
 // Keys are staged as double: converted once per staged element (F2F.F64.F32
 // issues at 16/clk/SM on sm_90, a quarter of the DMUL/DADD rate), where
-// float staging would convert in the inner loop, 6 conversions per 16 DP
-// instructions, i.e. 1.5x the DP time spent converting. Slabs keep shared
-// memory at 10.5 KB a warp for any head_dim, so several blocks fit per SM.
-// Rows are padded to CSM_SLAB + 1 doubles: the 8 (4) rows a warp reads at
-// one element then fall in distinct bank pairs.
+// float staging would convert in the inner loop. A lane loads 16-byte pieces
+// of the rows (8 bf16 or 4 floats; element by element where rows are not
+// 16-byte aligned), where each lane loaded one element of each of the 32
+// rows (32 two-byte loads a slab). Rows of CSM_ROW doubles are 16-byte
+// aligned, so the products read two elements of a row at once: half the
+// shared-load instructions, though not fewer wavefronts (a 16-byte load is
+// served a quarter warp at a time), and the rows one such load reads (8
+// sources, 4 destinations) fall in distinct banks. Run EH: with half the
+// instructions the walk waits on shared memory (53% of its stalls), 12
+// wavefronts a warp for each element of the 2 x 4 pairs a lane holds.
+// Slabs keep shared memory at 11 KB a warp for any head_dim, so several
+// blocks fit per SM.
 #define CSM_TILE 16
 #define CSM_SLAB 32
+#define CSM_ROW (CSM_SLAB + 2)
 #define CSM_WARPS 4
 
 // Source tiles per chunk: ceil(C/32) hold the ceil(C/2) sources of a full
@@ -108,32 +123,43 @@ __host__ __device__ static inline int32_t csm_tiles(int32_t C)
     return (C + 2 * CSM_TILE - 1) / (2 * CSM_TILE);
 }
 
-struct csm_warp_smem {
-    double ka[CSM_TILE][CSM_SLAB + 1], kb[CSM_TILE][CSM_SLAB + 1];
+struct __align__(16) csm_warp_smem {
+    double key[2 * CSM_TILE][CSM_ROW];  // the sources' slab, then the destinations'
     double sim[CSM_TILE][CSM_TILE + 1];
     double na[CSM_TILE], nb[CSM_TILE];  // norms of the sources and the staged destinations
     int32_t src[CSM_TILE], dst[CSM_TILE];
 };
 
+// A 16-byte piece of a row: 16 / sizeof(Elem) elements.
+template <typename Elem>
+struct csm_piece {
+    static constexpr int N = 16 / sizeof(Elem);
+    static constexpr int PER_ROW = CSM_SLAB / N;  // pieces of a slab's row
+    static constexpr int PER_LANE = PER_ROW;      // 2 CSM_TILE rows over 32 lanes
+};
+
 // One slab's products added to the lane's sums: sources sg + 8h (h < NH),
 // destinations dg + 4q (q < NQ). NH and NQ follow the tile's counts, so a
 // small chunk (C = 2: one pair a warp) does not issue a full tile's work.
+// Elements past the head dimension are staged as zeros and add exact zeros.
 template <int NH, int NQ>
-__device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t n, int32_t sg, int32_t dg,
+__device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t sg, int32_t dg,
                                      double (&acc)[2][4])
 {
-#pragma unroll 8
-    for (int32_t i = 0; i < n; i++) {
-        double b[NQ];
+#pragma unroll 4
+    for (int32_t i = 0; i < CSM_SLAB; i += 2) {
+        double2 b[NQ];
 #pragma unroll
         for (int32_t q = 0; q < NQ; q++)
-            b[q] = w->kb[dg + 4 * q][i];
+            b[q] = *reinterpret_cast<const double2 *>(&w->key[CSM_TILE + dg + 4 * q][i]);
 #pragma unroll
         for (int32_t h = 0; h < NH; h++) {
-            const double a = w->ka[sg + 8 * h][i];
+            const double2 a = *reinterpret_cast<const double2 *>(&w->key[sg + 8 * h][i]);
 #pragma unroll
-            for (int32_t q = 0; q < NQ; q++)
-                acc[h][q] = __dadd_rn(acc[h][q], __dmul_rn(a, b[q]));
+            for (int32_t q = 0; q < NQ; q++) {
+                acc[h][q] = fma(a.x, b[q].x, acc[h][q]);
+                acc[h][q] = fma(a.y, b[q].y, acc[h][q]);
+            }
         }
     }
 }
@@ -147,50 +173,70 @@ __device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t n, int32_t 
 template <typename Elem>
 __device__ static void csm_tile_cosines(csm_warp_smem *w, const Elem *k, size_t lbase,
                                         int32_t d, int32_t ns, int32_t nb, bool first,
-                                        int32_t lane)
+                                        bool aligned, int32_t lane)
 {
+    typedef csm_piece<Elem> P;
     const int32_t sg = lane >> 2, dg = lane & 3, nr = lane & (CSM_TILE - 1);
     const bool norm_src = lane < CSM_TILE;
     const bool norm_row = norm_src ? first && nr < ns : nr < nb;
     double acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, sq = 0;
-    // The next slab's keys are loaded into registers before this slab's
+    // Piece j of this lane: row lane % 8 + 8 (j % 4) (rows of the tiles
+    // past ns or nb read as zeros), elements N (lane / 8 + 4 (j / 4)) on.
+    // The next slab's pieces are loaded into registers before this slab's
     // products, so their latency overlaps the products: ncu (run V) found
     // 72% of the warps' time waiting on these loads when each slab was
     // loaded, then used, at 20 warps an SM.
-    float ka[CSM_TILE], kb[CSM_TILE];
+    uint4 piece[P::PER_LANE];
     const auto load = [&](int32_t i0) {
-        const bool in = lane < d - i0;
 #pragma unroll
-        for (int32_t r = 0; r < CSM_TILE; r++) {
-            ka[r] = r < ns && in ? ckv_kv_get(k, (lbase + w->src[r]) * d + i0 + lane) : 0.0f;
-            kb[r] = r < nb && in ? ckv_kv_get(k, (lbase + w->dst[r]) * d + i0 + lane) : 0.0f;
+        for (int32_t j = 0; j < P::PER_LANE; j++) {
+            const int32_t r = lane % 8 + 8 * (j % 4), e0 = i0 + P::N * (lane / 8 + 4 * (j / 4));
+            const bool src = r < CSM_TILE, in = src ? r < ns : r - CSM_TILE < nb;
+            piece[j] = make_uint4(0, 0, 0, 0);
+            if (!in || e0 >= d)
+                continue;
+            const Elem *row = k + (lbase + (src ? w->src[r] : w->dst[r - CSM_TILE])) * d;
+            if (aligned) {
+                piece[j] = __ldg(reinterpret_cast<const uint4 *>(row + e0));
+            } else {
+                Elem *e = reinterpret_cast<Elem *>(&piece[j]);
+                for (int32_t x = 0; x < P::N && e0 + x < d; x++)
+                    e[x] = row[e0 + x];
+            }
         }
     };
     load(0);
     for (int32_t i0 = 0; i0 < d; i0 += CSM_SLAB) {
-        const int32_t n = d - i0 < CSM_SLAB ? d - i0 : CSM_SLAB;
 #pragma unroll
-        for (int32_t r = 0; r < CSM_TILE; r++) {
-            w->ka[r][lane] = (double)ka[r];
-            w->kb[r][lane] = (double)kb[r];
+        for (int32_t j = 0; j < P::PER_LANE; j++) {
+            const int32_t r = lane % 8 + 8 * (j % 4), c0 = P::N * (lane / 8 + 4 * (j / 4));
+            const Elem *e = reinterpret_cast<const Elem *>(&piece[j]);
+#pragma unroll
+            for (int32_t x = 0; x < P::N; x += 2)
+                *reinterpret_cast<double2 *>(&w->key[r][c0 + x]) =
+                    make_double2((double)ckv_kv_get(e, x), (double)ckv_kv_get(e, x + 1));
         }
         __syncwarp();
         if (i0 + CSM_SLAB < d)
             load(i0 + CSM_SLAB);
         switch ((ns > 8) * 4 + (nb + 3) / 4 - 1) {
-        case 0: csm_slab_dots<1, 1>(w, n, sg, dg, acc); break;
-        case 1: csm_slab_dots<1, 2>(w, n, sg, dg, acc); break;
-        case 2: csm_slab_dots<1, 3>(w, n, sg, dg, acc); break;
-        case 3: csm_slab_dots<1, 4>(w, n, sg, dg, acc); break;
-        case 4: csm_slab_dots<2, 1>(w, n, sg, dg, acc); break;
-        case 5: csm_slab_dots<2, 2>(w, n, sg, dg, acc); break;
-        case 6: csm_slab_dots<2, 3>(w, n, sg, dg, acc); break;
-        default: csm_slab_dots<2, 4>(w, n, sg, dg, acc); break;
+        case 0: csm_slab_dots<1, 1>(w, sg, dg, acc); break;
+        case 1: csm_slab_dots<1, 2>(w, sg, dg, acc); break;
+        case 2: csm_slab_dots<1, 3>(w, sg, dg, acc); break;
+        case 3: csm_slab_dots<1, 4>(w, sg, dg, acc); break;
+        case 4: csm_slab_dots<2, 1>(w, sg, dg, acc); break;
+        case 5: csm_slab_dots<2, 2>(w, sg, dg, acc); break;
+        case 6: csm_slab_dots<2, 3>(w, sg, dg, acc); break;
+        default: csm_slab_dots<2, 4>(w, sg, dg, acc); break;
         }
         if (norm_row) {
-            const double *row = norm_src ? w->ka[nr] : w->kb[nr];
-            for (int32_t i = 0; i < n; i++)
-                sq = __dadd_rn(sq, __dmul_rn(row[i], row[i]));
+            const double *row = w->key[norm_src ? nr : CSM_TILE + nr];
+#pragma unroll 4
+            for (int32_t i = 0; i < CSM_SLAB; i += 2) {
+                const double2 x = *reinterpret_cast<const double2 *>(&row[i]);
+                sq = fma(x.x, x.x, sq);
+                sq = fma(x.y, x.y, sq);
+            }
         }
         __syncwarp();
     }
@@ -237,6 +283,7 @@ __global__ void __launch_bounds__(CSM_WARPS * 32, 5)
         return;
     const int32_t L = end - c0 < p.C ? (int32_t)(end - c0) : p.C;
     const size_t lbase = (size_t)lh * cap;
+    const bool aligned = d * sizeof(Elem) % 16 == 0 && (uintptr_t)k % 16 == 0;
     const uint8_t *A = in_a + lbase + c0;
     const unsigned below = (1u << lane) - 1;
     // The sources of rank t0 .. t0 + CSM_TILE - 1 among the chunk's A slots.
@@ -266,7 +313,7 @@ __global__ void __launch_bounds__(CSM_WARPS * 32, 5)
                 w->dst[r - b0] = slot;
             __syncwarp();
             const int32_t nb = nB - b0 < CSM_TILE ? nB - b0 : CSM_TILE;
-            csm_tile_cosines(w, k, lbase, d, ns, nb, first, lane);
+            csm_tile_cosines(w, k, lbase, d, ns, nb, first, aligned, lane);
             first = false;
             __syncwarp();
             if (lane < ns)
