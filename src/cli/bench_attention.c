@@ -82,7 +82,8 @@ static void help(FILE *fp)
             "                      (default llama3.1-8b; also mistral-7b, smollm2-135m)\n"
             "  --gemm-rows LIST    GEMM rows (tokens) (default 1,8,64,512,4096; the GEMV\n"
             "                      and fused rows at those up to 8)\n"
-            "  --max-gib X         skip shapes whose cache exceeds X GiB (default 32)\n"
+            "  --max-gib X         skip shapes whose cache exceeds X GiB (default 32; the\n"
+            "                      SDPA peer skips those whose inputs do)\n"
             "  --warmup W          untimed runs per shape (default 5; prefill at most 2)\n"
             "  --repeats R         timed runs per shape (default 50; prefill at most 10)\n"
             "  --seed S            input seed (default 1)\n"
@@ -422,8 +423,9 @@ static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t
                     rows[i].group, rows[i].head_dim, rows[i].context, rows[i].queries,
                     rows[i].degree_bias);
     fclose(f);
-    snprintf(args, sizeof args, "--shapes '%s' --warmup %lld --repeats %lld --seed %lld", csv,
-             o->warmup, o->repeats, o->seed);
+    snprintf(args, sizeof args,
+             "--shapes '%s' --warmup %lld --repeats %lld --seed %lld --max-gib %g", csv,
+             o->warmup, o->repeats, o->seed, o->max_gib);
     json_t *root = bench_peer_run(
         &p, "sdpa", o->python, bench_peer_script(o->peer_script, "harness/peers/sdpa_attention.py"),
         args, note, note_size);
