@@ -430,7 +430,9 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
                 k, w->in_a, w->key, w->ival, w->partner, w->gap, x->act, x->T, cp, x->cap, x->d);
         });
         CKV_CUDA_LAUNCHED();
-        if ((st = ckv_pol_sort_desc(x, err)))
+        // csm_mark reads the top m and the next candidate's key.
+        if ((st = max_m + 1 <= CKV_POL_TOP_MAX ? ckv_pol_top_desc(x, x->x, 1, err)
+                                               : ckv_pol_sort_desc(x, err)))
             return st;
         csm_mark_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
             w->dest, w->key_out, w->ival_out, w->partner, w->gap, w->margin, x->act, x->seg_b,

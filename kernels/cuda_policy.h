@@ -104,6 +104,11 @@ void ckv_pol_plan_over_budget(ckv_pol *x, int32_t budget);
 // (key, ival) -> (key_out, ival_out) sorted by key descending inside each
 // plan segment, stable (equal keys keep the lower slot first).
 ckv_status ckv_pol_sort_desc(ckv_pol *x, ckv_error *err);
+// The first min(count[list] + extra, segment length) positions of that
+// ranking alone (count: a device row of the plan), each list's k at most
+// CKV_POL_TOP_MAX; the positions after them are left as they were.
+enum { CKV_POL_TOP_MAX = 512 };
+ckv_status ckv_pol_top_desc(ckv_pol *x, const int32_t *count, int32_t extra, ckv_error *err);
 // (ikey, ival) -> (ikey_out, ival_out) ascending, stable.
 ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err);
 // run_b/run_e[list][key]: the run of each key in ikey_out's segments.
