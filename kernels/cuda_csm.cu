@@ -1,7 +1,8 @@
 // CentroidKV's Chunked Soft Matching on the GPU (policies.md, "centroid"),
 // one round of every list over budget per step: key norms, the chunk
 // partition, each source's best partner, the global top-m ranking (a
-// stable segmented sort), and the merge (cuda_compact.cu). CPU twins:
+// selection of the top m + 1, or a stable segmented sort where m is
+// large), and the merge (cuda_compact.cu). CPU twins:
 // round_list and ckv_csm_partition_chunk in src/policies/centroid.c. The
 // cosines are computed as the CPU computes them (double, in index order;
 // the fused multiply-adds round as its multiply and add do, see
@@ -82,14 +83,14 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
         A[P[o]] = o < half;
 }
 
-// csm_best_kernel: one warp per (list, chunk, tile of up to CSM_TILE
-// sources taken in the chunk's slot order). The warp streams the chunk's
-// destinations in slot order, CSM_TILE at a time; per destination tile it
-// stages both tiles' keys in shared memory CSM_SLAB elements at a time and
-// each lane sums 2 sources x 4 destinations (8 independent accumulators, so
-// the double adds' latency overlaps; each pair is still one thread's sum in
-// index order); then lanes 0..CSM_TILE-1 scan their source's row of cosines
-// in destination order exactly as a walk over the chunk would.
+// csm_best_kernel: one team of 16 lanes (half a warp) per (list, chunk,
+// tile of up to CSM_TILE sources taken in the chunk's slot order). The team
+// streams the chunk's destinations in slot order, CSM_TILE at a time; per
+// destination tile it stages both tiles' keys in shared memory CSM_SLAB
+// elements at a time and each lane sums 4 sources x 4 destinations (16
+// independent accumulators; each pair is still one thread's sum in index
+// order); then lanes 0..CSM_TILE-1 scan their source's row of cosines in
+// destination order exactly as a walk over the chunk would.
 //
 // Each term is one fused multiply-add, and still the CPU's: keys are fp32
 // or bf16, so a product of two has at most 48 significant bits and is
@@ -101,20 +102,22 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 // issues at 16/clk/SM on sm_90, a quarter of the DMUL/DADD rate), where
 // float staging would convert in the inner loop. A lane loads 16-byte pieces
 // of the rows (8 bf16 or 4 floats; element by element where rows are not
-// 16-byte aligned), where each lane loaded one element of each of the 32
-// rows (32 two-byte loads a slab). Rows of CSM_ROW doubles are 16-byte
-// aligned, so the products read two elements of a row at once: half the
-// shared-load instructions, though not fewer wavefronts (a 16-byte load is
-// served a quarter warp at a time), and the rows one such load reads (8
-// sources, 4 destinations) fall in distinct banks. Run EH: with half the
-// instructions the walk waits on shared memory (53% of its stalls), 12
-// wavefronts a warp for each element of the 2 x 4 pairs a lane holds.
-// Slabs keep shared memory at 11 KB a warp for any head_dim, so several
-// blocks fit per SM.
+// 16-byte aligned). Rows of CSM_ROW doubles are 16-byte aligned, so the
+// products read two elements of a row at once, and the rows one such load
+// reads (4 sources or 4 destinations of a team) fall in distinct banks.
+// What bounds the walk is shared memory: a 16-byte load is served a
+// quarter warp at a time, so its cost is the bytes the lanes ask for,
+// duplicates included. A warp of one tile, 2 x 4 pairs a lane, asked 6
+// doubles for 8 pairs (run EH: 53% of its stalls on shared memory, 126M
+// wavefronts for 238M instructions); a team of 16 lanes, 4 x 4 pairs a
+// lane, asks 8 for 16 (run EJ: the 8B's decode-time call at 32K 1.53 ->
+// 1.40 ms). The cosines reuse the slab's shared memory once the products
+// are done: 5 KB a team for any head_dim.
 #define CSM_TILE 16
-#define CSM_SLAB 32
+#define CSM_SLAB 16
 #define CSM_ROW (CSM_SLAB + 2)
 #define CSM_WARPS 4
+#define CSM_TEAMS (2 * CSM_WARPS)
 
 // Source tiles per chunk: ceil(C/32) hold the ceil(C/2) sources of a full
 // chunk.
@@ -123,30 +126,33 @@ __host__ __device__ static inline int32_t csm_tiles(int32_t C)
     return (C + 2 * CSM_TILE - 1) / (2 * CSM_TILE);
 }
 
-struct __align__(16) csm_warp_smem {
-    double key[2 * CSM_TILE][CSM_ROW];  // the sources' slab, then the destinations'
-    double sim[CSM_TILE][CSM_TILE + 1];
+struct __align__(16) csm_team_smem {
+    union {
+        double key[2 * CSM_TILE][CSM_ROW];  // the sources' slab, then the destinations'
+        double sim[CSM_TILE][CSM_TILE + 1];
+    };
     double na[CSM_TILE], nb[CSM_TILE];  // norms of the sources and the staged destinations
     int32_t src[CSM_TILE], dst[CSM_TILE];
 };
 
-// A 16-byte piece of a row: 16 / sizeof(Elem) elements.
+// A 16-byte piece of a row: 16 / sizeof(Elem) elements; a slab's 2 CSM_TILE
+// rows over the team's 16 lanes.
 template <typename Elem>
 struct csm_piece {
     static constexpr int N = 16 / sizeof(Elem);
-    static constexpr int PER_ROW = CSM_SLAB / N;  // pieces of a slab's row
-    static constexpr int PER_LANE = PER_ROW;      // 2 CSM_TILE rows over 32 lanes
+    static constexpr int PER_ROW = CSM_SLAB / N;
+    static constexpr int PER_LANE = 2 * CSM_TILE * PER_ROW / 16;
 };
 
-// One slab's products added to the lane's sums: sources sg + 8h (h < NH),
+// One slab's products added to the lane's sums: sources sg + 4h (h < NH),
 // destinations dg + 4q (q < NQ). NH and NQ follow the tile's counts, so a
-// small chunk (C = 2: one pair a warp) does not issue a full tile's work.
+// small chunk (C = 2: one pair a team) does not issue a full tile's work.
 // Elements past the head dimension are staged as zeros and add exact zeros.
 template <int NH, int NQ>
-__device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t sg, int32_t dg,
-                                     double (&acc)[2][4])
+__device__ static void csm_slab_dots(const csm_team_smem *w, int32_t sg, int32_t dg,
+                                     double (&acc)[4][4])
 {
-#pragma unroll 4
+#pragma unroll
     for (int32_t i = 0; i < CSM_SLAB; i += 2) {
         double2 b[NQ];
 #pragma unroll
@@ -154,7 +160,7 @@ __device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t sg, int32_t
             b[q] = *reinterpret_cast<const double2 *>(&w->key[CSM_TILE + dg + 4 * q][i]);
 #pragma unroll
         for (int32_t h = 0; h < NH; h++) {
-            const double2 a = *reinterpret_cast<const double2 *>(&w->key[sg + 8 * h][i]);
+            const double2 a = *reinterpret_cast<const double2 *>(&w->key[sg + 4 * h][i]);
 #pragma unroll
             for (int32_t q = 0; q < NQ; q++) {
                 acc[h][q] = fma(a.x, b[q].x, acc[h][q]);
@@ -164,33 +170,44 @@ __device__ static void csm_slab_dots(const csm_warp_smem *w, int32_t sg, int32_t
     }
 }
 
-// Cosines of the warp's ns sources with the staged nb destinations into
+// A row's slab squares added to its sum, in index order.
+__device__ static inline void csm_slab_norm(const double *row, double &sq)
+{
+#pragma unroll
+    for (int32_t i = 0; i < CSM_SLAB; i += 2) {
+        const double2 x = *reinterpret_cast<const double2 *>(&row[i]);
+        sq = fma(x.x, x.x, sq);
+        sq = fma(x.y, x.y, sq);
+    }
+}
+
+// Cosines of the team's ns sources with the staged nb destinations into
 // w->sim[source][destination], as the CPU computes them. The key norms come
-// from the same staged slabs (lane r < 16: source r, on the warp's first
-// tile only; lane 16 + r: destination r), summed in index order as the CPU
-// sums them: a separate pass over the keys for the norms read the middle of
-// the cache once more (0.12 ms of the 8B shape's 0.89 ms call at 8K, run Y).
+// from the same staged slabs (lane r: source r on the team's first tile
+// only, and destination r), summed in index order as the CPU sums them: a
+// separate pass over the keys for the norms read the middle of the cache
+// once more (0.12 ms of the 8B shape's 0.89 ms call at 8K, run Y). tm: the
+// team's lanes; tl: this lane's place in the team.
 template <typename Elem>
-__device__ static void csm_tile_cosines(csm_warp_smem *w, const Elem *k, size_t lbase,
+__device__ static void csm_tile_cosines(csm_team_smem *w, const Elem *k, size_t lbase,
                                         int32_t d, int32_t ns, int32_t nb, bool first,
-                                        bool aligned, int32_t lane)
+                                        bool aligned, unsigned tm, int32_t tl)
 {
     typedef csm_piece<Elem> P;
-    const int32_t sg = lane >> 2, dg = lane & 3, nr = lane & (CSM_TILE - 1);
-    const bool norm_src = lane < CSM_TILE;
-    const bool norm_row = norm_src ? first && nr < ns : nr < nb;
-    double acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, sq = 0;
-    // Piece j of this lane: row lane % 8 + 8 (j % 4) (rows of the tiles
-    // past ns or nb read as zeros), elements N (lane / 8 + 4 (j / 4)) on.
-    // The next slab's pieces are loaded into registers before this slab's
-    // products, so their latency overlaps the products: ncu (run V) found
-    // 72% of the warps' time waiting on these loads when each slab was
-    // loaded, then used, at 20 warps an SM.
+    const int32_t sg = tl >> 2, dg = tl & 3;
+    const bool norm_a = first && tl < ns, norm_b = tl < nb;
+    double acc[4][4] = {}, sa = 0, sb = 0;
+    // Piece j of this lane: row tl % 8 + 8 (j % 4) (rows of the tiles past
+    // ns or nb read as zeros), elements N (tl / 8 + 2 (j / 4)) on. The next
+    // slab's pieces are loaded into registers before this slab's products,
+    // so their latency overlaps the products: ncu (run V) found 72% of the
+    // warps' time waiting on these loads when each slab was loaded, then
+    // used.
     uint4 piece[P::PER_LANE];
     const auto load = [&](int32_t i0) {
 #pragma unroll
         for (int32_t j = 0; j < P::PER_LANE; j++) {
-            const int32_t r = lane % 8 + 8 * (j % 4), e0 = i0 + P::N * (lane / 8 + 4 * (j / 4));
+            const int32_t r = tl % 8 + 8 * (j % 4), e0 = i0 + P::N * (tl / 8 + 2 * (j / 4));
             const bool src = r < CSM_TILE, in = src ? r < ns : r - CSM_TILE < nb;
             piece[j] = make_uint4(0, 0, 0, 0);
             if (!in || e0 >= d)
@@ -209,17 +226,17 @@ __device__ static void csm_tile_cosines(csm_warp_smem *w, const Elem *k, size_t 
     for (int32_t i0 = 0; i0 < d; i0 += CSM_SLAB) {
 #pragma unroll
         for (int32_t j = 0; j < P::PER_LANE; j++) {
-            const int32_t r = lane % 8 + 8 * (j % 4), c0 = P::N * (lane / 8 + 4 * (j / 4));
+            const int32_t r = tl % 8 + 8 * (j % 4), c0 = P::N * (tl / 8 + 2 * (j / 4));
             const Elem *e = reinterpret_cast<const Elem *>(&piece[j]);
 #pragma unroll
             for (int32_t x = 0; x < P::N; x += 2)
                 *reinterpret_cast<double2 *>(&w->key[r][c0 + x]) =
                     make_double2((double)ckv_kv_get(e, x), (double)ckv_kv_get(e, x + 1));
         }
-        __syncwarp();
+        __syncwarp(tm);
         if (i0 + CSM_SLAB < d)
             load(i0 + CSM_SLAB);
-        switch ((ns > 8) * 4 + (nb + 3) / 4 - 1) {
+        switch ((ns + 3) / 4 * 4 + (nb + 3) / 4 - 5) {
         case 0: csm_slab_dots<1, 1>(w, sg, dg, acc); break;
         case 1: csm_slab_dots<1, 2>(w, sg, dg, acc); break;
         case 2: csm_slab_dots<1, 3>(w, sg, dg, acc); break;
@@ -227,25 +244,30 @@ __device__ static void csm_tile_cosines(csm_warp_smem *w, const Elem *k, size_t 
         case 4: csm_slab_dots<2, 1>(w, sg, dg, acc); break;
         case 5: csm_slab_dots<2, 2>(w, sg, dg, acc); break;
         case 6: csm_slab_dots<2, 3>(w, sg, dg, acc); break;
-        default: csm_slab_dots<2, 4>(w, sg, dg, acc); break;
+        case 7: csm_slab_dots<2, 4>(w, sg, dg, acc); break;
+        case 8: csm_slab_dots<3, 1>(w, sg, dg, acc); break;
+        case 9: csm_slab_dots<3, 2>(w, sg, dg, acc); break;
+        case 10: csm_slab_dots<3, 3>(w, sg, dg, acc); break;
+        case 11: csm_slab_dots<3, 4>(w, sg, dg, acc); break;
+        case 12: csm_slab_dots<4, 1>(w, sg, dg, acc); break;
+        case 13: csm_slab_dots<4, 2>(w, sg, dg, acc); break;
+        case 14: csm_slab_dots<4, 3>(w, sg, dg, acc); break;
+        default: csm_slab_dots<4, 4>(w, sg, dg, acc); break;
         }
-        if (norm_row) {
-            const double *row = w->key[norm_src ? nr : CSM_TILE + nr];
-#pragma unroll 4
-            for (int32_t i = 0; i < CSM_SLAB; i += 2) {
-                const double2 x = *reinterpret_cast<const double2 *>(&row[i]);
-                sq = fma(x.x, x.x, sq);
-                sq = fma(x.y, x.y, sq);
-            }
-        }
-        __syncwarp();
+        if (norm_a)
+            csm_slab_norm(w->key[tl], sa);
+        if (norm_b)
+            csm_slab_norm(w->key[CSM_TILE + tl], sb);
+        __syncwarp(tm);
     }
-    if (norm_row)
-        (norm_src ? w->na : w->nb)[nr] = sqrt(sq);
-    __syncwarp();
+    if (norm_a)
+        w->na[tl] = sqrt(sa);
+    if (norm_b)
+        w->nb[tl] = sqrt(sb);
+    __syncwarp(tm);
 #pragma unroll
-    for (int32_t h = 0; h < 2; h++) {
-        const int32_t s = sg + 8 * h;
+    for (int32_t h = 0; h < 4; h++) {
+        const int32_t s = sg + 4 * h;
         if (s >= ns)
             continue;
         const double na = w->na[s];
@@ -261,23 +283,39 @@ __device__ static void csm_tile_cosines(csm_warp_smem *w, const Elem *k, size_t 
     }
 }
 
+// The slots [w0, w0 + 32) of a chunk of L slots that hold `want` (1:
+// sources, 0: destinations), as a mask over the 32, two slots a lane
+// (tl and tl + 16).
+__device__ static inline unsigned csm_team_ballot(const uint8_t *A, int32_t w0, int32_t L,
+                                                  uint8_t want, unsigned tm, int32_t tl,
+                                                  int32_t shift)
+{
+    const bool lo = w0 + tl < L && A[w0 + tl] == want;
+    const bool hi = w0 + 16 + tl < L && A[w0 + 16 + tl] == want;
+    const unsigned ml = (__ballot_sync(tm, lo) >> shift) & 0xffffu;
+    const unsigned mh = (__ballot_sync(tm, hi) >> shift) & 0xffffu;
+    return ml | mh << 16;
+}
+
 // Each source's best partner in its chunk and its score (the sort key, at
 // the candidate's compacted position). Ties keep the lowest slot.
 template <typename Elem>
-__global__ void __launch_bounds__(CSM_WARPS * 32, 5)
+__global__ void __launch_bounds__(CSM_WARPS * 32, 4)
     csm_best_kernel(const Elem *k, const uint8_t *in_a, double *key,
                     int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
                     const int32_t *T, csm_params p, int32_t cap, int32_t d)
 {
-    __shared__ csm_warp_smem smem[CSM_WARPS];
-    const int32_t lh = blockIdx.y, lane = threadIdx.x & 31;
-    csm_warp_smem *w = &smem[threadIdx.x >> 5];
+    __shared__ csm_team_smem smem[CSM_TEAMS];
+    const int32_t lh = blockIdx.y, team = threadIdx.x >> 4, tl = threadIdx.x & 15;
+    const int32_t shift = 16 * (team & 1);
+    const unsigned tm = 0xffffu << shift;
+    csm_team_smem *w = &smem[team];
     if (!act[lh])
         return;
     const int32_t tiles = csm_tiles(p.C);
-    const int64_t wid = (int64_t)blockIdx.x * CSM_WARPS + (threadIdx.x >> 5);
-    const int64_t chunk = wid / tiles;
-    const int32_t t0 = (int32_t)(wid % tiles) * CSM_TILE, end = T[lh] - p.recent;
+    const int64_t tid = (int64_t)blockIdx.x * CSM_TEAMS + team;
+    const int64_t chunk = tid / tiles;
+    const int32_t t0 = (int32_t)(tid % tiles) * CSM_TILE, end = T[lh] - p.recent;
     const int64_t c0 = p.sinks + chunk * p.C;
     if (c0 >= end)
         return;
@@ -285,40 +323,43 @@ __global__ void __launch_bounds__(CSM_WARPS * 32, 5)
     const size_t lbase = (size_t)lh * cap;
     const bool aligned = d * sizeof(Elem) % 16 == 0 && (uintptr_t)k % 16 == 0;
     const uint8_t *A = in_a + lbase + c0;
-    const unsigned below = (1u << lane) - 1;
     // The sources of rank t0 .. t0 + CSM_TILE - 1 among the chunk's A slots.
     int32_t seen = 0;
     for (int32_t w0 = 0; w0 < L && seen < t0 + CSM_TILE; w0 += 32) {
-        const bool is_a = w0 + lane < L && A[w0 + lane];
-        const unsigned m = __ballot_sync(0xffffffffu, is_a);
-        const int32_t r = seen + __popc(m & below) - t0;
-        if (is_a && r >= 0 && r < CSM_TILE)
-            w->src[r] = (int32_t)c0 + w0 + lane;
+        const unsigned m = csm_team_ballot(A, w0, L, 1, tm, tl, shift);
+#pragma unroll
+        for (int32_t e = 0; e < 2; e++) {
+            const int32_t o = tl + 16 * e, r = seen + __popc(m & ((1u << o) - 1)) - t0;
+            if (m >> o & 1 && r >= 0 && r < CSM_TILE)
+                w->src[r] = (int32_t)c0 + w0 + o;
+        }
         seen += __popc(m);
     }
     const int32_t ns = seen - t0 < CSM_TILE ? seen - t0 : CSM_TILE;
     if (ns <= 0)
         return;
-    __syncwarp();
+    __syncwarp(tm);
     int32_t best = -1;
     double bs = 0, second = -INFINITY;
     bool first = true;
     for (int32_t w0 = 0; w0 < L; w0 += 32) {
-        const int32_t slot = (int32_t)c0 + w0 + lane;
-        const bool is_b = w0 + lane < L && !A[w0 + lane];
-        const unsigned m = __ballot_sync(0xffffffffu, is_b);
-        const int32_t nB = __popc(m), r = __popc(m & below);
+        const unsigned m = csm_team_ballot(A, w0, L, 0, tm, tl, shift);
+        const int32_t nB = __popc(m);
         for (int32_t b0 = 0; b0 < nB; b0 += CSM_TILE) {
-            if (is_b && r >= b0 && r < b0 + CSM_TILE)
-                w->dst[r - b0] = slot;
-            __syncwarp();
+#pragma unroll
+            for (int32_t e = 0; e < 2; e++) {
+                const int32_t o = tl + 16 * e, r = __popc(m & ((1u << o) - 1));
+                if (m >> o & 1 && r >= b0 && r < b0 + CSM_TILE)
+                    w->dst[r - b0] = (int32_t)c0 + w0 + o;
+            }
+            __syncwarp(tm);
             const int32_t nb = nB - b0 < CSM_TILE ? nB - b0 : CSM_TILE;
-            csm_tile_cosines(w, k, lbase, d, ns, nb, first, aligned, lane);
+            csm_tile_cosines(w, k, lbase, d, ns, nb, first, aligned, tm, tl);
             first = false;
-            __syncwarp();
-            if (lane < ns)
+            __syncwarp(tm);
+            if (tl < ns)
                 for (int32_t j = 0; j < nb; j++) {
-                    const double sim = w->sim[lane][j];
+                    const double sim = w->sim[tl][j];
                     if (best < 0 || sim > bs) {
                         if (best >= 0)
                             second = bs;
@@ -328,17 +369,17 @@ __global__ void __launch_bounds__(CSM_WARPS * 32, 5)
                         second = sim;
                     }
                 }
-            __syncwarp();
+            __syncwarp(tm);
         }
     }
-    if (lane >= ns)
+    if (tl >= ns)
         return;
     // The candidates go to the sort compacted, in slot order: a chunk's
     // (C + 1) / 2 sources after the previous chunks'. (The whole middle, a
     // destination's key -inf, doubled the sort: 0.28 ms of run AA's 32K call.)
-    const size_t ra = lbase + w->src[lane];
-    const size_t ci = lbase + p.sinks + chunk * ((p.C + 1) / 2) + t0 + lane;
-    ival[ci] = w->src[lane];
+    const size_t ra = lbase + w->src[tl];
+    const size_t ci = lbase + p.sinks + chunk * ((p.C + 1) / 2) + t0 + tl;
+    ival[ci] = w->src[tl];
     key[ci] = best >= 0 ? bs : -INFINITY;
     if (best < 0)
         return;
@@ -423,7 +464,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
                 w->in_a, w->perm, x->act, x->T, cp, x->cap);
             CKV_CUDA_LAUNCHED();
         }
-        const dim3 grid(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS),
+        const dim3 grid(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_TEAMS),
                         x->lists);
         ckv_pol_kv(c, [&](auto *k, auto *) {
             csm_best_kernel<<<grid, CSM_WARPS * 32, 0, x->s>>>(
