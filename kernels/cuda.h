@@ -225,6 +225,18 @@ ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p, int32
  * upload so that entries a kernel fails to write show. */
 ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err);
 
+/* CentroidKV's best-partner walk (kernels/cuda_csm.cu) on one list, for
+ * tests: T keys of head_dim d (host, [T][d]; with dt bf16 rounded to it as
+ * a bf16 cache stores them), the alternating partition with sinks, recent
+ * and chunk C, round 0. Host outputs of T entries each, 0xff bytes where
+ * the walk writes nothing: key and ival at each candidate's compacted
+ * position (sinks + chunk (C + 1) / 2 + its rank among the chunk's
+ * sources): its best cosine (-inf without a destination) and slot; partner
+ * at each source slot that has a destination. */
+ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32_t d,
+                            int32_t sinks, int32_t recent, int32_t C, double *key, int32_t *ival,
+                            int32_t *partner, ckv_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,10 +11,13 @@
 // alone and uses the CPU's own rate functions. Keys are read as fp32 from
 // either cache type (T: float or ckv_bf16).
 #include <math.h>
+#include <string.h>
 
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
+#include "cuda_mma.cuh"
 #include "cuda_policy.h"
+#include "quant.h"
 #include "splitmix.h"
 
 extern "C" {
@@ -83,41 +86,33 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
         A[P[o]] = o < half;
 }
 
-// csm_best_kernel: one team of 16 lanes (half a warp) per (list, chunk,
-// tile of up to CSM_TILE sources taken in the chunk's slot order). The team
-// streams the chunk's destinations in slot order, CSM_TILE at a time; per
-// destination tile it stages both tiles' keys in shared memory CSM_SLAB
-// elements at a time and each lane sums 4 sources x 4 destinations (16
-// independent accumulators; each pair is still one thread's sum in index
-// order); then lanes 0..CSM_TILE-1 scan their source's row of cosines in
-// destination order exactly as a walk over the chunk would.
+// csm_best_kernel: one warp per (list, chunk, tile of up to CSM_TILE
+// sources taken in the chunk's slot order). The warp streams the chunk's
+// destinations in slot order, CSM_TILE at a time, and forms every
+// source-destination dot product and every row's squared norm on the FP64
+// tensor cores: the sources as two 8-row A tiles, the destinations as two
+// 8-column B tiles, k-step s taking dimensions 4s .. 4s + 3. A key element
+// is fp32 or bf16, so the product of two is exact in double, and the FP64
+// mma adds its four products one after another, each sum rounded once
+// (ckv_mma_f64): the CPU's acc += a * b in index order, bit for bit. A
+// squared norm is the diagonal of a tile's product with itself. The
+// CUDA-core walk before it (16 lanes summing 4 x 4 pairs each from keys
+// staged as doubles in shared memory) was bound by shared memory (run EH).
 //
-// Each term is one fused multiply-add, and still the CPU's: keys are fp32
-// or bf16, so a product of two has at most 48 significant bits and is
-// exact in double, and rounding acc + a*b once is rounding acc + (a*b)
-// after an exact multiply (the separate multiply and add issued twice the
-// FP64 instructions, 152M of the 463M of run EF's 32K call).
+// Loads: lane 4g + t (fragment row g, k-place t) needs dimension 4s + t of
+// its rows at k-step s. It loads dimensions 8t .. 8t + 7 of each 32-wide
+// slab (k-steps 2t and 2t + 1) of sources g, g + 8 and destinations g,
+// g + 8 in 16-byte pieces (element by element where rows are not 16-byte
+// aligned), and the quad exchanges them by shuffles (csm_quad_transpose).
+// The next slab's pieces are loaded before this slab's products.
 //
-// Keys are staged as double: converted once per staged element (F2F.F64.F32
-// issues at 16/clk/SM on sm_90, a quarter of the DMUL/DADD rate), where
-// float staging would convert in the inner loop. A lane loads 16-byte pieces
-// of the rows (8 bf16 or 4 floats; element by element where rows are not
-// 16-byte aligned). Rows of CSM_ROW doubles are 16-byte aligned, so the
-// products read two elements of a row at once, and the rows one such load
-// reads (4 sources or 4 destinations of a team) fall in distinct banks.
-// What bounds the walk is shared memory: a 16-byte load is served a
-// quarter warp at a time, so its cost is the bytes the lanes ask for,
-// duplicates included. A warp of one tile, 2 x 4 pairs a lane, asked 6
-// doubles for 8 pairs (run EH: 53% of its stalls on shared memory, 126M
-// wavefronts for 238M instructions); a team of 16 lanes, 4 x 4 pairs a
-// lane, asks 8 for 16 (run EJ: the 8B's decode-time call at 32K 1.53 ->
-// 1.40 ms). The cosines reuse the slab's shared memory once the products
-// are done: 5 KB a team for any head_dim.
+// Each lane then scans its destination columns of its two sources in slot
+// order, as the CPU walks a chunk, and the quad folds the four lanes'
+// results (csm_fold): the first best partner in slot order and the second
+// best value are the walk's.
 #define CSM_TILE 16
-#define CSM_SLAB 16
-#define CSM_ROW (CSM_SLAB + 2)
+#define CSM_SLAB 32
 #define CSM_WARPS 4
-#define CSM_TEAMS (2 * CSM_WARPS)
 
 // Source tiles per chunk: ceil(C/32) hold the ceil(C/2) sources of a full
 // chunk.
@@ -126,194 +121,206 @@ __host__ __device__ static inline int32_t csm_tiles(int32_t C)
     return (C + 2 * CSM_TILE - 1) / (2 * CSM_TILE);
 }
 
-struct __align__(16) csm_team_smem {
-    union {
-        double key[2 * CSM_TILE][CSM_ROW];  // the sources' slab, then the destinations'
-        double sim[CSM_TILE][CSM_TILE + 1];
-    };
-    double na[CSM_TILE], nb[CSM_TILE];  // norms of the sources and the staged destinations
+struct csm_warp_smem {
+    double na[CSM_TILE], nb[CSM_TILE];  // norms of the sources and the current destinations
     int32_t src[CSM_TILE], dst[CSM_TILE];
 };
 
-// A 16-byte piece of a row: 16 / sizeof(Elem) elements; a slab's 2 CSM_TILE
-// rows over the team's 16 lanes.
+// A lane's share of one row's slab: 8 elements in 16-byte pieces.
 template <typename Elem>
 struct csm_piece {
     static constexpr int N = 16 / sizeof(Elem);
-    static constexpr int PER_ROW = CSM_SLAB / N;
-    static constexpr int PER_LANE = 2 * CSM_TILE * PER_ROW / 16;
+    static constexpr int PER_ROW = 8 / N;
 };
 
-// One slab's products added to the lane's sums: sources sg + 4h (h < NH),
-// destinations dg + 4q (q < NQ). NH and NQ follow the tile's counts, so a
-// small chunk (C = 2: one pair a team) does not issue a full tile's work.
-// Elements past the head dimension are staged as zeros and add exact zeros.
-template <int NH, int NQ>
-__device__ static void csm_slab_dots(const csm_team_smem *w, int32_t sg, int32_t dg,
-                                     double (&acc)[4][4])
-{
-#pragma unroll
-    for (int32_t i = 0; i < CSM_SLAB; i += 2) {
-        double2 b[NQ];
-#pragma unroll
-        for (int32_t q = 0; q < NQ; q++)
-            b[q] = *reinterpret_cast<const double2 *>(&w->key[CSM_TILE + dg + 4 * q][i]);
-#pragma unroll
-        for (int32_t h = 0; h < NH; h++) {
-            const double2 a = *reinterpret_cast<const double2 *>(&w->key[sg + 4 * h][i]);
-#pragma unroll
-            for (int32_t q = 0; q < NQ; q++) {
-                acc[h][q] = fma(a.x, b[q].x, acc[h][q]);
-                acc[h][q] = fma(a.y, b[q].y, acc[h][q]);
-            }
-        }
-    }
-}
-
-// A row's slab squares added to its sum, in index order.
-__device__ static inline void csm_slab_norm(const double *row, double &sq)
-{
-#pragma unroll
-    for (int32_t i = 0; i < CSM_SLAB; i += 2) {
-        const double2 x = *reinterpret_cast<const double2 *>(&row[i]);
-        sq = fma(x.x, x.x, sq);
-        sq = fma(x.y, x.y, sq);
-    }
-}
-
-// Cosines of the team's ns sources with the staged nb destinations into
-// w->sim[source][destination], as the CPU computes them. The key norms come
-// from the same staged slabs (lane r: source r on the team's first tile
-// only, and destination r), summed in index order as the CPU sums them: a
-// separate pass over the keys for the norms read the middle of the cache
-// once more (0.12 ms of the 8B shape's 0.89 ms call at 8K, run Y). tm: the
-// team's lanes; tl: this lane's place in the team.
+// Dimensions e0 .. e0 + 7 of a row (zeros past d, and for no row).
 template <typename Elem>
-__device__ static void csm_tile_cosines(csm_team_smem *w, const Elem *k, size_t lbase,
-                                        int32_t d, int32_t ns, int32_t nb, bool first,
-                                        bool aligned, unsigned tm, int32_t tl)
+__device__ static inline void csm_load(uint4 (&pc)[csm_piece<Elem>::PER_ROW], const Elem *row,
+                                       int32_t e0, int32_t d, bool aligned)
 {
     typedef csm_piece<Elem> P;
-    const int32_t sg = tl >> 2, dg = tl & 3;
-    const bool norm_a = first && tl < ns, norm_b = tl < nb;
-    double acc[4][4] = {}, sa = 0, sb = 0;
-    // Piece j of this lane: row tl % 8 + 8 (j % 4) (rows of the tiles past
-    // ns or nb read as zeros), elements N (tl / 8 + 2 (j / 4)) on. The next
-    // slab's pieces are loaded into registers before this slab's products,
-    // so their latency overlaps the products: ncu (run V) found 72% of the
-    // warps' time waiting on these loads when each slab was loaded, then
-    // used.
-    uint4 piece[P::PER_LANE];
-    const auto load = [&](int32_t i0) {
 #pragma unroll
-        for (int32_t j = 0; j < P::PER_LANE; j++) {
-            const int32_t r = tl % 8 + 8 * (j % 4), e0 = i0 + P::N * (tl / 8 + 2 * (j / 4));
-            const bool src = r < CSM_TILE, in = src ? r < ns : r - CSM_TILE < nb;
-            piece[j] = make_uint4(0, 0, 0, 0);
-            if (!in || e0 >= d)
-                continue;
-            const Elem *row = k + (lbase + (src ? w->src[r] : w->dst[r - CSM_TILE])) * d;
-            if (aligned) {
-                piece[j] = __ldg(reinterpret_cast<const uint4 *>(row + e0));
-            } else {
-                Elem *e = reinterpret_cast<Elem *>(&piece[j]);
-                for (int32_t x = 0; x < P::N && e0 + x < d; x++)
-                    e[x] = row[e0 + x];
-            }
-        }
-    };
-    load(0);
-    for (int32_t i0 = 0; i0 < d; i0 += CSM_SLAB) {
-#pragma unroll
-        for (int32_t j = 0; j < P::PER_LANE; j++) {
-            const int32_t r = tl % 8 + 8 * (j % 4), c0 = P::N * (tl / 8 + 2 * (j / 4));
-            const Elem *e = reinterpret_cast<const Elem *>(&piece[j]);
-#pragma unroll
-            for (int32_t x = 0; x < P::N; x += 2)
-                *reinterpret_cast<double2 *>(&w->key[r][c0 + x]) =
-                    make_double2((double)ckv_kv_get(e, x), (double)ckv_kv_get(e, x + 1));
-        }
-        __syncwarp(tm);
-        if (i0 + CSM_SLAB < d)
-            load(i0 + CSM_SLAB);
-        switch ((ns + 3) / 4 * 4 + (nb + 3) / 4 - 5) {
-        case 0: csm_slab_dots<1, 1>(w, sg, dg, acc); break;
-        case 1: csm_slab_dots<1, 2>(w, sg, dg, acc); break;
-        case 2: csm_slab_dots<1, 3>(w, sg, dg, acc); break;
-        case 3: csm_slab_dots<1, 4>(w, sg, dg, acc); break;
-        case 4: csm_slab_dots<2, 1>(w, sg, dg, acc); break;
-        case 5: csm_slab_dots<2, 2>(w, sg, dg, acc); break;
-        case 6: csm_slab_dots<2, 3>(w, sg, dg, acc); break;
-        case 7: csm_slab_dots<2, 4>(w, sg, dg, acc); break;
-        case 8: csm_slab_dots<3, 1>(w, sg, dg, acc); break;
-        case 9: csm_slab_dots<3, 2>(w, sg, dg, acc); break;
-        case 10: csm_slab_dots<3, 3>(w, sg, dg, acc); break;
-        case 11: csm_slab_dots<3, 4>(w, sg, dg, acc); break;
-        case 12: csm_slab_dots<4, 1>(w, sg, dg, acc); break;
-        case 13: csm_slab_dots<4, 2>(w, sg, dg, acc); break;
-        case 14: csm_slab_dots<4, 3>(w, sg, dg, acc); break;
-        default: csm_slab_dots<4, 4>(w, sg, dg, acc); break;
-        }
-        if (norm_a)
-            csm_slab_norm(w->key[tl], sa);
-        if (norm_b)
-            csm_slab_norm(w->key[CSM_TILE + tl], sb);
-        __syncwarp(tm);
-    }
-    if (norm_a)
-        w->na[tl] = sqrt(sa);
-    if (norm_b)
-        w->nb[tl] = sqrt(sb);
-    __syncwarp(tm);
-#pragma unroll
-    for (int32_t h = 0; h < 4; h++) {
-        const int32_t s = sg + 4 * h;
-        if (s >= ns)
+    for (int32_t j = 0; j < P::PER_ROW; j++) {
+        const int32_t e = e0 + P::N * j;
+        pc[j] = make_uint4(0, 0, 0, 0);
+        if (!row || e >= d)
             continue;
-        const double na = w->na[s];
+        if (aligned) {
+            pc[j] = __ldg(reinterpret_cast<const uint4 *>(row + e));
+        } else {
+            Elem x[P::N];
 #pragma unroll
-        for (int32_t q = 0; q < 4; q++) {
-            const int32_t j = dg + 4 * q;
-            if (j >= nb)
-                continue;
-            const double nbj = w->nb[j];
-            w->sim[s][j] =
-                na >= 1e-30 && nbj >= 1e-30 ? __ddiv_rn(acc[h][q], __dmul_rn(na, nbj)) : 0.0;
+            for (int32_t i = 0; i < P::N; i++)
+                x[i] = e + i < d ? row[e + i] : Elem(0);
+            memcpy(&pc[j], x, sizeof x);
         }
     }
 }
 
-// The slots [w0, w0 + 32) of a chunk of L slots that hold `want` (1:
-// sources, 0: destinations), as a mask over the 32, two slots a lane
-// (tl and tl + 16).
-__device__ static inline unsigned csm_team_ballot(const uint8_t *A, int32_t w0, int32_t L,
-                                                  uint8_t want, unsigned tm, int32_t tl,
-                                                  int32_t shift)
+// out[p] = the word that lane p of this lane's quad holds as its m[t] (t:
+// this lane's place): a 4 x 4 transpose of words by three xor shuffles.
+// Round r receives from lane t ^ r the word that lane keeps for lane t.
+__device__ static inline void csm_quad_transpose(const uint32_t (&m)[4], int32_t t,
+                                                 uint32_t (&out)[4])
 {
-    const bool lo = w0 + tl < L && A[w0 + tl] == want;
-    const bool hi = w0 + 16 + tl < L && A[w0 + 16 + tl] == want;
-    const unsigned ml = (__ballot_sync(tm, lo) >> shift) & 0xffffu;
-    const unsigned mh = (__ballot_sync(tm, hi) >> shift) & 0xffffu;
-    return ml | mh << 16;
+    uint32_t q[4];
+#pragma unroll
+    for (int32_t r = 0; r < 4; r++) {
+        const int32_t k = t ^ r;
+        const uint32_t lo = k & 1 ? m[1] : m[0], hi = k & 1 ? m[3] : m[2];
+        const uint32_t send = k & 2 ? hi : lo;
+        q[r] = r ? __shfl_xor_sync(0xffffffffu, send, r) : send;
+    }
+    const bool s1 = t & 1, s2 = t & 2;  // out[p] = q[p ^ t]
+    const uint32_t u0 = s1 ? q[1] : q[0], u1 = s1 ? q[0] : q[1];
+    const uint32_t u2 = s1 ? q[3] : q[2], u3 = s1 ? q[2] : q[3];
+    out[0] = s2 ? u2 : u0;
+    out[1] = s2 ? u3 : u1;
+    out[2] = s2 ? u0 : u2;
+    out[3] = s2 ? u1 : u3;
+}
+
+// This lane's elements of one row's slab, dimension 4s + t of the slab at
+// e[s], from the quad's pieces (lane t' loaded dimensions 8t' .. 8t' + 7:
+// k-steps 2t' and 2t' + 1). bf16: word k of a piece pairs dimensions k and
+// 4 + k (place k of both k-steps); fp32: one word a dimension.
+__device__ static inline void csm_slab_row(const uint4 (&pc)[1], int32_t t, float (&e)[8])
+{
+    const uint4 v = pc[0];
+    const uint32_t m[4] = {__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632),
+                           __byte_perm(v.y, v.w, 0x5410), __byte_perm(v.y, v.w, 0x7632)};
+    uint32_t w[4];
+    csm_quad_transpose(m, t, w);
+#pragma unroll
+    for (int32_t p = 0; p < 4; p++) {
+        e[2 * p] = __uint_as_float(w[p] << 16);
+        e[2 * p + 1] = __uint_as_float(w[p] & 0xffff0000u);
+    }
+}
+__device__ static inline void csm_slab_row(const uint4 (&pc)[2], int32_t t, float (&e)[8])
+{
+    const uint32_t m0[4] = {pc[0].x, pc[0].y, pc[0].z, pc[0].w};
+    const uint32_t m1[4] = {pc[1].x, pc[1].y, pc[1].z, pc[1].w};
+    uint32_t w0[4], w1[4];
+    csm_quad_transpose(m0, t, w0);
+    csm_quad_transpose(m1, t, w1);
+#pragma unroll
+    for (int32_t p = 0; p < 4; p++) {
+        e[2 * p] = __uint_as_float(w0[p]);
+        e[2 * p + 1] = __uint_as_float(w1[p]);
+    }
+}
+
+// The warp's dot products of its ns sources with the nb staged
+// destinations (dot[i][j]: rows g + 8i, columns 8j + 2t .. + 1 of the
+// fragments), and the norms of the destinations, and of the sources on the
+// first pass, into w->nb and w->na.
+template <typename Elem>
+__device__ static void csm_tile_dots(csm_warp_smem *w, const Elem *k, size_t lbase, int32_t d,
+                                     int32_t ns, int32_t nb, bool first, bool aligned,
+                                     int32_t g, int32_t t, double (&dot)[2][2][2])
+{
+    typedef csm_piece<Elem> P;
+    const Elem *row[4] = {
+        g < ns ? k + (lbase + w->src[g]) * d : nullptr,
+        g + 8 < ns ? k + (lbase + w->src[g + 8]) * d : nullptr,
+        g < nb ? k + (lbase + w->dst[g]) * d : nullptr,
+        g + 8 < nb ? k + (lbase + w->dst[g + 8]) * d : nullptr,
+    };
+    const bool two_a = ns > 8, two_b = nb > 8;
+    double sq[4][2] = {};
+#pragma unroll
+    for (int32_t i = 0; i < 2; i++)
+#pragma unroll
+        for (int32_t j = 0; j < 2; j++)
+            dot[i][j][0] = dot[i][j][1] = 0;
+    uint4 pc[4][P::PER_ROW];
+#pragma unroll
+    for (int32_t r = 0; r < 4; r++)
+        csm_load<Elem>(pc[r], row[r], 8 * t, d, aligned);
+    for (int32_t i0 = 0; i0 < d; i0 += CSM_SLAB) {
+        float e[4][8];
+#pragma unroll
+        for (int32_t r = 0; r < 4; r++)
+            csm_slab_row(pc[r], t, e[r]);
+        if (i0 + CSM_SLAB < d)
+#pragma unroll
+            for (int32_t r = 0; r < 4; r++)
+                csm_load<Elem>(pc[r], row[r], i0 + CSM_SLAB + 8 * t, d, aligned);
+#pragma unroll
+        for (int32_t s = 0; s < 8; s++) {
+            const double a0 = e[0][s], a1 = e[1][s], b0 = e[2][s], b1 = e[3][s];
+            ckv_mma_f64(dot[0][0], a0, b0);
+            ckv_mma_f64(sq[2], b0, b0);
+            if (two_b) {
+                ckv_mma_f64(dot[0][1], a0, b1);
+                ckv_mma_f64(sq[3], b1, b1);
+            }
+            if (two_a) {
+                ckv_mma_f64(dot[1][0], a1, b0);
+                if (two_b)
+                    ckv_mma_f64(dot[1][1], a1, b1);
+            }
+            if (first) {
+                ckv_mma_f64(sq[0], a0, a0);
+                if (two_a)
+                    ckv_mma_f64(sq[1], a1, a1);
+            }
+        }
+    }
+    // Element (g, g) of a tile's self product: lane (g, g / 2), index g % 2.
+    if (t == g >> 1) {
+        const bool odd = g & 1;
+        if (first) {
+            w->na[g] = sqrt(odd ? sq[0][1] : sq[0][0]);
+            w->na[g + 8] = sqrt(odd ? sq[1][1] : sq[1][0]);
+        }
+        w->nb[g] = sqrt(odd ? sq[2][1] : sq[2][0]);
+        w->nb[g + 8] = sqrt(odd ? sq[3][1] : sq[3][0]);
+    }
+    __syncwarp();
+}
+
+// A source's walk state (best slot or -1, its cosine, the second best)
+// folded with another lane's over other destinations: the best by cosine,
+// then by the lower slot (the walk keeps the first in slot order), and the
+// second best of both.
+__device__ static inline void csm_fold(int32_t &best, double &bs, double &second, int32_t off)
+{
+    const int32_t ob = __shfl_xor_sync(0xffffffffu, best, off);
+    const double obs = __shfl_xor_sync(0xffffffffu, bs, off);
+    const double osec = __shfl_xor_sync(0xffffffffu, second, off);
+    if (ob < 0)
+        return;
+    if (best < 0) {
+        best = ob;
+        bs = obs;
+        second = osec;
+    } else if (obs > bs || (obs == bs && ob < best)) {
+        second = bs > osec ? bs : osec;
+        best = ob;
+        bs = obs;
+    } else if (obs > second) {
+        second = obs;
+    }
 }
 
 // Each source's best partner in its chunk and its score (the sort key, at
 // the candidate's compacted position). Ties keep the lowest slot.
 template <typename Elem>
-__global__ void __launch_bounds__(CSM_WARPS * 32, 4)
+__global__ void __launch_bounds__(CSM_WARPS * 32)
     csm_best_kernel(const Elem *k, const uint8_t *in_a, double *key,
                     int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
                     const int32_t *T, csm_params p, int32_t cap, int32_t d)
 {
-    __shared__ csm_team_smem smem[CSM_TEAMS];
-    const int32_t lh = blockIdx.y, team = threadIdx.x >> 4, tl = threadIdx.x & 15;
-    const int32_t shift = 16 * (team & 1);
-    const unsigned tm = 0xffffu << shift;
-    csm_team_smem *w = &smem[team];
+    __shared__ csm_warp_smem smem[CSM_WARPS];
+    const int32_t lh = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int32_t g = lane >> 2, t = lane & 3;
+    csm_warp_smem *w = &smem[warp];
     if (!act[lh])
         return;
     const int32_t tiles = csm_tiles(p.C);
-    const int64_t tid = (int64_t)blockIdx.x * CSM_TEAMS + team;
+    const int64_t tid = (int64_t)blockIdx.x * CSM_WARPS + warp;
     const int64_t chunk = tid / tiles;
     const int32_t t0 = (int32_t)(tid % tiles) * CSM_TILE, end = T[lh] - p.recent;
     const int64_t c0 = p.sinks + chunk * p.C;
@@ -323,68 +330,98 @@ __global__ void __launch_bounds__(CSM_WARPS * 32, 4)
     const size_t lbase = (size_t)lh * cap;
     const bool aligned = d * sizeof(Elem) % 16 == 0 && (uintptr_t)k % 16 == 0;
     const uint8_t *A = in_a + lbase + c0;
+    const unsigned below = (1u << lane) - 1;
     // The sources of rank t0 .. t0 + CSM_TILE - 1 among the chunk's A slots.
     int32_t seen = 0;
     for (int32_t w0 = 0; w0 < L && seen < t0 + CSM_TILE; w0 += 32) {
-        const unsigned m = csm_team_ballot(A, w0, L, 1, tm, tl, shift);
-#pragma unroll
-        for (int32_t e = 0; e < 2; e++) {
-            const int32_t o = tl + 16 * e, r = seen + __popc(m & ((1u << o) - 1)) - t0;
-            if (m >> o & 1 && r >= 0 && r < CSM_TILE)
-                w->src[r] = (int32_t)c0 + w0 + o;
-        }
+        const unsigned m = __ballot_sync(0xffffffffu, w0 + lane < L && A[w0 + lane] == 1);
+        const int32_t r = seen + __popc(m & below) - t0;
+        if (m >> lane & 1 && r >= 0 && r < CSM_TILE)
+            w->src[r] = (int32_t)c0 + w0 + lane;
         seen += __popc(m);
     }
     const int32_t ns = seen - t0 < CSM_TILE ? seen - t0 : CSM_TILE;
     if (ns <= 0)
         return;
-    __syncwarp(tm);
-    int32_t best = -1;
-    double bs = 0, second = -INFINITY;
+    __syncwarp();
+    // Sources g and g + 8: this lane's walk over its destination columns.
+    int32_t best[2] = {-1, -1};
+    double bs[2] = {0, 0}, second[2] = {-INFINITY, -INFINITY};
     bool first = true;
     for (int32_t w0 = 0; w0 < L; w0 += 32) {
-        const unsigned m = csm_team_ballot(A, w0, L, 0, tm, tl, shift);
-        const int32_t nB = __popc(m);
+        const unsigned m = __ballot_sync(0xffffffffu, w0 + lane < L && A[w0 + lane] == 0);
+        const int32_t nB = __popc(m), r = __popc(m & below);
         for (int32_t b0 = 0; b0 < nB; b0 += CSM_TILE) {
-#pragma unroll
-            for (int32_t e = 0; e < 2; e++) {
-                const int32_t o = tl + 16 * e, r = __popc(m & ((1u << o) - 1));
-                if (m >> o & 1 && r >= b0 && r < b0 + CSM_TILE)
-                    w->dst[r - b0] = (int32_t)c0 + w0 + o;
-            }
-            __syncwarp(tm);
+            if (m >> lane & 1 && r >= b0 && r < b0 + CSM_TILE)
+                w->dst[r - b0] = (int32_t)c0 + w0 + lane;
+            __syncwarp();
             const int32_t nb = nB - b0 < CSM_TILE ? nB - b0 : CSM_TILE;
-            csm_tile_cosines(w, k, lbase, d, ns, nb, first, aligned, tm, tl);
+            double dot[2][2][2];
+            csm_tile_dots(w, k, lbase, d, ns, nb, first, aligned, g, t, dot);
             first = false;
-            __syncwarp(tm);
-            if (tl < ns)
-                for (int32_t j = 0; j < nb; j++) {
-                    const double sim = w->sim[tl][j];
-                    if (best < 0 || sim > bs) {
-                        if (best >= 0)
-                            second = bs;
-                        best = w->dst[j];
-                        bs = sim;
-                    } else if (sim > second) {
-                        second = sim;
+#pragma unroll
+            for (int32_t i = 0; i < 2; i++) {
+                const double na = w->na[g + 8 * i];
+#pragma unroll
+                for (int32_t j = 0; j < 2; j++)
+#pragma unroll
+                    for (int32_t e = 0; e < 2; e++) {
+                        const int32_t col = 8 * j + 2 * t + e;
+                        if (col >= nb)
+                            continue;
+                        const double nbj = w->nb[col];
+                        const double sim = na >= 1e-30 && nbj >= 1e-30
+                                               ? __ddiv_rn(dot[i][j][e], __dmul_rn(na, nbj))
+                                               : 0.0;
+                        if (best[i] < 0 || sim > bs[i]) {
+                            if (best[i] >= 0)
+                                second[i] = bs[i];
+                            best[i] = w->dst[col];
+                            bs[i] = sim;
+                        } else if (sim > second[i]) {
+                            second[i] = sim;
+                        }
                     }
-                }
-            __syncwarp(tm);
+            }
+            __syncwarp();  // dst and nb read before the next pass writes them
         }
     }
-    if (tl >= ns)
-        return;
-    // The candidates go to the sort compacted, in slot order: a chunk's
-    // (C + 1) / 2 sources after the previous chunks'. (The whole middle, a
-    // destination's key -inf, doubled the sort: 0.28 ms of run AA's 32K call.)
-    const size_t ra = lbase + w->src[tl];
-    const size_t ci = lbase + p.sinks + chunk * ((p.C + 1) / 2) + t0 + tl;
-    ival[ci] = w->src[tl];
-    key[ci] = best >= 0 ? bs : -INFINITY;
-    if (best < 0)
-        return;
-    partner[ra] = best;
-    gap[ra] = bs - second;
+#pragma unroll
+    for (int32_t i = 0; i < 2; i++) {
+        csm_fold(best[i], bs[i], second[i], 1);
+        csm_fold(best[i], bs[i], second[i], 2);
+        const int32_t r = g + 8 * i;
+        if (t || r >= ns)
+            continue;
+        // The candidates go to the sort compacted, in slot order: a chunk's
+        // (C + 1) / 2 sources after the previous chunks'. (The whole middle, a
+        // destination's key -inf, doubled the sort: 0.28 ms of run AA's 32K call.)
+        const size_t ra = lbase + w->src[r];
+        const size_t ci = lbase + p.sinks + chunk * ((p.C + 1) / 2) + t0 + r;
+        ival[ci] = w->src[r];
+        key[ci] = best[i] >= 0 ? bs[i] : -INFINITY;
+        if (best[i] < 0)
+            continue;
+        partner[ra] = best[i];
+        gap[ra] = bs[i] - second[i];
+    }
+}
+
+// csm_best_kernel over `lists` lists of at most max_chunks chunks, keys
+// typed as the cache stores them.
+static void csm_best_launch(const void *k, ckv_kv_dtype dt, const uint8_t *in_a, double *key,
+                            int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
+                            const int32_t *T, const csm_params &cp, int32_t cap, int32_t d,
+                            int32_t lists, int32_t max_chunks, cudaStream_t s)
+{
+    const dim3 grid(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS), lists);
+    if (dt == CKV_KV_BF16)
+        csm_best_kernel<<<grid, CSM_WARPS * 32, 0, s>>>(static_cast<const ckv_bf16 *>(k), in_a,
+                                                        key, ival, partner, gap, act, T, cp,
+                                                        cap, d);
+    else
+        csm_best_kernel<<<grid, CSM_WARPS * 32, 0, s>>>(static_cast<const float *>(k), in_a, key,
+                                                        ival, partner, gap, act, T, cp, cap, d);
 }
 
 // The top m candidates of each list (x: m, y: candidates) merge into their
@@ -464,12 +501,8 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
                 w->in_a, w->perm, x->act, x->T, cp, x->cap);
             CKV_CUDA_LAUNCHED();
         }
-        const dim3 grid(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_TEAMS),
-                        x->lists);
-        ckv_pol_kv(c, [&](auto *k, auto *) {
-            csm_best_kernel<<<grid, CSM_WARPS * 32, 0, x->s>>>(
-                k, w->in_a, w->key, w->ival, w->partner, w->gap, x->act, x->T, cp, x->cap, x->d);
-        });
+        csm_best_launch(c->k, c->dtype, w->in_a, w->key, w->ival, w->partner, w->gap, x->act,
+                        x->T, cp, x->cap, x->d, x->lists, max_chunks, x->s);
         CKV_CUDA_LAUNCHED();
         // csm_mark reads the top m and the next candidate's key.
         if ((st = max_m + 1 <= CKV_POL_TOP_MAX ? ckv_pol_top_desc(x, x->x, 1, err)
@@ -483,5 +516,60 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
             return st;
         c->round++;
     }
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32_t d,
+                                       int32_t sinks, int32_t recent, int32_t C, double *key,
+                                       int32_t *ival, int32_t *partner, ckv_error *err)
+{
+    if (T < 1 || d < 1 || C < 1 || sinks < 0 || recent < 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "csm_best: T %d, d %d, chunk %d, sinks %d, recent %d",
+                          T, d, C, sinks, recent);
+    const size_t n = (size_t)T, elem = dt == CKV_KV_BF16 ? 2 : 4;
+    // One allocation: keys, key, gap, ival, partner, dest, act and T, in_a.
+    const size_t kbytes = (n * d * elem + 7) / 8 * 8;
+    const size_t bytes = kbytes + 2 * n * sizeof(double) + (3 * n + 2) * sizeof(int32_t) + n;
+    void *host_k = malloc(n * d * elem);
+    char *dev = nullptr;
+    if (!host_k)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "csm_best: %zu bytes of host memory", n * d * elem);
+    if (dt == CKV_KV_BF16)
+        for (size_t i = 0; i < n * d; i++)
+            static_cast<uint16_t *>(host_k)[i] = ckv_f32_to_bf16(keys[i]);
+    else
+        memcpy(host_k, keys, n * d * elem);
+    const int32_t head[2] = {1, T};
+    cudaError_t e = cudaMalloc(&dev, bytes);
+    void *k = dev;
+    double *dkey = reinterpret_cast<double *>(dev + kbytes);
+    double *dgap = dkey + n;
+    int32_t *divl = reinterpret_cast<int32_t *>(dgap + n), *dpart = divl + n, *dest = dpart + n;
+    int32_t *act = dest + n;
+    uint8_t *in_a = reinterpret_cast<uint8_t *>(act + 2);
+    const csm_params cp = {sinks, recent, C, CKV_CSM_ALTERNATING, 0, 0, 1, 1};
+    const int32_t mid = T - recent - sinks, chunks = mid > 0 ? (mid + C - 1) / C : 0;
+    if (e == cudaSuccess)
+        e = cudaMemcpy(k, host_k, n * d * elem, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(act, head, sizeof head, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemset(dkey, 0xff, 2 * n * sizeof(double) + 2 * n * sizeof(int32_t));
+    if (e == cudaSuccess) {
+        csm_init_kernel<<<ckv_pol_blocks(T, 256), 256>>>(dest, in_a, act, act + 1, cp, T);
+        csm_best_launch(k, dt, in_a, dkey, divl, dpart, dgap, act, act + 1, cp, T, d, 1, chunks,
+                        0);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpy(key, dkey, n * sizeof(double), cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(ival, divl, n * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(partner, dpart, n * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    free(host_k);
+    cudaFree(dev);
+    if (e != cudaSuccess)
+        return ckv_errorf(err, CKV_ERR_DEVICE, "csm_best: %s", cudaGetErrorString(e));
     return CKV_OK;
 }

@@ -1,8 +1,9 @@
-// Warp-level tensor-core pieces shared by the attention kernels that run
-// their products on mma.sync (cuda_attention_prefill.cu,
-// cuda_attention_decode_mma.cu): the bf16 m16n8k16 product, bf16 pairs as
-// one register, ldmatrix, and the log2 units their softmaxes use (scores
-// times log2 e so that exp is exp2; a max goes out times ln 2).
+// Warp-level tensor-core pieces shared by the kernels that run their
+// products on mma.sync (cuda_attention_prefill.cu,
+// cuda_attention_decode_mma.cu, cuda_gemv.cu; the FP64 product:
+// cuda_csm.cu): the bf16 m16n8k16 product, bf16 pairs as one register,
+// ldmatrix, the FP64 m8n8k4 product, and the log2 units the softmaxes use
+// (scores times log2 e so that exp is exp2; a max goes out times ln 2).
 //
 // Fragments of mma.m16n8k16 with .bf16 (PTX ISA, "Matrix Fragments for
 // mma.m16n8k16"; lane = 4 g + t): A 16x16 (row): a0 (g, 2t..2t+1), a1
@@ -33,6 +34,22 @@ __device__ __forceinline__ void ckv_mma_bf16(float (&d)[4], uint32_t a0, uint32_
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// d += A B, one m8n8k4 FP64 step: A 8x4 (row; lane 4g + t holds (g, t)),
+// B 4x8 (col; (t, g)), C/D 8x8 ((g, 2t), (g, 2t + 1)). Each element of D is
+// its C plus the four products added one after another in k order, each sum
+// rounded once to nearest: a chain of fma(a_k, b_k, acc). The PTX ISA does
+// not say so; run EK found it bit for bit on the H200 in 12.6M sums of 128
+// products with exponents spread over 2^-120 .. 2^120, where another order
+// or a single rounding of the four changed 14-78% of them (a CPU emulation
+// of the same data). tests/gpu/policy_parity.c checks CentroidKV's cosines,
+// which rest on it, against the CPU's bit for bit.
+__device__ __forceinline__ void ckv_mma_f64(double (&d)[2], double a, double b)
+{
+    asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+        : "+d"(d[0]), "+d"(d[1])
+        : "d"(a), "d"(b));
 }
 
 // Four 8x8 matrices of 16-bit elements from shared memory: lane l gives the

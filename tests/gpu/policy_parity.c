@@ -35,6 +35,8 @@
 #include "cuda.h"
 #include "kvfile.h"
 #include "policy.h"
+#include "quant.h"
+#include "splitmix.h"
 #include "synthetic_kv.h"
 
 #define GPU_TEST_NAME "policy_parity"
@@ -443,6 +445,83 @@ static void bench(int repeats, int first, int last)
     }
 }
 
+/* CentroidKV's cosines bit for bit: the GPU walk (ckv_gpu_csm_best) against
+ * policies.md's definition computed here, one list of T keys (the
+ * alternating partition, sinks 3, recent 5): a cosine is the double sum of
+ * the products in index order over the product of the two norms (each a
+ * sum of squares in index order), 0 where a norm is below 1e-30, and the
+ * best destination the first in slot order with the highest cosine. The
+ * GPU forms its sums on FP64 tensor cores (kernels/cuda_mma.cuh), so this
+ * checks the order of their additions: "wide" keys spread their exponents
+ * over 2^-40 .. 2^40, where a sum in another order or with one rounding per
+ * four products comes out different most of the time. Chunk 0 holds two
+ * equal destinations (a tie: the lower slot wins), chunk 1 a zero one. */
+static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
+{
+    const int32_t T = 700, sinks = 3, recent = 5, end = T - recent;
+    float *k = xmalloc((size_t)T * d * sizeof *k);
+    double *key = xmalloc((size_t)T * sizeof *key);
+    int32_t *ival = xmalloc((size_t)T * sizeof *ival), *partner = xmalloc((size_t)T * sizeof *partner);
+    uint64_t st = seed;
+    for (size_t i = 0; i < (size_t)T * d; i++) {
+        const uint64_t u = ckv_splitmix64(&st);
+        const float m = 1.0f + (float)(u >> 8 & 0x7f) / 128.0f;
+        const float x = wide ? ldexpf(m, (int)(u % 81) - 40) : 2.0f * m - 3.0f;
+        k[i] = u >> 20 & 1 ? -x : x;
+    }
+    if (C >= 4 && end - sinks >= 2 * C) {
+        memcpy(k + (size_t)(sinks + 3) * d, k + (size_t)(sinks + 1) * d, (size_t)d * sizeof *k);
+        memset(k + (size_t)(sinks + C + 1) * d, 0, (size_t)d * sizeof *k);
+    }
+    if (kv_dtype == CKV_KV_BF16)
+        for (size_t i = 0; i < (size_t)T * d; i++)
+            k[i] = ckv_bf16_to_f32(ckv_f32_to_bf16(k[i]));
+    CHECK(ckv_gpu_csm_best(k, kv_dtype, T, d, sinks, recent, C, key, ival, partner, err));
+    int64_t checked = 0, differ = 0;
+    for (int32_t c0 = sinks, chunk = 0; c0 < end; c0 += C, chunk++) {
+        const int32_t L = end - c0 < C ? end - c0 : C;
+        for (int32_t oa = 0; oa < L; oa += 2) {
+            const int32_t a = c0 + oa;
+            const float *ka = k + (size_t)a * d;
+            int32_t best = -1;
+            double bs = 0, na = 0;
+            for (int32_t i = 0; i < d; i++)
+                na += (double)ka[i] * ka[i];
+            na = sqrt(na);
+            for (int32_t ob = 1; ob < L; ob += 2) {
+                const float *kb = k + (size_t)(c0 + ob) * d;
+                double nb = 0, dot = 0, sim = 0;
+                for (int32_t i = 0; i < d; i++) {
+                    nb += (double)kb[i] * kb[i];
+                    dot += (double)ka[i] * kb[i];
+                }
+                nb = sqrt(nb);
+                if (na >= 1e-30 && nb >= 1e-30)
+                    sim = dot / (na * nb);
+                if (best < 0 || sim > bs) {
+                    best = c0 + ob;
+                    bs = sim;
+                }
+            }
+            const size_t ci = (size_t)sinks + (size_t)chunk * ((C + 1) / 2) + oa / 2;
+            const double want = best >= 0 ? bs : -INFINITY;
+            checked++;
+            differ += ival[ci] != a || memcmp(&key[ci], &want, sizeof want) ||
+                      (best >= 0 && partner[a] != best);
+        }
+    }
+    runs++;
+    failures += differ > 0;
+    printf("%-4s csm walk: head_dim %3d, chunk %3d, %s keys: %lld of %lld sources differ "
+           "(cosine bits, partner, slot)  %s\n",
+           kv_dtype == CKV_KV_BF16 ? "bf16" : "f32", d, C, wide ? "wide" : "unit",
+           (long long)differ, (long long)checked, differ ? "FAIL" : "PASS");
+    free(k);
+    free(key);
+    free(ival);
+    free(partner);
+}
+
 /* Every source in the current kv_dtype; 1 when a dump cannot be read. */
 static int run_sources(const char *dump)
 {
@@ -569,6 +648,11 @@ int main(int argc, char **argv)
            "budget", "lists", "slotdif", "diff/near", "max err", "GPU ms", "CPU ms", "result");
     for (int t = first; t <= last; t++) {
         kv_dtype = (ckv_kv_dtype)t;
+        static const int32_t dims[] = {128, 64, 66}, chunks[] = {32, 7, 100, 2};
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 4; j++)
+                for (int wide = 0; wide < 2; wide++)
+                    check_csm_walk(dims[i], chunks[j], wide, (uint64_t)(1 + 8 * i + 2 * j + wide));
         if (run_sources(dump))
             return 1;
     }
