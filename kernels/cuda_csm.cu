@@ -90,14 +90,16 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 // sources taken in the chunk's slot order). The warp streams the chunk's
 // destinations in slot order, CSM_TILE at a time, and forms every
 // source-destination dot product and every row's squared norm on the FP64
-// tensor cores: the sources as two 8-row A tiles, the destinations as two
+// tensor cores: the sources as one 16-row A tile, the destinations as two
 // 8-column B tiles, k-step s taking dimensions 4s .. 4s + 3. A key element
 // is fp32 or bf16, so the product of two is exact in double, and the FP64
 // mma adds its four products one after another, each sum rounded once
 // (ckv_mma_f64): the CPU's acc += a * b in index order, bit for bit. A
-// squared norm is the diagonal of a tile's product with itself. The
-// CUDA-core walk before it (16 lanes summing 4 x 4 pairs each from keys
-// staged as doubles in shared memory) was bound by shared memory (run EH).
+// squared norm is the diagonal of an 8-row tile's product with itself
+// (m8n8k4). The tensor pipe bounds the walk; m16n8k4 runs at twice
+// m8n8k4's rate, so the pairs take it (run EQ). The CUDA-core walk before
+// (16 lanes summing 4 x 4 pairs each from keys staged as doubles in shared
+// memory) was bound by shared memory (run EH).
 //
 // Loads: lane 4g + t (fragment row g, k-place t) needs dimension 4s + t of
 // its rows at k-step s. It loads dimensions 8t .. 8t + 7 of each 32-wide
@@ -212,13 +214,13 @@ __device__ static inline void csm_slab_row(const uint4 (&pc)[2], int32_t t, floa
 }
 
 // The warp's dot products of its ns sources with the nb staged
-// destinations (dot[i][j]: rows g + 8i, columns 8j + 2t .. + 1 of the
-// fragments), and the norms of the destinations, and of the sources on the
-// first pass, into w->nb and w->na.
+// destinations (dot[j][2i + e]: source g + 8i, destination 8j + 2t + e),
+// and the norms of the destinations, and of the sources on the first pass,
+// into w->nb and w->na.
 template <typename Elem>
 __device__ static void csm_tile_dots(csm_warp_smem *w, const Elem *k, size_t lbase, int32_t d,
                                      int32_t ns, int32_t nb, bool first, bool aligned,
-                                     int32_t g, int32_t t, double (&dot)[2][2][2])
+                                     int32_t g, int32_t t, double (&dot)[2][4])
 {
     typedef csm_piece<Elem> P;
     const Elem *row[4] = {
@@ -230,10 +232,8 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, const Elem *k, size_t lba
     const bool two_a = ns > 8, two_b = nb > 8;
     double sq[4][2] = {};
 #pragma unroll
-    for (int32_t i = 0; i < 2; i++)
-#pragma unroll
-        for (int32_t j = 0; j < 2; j++)
-            dot[i][j][0] = dot[i][j][1] = 0;
+    for (int32_t j = 0; j < 2; j++)
+        dot[j][0] = dot[j][1] = dot[j][2] = dot[j][3] = 0;
     uint4 pc[4][P::PER_ROW];
 #pragma unroll
     for (int32_t r = 0; r < 4; r++)
@@ -250,16 +250,11 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, const Elem *k, size_t lba
 #pragma unroll
         for (int32_t s = 0; s < 8; s++) {
             const double a0 = e[0][s], a1 = e[1][s], b0 = e[2][s], b1 = e[3][s];
-            ckv_mma_f64(dot[0][0], a0, b0);
+            ckv_mma_f64_m16(dot[0], a0, a1, b0);
             ckv_mma_f64(sq[2], b0, b0);
             if (two_b) {
-                ckv_mma_f64(dot[0][1], a0, b1);
+                ckv_mma_f64_m16(dot[1], a0, a1, b1);
                 ckv_mma_f64(sq[3], b1, b1);
-            }
-            if (two_a) {
-                ckv_mma_f64(dot[1][0], a1, b0);
-                if (two_b)
-                    ckv_mma_f64(dot[1][1], a1, b1);
             }
             if (first) {
                 ckv_mma_f64(sq[0], a0, a0);
@@ -356,7 +351,7 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
                 w->dst[r - b0] = (int32_t)c0 + w0 + lane;
             __syncwarp();
             const int32_t nb = nB - b0 < CSM_TILE ? nB - b0 : CSM_TILE;
-            double dot[2][2][2];
+            double dot[2][4];
             csm_tile_dots(w, k, lbase, d, ns, nb, first, aligned, g, t, dot);
             first = false;
 #pragma unroll
@@ -371,7 +366,7 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
                             continue;
                         const double nbj = w->nb[col];
                         const double sim = na >= 1e-30 && nbj >= 1e-30
-                                               ? __ddiv_rn(dot[i][j][e], __dmul_rn(na, nbj))
+                                               ? __ddiv_rn(dot[j][2 * i + e], __dmul_rn(na, nbj))
                                                : 0.0;
                         if (best[i] < 0 || sim > bs[i]) {
                             if (best[i] >= 0)
