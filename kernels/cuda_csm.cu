@@ -5,7 +5,7 @@
 // large), and the merge (cuda_compact.cu). CPU twins:
 // round_list and ckv_csm_partition_chunk in src/policies/centroid.c. The
 // cosines are computed as the CPU computes them (double, in index order;
-// the fused multiply-adds round as its multiply and add do, see
+// the FP64 tensor cores add each product as its multiply and add do, see
 // csm_best_kernel), so they are equal to the bit and so are the decisions.
 // The host knows each round's candidate and merge counts from the lengths
 // alone and uses the CPU's own rate functions. Keys are read as fp32 from
@@ -96,10 +96,11 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 // mma adds its four products one after another, each sum rounded once
 // (ckv_mma_f64): the CPU's acc += a * b in index order, bit for bit. A
 // squared norm is the diagonal of an 8-row tile's product with itself
-// (m8n8k4). The tensor pipe bounds the walk; m16n8k4 runs at twice
-// m8n8k4's rate, so the pairs take it (run EQ). The CUDA-core walk before
-// (16 lanes summing 4 x 4 pairs each from keys staged as doubles in shared
-// memory) was bound by shared memory (run EH).
+// (m8n8k4). The tensor pipe is the walk's busiest unit (run EU: 54% of its
+// cycles); m16n8k4 runs at twice m8n8k4's rate, so the pairs take it (run
+// EQ). The CUDA-core walk before (16 lanes summing 4 x 4 pairs each from
+// keys staged as doubles in shared memory) was bound by shared memory (run
+// EH).
 //
 // Loads: lane 4g + t (fragment row g, k-place t) needs dimension 4s + t of
 // its rows at k-step s. It loads dimensions 8t .. 8t + 7 of each 32-wide
