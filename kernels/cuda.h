@@ -232,10 +232,11 @@ ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err);
  * the walk writes nothing: key and ival at each candidate's compacted
  * position (sinks + chunk (C + 1) / 2 + its rank among the chunk's
  * sources): its best cosine (-inf without a destination) and slot; partner
- * at each source slot that has a destination. */
+ * and gap at each source slot that has a destination: the best one and its
+ * cosine minus the second best's (+inf with one destination). */
 ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32_t d,
                             int32_t sinks, int32_t recent, int32_t C, double *key, int32_t *ival,
-                            int32_t *partner, ckv_error *err);
+                            int32_t *partner, double *gap, ckv_error *err);
 
 #ifdef __cplusplus
 }

@@ -517,7 +517,8 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
 
 extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32_t d,
                                        int32_t sinks, int32_t recent, int32_t C, double *key,
-                                       int32_t *ival, int32_t *partner, ckv_error *err)
+                                       int32_t *ival, int32_t *partner, double *gap,
+                                       ckv_error *err)
 {
     if (T < 1 || d < 1 || C < 1 || sinks < 0 || recent < 0)
         return ckv_errorf(err, CKV_ERR_ARG, "csm_best: T %d, d %d, chunk %d, sinks %d, recent %d",
@@ -563,6 +564,8 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
         e = cudaMemcpy(ival, divl, n * sizeof(int32_t), cudaMemcpyDeviceToHost);
     if (e == cudaSuccess)
         e = cudaMemcpy(partner, dpart, n * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(gap, dgap, n * sizeof(double), cudaMemcpyDeviceToHost);
     free(host_k);
     cudaFree(dev);
     if (e != cudaSuccess)

@@ -450,18 +450,22 @@ static void bench(int repeats, int first, int last)
  * alternating partition, sinks 3, recent 5): a cosine is the double sum of
  * the products in index order over the product of the two norms (each a
  * sum of squares in index order), 0 where a norm is below 1e-30, and the
- * best destination the first in slot order with the highest cosine. The
- * GPU forms its sums on FP64 tensor cores (kernels/cuda_mma.cuh), so this
- * checks the order of their additions: "wide" keys spread their exponents
- * over 2^-40 .. 2^40, where a sum in another order or with one rounding per
- * four products comes out different most of the time. Chunk 0 holds two
- * equal destinations (a tie: the lower slot wins), chunk 1 a zero one. */
+ * best destination the first in slot order with the highest cosine, its
+ * gap the best cosine less the second best (the multiset's: a tie gives
+ * 0). The GPU forms its sums on FP64 tensor cores (kernels/cuda_mma.cuh),
+ * so this checks the order of their additions: "wide" keys spread their
+ * exponents over 2^-40 .. 2^40, where a sum in another order or with one
+ * rounding per four products comes out different most of the time. In
+ * chunk 0 source 0 and destinations 1, 3 and 5 are one key, a three-way tie
+ * at the top that spans two lanes of the kernel's quads (the lower slot
+ * wins, the gap is 0); chunk 1 holds a zero destination. */
 static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
 {
     const int32_t T = 700, sinks = 3, recent = 5, end = T - recent;
     float *k = xmalloc((size_t)T * d * sizeof *k);
     double *key = xmalloc((size_t)T * sizeof *key);
     int32_t *ival = xmalloc((size_t)T * sizeof *ival), *partner = xmalloc((size_t)T * sizeof *partner);
+    double *gap = xmalloc((size_t)T * sizeof *gap);
     uint64_t st = seed;
     for (size_t i = 0; i < (size_t)T * d; i++) {
         const uint64_t u = ckv_splitmix64(&st);
@@ -469,14 +473,15 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
         const float x = wide ? ldexpf(m, (int)(u % 81) - 40) : 2.0f * m - 3.0f;
         k[i] = u >> 20 & 1 ? -x : x;
     }
-    if (C >= 4 && end - sinks >= 2 * C) {
-        memcpy(k + (size_t)(sinks + 3) * d, k + (size_t)(sinks + 1) * d, (size_t)d * sizeof *k);
+    if (C >= 6 && end - sinks >= 2 * C) {
+        for (int32_t o = 1; o <= 5; o += 2)
+            memcpy(k + (size_t)(sinks + o) * d, k + (size_t)sinks * d, (size_t)d * sizeof *k);
         memset(k + (size_t)(sinks + C + 1) * d, 0, (size_t)d * sizeof *k);
     }
     if (kv_dtype == CKV_KV_BF16)
         for (size_t i = 0; i < (size_t)T * d; i++)
             k[i] = ckv_bf16_to_f32(ckv_f32_to_bf16(k[i]));
-    CHECK(ckv_gpu_csm_best(k, kv_dtype, T, d, sinks, recent, C, key, ival, partner, err));
+    CHECK(ckv_gpu_csm_best(k, kv_dtype, T, d, sinks, recent, C, key, ival, partner, gap, err));
     int64_t checked = 0, differ = 0;
     for (int32_t c0 = sinks, chunk = 0; c0 < end; c0 += C, chunk++) {
         const int32_t L = end - c0 < C ? end - c0 : C;
@@ -484,7 +489,7 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
             const int32_t a = c0 + oa;
             const float *ka = k + (size_t)a * d;
             int32_t best = -1;
-            double bs = 0, na = 0;
+            double bs = 0, second = -INFINITY, na = 0;
             for (int32_t i = 0; i < d; i++)
                 na += (double)ka[i] * ka[i];
             na = sqrt(na);
@@ -499,27 +504,33 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
                 if (na >= 1e-30 && nb >= 1e-30)
                     sim = dot / (na * nb);
                 if (best < 0 || sim > bs) {
+                    if (best >= 0)
+                        second = bs;
                     best = c0 + ob;
                     bs = sim;
+                } else if (sim > second) {
+                    second = sim;
                 }
             }
             const size_t ci = (size_t)sinks + (size_t)chunk * ((C + 1) / 2) + oa / 2;
-            const double want = best >= 0 ? bs : -INFINITY;
+            const double want = best >= 0 ? bs : -INFINITY, want_gap = bs - second;
             checked++;
             differ += ival[ci] != a || memcmp(&key[ci], &want, sizeof want) ||
-                      (best >= 0 && partner[a] != best);
+                      (best >= 0 && (partner[a] != best ||
+                                     memcmp(&gap[a], &want_gap, sizeof want_gap)));
         }
     }
     runs++;
     failures += differ > 0;
     printf("%-4s csm walk: head_dim %3d, chunk %3d, %s keys: %lld of %lld sources differ "
-           "(cosine bits, partner, slot)  %s\n",
+           "(cosine and gap bits, partner, slot)  %s\n",
            kv_dtype == CKV_KV_BF16 ? "bf16" : "f32", d, C, wide ? "wide" : "unit",
            (long long)differ, (long long)checked, differ ? "FAIL" : "PASS");
     free(k);
     free(key);
     free(ival);
     free(partner);
+    free(gap);
 }
 
 /* Every source in the current kv_dtype; 1 when a dump cannot be read. */
