@@ -243,61 +243,126 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
     write_partials<HD, MG>(a, m, l, o, x, h, split, G);
 }
 
-// The score pass: a block per (sequence, KV head, SCORE_THREADS x
-// SCORE_UNROLL entries), a thread per SCORE_UNROLL entries SCORE_THREADS
-// apart with all their loads in flight before the adds, so each entry's add
-// has one owner (no atomics). A thread per entry of the partial pass's
-// ranges, one entry after another, was latency-bound: 2.2 ms of run Z's
-// 19-sequence 32K H2O step. The mass is the one the walk computed when it
-// re-read the keys: the same fp32 logits (the partial pass's sc), m and
-// 1 / l of the same merged values, the same expression summed over g in
-// the same order (gpu_parity checks it against the CPU's scores; the sweep
-// of run AC gave the same predictions as before the logits were kept).
-constexpr int SCORE_THREADS = 256, SCORE_UNROLL = 4;
+// The score pass: a block per (sequence, KV head, SCORE_ENTRIES entries), a
+// thread per SCORE_ENTRIES / SCORE_THREADS of them, in runs of VEC
+// consecutive entries (VEC 4: 16-byte loads and stores where the
+// sequence's logit and score rows are 16-byte aligned, else 1), so each
+// entry's add has one owner (no atomics). After the sequence's table entry,
+// a thread issues all its loads at once (its old scores and logits, read
+// up to the capacity, and the list's length and the merged max and sum
+// that mask and weigh them): one round trip. The form that read the
+// length, then the max and sum behind a barrier, then 4-byte runs, made
+// three a block and ran at 49% of copy bandwidth (run FA: 24.7 us a layer
+// for the 51 MB of H2O's 39 sequences at 32K); with 16-byte runs but the
+// registers of 8 heads, 2 blocks an SM, 27.0 us (FD). A thread per entry
+// of the partial pass's ranges, one entry after another, was latency-bound:
+// 2.2 ms of run Z's 19-sequence 32K H2O step. The mass is the one the walk
+// computed when it re-read the keys: the same fp32 logits (the partial
+// pass's sc), m and 1 / l of the same merged values, the same expression
+// summed over g in the same order (gpu_parity checks it against the CPU's
+// scores; the sweep of run AC gave the same predictions as before the
+// logits were kept).
+constexpr int SCORE_THREADS = 256, SCORE_ENTRIES = 1024;
 
+template <int VEC>
+struct ScoreVec;
+template <>
+struct ScoreVec<1> {
+    using T = float;
+    static __device__ __forceinline__ float at(const T &v, int) { return v; }
+    static __device__ __forceinline__ void set(T &v, int, float x) { v = x; }
+};
+template <>
+struct ScoreVec<4> {
+    using T = float4;
+    static __device__ __forceinline__ float at(const T &v, int i)
+    {
+        return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+    }
+    static __device__ __forceinline__ void set(T &v, int i, float x)
+    {
+        (i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w) = x;
+    }
+};
+
+// One thread's entries of the block starting at t0: run u at t0 + (u
+// SCORE_THREADS + threadIdx.x) VEC; MG >= G heads' registers. Entries at or
+// past the list's end keep their scores' bits (a run that crosses it writes
+// them back as read).
+template <int MG, int VEC>
+__device__ __forceinline__ void score_runs(const DArgs &a, const ckv_k_kv_layer &c, int x, int h,
+                                           int G, int t0)
+{
+    using SV = ScoreVec<VEC>;
+    using T = typename SV::T;
+    constexpr int U = SCORE_ENTRIES / (SCORE_THREADS * VEC);
+    T *score = reinterpret_cast<T *>(c.score + (size_t)h * c.capacity);
+    const int len = c.len0[h];
+    T old[U], lg[U][MG];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int t = t0 + (u * SCORE_THREADS + threadIdx.x) * VEC;
+        if (t >= c.capacity)
+            break;
+        old[u] = score[t / VEC];
+#pragma unroll
+        for (int g = 0; g < MG; g++)
+            if (g < G)
+                lg[u][g] = reinterpret_cast<const T *>(c.logit + logit_at(c, h, G, g, 0))[t / VEC];
+    }
+    float sm[MG], sl[MG];
+#pragma unroll
+    for (int g = 0; g < MG; g++)
+        if (g < G) {
+            const size_t row = ((size_t)x * a.H + (size_t)(h * G + g)) * 2;
+            sm[g] = a.ml[row];
+            sl[g] = a.ml[row + 1];
+        }
+#pragma unroll
+    for (int g = 0; g < MG; g++)
+        if (g < G)
+            sl[g] = 1.0f / sl[g];
+    const int t_end = len + 1;  // the step's own entry included
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int t = t0 + (u * SCORE_THREADS + threadIdx.x) * VEC;
+        if (t >= t_end)
+            break;
+        T out = old[u];
+#pragma unroll
+        for (int i = 0; i < VEC; i++) {
+            if (t + i >= t_end)
+                break;
+            float mass = 0.0f;
+#pragma unroll
+            for (int g = 0; g < MG; g++)
+                if (g < G) {
+                    const float v = SV::at(lg[u][g], i);
+                    mass += v == -INFINITY ? 0.0f : __expf(v - sm[g]) * sl[g];
+                }
+            SV::set(out, i, SV::at(old[u], i) + mass);
+        }
+        score[t / VEC] = out;
+    }
+}
+
+template <int MG>
 __global__ void __launch_bounds__(SCORE_THREADS) attention_decode_score(DArgs a)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
-    __shared__ float sm[MAX_GROUP], sl[MAX_GROUP];
     const int x = blockIdx.x, h = blockIdx.y, G = a.H / a.KV;
     const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
-    if (!c.score)  // a sequence of the batch that does not track scores
+    const int t0 = blockIdx.z * SCORE_ENTRIES;
+    if (!c.score || t0 >= c.capacity)  // a sequence that does not track scores
         return;
-    const int t_end = c.len0[h] + 1, t0 = blockIdx.z * SCORE_THREADS * SCORE_UNROLL;
-    if (t0 >= t_end)
-        return;
-    if (threadIdx.x < G) {
-        const size_t row = ((size_t)x * a.H + (size_t)(h * G + threadIdx.x)) * 2;
-        sm[threadIdx.x] = a.ml[row];
-        sl[threadIdx.x] = 1.0f / a.ml[row + 1];
-    }
-    __syncthreads();
-    float *score = c.score + (size_t)h * c.capacity;
-    float lg[SCORE_UNROLL][MAX_GROUP], old[SCORE_UNROLL];
-#pragma unroll
-    for (int u = 0; u < SCORE_UNROLL; u++) {
-        const int t = t0 + u * SCORE_THREADS + threadIdx.x;
-        if (t >= t_end)
-            break;
-        old[u] = score[t];
-#pragma unroll
-        for (int g = 0; g < MAX_GROUP; g++)
-            if (g < G)
-                lg[u][g] = c.logit[logit_at(c, h, G, g, t)];
-    }
-#pragma unroll
-    for (int u = 0; u < SCORE_UNROLL; u++) {
-        const int t = t0 + u * SCORE_THREADS + threadIdx.x;
-        if (t >= t_end)
-            break;
-        float mass = 0.0f;
-#pragma unroll
-        for (int g = 0; g < MAX_GROUP; g++)
-            if (g < G)
-                mass += lg[u][g] == -INFINITY ? 0.0f : __expf(lg[u][g] - sm[g]) * sl[g];
-        score[t] = old[u] + mass;
-    }
+    // 16-byte runs: both rows' starts aligned and their stride (the
+    // capacity) a multiple of 4 entries. Block-uniform.
+    if (c.capacity % 4 == 0 &&
+        ((reinterpret_cast<uintptr_t>(c.score) | reinterpret_cast<uintptr_t>(c.logit)) & 15) == 0)
+        score_runs<MG, 4>(a, c, x, h, G, t0);
+    else
+        score_runs<MG, 1>(a, c, x, h, G, t0);
 }
 
 template <int HD, bool LOGITS>
@@ -391,8 +456,9 @@ cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head
     a.ml = ml;
     // The ranges cover every sequence's entries.
     const int64_t entries = (int64_t)split.splits * split.split_len;
-    const int blocks = (int)((entries + SCORE_THREADS * SCORE_UNROLL - 1) /
-                             (SCORE_THREADS * SCORE_UNROLL));
-    return ckv_pdl_launch(attention_decode_score, dim3(n, n_head_kv, blocks), SCORE_THREADS, 0,
+    const int blocks = (int)((entries + SCORE_ENTRIES - 1) / SCORE_ENTRIES);
+    const int G = n_head / n_head_kv;
+    return ckv_pdl_launch(G <= 4 ? attention_decode_score<4> : attention_decode_score<MAX_GROUP>,
+                          dim3(n, n_head_kv, blocks), SCORE_THREADS, 0,
                           stream, a);
 }
