@@ -198,9 +198,10 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
     }
 }
 
-// One block per (query, head), one thread per dimension: a decode's merge
-// (up to MERGE_MAX_SPLITS ranges), and a prefill's beyond what the warp form
-// below takes. The ranges' maxima and sums are staged in shared memory by
+// One block per (query, head), one thread per dimension: a merge the warp
+// form below does not take (more than MERGE_WARP_SPLITS ranges, up to
+// MERGE_MAX_SPLITS, or a prefill chunk of 2 to MERGE_WIDE_MIN - 1 rows).
+// The ranges' maxima and sums are staged in shared memory by
 // all threads at once and each range's weight computed once, so the loads of
 // a long split list overlap (a thread walking the ranges one dependent load
 // after another took 19 us for 65 ranges, ncu, run K). The sums keep the
@@ -268,8 +269,9 @@ __global__ void attention_merge(const float *__restrict__ part_o,
         out16[o] = ckv_to_bf16(r);
 }
 
-// The merge of a prefill chunk (at least MERGE_WIDE_MIN rows, at most
-// MERGE_WARP_SPLITS ranges): a warp per (row, query head), lane l holding
+// The merge of a decode step, or of a prefill chunk of at least
+// MERGE_WIDE_MIN rows, over at most MERGE_WARP_SPLITS ranges: a warp per
+// (row, query head), lane l holding
 // ranges l and l + 32's max and sum and dimensions V l .. V l + V - 1 (V =
 // head_dim / 32). The first MERGE_BATCH ranges' outputs are loaded together
 // with the maxima (every range's are written, zeros where the row saw
@@ -277,8 +279,11 @@ __global__ void attention_merge(const float *__restrict__ part_o,
 // lane by shuffles: no shared memory, no barrier, one trip to memory where
 // the block form takes three (its 4-row form took 15 us for a 1,024-row
 // SmolLM2 segment of 4 ranges and 281 us for the 8B's 4,096 rows of one
-// range, about 0.36 TB/s; ncu, run BF). The same arithmetic in the same
-// order as attention_merge: the same bits.
+// range, about 0.36 TB/s; ncu, run BF). A decode step took the block form
+// until run FF, where this one made the 8B's steps 0.5-1.4% and SmolLM2's
+// 3.4-4.8% faster, at batch 1 and 8 alike (each layer's merge waits out one
+// trip instead of three). The same arithmetic in the same order as
+// attention_merge: the same bits.
 constexpr int MERGE_WARPS = 4, MERGE_WARP_SPLITS = 64;
 
 template <int V>
@@ -565,7 +570,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
     } else
         CKV_CUDA(ckv_pdl_launch(bf16 ? partial_of<ckv_bf16>(head_dim) : partial_of<float>(head_dim),
                                 grid, BQ * TPQ, 0, st, a));
-    if (!seqs && n >= MERGE_WIDE_MIN && split.splits <= MERGE_WARP_SPLITS)
+    if ((decode || n >= MERGE_WIDE_MIN) && split.splits <= MERGE_WARP_SPLITS)
         CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_merge_warp<2> : attention_merge_warp<4>,
                                 dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head),
                                 MERGE_WARPS * 32, 0, st, a.part_o, a.part_ml, split.splits, n,
