@@ -20,12 +20,14 @@
 // Work split. The whole grid is one wave: a block of 16 warps on each SM
 // (at most), taking a contiguous run of the row groups, as even as whole
 // row groups allow (the 8B's matrices: at most 3% over the mean, against up
-// to a third of a wave idle when fixed-size blocks run in waves). A block
-// with few row groups splits `in` into S = 16 / groups slices so that every
-// warp streams; the slices' sums meet in shared memory and are added in
-// slice order (the result does not depend on timing). Each lane keeps U
-// chunks of loads in flight and issues the next U before the current
-// products.
+// to a third of a wave idle when fixed-size blocks run in waves). A warp's
+// task is R row groups (2 for weights of 2^24 elements or more, else 1),
+// which share the X chunks it loads, and one slice of `in`: a block with
+// few tasks splits `in` into S = 16 / tasks slices so that every warp
+// streams; the slices' sums meet in shared memory and are added in slice
+// order (the result does not depend on timing). Each lane keeps 4 W loads
+// in flight (U = 4 / R chunks of its R groups) and issues the next ones
+// before the current products.
 //
 // SwiGLU epilogue: a row group is gate rows f0 .. f0 + 7 (fragment rows
 // 0-7) and up rows F + f0 .. (fragment rows 8-15), so each lane holds the
@@ -48,7 +50,7 @@ namespace {
 
 constexpr int THREADS = 512, WARPS = THREADS / 32;
 constexpr int CHUNK = 32;  // columns of one chunk: two m16n8k16 products
-constexpr int U = 4;       // chunks a lane has in flight per load group
+constexpr int LOADS = 4;   // row groups x chunks a lane has in flight per load group
 
 // Row group j's W rows for this lane's fragment rows g and g + 8.
 struct Rows {
@@ -68,22 +70,28 @@ __device__ __forceinline__ Rows rows_of(const ckv_bf16 *w, int group, int g, int
             w4 + (size_t)min(16 * group + g + 8, out - 1) * chunks8};
 }
 
-// The W chunks q .. q + U - 1 of this lane (column 8 t of each); chunks at
-// or past q1 and columns past `in` read as zero.
-__device__ __forceinline__ void load_w(uint4 (&a)[U][2], const Rows &r, int q, int q1, int t,
-                                       int in8)
+// The W chunks q .. q + U - 1 of this lane (column 8 t of each) in each of
+// R row groups; chunks at or past q1, columns past `in` and groups not
+// `live` read as zero.
+template <int R, int U>
+__device__ __forceinline__ void load_w(uint4 (&a)[U][R][2], const Rows (&r)[R], int live, int q,
+                                       int q1, int t, int in8)
 {
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int c = (q + u) * (CHUNK / 8) + t;
-        const bool ok = q + u < q1 && c < in8;
-        a[u][0] = ok ? __ldg(r.a + c) : make_uint4(0, 0, 0, 0);
-        a[u][1] = ok ? __ldg(r.b + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            const bool ok = i < live && q + u < q1 && c < in8;
+            a[u][i][0] = ok ? __ldg(r[i].a + c) : make_uint4(0, 0, 0, 0);
+            a[u][i][1] = ok ? __ldg(r[i].b + c) : make_uint4(0, 0, 0, 0);
+        }
     }
 }
 
-// The X chunks matching load_w's; lanes of rows g >= N hold zeros.
-template <int N>
+// The X chunks matching load_w's, one for all R groups; lanes of rows
+// g >= N hold zeros.
+template <int N, int U>
 __device__ __forceinline__ void load_x(uint4 (&b)[U], const uint4 *xr, int g, int q, int q1,
                                        int t, int in8)
 {
@@ -94,14 +102,19 @@ __device__ __forceinline__ void load_x(uint4 (&b)[U], const uint4 *xr, int g, in
     }
 }
 
-__device__ __forceinline__ void multiply(float (&acc)[4], const uint4 (&a)[U][2],
+template <int R, int U>
+__device__ __forceinline__ void multiply(float (&acc)[R][4], const uint4 (&a)[U][R][2],
                                          const uint4 (&b)[U])
 {
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-        ckv_mma_bf16(acc, a[u][0].x, a[u][1].x, a[u][0].y, a[u][1].y, b[u].x, b[u].y);
-        ckv_mma_bf16(acc, a[u][0].z, a[u][1].z, a[u][0].w, a[u][1].w, b[u].z, b[u].w);
-    }
+    for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            ckv_mma_bf16(acc[i], a[u][i][0].x, a[u][i][1].x, a[u][i][0].y, a[u][i][1].y, b[u].x,
+                         b[u].y);
+            ckv_mma_bf16(acc[i], a[u][i][0].z, a[u][i][1].z, a[u][i][0].w, a[u][i][1].w, b[u].z,
+                         b[u].w);
+        }
 }
 
 // Row group `group`'s sums of this lane: (row g, n 2t), (g, 2t + 1), (g + 8,
@@ -129,67 +142,94 @@ __device__ __forceinline__ void store(float *y, ckv_bf16 *h, const float (&acc)[
 
 // Block b takes row groups [b G / grid, (b + 1) G / grid), with G = base
 // grid + rem so that 32-bit arithmetic finds them (a 64-bit division before
-// the first load lengthened SmolLM2's small GEMVs; runs DI, DJ); its task k is
-// row group k / S, slice k % S (chunks [s C / S, (s + 1) C / S)), and warp
-// w takes tasks w, w + WARPS, ...
-template <int N, bool SWIGLU>
+// the first load lengthened SmolLM2's small GEMVs; runs DI, DJ). A task is R
+// consecutive row groups of the block (the last may have fewer) and one
+// slice of `in`: task k is groups first + R (k / S) .., slice k % S (chunks
+// [s C / S, (s + 1) C / S)), and warp w takes tasks w, w + WARPS, ... The R
+// groups share each X chunk a lane loads: at N rows X is N / 16 of W's
+// bytes a group, read from L2 by every group, so R > 1 cuts that traffic
+// where N is large.
+template <int N, bool SWIGLU, int R>
 __global__ void __launch_bounds__(THREADS, 1)
     gemv_kernel(float *__restrict__ y, ckv_bf16 *__restrict__ h, const ckv_bf16 *__restrict__ x,
                 const ckv_bf16 *__restrict__ w, int in, int out, int base, int rem)
 {
-    __shared__ float4 part[WARPS][32];
+    constexpr int U = LOADS / R;
+    __shared__ float4 part[WARPS][R][32];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int blk = blockIdx.x, grid = gridDim.x;
     const int first = blk * base + blk * rem / grid;
     const int count = base + (blk + 1) * rem / grid - blk * rem / grid;
-    const int S = max(1, WARPS / count), tasks = count * S;
+    const int runs = (count + R - 1) / R;
+    const int S = max(1, WARPS / runs), tasks = runs * S;
     const int in8 = in / 8, chunks = (in + CHUNK - 1) / CHUNK;
     const uint4 *xr = reinterpret_cast<const uint4 *>(x) + (size_t)min(g, N - 1) * in8;
-    uint4 a[U][2], b[U];
+    uint4 a[U][R][2], b[U];
+    Rows r[R];
     int k = warp;
     if (k < tasks) {
-        const int s = k % S;
-        load_w(a, rows_of<SWIGLU>(w, first + k / S, g, in, out), s * chunks / S,
-               (s + 1) * chunks / S, t, in8);
+        const int s = k % S, j = R * (k / S);
+#pragma unroll
+        for (int i = 0; i < R; i++)
+            r[i] = rows_of<SWIGLU>(w, first + min(j + i, count - 1), g, in, out);
+        load_w<R, U>(a, r, count - j, s * chunks / S, (s + 1) * chunks / S, t, in8);
     }
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
     for (; k < tasks; k += WARPS) {
-        const int j = k / S, s = k % S, q0 = s * chunks / S, q1 = (s + 1) * chunks / S;
-        const Rows r = rows_of<SWIGLU>(w, first + j, g, in, out);
+        const int j = R * (k / S), s = k % S, q0 = s * chunks / S, q1 = (s + 1) * chunks / S;
+        const int live = count - j;  // groups of the task inside the block (>= R: all)
+#pragma unroll
+        for (int i = 0; i < R; i++)
+            r[i] = rows_of<SWIGLU>(w, first + min(j + i, count - 1), g, in, out);
         if (k != warp)
-            load_w(a, r, q0, q1, t, in8);
-        load_x<N>(b, xr, g, q0, q1, t, in8);
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            load_w<R, U>(a, r, live, q0, q1, t, in8);
+        load_x<N, U>(b, xr, g, q0, q1, t, in8);
+        float acc[R][4];
+#pragma unroll
+        for (int i = 0; i < R; i++)
+            acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
         for (int q = q0; q < q1; q += U) {
-            uint4 na[U][2], nb[U];
+            uint4 na[U][R][2], nb[U];
             const bool more = q + U < q1;
             if (more) {
-                load_w(na, r, q + U, q1, t, in8);
-                load_x<N>(nb, xr, g, q + U, q1, t, in8);
+                load_w<R, U>(na, r, live, q + U, q1, t, in8);
+                load_x<N, U>(nb, xr, g, q + U, q1, t, in8);
             }
-            multiply(acc, a, b);
+            multiply<R, U>(acc, a, b);
             if (more) {
 #pragma unroll
-                for (int u = 0; u < U; u++)
-                    a[u][0] = na[u][0], a[u][1] = na[u][1], b[u] = nb[u];
+                for (int u = 0; u < U; u++) {
+#pragma unroll
+                    for (int i = 0; i < R; i++)
+                        a[u][i][0] = na[u][i][0], a[u][i][1] = na[u][i][1];
+                    b[u] = nb[u];
+                }
             }
         }
-        if (S == 1)
-            store<N, SWIGLU>(y, h, acc, first + j, g, t, out);
-        else
-            part[k][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            if (i >= live)
+                break;
+            if (S == 1)
+                store<N, SWIGLU>(y, h, acc[i], first + j + i, g, t, out);
+            else
+                part[k][i][lane] = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+        }
     }
     if (S == 1)  // block-uniform
         return;
     __syncthreads();
-    if (warp < count) {
+    for (int e = warp; e < runs * R; e += WARPS) {
+        const int jr = e / R, i = e % R;
+        if (jr * R + i >= count)
+            continue;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int s = 0; s < S; s++) {
-            const float4 p = part[warp * S + s][lane];
+            const float4 p = part[jr * S + s][i][lane];
             acc[0] += p.x, acc[1] += p.y, acc[2] += p.z, acc[3] += p.w;
         }
-        store<N, SWIGLU>(y, h, acc, first + warp, g, t, out);
+        store<N, SWIGLU>(y, h, acc, first + jr * R + i, g, t, out);
     }
 }
 
@@ -202,26 +242,26 @@ __global__ void __launch_bounds__(THREADS, 1)
 // and the 8B's batch-1 decode steps 1-2% less time (DR, DT). Set for every
 // form at the first launch on a device (device_sms): the attribute belongs
 // to the device's context.
-template <bool SWIGLU, int... N>
+template <bool SWIGLU, int R, int... N>
 cudaError_t carve(std::integer_sequence<int, N...>)
 {
     cudaError_t e = cudaSuccess;
     ((e = e != cudaSuccess ? e
-                           : cudaFuncSetAttribute(gemv_kernel<N, SWIGLU>,
+                           : cudaFuncSetAttribute(gemv_kernel<N, SWIGLU, R>,
                                                   cudaFuncAttributePreferredSharedMemoryCarveout,
                                                   cudaSharedmemCarveoutMaxL1)),
      ...);
     return e;
 }
 
-template <bool SWIGLU>
-cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, ckv_bf16 *h, const ckv_bf16 *x,
-                   const ckv_bf16 *w, int in, int out, int groups)
+template <bool SWIGLU, int R>
+cudaError_t launch_r(int n, int blocks, cudaStream_t st, float *y, ckv_bf16 *h, const ckv_bf16 *x,
+                     const ckv_bf16 *w, int in, int out, int groups)
 {
     switch (n) {
 #define CKV_GEMV_CASE(N)                                                                    \
     case N:                                                                                 \
-        return ckv_pdl_launch(gemv_kernel<N, SWIGLU>, blocks, THREADS, 0, st, y, h, x, w, in, \
+        return ckv_pdl_launch(gemv_kernel<N, SWIGLU, R>, blocks, THREADS, 0, st, y, h, x, w, in, \
                               out, groups / blocks, groups % blocks);
         CKV_GEMV_CASE(1)
         CKV_GEMV_CASE(2)
@@ -234,6 +274,21 @@ cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, ckv_bf16 *h, co
 #undef CKV_GEMV_CASE
     }
     return cudaErrorInvalidValue;  // n outside 1..8: ckv_gemv_fits refuses it first
+}
+
+// R = 2 where the weight has 2^24 elements or more (the 8B's matrices):
+// at 8 rows they ran 1-2% faster in the decode step (run FG: the batch-8
+// step with them all on the GEMV 6.80 -> 6.76 ms at 8K, 13.64 -> 13.54 at
+// 32K) and at one row 0.8% (4.77 -> 4.73 ms at 8K); SmolLM2's smaller ones,
+// where a block holds one or two row groups, lost 2-5% with it (the second
+// group's products and loads are idle, the first's have half the chunks in
+// flight). R = 4 (one chunk in flight) lost 25% at the 8B.
+template <bool SWIGLU>
+cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, ckv_bf16 *h, const ckv_bf16 *x,
+                   const ckv_bf16 *w, int in, int out, int groups, bool large)
+{
+    return large ? launch_r<SWIGLU, 2>(n, blocks, st, y, h, x, w, in, out, groups)
+                 : launch_r<SWIGLU, 1>(n, blocks, st, y, h, x, w, in, out, groups);
 }
 
 bool aligned16(const void *p)
@@ -257,7 +312,8 @@ cudaError_t device_sms(int *n_sm)
         return cudaSuccess;
     using Rows = std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>;  // as launch()
     if ((e = cudaDeviceGetAttribute(n_sm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = carve<false>(Rows{})) != cudaSuccess || (e = carve<true>(Rows{})) != cudaSuccess)
+        (e = carve<false, 1>(Rows{})) != cudaSuccess || (e = carve<true, 1>(Rows{})) != cudaSuccess ||
+        (e = carve<false, 2>(Rows{})) != cudaSuccess || (e = carve<true, 2>(Rows{})) != cudaSuccess)
         return e;
     if (dev < KNOWN_DEVICES)
         known_sms[dev].store(*n_sm, std::memory_order_relaxed);
@@ -272,8 +328,9 @@ ckv_status run(float *y, ckv_bf16 *h, const ckv_bf16 *x, const ckv_bf16 *w, int3
     CKV_CUDA(device_sms(&n_sm));
     const int blocks = (int)(groups < n_sm ? groups : n_sm);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    CKV_CUDA(h ? launch<true>(n, blocks, st, NULL, h, x, w, in, out, (int)groups)
-               : launch<false>(n, blocks, st, y, NULL, x, w, in, out, (int)groups));
+    const bool large = (int64_t)in * (h ? 2 * out : out) >= ((int64_t)1 << 24);
+    CKV_CUDA(h ? launch<true>(n, blocks, st, NULL, h, x, w, in, out, (int)groups, large)
+               : launch<false>(n, blocks, st, y, NULL, x, w, in, out, (int)groups, large));
     return CKV_OK;
 }
 
