@@ -1,7 +1,7 @@
 // The GPU decoder: ckv_cpu's forward pass (src/cpu.c) with the projections
 // and the FFN as bf16 GEMMs (fp32 accumulation and output; cuBLAS, or the
-// GEMV of cuda_gemv.cu where ckv_k_gemm takes it: one row, or up to
-// CKV_GEMV_MAX_ROWS rows of a small weight) and the rest as the kernels of
+// GEMV of cuda_gemv.cu where ckv_k_gemm takes it: up to CKV_GEMV_MAX_ROWS
+// rows of a weight under 2^28 elements) and the rest as the kernels of
 // cuda_kernels.h. Per layer: residual add + RMSNorm -> QKV GEMM -> bias, q/k
 // norm, RoPE, cache append -> attention -> output GEMM -> residual add +
 // RMSNorm -> gate|up GEMM -> SwiGLU -> down GEMM (SwiGLU in the gate|up

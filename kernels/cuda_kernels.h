@@ -196,10 +196,10 @@ ckv_status ckv_k_argmax_rows(int32_t *out, const float *x, int32_t rows, int32_t
 
 /* Y[n][out] = X[n][in] . W[out][in]^T: bf16 inputs, fp32 accumulation and
  * output, on the stream of `blas` (a cublasHandle_t): the GEMV of
- * kernels/cuda_gemv.cu at one row, and up to CKV_GEMV_MAX_ROWS rows for
- * weights under 2^24 elements, where it takes the shape (in a multiple of
- * 8, 16-byte aligned x and w; kernels/cuda_gemm.cu says why), else cuBLAS.
- * Twin: ckv_matmul_nt on the fp32 values of the inputs. */
+ * kernels/cuda_gemv.cu at 1 to CKV_GEMV_MAX_ROWS rows for weights under
+ * 2^28 elements, where it takes the shape (in a multiple of 8, 16-byte
+ * aligned x and w; kernels/cuda_gemm.cu says why), else cuBLAS. Twin:
+ * ckv_matmul_nt on the fp32 values of the inputs. */
 ckv_status ckv_k_gemm(void *blas, float *y, const ckv_bf16 *x, const ckv_bf16 *w, int32_t n,
                       int32_t in, int32_t out, ckv_error *err);
 
