@@ -6,15 +6,15 @@
 #include "cuda_kernels.h"
 
 // AUTO's choice: the GEMV at 1 to 8 rows below 2^28 weights, every matrix
-// of the 8B's layers and all of SmolLM2's (runs FF, FG: the
-// GEMV took 16.9 and 12.4 + 2.7 us of cuBLAS's qkv and o at 8 rows, 71% and
-// 65% of copy, and with its row groups in pairs (cuda_gemv.cu) the 8B's
-// batch-8 step 6.90 -> 6.76 ms at 8K, 13.71 -> 13.54 at 32K). Not the 8B's
-// output matrix (2^29): there cuBLAS, at the copy rate, beat the GEMV by
-// 7-15% at 8 rows and 9-10% at one (FG, FI; the step at one row, FJ).
-// (Until run FG the 8B's matrices took cuBLAS at 8 rows:
-// the GEMV of the twelfth session, before its shared-memory preference and
-// the paired row groups, read gate_up 12% slower, runs DA to DF.)
+// of the 8B's layers and all of SmolLM2's. At 8 rows cuBLAS ran the 8B's
+// qkv and o at 71% and 65% of copy (16.9 and 12.4 + 2.7 us a layer, ncu,
+// run FF); on the GEMV, its row groups in pairs (cuda_gemv.cu), the 8B's
+// batch-8 step took 6.90 -> 6.76 ms at 8K, 13.71 -> 13.54 at 32K (FG). Not
+// the 8B's output matrix (2^29): there cuBLAS, at the copy rate, beat the
+// GEMV by 7-15% at 8 rows and 9-10% at one (FG, FI; the step at one row,
+// FJ). (Until run FG the 8B's matrices took cuBLAS at 8 rows: the GEMV of
+// the twelfth session, before its shared-memory preference and the paired
+// row groups, read gate_up 12% slower, runs DA to DF.)
 static bool use_gemv(ckv_gemm_path path, int32_t n, int32_t in, int32_t out)
 {
     return path == CKV_GEMM_GEMV ||

@@ -21,13 +21,14 @@
 // (at most), taking a contiguous run of the row groups, as even as whole
 // row groups allow (the 8B's matrices: at most 3% over the mean, against up
 // to a third of a wave idle when fixed-size blocks run in waves). A warp's
-// task is R row groups (2 for weights of 2^24 elements or more, else 1),
-// which share the X chunks it loads, and one slice of `in`: a block with
-// few tasks splits `in` into S = 16 / tasks slices so that every warp
-// streams; the slices' sums meet in shared memory and are added in slice
-// order (the result does not depend on timing). Each lane keeps 4 W loads
-// in flight (U = 4 / R chunks of its R groups) and issues the next ones
-// before the current products.
+// task is a run of R row groups (R = 2 for weights of 2^24 elements or
+// more, else 1), which share the X chunks it loads, and one slice of `in`:
+// a block with fewer runs than warps splits `in` into S = 16 / runs slices
+// so that every warp streams; the slices' sums meet in shared memory and
+// are added in slice order (the result does not depend on timing). Each
+// lane keeps 4 (chunk, row group) pairs of W loads in flight (U = 4 / R
+// chunks of its R groups) and issues the next ones before the current
+// products.
 //
 // SwiGLU epilogue: a row group is gate rows f0 .. f0 + 7 (fragment rows
 // 0-7) and up rows F + f0 .. (fragment rows 8-15), so each lane holds the
