@@ -21,14 +21,14 @@
 // (at most), taking a contiguous run of the row groups, as even as whole
 // row groups allow (the 8B's matrices: at most 3% over the mean, against up
 // to a third of a wave idle when fixed-size blocks run in waves). A warp's
-// task is a run of R row groups (R = 2 for weights of 2^24 elements or
-// more, else 1), which share the X chunks it loads, and one slice of `in`:
-// a block with fewer runs than warps splits `in` into S = 16 / runs slices
-// so that every warp streams; the slices' sums meet in shared memory and
-// are added in slice order (the result does not depend on timing). Each
-// lane keeps 4 (chunk, row group) pairs of W loads in flight (U = 4 / R
-// chunks of its R groups) and issues the next ones before the current
-// products.
+// task is a run of R row groups (R = 2 for plain products of weights of
+// 2^24 elements or more, else 1), which share the X chunks it loads, and
+// one slice of `in`: a block with fewer runs than warps splits `in` into S
+// = 16 / runs slices so that every warp streams; the slices' sums meet in
+// shared memory and are added in slice order (the result does not depend
+// on timing). Each lane keeps 4 (chunk, row group) pairs of W loads in
+// flight (U = 4 / R chunks of its R groups) and issues the next ones
+// before the current products.
 //
 // SwiGLU epilogue: a row group is gate rows f0 .. f0 + 7 (fragment rows
 // 0-7) and up rows F + f0 .. (fragment rows 8-15), so each lane holds the
@@ -277,19 +277,26 @@ cudaError_t launch_r(int n, int blocks, cudaStream_t st, float *y, ckv_bf16 *h, 
     return cudaErrorInvalidValue;  // n outside 1..8: ckv_gemv_fits refuses it first
 }
 
-// R = 2 where the weight has 2^24 elements or more (the 8B's matrices):
-// at 8 rows they ran 1-2% faster in the decode step (run FG: the batch-8
-// step with them all on the GEMV 6.80 -> 6.76 ms at 8K, 13.64 -> 13.54 at
-// 32K) and at one row 0.8% (4.77 -> 4.73 ms at 8K); SmolLM2's smaller ones,
-// where a block holds one or two row groups, lost 2-5% with it (the second
-// group's products and loads are idle, the first's have half the chunks in
-// flight). R = 4 (one chunk in flight) lost 25% at the 8B.
+// R = 2 for the plain product where the weight has 2^24 elements or more
+// (the 8B's qkv, o and down): at 8 rows, with every 8-row product on the
+// GEMV, the 8B's batch-8 step took 6.80 -> 6.76 ms at 8K, 13.64 -> 13.54 at
+// 32K (run FG). SmolLM2's smaller weights, where a block holds one or two
+// row groups, lost 2-5% with it (the second group's products and loads are
+// idle, the first's have half the chunks in flight); R = 4 (one chunk in
+// flight) lost 25% at the 8B. The SwiGLU form keeps R = 1: with pairs the
+// 8B's gate|up took 65.6-66.5 us against 63.0-63.1 standalone (FG), and
+// the decode step at batch 1 8K 4.87 against 4.70 ms, batch 8 8K 6.80
+// against 6.68, 32K 13.14 against 12.97 (FL, the same call, three times
+// each).
 template <bool SWIGLU>
 cudaError_t launch(int n, int blocks, cudaStream_t st, float *y, ckv_bf16 *h, const ckv_bf16 *x,
                    const ckv_bf16 *w, int in, int out, int groups, bool large)
 {
-    return large ? launch_r<SWIGLU, 2>(n, blocks, st, y, h, x, w, in, out, groups)
-                 : launch_r<SWIGLU, 1>(n, blocks, st, y, h, x, w, in, out, groups);
+    if constexpr (SWIGLU)
+        return launch_r<true, 1>(n, blocks, st, y, h, x, w, in, out, groups);
+    else
+        return large ? launch_r<false, 2>(n, blocks, st, y, h, x, w, in, out, groups)
+                     : launch_r<false, 1>(n, blocks, st, y, h, x, w, in, out, groups);
 }
 
 bool aligned16(const void *p)
@@ -314,7 +321,7 @@ cudaError_t device_sms(int *n_sm)
     using Rows = std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>;  // as launch()
     if ((e = cudaDeviceGetAttribute(n_sm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
         (e = carve<false, 1>(Rows{})) != cudaSuccess || (e = carve<true, 1>(Rows{})) != cudaSuccess ||
-        (e = carve<false, 2>(Rows{})) != cudaSuccess || (e = carve<true, 2>(Rows{})) != cudaSuccess)
+        (e = carve<false, 2>(Rows{})) != cudaSuccess)
         return e;
     if (dev < KNOWN_DEVICES)
         known_sms[dev].store(*n_sm, std::memory_order_relaxed);
@@ -329,7 +336,7 @@ ckv_status run(float *y, ckv_bf16 *h, const ckv_bf16 *x, const ckv_bf16 *w, int3
     CKV_CUDA(device_sms(&n_sm));
     const int blocks = (int)(groups < n_sm ? groups : n_sm);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    const bool large = (int64_t)in * (h ? 2 * out : out) >= ((int64_t)1 << 24);
+    const bool large = (int64_t)in * out >= ((int64_t)1 << 24);  // the plain form's R
     CKV_CUDA(h ? launch<true>(n, blocks, st, NULL, h, x, w, in, out, (int)groups, large)
                : launch<false>(n, blocks, st, y, NULL, x, w, in, out, (int)groups, large));
     return CKV_OK;
