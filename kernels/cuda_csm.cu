@@ -404,20 +404,17 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
 }
 
 // csm_best_kernel over `lists` lists of at most max_chunks chunks, keys
-// typed as the cache stores them.
-static void csm_best_launch(const void *k, ckv_kv_dtype dt, const uint8_t *in_a, double *key,
+// typed as dt says they are stored.
+static void csm_best_launch(void *k, ckv_kv_dtype dt, const uint8_t *in_a, double *key,
                             int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
                             const int32_t *T, const csm_params &cp, int32_t cap, int32_t d,
                             int32_t lists, int32_t max_chunks, cudaStream_t s)
 {
     const dim3 grid(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS), lists);
-    if (dt == CKV_KV_BF16)
-        csm_best_kernel<<<grid, CSM_WARPS * 32, 0, s>>>(static_cast<const ckv_bf16 *>(k), in_a,
-                                                        key, ival, partner, gap, act, T, cp,
-                                                        cap, d);
-    else
-        csm_best_kernel<<<grid, CSM_WARPS * 32, 0, s>>>(static_cast<const float *>(k), in_a, key,
-                                                        ival, partner, gap, act, T, cp, cap, d);
+    ckv_pol_kv(dt, k, nullptr, [&](auto *kt, auto *) {
+        csm_best_kernel<<<grid, CSM_WARPS * 32, 0, s>>>(kt, in_a, key, ival, partner, gap, act,
+                                                        T, cp, cap, d);
+    });
 }
 
 // The top m candidates of each list (x: m, y: candidates) merge into their

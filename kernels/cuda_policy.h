@@ -80,16 +80,21 @@ ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_er
 ckv_status ckv_pol_take(ckv_pol *x, void **p, size_t bytes, ckv_error *err);
 int32_t ckv_pol_max_row(ckv_pol *x, int row);  // over lists that take part
 
-// Calls f(k, v) with the cache's keys and values typed as it stores them
+// Calls f(k, v) with keys and values typed as dtype says they are stored
 // (float or ckv_bf16), so that each launch of a kernel templated on the
-// element type is written once.
+// element type is written once; the second form takes a cache's.
+template <typename F>
+static inline void ckv_pol_kv(ckv_kv_dtype dtype, void *k, void *v, F &&f)
+{
+    if (dtype == CKV_KV_BF16)
+        f(static_cast<ckv_bf16 *>(k), static_cast<ckv_bf16 *>(v));
+    else
+        f(static_cast<float *>(k), static_cast<float *>(v));
+}
 template <typename F>
 static inline void ckv_pol_kv(const ckv_gpu_cache *c, F &&f)
 {
-    if (c->dtype == CKV_KV_BF16)
-        f(static_cast<ckv_bf16 *>(c->k), static_cast<ckv_bf16 *>(c->v));
-    else
-        f(static_cast<float *>(c->k), static_cast<float *>(c->v));
+    ckv_pol_kv(c->dtype, c->k, c->v, f);
 }
 
 // Grid helpers.
