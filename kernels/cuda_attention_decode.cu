@@ -250,11 +250,19 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
 // entry's add has one owner (no atomics). After the sequence's table entry,
 // a thread issues all its loads at once (its old scores and logits, read
 // up to the capacity, and the list's length and the merged max and sum
-// that mask and weigh them): one round trip. The form that read the
-// length, then the max and sum behind a barrier, then 4-byte runs, made
-// three a block and ran at 49% of copy bandwidth (run FA: 24.7 us a layer
-// for the 51 MB of H2O's 39 sequences at 32K); with 16-byte runs but the
-// registers of 8 heads, 2 blocks an SM, 27.0 us (FD). A thread per entry
+// that mask and weigh them): one round trip. The price: the grid covers
+// the capacity (a captured step's shape), so a list shorter than its
+// capacity has its unused entries read and dropped, 4 (G + 1) bytes each
+// against the partial pass's 512 a used entry (head_dim 128, bf16).
+// `bench throughput`'s caches hold their budget plus an interval (a few
+// percent unused); a sweep's, sized for the whole prompt and compressed to
+// a share of it, leave most of it unused (a 4K prompt at 25%: 3K entries,
+// 60 KB a KV head and layer at G = 4, next to latency-bound steps). The
+// form that read the length, then the max and sum behind a barrier, then
+// 4-byte runs, made three a block and ran at 49% of copy bandwidth (run
+// FA: 24.7 us a layer for the 51 MB of H2O's 39 sequences at 32K); with
+// 16-byte runs but the registers of 8 heads, 2 blocks an SM, 27.0 us (FD);
+// this form 18.5 us (FE). A thread per entry
 // of the partial pass's ranges, one entry after another, was latency-bound:
 // 2.2 ms of run Z's 19-sequence 32K H2O step. The mass is the one the walk
 // computed when it re-read the keys: the same fp32 logits (the partial
