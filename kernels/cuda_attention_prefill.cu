@@ -1,16 +1,15 @@
 // Prefill attention on tensor cores (FlashAttention-2 in form): a block of 4
-// warps takes 64 query rows of one query head and one range of its KV
-// head's list; each warp owns 16 rows. Blocks go heaviest first: the last
-// rows see the most entries. Key and value tiles go through shared memory
-// in stages: the cp.async copies of the next tiles are in flight while the
-// current one is computed. Per tile a warp computes S = Q K^T (fp32
-// accumulate), masks it (range, causal, rows past n) where the tile
-// crosses a row's end, adds log(deg), keeps an online softmax per row and
-// accumulates O += P V, again on tensor cores. The partials go out in
-// attention_partial's layout, so cuda_attention.cu's merge is unchanged.
-// Launched with programmatic dependent launch (cuda_pdl.cuh); it waits
-// before reading anything. The queries, pre-scaled and rounded once, stay in
-// registers as mma A fragments.
+// warps (8 in the Wg8 form) takes 64 (128) query rows of one query head and one
+// range of its KV head's list; each warp owns 16 rows. Blocks go heaviest
+// first: the last rows see the most entries. Key and value tiles go through
+// shared memory in stages: the cp.async copies of the next tiles are in flight
+// while the current one is computed. Per tile a warp computes S = Q K^T (fp32
+// accumulate), masks it (range, causal, rows past n) where the tile crosses a
+// row's end, adds log(deg), keeps an online softmax per row and accumulates
+// O += P V, again on tensor cores. The partials go out in attention_partial's
+// layout, so cuda_attention.cu's merge is unchanged. Launched with programmatic
+// dependent launch (cuda_pdl.cuh); it waits before reading anything. The
+// queries, pre-scaled and rounded once, stay in registers as mma A fragments.
 //
 // Three forms of the products (a Form below): Tf32 for fp32 lists; for
 // bf16 lists Wg where the device runs this build's sm_90a code
@@ -28,8 +27,10 @@
 //    instructions per product. The TF32 form over bf16 tiles had run at
 //    fp32 tiles' speed (run AL), bound by its 4-byte fragment loads.
 //  - bf16 lists, Wg: Hopper's warpgroup MMA, the block's 4 warps one
-//    warpgroup, tiles of 64 entries; the same roundings as Bf16, products
-//    summed in another order (runs CG, CI: 27-39% less time at 16K).
+//    warpgroup, tiles of 64 entries (Wg4); for ranges of 8,192 entries or
+//    more at head_dim 128 two warpgroups over tiles of 128 (Wg8). The same
+//    roundings as Bf16, products summed in another order (runs CG, CI:
+//    27-39% less time at 16K).
 //
 // Scores are kept in log2 units (q pre-multiplied by scale * log2 e, the
 // bias as log2(deg)) so that the softmax takes exp2; the partial max goes
@@ -49,11 +50,8 @@
 
 namespace {
 
-constexpr int NW = 4;  // warps per block
-constexpr int NTH = NW * 32;
 constexpr int WROWS = 16;  // query rows per warp: the m of the mma
-constexpr int BQ = NW * WROWS;
-static_assert(BQ == CKV_PREFILL_TC_ROWS, "the planner counts blocks of BQ rows");
+static_assert(4 * WROWS == CKV_PREFILL_TC_ROWS, "the planner counts 4-warp blocks");
 // Tile rows are HD elements and 16 bytes apart, so a row is a multiple of
 // 16 bytes plus 16, every copy's destination is 16-byte aligned (as
 // cp.async and ldmatrix need), and row r starts 4 banks after row r - 1 (HD
@@ -136,13 +134,14 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// A Form holds the cache's element type T, the tile's entries BKV, the
-// tiles in shared memory (Tiles; STAGES: the one computed and those
-// landing), the blocks an SM its registers must allow (blocks), whether
-// the softmax skips work that leaves the same bits (SKIPS: the mask pass
-// of a tile no row ends in and whose degrees are 1; the rescale when no
-// max moved), whether its products take the whole block (WARPGROUP), how
-// many tiles P V lags S (LAG) and the products over a tile:
+// A Form holds the cache's element type T, the block's warps NW (16 query
+// rows each), the tile's entries BKV, the tiles in shared memory (Tiles;
+// STAGES: the one computed and those landing), the blocks an SM its
+// registers must allow (blocks), whether the softmax skips work that
+// leaves the same bits (SKIPS: the mask pass of a tile no row ends in and
+// whose degrees are 1; the rescale when no max moved), whether its
+// products take a warpgroup (WARPGROUP), how many tiles P V lags S (LAG)
+// and the products over a tile:
 //   load_q  the lane's A fragments of its rows g and g + 8 (q0, q1: NULL
 //           for a row past n, which is zero);
 //   scores  S of the tile's NT 8-key column tiles, in C fragments;
@@ -157,6 +156,7 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // The products of Tf32 and Bf16 are done when they return: nothing to wait
 // for, and P V follows its tile's softmax (LAG 0).
 struct Sync {
+    static constexpr int NW = 4;
     static constexpr int LAG = 0;
     static constexpr bool WARPGROUP = false;
     template <typename P, int R>
@@ -351,27 +351,44 @@ struct Bf16 : Sync {
 };
 
 // Wg: bf16 lists on Hopper's warpgroup MMA (cuda_wgmma.cuh; taken when
-// ckv_cuda_wgmma() says the device runs this build's sm_90a code). The
-// block's 4 warps are one warpgroup: S = Q K^T of its 64 rows and a
-// 64-entry tile is one chain of HD / 16 asynchronous m64n64k16
-// products, P V one of 4 m64nHDk16 products. Q and P are A from registers,
-// in Bf16's mma fragments; K is B as it lies (K-major), V transposed, both
-// from swizzled tiles. The accumulators have the layout of Bf16's S and O,
-// so the softmax between the products is the same code. Every warp takes
-// part in every product: a warp whose rows see none of a tile computes it
-// masked instead of skipping it.
+// ckv_cuda_wgmma() says the device runs this build's sm_90a code). Each 4 warps
+// of the block are one warpgroup: S = Q K^T of its 64 rows and a BKV-entry tile
+// is one chain of HD / 16 asynchronous m64nBKVk16 products, P V one of BKV / 16
+// m64nHDk16 products. Q and P are A from registers, in Bf16's mma fragments; K
+// is B as it lies (K-major), V transposed, both from swizzled tiles. The
+// accumulators have the layout of Bf16's S and O, so the softmax between the
+// products is the same code. Every warp takes part in every product: a warp
+// whose rows see none of a tile computes it masked instead of skipping it.
 //
 // The products are asynchronous: scores and pv issue them, wait_s and
 // wait_pv wait. P V lags a tile (LAG 1): tile i's S is issued, then tile
 // i - 1's P V, and tile i's softmax runs while P V does (FA3's overlap
 // within a warpgroup); O takes its correction once P V is done. Tile
 // i - 1's values stay in their stage through tile i (copy_tile).
-struct Wg : Bf16 {
-    static constexpr int BKV = 64, NT = BKV / 8;
-    static constexpr int STAGES = 3;
+//
+// Wg4 is one warpgroup over 64-entry tiles. Wg8, for long ranges at
+// head_dim 128, is two warpgroups over 128-entry tiles: 128 rows, whose
+// tiles then cross L2 once for twice the rows; the warpgroups take turns
+// to issue their products (FA3's ping-pong, turn_wait below), so that one's
+// softmax runs beside the other's products; and every cost paid once a
+// tile (the barrier, the waits, the row maxima's shuffles, O's rescale) is
+// paid half as often an entry. Taken for every range at head_dim 128 (run
+// GD, group 4), it took 11% less time at 32K and 6-9% at 16K, but 4% more
+// at 4K and 20% at 1K (fewer, longer blocks, one an SM), and with degrees
+// in [1, 8) 13-22% more from 4K to 32K (the bias pass over 128-entry
+// tiles: 255 registers, 180 bytes of spill stores). So it takes ranges of
+// WIDE_RANGE entries or more: long prefills, not a short prompt nor the few
+// new rows over a compressed cache, which the planner cuts into short
+// ranges (run GE: 1K and 4K as before). At head_dim 64 an 8-warp block was
+// 20% slower (GB: three 4-warp blocks fit an SM there).
+template <int BKV_, int STAGES_, int NW_>
+struct WgT : Bf16 {
+    static constexpr int NW = NW_;
+    static constexpr int BKV = BKV_, NT = BKV / 8;
+    static constexpr int STAGES = STAGES_;
     static constexpr int LAG = 1;
     static constexpr bool WARPGROUP = true;
-    static constexpr int blocks(int hd) { return hd == 128 ? 2 : 3; }
+    static constexpr int blocks(int hd) { return NW == 8 ? 1 : hd == 128 ? 2 : 3; }
     template <int HD>
     using Tiles = Swizzled<HD, STAGES, BKV>;
     using P = uint32_t[NT][2];
@@ -429,6 +446,22 @@ struct Wg : Bf16 {
         ckv_wgmma_commit();
     }
 };
+using Wg4 = WgT<64, 3, 4>;
+using Wg8 = WgT<128, 2, 8>;  // 2 stages of 64 KB
+constexpr int32_t WIDE_RANGE = 8192;
+
+// The ping-pong of a block of two warpgroups: warpgroup w issues a tile's
+// products once the other has issued its own (barrier 1 + w; __syncthreads
+// takes barrier 0). Warpgroup 1 lets warpgroup 0 go first, and warpgroup 0
+// takes up that extra turn after its last tile.
+__device__ __forceinline__ void turn_wait(int wg)
+{
+    asm volatile("bar.sync %0, 256;" ::"r"(1 + wg));
+}
+__device__ __forceinline__ void turn_pass(int wg)
+{
+    asm volatile("bar.arrive %0, 256;" ::"r"(2 - wg));
+}
 
 // Starts the copies of one tile of rows (keys or values) into the tile at
 // shared address dst (laid out as L), 16 bytes each: thread i takes piece
@@ -440,7 +473,7 @@ struct Wg : Bf16 {
 // loop from the thread's first entry over generic destinations took 154
 // (branches, 64-bit address arithmetic, a conversion to a shared address)
 // and drew a third of the bf16 form's stall samples (ncu, run BT).
-template <int HD, int BKV, typename L, typename T>
+template <int HD, int BKV, int NTH, typename L, typename T>
 __device__ __forceinline__ void copy_rows(uint32_t dst, const T *src, int t0, int t_end)
 {
     constexpr int EP = 16 / (int)sizeof(T);  // elements per 16-byte piece
@@ -474,19 +507,20 @@ __device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T 
                                           const float *deg, bool bias, int t0, int t_begin,
                                           int t_end)
 {
-    constexpr int BKV = F::BKV, S = F::STAGES;
+    constexpr int BKV = F::BKV, S = F::STAGES, NTH = F::NW * 32;
+    static_assert(BKV <= NTH, "a thread copies at most one degree");
     const int tid = threadIdx.x, tv = t0 - F::LAG * BKV;
     const int sv = st >= F::LAG ? st - F::LAG : st - F::LAG + S;
     const char *at = reinterpret_cast<const char *>(&sm);
     if (t0 < t_end) {
-        copy_rows<HD, BKV, L>(base + (uint32_t)(reinterpret_cast<const char *>(sm.k[st]) - at), K,
-                              t0, t_end);
+        copy_rows<HD, BKV, NTH, L>(
+            base + (uint32_t)(reinterpret_cast<const char *>(sm.k[st]) - at), K, t0, t_end);
         if (bias && tid < BKV && t0 + tid < t_end)
             ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
     }
     if (tv >= t_begin && tv < t_end)
-        copy_rows<HD, BKV, L>(base + (uint32_t)(reinterpret_cast<const char *>(sm.v[sv]) - at), V,
-                              tv, t_end);
+        copy_rows<HD, BKV, NTH, L>(
+            base + (uint32_t)(reinterpret_cast<const char *>(sm.v[sv]) - at), V, tv, t_end);
     ckv_cp_async_commit();
 }
 
@@ -496,15 +530,19 @@ __device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T 
 // 3 x 67,840 B (fp32 tiles, 2 stages) or 3 x 52,608 B (bf16, 3 stages), at
 // HD 64 4 x 35,072 B or 4 x 28,032 B. With tiles of 64 entries the bf16
 // form spilled at these bounds. Wg holds S's and O's accumulators, Q and
-// P at once: 2 blocks an SM at HD 128 (210 registers; 99,072 B of 3
-// stages), 3 at HD 64 (161; 49,920 B). The tiles start on L::ALIGN bytes
+// P at once: Wg4 2 blocks an SM at HD 128 (210 registers; 99,072 B of 3
+// stages), 3 at HD 64 (161; 49,920 B); Wg8 one (255 registers and 180
+// bytes of spill stores; 132,096 B). The tiles start on L::ALIGN bytes
 // (launch adds up to ALIGN - 16 bytes of room).
 template <int HD, typename F>
-__global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
+__global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(PArgs a)
 {
     using T = typename F::T;
     using L = typename F::template Tiles<HD>;
-    constexpr int S = F::STAGES, BKV = F::BKV, NT = F::NT;
+    constexpr int S = F::STAGES, BKV = F::BKV, NT = F::NT, BQ = F::NW * WROWS;
+    // Two warpgroups take turns to issue their products (turn_wait).
+    constexpr bool PINGPONG = F::WARPGROUP && F::NW == 8;
+    static_assert(!F::WARPGROUP || F::NW == 4 || PINGPONG, "one or two warpgroups");
     constexpr int ND = HD / 8;  // 8-dimension column tiles of O
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const uint32_t sbase = (ckv_smem_addr(smem_raw) + L::ALIGN - 1) & ~(uint32_t)(L::ALIGN - 1);
@@ -513,6 +551,7 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
     ckv_pdl_launch_dependents();
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int wg = warp / 4;
     const int qh = blockIdx.y, split = blockIdx.z, h = qh / (a.H / a.KV);
     // The block's rows: its segment's (sg) from `base`, n of them, or the
     // call's; row i of them sees the first len0[h] + i + 1 entries.
@@ -564,6 +603,8 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
     // LAG 1, past tile i - 2's P V), whose stages it overwrites, and lands
     // while tiles i .. i + S - 2 are computed.
     int st = 0;
+    if (PINGPONG && wg == 1)
+        turn_pass(wg);
     for (int t0 = t_begin; t0 < t_end; t0 += BKV, st = st + 1 < S ? st + 1 : 0) {
         ckv_cp_async_wait<S - 2>();  // this thread's group i: tile i's keys, tile i - LAG's values
         float lg = 0.0f;
@@ -588,11 +629,21 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        if constexpr (PINGPONG)
+            turn_wait(wg);
         F::template scores<HD>(s, qa, sm, st, lane);
+        // The other warpgroup's turn comes once this one's products are
+        // issued, in the branch that waits for them: a barrier anywhere
+        // else between the products and their wait made ptxas serialise
+        // every wgmma (its warning C7514).
         if (F::LAG && t0 > t_begin) {  // tile i - 1's P V runs during this softmax
             F::template pv<HD>(o, p, sm, prev, lane);
+            if constexpr (PINGPONG)
+                turn_pass(wg);
             F::template wait_s<1>(s);
         } else {
+            if constexpr (PINGPONG)
+                turn_pass(wg);
             F::template wait_s<0>(s);
         }
         // Bias, and masks where the tile crosses one of the lane's rows' ends
@@ -670,6 +721,8 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
         else
             F::template pv<HD>(o, pn, sm, st, lane);
     }
+    if (PINGPONG && wg == 0)
+        turn_wait(wg);
     // A LAG form's last P V, once its values' group (possibly the last)
     // has landed.
     if constexpr (F::LAG) {
@@ -719,21 +772,16 @@ __global__ void __launch_bounds__(NTH, F::blocks(HD)) attention_prefill(PArgs a)
 }  // namespace
 
 template <int HD, typename F>
-static ckv_status launch(const PArgs &a, dim3 grid, cudaStream_t stream, ckv_error *err)
+static ckv_status launch(const PArgs &a, int32_t splits, int32_t tiles, cudaStream_t stream,
+                         ckv_error *err)
 {
     using L = typename F::template Tiles<HD>;
+    constexpr int BQ = F::NW * WROWS;
+    const dim3 grid(a.sg.tab ? tiles : (a.n + BQ - 1) / BQ, a.H, splits);
     const int bytes = (int)sizeof(L) + L::ALIGN - 16;  // dynamic shared memory is 16-aligned
     CKV_CUDA(ckv_allow_smem(attention_prefill<HD, F>, bytes));
-    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, NTH, bytes, stream, a));
+    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, F::NW * 32, bytes, stream, a));
     return CKV_OK;
-}
-
-template <typename F>
-static ckv_status launch_f(const PArgs &a, int head_dim, dim3 grid, cudaStream_t stream,
-                           ckv_error *err)
-{
-    return head_dim == 64 ? launch<64, F>(a, grid, stream, err)
-                          : launch<128, F>(a, grid, stream, err);
 }
 
 ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
@@ -749,9 +797,17 @@ ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, in
                      sg ? *sg : ckv_k_segments{}, scale * CKV_LOG2E, bias,
                      split.split_len, part_o,   part_ml,
                      one ? out32 : NULL, one ? out16 : NULL, one ? ml : NULL};
-    const dim3 grid(sg ? sg->tiles : (n + BQ - 1) / BQ, n_head, split.splits);
+    const int32_t S = split.splits, tiles = sg ? sg->tiles : 0;
+    const bool h64 = head_dim == 64;
     if (dtype != CKV_KV_BF16)
-        return launch_f<Tf32>(a, head_dim, grid, stream, err);
-    return ckv_cuda_wgmma() ? launch_f<Wg>(a, head_dim, grid, stream, err)
-                            : launch_f<Bf16>(a, head_dim, grid, stream, err);
+        return h64 ? launch<64, Tf32>(a, S, tiles, stream, err)
+                   : launch<128, Tf32>(a, S, tiles, stream, err);
+    if (!ckv_cuda_wgmma())
+        return h64 ? launch<64, Bf16>(a, S, tiles, stream, err)
+                   : launch<128, Bf16>(a, S, tiles, stream, err);
+    if (h64)
+        return launch<64, Wg4>(a, S, tiles, stream, err);
+    // Segments come cut into 4-warp blocks (CKV_PREFILL_TC_ROWS rows).
+    return !sg && split.split_len >= WIDE_RANGE ? launch<128, Wg8>(a, S, tiles, stream, err)
+                                                : launch<128, Wg4>(a, S, tiles, stream, err);
 }

@@ -12,8 +12,9 @@
 #include "cuda_kernels.h"
 #include "status.h"
 
-// Query rows per block (4 warps of 16 rows, one query head): the planner
-// counts blocks with it.
+// Query rows per block of 4 warps (16 rows each, one query head): the
+// planner counts blocks with it and a pass's segments are cut into such
+// blocks (ckv_k_segment_tiles; the 8-warp form takes no segments).
 constexpr int CKV_PREFILL_TC_ROWS = 64;
 
 // Per (row, query head, split) the unnormalised output, the running max and

@@ -657,7 +657,8 @@ typedef enum { DEG_1_TO_6, DEG_SOME_0, DEG_HALF_1 } deg_kind;
 
 /* Attention over lists of different lengths with random degrees of kind
  * degs, n queries whose own entries are already in the lists;
- * forced_splits 0 lets the planner choose. With scores, the cache tracks
+ * forced_splits 0 lets the planner choose, else ranges of range_len
+ * entries (0: the longest list over forced_splits, rounded up to 32). With scores, the cache tracks
  * them and the accumulated attention (H2O scores) is checked too, starting
  * from random values; a prefill (n > 1) must then take the fp32 kernel, and
  * without scores a tensor-core one (checked at TOL_TF32 or TOL_BF16_MMA). */
@@ -669,6 +670,7 @@ typedef struct {
     bool scores;
     int H;         /* query heads over 2 KV heads; 0: 6 (group 3) */
     deg_kind degs;
+    int32_t range_len;
 } attn_case;
 
 /* dt: how the lists store keys and values; the CPU twin reads the values
@@ -731,7 +733,8 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     float *dws = dev_poisoned(4 * ws_f);
     ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f, dt);
     if (forced_splits)
-        sp = forced(forced_splits, max_len, 32);
+        sp = ac.range_len ? (ckv_k_attention_split){forced_splits, ac.range_len}
+                          : forced(forced_splits, max_len, 32);
     /* The decode's logit scratch, NaN until written: a logit the score pass
      * reads but the partial pass did not store shows as NaN. */
     float *dlg = scores ? dev_poisoned(4 * (size_t)H * cap) : NULL;
@@ -756,11 +759,11 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     char what[128];
     snprintf(what, sizeof what,
-             "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s%s splits %d",
+             "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s%s splits %d of %d",
              ckv_k_attention_path_name(path), ckv_kv_dtype_name(dt), hd, n, group, len0[0], len0[1],
              bias ? " +logdeg" : "", ac.degs == DEG_SOME_0 ? " (degrees 0)" : "",
              ac.degs == DEG_HALF_1 ? " (half degrees 1)" : "", scores ? " +scores" : "",
-             sp.splits);
+             sp.splits, sp.split_len);
     const double tol = path == CKV_ATTN_PREFILL_TF32   ? TOL_TF32
                        : path == CKV_ATTN_PREFILL_BF16 ? TOL_BF16_MMA
                                                        : TOL_F32;
@@ -961,14 +964,14 @@ static void check_cache_kernels(ckv_kv_dtype dt)
            "over\nfp32 or bf16 lists)\n");
     const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
                   e[2] = {3001, 0};
-    check_attention((attn_case){64, 1, b, true, 0, true, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 1, c, true, 7, true, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 7, b, true, 1, true, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 77, a, true, 0, true, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 77, b, false, 0, true, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 1, c, true, 0, true, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 40, b, true, 3, true, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 600, e, true, 0, true, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 1, b, true, 0, true, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 1, c, true, 7, true, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 7, b, true, 1, true, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 77, a, true, 0, true, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 77, b, false, 0, true, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 1, c, true, 0, true, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 40, b, true, 3, true, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 600, e, true, 0, true, 0, DEG_1_TO_6, 0}, dt);
     /* The tensor-core kernel: one list empty before the queries, the other
      * long; 1 to 7 ranges, so that some range holds nothing a row sees and
      * some lies past the shorter list; rows that fill a block partly (2, 17,
@@ -977,43 +980,53 @@ static void check_cache_kernels(ckv_kv_dtype dt)
      * one range; n 64, two ranges of 32, the first 32 rows seeing nothing of
      * the second); the wgmma form's tiles are 64 entries, so these are half
      * tiles to it. */
-    check_attention((attn_case){64, 2, d, true, 0, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 17, e, false, 3, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 77, d, true, 7, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 512, e, true, 0, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 600, d, false, 1, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 77, a, true, 3, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 2, e, false, 7, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 17, d, true, 0, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 77, e, true, 1, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 512, d, false, 3, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 600, e, true, 0, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 600, d, true, 7, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 32, a, true, 1, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 64, a, false, 2, false, 0, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 2, d, true, 0, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 17, e, false, 3, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 77, d, true, 7, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 512, e, true, 0, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 600, d, false, 1, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 77, a, true, 3, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 2, e, false, 7, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 17, d, true, 0, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 77, e, true, 1, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 512, d, false, 3, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 600, e, true, 0, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 600, d, true, 7, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 32, a, true, 1, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 64, a, false, 2, false, 0, DEG_1_TO_6, 0}, dt);
     /* The merge over more than 128 ranges (the most it stages at once is
      * CKV_ATTENTION_MAX_SPLITS, 1024): ranges of 32, most of them empty;
      * one query with a group over 8 (no decode kernel: a prefill one);
      * degrees 0 (a log-degree of -inf) at the head of ranges. */
-    check_attention((attn_case){64, 1, c, true, 200, true, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 1, b, false, 1024, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 7, b, true, 150, false, 0, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 1, b, true, 0, false, 20, DEG_1_TO_6}, dt);
+    check_attention((attn_case){64, 1, c, true, 200, true, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 1, b, false, 1024, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 7, b, true, 150, false, 0, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 1, b, true, 0, false, 20, DEG_1_TO_6, 0}, dt);
     /* The decode kernels at groups 1 (7 of the tensor-core kernel's 8 hi rows
      * unused), 2 and 8, one query over one cache. */
-    check_attention((attn_case){64, 1, c, true, 0, true, 2, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 1, b, true, 3, false, 4, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 1, b, true, 7, false, 16, DEG_1_TO_6}, dt);
-    check_attention((attn_case){64, 1, c, true, 0, true, 20, DEG_1_TO_6}, dt);
-    check_attention((attn_case){128, 1, b, true, 7, true, 0, DEG_SOME_0}, dt);
-    check_attention((attn_case){64, 77, e, true, 3, false, 0, DEG_SOME_0}, dt);
-    check_attention((attn_case){128, 40, b, true, 3, true, 0, DEG_SOME_0}, dt);
+    check_attention((attn_case){64, 1, c, true, 0, true, 2, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 1, b, true, 3, false, 4, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 1, b, true, 7, false, 16, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){64, 1, c, true, 0, true, 20, DEG_1_TO_6, 0}, dt);
+    check_attention((attn_case){128, 1, b, true, 7, true, 0, DEG_SOME_0, 0}, dt);
+    check_attention((attn_case){64, 77, e, true, 3, false, 0, DEG_SOME_0, 0}, dt);
+    check_attention((attn_case){128, 40, b, true, 3, true, 0, DEG_SOME_0, 0}, dt);
     /* Degrees 1 over each list's first 2048 entries, the rest 1 to 6: the
      * tensor-core kernel's tiles there skip the bias, the others add it
      * (list 0 from 3001 crosses both; list 1's 600 rows see only the
      * first kind, whole tiles and the diagonal's). */
-    check_attention((attn_case){128, 600, e, true, 0, false, 0, DEG_HALF_1}, dt);
-    check_attention((attn_case){64, 77, c, true, 3, false, 0, DEG_HALF_1}, dt);
+    check_attention((attn_case){128, 600, e, true, 0, false, 0, DEG_HALF_1, 0}, dt);
+    check_attention((attn_case){64, 77, c, true, 3, false, 0, DEG_HALF_1, 0}, dt);
+    /* Ranges of 8,192 entries, which take the wgmma form's 8-warp blocks of
+     * 128 rows at head_dim 128 (the others' forms take them as any range):
+     * rows that fill blocks partly (600 = 4 x 128 + 88; 77, whose second
+     * warpgroup holds rows 64-76 and nothing after; 2, whose second holds
+     * none), a second range past every list, group 8, the three kinds of
+     * degrees. */
+    check_attention((attn_case){128, 600, e, true, 1, false, 0, DEG_1_TO_6, 8192}, dt);
+    check_attention((attn_case){128, 77, d, true, 2, false, 0, DEG_HALF_1, 8192}, dt);
+    check_attention((attn_case){128, 2, c, false, 1, false, 16, DEG_1_TO_6, 8192}, dt);
+    check_attention((attn_case){128, 130, b, true, 1, false, 16, DEG_SOME_0, 8192}, dt);
     /* Batches: group 3 (a partly used register group of 4), 4 (the 8B's)
      * and 8; one range, several of uneven length (2048 / 7 = 293, the
      * last shorter), and the planner's. */
