@@ -139,12 +139,14 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // STAGES: the one computed and those landing), the blocks an SM its
 // registers must allow (blocks), whether the softmax skips work that
 // leaves the same bits (SKIPS: the mask pass of a tile no row ends in and
-// whose degrees are 1; the rescale when no max moved), whether its
+// whose degrees are 1; the rescale when no max moved), whether S starts
+// from a tile's bias instead of adding it after the products (BIAS_FIRST), whether its
 // products take a warpgroup (WARPGROUP), how many tiles P V lags S (LAG)
 // and the products over a tile:
 //   load_q  the lane's A fragments of its rows g and g + 8 (q0, q1: NULL
 //           for a row past n, which is zero);
-//   scores  S of the tile's NT 8-key column tiles, in C fragments;
+//   scores  S of the tile's NT 8-key column tiles added to S, in C
+//           fragments (the wgmma form: to 0 unless `add`, S's bias);
 //   wait_s  until S is done;
 //   exp2    2^x (x <= 0 or -inf);
 //   put_p   column tile nt's four probabilities into P, rounded as the mma
@@ -157,6 +159,7 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // for, and P V follows its tile's softmax (LAG 0).
 struct Sync {
     static constexpr int NW = 4;
+    static constexpr bool BIAS_FIRST = false;
     static constexpr int LAG = 0;
     static constexpr bool WARPGROUP = false;
     template <typename P, int R>
@@ -209,7 +212,7 @@ struct Tf32 : Sync {
     }
     template <int HD>
     static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
-                                                  const Tiles<HD> &sm, int st, int lane)
+                                                  const Tiles<HD> &sm, int st, int lane, bool)
     {
         const T(*ks)[HD + PAD<T>] = sm.k[st];
         const int g = lane / 4, t = lane % 4;
@@ -294,7 +297,7 @@ struct Bf16 : Sync {
     // dimensions (m / 2) * 8 .. (b0, b1 of column tile 2dp, then 2dp + 1).
     template <int HD>
     static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
-                                                  const Tiles<HD> &sm, int st, int lane)
+                                                  const Tiles<HD> &sm, int st, int lane, bool)
     {
         const T(*ks)[HD + PAD<T>] = sm.k[st];
         const int m = lane / 8, r = (m / 2) * 8 + lane % 8, c = (m % 2) * 8;
@@ -374,13 +377,15 @@ struct Bf16 : Sync {
 // tile (the barrier, the waits, the row maxima's shuffles, O's rescale) is
 // paid half as often an entry. Taken for every range at head_dim 128 (run
 // GD, group 4), it took 11% less time at 32K and 6-9% at 16K, but 4% more
-// at 4K and 20% at 1K (fewer, longer blocks, one an SM), and with degrees
-// in [1, 8) 13-22% more from 4K to 32K (the bias pass over 128-entry
-// tiles: 255 registers, 180 bytes of spill stores). So it takes ranges of
-// WIDE_RANGE entries or more: long prefills, not a short prompt nor the few
-// new rows over a compressed cache, which the planner cuts into short
-// ranges (run GE: 1K and 4K as before). At head_dim 64 an 8-warp block was
-// 20% slower (GB: three 4-warp blocks fit an SM there).
+// at 4K and 20% at 1K (fewer, longer blocks, one an SM; GF: still 8% at 1K
+// once its bias came first). So it takes ranges of WIDE_RANGE entries or
+// more: long prefills, not a short prompt nor the few new rows over a
+// compressed cache, which the planner cuts into short ranges (runs GE, GH:
+// 1K and 4K as before). Its S starts from the bias (BIAS_FIRST): with
+// degrees in [1, 8) it takes 28-31% less time than with the bias added
+// after the products, and less than the old form's (GH: 16K 5.0 ms against
+// 7.3, the old form 6.3 in GE). At head_dim 64 an 8-warp block was 20%
+// slower (GB: three 4-warp blocks fit an SM there).
 template <int BKV_, int STAGES_, int NW_>
 struct WgT : Bf16 {
     static constexpr int NW = NW_;
@@ -389,20 +394,25 @@ struct WgT : Bf16 {
     static constexpr int LAG = 1;
     static constexpr bool WARPGROUP = true;
     static constexpr int blocks(int hd) { return NW == 8 ? 1 : hd == 128 ? 2 : 3; }
+    // Wg8's bias first: added after the products it cost twice the old
+    // form's (GD, GE: 255 registers, 180 bytes of spills), first 7-12% over
+    // the unbiased rows (GH: 242 registers, no spills). Wg4's unbiased rows
+    // lost 3.5-6% at head_dim 64 with it (GG), so it keeps the pass.
+    static constexpr bool BIAS_FIRST = NW == 8;
     template <int HD>
     using Tiles = Swizzled<HD, STAGES, BKV>;
     using P = uint32_t[NT][2];
 
     template <int HD>
     static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
-                                                  const Tiles<HD> &sm, int st, int)
+                                                  const Tiles<HD> &sm, int st, int, bool add)
     {
         const uint32_t kb = ckv_smem_addr(sm.k[st]);
         ckv_wgmma_fence();
 #pragma unroll
         for (int k = 0; k < HD / 16; k++)  // dimensions 16k ..: block k / 4, 32 bytes a step
             ckv_wgmma_bf16<BKV, 0>(
-                s, qa[k], ckv_wgmma_desc(kb + k / 4 * BKV * 128 + k % 4 * 32, 16), k);
+                s, qa[k], ckv_wgmma_desc(kb + k / 4 * BKV * 128 + k % 4 * 32, 16), k || add);
         ckv_wgmma_commit();
     }
     // Until S is done; N: groups issued after it that may still run.
@@ -525,15 +535,15 @@ __device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T 
 }
 
 // Blocks per SM the registers must allow (F::blocks): for Tf32 and Bf16 at
-// HD 128, 3 blocks (168 registers) is the most that compiles without
-// spills, at HD 64, 4 (128). Shared memory allows as many: at HD 128
-// 3 x 67,840 B (fp32 tiles, 2 stages) or 3 x 52,608 B (bf16, 3 stages), at
-// HD 64 4 x 35,072 B or 4 x 28,032 B. With tiles of 64 entries the bf16
-// form spilled at these bounds. Wg holds S's and O's accumulators, Q and
-// P at once: Wg4 2 blocks an SM at HD 128 (210 registers; 99,072 B of 3
-// stages), 3 at HD 64 (161; 49,920 B); Wg8 one (255 registers and 180
-// bytes of spill stores; 132,096 B). The tiles start on L::ALIGN bytes
-// (launch adds up to ALIGN - 16 bytes of room).
+// HD 128, 3 blocks (168 registers; the TF32 form now with 20 bytes of
+// spill stores, 681cdb6's too), at HD 64, 4 (128). Shared memory allows as
+// many: at HD 128 3 x 67,840 B (fp32 tiles, 2 stages) or 3 x 52,608 B
+// (bf16, 3 stages), at HD 64 4 x 35,072 B or 4 x 28,032 B. With tiles of 64
+// entries the bf16 form spilled at these bounds. Wg holds S's and O's
+// accumulators, Q and P at once: Wg4 2 blocks an SM at HD 128 (210
+// registers; 99,072 B of 3 stages), 3 at HD 64 (161; 49,920 B); Wg8 one
+// (242; 132,096 B). The tiles start on L::ALIGN bytes (launch adds up to
+// ALIGN - 16 bytes of room).
 template <int HD, typename F>
 __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(PArgs a)
 {
@@ -614,7 +624,7 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
             ckv_fence_proxy_async();
         // Everyone's group i; the stages group i + S - 1 overwrites (tile
         // i - 1's keys, tile i - 1 - LAG's values) no longer read. The bias
-        // is added only to tiles with a degree other than 1 (log 0): a
+        // is read only for tiles with a degree other than 1 (log 0): a
         // prefill of a cache nothing was merged into has none, and adding 0
         // would leave the same values.
         const bool tile_bias = __syncthreads_or(lg != 0.0f);
@@ -625,13 +635,25 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
         // products take all 4 warps)
         if (!F::WARPGROUP && t0 >= w_end)
             continue;
+        // A BIAS_FIRST form's S starts from the tile's bias, which the
+        // products then add to; the others' from 0, and the bias is added
+        // with the masks below.
+        const bool bias_first = F::BIAS_FIRST && tile_bias;
         float s[NT][4];
+        if (bias_first) {
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++)
+                    s[nt][e] = s[nt][2 + e] = ls[nt * 8 + 2 * t + e];
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        }
         if constexpr (PINGPONG)
             turn_wait(wg);
-        F::template scores<HD>(s, qa, sm, st, lane);
+        F::template scores<HD>(s, qa, sm, st, lane, bias_first);
         // The other warpgroup's turn comes once this one's products are
         // issued, in the branch that waits for them: a barrier anywhere
         // else between the products and their wait made ptxas serialise
@@ -646,19 +668,24 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
                 turn_pass(wg);
             F::template wait_s<0>(s);
         }
-        // Bias, and masks where the tile crosses one of the lane's rows' ends
-        // (in a causal prefill only the warp's diagonal tiles): without
-        // either, nothing to do. Then the tile's max per row over the quad's
-        // 4 lanes.
+        // Bias (unless it came first), and masks where the tile crosses one
+        // of the lane's rows' ends (in a causal prefill only the warp's
+        // diagonal tiles): without either, nothing to do. Then the tile's
+        // max per row over the quad's 4 lanes.
         const bool whole = t0 + BKV <= min(e0, e1);
-        if (!F::SKIPS || tile_bias || !whole)
+        if (!F::SKIPS || (tile_bias && !F::BIAS_FIRST) || !whole)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int j = nt * 8 + 2 * t + e, tt = t0 + j;
-                    s[nt][e] = whole || tt < e0 ? s[nt][e] + ls[j] : -INFINITY;
-                    s[nt][2 + e] = whole || tt < e1 ? s[nt][2 + e] + ls[j] : -INFINITY;
+                    if constexpr (F::BIAS_FIRST) {
+                        s[nt][e] = whole || tt < e0 ? s[nt][e] : -INFINITY;
+                        s[nt][2 + e] = whole || tt < e1 ? s[nt][2 + e] : -INFINITY;
+                    } else {
+                        s[nt][e] = whole || tt < e0 ? s[nt][e] + ls[j] : -INFINITY;
+                        s[nt][2 + e] = whole || tt < e1 ? s[nt][2 + e] + ls[j] : -INFINITY;
+                    }
                 }
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
