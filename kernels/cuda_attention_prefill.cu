@@ -458,7 +458,7 @@ struct WgT : Bf16 {
 };
 using Wg4 = WgT<64, 3, 4>;
 using Wg8 = WgT<128, 2, 8>;  // 2 stages of 64 KB
-constexpr int32_t WIDE_RANGE = 8192;
+constexpr int32_t WIDE_RANGE = 8192;  // the shortest range Wg8 takes (runs GE, GF)
 
 // The ping-pong of a block of two warpgroups: warpgroup w issues a tile's
 // products once the other has issued its own (barrier 1 + w; __syncthreads
