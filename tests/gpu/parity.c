@@ -658,10 +658,11 @@ typedef enum { DEG_1_TO_6, DEG_SOME_0, DEG_HALF_1 } deg_kind;
 /* Attention over lists of different lengths with random degrees of kind
  * degs, n queries whose own entries are already in the lists;
  * forced_splits 0 lets the planner choose, else ranges of range_len
- * entries (0: the longest list over forced_splits, rounded up to 32). With scores, the cache tracks
- * them and the accumulated attention (H2O scores) is checked too, starting
- * from random values; a prefill (n > 1) must then take the fp32 kernel, and
- * without scores a tensor-core one (checked at TOL_TF32 or TOL_BF16_MMA). */
+ * entries (0: the longest list over forced_splits, rounded up to 32). With
+ * scores, the cache tracks them and the accumulated attention (H2O scores)
+ * is checked too, starting from random values; a prefill (n > 1) must then
+ * take the fp32 kernel, and without scores a tensor-core one (checked at
+ * TOL_TF32 or TOL_BF16_MMA). */
 typedef struct {
     int hd, n;
     const int32_t *len0;
