@@ -811,6 +811,39 @@ static ckv_status launch(const PArgs &a, int32_t splits, int32_t tiles, cudaStre
     return CKV_OK;
 }
 
+namespace {
+
+enum class Form { TF32, MMA, WG4, WG8 };
+
+// The one choice of form: the launch's and the reports'.
+Form form_of(int32_t head_dim, ckv_kv_dtype dtype, bool segments, ckv_k_attention_split split)
+{
+    if (dtype != CKV_KV_BF16)
+        return Form::TF32;
+    if (!ckv_cuda_wgmma())
+        return Form::MMA;
+    // Segments come cut into 4-warp blocks (CKV_PREFILL_TC_ROWS rows).
+    return head_dim == 128 && !segments && split.split_len >= WIDE_RANGE ? Form::WG8 : Form::WG4;
+}
+
+}  // namespace
+
+extern "C" const char *ckv_k_prefill_form_name(int32_t head_dim, ckv_kv_dtype dtype,
+                                               ckv_k_attention_split split)
+{
+    switch (form_of(head_dim, dtype, false, split)) {
+    case Form::TF32:
+        return "tf32 mma.sync";
+    case Form::MMA:
+        return "bf16 mma.sync";
+    case Form::WG4:
+        return "bf16 wgmma, one warpgroup";
+    case Form::WG8:
+        break;
+    }
+    return "bf16 wgmma, two warpgroups";
+}
+
 ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_segments *sg, ckv_kv_dtype dtype,
@@ -826,15 +859,18 @@ ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, in
                      one ? out32 : NULL, one ? out16 : NULL, one ? ml : NULL};
     const int32_t S = split.splits, tiles = sg ? sg->tiles : 0;
     const bool h64 = head_dim == 64;
-    if (dtype != CKV_KV_BF16)
+    switch (form_of(head_dim, dtype, sg != NULL, split)) {
+    case Form::TF32:
         return h64 ? launch<64, Tf32>(a, S, tiles, stream, err)
                    : launch<128, Tf32>(a, S, tiles, stream, err);
-    if (!ckv_cuda_wgmma())
+    case Form::MMA:
         return h64 ? launch<64, Bf16>(a, S, tiles, stream, err)
                    : launch<128, Bf16>(a, S, tiles, stream, err);
-    if (h64)
-        return launch<64, Wg4>(a, S, tiles, stream, err);
-    // Segments come cut into 4-warp blocks (CKV_PREFILL_TC_ROWS rows).
-    return !sg && split.split_len >= WIDE_RANGE ? launch<128, Wg8>(a, S, tiles, stream, err)
-                                                : launch<128, Wg4>(a, S, tiles, stream, err);
+    case Form::WG4:
+        return h64 ? launch<64, Wg4>(a, S, tiles, stream, err)
+                   : launch<128, Wg4>(a, S, tiles, stream, err);
+    case Form::WG8:
+        break;
+    }
+    return launch<128, Wg8>(a, S, tiles, stream, err);
 }

@@ -758,10 +758,12 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     c.logit = dlg;
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
-    char what[128];
+    const bool tc = path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16;
+    const char *form = tc ? ckv_k_prefill_form_name(hd, dt, sp) : ckv_k_attention_path_name(path);
+    char what[160];
     snprintf(what, sizeof what,
              "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s%s splits %d of %d",
-             ckv_k_attention_path_name(path), ckv_kv_dtype_name(dt), hd, n, group, len0[0], len0[1],
+             form, ckv_kv_dtype_name(dt), hd, n, group, len0[0], len0[1],
              bias ? " +logdeg" : "", ac.degs == DEG_SOME_0 ? " (degrees 0)" : "",
              ac.degs == DEG_HALF_1 ? " (half degrees 1)" : "", scores ? " +scores" : "",
              sp.splits, sp.split_len);
@@ -772,6 +774,14 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     if (path != expect) {
         printf("  FAIL: took the %s kernel, expected %s\n", ckv_k_attention_path_name(path),
                ckv_k_attention_path_name(expect));
+        failures++;
+    }
+    /* The wgmma form takes two warpgroups exactly for ranges of 8,192
+     * entries or more at head_dim 128. */
+    const bool wide = path == CKV_ATTN_PREFILL_BF16 && hd == 128 && sp.split_len >= 8192 &&
+                      strstr(ckv_k_attention_path_name(path), "wgmma");
+    if (tc && wide != (strstr(form, "two warpgroups") != NULL)) {
+        printf("  FAIL: took the form \"%s\" for ranges of %d entries\n", form, sp.split_len);
         failures++;
     }
     if (scores) {
