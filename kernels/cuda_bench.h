@@ -34,6 +34,9 @@ typedef struct {
     double median_ms, min_ms, max_ms;
     int32_t runs;        /* timed runs, after the warm-up */
     int32_t input_sets;  /* copies of the inputs the runs rotate over */
+    /* ckv_bench_attention: the kernel that ran (ckv_k_attention_path_name,
+     * or for the tensor-core prefill ckv_k_prefill_form_name); else NULL */
+    const char *kernel;
 } ckv_bench_timing;
 
 typedef struct ckv_bench_gpu ckv_bench_gpu;

@@ -190,6 +190,7 @@ static int parse(int argc, char **argv, opts *o)
 /* One row of /attention. Times in microseconds; NaN where not run. */
 typedef struct {
     char *kind;  /* "decode" or "prefill" */
+    char *kernel;  /* the kernel (prefill: its form) that ran */
     char *kv_dtype;  /* f32 or bf16 */
     int32_t batch, kv_heads, group, head_dim, context, queries, degree_bias;
     double median_us, min_us, max_us;
@@ -204,7 +205,7 @@ typedef struct {
 
 #define FA(n, t) {#n, offsetof(attn_row, n), t}
 static const ckv_h5_field attn_fields[] = {
-    FA(kind, CKV_H5_STR), FA(kv_dtype, CKV_H5_STR), FA(batch, CKV_H5_I32), FA(kv_heads, CKV_H5_I32),
+    FA(kind, CKV_H5_STR), FA(kernel, CKV_H5_STR), FA(kv_dtype, CKV_H5_STR), FA(batch, CKV_H5_I32), FA(kv_heads, CKV_H5_I32),
     FA(group, CKV_H5_I32), FA(head_dim, CKV_H5_I32), FA(context, CKV_H5_I32),
     FA(queries, CKV_H5_I32), FA(degree_bias, CKV_H5_I32), FA(median_us, CKV_H5_F64),
     FA(min_us, CKV_H5_F64), FA(max_us, CKV_H5_F64), FA(runs, CKV_H5_I32),
@@ -641,9 +642,10 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
         fill_timing(r->bytes, r->flops, &t, &r->median_us, &r->min_us, &r->max_us, &r->runs,
                     &r->input_sets, &r->gbps, &r->pct_copy, &r->tflops, &r->pct_matmul);
         r->pct_tf32 = 100.0 * r->tflops * 1e12 / BENCH_TF32_FLOPS;
-        fprintf(stderr, "ckv bench: %s B %d group %d hd %d ctx %d bias %s: %.1f us\n", r->kind,
-                r->batch, r->group, r->head_dim, r->context, r->degree_bias ? "on" : "off",
-                r->median_us);
+        r->kernel = (char *)t.kernel;
+        fprintf(stderr, "ckv bench: %s B %d group %d hd %d ctx %d bias %s (%s): %.1f us\n",
+                r->kind, r->batch, r->group, r->head_dim, r->context,
+                r->degree_bias ? "on" : "off", r->kernel, r->median_us);
     }
     for (size_t i = 0; i < n_gemm; i++) {
         ckv_bench_timing t;
