@@ -181,6 +181,7 @@ ckv_status time_runs(ckv_bench_gpu *b, int32_t warmup, int32_t repeats, int sets
     if (!st) {
         t->runs = repeats;
         t->input_sets = sets;
+        t->kernel = NULL;
         t->median_ms = median_of(ms, repeats);
         t->min_ms = ms[0];
         t->max_ms = ms[repeats - 1];

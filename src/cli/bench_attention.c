@@ -205,14 +205,15 @@ typedef struct {
 
 #define FA(n, t) {#n, offsetof(attn_row, n), t}
 static const ckv_h5_field attn_fields[] = {
-    FA(kind, CKV_H5_STR), FA(kernel, CKV_H5_STR), FA(kv_dtype, CKV_H5_STR), FA(batch, CKV_H5_I32), FA(kv_heads, CKV_H5_I32),
-    FA(group, CKV_H5_I32), FA(head_dim, CKV_H5_I32), FA(context, CKV_H5_I32),
-    FA(queries, CKV_H5_I32), FA(degree_bias, CKV_H5_I32), FA(median_us, CKV_H5_F64),
-    FA(min_us, CKV_H5_F64), FA(max_us, CKV_H5_F64), FA(runs, CKV_H5_I32),
-    FA(input_sets, CKV_H5_I32), FA(bytes, CKV_H5_F64), FA(gbps, CKV_H5_F64),
+    FA(kind, CKV_H5_STR), FA(kernel, CKV_H5_STR), FA(kv_dtype, CKV_H5_STR), FA(batch, CKV_H5_I32),
+    FA(kv_heads, CKV_H5_I32), FA(group, CKV_H5_I32), FA(head_dim, CKV_H5_I32),
+    FA(context, CKV_H5_I32), FA(queries, CKV_H5_I32), FA(degree_bias, CKV_H5_I32),
+    FA(median_us, CKV_H5_F64), FA(min_us, CKV_H5_F64), FA(max_us, CKV_H5_F64),
+    FA(runs, CKV_H5_I32), FA(input_sets, CKV_H5_I32), FA(bytes, CKV_H5_F64), FA(gbps, CKV_H5_F64),
     FA(pct_copy, CKV_H5_F64), FA(flops, CKV_H5_F64), FA(tflops, CKV_H5_F64),
-    FA(pct_matmul, CKV_H5_F64), FA(pct_tf32, CKV_H5_F64), FA(sdpa_fp32_us, CKV_H5_F64), FA(sdpa_bf16_us, CKV_H5_F64),
-    FA(sdpa_fp32_backend, CKV_H5_STR), FA(sdpa_bf16_backend, CKV_H5_STR), FA(status, CKV_H5_STR),
+    FA(pct_matmul, CKV_H5_F64), FA(pct_tf32, CKV_H5_F64), FA(sdpa_fp32_us, CKV_H5_F64),
+    FA(sdpa_bf16_us, CKV_H5_F64), FA(sdpa_fp32_backend, CKV_H5_STR),
+    FA(sdpa_bf16_backend, CKV_H5_STR), FA(status, CKV_H5_STR),
 };
 #undef FA
 
