@@ -2,8 +2,9 @@
 """Checks scripts/ncu-steps, which the per-kernel tables of docs/performance.md
 come from: on a small hand-written ncu CSV (two decode steps of three
 launches, a header and a units row, ncu's thousands separators) the chosen
-step's kernels, their sums and means are the ones derived by hand, and bad
-input is refused with a message naming it."""
+step's kernels, their sums and means are the ones derived by hand, so are a
+range of steps' and those of a CSV without the DRAM column, and bad input is
+refused with a message naming it."""
 import os
 import subprocess
 import sys
@@ -62,8 +63,33 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, _ = run(csv_path, "embed", "1")
     check(rc == 0 and "step 1: 3 kernels, 8000 summed" in out, "step 1 runs to the end: 8000 ns")
 
-    rc, _, err = run(csv_path, "embed", "2")
-    check(rc == 1 and "STEP 2" in err and "0 to 1" in err, f"a step past the last is refused ({err.strip()})")
+    # Steps 0-1 together: all six launches, 26000 + 8000 = 34000; gemv 3
+    # calls, 25000 summed, mean 8333.33, mean read (500 + 700 + 100) / 3.
+    rc, out, err = run(csv_path, "embed", "0-1")
+    gemv = [l for l in out.splitlines() if "gemv_kernel<1, 0>" in l]
+    check(rc == 0 and "steps 0-1: 6 kernels, 34000 summed" in out,
+          f"steps 0-1 together: 6 kernels, 34000 ns ({err.strip()})")
+    check(len(gemv) == 1 and gemv[0].split()[:5] == ["3", "25000.0", "8333.33", "rd", "433"],
+          f"steps 0-1: gemv 3 calls, 25000 summed ({gemv})")
+    rc, out, _ = run(csv_path, "embed", "1-1")
+    check(rc == 0 and "step 1: 3 kernels, 8000 summed" in out, "a range of one step is that step")
+    for bad_step in ("2", "1-0", "0-2", "-1"):
+        rc, _, err = run(csv_path, "embed", bad_step)
+        check(rc == 1 and f"STEP {bad_step}" in err and "0 to 1" in err,
+              f"STEP {bad_step} is refused ({err.strip()})")
+
+    # Without dram__bytes_read.sum: the times as before, the bytes "-".
+    no_dram = os.path.join(tmp, "nodram.txt")
+    with open(no_dram, "w") as f:
+        f.write('"ID","Kernel Name","Grid Size","Block Size","gpu__time_duration.sum"\n'
+                '"","","","","ns"\n')
+        for i, r in enumerate(ROWS):
+            f.write(f'"{i}","{r[0]}","{r[1]}","{r[2]}","{r[4]}"\n')
+    rc, out, err = run(no_dram, "embed", "0")
+    gemv = [l for l in out.splitlines() if "gemv_kernel<1, 0>" in l]
+    check(rc == 0 and "step 0: 3 kernels, 26000 summed" in out and len(gemv) == 1 and
+          gemv[0].split()[:5] == ["2", "24000.0", "12000.00", "rd", "-"],
+          f"no DRAM column: times as before, bytes '-' ({gemv}, {err.strip()})")
     rc, _, err = run(csv_path, "embed", "x")
     check(rc == 1 and "STEP x" in err, f"a STEP that is not a number is refused ({err.strip()})")
     rc, _, err = run(csv_path, "nosuchkernel")
