@@ -42,6 +42,18 @@ FIELDS = ["shape", "batch", "context", "new_tokens", "device", "dtype", "attenti
           "note"]
 
 
+def llama_config(LlamaConfig, shape, positions):
+    """The transformers config of a shape (random weights follow from it),
+    with room for at least `positions` positions."""
+    L, E, H, KV, hd, F, V, P, base, tied = SHAPES[shape]
+    return LlamaConfig(vocab_size=V, hidden_size=E, intermediate_size=F, num_hidden_layers=L,
+                       num_attention_heads=H, num_key_value_heads=KV, head_dim=hd,
+                       max_position_embeddings=max(P, positions), rope_theta=base,
+                       rms_norm_eps=1e-5, tie_word_embeddings=tied,
+                       attn_implementation="sdpa", bos_token_id=None, eos_token_id=None,
+                       pad_token_id=0)
+
+
 def int_list(s):
     return [int(x) for x in s.split(",") if x]
 
@@ -100,13 +112,7 @@ def main():
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    L, E, H, KV, hd, F, V, P, base, tied = SHAPES[a.shape]
-    cfg = LlamaConfig(vocab_size=V, hidden_size=E, intermediate_size=F, num_hidden_layers=L,
-                      num_attention_heads=H, num_key_value_heads=KV, head_dim=hd,
-                      max_position_embeddings=max(P, max(contexts) + a.new_tokens),
-                      rope_theta=base, rms_norm_eps=1e-5, tie_word_embeddings=tied,
-                      attn_implementation="sdpa", bos_token_id=None, eos_token_id=None,
-                      pad_token_id=0)
+    cfg = llama_config(LlamaConfig, a.shape, max(contexts) + a.new_tokens)
     torch.manual_seed(a.seed)
     # Made on the device: an 8B model in fp32 on the host would take minutes.
     with dev:
