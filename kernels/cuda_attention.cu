@@ -440,7 +440,7 @@ auto score_of(int head_dim) -> decltype(&attention_score<64, T>)
 // and both kernels take any split_len (a multiple of BK keeps tiles whole in
 // both, but the wgmma form's tiles of 64 or 128 entries only at a multiple
 // of 2 or 4 BK: else a range's last tile is partly masked). The wgmma form's
-// 8-warp blocks at head_dim 128 (long ranges) count as two. A batch of
+// 128-row blocks (ranges of 2,048 entries or more) count as two. A batch of
 // sequences the decode kernel does not take has a block per row and query
 // head.
 static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv,

@@ -2,8 +2,9 @@
 // warps (8 in the Wg8 form) takes 64 (128) query rows of one query head and one
 // range of its KV head's list; each warp owns 16 rows. Blocks go heaviest
 // first: the last rows see the most entries. Key and value tiles go through
-// shared memory in stages: the cp.async copies of the next tiles are in flight
-// while the current one is computed. Per tile a warp computes S = Q K^T (fp32
+// shared memory in stages: the copies of the next tiles are in flight while
+// the current one is computed (cp.async by every thread; in Wg8 the TMA,
+// started by a producer warp). Per tile a warp computes S = Q K^T (fp32
 // accumulate), masks it (range, causal, rows past n) where the tile crosses a
 // row's end, adds log(deg), keeps an online softmax per row and accumulates
 // O += P V, again on tensor cores. The partials go out in attention_partial's
@@ -27,8 +28,8 @@
 //    instructions per product. The TF32 form over bf16 tiles had run at
 //    fp32 tiles' speed (run AL), bound by its 4-byte fragment loads.
 //  - bf16 lists, Wg: Hopper's warpgroup MMA, the block's 4 warps one
-//    warpgroup, tiles of 64 entries (Wg4); for ranges of 8,192 entries or
-//    more at head_dim 128 two warpgroups over tiles of 128 (Wg8). The same
+//    warpgroup, tiles of 64 entries (Wg4); for ranges of 2,048 entries or
+//    more two warpgroups over tiles of 128, fed by a third (Wg8). The same
 //    roundings as Bf16, products summed in another order (runs CG, CI:
 //    27-39% less time at 16K).
 //
@@ -38,6 +39,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "cuda.h"
 #include "cuda_async_copy.cuh"
 #include "cuda_attention_prefill.h"
@@ -46,6 +49,7 @@
 #include "cuda_mma.cuh"
 #include "cuda_pdl.cuh"
 #include "cuda_segments.cuh"
+#include "cuda_tma.cuh"
 #include "cuda_wgmma.cuh"
 
 namespace {
@@ -99,6 +103,18 @@ struct Swizzled {
     }
 };
 
+// The same tiles filled by a producer warp (Fed forms): the TMA writes
+// stage s's keys and values, the producer its log2(deg) and whether any
+// is not 0 (bias); full[s] completes once they have landed (two arrivals:
+// the copies' and the degrees'), empty[s] once each computing warp is done
+// with the stage.
+template <int HD, int S, int B>
+struct Fed : Swizzled<HD, S, B> {
+    static_assert(Fed::ROW == 128 && Fed::PERIOD == 8, "what the TMA's 128-byte swizzle writes");
+    uint64_t full[S], empty[S];
+    int32_t bias[S];
+};
+
 struct PArgs {
     const float *q;
     int32_t q_stride, n, H, KV;  // n: all rows of the call
@@ -141,7 +157,9 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // leaves the same bits (SKIPS: the mask pass of a tile no row ends in and
 // whose degrees are 1; the rescale when no max moved), whether S starts
 // from a tile's bias instead of adding it after the products (BIAS_FIRST), whether its
-// products take a warpgroup (WARPGROUP), how many tiles P V lags S (LAG)
+// products take a warpgroup (WARPGROUP), whether a producer warpgroup fills
+// the tiles (FED; else every thread copies its share), how many tiles P V
+// lags S (LAG)
 // and the products over a tile:
 //   load_q  the lane's A fragments of its rows g and g + 8 (q0, q1: NULL
 //           for a row past n, which is zero);
@@ -159,6 +177,7 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // for, and P V follows its tile's softmax (LAG 0).
 struct Sync {
     static constexpr int NW = 4;
+    static constexpr bool FED = false;
     static constexpr bool BIAS_FIRST = false;
     static constexpr int LAG = 0;
     static constexpr bool WARPGROUP = false;
@@ -369,23 +388,31 @@ struct Bf16 : Sync {
 // within a warpgroup); O takes its correction once P V is done. Tile
 // i - 1's values stay in their stage through tile i (copy_tile).
 //
-// Wg4 is one warpgroup over 64-entry tiles. Wg8, for long ranges at
-// head_dim 128, is two warpgroups over 128-entry tiles: 128 rows, whose
-// tiles then cross L2 once for twice the rows; the warpgroups take turns
-// to issue their products (FA3's ping-pong, turn_wait below), so that one's
-// softmax runs beside the other's products; and every cost paid once a
-// tile (the barrier, the waits, the row maxima's shuffles, O's rescale) is
-// paid half as often an entry. Taken for every range at head_dim 128 (run
-// GD, group 4), it took 11% less time at 32K and 6-9% at 16K, but 4% more
-// at 4K and 20% at 1K (fewer, longer blocks, one an SM; GF: still 8% at 1K
-// once its bias came first). So it takes ranges of WIDE_RANGE entries or
-// more: long prefills, not a short prompt nor the few new rows over a
-// compressed cache, which the planner cuts into short ranges (runs GE, GH:
-// 1K and 4K as before). Its S starts from the bias (BIAS_FIRST): with
-// degrees in [1, 8) it takes 28-31% less time than with the bias added
-// after the products, and less than the old form's (GH: 16K 5.0 ms against
-// 7.3, the old form 6.3 in GE). At head_dim 64 an 8-warp block was 20%
-// slower (GB: three 4-warp blocks fit an SM there).
+// Wg4 is one warpgroup over 64-entry tiles. Wg8 is two warpgroups over
+// 128-entry tiles, 128 rows, and a third warpgroup that feeds them (FA3's
+// structure):
+//  - Its tiles cross L2 once for twice the rows, and every cost paid once a
+//    tile (the waits, the row maxima's shuffles, O's rescale) is paid half
+//    as often an entry.
+//  - The two take turns to issue their products (FA3's ping-pong,
+//    turn_wait below), so that one's softmax runs beside the other's
+//    products.
+//  - One warp of the third starts each tile's copies on the TMA and writes
+//    its log-degrees (produce); the stages pass between it and the
+//    computing warps through mbarriers, so nothing else makes the two
+//    computing warpgroups wait for each other. It keeps 24 registers and
+//    gives the rest to them (240 each).
+// Before the producer (ccc1b8c) every thread copied its share and the block
+// met at a barrier every tile, which ended each tile's overlap of the two:
+// with it, 16-22% less time at 16K and 32K (run HA; 80% of the matrix rate
+// at 16K), and the form beats Wg4 from 2K at both head dims (HC: -10% and
+// -2% at 2K, -18% and -6% at 4K, +7% and +9% at 1K), where before it lost
+// below 8K and at head_dim 64 (GB, GD). So it takes ranges of WIDE_RANGE
+// entries or more: not a short prompt nor the few new rows over a
+// compressed cache, which the planner cuts into short ranges. Three stages:
+// with two it ran as slowly as before the producer (HB). Its S starts from
+// the bias (BIAS_FIRST): added after the products it took 28-31% more time
+// with degrees in [1, 8) (GH).
 template <int BKV_, int STAGES_, int NW_>
 struct WgT : Bf16 {
     static constexpr int NW = NW_;
@@ -393,6 +420,7 @@ struct WgT : Bf16 {
     static constexpr int STAGES = STAGES_;
     static constexpr int LAG = 1;
     static constexpr bool WARPGROUP = true;
+    static constexpr bool FED = NW == 8;
     static constexpr int blocks(int hd) { return NW == 8 ? 1 : hd == 128 ? 2 : 3; }
     // Wg8's bias first: added after the products it cost twice the old
     // form's (GD, GE: 255 registers, 180 bytes of spills), first 7-12% over
@@ -400,7 +428,7 @@ struct WgT : Bf16 {
     // lost 3.5-6% at head_dim 64 with it (GG), so it keeps the pass.
     static constexpr bool BIAS_FIRST = NW == 8;
     template <int HD>
-    using Tiles = Swizzled<HD, STAGES, BKV>;
+    using Tiles = std::conditional_t<FED, Fed<HD, STAGES, BKV>, Swizzled<HD, STAGES, BKV>>;
     using P = uint32_t[NT][2];
 
     template <int HD>
@@ -457,8 +485,8 @@ struct WgT : Bf16 {
     }
 };
 using Wg4 = WgT<64, 3, 4>;
-using Wg8 = WgT<128, 2, 8>;  // 2 stages of 64 KB
-constexpr int32_t WIDE_RANGE = 8192;  // the shortest range Wg8 takes (runs GE, GF)
+using Wg8 = WgT<128, 3, 8>;  // 3 stages of 64 KB at head_dim 128 (2 ran 25% slower: HB)
+constexpr int32_t WIDE_RANGE = 2048;  // the shortest range Wg8 takes (run HC)
 
 // The ping-pong of a block of two warpgroups: warpgroup w issues a tile's
 // products once the other has issued its own (barrier 1 + w; __syncthreads
@@ -534,6 +562,56 @@ __device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T 
     ckv_cp_async_commit();
 }
 
+// The tensor maps of a Fed form's keys and values (ckv_tma_map_rows);
+// unused by the others.
+struct Maps {
+    CUtensorMap k, v;
+};
+
+// A Fed form's producer, one warp: tile i of [t_begin, t_end) into stage i
+// % S once the computing warps are done with tile i - S there. Lane 0
+// starts the copies of its keys and values (rows past the list's capacity
+// land as zeros; rows of the list past t_end as they are, which the last
+// tile's computing warps clear: see attention_prefill); the warp writes
+// log2 of its degrees (0 past t_end, and without the bias) and whether any
+// is not 0.
+template <int HD, typename F, typename L>
+__device__ __forceinline__ void produce(L &sm, const Maps &m, const float *deg, bool bias, int h,
+                                        int t_begin, int t_end, int lane)
+{
+    constexpr int S = F::STAGES, BKV = F::BKV;
+    uint32_t phase = 0;
+    int st = 0;
+    for (int t0 = t_begin, i = 0; t0 < t_end; t0 += BKV, i++) {
+        if (i >= S)
+            ckv_mbar_wait(ckv_smem_addr(&sm.empty[st]), phase ^ 1);
+        const uint32_t full = ckv_smem_addr(&sm.full[st]);
+        if (lane == 0) {
+            ckv_mbar_arrive_expect(full, 2 * BKV * HD * (uint32_t)sizeof(ckv_bf16));
+#pragma unroll
+            for (int b = 0; b < HD / 64; b++) {
+                ckv_tma_load_3d(ckv_smem_addr(sm.k[st][b]), &m.k, b * 64, t0, h, full);
+                ckv_tma_load_3d(ckv_smem_addr(sm.v[st][b]), &m.v, b * 64, t0, h, full);
+            }
+        }
+        bool any = false;
+#pragma unroll
+        for (int j = lane; j < BKV; j += 32) {
+            const float lg = bias && t0 + j < t_end ? log2f(deg[t0 + j]) : 0.0f;
+            sm.l[st][j] = lg;
+            any |= lg != 0.0f;
+        }
+        any = __any_sync(0xffffffffu, any);
+        if (lane == 0)
+            sm.bias[st] = any;
+        __syncwarp();
+        if (lane == 0)
+            ckv_mbar_arrive(full);
+        phase ^= st == S - 1;
+        st = st + 1 < S ? st + 1 : 0;
+    }
+}
+
 // Blocks per SM the registers must allow (F::blocks): for Tf32 and Bf16 at
 // HD 128, 3 blocks (168 registers; the TF32 form now with 20 bytes of
 // spill stores, 681cdb6's too), at HD 64, 4 (128). Shared memory allows as
@@ -542,10 +620,25 @@ __device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T 
 // entries the bf16 form spilled at these bounds. Wg holds S's and O's
 // accumulators, Q and P at once: Wg4 2 blocks an SM at HD 128 (210
 // registers; 99,072 B of 3 stages), 3 at HD 64 (161; 49,920 B); Wg8 one
-// (242; 132,096 B). The tiles start on L::ALIGN bytes (launch adds up to
-// ALIGN - 16 bytes of room).
+// of 384 threads (168 registers each, which setmaxnreg moves to 24 for the
+// producer warpgroup and 240 for the two computing ones; 198,204 B of 3
+// stages at HD 128, 99,900 B at HD 64). The tiles start on L::ALIGN bytes
+// (launch adds up to ALIGN - 16 bytes of room).
+template <typename F>
+constexpr int block_threads()
+{
+    return F::NW * 32 + (F::FED ? 128 : 0);
+}
+// A Fed form's registers a thread after setmaxnreg: the producer
+// warpgroup's and the computing ones'. setmaxnreg.inc waits for registers
+// the block's others have released, so the two must fit in what the launch
+// allocated: a thread's share of the register file (launch bounds of one
+// block an SM), rounded down to the allocation's 8; else the kernel hangs.
+constexpr int PRODUCER_REGS = 24, COMPUTE_REGS = 240;
+
 template <int HD, typename F>
-__global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(PArgs a)
+__global__ void __launch_bounds__(block_threads<F>(), F::blocks(HD))
+    attention_prefill(PArgs a, const __grid_constant__ Maps maps)
 {
     using T = typename F::T;
     using L = typename F::template Tiles<HD>;
@@ -590,10 +683,30 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
     const float *q = a.q + (size_t)qh * HD + (size_t)base * a.q_stride;
     const int out_row = split * a.n + base;  // row 0's place in the partials (n * splits rows)
 
-    // Tiles 0 .. S - 2 start first, and land while Q is read.
+    if constexpr (F::FED) {
+        // The producer warpgroup hands its registers to the two computing
+        // ones (FA3's split: 24 and 240 of the 168 a thread the block has).
+        if (tid == 0) {
+            for (int i = 0; i < S; i++) {
+                ckv_mbar_init(ckv_smem_addr(&sm.full[i]), 2);
+                ckv_mbar_init(ckv_smem_addr(&sm.empty[i]), F::NW);
+            }
+            ckv_mbar_init_fence();
+        }
+        __syncthreads();
+        if (wg == F::NW / 4) {
+            ckv_regs_dec<PRODUCER_REGS>();
+            if (warp == F::NW)
+                produce<HD, F>(sm, maps, deg, a.bias, h, t_begin, t_end, lane);
+            return;
+        }
+        ckv_regs_inc<COMPUTE_REGS>();
+    } else {
+        // Tiles 0 .. S - 2 start first, and land while Q is read.
 #pragma unroll
-    for (int i = 0; i < S - 1; i++)
-        copy_tile<HD, F>(sm, sbase, i, K, V, deg, a.bias, t_begin + i * BKV, t_begin, t_end);
+        for (int i = 0; i < S - 1; i++)
+            copy_tile<HD, F>(sm, sbase, i, K, V, deg, a.bias, t_begin + i * BKV, t_begin, t_end);
+    }
     typename F::template Q<HD> qa;
     F::template load_q<HD>(qa, r0 < n ? q + (size_t)r0 * a.q_stride : NULL,
                            r1 < n ? q + (size_t)r1 * a.q_stride : NULL,
@@ -612,24 +725,34 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
     // Group i + S - 1 starts once every warp is past tile i - 1 (and, with
     // LAG 1, past tile i - 2's P V), whose stages it overwrites, and lands
     // while tiles i .. i + S - 2 are computed.
+    // A Fed form's tiles come with the parity of their stage's phase.
     int st = 0;
+    uint32_t phase = 0;
     if (PINGPONG && wg == 1)
         turn_pass(wg);
-    for (int t0 = t_begin; t0 < t_end; t0 += BKV, st = st + 1 < S ? st + 1 : 0) {
-        ckv_cp_async_wait<S - 2>();  // this thread's group i: tile i's keys, tile i - LAG's values
-        float lg = 0.0f;
-        if (tid < BKV)
-            sm.l[st][tid] = lg = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
-        if constexpr (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
-            ckv_fence_proxy_async();
-        // Everyone's group i; the stages group i + S - 1 overwrites (tile
-        // i - 1's keys, tile i - 1 - LAG's values) no longer read. The bias
-        // is read only for tiles with a degree other than 1 (log 0): a
-        // prefill of a cache nothing was merged into has none, and adding 0
-        // would leave the same values.
-        const bool tile_bias = __syncthreads_or(lg != 0.0f);
+    for (int t0 = t_begin; t0 < t_end;
+         t0 += BKV, phase ^= st == S - 1, st = st + 1 < S ? st + 1 : 0) {
         const int prev = st ? st - 1 : S - 1;
-        copy_tile<HD, F>(sm, sbase, prev, K, V, deg, a.bias, t0 + (S - 1) * BKV, t_begin, t_end);
+        // The bias is read only for tiles with a degree other than 1 (log
+        // 0): a prefill of a cache nothing was merged into has none, and
+        // adding 0 would leave the same values.
+        bool tile_bias;
+        if constexpr (F::FED) {
+            ckv_mbar_wait(ckv_smem_addr(&sm.full[st]), phase);
+            tile_bias = sm.bias[st];
+        } else {
+            ckv_cp_async_wait<S - 2>();  // this thread's group i: tile i's keys, tile i - LAG's values
+            float lg = 0.0f;
+            if (tid < BKV)
+                sm.l[st][tid] = lg = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
+            if constexpr (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
+                ckv_fence_proxy_async();
+            // Everyone's group i; the stages group i + S - 1 overwrites (tile
+            // i - 1's keys, tile i - 1 - LAG's values) no longer read.
+            tile_bias = __syncthreads_or(lg != 0.0f);
+            copy_tile<HD, F>(sm, sbase, prev, K, V, deg, a.bias, t0 + (S - 1) * BKV, t_begin,
+                             t_end);
+        }
         const float *ls = sm.l[st];
         // warp-uniform: no row of this warp sees the tile (a warpgroup's
         // products take all 4 warps)
@@ -735,6 +858,9 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
                     s[nt][i] = x[i];
         }
         F::wait_pv(o, p);
+        if constexpr (F::FED)
+            if (t0 > t_begin && lane == 0)  // the warp is done with tile i - 1
+                ckv_mbar_arrive(ckv_smem_addr(&sm.empty[prev]));
         if (moved)
 #pragma unroll
             for (int nd = 0; nd < ND; nd++) {
@@ -755,10 +881,24 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill(P
     if constexpr (F::LAG) {
         static_assert(F::LAG <= 1, "the stage of the last tile's values is the one before st");
         if (t_begin < t_end) {
-            ckv_cp_async_wait<0>();
-            ckv_fence_proxy_async();
-            __syncthreads();
-            F::template pv<HD>(o, p, sm, st ? st - 1 : S - 1, lane);
+            const int last = st ? st - 1 : S - 1;
+            if constexpr (F::FED) {
+                // The TMA copied the last tile's rows past t_end as the list
+                // holds them, where a zero p times a NaN would be NaN: the
+                // computing threads clear those values.
+                const int from = t_end - (t_begin + (t_end - t_begin - 1) / BKV * BKV);
+                for (int i = tid; i < (BKV - from) * HD / 8; i += F::NW * 32)
+                    *reinterpret_cast<int4 *>(
+                        &sm.v[last][i % (HD / 64)][from + i / (HD / 8)][i / (HD / 64) % 8 * 8]) =
+                        make_int4(0, 0, 0, 0);
+                ckv_fence_proxy_async();
+                asm volatile("bar.sync 3, %0;" ::"n"(F::NW * 32));
+            } else {
+                ckv_cp_async_wait<0>();
+                ckv_fence_proxy_async();
+                __syncthreads();
+            }
+            F::template pv<HD>(o, p, sm, last, lane);
             F::wait_pv(o, p);
         }
     }
@@ -806,8 +946,21 @@ static ckv_status launch(const PArgs &a, int32_t splits, int32_t tiles, cudaStre
     constexpr int BQ = F::NW * WROWS;
     const dim3 grid(a.sg.tab ? tiles : (a.n + BQ - 1) / BQ, a.H, splits);
     const int bytes = (int)sizeof(L) + L::ALIGN - 16;  // dynamic shared memory is 16-aligned
+    Maps m = {};
+    if constexpr (F::FED) {  // never segments (form_of)
+        constexpr int NTH = block_threads<F>();
+        static_assert(F::blocks(HD) == 1 && PRODUCER_REGS * 128 + COMPUTE_REGS * F::NW * 32 <=
+                                                65536 / NTH / 8 * 8 * NTH,
+                      "setmaxnreg's counts exceed the launch's registers");
+        ckv_status s = ckv_tma_map_rows(&m.k, a.c.k, a.KV, a.c.capacity, HD, F::BKV, err);
+        if (s == CKV_OK)
+            s = ckv_tma_map_rows(&m.v, a.c.v, a.KV, a.c.capacity, HD, F::BKV, err);
+        if (s != CKV_OK)
+            return s;
+    }
     CKV_CUDA(ckv_allow_smem(attention_prefill<HD, F>, bytes));
-    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, F::NW * 32, bytes, stream, a));
+    CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, block_threads<F>(), bytes, stream, a,
+                            m));
     return CKV_OK;
 }
 
@@ -816,22 +969,21 @@ namespace {
 enum class Form { TF32, MMA, WG4, WG8 };
 
 // The one choice of form: the launch's and the reports'.
-Form form_of(int32_t head_dim, ckv_kv_dtype dtype, bool segments, ckv_k_attention_split split)
+Form form_of(ckv_kv_dtype dtype, bool segments, ckv_k_attention_split split)
 {
     if (dtype != CKV_KV_BF16)
         return Form::TF32;
     if (!ckv_cuda_wgmma())
         return Form::MMA;
     // Segments come cut into 4-warp blocks (CKV_PREFILL_TC_ROWS rows).
-    return head_dim == 128 && !segments && split.split_len >= WIDE_RANGE ? Form::WG8 : Form::WG4;
+    return !segments && split.split_len >= WIDE_RANGE ? Form::WG8 : Form::WG4;
 }
 
 }  // namespace
 
-extern "C" const char *ckv_k_prefill_form_name(int32_t head_dim, ckv_kv_dtype dtype,
-                                               ckv_k_attention_split split)
+extern "C" const char *ckv_k_prefill_form_name(ckv_kv_dtype dtype, ckv_k_attention_split split)
 {
-    switch (form_of(head_dim, dtype, false, split)) {
+    switch (form_of(dtype, false, split)) {
     case Form::TF32:
         return "tf32 mma.sync";
     case Form::MMA:
@@ -859,7 +1011,7 @@ ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, in
                      one ? out32 : NULL, one ? out16 : NULL, one ? ml : NULL};
     const int32_t S = split.splits, tiles = sg ? sg->tiles : 0;
     const bool h64 = head_dim == 64;
-    switch (form_of(head_dim, dtype, sg != NULL, split)) {
+    switch (form_of(dtype, sg != NULL, split)) {
     case Form::TF32:
         return h64 ? launch<64, Tf32>(a, S, tiles, stream, err)
                    : launch<128, Tf32>(a, S, tiles, stream, err);
@@ -872,5 +1024,6 @@ ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, in
     case Form::WG8:
         break;
     }
-    return launch<128, Wg8>(a, S, tiles, stream, err);
+    return h64 ? launch<64, Wg8>(a, S, tiles, stream, err)
+               : launch<128, Wg8>(a, S, tiles, stream, err);
 }

@@ -473,7 +473,7 @@ extern "C" ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape
     const ckv_k_attention_path path =
         ckv_k_attention_path_of(s->queries, false, a.heads, a.lists, false, s->dtype);
     t->kernel = path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16
-                    ? ckv_k_prefill_form_name(s->head_dim, s->dtype, a.split)
+                    ? ckv_k_prefill_form_name(s->dtype, a.split)
                     : ckv_k_attention_path_name(path);
     attn_free(&a);
     return st;

@@ -143,11 +143,10 @@ ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_hea
  * form ckv_cuda_wgmma (kernels/cuda.h) gives. */
 const char *ckv_k_attention_path_name(ckv_k_attention_path p);
 /* The form the tensor-core prefill kernel takes over one cache's lists of
- * dtype at head_dim with these ranges, for reports and checks: "tf32
- * mma.sync", "bf16 mma.sync", "bf16 wgmma, one warpgroup" or "bf16 wgmma,
- * two warpgroups" (head_dim 128, ranges of 8,192 entries or more). */
-const char *ckv_k_prefill_form_name(int32_t head_dim, ckv_kv_dtype dtype,
-                                    ckv_k_attention_split split);
+ * dtype with these ranges, for reports and checks: "tf32 mma.sync", "bf16
+ * mma.sync", "bf16 wgmma, one warpgroup" or "bf16 wgmma, two warpgroups"
+ * (ranges of 2,048 entries or more). */
+const char *ckv_k_prefill_form_name(ckv_kv_dtype dtype, ckv_k_attention_split split);
 
 /* Attention of n queries (row i at q + i * q_stride, heads of head_dim) over
  * the layer's lists after their own entries were appended: query i of KV

@@ -683,7 +683,9 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     const int hd = ac.hd, n = ac.n, forced_splits = ac.forced_splits;
     const int32_t *len0 = ac.len0;
     const bool bias = ac.bias, scores = ac.scores;
-    const int KV = 2, H = ac.H ? ac.H : 6, group = H / KV, cap = 4096;
+    /* A capacity no tile size divides: a tile may run past it (the TMA
+     * reads rows past a list's capacity as zeros). */
+    const int KV = 2, H = ac.H ? ac.H : 6, group = H / KV, cap = 4072;
     const float scale = 1.0f / sqrtf((float)hd);
     size_t cf = (size_t)KV * cap * hd;
     float *k = xmalloc(4 * cf), *v = xmalloc(4 * cf), *deg = xmalloc(4 * (size_t)KV * cap),
@@ -692,6 +694,13 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     fill(k, cf, -1.5f, 1.5f);
     fill(v, cf, -1, 1);
     fill(q, (size_t)n * H * hd, -1.5f, 1.5f);
+    /* Past each list's end its keys, values and degrees are NaN, as a
+     * cache's unwritten rows may be: a kernel must neither read them into a
+     * result nor let a zero weight meet them (0 x NaN = NaN). */
+    for (int h = 0; h < KV; h++)
+        for (size_t t = (size_t)h * cap + len0[h] + n; t < (size_t)(h + 1) * cap; t++)
+            for (int d = 0; d < hd; d++)
+                k[t * hd + d] = v[t * hd + d] = NAN;
     void *dk = dev_kv(k, cf, dt), *dv = dev_kv(v, cf, dt);
     float *acc = xmalloc(4 * (size_t)KV * cap), *acc0 = xmalloc(4 * (size_t)KV * cap),
           *gacc = xmalloc(4 * (size_t)KV * cap);
@@ -714,6 +723,9 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
                 deg[(size_t)h * cap + len0[h] + i] = 1.0f;
                 ld[(size_t)h * cap + len0[h] + i] = 0.0f;
             }
+    for (int h = 0; h < KV; h++)
+        for (size_t t = (size_t)h * cap + len0[h] + n; t < (size_t)(h + 1) * cap; t++)
+            deg[t] = NAN;
     int32_t max_len = 0;
     for (int h = 0; h < KV; h++)
         if (len0[h] + n > max_len)
@@ -759,7 +771,7 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     CHECK(ckv_k_attention(dout, NULL, dq, H * hd, n, H, KV, hd, &c, scale, bias, sp, dws, NULL, err));
     CHECK(ckv_cuda_download(got, dout, sizeof(float) * n * H * hd, err));
     const bool tc = path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16;
-    const char *form = tc ? ckv_k_prefill_form_name(hd, dt, sp) : ckv_k_attention_path_name(path);
+    const char *form = tc ? ckv_k_prefill_form_name(dt, sp) : ckv_k_attention_path_name(path);
     char what[160];
     snprintf(what, sizeof what,
              "attention [%s] %s hd %d n %d group %d len0 %d/%d%s%s%s%s splits %d of %d",
@@ -776,9 +788,9 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
                ckv_k_attention_path_name(expect));
         failures++;
     }
-    /* The wgmma form takes two warpgroups exactly for ranges of 8,192
-     * entries or more at head_dim 128. */
-    const bool wide = path == CKV_ATTN_PREFILL_BF16 && hd == 128 && sp.split_len >= 8192 &&
+    /* The wgmma form takes two warpgroups exactly for ranges of 2,048
+     * entries or more. */
+    const bool wide = path == CKV_ATTN_PREFILL_BF16 && sp.split_len >= 2048 &&
                       strstr(ckv_k_attention_path_name(path), "wgmma");
     if (tc && wide != (strstr(form, "two warpgroups") != NULL)) {
         printf("  FAIL: took the form \"%s\" for ranges of %d entries\n", form, sp.split_len);
@@ -974,7 +986,7 @@ static void check_cache_kernels(ckv_kv_dtype dt)
            "cache\ntracks scores), tf32 or bf16 mma (tensor cores, a prefill without scores, "
            "over\nfp32 or bf16 lists)\n");
     const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
-                  e[2] = {3001, 0};
+                  e[2] = {3001, 0}, f[2] = {3400, 17};
     check_attention((attn_case){64, 1, b, true, 0, true, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){64, 1, c, true, 7, true, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){64, 7, b, true, 1, true, 0, DEG_1_TO_6, 0}, dt);
@@ -1028,16 +1040,26 @@ static void check_cache_kernels(ckv_kv_dtype dt)
      * first kind, whole tiles and the diagonal's). */
     check_attention((attn_case){128, 600, e, true, 0, false, 0, DEG_HALF_1, 0}, dt);
     check_attention((attn_case){64, 77, c, true, 3, false, 0, DEG_HALF_1, 0}, dt);
-    /* Ranges of 8,192 entries, which take the wgmma form's 8-warp blocks of
-     * 128 rows at head_dim 128 (the others' forms take them as any range):
-     * rows that fill blocks partly (600 = 4 x 128 + 88; 77, whose second
-     * warpgroup holds rows 64-76 and nothing after; 2, whose second holds
-     * none), a second range past every list, group 8, the three kinds of
-     * degrees. */
+    /* Ranges of 2,048 entries or more, which take the wgmma form's blocks of
+     * 128 rows in two warpgroups fed by a third (the others' forms take
+     * them as any range): rows that fill blocks partly (600 = 4 x 128 + 88;
+     * 77, whose second warpgroup holds rows 64-76 and nothing after; 2,
+     * whose second holds none), a second range past every list, group 8,
+     * the three kinds of degrees, both head dims; list f's last 128-entry
+     * tile (3968 ..) runs past its capacity (4072), and its rows 4000 ..
+     * 4071 hold NaN (past the range); ranges of 2,112 entries (a multiple
+     * of 32, as the planner's are, not of 128), whose second range's tiles
+     * start at 2112 and whose last tile (3904 ..) holds NaN rows 4000 ..
+     * 4031. */
     check_attention((attn_case){128, 600, e, true, 1, false, 0, DEG_1_TO_6, 8192}, dt);
     check_attention((attn_case){128, 77, d, true, 2, false, 0, DEG_HALF_1, 8192}, dt);
     check_attention((attn_case){128, 2, c, false, 1, false, 16, DEG_1_TO_6, 8192}, dt);
     check_attention((attn_case){128, 130, b, true, 1, false, 16, DEG_SOME_0, 8192}, dt);
+    check_attention((attn_case){128, 600, f, true, 2, false, 0, DEG_HALF_1, 2048}, dt);
+    check_attention((attn_case){64, 600, f, true, 1, false, 0, DEG_1_TO_6, 4096}, dt);
+    check_attention((attn_case){64, 77, c, true, 2, false, 16, DEG_SOME_0, 2048}, dt);
+    check_attention((attn_case){64, 130, b, false, 1, false, 0, DEG_1_TO_6, 2048}, dt);
+    check_attention((attn_case){128, 600, f, true, 2, false, 0, DEG_1_TO_6, 2112}, dt);
     /* Batches: group 3 (a partly used register group of 4), 4 (the 8B's)
      * and 8; one range, several of uneven length (2048 / 7 = 293, the
      * last shorter), and the planner's. */
