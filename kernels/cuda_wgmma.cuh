@@ -90,40 +90,50 @@ __device__ __forceinline__ void ckv_wgmma_hold(uint32_t (&a)[R][C])
             asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
-#define CKV_WG_D4(x) "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3])
+// The 4 accumulators of d[i] as operands of constraint c: "+f" adds to
+// them, "=f" only writes them (scale-d 0: their old values are not read,
+// so the compiler need not set them first).
+#define CKV_WG_D4(c, x) c(x[0]), c(x[1]), c(x[2]), c(x[3])
+#define CKV_WG_D64(c, d)                                                                    \
+    CKV_WG_D4(c, d[0]), CKV_WG_D4(c, d[1]), CKV_WG_D4(c, d[2]), CKV_WG_D4(c, d[3]),         \
+        CKV_WG_D4(c, d[4]), CKV_WG_D4(c, d[5]), CKV_WG_D4(c, d[6]), CKV_WG_D4(c, d[7])
+#define CKV_WG_N64                                                                           \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                              \
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "                                  \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "               \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "     \
+    "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}"
+#define CKV_WG_N128                                                                          \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                              \
+    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "                                 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "               \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "      \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "      \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "     \
+    "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}"
+#define CKV_WG_IN "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TRANS)
 
-// d (+)= a B, m64nNk16, bf16 in, f32 accumulate; acc 0 overwrites d.
-template <int N, int TRANS>
+// d (+)= a B, m64nNk16, bf16 in, f32 accumulate; acc 0 overwrites d. FRESH:
+// acc is 0 and d is written only (its old values are not operands).
+template <int N, int TRANS, bool FRESH = false>
 __device__ __forceinline__ void ckv_wgmma_bf16(float (&d)[N / 8][4], const uint32_t (&a)[4],
                                                uint64_t b, int acc)
 {
     static_assert(N == 64 || N == 128, "the products of this file");
-    if constexpr (N == 64)
-        CKV_WG(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-            "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-            "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}"
-            : CKV_WG_D4(d[0]), CKV_WG_D4(d[1]), CKV_WG_D4(d[2]), CKV_WG_D4(d[3]),
-              CKV_WG_D4(d[4]), CKV_WG_D4(d[5]), CKV_WG_D4(d[6]), CKV_WG_D4(d[7])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TRANS));
+    if constexpr (N == 64 && FRESH)
+        CKV_WG(CKV_WG_N64 : CKV_WG_D64("=f", d) : CKV_WG_IN);
+    else if constexpr (N == 64)
+        CKV_WG(CKV_WG_N64 : CKV_WG_D64("+f", d) : CKV_WG_IN);
+    else if constexpr (FRESH)
+        CKV_WG(CKV_WG_N128 : CKV_WG_D64("=f", d), CKV_WG_D64("=f", (d + 8)) : CKV_WG_IN);
     else
-        CKV_WG(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-            "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-            "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}"
-            : CKV_WG_D4(d[0]), CKV_WG_D4(d[1]), CKV_WG_D4(d[2]), CKV_WG_D4(d[3]),
-              CKV_WG_D4(d[4]), CKV_WG_D4(d[5]), CKV_WG_D4(d[6]), CKV_WG_D4(d[7]),
-              CKV_WG_D4(d[8]), CKV_WG_D4(d[9]), CKV_WG_D4(d[10]), CKV_WG_D4(d[11]),
-              CKV_WG_D4(d[12]), CKV_WG_D4(d[13]), CKV_WG_D4(d[14]), CKV_WG_D4(d[15])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TRANS));
+        CKV_WG(CKV_WG_N128 : CKV_WG_D64("+f", d), CKV_WG_D64("+f", (d + 8)) : CKV_WG_IN);
 }
 
+#undef CKV_WG_IN
+#undef CKV_WG_N128
+#undef CKV_WG_N64
+#undef CKV_WG_D64
 #undef CKV_WG_D4
 #undef CKV_WG
 
