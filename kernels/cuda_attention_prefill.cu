@@ -494,7 +494,7 @@ struct WgT : Bf16 {
     }
 };
 using Wg4 = WgT<64, 3, 4>;
-using Wg8 = WgT<128, 3, 8>;  // 3 stages of 64 KB at head_dim 128 (2 ran 25% slower: HB)
+using Wg8 = WgT<128, 3, 8>;  // 3 stages of 64 KB at head_dim 128 (2 ran 18-27% slower: HB)
 constexpr int32_t WIDE_RANGE = 2048;  // the shortest range Wg8 takes (run HC)
 
 // The ping-pong of a block of two warpgroups: warpgroup w issues a tile's
@@ -750,7 +750,8 @@ __global__ void __launch_bounds__(block_threads<F>(), F::blocks(HD))
             ckv_mbar_wait(ckv_smem_addr(&sm.full[st]), phase);
             tile_bias = sm.bias[st];
         } else {
-            ckv_cp_async_wait<S - 2>();  // this thread's group i: tile i's keys, tile i - LAG's values
+            // this thread's group i: tile i's keys, tile i - LAG's values
+            ckv_cp_async_wait<S - 2>();
             float lg = 0.0f;
             if (tid < BKV)
                 sm.l[st][tid] = lg = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
