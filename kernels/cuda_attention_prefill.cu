@@ -440,7 +440,7 @@ struct WgT : Bf16 {
         auto desc = [&](int k) { return ckv_wgmma_desc(kb + k / 4 * BKV * 128 + k % 4 * 32, 16); };
         ckv_wgmma_fence();
         // A Fed form's first product without `add` only writes S (FRESH), so
-        // that S needs no zeros first: 4-5% less time at head_dim 64, 1-2%
+        // that S needs no zeros first: about 4% less time at head_dim 64, 1-2%
         // at 128 (runs HJ, HK). Wg4 that way ran 2-6% slower at 1K (HK), so
         // its S starts from zeros.
         if (!FED || add)
