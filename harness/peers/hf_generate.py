@@ -42,16 +42,26 @@ FIELDS = ["shape", "batch", "context", "new_tokens", "device", "dtype", "attenti
           "note"]
 
 
-def llama_config(LlamaConfig, shape, positions):
-    """The transformers config of a shape (random weights follow from it),
-    with room for at least `positions` positions."""
+def llama_model(shape, positions, new_tokens, device, compile_on=True):
+    """The peer: a shape's model with random bf16 weights (drawn from torch's
+    current seed), made on `device` (an 8B model in fp32 on the host would
+    take minutes), with room for at least `positions` positions; and its
+    generation config: greedy, exactly new_tokens tokens, a static cache
+    (compiled where transformers compiles it, unless compile_on is false)."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
     L, E, H, KV, hd, F, V, P, base, tied = SHAPES[shape]
-    return LlamaConfig(vocab_size=V, hidden_size=E, intermediate_size=F, num_hidden_layers=L,
-                       num_attention_heads=H, num_key_value_heads=KV, head_dim=hd,
-                       max_position_embeddings=max(P, positions), rope_theta=base,
-                       rms_norm_eps=1e-5, tie_word_embeddings=tied,
-                       attn_implementation="sdpa", bos_token_id=None, eos_token_id=None,
-                       pad_token_id=0)
+    cfg = LlamaConfig(vocab_size=V, hidden_size=E, intermediate_size=F, num_hidden_layers=L,
+                      num_attention_heads=H, num_key_value_heads=KV, head_dim=hd,
+                      max_position_embeddings=max(P, positions), rope_theta=base,
+                      rms_norm_eps=1e-5, tie_word_embeddings=tied, attn_implementation="sdpa",
+                      bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    with torch.device(device):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    gen = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                           cache_implementation="static", eos_token_id=None, pad_token_id=0,
+                           disable_compile=not compile_on)
+    return model, gen
 
 
 def int_list(s):
@@ -86,10 +96,11 @@ def main():
         ap.error("--new-tokens must be >= 2 and --repeats >= 1")
     contexts = int_list(a.contexts or DEFAULT_CONTEXTS.get(a.shape, "1024"))
     batches = int_list(a.batches)
+    vocab = SHAPES[a.shape][6]
     ids_rows = None
     if a.ids:
         try:
-            ids_rows = read_ids(a.ids, SHAPES[a.shape][6], max(batches), max(contexts))
+            ids_rows = read_ids(a.ids, vocab, max(batches), max(contexts))
         except (OSError, ValueError) as e:  # the caller prints this line as the reason
             print(f"--ids: {e}", file=sys.stderr)
             return 2
@@ -97,8 +108,7 @@ def main():
     try:
         import torch
         import transformers
-        from transformers import (GenerationConfig, LlamaConfig, LlamaForCausalLM,
-                                  LogitsProcessor, LogitsProcessorList)
+        from transformers import LogitsProcessor, LogitsProcessorList
     except Exception as e:  # the caller prints this line as the reason
         print(f"torch or transformers is not available: {e}", file=sys.stderr)
         return 3
@@ -112,21 +122,15 @@ def main():
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    cfg = llama_config(LlamaConfig, a.shape, max(contexts) + a.new_tokens)
     torch.manual_seed(a.seed)
-    # Made on the device: an 8B model in fp32 on the host would take minutes.
-    with dev:
-        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
-    gen = GenerationConfig(do_sample=False, max_new_tokens=a.new_tokens,
-                           min_new_tokens=a.new_tokens, cache_implementation="static",
-                           eos_token_id=None, pad_token_id=0,
-                           disable_compile=a.compile == "off")
+    model, gen = llama_model(a.shape, max(contexts) + a.new_tokens, a.new_tokens, dev,
+                             a.compile != "off")
     # One draw of prompts (or the caller's), rows shared by every batch size.
     if ids_rows is not None:
         prompts = torch.tensor(ids_rows, dtype=torch.long)
     else:
         g = torch.Generator().manual_seed(a.seed)
-        prompts = torch.randint(0, V, (max(batches), max(contexts)), generator=g)
+        prompts = torch.randint(0, vocab, (max(batches), max(contexts)), generator=g)
 
     class FirstLogits(LogitsProcessor):
         """Notes when the first token's logits exist (the prefill's end)."""
