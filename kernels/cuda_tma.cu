@@ -1,9 +1,9 @@
 // The host side of cuda_tma.cuh: tensor maps, encoded by the driver's
 // cuTensorMapEncodeTiled, reached through the runtime so that the build
 // links no libcuda.
+#include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
-#include "cuda_check.h"
 #include "cuda_tma.cuh"
 
 static PFN_cuTensorMapEncodeTiled_v12000 encoder(void)
