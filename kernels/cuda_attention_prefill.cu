@@ -868,9 +868,15 @@ __global__ void __launch_bounds__(block_threads<F>(), F::blocks(HD))
                     s[nt][i] = x[i];
         }
         F::wait_pv(o, p);
+        // The warp is done with tile i - 1: every lane's reads of its stage
+        // (log-degrees, bias flag) come before lane 0's arrive, whose release
+        // the producer's next writes there wait for (racecheck, run IC).
         if constexpr (F::FED)
-            if (t0 > t_begin && lane == 0)  // the warp is done with tile i - 1
-                ckv_mbar_arrive(ckv_smem_addr(&sm.empty[prev]));
+            if (t0 > t_begin) {
+                __syncwarp();
+                if (lane == 0)
+                    ckv_mbar_arrive(ckv_smem_addr(&sm.empty[prev]));
+            }
         if (moved)
 #pragma unroll
             for (int nd = 0; nd < ND; nd++) {
