@@ -7,13 +7,14 @@
 // sequence, GQA groups up to 8) takes the partial and score passes of
 // cuda_attention_decode.cu instead, which read each range once for all
 // query heads of a KV head (its score pass reads the logits its partial
-// pass kept, not the keys); any other call over one cache with no score pass
-// (a prefill, or one query with a group over 8) takes the TF32 tensor-core
-// partial pass of cuda_attention_prefill.cu. This kernel stays for a cache
-// that tracks H2O scores (the score pass recomputes fp32 scores against the
-// merged max and sum, which must match the partial pass's) and for batches
-// of sequences with GQA groups over 8. Every kernel here is launched with
-// programmatic dependent launch and waits first (cuda_pdl.cuh).
+// pass kept, not the keys); any other call over one cache (a prefill, or
+// one query with a group over 8) takes the tensor-core partial pass of
+// cuda_attention_prefill.cu, and over a cache that tracks H2O scores its
+// score pass too (the scores against the merged max and sum must come from
+// the products these came from). This kernel stays for batches of
+// sequences with GQA groups over 8, with its fp32 score pass. Every kernel
+// here is launched with programmatic dependent launch and waits first
+// (cuda_pdl.cuh).
 #include <math.h>
 
 #include "cuda.h"
@@ -474,12 +475,11 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
 }
 
 extern "C" ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_head,
-                                                        int32_t n_head_kv, bool scores,
-                                                        ckv_kv_dtype dtype)
+                                                        int32_t n_head_kv, ckv_kv_dtype dtype)
 {
     if (ckv_attention_decode_fits(n, seqs, n_head, n_head_kv))
         return CKV_ATTN_DECODE;
-    if (seqs || scores)
+    if (seqs)
         return CKV_ATTN_PREFILL_F32;
     return dtype == CKV_KV_BF16 ? CKV_ATTN_PREFILL_BF16 : CKV_ATTN_PREFILL_TF32;
 }
@@ -544,9 +544,10 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
               part_ml + (size_t)split.splits * n * n_head * 2};
     dim3 grid(seqs ? n : (n + BQ - 1) / BQ, n_head, split.splits);
     const ckv_k_attention_path path =
-        ckv_k_attention_path_of(n, seqs != NULL, n_head, n_head_kv, scores, dtype);
+        ckv_k_attention_path_of(n, seqs != NULL, n_head, n_head_kv, dtype);
     const bool decode = path == CKV_ATTN_DECODE, bf16 = dtype == CKV_KV_BF16;
-    if (sg && path != CKV_ATTN_PREFILL_TF32 && path != CKV_ATTN_PREFILL_BF16)
+    const bool tc = path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16;
+    if (sg && !tc)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "attention: segments of %d rows over %d caches take the tensor-core "
                           "prefill kernel only (no scores, groups that no decode kernel takes)",
@@ -559,30 +560,33 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
         CKV_CUDA(ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
                                       scale, degree_bias, split, a.part_o, a.part_ml, scores,
                                       dtype, st));
-    else if (path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16) {
+    else if (tc) {
         const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
                                                    a.c, sg, dtype, scale, degree_bias, split,
                                                    a.part_o, a.part_ml, out32, out16, a.ml, st,
                                                    err);
         if (s != CKV_OK)
             return s;
-        if (split.splits == 1)  // it wrote the merge's results itself
-            return CKV_OK;
     } else
         CKV_CUDA(ckv_pdl_launch(bf16 ? partial_of<ckv_bf16>(head_dim) : partial_of<float>(head_dim),
                                 grid, BQ * TPQ, 0, st, a));
-    if ((decode || n >= MERGE_WIDE_MIN) && split.splits <= MERGE_WARP_SPLITS)
+    // With one range the tensor-core prefill wrote the merge's results itself.
+    const bool merged = tc && split.splits == 1;
+    if (!merged && (decode || n >= MERGE_WIDE_MIN) && split.splits <= MERGE_WARP_SPLITS)
         CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_merge_warp<2> : attention_merge_warp<4>,
                                 dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head),
                                 MERGE_WARPS * 32, 0, st, a.part_o, a.part_ml, split.splits, n,
                                 n_head, out32, out16, a.ml));
-    else
+    else if (!merged)
         CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), head_dim,
                                 0, st, a.part_o, a.part_ml, split.splits, n, n_head, head_dim,
                                 out32, out16, a.ml));
     if (scores) {
         if (decode)
             CKV_CUDA(ckv_attention_decode_score(n, n_head, n_head_kv, a.c, seqs, split, a.ml, st));
+        else if (tc)
+            return ckv_attention_prefill_score(q, q_stride, n, n_head, n_head_kv, head_dim, a.c,
+                                               scale, degree_bias, split, a.ml, st, err);
         else
             CKV_CUDA(ckv_pdl_launch(bf16 ? score_of<ckv_bf16>(head_dim) : score_of<float>(head_dim),
                                     grid, BQ * TPQ, 0, st, a));

@@ -541,13 +541,33 @@ __device__ __forceinline__ void copy_rows(uint32_t dst, const T *src, int t0, in
     }
 }
 
-// Starts one group of copies: the keys of the tile at t0 into stage st
-// and, with the bias, their raw degrees (thread tid < BKV copies entry
-// t0 + tid's; it takes their log2 itself once they land); the values of
-// the tile F::LAG tiles before it into that tile's stage (tile i's keys and
-// values live in stage i % S). Tiles outside [t_begin, t_end) are not
-// copied, and every call commits a group, so that group i holds tile i's
-// keys and tile i - LAG's values. base: the shared address of sm.
+// Starts the copies of the keys of the tile at t0 into stage st and, with
+// the bias, their raw degrees (thread tid < BKV copies entry t0 + tid's; it
+// takes their log2 itself once they land); nothing past t_end. base: the
+// shared address of sm.
+template <int HD, typename F, typename L = typename F::template Tiles<HD>,
+          typename T = typename F::T>
+__device__ __forceinline__ void copy_keys(L &sm, uint32_t base, int st, const T *K,
+                                          const float *deg, bool bias, int t0, int t_end)
+{
+    constexpr int BKV = F::BKV, NTH = F::NW * 32;
+    static_assert(BKV <= NTH, "a thread copies at most one degree");
+    const int tid = threadIdx.x;
+    if (t0 < t_end) {
+        copy_rows<HD, BKV, NTH, L>(
+            base + (uint32_t)(reinterpret_cast<const char *>(sm.k[st]) -
+                              reinterpret_cast<const char *>(&sm)),
+            K, t0, t_end);
+        if (bias && tid < BKV && t0 + tid < t_end)
+            ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
+    }
+}
+
+// Starts one group of copies: the keys and degrees of the tile at t0 into
+// stage st (copy_keys), the values of the tile F::LAG tiles before it into
+// that tile's stage (tile i's keys and values live in stage i % S). Tiles
+// outside [t_begin, t_end) are not copied, and every call commits a group,
+// so that group i holds tile i's keys and tile i - LAG's values.
 template <int HD, typename F, typename L = typename F::template Tiles<HD>,
           typename T = typename F::T>
 __device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T *K, const T *V,
@@ -555,19 +575,13 @@ __device__ __forceinline__ void copy_tile(L &sm, uint32_t base, int st, const T 
                                           int t_end)
 {
     constexpr int BKV = F::BKV, S = F::STAGES, NTH = F::NW * 32;
-    static_assert(BKV <= NTH, "a thread copies at most one degree");
-    const int tid = threadIdx.x, tv = t0 - F::LAG * BKV;
+    const int tv = t0 - F::LAG * BKV;
     const int sv = st >= F::LAG ? st - F::LAG : st - F::LAG + S;
-    const char *at = reinterpret_cast<const char *>(&sm);
-    if (t0 < t_end) {
-        copy_rows<HD, BKV, NTH, L>(
-            base + (uint32_t)(reinterpret_cast<const char *>(sm.k[st]) - at), K, t0, t_end);
-        if (bias && tid < BKV && t0 + tid < t_end)
-            ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
-    }
+    copy_keys<HD, F>(sm, base, st, K, deg, bias, t0, t_end);
     if (tv >= t_begin && tv < t_end)
-        copy_rows<HD, BKV, NTH, L>(
-            base + (uint32_t)(reinterpret_cast<const char *>(sm.v[sv]) - at), V, tv, t_end);
+        copy_rows<HD, BKV, NTH, L>(base + (uint32_t)(reinterpret_cast<const char *>(sm.v[sv]) -
+                                                     reinterpret_cast<const char *>(&sm)),
+                                   V, tv, t_end);
     ckv_cp_async_commit();
 }
 
@@ -952,6 +966,104 @@ __global__ void __launch_bounds__(block_threads<F>(), F::blocks(HD))
     }
 }
 
+// The attention mass each entry receives (H2O scores) in a prefill over one
+// cache that tracks them, after the partial pass and the merge: from every
+// row's merged max M and sum L (ml, natural-log units) it computes the
+// tiles' scores again with the partial pass's products (Tf32, Bf16 or Wg4:
+// its roundings of q and of the keys), and adds 2^(s - M log2 e) / L,
+// summed over the block's rows, to score[t]; the query heads of a KV group
+// add into the same list. Scores must come from the products M and L came
+// from: fp32 scores against TF32 sums are off by TF32's error times the
+// scores' spread in every p, which then no longer sum to 1. Every warp
+// computes every tile (rows that do not see an entry give it 0), and only
+// the keys are copied.
+template <int HD, typename F>
+__global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill_score(PArgs a)
+{
+    static_assert(!F::FED, "the score pass takes the forms whose threads copy");
+    using T = typename F::T;
+    using L = typename F::template Tiles<HD>;
+    constexpr int S = F::STAGES, BKV = F::BKV, NT = F::NT, BQ = F::NW * WROWS;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ float mass[F::NW][BKV];
+    const uint32_t sbase = (ckv_smem_addr(smem_raw) + L::ALIGN - 1) & ~(uint32_t)(L::ALIGN - 1);
+    L &sm = *reinterpret_cast<L *>(smem_raw + (sbase - ckv_smem_addr(smem_raw)));
+    ckv_pdl_wait();  // the merged max and sum come from the kernel before
+    ckv_pdl_launch_dependents();
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int qh = blockIdx.y, split = blockIdx.z, h = qh / (a.H / a.KV);
+    const ckv_k_kv_layer c = a.c;
+    // The partial pass's rows and range for this block (heaviest first).
+    const int row0 = (gridDim.x - 1 - blockIdx.x) * BQ, n = a.n, L0 = c.len0[h];
+    const int t_begin = split * a.split_len;
+    const int t_end = min(t_begin + a.split_len, L0 + min(n, row0 + BQ));
+    const int r0 = row0 + warp * WROWS + g, r1 = r0 + 8;
+    const int e0 = r0 < n ? min(t_end, L0 + r0 + 1) : 0;
+    const int e1 = r1 < n ? min(t_end, L0 + r1 + 1) : 0;
+    const T *K = static_cast<const T *>(c.k) + (size_t)h * c.capacity * HD;
+    const float *deg = c.deg + (size_t)h * c.capacity;
+    float *score = c.score + (size_t)h * c.capacity;
+    // Rows past n see nothing: their statistics are never used.
+    const float m0 = r0 < n ? a.ml[((size_t)r0 * a.H + qh) * 2] * CKV_LOG2E : 0.0f;
+    const float il0 = r0 < n ? 1.0f / a.ml[((size_t)r0 * a.H + qh) * 2 + 1] : 0.0f;
+    const float m1 = r1 < n ? a.ml[((size_t)r1 * a.H + qh) * 2] * CKV_LOG2E : 0.0f;
+    const float il1 = r1 < n ? 1.0f / a.ml[((size_t)r1 * a.H + qh) * 2 + 1] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < S - 1; i++) {
+        copy_keys<HD, F>(sm, sbase, i, K, deg, a.bias, t_begin + i * BKV, t_end);
+        ckv_cp_async_commit();
+    }
+    typename F::template Q<HD> qa;
+    const float *q = a.q + (size_t)qh * HD;
+    F::template load_q<HD>(qa, r0 < n ? q + (size_t)r0 * a.q_stride : NULL,
+                           r1 < n ? q + (size_t)r1 * a.q_stride : NULL, a.qscale, t);
+
+    for (int t0 = t_begin, st = 0; t0 < t_end; t0 += BKV, st = st + 1 < S ? st + 1 : 0) {
+        // Tile i landed and its degrees are logs; everyone is past tile i -
+        // 1, whose stage the copies of tile i + S - 1 take, and past the
+        // sums of mass.
+        ckv_cp_async_wait<S - 2>();
+        if (tid < BKV)
+            sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
+        if constexpr (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
+            ckv_fence_proxy_async();
+        __syncthreads();
+        copy_keys<HD, F>(sm, sbase, st ? st - 1 : S - 1, K, deg, a.bias, t0 + (S - 1) * BKV,
+                         t_end);
+        ckv_cp_async_commit();
+        float s[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        F::template scores<HD>(s, qa, sm, st, lane, false);
+        F::template wait_s<0>(s);
+        // Column j of the tile: its two rows' probabilities, then the sum
+        // over the warp's 8 row pairs (lanes 4 apart hold the same columns).
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int j = nt * 8 + 2 * t + e, tt = t0 + j;
+                float p = tt < e0 ? F::exp2(s[nt][e] + sm.l[st][j] - m0) * il0 : 0.0f;
+                p += tt < e1 ? F::exp2(s[nt][2 + e] + sm.l[st][j] - m1) * il1 : 0.0f;
+                p += __shfl_xor_sync(0xffffffffu, p, 4);
+                p += __shfl_xor_sync(0xffffffffu, p, 8);
+                p += __shfl_xor_sync(0xffffffffu, p, 16);
+                if (g == 0)
+                    mass[warp][j] = p;
+            }
+        __syncthreads();
+        if (tid < BKV && t0 + tid < t_end) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < F::NW; w++)
+                sum += mass[w][tid];
+            atomicAdd(&score[t0 + tid], sum);
+        }
+    }
+}
+
 }  // namespace
 
 template <int HD, typename F>
@@ -977,6 +1089,19 @@ static ckv_status launch(const PArgs &a, int32_t splits, int32_t tiles, cudaStre
     CKV_CUDA(ckv_allow_smem(attention_prefill<HD, F>, bytes));
     CKV_CUDA(ckv_pdl_launch(attention_prefill<HD, F>, grid, block_threads<F>(), bytes, stream, a,
                             m));
+    return CKV_OK;
+}
+
+template <int HD, typename F>
+static ckv_status launch_score(const PArgs &a, int32_t splits, cudaStream_t stream,
+                               ckv_error *err)
+{
+    using L = typename F::template Tiles<HD>;
+    constexpr int BQ = F::NW * WROWS;
+    const dim3 grid((a.n + BQ - 1) / BQ, a.H, splits);
+    const int bytes = (int)sizeof(L) + L::ALIGN - 16;
+    CKV_CUDA(ckv_allow_smem(attention_prefill_score<HD, F>, bytes));
+    CKV_CUDA(ckv_pdl_launch(attention_prefill_score<HD, F>, grid, F::NW * 32, bytes, stream, a));
     return CKV_OK;
 }
 
@@ -1042,4 +1167,40 @@ ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, in
     }
     return h64 ? launch<64, Wg8>(a, S, tiles, stream, err)
                : launch<128, Wg8>(a, S, tiles, stream, err);
+}
+
+ckv_status ckv_attention_prefill_score(const float *q, int32_t q_stride, int32_t n,
+                                       int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                                       const ckv_k_kv_layer &c, float scale, bool bias,
+                                       ckv_k_attention_split split, const float *ml,
+                                       cudaStream_t stream, ckv_error *err)
+{
+    PArgs a = {};
+    a.q = q;
+    a.q_stride = q_stride;
+    a.n = n;
+    a.H = n_head;
+    a.KV = n_head_kv;
+    a.c = c;
+    a.qscale = scale * CKV_LOG2E;
+    a.bias = bias;
+    a.split_len = split.split_len;
+    a.ml = const_cast<float *>(ml);  // read only here
+    const int32_t S = split.splits;
+    const bool h64 = head_dim == 64;
+    // The partial pass's form, but one warpgroup where it took two: the
+    // score pass holds no outputs and has no P V to overlap.
+    switch (form_of(c.dtype, false, split)) {
+    case Form::TF32:
+        return h64 ? launch_score<64, Tf32>(a, S, stream, err)
+                   : launch_score<128, Tf32>(a, S, stream, err);
+    case Form::MMA:
+        return h64 ? launch_score<64, Bf16>(a, S, stream, err)
+                   : launch_score<128, Bf16>(a, S, stream, err);
+    case Form::WG4:
+    case Form::WG8:
+        break;
+    }
+    return h64 ? launch_score<64, Wg4>(a, S, stream, err)
+               : launch_score<128, Wg4>(a, S, stream, err);
 }

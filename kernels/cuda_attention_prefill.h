@@ -1,9 +1,8 @@
 // The prefill form of the attention's partial pass for cuda_attention.cu on
 // tensor cores: n query rows over one cache, Q.K^T and P.V as mma.sync with
 // fp32 accumulation, TF32 over fp32 lists and bf16 over bf16 lists (the
-// file says what each rounds). Taken when no score pass follows (the H2O
-// score pass recomputes fp32 scores against the merged max and sum, so a
-// cache that tracks scores keeps the fp32 kernel).
+// file says what each rounds); and, for a cache that tracks H2O scores, the
+// score pass after the merge, on the same products.
 #ifndef CKV_KERNELS_CUDA_ATTENTION_PREFILL_H
 #define CKV_KERNELS_CUDA_ATTENTION_PREFILL_H
 
@@ -35,5 +34,18 @@ ckv_status ckv_attention_prefill(const float *q, int32_t q_stride, int32_t n, in
                                  float scale, bool bias, ckv_k_attention_split split,
                                  float *part_o, float *part_ml, float *out32, ckv_bf16 *out16,
                                  float *ml, cudaStream_t stream, ckv_error *err);
+
+// After the partial pass and the merge over a cache that tracks scores
+// (c.score): adds to each entry's score the probability every row and query
+// head of its group gives it, exp(s - M) / L with the merged max M and sum
+// L of ml ([n][H][2], natural-log units), the scores s computed again by the
+// partial pass's form (one warpgroup where it took two), so that with the
+// same roundings of q and the keys. The same rows, ranges (split) and lists
+// as ckv_attention_prefill without segments.
+ckv_status ckv_attention_prefill_score(const float *q, int32_t q_stride, int32_t n,
+                                       int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                                       const ckv_k_kv_layer &c, float scale, bool bias,
+                                       ckv_k_attention_split split, const float *ml,
+                                       cudaStream_t stream, ckv_error *err);
 
 #endif

@@ -71,6 +71,7 @@ ckv_status dalloc(void *pp, size_t bytes, ckv_error *err)
 struct AttnBufs {
     void *k = NULL, *v = NULL;  // of the shape's dtype
     float *deg = NULL, *q = NULL, *out = NULL, *ws = NULL;
+    float *score = NULL;  // with the shape's scores, a set's lists' entries
     int32_t *len0 = NULL;
     int sets = 1;
     int32_t lists = 0, heads = 0;
@@ -81,7 +82,7 @@ struct AttnBufs {
 
 void attn_free(AttnBufs *a)
 {
-    void *ps[] = {a->k, a->v, a->deg, a->q, a->out, a->ws, a->len0};
+    void *ps[] = {a->k, a->v, a->deg, a->q, a->out, a->ws, a->len0, a->score};
     for (void *p : ps)
         cudaFree(p);
 }
@@ -108,7 +109,8 @@ ckv_status attn_alloc(ckv_bench_gpu *b, const ckv_attn_shape *s, int sets, uint6
         (st = dalloc(&a->q, qf * sizeof(float), err)) ||
         (st = dalloc(&a->out, qf * sizeof(float), err)) ||
         (st = dalloc(&a->ws, ws * sizeof(float), err)) ||
-        (st = dalloc(&a->len0, a->lists * sizeof(int32_t), err)))
+        (st = dalloc(&a->len0, a->lists * sizeof(int32_t), err)) ||
+        (s->scores && (st = dalloc(&a->score, sets * degs * sizeof(float), err))))
         return st;
     // Keys and queries in [-1, 1): scores q.k / sqrt(d) of spread about 1/3,
     // a softmax neither flat nor one-hot. Degrees as a compressed cache's.
@@ -116,7 +118,9 @@ ckv_status attn_alloc(ckv_bench_gpu *b, const ckv_attn_shape *s, int sets, uint6
     if ((st = ckv_k_fill_uniform_kv(a->k, s->dtype, kv, -1, 1, seed, b->stream, err)) ||
         (st = ckv_k_fill_uniform_kv(a->v, s->dtype, kv, -1, 1, seed + 1, b->stream, err)) ||
         (st = ckv_k_fill_uniform(a->deg, sets * degs, 1, 8, seed + 2, b->stream, err)) ||
-        (st = ckv_k_fill_uniform(a->q, qf, -1, 1, seed + 3, b->stream, err)))
+        (st = ckv_k_fill_uniform(a->q, qf, -1, 1, seed + 3, b->stream, err)) ||
+        (s->scores &&
+         (st = ckv_k_fill_uniform(a->score, sets * degs, 0.5f, 2, seed + 4, b->stream, err))))
         return st;
     int32_t *len0 = static_cast<int32_t *>(malloc(a->lists * sizeof(int32_t)));
     if (!len0)
@@ -141,7 +145,7 @@ ckv_status attn_launch(ckv_bench_gpu *b, const ckv_attn_shape *s, const AttnBufs
     ckv_k_kv_layer kv = {static_cast<char *>(a->k) + set * a->list_bytes,
                          static_cast<char *>(a->v) + set * a->list_bytes,
                          a->deg + set * degs,
-                         NULL,
+                         a->score ? a->score + set * degs : NULL,
                          a->len0,
                          s->context,
                          NULL,
@@ -193,11 +197,13 @@ ckv_status time_runs(ckv_bench_gpu *b, int32_t warmup, int32_t repeats, int sets
 ckv_status check_shape(const ckv_attn_shape *s, ckv_error *err)
 {
     if (s->batch < 1 || s->n_head_kv < 1 || s->group < 1 || s->queries < 1 ||
-        s->context < s->queries || (s->head_dim != 64 && s->head_dim != 128))
+        s->context < s->queries || (s->head_dim != 64 && s->head_dim != 128) ||
+        (s->scores && s->queries == 1))
         return ckv_errorf(err, CKV_ERR_ARG,
                           "bench: attention shape batch %d kv %d group %d head_dim %d context %d "
-                          "queries %d is not valid",
-                          s->batch, s->n_head_kv, s->group, s->head_dim, s->context, s->queries);
+                          "queries %d%s is not valid",
+                          s->batch, s->n_head_kv, s->group, s->head_dim, s->context, s->queries,
+                          s->scores ? " with scores (prefill shapes only)" : "");
     return CKV_OK;
 }
 
@@ -219,7 +225,15 @@ ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t s
     float *want = static_cast<float *>(malloc(qf * sizeof(float)));
     float *S = static_cast<float *>(malloc(n * T * sizeof(float)));
     double *want64 = static_cast<double *>(malloc(qf * sizeof(double)));
-    if (!len0 || !k || !v || !ld || !q || !got || !want || !S || !want64)
+    // With scores: their values before the launch (the CPU twin's start),
+    // the CPU's after it, and the GPU's.
+    const size_t sn = s->scores ? degs : 0;
+    float *acc0 = static_cast<float *>(malloc(sn * sizeof(float) + 1));
+    float *acc = static_cast<float *>(malloc(sn * sizeof(float) + 1));
+    float *gacc = static_cast<float *>(malloc(sn * sizeof(float) + 1));
+    double *mass = static_cast<double *>(malloc(sn * sizeof(double) + 1));
+    if (!len0 || !k || !v || !ld || !q || !got || !want || !S || !want64 || !acc0 || !acc ||
+        !gacc || !mass)
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of host memory for the check");
     for (int32_t j = 0; !st && j < a->lists; j++) {
         int32_t short_by = 97 * (j % 5);
@@ -231,7 +245,10 @@ ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t s
     if (!st && ((e = cudaMemcpyAsync(a->len0, len0, a->lists * sizeof(int32_t),
                                      cudaMemcpyHostToDevice, b->stream)) != cudaSuccess ||
                 (e = cudaMemsetAsync(a->out, 0xff, qf * sizeof(float), b->stream)) !=
-                    cudaSuccess))
+                    cudaSuccess ||
+                (e = cudaStreamSynchronize(b->stream)) != cudaSuccess ||
+                (sn && (e = cudaMemcpy(acc0, a->score, sn * sizeof(float),
+                                       cudaMemcpyDeviceToHost)) != cudaSuccess)))
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check setup: %s", cudaGetErrorString(e));
     if (!st)
         st = attn_launch(b, s, a, 0, err);
@@ -245,7 +262,9 @@ ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t s
                 (e = cudaMemcpy(ld, a->deg, degs * sizeof(float), cudaMemcpyDeviceToHost)) !=
                     cudaSuccess ||
                 (e = cudaMemcpy(q, a->q, qf * sizeof(float), cudaMemcpyDeviceToHost)) !=
-                    cudaSuccess))
+                    cudaSuccess ||
+                (sn && (e = cudaMemcpy(gacc, a->score, sn * sizeof(float),
+                                       cudaMemcpyDeviceToHost)) != cudaSuccess)))
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: check run: %s", cudaGetErrorString(e));
     if (!st) {
         // bf16 lists were copied into the front half of k and v: widened
@@ -257,18 +276,28 @@ ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t s
             }
         for (size_t i = 0; i < degs; i++)
             ld[i] = logf(ld[i]);
+        memcpy(acc, acc0, sn * sizeof(float));
         const size_t qs = (size_t)a->heads * hd;
         for (int32_t qh = 0; qh < a->heads; qh++) {
             const size_t j = (size_t)(qh / s->group);
             ckv_attend(want + qh * hd, qs, S, q + qh * hd, qs, s->queries, k + j * T * hd,
                        v + j * T * hd, s->degree_bias ? ld + j * T : NULL, len0[j],
-                       len0[j] + s->queries, s->head_dim, 1.0f / sqrtf((float)hd), NULL, 1);
+                       len0[j] + s->queries, s->head_dim, 1.0f / sqrtf((float)hd),
+                       s->scores ? acc + j * T : NULL, 1);
         }
         for (size_t i = 0; i < qf; i++)
             want64[i] = want[i];
         *rel_err = rel_l2(got, want64, qf);
+        // The scores: the mass each entry gained (the start would dilute it).
+        for (size_t i = 0; i < sn; i++) {
+            gacc[i] -= acc0[i];
+            mass[i] = (double)acc[i] - acc0[i];
+        }
+        if (sn)
+            *rel_err = fmax(*rel_err, rel_l2(gacc, mass, sn));
     }
     free(len0), free(k), free(v), free(ld), free(q), free(got), free(want), free(S), free(want64);
+    free(acc0), free(acc), free(gacc), free(mass);
     return st;
 }
 
@@ -471,7 +500,7 @@ extern "C" ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape
         st = time_runs(b, warmup, repeats, a.sets, t, err,
                        [&](int32_t r) { return attn_launch(b, s, &a, r % a.sets, err); });
     const ckv_k_attention_path path =
-        ckv_k_attention_path_of(s->queries, false, a.heads, a.lists, false, s->dtype);
+        ckv_k_attention_path_of(s->queries, false, a.heads, a.lists, s->dtype);
     t->kernel = path == CKV_ATTN_PREFILL_TF32 || path == CKV_ATTN_PREFILL_BF16
                     ? ckv_k_prefill_form_name(s->dtype, a.split)
                     : ckv_k_attention_path_name(path);

@@ -23,11 +23,14 @@ extern "C" {
  * j attends to list j / group either way). Every list holds `context`
  * entries after the queries' own; `queries` 1 is a decode step, more is a
  * causal prefill of the last `queries` entries. dtype: how the lists store
- * keys and values (the check's CPU twin reads the same stored values). */
+ * keys and values (the check's CPU twin reads the same stored values).
+ * scores (prefill only): the lists track H2O scores, so that the launch
+ * adds each entry's attention mass to them (its score pass). */
 typedef struct {
     int32_t batch, n_head_kv, group, head_dim, context, queries;
     bool degree_bias;
     ckv_kv_dtype dtype;
+    bool scores;
 } ckv_attn_shape;
 
 typedef struct {
@@ -48,6 +51,8 @@ void ckv_bench_gpu_free(ckv_bench_gpu *b);
 /* Runs the shape once on random inputs, lists of different lengths and
  * NaN-poisoned outputs, and returns the relative L2 error against ckv_attend
  * (src/decoder_ops.h) on the CPU; infinite when an output was not written.
+ * With scores, the larger of that and the error of the mass the scores
+ * gained.
  * Meant for a small shape (the CPU reference is single-threaded). */
 ckv_status ckv_bench_attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t seed,
                                      double *rel_err, ckv_error *err);

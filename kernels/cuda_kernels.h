@@ -122,13 +122,12 @@ ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head,
 
 /* The partial pass a call takes: the decode kernel (one query per sequence,
  * GQA groups up to 8; kernels/cuda_attention_decode.cu), the fp32 prefill
- * kernel (kernels/cuda_attention.cu: a cache that tracks scores, or a batch
- * of sequences with larger groups), or the tensor-core prefill kernel
- * (kernels/cuda_attention_prefill.cu: one cache, no scores), whose form
+ * kernel (kernels/cuda_attention.cu: a batch of sequences with larger
+ * groups), or the tensor-core prefill kernel (kernels/cuda_attention_prefill.cu:
+ * one cache, with its score pass when the cache tracks scores), whose form
  * follows the lists' dtype: TF32 over fp32 lists (outputs carry TF32's
  * rounding, about 5e-4 relative), bf16 over bf16 lists (q and the
- * probabilities rounded to bf16, about 2e-3). seqs: ckv_k_attention_seqs;
- * scores: a score pass follows (c->score set for ckv_k_attention). */
+ * probabilities rounded to bf16, about 2e-3). seqs: ckv_k_attention_seqs. */
 typedef enum {
     CKV_ATTN_DECODE,
     CKV_ATTN_PREFILL_F32,
@@ -136,8 +135,7 @@ typedef enum {
     CKV_ATTN_PREFILL_BF16
 } ckv_k_attention_path;
 ckv_k_attention_path ckv_k_attention_path_of(int32_t n, bool seqs, int32_t n_head,
-                                             int32_t n_head_kv, bool scores,
-                                             ckv_kv_dtype dtype);
+                                             int32_t n_head_kv, ckv_kv_dtype dtype);
 /* The kernel a path names now, for reports: "decode", "fp32", "tf32
  * mma.sync", and for bf16 lists "bf16 wgmma" or "bf16 mma.sync", whichever
  * form ckv_cuda_wgmma (kernels/cuda.h) gives. */

@@ -35,7 +35,7 @@ enum { MAXL = 16 };
 typedef struct {
     int32_t ctx[MAXL], batch[MAXL], group[MAXL], hd[MAXL], prefill[MAXL], rows[MAXL];
     int n_ctx, n_batch, n_group, n_hd, n_prefill, n_rows;
-    bool bias_off, bias_on, gemm;
+    bool bias_off, bias_on, scores_off, scores_on, gemm;
     long long kv_heads, warmup, repeats, seed;
     double max_gib;
     const char *out, *peer, *peer_script, *python, *gemm_shape;
@@ -48,12 +48,13 @@ static void help(FILE *fp)
             "usage: ckv bench attention [--device cuda] [options]\n\n"
             "Times the decoder's attention kernels (kernels/cuda_attention.cu; decode steps\n"
             "with groups up to 8 take kernels/cuda_attention_decode.cu, prefills and larger\n"
-            "groups (no H2O scores here) the tensor-core kernels/cuda_attention_prefill.cu,\n"
-            "TF32 over fp32 lists and bf16 over bf16 ones) on random caches (fp32 or bf16\n"
-            "keys and values, --kv-dtype; fp32 degrees): decode steps\n"
-            "(one query per sequence; a batch of B sequences is one launch with the batch\n"
-            "folded into the heads) and causal prefills, with and without the degree\n"
-            "bias, and the decoder's bf16 GEMMs at a model's projection shapes (cuBLAS,\n"
+            "groups the tensor-core kernels/cuda_attention_prefill.cu, TF32 over fp32 lists\n"
+            "and bf16 over bf16 ones) on random caches (fp32 or bf16 keys and values,\n"
+            "--kv-dtype; fp32 degrees): decode steps (one query per sequence; a batch of B\n"
+            "sequences is one launch with the batch folded into the heads) and causal\n"
+            "prefills, with and without the degree bias, prefills also over lists that\n"
+            "track H2O scores (--scores: the partial pass, the merge and the score pass);\n"
+            "and the decoder's bf16 GEMMs at a model's projection shapes (cuBLAS,\n"
             "and at the few rows the decoder gives it also the GEMV of kernels/cuda_gemv.cu;\n"
             "the gate|up projection also with its SwiGLU, in the GEMV's epilogue or by a\n"
             "launch after cuBLAS).\n"
@@ -76,6 +77,8 @@ static void help(FILE *fp)
             "  --head-dims LIST    64 and/or 128 (default 64,128)\n"
             "  --kv-heads N        KV heads per sequence (default 8)\n"
             "  --bias off|on|both  degree bias (default both)\n"
+            "  --scores off|on|both  prefills over lists that track H2O scores (default off;\n"
+            "                      FLOPs then count the score pass's q.k, bytes its keys)\n"
             "  --prefill LIST      causal prefill lengths, batch 1, or 'none'\n"
             "                      (default 1024,4096,16384)\n"
             "  --gemm-shape NAME   model whose projections the GEMMs take, or 'none'\n"
@@ -111,12 +114,13 @@ static int parse(int argc, char **argv, opts *o)
         {"repeats", required_argument, 0, 'r'},    {"seed", required_argument, 0, 's'},
         {"out", required_argument, 0, 'o'},        {"peer", required_argument, 0, 'P'},
         {"peer-script", required_argument, 0, 'S'}, {"python", required_argument, 0, 'y'},
-        {"kv-dtype", required_argument, 0, 'K'},   {"help", no_argument, 0, 'h'},
+        {"kv-dtype", required_argument, 0, 'K'},   {"scores", required_argument, 0, 'A'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *ctx = "1024,4096,16384,32768,131072", *batch = "1,8,64", *group = "4,8",
                *hd = "64,128", *prefill = "1024,4096,16384", *rows = "1,8,64,512,4096",
-               *bias = "both";
+               *bias = "both", *scores = "off";
     *o = (opts){.kv_heads = 8, .warmup = 5, .repeats = 50, .seed = 1, .max_gib = 32,
                 .out = "results/bench-attention.h5", .python = "python3",
                 .gemm_shape = "llama3.1-8b"};
@@ -135,6 +139,7 @@ static int parse(int argc, char **argv, opts *o)
         case 'D': hd = optarg; break;
         case 'k': ok = cli_int("bench", "--kv-heads", optarg, 1, 1024, &o->kv_heads); break;
         case 'B': bias = optarg; break;
+        case 'A': scores = optarg; break;
         case 'p': prefill = optarg; break;
         case 'G': o->gemm_shape = optarg; break;
         case 'n': rows = optarg; break;
@@ -175,6 +180,10 @@ static int parse(int argc, char **argv, opts *o)
     o->bias_on = !strcmp(bias, "on") || !strcmp(bias, "both");
     if (!o->bias_off && !o->bias_on)
         return cli_usage_error("bench", "--bias: '%s' (off, on or both)", bias);
+    o->scores_off = !strcmp(scores, "off") || !strcmp(scores, "both");
+    o->scores_on = !strcmp(scores, "on") || !strcmp(scores, "both");
+    if (!o->scores_off && !o->scores_on)
+        return cli_usage_error("bench", "--scores: '%s' (off, on or both)", scores);
     o->gemm = strcmp(o->gemm_shape, "none") != 0;
     ckv_config cfg;
     ckv_error err = {0};
@@ -193,6 +202,7 @@ typedef struct {
     char *kernel;  /* the kernel (prefill: its form) that ran */
     char *kv_dtype;  /* f32 or bf16 */
     int32_t batch, kv_heads, group, head_dim, context, queries, degree_bias;
+    int32_t scores; /* the lists track H2O scores (prefill rows) */
     double median_us, min_us, max_us;
     int32_t runs, input_sets;
     double bytes, gbps, pct_copy, flops, tflops, pct_matmul, pct_tf32;
@@ -208,6 +218,7 @@ static const ckv_h5_field attn_fields[] = {
     FA(kind, CKV_H5_STR), FA(kernel, CKV_H5_STR), FA(kv_dtype, CKV_H5_STR), FA(batch, CKV_H5_I32),
     FA(kv_heads, CKV_H5_I32), FA(group, CKV_H5_I32), FA(head_dim, CKV_H5_I32),
     FA(context, CKV_H5_I32), FA(queries, CKV_H5_I32), FA(degree_bias, CKV_H5_I32),
+    FA(scores, CKV_H5_I32),
     FA(median_us, CKV_H5_F64), FA(min_us, CKV_H5_F64), FA(max_us, CKV_H5_F64),
     FA(runs, CKV_H5_I32), FA(input_sets, CKV_H5_I32), FA(bytes, CKV_H5_F64), FA(gbps, CKV_H5_F64),
     FA(pct_copy, CKV_H5_F64), FA(flops, CKV_H5_F64), FA(tflops, CKV_H5_F64),
@@ -240,58 +251,73 @@ static const ckv_h5_field gemm_fields[] = {
 #define NF(a) (sizeof a / sizeof a[0])
 
 /* Bytes the kernel must read: keys and values as stored, and fp32 degrees
- * when the bias is on (queries and outputs are under 0.1% at every shape). */
+ * when the bias is on (queries and outputs are under 0.1% at every shape);
+ * with scores the score pass's keys once more. */
 static double attn_bytes(const attn_row *r)
 {
     return (double)r->batch * r->kv_heads * r->context *
-           (2.0 * r->head_dim * ckv_kv_dtype_size(r->dtype) + 4.0 * r->degree_bias);
+           ((2.0 + r->scores) * r->head_dim * ckv_kv_dtype_size(r->dtype) +
+            4.0 * r->degree_bias);
 }
 
 /* Two products (q.k and p.v) of 2 head_dim FLOPs per query head and visible
- * entry; query i of n sees context - n + i + 1 entries. */
+ * entry, with scores a third (the score pass's q.k); query i of n sees
+ * context - n + i + 1 entries. */
 static double attn_flops(const attn_row *r)
 {
     const double n = r->queries, visible = n * (r->context - n) + n * (n + 1) / 2;
-    return 4.0 * r->head_dim * r->batch * r->kv_heads * r->group * visible;
+    return (4.0 + 2.0 * r->scores) * r->head_dim * r->batch * r->kv_heads * r->group * visible;
+}
+
+/* Row r of the grid: a decode step (batch b, context t) or a prefill (of
+ * length t, batch 1), head_dim a, group g, scores sc, bias. */
+static void grid_row(attn_row *r, const opts *o, bool prefill, int a, int g, int b, int t, int sc,
+                     int bias)
+{
+    r->kind = prefill ? "prefill" : "decode";
+    r->dtype = o->kv_dtype;
+    r->kv_dtype = (char *)ckv_kv_dtype_name(o->kv_dtype);
+    r->batch = prefill ? 1 : o->batch[b];
+    r->kv_heads = (int32_t)o->kv_heads;
+    r->group = o->group[g];
+    r->head_dim = o->hd[a];
+    r->context = prefill ? o->prefill[t] : o->ctx[t];
+    r->queries = prefill ? r->context : 1;
+    r->degree_bias = bias;
+    r->scores = sc;
+    r->median_us = r->min_us = r->max_us = NAN;
+    r->gbps = r->pct_copy = r->tflops = r->pct_matmul = NAN;
+    r->pct_tf32 = NAN;
+    r->sdpa_fp32_us = r->sdpa_bf16_us = NAN;
+    r->sdpa_fp32_backend = r->sdpa_bf16_backend = "";
+    r->bytes = attn_bytes(r);
+    r->flops = attn_flops(r);
+    r->status = r->note;
+    snprintf(r->note, sizeof r->note, "not run");
 }
 
 /* The grid, decode then prefill, each ordered head_dim, group, batch,
- * context, bias (so the two bias settings of a shape are adjacent). */
+ * context, scores (prefill only), bias (so the two bias settings of a shape
+ * are adjacent). */
 static attn_row *make_grid(const opts *o, size_t *n)
 {
-    const int nb = o->bias_off + o->bias_on;
-    const size_t max = (size_t)o->n_hd * o->n_group * nb * (o->n_batch * o->n_ctx + o->n_prefill);
+    const int nb = o->bias_off + o->bias_on, ns = o->scores_off + o->scores_on;
+    const size_t max =
+        (size_t)o->n_hd * o->n_group * nb * (o->n_batch * o->n_ctx + ns * o->n_prefill);
     attn_row *rows = calloc(max ? max : 1, sizeof *rows);
     if (!rows)
         return NULL;
     *n = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++) {
+        const int sc_first = pass ? !o->scores_off : 0, sc_last = pass && o->scores_on;
         for (int a = 0; a < o->n_hd; a++)
             for (int g = 0; g < o->n_group; g++)
                 for (int b = 0; b < (pass ? 1 : o->n_batch); b++)
                     for (int t = 0; t < (pass ? o->n_prefill : o->n_ctx); t++)
-                        for (int bias = !o->bias_off; bias <= (int)o->bias_on; bias++) {
-                            attn_row *r = &rows[(*n)++];
-                            r->kind = pass ? "prefill" : "decode";
-                            r->dtype = o->kv_dtype;
-                            r->kv_dtype = (char *)ckv_kv_dtype_name(o->kv_dtype);
-                            r->batch = pass ? 1 : o->batch[b];
-                            r->kv_heads = (int32_t)o->kv_heads;
-                            r->group = o->group[g];
-                            r->head_dim = o->hd[a];
-                            r->context = pass ? o->prefill[t] : o->ctx[t];
-                            r->queries = pass ? r->context : 1;
-                            r->degree_bias = bias;
-                            r->median_us = r->min_us = r->max_us = NAN;
-                            r->gbps = r->pct_copy = r->tflops = r->pct_matmul = NAN;
-                            r->pct_tf32 = NAN;
-                            r->sdpa_fp32_us = r->sdpa_bf16_us = NAN;
-                            r->sdpa_fp32_backend = r->sdpa_bf16_backend = "";
-                            r->bytes = attn_bytes(r);
-                            r->flops = attn_flops(r);
-                            r->status = r->note;
-                            snprintf(r->note, sizeof r->note, "not run");
-                        }
+                        for (int sc = sc_first; sc <= sc_last; sc++)
+                            for (int bias = !o->bias_off; bias <= (int)o->bias_on; bias++)
+                                grid_row(&rows[(*n)++], o, pass, a, g, b, t, sc, bias);
+    }
     return rows;
 }
 
@@ -299,7 +325,7 @@ static ckv_attn_shape shape_of(const attn_row *r)
 {
     ckv_attn_shape s = {r->batch,   r->kv_heads, r->group,
                         r->head_dim, r->context, r->queries,
-                        r->degree_bias != 0, r->dtype};
+                        r->degree_bias != 0, r->dtype, r->scores != 0};
     return s;
 }
 
@@ -328,11 +354,12 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
         const bool prefill = rows[i].queries > 1;
         ckv_attn_shape s = {prefill ? 1 : 2,       rows[i].kv_heads,       rows[i].group,
                             rows[i].head_dim,      prefill ? 1024 : 4096, prefill ? 256 : 1,
-                            rows[i].degree_bias != 0, rows[i].dtype};
+                            rows[i].degree_bias != 0, rows[i].dtype, rows[i].scores != 0};
         int j = 0;
         while (j < n_done && !(done[j].queries == s.queries && done[j].group == s.group &&
                                done[j].head_dim == s.head_dim &&
-                               done[j].degree_bias == s.degree_bias))
+                               done[j].degree_bias == s.degree_bias &&
+                               done[j].scores == s.scores))
             j++;
         if (j < n_done || n_done == MAX_CHECKS)
             continue;
@@ -345,21 +372,21 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
         /* ckv_bench_attention_check's launch: the batch folded into the heads. */
         const int32_t lists = s.batch * s.n_head_kv;
         const ckv_k_attention_path path =
-            ckv_k_attention_path_of(s.queries, false, lists * s.group, lists, false, s.dtype);
+            ckv_k_attention_path_of(s.queries, false, lists * s.group, lists, s.dtype);
         const double tol = path == CKV_ATTN_PREFILL_TF32   ? TOL_ATTN_TF32
                            : path == CKV_ATTN_PREFILL_BF16 ? TOL_ATTN_BF16
                                                            : TOL_ATTN;
         const bool pass = e <= tol;
         ok &= pass;
-        printf("check %-7s %s batch %d kv %d group %d hd %3d ctx %d queries %d bias %-3s (%s): "
-               "rel L2 %.2e (tol %.0e) %s\n",
+        printf("check %-7s %s batch %d kv %d group %d hd %3d ctx %d queries %d bias %-3s%s "
+               "(%s): rel L2 %.2e (tol %.0e) %s\n",
                prefill ? "prefill" : "decode", ckv_kv_dtype_name(s.dtype), s.batch, s.n_head_kv,
                s.group, s.head_dim, s.context, s.queries, s.degree_bias ? "on" : "off",
-               ckv_k_attention_path_name(path), e,
-               tol, pass ? "ok" : "MISMATCH");
-        snprintf(log + strlen(log), log_size - strlen(log), "%s%s hd%d g%d bias %s: %.2e",
+               s.scores ? " scores" : "", ckv_k_attention_path_name(path), e, tol,
+               pass ? "ok" : "MISMATCH");
+        snprintf(log + strlen(log), log_size - strlen(log), "%s%s hd%d g%d bias %s%s: %.2e",
                  *log ? "; " : "", prefill ? "prefill" : "decode", s.head_dim, s.group,
-                 s.degree_bias ? "on" : "off", e);
+                 s.degree_bias ? "on" : "off", s.scores ? " scores" : "", e);
     }
     /* Every GEMM path the table times, on small shapes (one GEMV width
      * ending inside a 32-column chunk, one output not a whole row group). */
@@ -390,7 +417,7 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
 static bool same_shape(json_t *j, const attn_row *r)
 {
     const char *kind = json_string_value(json_object_get(j, "kind"));
-    return kind && !strcmp(kind, r->kind) &&
+    return kind && !strcmp(kind, r->kind) && !r->scores &&
            json_integer_value(json_object_get(j, "batch")) == r->batch &&
            json_integer_value(json_object_get(j, "kv_heads")) == r->kv_heads &&
            json_integer_value(json_object_get(j, "group")) == r->group &&
@@ -420,7 +447,7 @@ static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t
     }
     fprintf(f, "kind,batch,kv_heads,group,head_dim,context,queries,bias\n");
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(rows[i].status, "ok"))
+        if (!strcmp(rows[i].status, "ok") && !rows[i].scores)
             fprintf(f, "%s,%d,%d,%d,%d,%d,%d,%d\n", rows[i].kind, rows[i].batch, rows[i].kv_heads,
                     rows[i].group, rows[i].head_dim, rows[i].context, rows[i].queries,
                     rows[i].degree_bias);
@@ -462,8 +489,8 @@ static void print_attention(const attn_row *rows, size_t n, bool peer, const cha
            "kernel's bf16 form (bf16 lists); %%tf32: of half of it (%.0f TFLOP/s, dense TF32 on\n"
            "Hopper, not measured), the ceiling of its TF32 form (fp32 lists)\n",
            BENCH_MATMUL_FLOPS / 1e12, BENCH_TF32_FLOPS / 1e12);
-    printf("%-7s %3s %3s %3s %3s %7s %6s %4s %10s %10s %10s %9s %7s %6s %8s %5s %6s", "kind",
-           "B", "KV", "grp", "hd", "ctx", "q", "bias", "median us", "min us", "max us",
+    printf("%-7s %3s %3s %3s %3s %7s %6s %4s %3s %10s %10s %10s %9s %7s %6s %8s %5s %6s", "kind",
+           "B", "KV", "grp", "hd", "ctx", "q", "bias", "sc", "median us", "min us", "max us",
            "MB read", "GB/s", "%copy", "TFLOP/s", "%mm", "%tf32");
     if (peer)
         printf(" %10s %7s %10s %7s  %s", "sdpa32 us", "us/32", "sdpa16 us", "us/16",
@@ -471,8 +498,9 @@ static void print_attention(const attn_row *rows, size_t n, bool peer, const cha
     printf("\n");
     for (size_t i = 0; i < n; i++) {
         const attn_row *r = &rows[i];
-        printf("%-7s %3d %3d %3d %3d %7d %6d %4s", r->kind, r->batch, r->kv_heads, r->group,
-               r->head_dim, r->context, r->queries, r->degree_bias ? "on" : "off");
+        printf("%-7s %3d %3d %3d %3d %7d %6d %4s %3s", r->kind, r->batch, r->kv_heads, r->group,
+               r->head_dim, r->context, r->queries, r->degree_bias ? "on" : "off",
+               r->scores ? "on" : "off");
         if (strcmp(r->status, "ok")) {
             printf(" %s\n", r->status);
             continue;

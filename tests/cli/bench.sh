@@ -10,7 +10,7 @@ if "$CKV" devices >/dev/null 2>&1; then echo "a GPU is usable here: skipped"; ex
 . "$(dirname "$0")/checks.sh"
 
 "$CKV" bench attention --help >"$tmp/help"
-for opt in --device --contexts --batches --groups --head-dims --kv-heads --bias --prefill \
+for opt in --device --contexts --batches --groups --head-dims --kv-heads --bias --scores --prefill \
            --gemm-shape --gemm-rows --max-gib --warmup --repeats --seed --out --peer \
            --peer-script --python; do
   check "attention --help documents $opt" grep -q -- "$opt" "$tmp/help"
@@ -22,6 +22,8 @@ check "--head-dims 96 is a usage error" status_is 2 "$CKV" bench attention --hea
 check "--contexts x is a usage error" status_is 2 "$CKV" bench attention --contexts 1024,x
 check "  naming the option" grep -q -- "--contexts" "$tmp/err"
 check "--bias maybe is a usage error" status_is 2 "$CKV" bench attention --bias maybe
+check "--scores maybe is a usage error" status_is 2 "$CKV" bench attention --scores maybe
+check "  naming the option" grep -q -- "--scores" "$tmp/err"
 check "--gemm-shape unknown is a usage error" status_is 2 "$CKV" bench attention --gemm-shape gpt-5
 check "  listing the known shapes" grep -q "llama3.1-8b" "$tmp/err"
 check "--peer torch is a usage error" status_is 2 "$CKV" bench attention --peer torch

@@ -61,6 +61,17 @@
 #define TOL_BF16_MMA 8e-3
 #define TOL_LOGITS 5e-2
 #define TOL_KV 3e-2
+/* The attention mass each entry gathers over a 600-token prompt, per (layer,
+ * KV head) list, against the CPU's: set after runs, not before. The mass is
+ * the probabilities themselves, which the logits' size amplifies: every
+ * layer's attention is TF32 (a prefill over fp32 lists, scores or not), and
+ * the scores of later layers move with it. On the same prompt the worst list
+ * was 3.2e-2 off through the fp32 kernels (9e-3 to 4.1e-2 in earlier runs)
+ * and 1.0e-1 through the TF32 ones, both in the same lists (layer 10's, whose
+ * first entry, a sink, takes 8-33% of the mass) and with the same sign (H200
+ * run IG); the kernel checks put the score pass itself at TF32's error. A
+ * mass added to the wrong list, range or layer is off by order 1. */
+#define TOL_MASS 2.5e-1
 /* A batched prefill against the same sequences prefilled alone, both on the
  * GPU, is held to the bounds each GPU path holds against the CPU (TOL_LOGITS,
  * TOL_KV), not to a tighter one: other pass layouts change the GEMMs' row
@@ -660,9 +671,9 @@ typedef enum { DEG_1_TO_6, DEG_SOME_0, DEG_HALF_1 } deg_kind;
  * forced_splits 0 lets the planner choose, else ranges of range_len
  * entries (0: the longest list over forced_splits, rounded up to 32). With
  * scores, the cache tracks them and the accumulated attention (H2O scores)
- * is checked too, starting from random values; a prefill (n > 1) must then
- * take the fp32 kernel, and without scores a tensor-core one (checked at
- * TOL_TF32 or TOL_BF16_MMA). */
+ * is checked too, starting from random values. A prefill (n > 1) takes a
+ * tensor-core kernel (checked at TOL_TF32 or TOL_BF16_MMA), with or without
+ * scores. */
 typedef struct {
     int hd, n;
     const int32_t *len0;
@@ -752,9 +763,8 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
      * reads but the partial pass did not store shows as NaN. */
     float *dlg = scores ? dev_poisoned(4 * (size_t)H * cap) : NULL;
     ckv_k_kv_layer c = {dk, dv, ddeg, scores ? dacc : NULL, dlen, cap, NULL, NULL, dt};
-    const ckv_k_attention_path path = ckv_k_attention_path_of(n, false, H, KV, scores, dt);
+    const ckv_k_attention_path path = ckv_k_attention_path_of(n, false, H, KV, dt);
     const ckv_k_attention_path expect = n == 1 && group <= 8 ? CKV_ATTN_DECODE
-                                        : scores            ? CKV_ATTN_PREFILL_F32
                                         : dt == CKV_KV_BF16 ? CKV_ATTN_PREFILL_BF16
                                                             : CKV_ATTN_PREFILL_TF32;
     if (scores && path == CKV_ATTN_DECODE) {
@@ -798,13 +808,17 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     }
     if (scores) {
         CHECK(ckv_cuda_download(gacc, dacc, 4 * (size_t)KV * cap, err));
-        /* Only the mass added is compared (the starting values would dilute it). */
+        /* Only the mass added is compared (the starting values would dilute it).
+         * A tensor-core score pass computes each p from the products of the
+         * partial pass, against its max and sum: q rounded (and fp32 keys
+         * truncated) moves each score by about u times the scores' spread,
+         * the sum by about u more, so each p carries about 2u, as the
+         * outputs do (tol). */
         for (size_t t = 0; t < (size_t)KV * cap; t++) {
             gacc[t] -= acc0[t];
             acc[t] -= acc0[t];
         }
-        report("  + accumulated attention (scores)", rel_l2(gacc, acc, (size_t)KV * cap),
-               TOL_F32);
+        report("  + accumulated attention (scores)", rel_l2(gacc, acc, (size_t)KV * cap), tol);
     }
     ckv_cuda_free(dk), ckv_cuda_free(dv), ckv_cuda_free(ddeg), ckv_cuda_free(dq);
     ckv_cuda_free(dout), ckv_cuda_free(dlen), ckv_cuda_free(dws), ckv_cuda_free(dacc);
@@ -982,9 +996,8 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_qkv_post(64, CKV_ROPE_NEOX, true, true, true, dt, 67);
     check_qkv_post(128, CKV_ROPE_NEOX, false, true, false, dt, 67);
     check_qkv_post(128, CKV_ROPE_NORM, true, false, true, dt, 3);
-    printf("\nattention against ckv_attend; [kernel]: decode, fp32 (CUDA cores, taken when the "
-           "cache\ntracks scores), tf32 or bf16 mma (tensor cores, a prefill without scores, "
-           "over\nfp32 or bf16 lists)\n");
+    printf("\nattention against ckv_attend; [kernel]: decode, or tf32 or bf16 mma (tensor cores, "
+           "a prefill,\nover fp32 or bf16 lists; with scores its score pass too)\n");
     const int32_t a[2] = {0, 0}, b[2] = {700, 1303}, c[2] = {3001, 17}, d[2] = {0, 1303},
                   e[2] = {3001, 0}, f[2] = {3400, 17};
     check_attention((attn_case){64, 1, b, true, 0, true, 0, DEG_1_TO_6, 0}, dt);
@@ -1060,6 +1073,13 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention((attn_case){64, 77, c, true, 2, false, 16, DEG_SOME_0, 2048}, dt);
     check_attention((attn_case){64, 130, b, false, 1, false, 0, DEG_1_TO_6, 2048}, dt);
     check_attention((attn_case){128, 600, f, true, 2, false, 0, DEG_1_TO_6, 2112}, dt);
+    /* Scores after such ranges (the score pass in one warpgroup), after one
+     * range (the partial pass writes the merged max and sum itself), with
+     * degrees 0 and group 8. */
+    check_attention((attn_case){128, 600, f, true, 2, true, 0, DEG_HALF_1, 2048}, dt);
+    check_attention((attn_case){64, 130, b, true, 1, true, 16, DEG_SOME_0, 8192}, dt);
+    check_attention((attn_case){128, 77, b, true, 1, true, 0, DEG_SOME_0, 0}, dt);
+    check_attention((attn_case){64, 600, e, false, 1, true, 0, DEG_1_TO_6, 0}, dt);
     /* Batches: group 3 (a partly used register group of 4), 4 (the 8B's)
      * and 8; one range, several of uneven length (2048 / 7 = 293, the
      * last shorter), and the planner's. */
@@ -1252,7 +1272,7 @@ static void check_window_and_scores(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *g
                 worst = fmax(worst, rel_l2(ckv_cache_scorep(&back, l, h), ckv_cache_scorep(&cc, l, h),
                                            (size_t)cc.len[ckv_cache_lh(&cc, l, h)]));
         snprintf(what, sizeof what, "attention mass per entry, %s", step ? "+1 decode" : "prompt");
-        report(what, worst, TOL_LOGITS);
+        report(what, worst, TOL_MASS);
         if (step == 0) {
             CHECK(ckv_cpu_forward(cpu, &cc, ids + len, 1, NULL, NULL, err));
             CHECK(ckv_gpu_forward(gpu, gc, ids + len, 1, NULL, NULL, err));
