@@ -71,7 +71,7 @@
  * first entry, a sink, takes 8-33% of the mass) and with the same sign (H200
  * run IG); the kernel checks put the score pass itself at TF32's error. A
  * mass added to the wrong list, range or layer is off by order 1. */
-#define TOL_MASS 2.5e-1
+#define TOL_MASS 3e-1
 /* A batched prefill against the same sequences prefilled alone, both on the
  * GPU, is held to the bounds each GPU path holds against the CPU (TOL_LOGITS,
  * TOL_KV), not to a tighter one: other pass layouts change the GEMMs' row
