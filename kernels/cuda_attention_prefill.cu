@@ -884,7 +884,8 @@ __global__ void __launch_bounds__(block_threads<F>(), F::blocks(HD))
         F::wait_pv(o, p);
         // The warp is done with tile i - 1: every lane's reads of its stage
         // (log-degrees, bias flag) come before lane 0's arrive, whose release
-        // the producer's next writes there wait for (racecheck, run IC).
+        // the producer's next writes there wait for (a release orders only
+        // its thread's accesses and those a barrier ordered before it).
         if constexpr (F::FED)
             if (t0 > t_begin) {
                 __syncwarp();
