@@ -115,6 +115,16 @@ struct Fed : Swizzled<HD, S, B> {
     int32_t bias[S];
 };
 
+// The keys and log-degrees of tiles laid out as L, without its values: the
+// score pass's (its products read the keys as the partial pass's do).
+template <typename L>
+struct Keys {
+    static constexpr int ROW = L::ROW, ALIGN = L::ALIGN, PERIOD = L::PERIOD;
+    decltype(L::k) k;
+    decltype(L::l) l;
+    static __device__ __forceinline__ uint32_t first(int j, int c) { return L::first(j, c); }
+};
+
 struct PArgs {
     const float *q;
     int32_t q_stride, n, H, KV;  // n: all rows of the call
@@ -229,9 +239,9 @@ struct Tf32 : Sync {
             qa[k][3] = tf32_bits(q1 ? q1[d + 4] * qs : 0.0f);
         }
     }
-    template <int HD>
+    template <int HD, typename TL>
     static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
-                                                  const Tiles<HD> &sm, int st, int lane, bool)
+                                                  const TL &sm, int st, int lane, bool)
     {
         const T(*ks)[HD + PAD<T>] = sm.k[st];
         const int g = lane / 4, t = lane % 4;
@@ -314,9 +324,9 @@ struct Bf16 : Sync {
     // (m / 2) * 8 .. and dimensions (m % 2) * 8 .. of the 16 x 16 block (b0,
     // b1 of tile 2np, then of 2np + 1); for P V, keys (m % 2) * 8 .. and
     // dimensions (m / 2) * 8 .. (b0, b1 of column tile 2dp, then 2dp + 1).
-    template <int HD>
+    template <int HD, typename TL>
     static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
-                                                  const Tiles<HD> &sm, int st, int lane, bool)
+                                                  const TL &sm, int st, int lane, bool)
     {
         const T(*ks)[HD + PAD<T>] = sm.k[st];
         const int m = lane / 8, r = (m / 2) * 8 + lane % 8, c = (m % 2) * 8;
@@ -431,9 +441,9 @@ struct WgT : Bf16 {
     using Tiles = std::conditional_t<FED, Fed<HD, STAGES, BKV>, Swizzled<HD, STAGES, BKV>>;
     using P = uint32_t[NT][2];
 
-    template <int HD>
+    template <int HD, typename TL>
     static __device__ __forceinline__ void scores(float (&s)[NT][4], const Q<HD> &qa,
-                                                  const Tiles<HD> &sm, int st, int, bool add)
+                                                  const TL &sm, int st, int, bool add)
     {
         const uint32_t kb = ckv_smem_addr(sm.k[st]);
         // dimensions 16k ..: block k / 4, 32 bytes a step
@@ -983,7 +993,7 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill_s
 {
     static_assert(!F::FED, "the score pass takes the forms whose threads copy");
     using T = typename F::T;
-    using L = typename F::template Tiles<HD>;
+    using L = Keys<typename F::template Tiles<HD>>;
     constexpr int S = F::STAGES, BKV = F::BKV, NT = F::NT, BQ = F::NW * WROWS;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float mass[F::NW][BKV];
@@ -1012,7 +1022,7 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill_s
     const float il1 = r1 < n ? 1.0f / a.ml[((size_t)r1 * a.H + qh) * 2 + 1] : 0.0f;
 #pragma unroll
     for (int i = 0; i < S - 1; i++) {
-        copy_keys<HD, F>(sm, sbase, i, K, deg, a.bias, t_begin + i * BKV, t_end);
+        copy_keys<HD, F, L>(sm, sbase, i, K, deg, a.bias, t_begin + i * BKV, t_end);
         ckv_cp_async_commit();
     }
     typename F::template Q<HD> qa;
@@ -1030,8 +1040,8 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill_s
         if constexpr (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
             ckv_fence_proxy_async();
         __syncthreads();
-        copy_keys<HD, F>(sm, sbase, st ? st - 1 : S - 1, K, deg, a.bias, t0 + (S - 1) * BKV,
-                         t_end);
+        copy_keys<HD, F, L>(sm, sbase, st ? st - 1 : S - 1, K, deg, a.bias,
+                            t0 + (S - 1) * BKV, t_end);
         ckv_cp_async_commit();
         float s[NT][4];
 #pragma unroll
@@ -1097,7 +1107,7 @@ template <int HD, typename F>
 static ckv_status launch_score(const PArgs &a, int32_t splits, cudaStream_t stream,
                                ckv_error *err)
 {
-    using L = typename F::template Tiles<HD>;
+    using L = Keys<typename F::template Tiles<HD>>;
     constexpr int BQ = F::NW * WROWS;
     const dim3 grid((a.n + BQ - 1) / BQ, a.H, splits);
     const int bytes = (int)sizeof(L) + L::ALIGN - 16;
