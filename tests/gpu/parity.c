@@ -67,10 +67,10 @@
  * layer's attention is TF32 (a prefill over fp32 lists, scores or not), and
  * the scores of later layers move with it. On the same prompt the worst list
  * was 3.2e-2 off through the fp32 kernels (9e-3 to 4.1e-2 in earlier runs)
- * and 1.0e-1 through the TF32 ones, both in the same lists (layer 10's, whose
- * first entry, a sink, takes 8-33% of the mass) and with the same sign (H200
- * run IG); the kernel checks put the score pass itself at TF32's error. A
- * mass added to the wrong list, range or layer is off by order 1. */
+ * and 1.0e-1 through the TF32 ones, both worst in the same lists (layer 10's,
+ * whose first entries, sinks, take 8-33% of the mass; H200 run IG); the
+ * kernel checks put the score pass itself at TF32's error. A mass added to
+ * the wrong list, range or layer is off by order 1. */
 #define TOL_MASS 3e-1
 /* A batched prefill against the same sequences prefilled alone, both on the
  * GPU, is held to the bounds each GPU path holds against the CPU (TOL_LOGITS,
