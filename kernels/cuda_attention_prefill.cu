@@ -141,6 +141,39 @@ struct PArgs {
     float *ml;
 };
 
+// Where a block of BQ query rows sits, for the partial pass and the score
+// pass alike: its segment's cache (sg) and rows from `base`, n of them, or
+// the call's; row i of them sees the first L0 + i + 1 entries (L0 =
+// len0[h]). Blocks go heaviest first (the last rows see the most entries).
+// The block's range ends where its last row stops seeing entries; r0, r1:
+// the lane's two rows (g and g + 8 of warp's 16, from wrow), and e0, e1
+// where each stops seeing entries of the range (0: a row past n). SEGS:
+// the call may have segments (the score pass's never has: without the
+// lookup it keeps under 128 registers, 4 blocks an SM).
+struct Place {
+    ckv_k_kv_layer c;
+    int base, n, L0, t_begin, t_end, wrow, r0, r1, e0, e1;
+};
+template <int BQ, bool SEGS>
+__device__ __forceinline__ Place place(const PArgs &a, int h, int split, int warp, int g)
+{
+    int x = gridDim.x - 1 - blockIdx.x, base = 0, sgi = 0;
+    if (SEGS && a.sg.tab) {
+        sgi = ckv_segment_of(a.sg.tile, a.sg.n, x);
+        base = a.sg.row[sgi];
+        x -= a.sg.tile[sgi];
+    }
+    const ckv_k_kv_layer c = SEGS && a.sg.tab ? a.sg.tab[sgi] : a.c;
+    const int n = SEGS && a.sg.tab ? a.sg.row[sgi + 1] - base : a.n, L0 = c.len0[h];
+    const int row0 = x * BQ, i_last = min(n, row0 + BQ) - 1;
+    const int t_begin = split * a.split_len;
+    const int t_end = min(t_begin + a.split_len, L0 + i_last + 1);
+    const int wrow = row0 + warp * WROWS, r0 = wrow + g, r1 = r0 + 8;
+    const int e0 = r0 < n ? min(t_end, L0 + r0 + 1) : 0;
+    const int e1 = r1 < n ? min(t_end, L0 + r1 + 1) : 0;
+    return {c, base, n, L0, t_begin, t_end, wrow, r0, r1, e0, e1};
+}
+
 // fp32 rounded to the nearest TF32 (10-bit mantissa, ties away from zero),
 // as the bits the mma reads.
 __device__ __forceinline__ uint32_t tf32_bits(float x)
@@ -689,26 +722,11 @@ __global__ void __launch_bounds__(block_threads<F>(), F::blocks(HD))
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int wg = warp / 4;
     const int qh = blockIdx.y, split = blockIdx.z, h = qh / (a.H / a.KV);
-    // The block's rows: its segment's (sg) from `base`, n of them, or the
-    // call's; row i of them sees the first len0[h] + i + 1 entries.
-    int x = gridDim.x - 1 - blockIdx.x, base = 0, sgi = 0;
-    if (a.sg.tab) {
-        sgi = ckv_segment_of(a.sg.tile, a.sg.n, x);
-        base = a.sg.row[sgi];
-        x -= a.sg.tile[sgi];
-    }
-    const ckv_k_kv_layer c = a.sg.tab ? a.sg.tab[sgi] : a.c;
-    const int n = a.sg.tab ? a.sg.row[sgi + 1] - base : a.n, L0 = c.len0[h];
-    // The block's range ends where its last row stops seeing entries.
-    const int row0 = x * BQ, i_last = min(n, row0 + BQ) - 1;
-    const int t_begin = split * a.split_len;
-    const int t_end = min(t_begin + a.split_len, L0 + i_last + 1);
-    // The lane's two rows (g and g + 8 of its warp) and where each stops
-    // seeing entries of the range (0: a row past n); w_end: the entries the
-    // warp's last row sees, 0 for a warp wholly past n.
-    const int wrow = row0 + warp * WROWS, r0 = wrow + g, r1 = r0 + 8;
-    const int e0 = r0 < n ? min(t_end, L0 + r0 + 1) : 0;
-    const int e1 = r1 < n ? min(t_end, L0 + r1 + 1) : 0;
+    const Place pl = place<BQ, true>(a, h, split, warp, g);
+    const ckv_k_kv_layer c = pl.c;
+    const int base = pl.base, n = pl.n, L0 = pl.L0, t_begin = pl.t_begin, t_end = pl.t_end;
+    const int wrow = pl.wrow, r0 = pl.r0, r1 = pl.r1, e0 = pl.e0, e1 = pl.e1;
+    // The entries the warp's last row sees, 0 for a warp wholly past n.
     const int w_end = wrow < n ? L0 + min(n, wrow + WROWS) : 0;
     const T *K = static_cast<const T *>(c.k) + (size_t)h * c.capacity * HD;
     const T *V = static_cast<const T *>(c.v) + (size_t)h * c.capacity * HD;
@@ -1004,14 +1022,11 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill_s
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int qh = blockIdx.y, split = blockIdx.z, h = qh / (a.H / a.KV);
-    const ckv_k_kv_layer c = a.c;
-    // The partial pass's rows and range for this block (heaviest first).
-    const int row0 = (gridDim.x - 1 - blockIdx.x) * BQ, n = a.n, L0 = c.len0[h];
-    const int t_begin = split * a.split_len;
-    const int t_end = min(t_begin + a.split_len, L0 + min(n, row0 + BQ));
-    const int r0 = row0 + warp * WROWS + g, r1 = r0 + 8;
-    const int e0 = r0 < n ? min(t_end, L0 + r0 + 1) : 0;
-    const int e1 = r1 < n ? min(t_end, L0 + r1 + 1) : 0;
+    // The partial pass's rows and range for this block (no segments).
+    const Place pl = place<BQ, false>(a, h, split, warp, g);
+    const ckv_k_kv_layer c = pl.c;
+    const int n = pl.n, t_begin = pl.t_begin, t_end = pl.t_end;
+    const int r0 = pl.r0, r1 = pl.r1, e0 = pl.e0, e1 = pl.e1;
     const T *K = static_cast<const T *>(c.k) + (size_t)h * c.capacity * HD;
     const float *deg = c.deg + (size_t)h * c.capacity;
     float *score = c.score + (size_t)h * c.capacity;
@@ -1186,17 +1201,10 @@ ckv_status ckv_attention_prefill_score(const float *q, int32_t q_stride, int32_t
                                        ckv_k_attention_split split, const float *ml,
                                        cudaStream_t stream, ckv_error *err)
 {
-    PArgs a = {};
-    a.q = q;
-    a.q_stride = q_stride;
-    a.n = n;
-    a.H = n_head;
-    a.KV = n_head_kv;
-    a.c = c;
-    a.qscale = scale * CKV_LOG2E;
-    a.bias = bias;
-    a.split_len = split.split_len;
-    a.ml = const_cast<float *>(ml);  // read only here
+    // ml is read only here; no partials or outputs are written.
+    const PArgs a = {q,    q_stride,        n,    n_head, n_head_kv,       c, ckv_k_segments{},
+                     scale * CKV_LOG2E, bias, split.split_len, NULL, NULL, NULL, NULL,
+                     const_cast<float *>(ml)};
     const int32_t S = split.splits;
     const bool h64 = head_dim == 64;
     // The partial pass's form, but one warpgroup where it took two: the
