@@ -9,6 +9,9 @@
 // read as fp32 from either cache type.
 #include <math.h>
 
+#include <type_traits>
+
+#include "cuda_async_copy.cuh"
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_policy.h"
@@ -17,6 +20,8 @@ enum { PROB_THREADS = 256 };
 
 struct sk_params {
     int32_t W, K, pooling, group, n_head, heads_kv, qw_w, cap, d;
+    int32_t ks_row;  // a key's elements apart in sk_prob_kernel's tile: an odd count of words
+    int32_t rq;      // window rows a chunk of sk_prob_kernel's
     double scale;
 };
 
@@ -39,57 +44,101 @@ static __device__ double block_reduce(double v, int op)
     return v;
 }
 
-// Block (row i, group member g, list): the probabilities query row i of
-// query head h * group + g gives slots [0, T - W + i].
+// Block (group member g, list): the window's acc[t] for query head qh = h
+// * group + g, in passes over the list, thread x taking slots t = x, x +
+// PROB_THREADS, ... in each:
+//  1. every row i's logits of the slots it sees, [0, T - W + i], into
+//     prob[i], p.rq rows at a time: their queries as doubles in shared
+//     memory, then the keys a tile of PROB_THREADS slots at a time (copied
+//     element by element, coalesced), each thread taking its slot's dot
+//     products with ROWS rows at once (independent fp64 chains, each over
+//     j in order);
+//  2. each row's max, 3. its sum of exp(logit - max) (block reductions);
+//  4. acc[t] = the rows' exp(logit - max) / sum added in row order, for
+//     the pooled slots [0, T - W).
+// Each value takes the operations, in the order, of the kernels this one
+// replaced (a block a (row, g, list) reading each key from global memory,
+// a slot a thread), so it has their bits. Those loads touched 32 rows a
+// warp, an L1 wavefront a lane: the 8B's call at 32K took 563 ms, now 62
+// (bench compress, runs JI, JJ). The queries are converted once: read as
+// floats for every product (run JI), their conversions bound the kernel
+// at 80 ms.
+enum { ROWS = 8, CHUNK_ROWS = 32 };
 template <typename Elem>
 __global__ void __launch_bounds__(PROB_THREADS)
     sk_prob_kernel(const float *q, const Elem *keys, const float *deg, double *prob,
-                   const int32_t *act, const int32_t *T, sk_params p)
+                   double *acc, const int32_t *act, const int32_t *T, sk_params p)
 {
-    const int32_t i = blockIdx.x, g = blockIdx.y, lh = blockIdx.z;
+    const int32_t g = blockIdx.x, lh = blockIdx.y;
     if (!act[lh])
         return;
+    extern __shared__ double sk_smem[];
+    double *rmax = sk_smem, *rsum = rmax + p.W;
+    double *qs = rsum + p.W;  // [p.rq rounded up to ROWS][p.d]
+    Elem *ks = reinterpret_cast<Elem *>(qs + (size_t)(p.rq + ROWS - 1) / ROWS * ROWS * p.d);
     const int32_t l = lh / p.heads_kv, h = lh % p.heads_kv, qh = h * p.group + g;
-    const float *qi = q + (((size_t)l * p.n_head + qh) * p.qw_w + (p.qw_w - p.W) + i) * p.d;
-    const int32_t n = T[lh] - p.W + i + 1;
+    const float *q0 = q + (((size_t)l * p.n_head + qh) * p.qw_w + (p.qw_w - p.W)) * p.d;
+    const int32_t Tl = T[lh], x = threadIdx.x;
     const size_t base = (size_t)lh * p.cap;
     const Elem *K = keys + base * p.d;
     const float *D = deg + base;
-    double *P = prob + (((size_t)lh * p.group + g) * p.W + i) * p.cap;
-    double mx = -INFINITY;
-    for (int32_t t = threadIdx.x; t < n; t += PROB_THREADS) {
-        const Elem *kt = K + (size_t)t * p.d;
-        double s = 0;
-        for (int32_t j = 0; j < p.d; j++)
-            s = __dadd_rn(s, __dmul_rn((double)qi[j], (double)ckv_kv_get(kt, j)));
-        const double lg = __dadd_rn(__dmul_rn(s, p.scale), log((double)D[t]));
-        P[t] = lg;
-        mx = fmax(mx, lg);
-    }
-    mx = block_reduce(mx, 1);
-    double sum = 0;
-    for (int32_t t = threadIdx.x; t < n; t += PROB_THREADS) {
-        P[t] = exp(P[t] - mx);
-        sum += P[t];
-    }
-    sum = block_reduce(sum, 0);
-    for (int32_t t = threadIdx.x; t < n; t += PROB_THREADS)
-        P[t] = __ddiv_rn(P[t], sum);
-}
+    double *P = prob + ((size_t)lh * p.group + g) * p.W * p.cap;
 
-// acc[t] of query head g: the window's probabilities summed in row order,
-// for the slots that are pooled, [0, T - W).
-__global__ void sk_acc_kernel(const double *prob, double *acc, const int32_t *act,
-                              const int32_t *T, sk_params p)
-{
-    const int32_t g = blockIdx.y, lh = blockIdx.z, t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || t >= T[lh] - p.W)
-        return;
-    const double *P = prob + ((size_t)lh * p.group + g) * p.W * p.cap + t;
-    double a = 0;
-    for (int32_t i = 0; i < p.W; i++)
-        a = __dadd_rn(a, P[(size_t)i * p.cap]);
-    acc[((size_t)lh * p.group + g) * p.cap + t] = a;
+    for (int32_t c0 = 0; c0 < p.W; c0 += p.rq) {
+        const int32_t c1 = min(p.W, c0 + p.rq), nq = (c1 - c0 + ROWS - 1) / ROWS * ROWS;
+        __syncthreads();  // the last chunk's reads are done
+        for (int32_t k = x; k < nq * p.d; k += PROB_THREADS)  // rows past W: zeros
+            qs[k] = c0 * p.d + k < p.W * p.d ? (double)q0[(size_t)c0 * p.d + k] : 0.0;
+        for (int32_t t0 = 0; t0 < Tl; t0 += PROB_THREADS) {
+            const int32_t m = min(PROB_THREADS, Tl - t0);
+            __syncthreads();  // the last tile's reads are done
+            for (int32_t k = x; k < m * p.d; k += PROB_THREADS)
+                ks[(k / p.d) * p.ks_row + k % p.d] = K[(size_t)t0 * p.d + k];
+            __syncthreads();
+            const int32_t t = t0 + x;
+            if (x >= m)
+                continue;
+            const Elem *kt = ks + x * p.ks_row;
+            const double lgd = log((double)D[t]);
+            for (int32_t i0 = c0; i0 < c1; i0 += ROWS) {
+                const double *qi = qs + (size_t)(i0 - c0) * p.d;
+                double s[ROWS] = {};
+                for (int32_t j = 0; j < p.d; j++) {
+                    const double kj = (double)ckv_kv_get(kt, j);
+#pragma unroll
+                    for (int r = 0; r < ROWS; r++)
+                        s[r] = __dadd_rn(s[r], __dmul_rn(qi[r * p.d + j], kj));
+                }
+#pragma unroll
+                for (int r = 0; r < ROWS; r++)
+                    if (i0 + r < c1 && t < Tl - p.W + i0 + r + 1)
+                        P[(size_t)(i0 + r) * p.cap + t] = __dadd_rn(__dmul_rn(s[r], p.scale), lgd);
+            }
+        }
+    }
+    for (int32_t i = 0; i < p.W; i++) {
+        const int32_t n = Tl - p.W + i + 1;
+        const double *Pi = P + (size_t)i * p.cap;
+        double mx = -INFINITY;
+        for (int32_t t = x; t < n; t += PROB_THREADS)
+            mx = fmax(mx, Pi[t]);
+        mx = block_reduce(mx, 1);
+        double sum = 0;
+        for (int32_t t = x; t < n; t += PROB_THREADS)
+            sum += exp(Pi[t] - mx);
+        sum = block_reduce(sum, 0);
+        if (x == 0) {
+            rmax[i] = mx;
+            rsum[i] = sum;
+        }
+    }
+    __syncthreads();
+    for (int32_t t = x; t < Tl - p.W; t += PROB_THREADS) {
+        double a = 0;
+        for (int32_t i = 0; i < p.W; i++)
+            a = __dadd_rn(a, __ddiv_rn(exp(P[(size_t)i * p.cap + t] - rmax[i]), rsum[i]));
+        acc[((size_t)lh * p.group + g) * p.cap + t] = a;
+    }
 }
 
 // Slot t's score: the pooled sums averaged over the group (the sort key).
@@ -159,13 +208,45 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
         (st = ckv_pol_upload_plan(x, err)))
         return st;
     CKV_CUDA(cudaMemcpyAsync(w->q, qw->q, q_bytes, cudaMemcpyHostToDevice, x->s));
+    // A key of the tile an odd count of 4-byte words from the next, so that
+    // the threads reading element j of their own keys hit distinct banks.
+    // The window's rows in chunks of at most CHUNK_ROWS whose queries fit
+    // beside the tile: the default window (32) in one, 32 KB at head_dim
+    // 128, two blocks an SM over bf16 keys.
+    const int32_t per_word = c->dtype == CKV_KV_BF16 ? 2 : 1;
+    int32_t words = (x->d + per_word - 1) / per_word;
+    words += words % 2 == 0;
+    sp.ks_row = words * per_word;
+    const size_t fixed = 2 * (size_t)sp.W * sizeof(double) +
+                         (size_t)PROB_THREADS * sp.ks_row * ckv_kv_dtype_size(c->dtype);
+    const size_t per_rows = (size_t)ROWS * x->d * sizeof(double);
+    int dev = 0, optin = 0;
+    CKV_CUDA(cudaGetDevice(&dev));
+    CKV_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const size_t room = (size_t)optin > fixed ? ((size_t)optin - fixed) / per_rows : 0;
+    sp.rq = (int32_t)(room * ROWS < (size_t)CHUNK_ROWS ? room * ROWS : (size_t)CHUNK_ROWS);
+    if (sp.rq > sp.W)
+        sp.rq = sp.W;
+    const size_t smem = fixed + (size_t)(sp.rq + ROWS - 1) / ROWS * per_rows;
+    if (sp.rq < 1)
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "cuda snapkv: window=%d at head_dim %d needs over %d bytes of shared "
+                          "memory a block, the device's most",
+                          sp.W, x->d, optin);
+    ckv_status ks_st = CKV_OK;
     ckv_pol_kv(c, [&](auto *k, auto *) {
-        sk_prob_kernel<<<dim3(sp.W, sp.group, x->lists), PROB_THREADS, 0, x->s>>>(
-            w->q, k, c->deg, w->prob, x->act, x->T, sp);
+        using E = std::remove_pointer_t<decltype(k)>;
+        const cudaError_t e = ckv_allow_smem(sk_prob_kernel<E>, (int)smem);
+        if (e != cudaSuccess) {
+            ks_st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda snapkv: %zu bytes of shared memory: %s",
+                               smem, cudaGetErrorString(e));
+            return;
+        }
+        sk_prob_kernel<E><<<dim3(sp.group, x->lists), PROB_THREADS, smem, x->s>>>(
+            w->q, k, c->deg, w->prob, w->acc, x->act, x->T, sp);
     });
-    CKV_CUDA_LAUNCHED();
-    sk_acc_kernel<<<dim3(ckv_pol_blocks(max_t, 256), sp.group, x->lists), 256, 0, x->s>>>(
-        w->prob, w->acc, x->act, x->T, sp);
+    if (ks_st)
+        return ks_st;
     CKV_CUDA_LAUNCHED();
     sk_score_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
         w->acc, w->key, w->ival, x->act, x->T, sp);

@@ -106,6 +106,8 @@ static const pcase cases[] = {
     {"snapkv", {NULL}, false},
     {"snapkv", {"window=16", "kernel=5", "pooling=avg", NULL}, false},
     {"snapkv", {"kernel=1", NULL}, false},
+    /* more window rows than the kernel's chunk of 32 */
+    {"snapkv", {"window=45", "kernel=3", NULL}, false},
     {"full", {NULL}, false},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
@@ -302,7 +304,7 @@ static void source_free(source *s)
     free(s->q);
 }
 
-enum { SYN_LAYERS = 4, SYN_KV = 3, SYN_HEADS = 9, SYN_D = 64, SYN_W = 32 };
+enum { SYN_LAYERS = 4, SYN_KV = 3, SYN_HEADS = 9, SYN_D = 64, SYN_W = 48 };
 static int32_t syn_t = 1400; /* tokens of the synthetic caches (--quick: 480) */
 
 /* A synthetic cache of the test shape with `heads` query heads over SYN_KV
