@@ -16,7 +16,7 @@
 #include "cuda_check.h"
 #include "cuda_policy.h"
 
-enum { PROB_THREADS = 256 };
+enum { PROB_THREADS = 256, BLOCK_REDUCE_BYTES = PROB_THREADS / 32 * sizeof(double) };
 
 struct sk_params {
     int32_t W, K, pooling, group, n_head, heads_kv, qw_w, cap, d;
@@ -191,9 +191,6 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
     sp.cap = x->cap;
     sp.d = x->d;
     sp.scale = 1 / sqrt((double)x->d);
-    if (sp.group > 65535)
-        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                          "cuda snapkv: %d query heads per KV head exceed a grid side", sp.group);
     ckv_pol_plan_over_budget(x, budget);
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
     if (!max_t)
@@ -212,7 +209,9 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
     // the threads reading element j of their own keys hit distinct banks.
     // The window's rows in chunks of at most CHUNK_ROWS whose queries fit
     // beside the tile: the default window (32) in one, 32 KB at head_dim
-    // 128, two blocks an SM over bf16 keys.
+    // 128, two blocks an SM over bf16 keys. The tile bounds head_dim: at
+    // the H200's 227 KB a block, up to about 210 over fp32 keys and 400
+    // over bf16 (the decoder's caches take 64 or 128).
     const int32_t per_word = c->dtype == CKV_KV_BF16 ? 2 : 1;
     int32_t words = (x->d + per_word - 1) / per_word;
     words += words % 2 == 0;
@@ -223,21 +222,24 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
     int dev = 0, optin = 0;
     CKV_CUDA(cudaGetDevice(&dev));
     CKV_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    const size_t room = (size_t)optin > fixed ? ((size_t)optin - fixed) / per_rows : 0;
+    const size_t most = (size_t)optin - BLOCK_REDUCE_BYTES;  // the static part[] of block_reduce
+    const size_t room = most > fixed ? (most - fixed) / per_rows : 0;
     sp.rq = (int32_t)(room * ROWS < (size_t)CHUNK_ROWS ? room * ROWS : (size_t)CHUNK_ROWS);
     if (sp.rq > sp.W)
         sp.rq = sp.W;
     const size_t smem = fixed + (size_t)(sp.rq + ROWS - 1) / ROWS * per_rows;
     if (sp.rq < 1)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                          "cuda snapkv: window=%d at head_dim %d needs over %d bytes of shared "
-                          "memory a block, the device's most",
-                          sp.W, x->d, optin);
+                          "cuda snapkv: window=%d, head_dim %d and %s keys need over %zu bytes "
+                          "of shared memory a block (the device allows %zu)",
+                          sp.W, x->d, c->dtype == CKV_KV_BF16 ? "bf16" : "fp32",
+                          fixed + per_rows, most);
     ckv_status ks_st = CKV_OK;
     ckv_pol_kv(c, [&](auto *k, auto *) {
         using E = std::remove_pointer_t<decltype(k)>;
         const cudaError_t e = ckv_allow_smem(sk_prob_kernel<E>, (int)smem);
         if (e != cudaSuccess) {
+            (void)cudaGetLastError();  // not left for the next launch's check
             ks_st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda snapkv: %zu bytes of shared memory: %s",
                                smem, cudaGetErrorString(e));
             return;
