@@ -22,7 +22,6 @@ struct sk_params {
     int32_t W, K, pooling, group, n_head, heads_kv, qw_w, cap, d;
     int32_t ks_row;  // a key's elements apart in sk_prob_kernel's tile: an odd count of words
     int32_t rq;      // window rows a chunk of sk_prob_kernel's
-    int32_t q_row;   // a row's queries apart there: head_dim rounded up to even
     double scale;
 };
 
@@ -50,18 +49,18 @@ static __device__ double block_reduce(double v, int op)
 // PROB_THREADS, ... in each:
 //  1. every row i's logits of the slots it sees, [0, T - W + i], into
 //     prob[i], p.rq rows at a time: their queries as doubles in shared
-//     memory, then the keys a tile of PROB_THREADS slots at a time (copied
-//     element by element, coalesced), each thread taking its slot's dot
-//     products with ROWS rows at once (independent fp64 chains, each over
-//     j in order);
+//     memory, each element's ROWS values side by side, then the keys a
+//     tile of PROB_THREADS slots at a time (copied element by element,
+//     coalesced), each thread taking its slot's dot products with ROWS rows
+//     at once (independent fp64 chains, each over j in order);
 //  2. each row's max, 3. its sum of exp(logit - max) (block reductions);
 //  4. acc[t] = the rows' exp(logit - max) / sum added in row order, for
 //     the pooled slots [0, T - W).
 // Each value takes the operations, in the order, of the kernels this one
 // replaced (a block a (row, g, list) reading each key from global memory,
 // a slot a thread), so it has their bits. Those loads touched 32 rows a
-// warp, an L1 wavefront a lane: the 8B's call at 32K took 563 ms, now 57
-// (bench compress, runs JI, JL). The queries are converted once: read as
+// warp, an L1 wavefront a lane: the 8B's call at 32K took 563 ms, now 55
+// (bench compress, runs JI, JN). The queries are converted once: read as
 // floats and converted for every product (run JI), the kernel took 80 ms
 // (JJ: 62 with this).
 enum { ROWS = 8, CHUNK_ROWS = 32 };
@@ -75,8 +74,8 @@ __global__ void __launch_bounds__(PROB_THREADS)
         return;
     extern __shared__ __align__(16) double sk_smem[];
     double *rmax = sk_smem, *rsum = rmax + p.W;
-    double *qs = rsum + p.W;  // [p.rq rounded up to ROWS][p.q_row]
-    Elem *ks = reinterpret_cast<Elem *>(qs + (size_t)(p.rq + ROWS - 1) / ROWS * ROWS * p.q_row);
+    double *qs = rsum + p.W;  // p.rq rounded up to ROWS rows of p.d
+    Elem *ks = reinterpret_cast<Elem *>(qs + (size_t)(p.rq + ROWS - 1) / ROWS * ROWS * p.d);
     const int32_t l = lh / p.heads_kv, h = lh % p.heads_kv, qh = h * p.group + g;
     const float *q0 = q + (((size_t)l * p.n_head + qh) * p.qw_w + (p.qw_w - p.W)) * p.d;
     const int32_t Tl = T[lh], x = threadIdx.x;
@@ -88,9 +87,13 @@ __global__ void __launch_bounds__(PROB_THREADS)
     for (int32_t c0 = 0; c0 < p.W; c0 += p.rq) {
         const int32_t c1 = min(p.W, c0 + p.rq), nq = (c1 - c0 + ROWS - 1) / ROWS * ROWS;
         __syncthreads();  // the last chunk's reads are done
-        for (int32_t k = x; k < nq * p.d; k += PROB_THREADS)  // rows past W: zeros
-            qs[k / p.d * p.q_row + k % p.d] =
+        // qs[group of ROWS rows][j][row in the group]: a step's ROWS values
+        // side by side. Rows past W: zeros.
+        for (int32_t k = x; k < nq * p.d; k += PROB_THREADS) {
+            const int32_t row = k / p.d, j = k % p.d;
+            qs[((size_t)(row / ROWS) * p.d + j) * ROWS + row % ROWS] =
                 c0 * p.d + k < p.W * p.d ? (double)q0[(size_t)c0 * p.d + k] : 0.0;
+        }
         for (int32_t t0 = 0; t0 < Tl; t0 += PROB_THREADS) {
             const int32_t m = min(PROB_THREADS, Tl - t0);
             __syncthreads();  // the last tile's reads are done
@@ -103,24 +106,17 @@ __global__ void __launch_bounds__(PROB_THREADS)
             const Elem *kt = ks + x * p.ks_row;
             const double lgd = log((double)D[t]);
             for (int32_t i0 = c0; i0 < c1; i0 += ROWS) {
-                const double *qi = qs + (size_t)(i0 - c0) * p.q_row;
+                const double2 *qg =
+                    reinterpret_cast<const double2 *>(qs + (size_t)(i0 - c0) * p.d);
                 double s[ROWS] = {};
-                // Two elements a step: one 16-byte load of each row's
-                // queries (rows p.q_row, an even count, apart).
-                int32_t j = 0;
-                for (; j + 1 < p.d; j += 2) {
-                    const double k0 = (double)ckv_kv_get(kt, j), k1 = (double)ckv_kv_get(kt, j + 1);
-#pragma unroll
-                    for (int r = 0; r < ROWS; r++) {
-                        const double2 qq = *reinterpret_cast<const double2 *>(qi + r * p.q_row + j);
-                        s[r] = __dadd_rn(__dadd_rn(s[r], __dmul_rn(qq.x, k0)), __dmul_rn(qq.y, k1));
-                    }
-                }
-                if (j < p.d) {
+                for (int32_t j = 0; j < p.d; j++) {
                     const double kj = (double)ckv_kv_get(kt, j);
 #pragma unroll
-                    for (int r = 0; r < ROWS; r++)
-                        s[r] = __dadd_rn(s[r], __dmul_rn(qi[r * p.q_row + j], kj));
+                    for (int r = 0; r < ROWS / 2; r++) {
+                        const double2 qq = qg[j * (ROWS / 2) + r];
+                        s[2 * r] = __dadd_rn(s[2 * r], __dmul_rn(qq.x, kj));
+                        s[2 * r + 1] = __dadd_rn(s[2 * r + 1], __dmul_rn(qq.y, kj));
+                    }
                 }
 #pragma unroll
                 for (int r = 0; r < ROWS; r++)
@@ -133,10 +129,12 @@ __global__ void __launch_bounds__(PROB_THREADS)
         const int32_t n = Tl - p.W + i + 1;
         const double *Pi = P + (size_t)i * p.cap;
         double mx = -INFINITY;
+#pragma unroll 4
         for (int32_t t = x; t < n; t += PROB_THREADS)
             mx = fmax(mx, Pi[t]);
         mx = block_reduce(mx, 1);
         double sum = 0;
+#pragma unroll 4
         for (int32_t t = x; t < n; t += PROB_THREADS)
             sum += exp(Pi[t] - mx);
         sum = block_reduce(sum, 0);
@@ -148,6 +146,7 @@ __global__ void __launch_bounds__(PROB_THREADS)
     __syncthreads();
     for (int32_t t = x; t < Tl - p.W; t += PROB_THREADS) {
         double a = 0;
+#pragma unroll 4
         for (int32_t i = 0; i < p.W; i++)
             a = __dadd_rn(a, __ddiv_rn(exp(P[(size_t)i * p.cap + t] - rmax[i]), rsum[i]));
         acc[((size_t)lh * p.group + g) * p.cap + t] = a;
@@ -231,8 +230,7 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
     sp.ks_row = words * per_word;
     const size_t fixed = 2 * (size_t)sp.W * sizeof(double) +
                          (size_t)PROB_THREADS * sp.ks_row * ckv_kv_dtype_size(c->dtype);
-    sp.q_row = x->d + x->d % 2;
-    const size_t per_rows = (size_t)ROWS * sp.q_row * sizeof(double);
+    const size_t per_rows = (size_t)ROWS * x->d * sizeof(double);
     int dev = 0, optin = 0;
     CKV_CUDA(cudaGetDevice(&dev));
     CKV_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
