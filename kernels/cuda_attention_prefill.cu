@@ -1015,6 +1015,7 @@ __device__ __forceinline__ void fold_half(const float (&v)[N], float (&w)[N / 2]
 template <int N>
 __device__ __forceinline__ void column_sums(const float (&v)[N], float (&w)[N / 8], int lane)
 {
+    static_assert(N % 8 == 0, "each of the 8 row groups ends with N / 8 columns' sums");
     float a[N / 2], b[N / 4];
     fold_half<N, 16>(v, a, lane);
     fold_half<N / 2, 8>(a, b, lane);
