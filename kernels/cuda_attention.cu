@@ -571,16 +571,17 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
         CKV_CUDA(ckv_pdl_launch(bf16 ? partial_of<ckv_bf16>(head_dim) : partial_of<float>(head_dim),
                                 grid, BQ * TPQ, 0, st, a));
     // With one range the tensor-core prefill wrote the merge's results itself.
-    const bool merged = tc && split.splits == 1;
-    if (!merged && (decode || n >= MERGE_WIDE_MIN) && split.splits <= MERGE_WARP_SPLITS)
-        CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_merge_warp<2> : attention_merge_warp<4>,
-                                dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head),
-                                MERGE_WARPS * 32, 0, st, a.part_o, a.part_ml, split.splits, n,
-                                n_head, out32, out16, a.ml));
-    else if (!merged)
-        CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), head_dim,
-                                0, st, a.part_o, a.part_ml, split.splits, n, n_head, head_dim,
-                                out32, out16, a.ml));
+    if (!(tc && split.splits == 1)) {
+        if ((decode || n >= MERGE_WIDE_MIN) && split.splits <= MERGE_WARP_SPLITS)
+            CKV_CUDA(ckv_pdl_launch(
+                head_dim == 64 ? attention_merge_warp<2> : attention_merge_warp<4>,
+                dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head), MERGE_WARPS * 32, 0, st,
+                a.part_o, a.part_ml, split.splits, n, n_head, out32, out16, a.ml));
+        else
+            CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), head_dim, 0, st, a.part_o,
+                                    a.part_ml, split.splits, n, n_head, head_dim, out32, out16,
+                                    a.ml));
+    }
     if (scores) {
         if (decode)
             CKV_CUDA(ckv_attention_decode_score(n, n_head, n_head_kv, a.c, seqs, split, a.ml, st));

@@ -584,6 +584,40 @@ __device__ __forceinline__ void copy_rows(uint32_t dst, const T *src, int t0, in
     }
 }
 
+// Tile st's degrees, landed raw in sm.l, as their log2 (0 past t_end or
+// without the bias): thread tid < BKV takes entry t0 + tid, and gets its
+// value back.
+template <int BKV, typename L>
+__device__ __forceinline__ float log_degrees(L &sm, int st, bool bias, int t0, int t_end)
+{
+    const int tid = threadIdx.x;
+    float lg = 0.0f;
+    if (tid < BKV)
+        sm.l[st][tid] = lg = bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
+    return lg;
+}
+
+// S of a tile started from its log-degrees ls, for the products to add to:
+// the C fragment's rows g and g + 8 of column nt * 8 + 2t + e both take
+// ls[nt * 8 + 2t + e].
+template <int NT>
+__device__ __forceinline__ void s_from_bias(float (&s)[NT][4], const float *ls, int t)
+{
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            s[nt][e] = s[nt][2 + e] = ls[nt * 8 + 2 * t + e];
+}
+
+// The dynamic shared memory of tiles L: the kernel aligns their start up
+// to L::ALIGN from the 16 bytes a launch guarantees.
+template <typename L>
+constexpr int tile_smem_bytes()
+{
+    return (int)sizeof(L) + L::ALIGN - 16;
+}
+
 // Starts the copies of the keys of the tile at t0 into stage st and, with
 // the bias, their raw degrees (thread tid < BKV copies entry t0 + tid's; it
 // takes their log2 itself once they land); nothing past t_end. base: the
@@ -794,9 +828,7 @@ __global__ void __launch_bounds__(block_threads<F>(), F::blocks(HD))
         } else {
             // this thread's group i: tile i's keys, tile i - LAG's values
             ckv_cp_async_wait<S - 2>();
-            float lg = 0.0f;
-            if (tid < BKV)
-                sm.l[st][tid] = lg = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
+            const float lg = log_degrees<BKV>(sm, st, a.bias, t0, t_end);
             if constexpr (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
                 ckv_fence_proxy_async();
             // Everyone's group i; the stages group i + S - 1 overwrites (tile
@@ -816,11 +848,7 @@ __global__ void __launch_bounds__(block_threads<F>(), F::blocks(HD))
         const bool bias_first = F::BIAS_FIRST && tile_bias;
         float s[NT][4];
         if (bias_first) {
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++)
-                    s[nt][e] = s[nt][2 + e] = ls[nt * 8 + 2 * t + e];
+            s_from_bias(s, ls, t);
         } else if constexpr (!F::FED) {  // a Fed form's first product writes S
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -1100,8 +1128,7 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill_s
         // 1, whose stage the copies of tile i + S - 1 take, and past
         // writing tile i - 1's sums and reading tile i - 2's.
         ckv_cp_async_wait<S - 2>();
-        if (tid < BKV)
-            sm.l[st][tid] = a.bias && t0 + tid < t_end ? log2f(sm.l[st][tid]) : 0.0f;
+        log_degrees<BKV>(sm, st, a.bias, t0, t_end);
         if constexpr (F::WARPGROUP)  // the copies, generic writes, are read by wgmma
             ckv_fence_proxy_async();
         __syncthreads();
@@ -1111,13 +1138,8 @@ __global__ void __launch_bounds__(F::NW * 32, F::blocks(HD)) attention_prefill_s
                             t0 + (S - 1) * BKV, t_end);
         ckv_cp_async_commit();
         // S starts from the bias (0 without one), which the products add to.
-        const float *ls = sm.l[st];
         float s[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++)
-                s[nt][e] = s[nt][2 + e] = ls[nt * 8 + 2 * t + e];
+        s_from_bias(s, sm.l[st], t);
         F::template scores<HD>(s, qa, sm, st, lane, true);
         F::template wait_s<0>(s);
         // Column j of the tile: its two rows' probabilities (masked where
@@ -1162,7 +1184,7 @@ static ckv_status launch(const PArgs &a, int32_t splits, int32_t tiles, cudaStre
     using L = typename F::template Tiles<HD>;
     constexpr int BQ = F::NW * WROWS;
     const dim3 grid(a.sg.tab ? tiles : (a.n + BQ - 1) / BQ, a.H, splits);
-    const int bytes = (int)sizeof(L) + L::ALIGN - 16;  // dynamic shared memory is 16-aligned
+    const int bytes = tile_smem_bytes<L>();
     Maps m = {};
     if constexpr (F::FED) {  // never segments (form_of)
         constexpr int NTH = block_threads<F>();
@@ -1188,7 +1210,7 @@ static ckv_status launch_score(const PArgs &a, int32_t splits, cudaStream_t stre
     using L = Keys<typename F::template Tiles<HD>>;
     constexpr int BQ = F::NW * WROWS;
     const dim3 grid((a.n + BQ - 1) / BQ, a.H, splits);
-    const int bytes = (int)sizeof(L) + L::ALIGN - 16;
+    const int bytes = tile_smem_bytes<L>();
     CKV_CUDA(ckv_allow_smem(attention_prefill_score<HD, F>, bytes));
     CKV_CUDA(ckv_pdl_launch(attention_prefill_score<HD, F>, grid, F::NW * 32, bytes, stream, a));
     return CKV_OK;
