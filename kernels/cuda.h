@@ -238,6 +238,17 @@ ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32
                             int32_t sinks, int32_t recent, int32_t C, double *key, int32_t *ival,
                             int32_t *partner, double *gap, ckv_error *err);
 
+/* K-Means's assignment (kernels/cuda_kmeans.cu) on one list, for tests: M
+ * features and k centroids of d doubles (host, [M][d] and [k][d]) with the
+ * norms the cosines divide by. Host outputs: cl[M] the centroid of highest
+ * cosine (dot / (fnorm cnorm), 0 where a norm is below 1e-30; ties: the
+ * lowest index), best[M] that cosine, and margin the smallest gap of a
+ * feature's best cosine to its second best (the multiset's), as the float
+ * the policy trace reports. */
+ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm, const double *cen,
+                                 const double *cnorm, int32_t M, int32_t k, int32_t d,
+                                 int32_t *cl, double *best, float *margin, ckv_error *err);
+
 #ifdef __cplusplus
 }
 #endif

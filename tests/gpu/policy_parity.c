@@ -22,6 +22,7 @@
  * --bench: GPU time of each policy (median of repeats, wall time of the
  * synchronised call) on synthetic caches of the SmolLM2 shape at 8K, 16K
  * and 32K tokens, fp32 and bf16 caches; no parity checks. */
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
@@ -535,6 +536,91 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
     free(gap);
 }
 
+/* K-Means's assignment bit for bit (ckv_gpu_kmeans_assign) against
+ * policies.md's definition computed here: a cosine is the dot product over
+ * the two norms, 0 where a norm is below 1e-30, and a feature goes to the
+ * first centroid with the highest cosine. The GPU forms each dot product on
+ * FP64 tensor cores as a chain of fused multiply-adds in dimension order
+ * (kernels/cuda_kmeans.cu), so that is what fma() computes here: "wide"
+ * features spread their exponents over 2^-40 .. 2^40, where another order
+ * or separate roundings change most sums. Centroids 5, 37 and 100 are one
+ * vector (a tie across the kernel's lanes, warps and tiles), features 0-9
+ * and 200-209 equal it (the kernel's block of rows 192-255 starts at the
+ * tile of centroid 100 and wraps round to 5 last), centroid 70 and feature
+ * 20 are zero (cosines 0: feature 20 ties every centroid). M and k leave
+ * partial tiles. */
+static void check_kmeans_assign(int32_t d, bool wide, uint64_t seed)
+{
+    const int32_t M = 300, k = 150;
+    double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
+    double *fn = xmalloc((size_t)M * sizeof *fn), *cn = xmalloc((size_t)k * sizeof *cn);
+    double *best = xmalloc((size_t)M * sizeof *best);
+    int32_t *cl = xmalloc((size_t)M * sizeof *cl);
+    uint64_t st = seed;
+    for (int32_t r = 0; r < M + k; r++) {
+        double *x = r < M ? f + (size_t)r * d : c + (size_t)(r - M) * d;
+        for (int32_t i = 0; i < d; i++) {
+            const uint64_t u = ckv_splitmix64(&st);
+            const double m = 1.0 + (double)(u >> 11 & 0xfffff) / 1048576.0;
+            const double v = wide ? ldexp(m, (int)(u % 81) - 40) : 2.0 * m - 3.0;
+            x[i] = u >> 40 & 1 ? -v : v;
+        }
+    }
+    memcpy(c + (size_t)37 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
+    memcpy(c + (size_t)100 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
+    for (int32_t r = 0; r < 10; r++) {
+        memcpy(f + (size_t)r * d, c + (size_t)5 * d, (size_t)d * sizeof *f);
+        memcpy(f + (size_t)(200 + r) * d, c + (size_t)5 * d, (size_t)d * sizeof *f);
+    }
+    memset(c + (size_t)70 * d, 0, (size_t)d * sizeof *c);
+    memset(f + (size_t)20 * d, 0, (size_t)d * sizeof *f);
+    for (int32_t r = 0; r < M + k; r++) {
+        const double *x = r < M ? f + (size_t)r * d : c + (size_t)(r - M) * d;
+        double n = 0;
+        for (int32_t i = 0; i < d; i++)
+            n += x[i] * x[i];
+        *(r < M ? &fn[r] : &cn[r - M]) = sqrt(n);
+    }
+    float margin = 0;
+    CHECK(ckv_gpu_kmeans_assign(f, fn, c, cn, M, k, d, cl, best, &margin, err));
+    int64_t differ = 0;
+    float want_margin = FLT_MAX;
+    for (int32_t m = 0; m < M; m++) {
+        double bs = -INFINITY, second = -INFINITY;
+        int32_t bj = 0;
+        for (int32_t j = 0; j < k; j++) {
+            double dot = 0, sim = 0;
+            for (int32_t i = 0; i < d; i++)
+                dot = fma(f[(size_t)m * d + i], c[(size_t)j * d + i], dot);
+            if (fn[m] >= 1e-30 && cn[j] >= 1e-30)
+                sim = dot / (fn[m] * cn[j]);
+            if (sim > bs) {
+                second = bs;
+                bs = sim;
+                bj = j;
+            } else if (sim > second) {
+                second = sim;
+            }
+        }
+        const float g = (float)(bs - second);
+        want_margin = g < want_margin ? g : want_margin;
+        differ += cl[m] != bj || memcmp(&best[m], &bs, sizeof bs);
+    }
+    const bool ok = !differ && margin == want_margin;
+    runs++;
+    failures += !ok;
+    printf("     kmeans assign: head_dim %3d, %s features: %lld of %d features differ (cluster, "
+           "cosine bits); margin %g (want %g)  %s\n",
+           d, wide ? "wide" : "unit", (long long)differ, M, margin, want_margin,
+           ok ? "PASS" : "FAIL");
+    free(f);
+    free(c);
+    free(fn);
+    free(cn);
+    free(best);
+    free(cl);
+}
+
 /* Every source in the current kv_dtype; 1 when a dump cannot be read. */
 static int run_sources(const char *dump)
 {
@@ -666,6 +752,10 @@ int main(int argc, char **argv)
             for (int j = 0; j < 4; j++)
                 for (int wide = 0; wide < 2; wide++)
                     check_csm_walk(dims[i], chunks[j], wide, (uint64_t)(1 + 8 * i + 2 * j + wide));
+        if (t == first)  /* the features are doubles whatever the cache type */
+            for (int i = 0; i < 3; i++)
+                for (int wide = 0; wide < 2; wide++)
+                    check_kmeans_assign(dims[i], wide, (uint64_t)(100 + 2 * i + wide));
         if (run_sources(dump))
             return 1;
     }
