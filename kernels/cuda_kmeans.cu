@@ -110,8 +110,8 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // quad's lanes and the 4 warps that share a row merge with km_merge, which
 // does not depend on the order either. What bounds it now is the epilogue
 // of each tile, whose dependent fp64 steps the block's 8 warps run in step
-// while the tensor pipe idles (34-37% busy; 71% without an epilogue, run
-// KF).
+// while the tensor pipe idles (37% busy, run KH; 71% without an epilogue,
+// run KF).
 enum { AM = 64, AN = 64, ASSIGN_THREADS = 256, WARPS_N = 4 };
 
 // Row stride in doubles of a tile of d4 = d rounded up to 4 columns: 4 or
@@ -169,9 +169,9 @@ __device__ __forceinline__ double km_bound(double second, double fn)
 }
 
 // D: head_dim 64 or 128, known here, so that the k-steps unroll with their
-// shared-memory offsets as constants (with a run-time d the loop spent about
-// 55 instructions on 8 mma, most of them addresses; ncu, run KD); 0: any d,
-// read from p.
+// shared-memory offsets as constants (with a run-time d the loop spent 43
+// instructions on 8 mma, 12 of them recomputing addresses; SASS, run KD); 0:
+// any d, read from p.
 template <int D>
 __global__ void __launch_bounds__(ASSIGN_THREADS, D == 128 ? 1 : 2)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
