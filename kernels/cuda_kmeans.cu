@@ -102,7 +102,8 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // tensor cores add each k-step's four products one after another,
 // cuda_mma.cuh; the padding to a multiple of 4 adds zeros), which is what
 // the CUDA-core loop this replaced computed, so the cosines keep their
-// bits (that loop read two shared-memory doubles a multiply-add and was
+// bits (up to the sign of a zero: padding adds 0 x 0 to a sum that
+// underflowed to -0; that loop read two shared-memory doubles a multiply-add and was
 // bound there: 641 ms of the 8B's decode-time call at 8K, 134 ms now; runs
 // KA to KH in docs/performance-notes.md). A lane keeps a running best, second
 // best and index per row (a higher cosine, or an equal one of lower index,
@@ -113,18 +114,26 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // while the tensor pipe idles (37% busy, run KH; 71% without an epilogue,
 // run KF).
 enum { AM = 64, AN = 64, ASSIGN_THREADS = 256, WARPS_N = 4 };
+// km_copy_tile copies AM rows for either tile, and the 8 warps are 2 x 4
+// tiles of 32 x 16.
+static_assert(AN == AM && ASSIGN_THREADS == 32 * (AM / 32) * WARPS_N && 16 * WARPS_N == AN,
+              "the assignment's tiles and warps");
 
 // Row stride in doubles of a tile of d4 = d rounded up to 4 columns: 4 or
 // 12 modulo 16, so that the 16 lanes of each half of a fragment load (rows
 // g = 0..3, columns t = 0..3) hit distinct banks.
-__host__ __device__ inline int32_t km_stride(int32_t d4)
+__host__ __device__ inline int64_t km_stride(int64_t d4)
 {
     return d4 % 8 == 0 ? d4 + 4 : d4;
 }
 
+// Shared memory for the feature tile and two centroid stages: head_dim 148
+// at most in the 227 KB an H200 block can take (km_assign_room refuses more;
+// the CUDA-core kernel before took up to 453).
 __host__ __device__ inline size_t km_assign_smem(int32_t d)
 {
-    const size_t tiles = (size_t)(AM + 2 * AN) * km_stride((d + 3) / 4 * 4) * sizeof(double);
+    const size_t tiles =
+        (size_t)(AM + 2 * AN) * (size_t)km_stride(((int64_t)d + 3) / 4 * 4) * sizeof(double);
     const size_t bests = (size_t)WARPS_N * AM * sizeof(km_best);
     return tiles > bests ? tiles : bests;
 }
@@ -183,7 +192,8 @@ __global__ void __launch_bounds__(ASSIGN_THREADS, D == 128 ? 1 : 2)
     const int32_t lh = blockIdx.y, m0 = blockIdx.x * AM;
     if (!act[lh] || m0 >= M_of[lh])
         return;  // the whole block leaves together
-    const int32_t M = M_of[lh], d = D ? D : p.d, d4 = (d + 3) / 4 * 4, stride = km_stride(d4);
+    const int32_t M = M_of[lh], d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
+    const int32_t stride = (int32_t)km_stride(d4);
     double *const fs = sm, *const cs = sm + AM * stride;
     const size_t base = (size_t)lh * p.cap;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -528,6 +538,10 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
         rec[j] = cnorm[j] < 1e-30 ? 0.0 : 1.0 / cnorm[j];
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
+    if (e != cudaSuccess) {
+        free(rec);
+        return ckv_errorf(err, CKV_ERR_DEVICE, "kmeans_assign: %s", cudaGetErrorString(e));
+    }
     double *df = reinterpret_cast<double *>(dev), *dc = df + cap * d, *dfn = dc + cap * d;
     double *dcn = dfn + cap, *drec = dcn + cap, *dbest = drec + cap;
     int32_t *dcl = reinterpret_cast<int32_t *>(dbest + cap), *act = dcl + cap;

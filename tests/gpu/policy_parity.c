@@ -536,20 +536,25 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
     free(gap);
 }
 
-/* K-Means's assignment bit for bit (ckv_gpu_kmeans_assign) against
- * policies.md's definition computed here: a cosine is the dot product over
- * the two norms, 0 where a norm is below 1e-30, and a feature goes to the
- * first centroid with the highest cosine. The GPU forms each dot product on
- * FP64 tensor cores as a chain of fused multiply-adds in dimension order
- * (kernels/cuda_kmeans.cu), so that is what fma() computes here: "wide"
- * features spread their exponents over 2^-40 .. 2^40, where another order
- * or separate roundings change most sums. Centroids 5, 37 and 100 are one
- * vector (a tie across the kernel's lanes, warps and tiles), features 0-9
- * and 200-209 equal it (the kernel's block of rows 192-255 starts at the
- * tile of centroid 100 and wraps round to 5 last), centroid 70 and feature
- * 20 are zero (cosines 0: feature 20 ties every centroid). M and k leave
- * partial tiles. */
-static void check_kmeans_assign(int32_t d, bool wide, uint64_t seed)
+/* K-Means's assignment bit for bit (ckv_gpu_kmeans_assign): policies.md's
+ * cosine (the dot product over the two norms, 0 where a norm is below
+ * 1e-30; a feature goes to the first centroid with the highest cosine) with
+ * each dot product formed as the kernel promises, a chain of fused
+ * multiply-adds in dimension order (kernels/cuda_kmeans.cu), which fma()
+ * computes here. "unit" values carry 20 bits, so every sum is exact in any
+ * order: they check the indexing, ties and zero rows; "wide" values spread
+ * their exponents over 2^-40 .. 2^40 and "full" ones carry 52 bits, where
+ * another order or separate roundings change most sums. In "unit" and
+ * "wide" centroids 5, 37 and 100 are one vector (a tie across the kernel's
+ * lanes, warps and tiles), features 0-9 and 200-209 equal it (the kernel's
+ * block of rows 192-255 starts at the tile of centroid 100 and wraps round
+ * to 5 last), centroid 70 and feature 20 are zero (cosines 0: feature 20
+ * ties every centroid), so the margin is 0; "full" has no tie, so its
+ * margin checks the second best. M and k leave partial tiles. */
+enum { KM_UNIT, KM_WIDE, KM_FULL };
+static const char *const km_mode_name[] = {"unit", "wide", "full"};
+
+static void check_kmeans_assign(int32_t d, int mode, uint64_t seed)
 {
     const int32_t M = 300, k = 150;
     double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
@@ -561,19 +566,22 @@ static void check_kmeans_assign(int32_t d, bool wide, uint64_t seed)
         double *x = r < M ? f + (size_t)r * d : c + (size_t)(r - M) * d;
         for (int32_t i = 0; i < d; i++) {
             const uint64_t u = ckv_splitmix64(&st);
-            const double m = 1.0 + (double)(u >> 11 & 0xfffff) / 1048576.0;
-            const double v = wide ? ldexp(m, (int)(u % 81) - 40) : 2.0 * m - 3.0;
+            const double m = mode == KM_FULL ? 1.0 + ldexp((double)(ckv_splitmix64(&st) >> 12), -52)
+                                             : 1.0 + (double)(u >> 11 & 0xfffff) / 1048576.0;
+            const double v = mode == KM_WIDE ? ldexp(m, (int)(u % 81) - 40) : 2.0 * m - 3.0;
             x[i] = u >> 40 & 1 ? -v : v;
         }
     }
-    memcpy(c + (size_t)37 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
-    memcpy(c + (size_t)100 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
-    for (int32_t r = 0; r < 10; r++) {
-        memcpy(f + (size_t)r * d, c + (size_t)5 * d, (size_t)d * sizeof *f);
-        memcpy(f + (size_t)(200 + r) * d, c + (size_t)5 * d, (size_t)d * sizeof *f);
+    if (mode != KM_FULL) {
+        memcpy(c + (size_t)37 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
+        memcpy(c + (size_t)100 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
+        for (int32_t r = 0; r < 10; r++) {
+            memcpy(f + (size_t)r * d, c + (size_t)5 * d, (size_t)d * sizeof *f);
+            memcpy(f + (size_t)(200 + r) * d, c + (size_t)5 * d, (size_t)d * sizeof *f);
+        }
+        memset(c + (size_t)70 * d, 0, (size_t)d * sizeof *c);
+        memset(f + (size_t)20 * d, 0, (size_t)d * sizeof *f);
     }
-    memset(c + (size_t)70 * d, 0, (size_t)d * sizeof *c);
-    memset(f + (size_t)20 * d, 0, (size_t)d * sizeof *f);
     for (int32_t r = 0; r < M + k; r++) {
         const double *x = r < M ? f + (size_t)r * d : c + (size_t)(r - M) * d;
         double n = 0;
@@ -611,7 +619,7 @@ static void check_kmeans_assign(int32_t d, bool wide, uint64_t seed)
     failures += !ok;
     printf("     kmeans assign: head_dim %3d, %s features: %lld of %d features differ (cluster, "
            "cosine bits); margin %g (want %g)  %s\n",
-           d, wide ? "wide" : "unit", (long long)differ, M, margin, want_margin,
+           d, km_mode_name[mode], (long long)differ, M, margin, want_margin,
            ok ? "PASS" : "FAIL");
     free(f);
     free(c);
@@ -754,8 +762,8 @@ int main(int argc, char **argv)
                     check_csm_walk(dims[i], chunks[j], wide, (uint64_t)(1 + 8 * i + 2 * j + wide));
         if (t == first)  /* the features are doubles whatever the cache type */
             for (int i = 0; i < 3; i++)
-                for (int wide = 0; wide < 2; wide++)
-                    check_kmeans_assign(dims[i], wide, (uint64_t)(100 + 2 * i + wide));
+                for (int mode = KM_UNIT; mode <= KM_FULL; mode++)
+                    check_kmeans_assign(dims[i], mode, (uint64_t)(100 + 2 * i + mode));
         if (run_sources(dump))
             return 1;
     }
