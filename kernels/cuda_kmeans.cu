@@ -428,15 +428,15 @@ static auto km_assign_of(int32_t d)
 static ckv_status km_assign_room(int32_t d, size_t *smem, ckv_error *err)
 {
     *smem = km_assign_smem(d);
-    int dev = 0, optin = 0;
-    CKV_CUDA(cudaGetDevice(&dev));
-    CKV_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (*smem > (size_t)optin)
+    size_t most;
+    ckv_status st = ckv_pol_smem_most(&most, err);
+    if (st)
+        return st;
+    if (*smem > most)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                          "cuda kmeans: head_dim %d needs %zu bytes of shared memory (device: %d)",
-                          d, *smem, optin);
-    CKV_CUDA(ckv_allow_smem(km_assign_of(d), (int)*smem));
-    return CKV_OK;
+                          "cuda kmeans: head_dim %d needs %zu bytes of shared memory (device: %zu)",
+                          d, *smem, most);
+    return ckv_pol_allow_smem(km_assign_of(d), *smem, "cuda kmeans", err);
 }
 
 ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err)

@@ -94,6 +94,15 @@ ckv_status ckv_pol_upload_plan(ckv_pol *x, ckv_error *err)
     return CKV_OK;
 }
 
+ckv_status ckv_pol_smem_most(size_t *bytes, ckv_error *err)
+{
+    int dev = 0, optin = 0;
+    CKV_CUDA(cudaGetDevice(&dev));
+    CKV_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    *bytes = (size_t)optin;
+    return CKV_OK;
+}
+
 int32_t ckv_pol_max_row(ckv_pol *x, int row)
 {
     const int32_t *act = ckv_pol_h(x, PLAN_ACT), *r = ckv_pol_h(x, row);

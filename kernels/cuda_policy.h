@@ -12,6 +12,7 @@
 #include <float.h>
 #include <stdint.h>
 
+#include "cuda_async_copy.cuh"
 #include "cuda_state.h"
 #include "policy.h"
 
@@ -101,6 +102,23 @@ static inline void ckv_pol_kv(const ckv_gpu_cache *c, F &&f)
 static inline unsigned ckv_pol_blocks(int64_t n, int threads)
 {
     return n > 0 ? (unsigned)((n + threads - 1) / threads) : 1u;
+}
+
+// Shared memory: the most dynamic bytes a block may take on the current
+// device (its opt-in limit), for kernels that size their tiles to it or
+// refuse a shape that does not fit; and ckv_allow_smem as a status named
+// `what`, a refusal not left as the last CUDA error for a later launch's
+// check.
+ckv_status ckv_pol_smem_most(size_t *bytes, ckv_error *err);
+template <typename K>
+ckv_status ckv_pol_allow_smem(K *kernel, size_t bytes, const char *what, ckv_error *err)
+{
+    const cudaError_t e = ckv_allow_smem(kernel, (int)bytes);
+    if (e == cudaSuccess)
+        return CKV_OK;
+    (void)cudaGetLastError();
+    return ckv_errorf(err, CKV_ERR_DEVICE, "%s: %zu bytes of shared memory: %s", what, bytes,
+                      cudaGetErrorString(e));
 }
 
 // cuda_compact.cu

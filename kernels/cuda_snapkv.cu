@@ -11,7 +11,6 @@
 
 #include <type_traits>
 
-#include "cuda_async_copy.cuh"
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_policy.h"
@@ -231,10 +230,10 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
     const size_t fixed = 2 * (size_t)sp.W * sizeof(double) +
                          (size_t)PROB_THREADS * sp.ks_row * ckv_kv_dtype_size(c->dtype);
     const size_t per_rows = (size_t)ROWS * x->d * sizeof(double);
-    int dev = 0, optin = 0;
-    CKV_CUDA(cudaGetDevice(&dev));
-    CKV_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    const size_t most = (size_t)optin - BLOCK_REDUCE_BYTES;  // the static part[] of block_reduce
+    size_t most;
+    if ((st = ckv_pol_smem_most(&most, err)))
+        return st;
+    most -= BLOCK_REDUCE_BYTES;  // the static part[] of block_reduce
     const size_t room = most > fixed ? (most - fixed) / per_rows : 0;
     sp.rq = (int32_t)(room * ROWS < (size_t)CHUNK_ROWS ? room * ROWS : (size_t)CHUNK_ROWS);
     if (sp.rq > sp.W)
@@ -249,13 +248,8 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
     ckv_status ks_st = CKV_OK;
     ckv_pol_kv(c, [&](auto *k, auto *) {
         using E = std::remove_pointer_t<decltype(k)>;
-        const cudaError_t e = ckv_allow_smem(sk_prob_kernel<E>, (int)smem);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();  // not left for the next launch's check
-            ks_st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda snapkv: %zu bytes of shared memory: %s",
-                               smem, cudaGetErrorString(e));
+        if ((ks_st = ckv_pol_allow_smem(sk_prob_kernel<E>, smem, "cuda snapkv", err)))
             return;
-        }
         sk_prob_kernel<E><<<dim3(sp.group, x->lists), PROB_THREADS, smem, x->s>>>(
             w->q, k, c->deg, w->prob, w->acc, x->act, x->T, sp);
     });
