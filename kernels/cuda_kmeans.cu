@@ -97,7 +97,7 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // lowest index). The dot products run on the FP64 tensor cores (m16n8k4):
 // a block holds AM features in shared memory for the whole walk and
 // streams the centroids through it AN at a time (two stages, cp.async);
-// each of its 8 warps takes 32 features x 16 centroids of a tile. A dot
+// its warps split each 64 x 64 tile (km_shape). A dot
 // product is the chain of fma over the dimensions in order from 0 (the
 // tensor cores add each k-step's four products one after another,
 // cuda_mma.cuh; the padding to a multiple of 4 adds zeros), which is what
@@ -110,14 +110,25 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // is the new best: the order of the columns does not matter), and the
 // quad's lanes and the 4 warps that share a row merge with km_merge, which
 // does not depend on the order either. What bounds it now is the epilogue
-// of each tile, whose dependent fp64 steps the block's 8 warps run in step
-// while the tensor pipe idles (37% busy, run KH; 71% without an epilogue,
-// run KF).
-enum { AM = 64, AN = 64, ASSIGN_THREADS = 256, WARPS_N = 4 };
-// km_copy_tile copies AM rows for either tile, and the 8 warps are 2 x 4
-// tiles of 32 x 16.
-static_assert(AN == AM && ASSIGN_THREADS == 32 * (AM / 32) * WARPS_N && 16 * WARPS_N == AN,
-              "the assignment's tiles and warps");
+// of each tile, which the block's warps run in step between the tile's
+// barriers while the tensor pipe idles (51% busy at the 8B's 8K
+// decode-time shape, run LB; 71% without an epilogue, run KF).
+enum { AM = 64, AN = 64, WARPS_N = 4 };
+static_assert(AN == AM && 16 * WARPS_N == AN, "km_copy_tile copies AM rows for either tile");
+// The partial bests at the end reuse the tiles (rows of at least 4 doubles).
+static_assert(WARPS_N * AM * sizeof(km_best) <= (AM + 2 * AN) * 4 * sizeof(double),
+              "the partial bests fit in the tiles");
+
+// A warp takes MT m-tiles of 16 features x 16 centroids. At head_dim 128
+// (and the generic form) shared memory holds one block an SM, so its rows
+// go to 16 warps of 16 (8 warps of 32, two a scheduler, hid too little of
+// the epilogue's dependent steps: 10.9 -> 9.3 ms, runs KH, LA); at 64 two
+// blocks of 8 warps of 32 fit, 16 warps an SM either way.
+template <int D>
+struct km_shape {
+    static constexpr int MT = D == 64 ? 2 : 1, WARPS_M = AM / (16 * MT),
+                         THREADS = 32 * WARPS_M * WARPS_N, BLOCKS = D == 64 ? 2 : 1;
+};
 
 // Row stride in doubles of a tile of d4 = d rounded up to 4 columns: 4 or
 // 12 modulo 16, so that the 16 lanes of each half of a fragment load (rows
@@ -134,19 +145,18 @@ __host__ __device__ inline size_t km_assign_smem(int32_t d)
 {
     const size_t tiles =
         (size_t)(AM + 2 * AN) * (size_t)km_stride(((int64_t)d + 3) / 4 * 4) * sizeof(double);
-    const size_t bests = (size_t)WARPS_N * AM * sizeof(km_best);
-    return tiles > bests ? tiles : bests;
+    return tiles + (size_t)WARPS_N * AM * sizeof(double2);
 }
 
 // Rows [0, rows) of src (d doubles each) into a tile of AM rows, as one
 // copy group, W doubles a copy (2 needs even d: 16-byte aligned rows); rows
 // past `rows` and columns past d are zeros.
-template <int W>
+template <int W, int THREADS>
 __device__ __forceinline__ void km_copy_tile(double *dst, const double *src, int32_t rows,
                                              int32_t d, int32_t d4, int32_t stride)
 {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int32_t r = warp; r < AM; r += ASSIGN_THREADS / 32)
+    for (int32_t r = warp; r < AM; r += THREADS / 32)
         for (int32_t i = W * lane; i < d4; i += W * 32) {
             const bool in = r < rows && i < d;
             const double *from = in ? src + (size_t)r * d + i : src;
@@ -159,8 +169,10 @@ __device__ __forceinline__ void km_copy_tile(double *dst, const double *src, int
 }
 
 // A bound q on a column's dot x (1/cn) below which the row's cosine
-// dot / (fn cn) is certainly under `second`, the row's running second best,
-// so that the column changes neither its best nor its second (ruled out
+// dot / (fn cn) is certainly under `second`, a cosine the row's final
+// second best cannot be under (the lane's own running second best, or the
+// second best of any of the row's columns, km_assign_kernel's lb), so that
+// the column changes neither the row's best nor its second (ruled out
 // without the exact division, which the running best needs bit for bit).
 // The estimate and the cosine each take two roundings, q itself two: 2^-30
 // of margin is far more than they move. -inf (nothing ruled out) where
@@ -177,17 +189,35 @@ __device__ __forceinline__ double km_bound(double second, double fn)
     return isfinite(q) ? q : -INFINITY;
 }
 
+// (s1, s2), the two highest of s1 >= s2 and o1 >= o2 (cosines are never
+// NaN here: a NaN one fails every comparison of the running best).
+__device__ __forceinline__ void km_top2(double &s1, double &s2, double o1, double o2)
+{
+    s2 = fmax(fmin(s1, o1), fmax(s2, o2));
+    s1 = fmax(s1, o1);
+}
+
+// Whether the rows' two best are shared after tile i: after tiles 0, 1, 3,
+// 7, 15, ..., as a row's second best rises about with the log of the
+// columns seen, and each sharing costs about as much as the exact cosines
+// it saves a tile (run LA).
+__device__ __forceinline__ bool km_shares(int32_t i)
+{
+    return (i & (i + 1)) == 0;
+}
+
 // D: head_dim 64 or 128, known here, so that the k-steps unroll with their
 // shared-memory offsets as constants (with a run-time d the loop spent 43
 // instructions on 8 mma, 12 of them recomputing addresses; SASS, run KD); 0:
 // any d, read from p.
 template <int D>
-__global__ void __launch_bounds__(ASSIGN_THREADS, D == 128 ? 1 : 2)
+__global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
                      unsigned *margin, const int32_t *act, const int32_t *M_of, km_params p)
 {
     constexpr int W = D ? 2 : 1;  // doubles a copy: rows of 64 or 128 are 16-byte aligned
+    constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
     extern __shared__ double sm[];
     const int32_t lh = blockIdx.y, m0 = blockIdx.x * AM;
     if (!act[lh] || m0 >= M_of[lh])
@@ -195,6 +225,7 @@ __global__ void __launch_bounds__(ASSIGN_THREADS, D == 128 ? 1 : 2)
     const int32_t M = M_of[lh], d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
     const int32_t stride = (int32_t)km_stride(d4);
     double *const fs = sm, *const cs = sm + AM * stride;
+    double2 *const tops = reinterpret_cast<double2 *>(cs + 2 * AN * stride);
     const size_t base = (size_t)lh * p.cap;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
@@ -210,30 +241,53 @@ __global__ void __launch_bounds__(ASSIGN_THREADS, D == 128 ? 1 : 2)
     const int32_t t0 =
         tiles > 0 ? min(tiles - 1, (int32_t)((int64_t)(m0 + AM / 2) * p.k / M / AN)) : 0;
     const auto tile_at = [&](int32_t i) { return t0 + i < tiles ? t0 + i : t0 + i - tiles; };
-    km_copy_tile<W>(fs, f + (base + m0) * d, min(AM, M - m0), d, d4, stride);
+    km_copy_tile<W, THREADS>(fs, f + (base + m0) * d, min(AM, M - m0), d, d4, stride);
     if (tiles > 0) {
         const int32_t j1 = tile_at(0) * AN;
-        km_copy_tile<W>(cs, cen + (base + j1) * d, min(AN, p.k - j1), d, d4, stride);
+        km_copy_tile<W, THREADS>(cs, cen + (base + j1) * d, min(AN, p.k - j1), d, d4, stride);
     }
-    // The lane's rows wm 32 + 16 mt + g + 8 h and their norms.
-    double fn[2][2];
-    km_best b[2][2];
+    // The lane's rows wm 16 MT + 16 mt + g + 8 h and their norms.
+    double fn[MT][2], lb[MT][2], q[MT][2];
+    km_best b[MT][2];
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int32_t m = m0 + wm * 32 + 16 * mt + g + 8 * h;
+            const int32_t m = m0 + wm * 16 * MT + 16 * mt + g + 8 * h;
             fn[mt][h] = m < M ? fnorm[base + m] : 0.0;
             b[mt][h] = {-INFINITY, -INFINITY, 0};
+            lb[mt][h] = q[mt][h] = -INFINITY;
         }
     for (int32_t i = 0; i < tiles; i++) {
         const int32_t j0 = tile_at(i) * AN;
         if (i + 1 < tiles) {
             const int32_t j1 = tile_at(i + 1) * AN;
-            km_copy_tile<W>(cs + ((i + 1) & 1) * AN * stride, cen + (base + j1) * d,
-                            min(AN, p.k - j1), d, d4, stride);
+            km_copy_tile<W, THREADS>(cs + ((i + 1) & 1) * AN * stride, cen + (base + j1) * d,
+                                     min(AN, p.k - j1), d, d4, stride);
         } else {
             ckv_cp_async_commit();  // an empty group keeps the count below
+        }
+        // lb: each row's second best as its 16 lanes had it after the last
+        // sharing, from their warps' two best (written before the barrier
+        // that ended that tile): the second best of some of the row's
+        // cosines, so its final second best is not under it, and km_bound
+        // can take it in every lane. q, the row's bound, is formed again
+        // only where lb or the lane's second best changed.
+        if (i > 0 && km_shares(i - 1)) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int row = wm * 16 * MT + 16 * mt + g + 8 * h;
+                    double s1 = -INFINITY, s2 = -INFINITY;
+#pragma unroll
+                    for (int w = 0; w < WARPS_N; w++) {
+                        const double2 o = tops[w * AM + row];
+                        km_top2(s1, s2, o.x, o.y);
+                    }
+                    lb[mt][h] = fmax(lb[mt][h], s2);
+                    q[mt][h] = km_bound(fmax(b[mt][h].second, lb[mt][h]), fn[mt][h]);
+                }
         }
         // The lane's columns j0 + wn 16 + 8 nt + 2 t + e, their norms and
         // reciprocals.
@@ -248,14 +302,14 @@ __global__ void __launch_bounds__(ASSIGN_THREADS, D == 128 ? 1 : 2)
             }
         ckv_cp_async_wait<1>();
         __syncthreads();  // this tile's (and the features') copies landed for every thread
-        const double *A = fs + (wm * 32 + g) * stride + t;
+        const double *A = fs + (wm * 16 * MT + g) * stride + t;
         const double *B = cs + (i & 1) * AN * stride + (wn * 16 + g) * stride + t;
-        double acc[2][2][4] = {};
+        double acc[MT][2][4] = {};
 #pragma unroll(D == 128 ? 8 : 2)
         for (int32_t k0 = 0; k0 < d4; k0 += 4) {
-            double a[2][2], bb[2];
+            double a[MT][2], bb[2];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
+            for (int mt = 0; mt < MT; mt++) {
                 a[mt][0] = A[16 * mt * stride + k0];
                 a[mt][1] = A[(16 * mt + 8) * stride + k0];
             }
@@ -263,28 +317,26 @@ __global__ void __launch_bounds__(ASSIGN_THREADS, D == 128 ? 1 : 2)
             for (int nt = 0; nt < 2; nt++)
                 bb[nt] = B[8 * nt * stride + k0];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int nt = 0; nt < 2; nt++)
                     ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
         }
         // C fragment: acc[mt][nt][2 h + e] is row g + 8 h, column 2 t + e.
-        // First the columns km_bound cannot rule out against the row's
-        // second best as the tile found it (it only grows), then those with
-        // the exact cosine: a higher one, or an equal one of lower index,
+        // First the columns the row's bound q cannot rule out, then those
+        // with the exact cosine: a higher one, or an equal one of lower index,
         // is the new best (the order of the columns does not matter).
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 km_best &r = b[mt][h];
-                const double q = km_bound(r.second, fn[mt][h]);
                 unsigned open = 0;
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     const int nt = c / 2, e = c % 2;
                     const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
-                    if (j < p.k && !(acc[mt][nt][2 * h + e] * rc[nt][e] < q))
+                    if (j < p.k && !(acc[mt][nt][2 * h + e] * rc[nt][e] < q[mt][h]))
                         open |= 1u << c;
                 }
                 if (!open)
@@ -305,14 +357,33 @@ __global__ void __launch_bounds__(ASSIGN_THREADS, D == 128 ? 1 : 2)
                         r.second = s;
                     }
                 }
+                q[mt][h] = km_bound(fmax(r.second, lb[mt][h]), fn[mt][h]);
             }
+        // The warp's two best a row, for the next tile's bounds (lb above).
+        if (km_shares(i) && i + 1 < tiles) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    double s1 = b[mt][h].s, s2 = b[mt][h].second;
+#pragma unroll
+                    for (int off = 1; off < 4; off *= 2) {
+                        const double o1 = __shfl_xor_sync(0xffffffffu, s1, off);
+                        const double o2 = __shfl_xor_sync(0xffffffffu, s2, off);
+                        km_top2(s1, s2, o1, o2);
+                    }
+                    if (t == 0)
+                        tops[wn * AM + wm * 16 * MT + 16 * mt + g + 8 * h] =
+                            make_double2(s1, s2);
+                }
+        }
         __syncthreads();  // every warp is done with this stage before its next copy
     }
     ckv_cp_async_wait<0>();
     __syncthreads();  // sm is reused for the partial bests
     km_best *part = reinterpret_cast<km_best *>(sm);
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             km_best r = b[mt][h];
@@ -324,7 +395,7 @@ __global__ void __launch_bounds__(ASSIGN_THREADS, D == 128 ? 1 : 2)
                 r = km_merge(r, o);
             }
             if (t == 0)
-                part[wn * AM + wm * 32 + 16 * mt + g + 8 * h] = r;
+                part[wn * AM + wm * 16 * MT + 16 * mt + g + 8 * h] = r;
         }
     __syncthreads();
     const int32_t row = threadIdx.x;
@@ -417,10 +488,16 @@ __global__ void km_dest_kernel(int32_t *dest, const int32_t *cl, const int32_t *
     dest[base + p.sinks + m] = p.sinks + members[run_b[base + cl[base + m]]];
 }
 
-// The assignment's instance for head_dim d.
+// The assignment's instance for head_dim d, and its threads a block.
 static auto km_assign_of(int32_t d)
 {
     return d == 128 ? km_assign_kernel<128> : d == 64 ? km_assign_kernel<64> : km_assign_kernel<0>;
+}
+
+static int km_assign_threads(int32_t d)
+{
+    return d == 128 ? km_shape<128>::THREADS
+                    : d == 64 ? km_shape<64>::THREADS : km_shape<0>::THREADS;
 }
 
 // The assignment's dynamic shared memory for head_dim d, allowed on the
@@ -494,7 +571,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     for (int32_t it = 0; it <= iters; it++) {
         km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, x->act, kp);
         CKV_CUDA_LAUNCHED();
-        km_assign_of(x->d)<<<tiles, ASSIGN_THREADS, smem, x->s>>>(
+        km_assign_of(x->d)<<<tiles, km_assign_threads(x->d), smem, x->s>>>(
             w->f, w->norm, w->cen, w->cnorm, crec, w->cl, nullptr, w->margin, x->act, x->x, kp);
         CKV_CUDA_LAUNCHED();
         // Members of each cluster in slot order: a stable sort by cluster.
@@ -560,7 +637,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
         e = cudaMemcpy(up[i].to, up[i].from, up[i].n, cudaMemcpyHostToDevice);
     free(rec);
     if (e == cudaSuccess) {
-        km_assign_of(d)<<<dim3(ckv_pol_blocks(M, AM), 1), ASSIGN_THREADS, smem>>>(
+        km_assign_of(d)<<<dim3(ckv_pol_blocks(M, AM), 1), km_assign_threads(d), smem>>>(
             df, dfn, dc, dcn, drec, dcl, dbest, dmargin, act, act + 1, kp);
         e = cudaGetLastError();
     }
