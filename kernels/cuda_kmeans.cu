@@ -97,15 +97,15 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // lowest index). The dot products run on the FP64 tensor cores (m16n8k4):
 // a block holds AM features in shared memory for the whole walk and
 // streams the centroids through it AN at a time (two stages, cp.async);
-// its warps split each 64 x 64 tile (km_shape). A dot
-// product is the chain of fma over the dimensions in order from 0 (the
-// tensor cores add each k-step's four products one after another,
-// cuda_mma.cuh; the padding to a multiple of 4 adds zeros), which is what
-// the CUDA-core loop this replaced computed, so the cosines keep their
-// bits (up to the sign of a zero: padding adds 0 x 0 to a sum that
-// underflowed to -0; that loop read two shared-memory doubles a multiply-add and was
-// bound there: 641 ms of the 8B's decode-time call at 8K, 134 ms now; runs
-// KA to KH in docs/performance-notes.md). A lane keeps a running best, second
+// its warps split each 64 x 64 tile (km_shape). A dot product is the
+// chain of fma over the dimensions in order from 0 (the tensor cores add
+// each k-step's four products one after another, cuda_mma.cuh; the
+// padding to a multiple of 4 adds zeros), which is what the CUDA-core loop
+// this replaced computed, so the cosines keep their bits (up to the sign
+// of a zero: padding adds 0 x 0 to a sum that underflowed to -0; that loop
+// read two shared-memory doubles a multiply-add and was bound there: 641
+// ms of the 8B's decode-time call at 8K, 102 ms now; runs KA to KH and LA
+// to LG in docs/performance-notes.md). A lane keeps a running best, second
 // best and index per row (a higher cosine, or an equal one of lower index,
 // is the new best: the order of the columns does not matter), and the
 // quad's lanes and the 4 warps that share a row merge with km_merge, which
@@ -138,9 +138,10 @@ __host__ __device__ inline int64_t km_stride(int64_t d4)
     return d4 % 8 == 0 ? d4 + 4 : d4;
 }
 
-// Shared memory for the feature tile and two centroid stages: head_dim 148
-// at most in the 227 KB an H200 block can take (km_assign_room refuses more;
-// the CUDA-core kernel before took up to 453).
+// Shared memory for the feature tile, two centroid stages and the rows' two
+// best a warp (the table km_assign_kernel's lb reads): head_dim 148 at most
+// in the 227 KB an H200 block can take (km_assign_room refuses more; the
+// CUDA-core kernel before took up to 453).
 __host__ __device__ inline size_t km_assign_smem(int32_t d)
 {
     const size_t tiles =
