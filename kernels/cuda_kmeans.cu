@@ -120,8 +120,8 @@ static_assert(WARPS_N * AM * sizeof(km_best) <= (AM + 2 * AN) * 4 * sizeof(doubl
               "the partial bests fit in the tiles");
 
 // A warp takes MT m-tiles of 16 features x 16 centroids. At head_dim 128
-// (and the generic form) shared memory holds one block an SM, so its rows
-// go to 16 warps of 16 (8 warps of 32, two a scheduler, hid too little of
+// shared memory holds one block an SM (the generic form takes the same
+// shape, for head_dims up to 148), so its rows go to 16 warps of 16 (8 warps of 32, two a scheduler, hid too little of
 // the epilogue's dependent steps: 10.9 -> 9.3 ms, runs KH, LA); at 64 two
 // blocks of 8 warps of 32 fit, 16 warps an SM either way.
 template <int D>
@@ -172,7 +172,7 @@ __device__ __forceinline__ void km_copy_tile(double *dst, const double *src, int
 // A bound q on a column's dot x (1/cn) below which the row's cosine
 // dot / (fn cn) is certainly under `second`, a cosine the row's final
 // second best cannot be under (the lane's own running second best, or the
-// second best of any of the row's columns, km_assign_kernel's lb), so that
+// second best of any subset of the row's columns, km_assign_kernel's lb), so that
 // the column changes neither the row's best nor its second (ruled out
 // without the exact division, which the running best needs bit for bit).
 // The estimate and the cosine each take two roundings, q itself two: 2^-30
@@ -378,7 +378,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                             make_double2(s1, s2);
                 }
         }
-        __syncthreads();  // every warp is done with this stage before its next copy
+        __syncthreads();  // every warp is done with this stage before its next copy, and
+                          // the table's writes come before the next tile's reads
     }
     ckv_cp_async_wait<0>();
     __syncthreads();  // sm is reused for the partial bests
