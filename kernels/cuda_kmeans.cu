@@ -121,9 +121,10 @@ static_assert(WARPS_N * AM * sizeof(km_best) <= (AM + 2 * AN) * 4 * sizeof(doubl
 
 // A warp takes MT m-tiles of 16 features x 16 centroids. At head_dim 128
 // shared memory holds one block an SM (the generic form takes the same
-// shape, for head_dims up to 148), so its rows go to 16 warps of 16 (8 warps of 32, two a scheduler, hid too little of
-// the epilogue's dependent steps: 10.9 -> 9.3 ms, runs KH, LA); at 64 two
-// blocks of 8 warps of 32 fit, 16 warps an SM either way.
+// shape, for head_dims up to 148), so its rows go to 16 warps of 16 (8
+// warps of 32, two a scheduler, hid too little of the epilogue's dependent
+// steps: 10.9 -> 9.3 ms, runs KH, LA); at 64 two blocks of 8 warps of 32
+// fit, 16 warps an SM either way.
 template <int D>
 struct km_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS_M = AM / (16 * MT),
@@ -172,9 +173,10 @@ __device__ __forceinline__ void km_copy_tile(double *dst, const double *src, int
 // A bound q on a column's dot x (1/cn) below which the row's cosine
 // dot / (fn cn) is certainly under `second`, a cosine the row's final
 // second best cannot be under (the lane's own running second best, or the
-// second best of any subset of the row's columns, km_assign_kernel's lb), so that
-// the column changes neither the row's best nor its second (ruled out
-// without the exact division, which the running best needs bit for bit).
+// second best of any subset of the row's columns, km_assign_kernel's lb),
+// so that the column changes neither the row's best nor its second (ruled
+// out without the exact division, which the running best needs bit for
+// bit).
 // The estimate and the cosine each take two roundings, q itself two: 2^-30
 // of margin is far more than they move. -inf (nothing ruled out) where
 // that reasoning needs care: a second best of magnitude under 2^-900 (the
