@@ -206,7 +206,7 @@ typedef struct {
  * Work is queued on `stream` (NULL: the default stream, after waiting for
  * all work queued on the device) and finished before returning. Scratch
  * (about 90 bytes per cache slot plus a copy of the key/value storage;
- * K-Means adds 3 x 8 bytes per key element, SnapKV 8 x group x W bytes per
+ * K-Means adds 4 x 8 bytes per key element, SnapKV 8 x group x W bytes per
  * slot) is one per device for the process, taken at the first call, grown
  * for a larger cache and kept: one host thread per device at a time.
  * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
@@ -240,14 +240,20 @@ ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32
 
 /* K-Means's assignment (kernels/cuda_kmeans.cu) on one list, for tests: M
  * features and k centroids of d doubles (host, [M][d] and [k][d]) with the
- * norms the cosines divide by. Host outputs: cl[M] the centroid of highest
- * cosine (dot / (fnorm cnorm), 0 where a norm is below 1e-30; ties: the
- * lowest index), best[M] that cosine, and margin the smallest gap of a
- * feature's best cosine to its second best (the multiset's), as the float
- * the policy trace reports. */
+ * norms the cosines divide by; with `estimate` (head_dim 64 and 128; others
+ * ignore it) as the policy assigns, the TF32 estimate first and the exact
+ * kernel over the rows it leaves, else the exact kernel over every row.
+ * Host outputs: cl[M] the centroid of highest cosine (dot / (fnorm cnorm),
+ * 0 where a norm is below 1e-30; ties: the lowest index), best[M] that
+ * cosine (with the estimate: the estimate's best of every row), margin the
+ * smallest gap of a feature's best cosine to its second best (the
+ * multiset's), as the float the policy trace reports (with the estimate:
+ * exact where under 2^-8, else a bound between 2^-8 and it), and n_exact
+ * the rows the exact kernel assigned. */
 ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm, const double *cen,
                                  const double *cnorm, int32_t M, int32_t k, int32_t d,
-                                 int32_t *cl, double *best, float *margin, ckv_error *err);
+                                 bool estimate, int32_t *cl, double *best, float *margin,
+                                 int32_t *n_exact, ckv_error *err);
 
 #ifdef __cplusplus
 }

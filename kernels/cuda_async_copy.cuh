@@ -39,6 +39,15 @@ __device__ __forceinline__ void ckv_cp_async8(void *dst, const void *src, bool i
                  : "memory");
 }
 
+// 4 bytes from src to dst; with in false, zeros (as ckv_cp_async16).
+__device__ __forceinline__ void ckv_cp_async4(void *dst, const void *src, bool in)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+                 :
+                 : "r"(ckv_smem_addr(dst)), "l"(src), "r"(in ? 4 : 0)
+                 : "memory");
+}
+
 // 4 bytes from src to dst.
 __device__ __forceinline__ void ckv_cp_async4(void *dst, const void *src)
 {

@@ -1,11 +1,16 @@
 // The K-Means baseline on the GPU (policies.md, "kmeans"), every list over
 // budget at once. CPU twin: compress_list in src/policies/kmeans.c.
 // Features, centroid updates and norms are computed as the CPU computes
-// them (double, members in slot order, no fused multiply-add); the
-// assignment's dot products run on the FP64 tensor cores, where the CPU
-// uses BLAS, so cosines agree to ~1e-16 and a decision can differ only at
-// a near-tie (the margin the trace reports). Keys are read as fp32 from either
-// cache type; the merged centroids are stored in it (cuda_compact.cu).
+// them (double, members in slot order, no fused multiply-add). At head_dim
+// 64 and 128 the assignment first estimates every cosine on the bf16 tensor
+// cores (each operand split in two bf16) and takes the estimate's choice
+// where it stands by more than the estimate can be off, which gives the
+// exact choice; the rows it leaves (near-ties, norms it cannot scale), and
+// every row at other head_dims, take the exact assignment, whose dot
+// products run on the FP64 tensor cores where the CPU uses BLAS, so cosines
+// agree to ~1e-16 and a decision can differ only at a near-tie (the margin
+// the trace reports). Keys are read as fp32 from either cache type; the
+// merged centroids are stored in it (cuda_compact.cu).
 #include <math.h>
 
 #include "cuda_async_copy.cuh"
@@ -17,6 +22,45 @@
 struct km_params {
     int32_t sinks, k, cap, d;
 };
+
+// An operand of the estimate: x as hi + lo, hi x rounded to bf16 (through
+// float) and lo the rest rounded to bf16, within 2^-17 |x| of x where
+// both stay normal.
+__device__ __forceinline__ void km_split(double x, ckv_bf16 &hi, ckv_bf16 &lo)
+{
+    hi = ckv_to_bf16((float)x);
+    lo = ckv_to_bf16((float)(x - (double)ckv_from_bf16(hi)));
+}
+
+// Chunk q of a row's split (q < d / 4; d a multiple of 16), as the
+// estimate's mma fragments take it: dimensions k, k + 1, k + 8, k + 9 for k
+// = 16 (q / 4) + 2 (q % 4), the his as two bf16 pairs, then the los: lane
+// t of a k-step's B (or of its A rows) loads its four registers as one.
+__device__ __forceinline__ uint4 km_split_chunk(const double *x, int32_t q)
+{
+    const int32_t k = 16 * (q / 4) + 2 * (q % 4);
+    ckv_bf16 h[4], l[4];
+    km_split(x[k], h[0], l[0]);
+    km_split(x[k + 1], h[1], l[1]);
+    km_split(x[k + 8], h[2], l[2]);
+    km_split(x[k + 9], h[3], l[3]);
+    return make_uint4(ckv_pack_bf16(h[0], h[1]), ckv_pack_bf16(h[2], h[3]),
+                      ckv_pack_bf16(l[0], l[1]), ckv_pack_bf16(l[2], l[3]));
+}
+
+// The splits of the first n[lh] rows of each active list (d doubles, then
+// d words, a row), a thread a chunk.
+__global__ void km_split_kernel(const double *x, uint32_t *y, const int32_t *n,
+                                const int32_t *act, km_params p)
+{
+    const int32_t lh = blockIdx.y;
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, chunks = p.d / 4;
+    if (!act[lh] || c >= n[lh] * chunks)
+        return;
+    const size_t row = (size_t)lh * p.cap + c / chunks;
+    reinterpret_cast<uint4 *>(y + row * p.d)[c % chunks] =
+        km_split_chunk(x + row * p.d, (int32_t)(c % chunks));
+}
 
 // Identity dest for the list; unit-normalised keys of the middle and their
 // norms (x: M, the middle's length).
@@ -49,8 +93,9 @@ __global__ void km_feature_kernel(const Elem *keys, double *f, double *fnorm, in
 }
 
 // Centroid j starts at the feature of middle index ((2j + 1) M) / (2k).
-__global__ void km_init_kernel(const double *f, double *cen, const int32_t *act,
-                               const int32_t *M_of, km_params p)
+// With fs, the centroids' splits (cs) start as the features' likewise.
+__global__ void km_init_kernel(const double *f, const uint32_t *fs, double *cen, uint32_t *cs,
+                               const int32_t *act, const int32_t *M_of, km_params p)
 {
     const int32_t lh = blockIdx.y;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -60,11 +105,55 @@ __global__ void km_init_kernel(const double *f, double *cen, const int32_t *act,
     const int64_t m = ((2 * (int64_t)j + 1) * M_of[lh]) / (2 * (int64_t)p.k);
     const size_t base = (size_t)lh * p.cap;
     cen[(base + j) * p.d + i] = f[(base + m) * p.d + i];
+    if (fs)
+        cs[(base + j) * p.d + i] = fs[(base + m) * p.d + i];
 }
 
-// Centroid norms and their reciprocals (0 for a norm under 1e-30), which
-// the assignment's bound takes (km_bound).
-__global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec,
+// The estimate: every cosine of a row as dot x (1/fn) x (1/cn) in fp32,
+// the dot product on the bf16 tensor cores from the operands' splits
+// (km_split: f = fh + fl, c = ch + cl) as fh ch + fh cl + fl ch. Where both
+// norms lie in [2^-50, 2^50] it is within KM_EPS of the cosine:
+//  - the splits' rests and the dropped fl cl move each product by at most
+//    about 3 x 2^-18 |f_i c_i|, so the sum by 2^-16.4 of sum |f_i c_i| <=
+//    fn cn (Cauchy-Schwarz); elements flushed below 2^-126 by 2^-119
+//    against fn cn >= 2^-100;
+//  - the products are exact in fp32; the sum of 3 D / 16 mma steps, if each
+//    step's 17 addends were truncated by up to an ulp of the largest (at
+//    most fn cn), by 3 D / 16 x 17 x 2^-23 fn cn: 2^-14.3 at head_dim 128;
+//  - the scaling's two roundings by 2^-23 each.
+// About 2^-14 in all, half of KM_EPS. So where the estimate's best stands
+// KM_CLEAR = 4 KM_EPS over its second, the exact best is the estimate's
+// (their cosines differ by more than 2 KM_EPS), and the exact gap is at
+// least the estimate's less 2 KM_EPS, which the margin records (>= 2^-12:
+// a gap under 2^-12 always takes the exact path, so a list's margin is
+// exact wherever it is under 2^-12, far above a near-tie).
+// tests/gpu/policy_parity.c measures the estimate's error.
+constexpr float KM_EPS = 0x1p-13f, KM_CLEAR = 4 * KM_EPS;
+constexpr double KM_NORM_LO = 0x1p-50, KM_NORM_HI = 0x1p50;
+
+// The estimate's scale for a norm: 0 where the cosine is 0 whatever the
+// dot product (norm under 1e-30, the exact path's rule); `bad` set where
+// the norm is outside the range the error bound holds for (NaN included).
+__device__ __forceinline__ float km_scale(double norm, double rec, bool &bad)
+{
+    if (norm < 1e-30)
+        return 0.0f;
+    bad |= !(norm >= KM_NORM_LO && norm <= KM_NORM_HI);
+    return (float)rec;
+}
+
+// A centroid's scale as the estimate reads it: NaN where it is bad (the
+// rows that meet it go to the exact kernel).
+__device__ __forceinline__ float km_col_scale(double norm, double rec)
+{
+    bool bad = false;
+    const float s = km_scale(norm, rec, bad);
+    return bad ? NAN : s;
+}
+
+// Centroid norms, their reciprocals (0 for a norm under 1e-30), which the
+// assignment's bound takes (km_bound), and the estimate's scales.
+__global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec, float *cscale,
                                 const int32_t *act, km_params p)
 {
     const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -77,6 +166,16 @@ __global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec,
         s = __dadd_rn(s, __dmul_rn(c[i], c[i]));
     cnorm[r] = sqrt(s);
     crec[r] = cnorm[r] < 1e-30 ? 0.0 : 1.0 / cnorm[r];
+    cscale[r] = km_col_scale(cnorm[r], crec[r]);
+}
+
+// The estimate's scales of k centroids of given norms (the tests').
+__global__ void km_cscale_kernel(const double *cnorm, const double *crec, float *cscale,
+                                 int32_t k)
+{
+    const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < k)
+        cscale[j] = km_col_scale(cnorm[j], crec[j]);
 }
 
 // Best of two (score, cluster, runner-up) triples: higher score, ties the
@@ -114,7 +213,7 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // barriers while the tensor pipe idles (51% busy at the 8B's 8K
 // decode-time shape, run LB; 71% without an epilogue, run KF).
 enum { AM = 64, AN = 64, WARPS_N = 4 };
-static_assert(AN == AM && 16 * WARPS_N == AN, "km_copy_tile copies AM rows for either tile");
+static_assert(16 * WARPS_N == AN, "the warps of a row split a tile's columns 16 each");
 // The partial bests at the end reuse the tiles (rows of at least 4 doubles).
 static_assert(WARPS_N * AM * sizeof(km_best) <= (AM + 2 * AN) * 4 * sizeof(double),
               "the partial bests fit in the tiles");
@@ -150,19 +249,21 @@ __host__ __device__ inline size_t km_assign_smem(int32_t d)
     return tiles + (size_t)WARPS_N * AM * sizeof(double2);
 }
 
-// Rows [0, rows) of src (d doubles each) into a tile of AM rows, as one
-// copy group, W doubles a copy (2 needs even d: 16-byte aligned rows); rows
-// past `rows` and columns past d are zeros.
-template <int W, int THREADS>
-__device__ __forceinline__ void km_copy_tile(double *dst, const double *src, int32_t rows,
+// Rows [0, rows) of a tile, row r of d elements at src(r), into the first
+// tile_rows rows of dst (stride elements apart), as one copy group of
+// BYTES-byte copies (16 needs 16-byte aligned rows); rows past `rows` and
+// columns past d are zeros (d4: d rounded up to a copy).
+template <int BYTES, int THREADS, typename T, typename Src>
+__device__ __forceinline__ void km_copy_tile(T *dst, Src src, int32_t tile_rows, int32_t rows,
                                              int32_t d, int32_t d4, int32_t stride)
 {
+    constexpr int W = BYTES / (int)sizeof(T);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int32_t r = warp; r < AM; r += THREADS / 32)
+    for (int32_t r = warp; r < tile_rows; r += THREADS / 32)
         for (int32_t i = W * lane; i < d4; i += W * 32) {
             const bool in = r < rows && i < d;
-            const double *from = in ? src + (size_t)r * d + i : src;
-            if (W == 2)
+            const T *from = src(in ? r : 0) + (in ? i : 0);
+            if (BYTES == 16)
                 ckv_cp_async16(dst + r * stride + i, from, in);
             else
                 ckv_cp_async8(dst + r * stride + i, from, in);
@@ -213,205 +314,436 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 // shared-memory offsets as constants (with a run-time d the loop spent 43
 // instructions on 8 mma, 12 of them recomputing addresses; SASS, run KD); 0:
 // any d, read from p.
+//
+// rows: the list's rows to assign (rows[base + i], i < n_rows[lh]: those
+// the estimate left); NULL: all M.
 template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
-                     unsigned *margin, const int32_t *act, const int32_t *M_of, km_params p)
+                     unsigned *margin, const int32_t *rows, const int32_t *n_rows,
+                     const int32_t *act, const int32_t *M_of, km_params p)
 {
-    constexpr int W = D ? 2 : 1;  // doubles a copy: rows of 64 or 128 are 16-byte aligned
+    constexpr int BYTES = D ? 16 : 8;  // rows of 64 or 128 doubles are 16-byte aligned
     constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
     extern __shared__ double sm[];
-    const int32_t lh = blockIdx.y, m0 = blockIdx.x * AM;
-    if (!act[lh] || m0 >= M_of[lh])
-        return;  // the whole block leaves together
+    const int32_t lh = blockIdx.y;
+    if (!act[lh])
+        return;
+    const int32_t n = rows ? n_rows[lh] : M_of[lh];
     const int32_t M = M_of[lh], d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
     const int32_t stride = (int32_t)km_stride(d4);
     double *const fs = sm, *const cs = sm + AM * stride;
     double2 *const tops = reinterpret_cast<double2 *>(cs + 2 * AN * stride);
     const size_t base = (size_t)lh * p.cap;
+    const auto row_of = [&](int32_t i) { return rows ? rows[base + i] : i; };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int32_t tiles = (p.k + AN - 1) / AN;
 
-    // The tiles in the order t0, t0 + 1, ..., wrapping round, t0 the tile
-    // of the centroids the block's features most likely join: centroid j
-    // starts at the feature of middle index (2j + 1) M / 2k (km_init_kernel)
-    // and keys drift with the slot, so a lane's running second best is high
-    // from the first tiles and few columns need the exact cosine (in index
-    // order most columns up to a row's best were new records: run KG). The
-    // running best below does not depend on the order.
-    const int32_t t0 =
-        tiles > 0 ? min(tiles - 1, (int32_t)((int64_t)(m0 + AM / 2) * p.k / M / AN)) : 0;
-    const auto tile_at = [&](int32_t i) { return t0 + i < tiles ? t0 + i : t0 + i - tiles; };
-    km_copy_tile<W, THREADS>(fs, f + (base + m0) * d, min(AM, M - m0), d, d4, stride);
-    if (tiles > 0) {
-        const int32_t j1 = tile_at(0) * AN;
-        km_copy_tile<W, THREADS>(cs, cen + (base + j1) * d, min(AN, p.k - j1), d, d4, stride);
+    // The block's rows m0 .. m0 + AM - 1, then those gridDim.x AM further on.
+    for (int32_t m0 = blockIdx.x * AM; m0 < n; m0 += gridDim.x * AM) {
+        // The tiles in the order t0, t0 + 1, ..., wrapping round, t0 the tile
+        // of the centroids the block's features most likely join: centroid j
+        // starts at the feature of middle index (2j + 1) M / 2k (km_init_kernel)
+        // and keys drift with the slot, so a lane's running second best is high
+        // from the first tiles and few columns need the exact cosine (in index
+        // order most columns up to a row's best were new records: run KG). The
+        // running best below does not depend on the order.
+        const int32_t t0 =
+            tiles > 0
+                ? min(tiles - 1, (int32_t)((int64_t)row_of(min(m0 + AM / 2, n - 1)) * p.k / M / AN))
+                : 0;
+        const auto tile_at = [&](int32_t i) { return t0 + i < tiles ? t0 + i : t0 + i - tiles; };
+        const auto centroids = [&](int32_t j1) {
+            return [=](int32_t r) { return cen + (base + j1 + r) * d; };
+        };
+        km_copy_tile<BYTES, THREADS>(
+            fs, [&](int32_t r) { return f + (base + row_of(m0 + r)) * d; }, AM, min(AM, n - m0), d,
+            d4, stride);
+        if (tiles > 0) {
+            const int32_t j1 = tile_at(0) * AN;
+            km_copy_tile<BYTES, THREADS>(cs, centroids(j1), AN, min(AN, p.k - j1), d, d4, stride);
+        }
+        // The lane's rows wm 16 MT + 16 mt + g + 8 h and their norms.
+        double fn[MT][2], lb[MT][2], q[MT][2];
+        km_best b[MT][2];
+    #pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+    #pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int32_t i = m0 + wm * 16 * MT + 16 * mt + g + 8 * h;
+                fn[mt][h] = i < n ? fnorm[base + row_of(i)] : 0.0;
+                b[mt][h] = {-INFINITY, -INFINITY, 0};
+                lb[mt][h] = q[mt][h] = -INFINITY;
+            }
+        for (int32_t i = 0; i < tiles; i++) {
+            const int32_t j0 = tile_at(i) * AN;
+            if (i + 1 < tiles) {
+                const int32_t j1 = tile_at(i + 1) * AN;
+                km_copy_tile<BYTES, THREADS>(cs + ((i + 1) & 1) * AN * stride, centroids(j1), AN,
+                                             min(AN, p.k - j1), d, d4, stride);
+            } else {
+                ckv_cp_async_commit();  // an empty group keeps the count below
+            }
+            // lb: each row's second best as its 16 lanes had it after the last
+            // sharing, from their warps' two best (written before the barrier
+            // that ended that tile): the second best of some of the row's
+            // cosines, so its final second best is not under it, and km_bound
+            // can take it in every lane. q, the row's bound, is formed again
+            // only where lb or the lane's second best changed.
+            if (i > 0 && km_shares(i - 1)) {
+    #pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+    #pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int row = wm * 16 * MT + 16 * mt + g + 8 * h;
+                        double s1 = -INFINITY, s2 = -INFINITY;
+    #pragma unroll
+                        for (int w = 0; w < WARPS_N; w++) {
+                            const double2 o = tops[w * AM + row];
+                            km_top2(s1, s2, o.x, o.y);
+                        }
+                        lb[mt][h] = fmax(lb[mt][h], s2);
+                        q[mt][h] = km_bound(fmax(b[mt][h].second, lb[mt][h]), fn[mt][h]);
+                    }
+            }
+            // The lane's columns j0 + wn 16 + 8 nt + 2 t + e, their norms and
+            // reciprocals.
+            double cn[2][2], rc[2][2];
+    #pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+    #pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
+                    cn[nt][e] = j < p.k ? cnorm[base + j] : 0.0;
+                    rc[nt][e] = j < p.k ? crec[base + j] : 0.0;
+                }
+            ckv_cp_async_wait<1>();
+            __syncthreads();  // this tile's (and the features') copies landed for every thread
+            const double *A = fs + (wm * 16 * MT + g) * stride + t;
+            const double *B = cs + (i & 1) * AN * stride + (wn * 16 + g) * stride + t;
+            double acc[MT][2][4] = {};
+    #pragma unroll(D == 128 ? 8 : 2)
+            for (int32_t k0 = 0; k0 < d4; k0 += 4) {
+                double a[MT][2], bb[2];
+    #pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    a[mt][0] = A[16 * mt * stride + k0];
+                    a[mt][1] = A[(16 * mt + 8) * stride + k0];
+                }
+    #pragma unroll
+                for (int nt = 0; nt < 2; nt++)
+                    bb[nt] = B[8 * nt * stride + k0];
+    #pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+    #pragma unroll
+                    for (int nt = 0; nt < 2; nt++)
+                        ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
+            }
+            // C fragment: acc[mt][nt][2 h + e] is row g + 8 h, column 2 t + e.
+            // First the columns the row's bound q cannot rule out, then those
+            // with the exact cosine: a higher one, or an equal one of lower index,
+            // is the new best (the order of the columns does not matter).
+    #pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+    #pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    km_best &r = b[mt][h];
+                    unsigned open = 0;
+    #pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const int nt = c / 2, e = c % 2;
+                        const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
+                        if (j < p.k && !(acc[mt][nt][2 * h + e] * rc[nt][e] < q[mt][h]))
+                            open |= 1u << c;
+                    }
+                    if (!open)
+                        continue;
+    #pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const int nt = c / 2, e = c % 2;
+                        if (!(open >> c & 1))
+                            continue;
+                        const double dot = acc[mt][nt][2 * h + e], f1 = fn[mt][h], cc = cn[nt][e];
+                        const double s = f1 < 1e-30 || cc < 1e-30 ? 0 : dot / (f1 * cc);
+                        const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
+                        if (s > r.s || (s == r.s && j < r.j)) {
+                            r.second = r.s;
+                            r.s = s;
+                            r.j = j;
+                        } else if (s > r.second) {
+                            r.second = s;
+                        }
+                    }
+                    q[mt][h] = km_bound(fmax(r.second, lb[mt][h]), fn[mt][h]);
+                }
+            // The warp's two best a row, for the next tile's bounds (lb above).
+            if (km_shares(i) && i + 1 < tiles) {
+    #pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+    #pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        double s1 = b[mt][h].s, s2 = b[mt][h].second;
+    #pragma unroll
+                        for (int off = 1; off < 4; off *= 2) {
+                            const double o1 = __shfl_xor_sync(0xffffffffu, s1, off);
+                            const double o2 = __shfl_xor_sync(0xffffffffu, s2, off);
+                            km_top2(s1, s2, o1, o2);
+                        }
+                        if (t == 0)
+                            tops[wn * AM + wm * 16 * MT + 16 * mt + g + 8 * h] =
+                                make_double2(s1, s2);
+                    }
+            }
+            __syncthreads();  // every warp is done with this stage before its next copy, and
+                              // the table's writes come before the next tile's reads
+        }
+        ckv_cp_async_wait<0>();
+        __syncthreads();  // sm is reused for the partial bests
+        km_best *part = reinterpret_cast<km_best *>(sm);
+    #pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+    #pragma unroll
+            for (int h = 0; h < 2; h++) {
+                km_best r = b[mt][h];
+    #pragma unroll
+                for (int off = 1; off < 4; off *= 2) {
+                    const km_best o = {__shfl_xor_sync(0xffffffffu, r.s, off),
+                                       __shfl_xor_sync(0xffffffffu, r.second, off),
+                                       __shfl_xor_sync(0xffffffffu, r.j, off)};
+                    r = km_merge(r, o);
+                }
+                if (t == 0)
+                    part[wn * AM + wm * 16 * MT + 16 * mt + g + 8 * h] = r;
+            }
+        __syncthreads();
+        const int32_t row = threadIdx.x;
+        if (row < AM && m0 + row < n) {
+            km_best r = part[row];
+            for (int w = 1; w < WARPS_N; w++)
+                r = km_merge(r, part[w * AM + row]);
+            const int32_t m = row_of(m0 + row);
+            cl[base + m] = r.j;
+            if (best)  // the tests' (ckv_gpu_kmeans_assign)
+                best[base + m] = r.s;
+            ckv_pol_note_margin(margin + lh, r.s - r.second);
+        }
+        __syncthreads();  // the partial bests are read before the next rows' copies
     }
-    // The lane's rows wm 16 MT + 16 mt + g + 8 h and their norms.
-    double fn[MT][2], lb[MT][2], q[MT][2];
-    km_best b[MT][2];
+}
+
+// A block takes ROWS = 128 rows: its warps hold 16 MT rows each, their
+// splits as A fragments in registers for the whole walk (64 registers at
+// either head_dim), and walk every column of the list, the centroids'
+// splits streaming through shared memory KN at a time (two stages,
+// cp.async), NB n-tiles of 8 columns a pass, so that a lane keeps MT x NB
+// independent mma chains; each tile carries its columns' scales. A tile
+// serves 128 rows (half the L2 reads of 64; what had bounded the walk was
+// the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
+// at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
+// MC). Rows are D + 16 words apart, so that each quarter-warp's 16-byte
+// fragment loads hit distinct banks.
+enum { KN = 64 };
+template <int D>
+struct km_est_shape {
+    static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
+                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16;
+    static_assert(ROWS <= 2 * KN, "the feature tile fits in the two stages");
+};
+
+// The two stages, then their columns' scales.
+template <int D>
+constexpr size_t km_est_smem()
+{
+    return 2 * KN * (km_est_shape<D>::SF * sizeof(uint32_t) + sizeof(float));
+}
+
+// A row's best column, second best and a flag as a lane holds them
+// (columns in index order: an equal cosine is not a new best, and its gap
+// of 0 leaves the row to the exact path).
+struct km_top {
+    float s, second;
+    int32_t j;
+    bool bad;
+};
+
+__device__ __forceinline__ void km_take(km_top &r, float v, int32_t j)
+{
+    r.second = fmaxf(r.second, fminf(v, r.s));
+    if (v > r.s) {
+        r.s = v;
+        r.j = j;
+    }
+}
+
+// Assigns the rows the estimate decides (cl, their margins' bounds) and
+// lists the others in amb (amb_n[lh] of them, in no particular order) for
+// km_assign_kernel. fs, cs: the features' and centroids' splits. best
+// (tests): the estimate's best cosine of every row.
+template <int D>
+__global__ void __launch_bounds__(km_est_shape<D>::THREADS)
+    km_estimate_kernel(const uint32_t *fs, const uint32_t *cs, const double *fnorm,
+                       const float *cscale, int32_t *cl, double *best,
+                       unsigned *margin, int32_t *amb, int32_t *amb_n, const int32_t *act,
+                       const int32_t *M_of, km_params p)
+{
+    using S = km_est_shape<D>;
+    constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
+    extern __shared__ uint4 km_est_sm[];
+    uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
+    const int32_t lh = blockIdx.y, m0 = blockIdx.x * S::ROWS;
+    if (!act[lh] || m0 >= M_of[lh])
+        return;  // the whole block leaves together
+    const int32_t M = M_of[lh], tiles = (p.k + KN - 1) / KN;
+    const size_t base = (size_t)lh * p.cap;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const uint32_t *const F = fs + base * D, *const C = cs + base * D;
+    float *const sc = reinterpret_cast<float *>(sm + 2 * KN * SF);
+    // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group.
+    const auto copy_stage = [&](int32_t st, int32_t j1) {
+        const int32_t j = j1 + (int32_t)threadIdx.x;
+        if (threadIdx.x < KN)
+            ckv_cp_async4(sc + st * KN + threadIdx.x, cscale + base + (j < p.k ? j : j1),
+                          j < p.k);
+        km_copy_tile<16, S::THREADS>(
+            sm + st * KN * SF, [=](int32_t r) { return C + (size_t)(j1 + r) * D; }, KN,
+            min(KN, p.k - j1), D, D, SF);
+    };
+
+    km_copy_tile<16, S::THREADS>(
+        sm, [=](int32_t r) { return F + (size_t)(m0 + r) * D; }, S::ROWS, min(S::ROWS, M - m0),
+        D, D, SF);
+    ckv_cp_async_wait<0>();
+    __syncthreads();
+    // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
+    // a2, a3 the second), then lo.
+    uint32_t ah[MT][KS][4], al[MT][KS][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int s = 0; s < KS; s++) {
+            const uint32_t *r = sm + (16 * (MT * warp + mt) + g) * SF + 16 * s + 4 * t;
+            const uint4 x0 = *reinterpret_cast<const uint4 *>(r);
+            const uint4 x1 = *reinterpret_cast<const uint4 *>(r + 8 * SF);
+            ah[mt][s][0] = x0.x;
+            ah[mt][s][1] = x1.x;
+            ah[mt][s][2] = x0.y;
+            ah[mt][s][3] = x1.y;
+            al[mt][s][0] = x0.z;
+            al[mt][s][1] = x1.z;
+            al[mt][s][2] = x0.w;
+            al[mt][s][3] = x1.w;
+        }
+    __syncthreads();  // the stages take the features' place
+    copy_stage(0, 0);
+
+    // The lane's rows m0 + 16 (MT warp + mt) + g + 8 h.
+    km_top r[MT][2];
+    float rf[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int32_t m = m0 + wm * 16 * MT + 16 * mt + g + 8 * h;
-            fn[mt][h] = m < M ? fnorm[base + m] : 0.0;
-            b[mt][h] = {-INFINITY, -INFINITY, 0};
-            lb[mt][h] = q[mt][h] = -INFINITY;
+            const int32_t m = m0 + 16 * (MT * warp + mt) + g + 8 * h;
+            const double fn = m < M ? fnorm[base + m] : 0.0;
+            r[mt][h] = {-INFINITY, -INFINITY, 0, false};
+            rf[mt][h] = km_scale(fn, 1.0 / fn, r[mt][h].bad);
         }
+    bool cbad = false;  // a column of the lane's outside the estimate's range (scale NaN)
     for (int32_t i = 0; i < tiles; i++) {
-        const int32_t j0 = tile_at(i) * AN;
-        if (i + 1 < tiles) {
-            const int32_t j1 = tile_at(i + 1) * AN;
-            km_copy_tile<W, THREADS>(cs + ((i + 1) & 1) * AN * stride, cen + (base + j1) * d,
-                                     min(AN, p.k - j1), d, d4, stride);
-        } else {
+        const int32_t j0 = i * KN;
+        if (i + 1 < tiles)
+            copy_stage((i + 1) & 1, j0 + KN);
+        else
             ckv_cp_async_commit();  // an empty group keeps the count below
-        }
-        // lb: each row's second best as its 16 lanes had it after the last
-        // sharing, from their warps' two best (written before the barrier
-        // that ended that tile): the second best of some of the row's
-        // cosines, so its final second best is not under it, and km_bound
-        // can take it in every lane. q, the row's bound, is formed again
-        // only where lb or the lane's second best changed.
-        if (i > 0 && km_shares(i - 1)) {
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int row = wm * 16 * MT + 16 * mt + g + 8 * h;
-                    double s1 = -INFINITY, s2 = -INFINITY;
-#pragma unroll
-                    for (int w = 0; w < WARPS_N; w++) {
-                        const double2 o = tops[w * AM + row];
-                        km_top2(s1, s2, o.x, o.y);
-                    }
-                    lb[mt][h] = fmax(lb[mt][h], s2);
-                    q[mt][h] = km_bound(fmax(b[mt][h].second, lb[mt][h]), fn[mt][h]);
-                }
-        }
-        // The lane's columns j0 + wn 16 + 8 nt + 2 t + e, their norms and
-        // reciprocals.
-        double cn[2][2], rc[2][2];
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
-                cn[nt][e] = j < p.k ? cnorm[base + j] : 0.0;
-                rc[nt][e] = j < p.k ? crec[base + j] : 0.0;
-            }
         ckv_cp_async_wait<1>();
-        __syncthreads();  // this tile's (and the features') copies landed for every thread
-        const double *A = fs + (wm * 16 * MT + g) * stride + t;
-        const double *B = cs + (i & 1) * AN * stride + (wn * 16 + g) * stride + t;
-        double acc[MT][2][4] = {};
-#pragma unroll(D == 128 ? 8 : 2)
-        for (int32_t k0 = 0; k0 < d4; k0 += 4) {
-            double a[MT][2], bb[2];
+        __syncthreads();  // this tile's copies landed for every thread
+        const uint32_t *const B = sm + (i & 1) * KN * SF + g * SF + 4 * t;
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                a[mt][0] = A[16 * mt * stride + k0];
-                a[mt][1] = A[(16 * mt + 8) * stride + k0];
+        for (int n0 = 0; n0 < KN / 8; n0 += NB) {
+            // The lane's columns j0 + 8 (n0 + nb) + 2 t + e and their scales
+            // (zeros past k: such columns are skipped below).
+            float2 rc[NB];
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++) {
+                rc[nb] = *reinterpret_cast<const float2 *>(sc + (i & 1) * KN + 8 * (n0 + nb) +
+                                                           2 * t);
+                cbad |= isnan(rc[nb].x) || isnan(rc[nb].y);
             }
+            // Each k-step's three products a chain of NB x MT independent
+            // accumulators apart.
+            float acc[MT][NB][4] = {};
 #pragma unroll
-            for (int nt = 0; nt < 2; nt++)
-                bb[nt] = B[8 * nt * stride + k0];
+            for (int s = 0; s < KS; s++) {
+                uint4 b[NB];
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++)
+                    b[nb] = *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
+#pragma unroll
+                for (int part = 0; part < 3; part++)
+#pragma unroll
+                    for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++) {
+                            const uint32_t *a = part < 2 ? ah[mt][s] : al[mt][s];
+                            ckv_mma_bf16(acc[mt][nb], a[0], a[1], a[2], a[3],
+                                         part == 1 ? b[nb].z : b[nb].x,
+                                         part == 1 ? b[nb].w : b[nb].y);
+                        }
+            }
+            // C fragment: acc[mt][nb][2 h + e] is row g + 8 h, column 2 t + e.
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-                    ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const int32_t j = j0 + 8 * (n0 + nb) + 2 * t + e;
+                            if (j < p.k)
+                                km_take(r[mt][h],
+                                        acc[mt][nb][2 * h + e] * rf[mt][h] *
+                                            (e ? rc[nb].y : rc[nb].x),
+                                        j);
+                        }
         }
-        // C fragment: acc[mt][nt][2 h + e] is row g + 8 h, column 2 t + e.
-        // First the columns the row's bound q cannot rule out, then those
-        // with the exact cosine: a higher one, or an equal one of lower index,
-        // is the new best (the order of the columns does not matter).
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                km_best &r = b[mt][h];
-                unsigned open = 0;
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int nt = c / 2, e = c % 2;
-                    const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
-                    if (j < p.k && !(acc[mt][nt][2 * h + e] * rc[nt][e] < q[mt][h]))
-                        open |= 1u << c;
-                }
-                if (!open)
-                    continue;
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int nt = c / 2, e = c % 2;
-                    if (!(open >> c & 1))
-                        continue;
-                    const double dot = acc[mt][nt][2 * h + e], f1 = fn[mt][h], cc = cn[nt][e];
-                    const double s = f1 < 1e-30 || cc < 1e-30 ? 0 : dot / (f1 * cc);
-                    const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
-                    if (s > r.s || (s == r.s && j < r.j)) {
-                        r.second = r.s;
-                        r.s = s;
-                        r.j = j;
-                    } else if (s > r.second) {
-                        r.second = s;
-                    }
-                }
-                q[mt][h] = km_bound(fmax(r.second, lb[mt][h]), fn[mt][h]);
-            }
-        // The warp's two best a row, for the next tile's bounds (lb above).
-        if (km_shares(i) && i + 1 < tiles) {
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    double s1 = b[mt][h].s, s2 = b[mt][h].second;
-#pragma unroll
-                    for (int off = 1; off < 4; off *= 2) {
-                        const double o1 = __shfl_xor_sync(0xffffffffu, s1, off);
-                        const double o2 = __shfl_xor_sync(0xffffffffu, s2, off);
-                        km_top2(s1, s2, o1, o2);
-                    }
-                    if (t == 0)
-                        tops[wn * AM + wm * 16 * MT + 16 * mt + g + 8 * h] =
-                            make_double2(s1, s2);
-                }
-        }
-        __syncthreads();  // every warp is done with this stage before its next copy, and
-                          // the table's writes come before the next tile's reads
+        __syncthreads();  // every warp is done with this stage before its next copy
     }
     ckv_cp_async_wait<0>();
-    __syncthreads();  // sm is reused for the partial bests
-    km_best *part = reinterpret_cast<km_best *>(sm);
+    // The quad's lanes hold a row's columns between them.
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            km_best r = b[mt][h];
+            km_top x = r[mt][h];
+            x.bad |= cbad;
 #pragma unroll
             for (int off = 1; off < 4; off *= 2) {
-                const km_best o = {__shfl_xor_sync(0xffffffffu, r.s, off),
-                                   __shfl_xor_sync(0xffffffffu, r.second, off),
-                                   __shfl_xor_sync(0xffffffffu, r.j, off)};
-                r = km_merge(r, o);
+                const float os = __shfl_xor_sync(0xffffffffu, x.s, off);
+                const float o2 = __shfl_xor_sync(0xffffffffu, x.second, off);
+                const int32_t oj = __shfl_xor_sync(0xffffffffu, x.j, off);
+                x.bad |= __shfl_xor_sync(0xffffffffu, (int)x.bad, off) != 0;
+                x.second = fmaxf(fmaxf(x.second, o2), fminf(x.s, os));
+                if (os > x.s || (os == x.s && oj < x.j)) {
+                    x.s = os;
+                    x.j = oj;
+                }
             }
-            if (t == 0)
-                part[wn * AM + wm * 16 * MT + 16 * mt + g + 8 * h] = r;
+            const int32_t m = m0 + 16 * (MT * warp + mt) + g + 8 * h;
+            if (t != 0 || m >= M)
+                continue;
+            if (best)
+                best[base + m] = x.s;
+            const float gap = x.s - x.second;  // NaN (no column yet) fails the test
+            if (!x.bad && gap > KM_CLEAR) {
+                cl[base + m] = x.j;
+                ckv_pol_note_margin(margin + lh, (double)gap - 2 * (double)KM_EPS);
+            } else {
+                amb[base + atomicAdd(amb_n + lh, 1)] = m;
+            }
         }
-    __syncthreads();
-    const int32_t row = threadIdx.x;
-    if (row >= AM || m0 + row >= M)
-        return;
-    km_best r = part[row];
-    for (int w = 1; w < WARPS_N; w++)
-        r = km_merge(r, part[w * AM + row]);
-    cl[base + m0 + row] = r.j;
-    if (best)  // the tests' (ckv_gpu_kmeans_assign)
-        best[base + m0 + row] = r.s;
-    ckv_pol_note_margin(margin + lh, r.s - r.second);
 }
 
 // Sort keys for grouping the middle by cluster; clusters start without a run.
@@ -436,15 +768,19 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 // norm below 1e-30 keep their centroid. A warp per cluster, lane i taking
 // dimensions i, i + 32, ..., so that a member's feature row is read
 // coalesced (a thread per cluster read 32 rows a warp load: 5.2 ms an
-// iteration of the 8B's decode-time call at 8K against 0.80 now, run KJ);
+// iteration of the 8B's decode-time call at 8K against 0.80, run KJ);
 // each sum still runs over the members, then the dimensions, in the CPU's
-// order.
+// order. Every lane forms the norm's chain (a lane per cluster's chain,
+// 32 clusters a warp, was slower: run MD); D as in km_assign_kernel, so
+// that the chain unrolls. With cs, the new centroid's split too
+// (km_split_chunk), a lane a chunk.
 enum { UPDATE_THREADS = 128, UPDATE_WARPS = UPDATE_THREADS / 32 };
 
+template <int D>
 __global__ void __launch_bounds__(UPDATE_THREADS)
-    km_update_kernel(const double *f, const float *deg, double *cen, double *csum,
-                     const int32_t *run_b, const int32_t *run_e, const int32_t *members,
-                     const int32_t *act, km_params p)
+    km_update_kernel(const double *f, const float *deg, double *cen, uint32_t *cs,
+                     double *csum, const int32_t *run_b, const int32_t *run_e,
+                     const int32_t *members, const int32_t *act, km_params p)
 {
     const int32_t lh = blockIdx.y, lane = threadIdx.x % 32;
     const int32_t j = blockIdx.x * UPDATE_WARPS + threadIdx.x / 32;
@@ -454,22 +790,23 @@ __global__ void __launch_bounds__(UPDATE_THREADS)
     const int32_t rb = run_b[base + j];
     if (rb < 0)
         return;
-    const int32_t re = run_e[base + j], d = p.d;
-    const float *D = deg + base + p.sinks;
+    const int32_t re = run_e[base + j], d = D ? D : p.d;
+    const float *w = deg + base + p.sinks;
     double wsum = 0;  // every lane the same sum
     for (int32_t r = rb; r < re; r++)
-        wsum = __dadd_rn(wsum, (double)D[members[r]]);
+        wsum = __dadd_rn(wsum, (double)w[members[r]]);
     double *s = csum + (base + j) * d;
     for (int32_t i = lane; i < d; i += 32) {
         double a = 0;
         for (int32_t r = rb; r < re; r++) {
             const int32_t m = members[r];
-            a = __dadd_rn(a, __dmul_rn((double)D[m], f[(base + m) * d + i]));
+            a = __dadd_rn(a, __dmul_rn((double)w[m], f[(base + m) * d + i]));
         }
         s[i] = __ddiv_rn(a, wsum);
     }
     __syncwarp();  // the lanes' s[i] are visible to the whole warp
     double n = 0;  // every lane the same sum, over the dimensions in order
+#pragma unroll(D ? 16 : 1)
     for (int32_t i = 0; i < d; i++)
         n = __dadd_rn(n, __dmul_rn(s[i], s[i]));
     n = sqrt(n);
@@ -478,6 +815,11 @@ __global__ void __launch_bounds__(UPDATE_THREADS)
     double *c = cen + (base + j) * d;
     for (int32_t i = lane; i < d; i += 32)
         c[i] = __ddiv_rn(s[i], n);
+    if (!cs)
+        return;
+    __syncwarp();  // the lanes' c[i] are visible to the whole warp
+    for (int32_t q = lane; q < d / 4; q += 32)
+        reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(c, q);
 }
 
 // Each cluster collapses into its smallest member slot.
@@ -498,14 +840,28 @@ static auto km_assign_of(int32_t d)
     return d == 128 ? km_assign_kernel<128> : d == 64 ? km_assign_kernel<64> : km_assign_kernel<0>;
 }
 
+// The update's instance for head_dim d.
+static auto km_update_of(int32_t d)
+{
+    return d == 128 ? km_update_kernel<128> : d == 64 ? km_update_kernel<64> : km_update_kernel<0>;
+}
+
 static int km_assign_threads(int32_t d)
 {
     return d == 128 ? km_shape<128>::THREADS
                     : d == 64 ? km_shape<64>::THREADS : km_shape<0>::THREADS;
 }
 
+// Whether head_dim d has the estimate (its A fragments are sized for 64
+// and 128; other head_dims take the exact assignment for every row).
+static bool km_estimates(int32_t d)
+{
+    return d == 64 || d == 128;
+}
+
 // The assignment's dynamic shared memory for head_dim d, allowed on the
-// current device; an error where the tiles do not fit.
+// current device for it and the estimate; an error where the tiles do not
+// fit.
 static ckv_status km_assign_room(int32_t d, size_t *smem, ckv_error *err)
 {
     *smem = km_assign_smem(d);
@@ -517,7 +873,68 @@ static ckv_status km_assign_room(int32_t d, size_t *smem, ckv_error *err)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "cuda kmeans: head_dim %d needs %zu bytes of shared memory (device: %zu)",
                           d, *smem, most);
+    if (d == 128 && (st = ckv_pol_allow_smem(km_estimate_kernel<128>, km_est_smem<128>(),
+                                             "cuda kmeans", err)))
+        return st;
+    if (d == 64 && (st = ckv_pol_allow_smem(km_estimate_kernel<64>, km_est_smem<64>(),
+                                            "cuda kmeans", err)))
+        return st;
     return ckv_pol_allow_smem(km_assign_of(d), *smem, "cuda kmeans", err);
+}
+
+// One assignment's buffers: fs and cs the splits (NULL fs: no estimate),
+// amb [lists][cap] rows and then a count per list, best NULL but in tests.
+struct km_bufs {
+    const double *f, *fnorm, *cen, *cnorm, *crec;
+    const float *cscale;
+    const uint32_t *fs, *cs;
+    int32_t *cl, *amb;
+    double *best;
+    unsigned *margin;
+    const int32_t *act, *M_of;
+};
+
+// The estimate over every active list (up to max_m rows).
+template <int D>
+static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
+                        int32_t *amb_n, cudaStream_t s)
+{
+    using S = km_est_shape<D>;
+    km_estimate_kernel<D><<<dim3(ckv_pol_blocks(max_m, S::ROWS), lists), S::THREADS,
+                            km_est_smem<D>(), s>>>(b.fs, b.cs, b.fnorm, b.cscale, b.cl, b.best,
+                                                   b.margin, b.amb, amb_n, b.act, b.M_of, p);
+}
+
+// Assigns the middle of every active list (up to max_m rows): the
+// estimate, then the exact kernel over the rows it left; without fs the
+// exact kernel over every row. best: the estimate's where it ran.
+static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
+                            size_t smem, cudaStream_t s, ckv_error *err)
+{
+    int32_t *const amb_n = b.amb + (size_t)lists * p.cap;
+    if (b.fs) {
+        CKV_CUDA(cudaMemsetAsync(amb_n, 0, lists * sizeof(int32_t), s));
+        (p.d == 128 ? km_estimate<128> : km_estimate<64>)(b, p, lists, max_m, amb_n, s);
+        CKV_CUDA_LAUNCHED();
+    }
+    // After the estimate the rows left are few, in a number the host does
+    // not know: blocks loop over a list's tiles of them, enough for two
+    // waves of the blocks an SM holds (a block of the exact kernel takes
+    // most of an SM's shared memory, so a grid for every row would mostly
+    // be blocks that start only to leave).
+    int32_t gx = (int32_t)ckv_pol_blocks(max_m, AM);
+    if (b.fs) {
+        int dev = 0, sms = 0;
+        CKV_CUDA(cudaGetDevice(&dev));
+        CKV_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        const int32_t slots = 2 * sms * (p.d == 64 ? km_shape<64>::BLOCKS : km_shape<128>::BLOCKS);
+        gx = min(gx, (slots + lists - 1) / lists);
+    }
+    km_assign_of(p.d)<<<dim3(gx, lists), km_assign_threads(p.d), smem, s>>>(
+        b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.margin,
+        b.fs ? b.amb : nullptr, amb_n, b.act, b.M_of, p);
+    CKV_CUDA_LAUNCHED();
+    return CKV_OK;
 }
 
 ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err)
@@ -554,30 +971,41 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cen, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->csum, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cnorm, 2 * w->slots * sizeof(double), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->cscale, w->slots * sizeof(float), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->split, 2 * w->rows * sizeof(uint32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
+    const bool est = km_estimates(x->d);
+    // The splits, the centroids' after the features' (none without the estimate).
+    uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + w->rows : nullptr;
+    const km_bufs kb = {w->f,  w->norm, w->cen,  w->cnorm,  crec,   w->cscale, fs,
+                        cs,    w->cl,   w->amb, nullptr, w->margin, x->act, x->x};
     const dim3 over_t(ckv_pol_blocks(max_t, 128), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, 128), x->lists);
-    const dim3 tiles(ckv_pol_blocks(max_m, AM), x->lists);
     const dim3 per_warp(ckv_pol_blocks(kp.k, UPDATE_WARPS), x->lists);
     ckv_pol_kv(c, [&](auto *k, auto *) {
         km_feature_kernel<<<over_t, 128, 0, x->s>>>(k, w->f, w->norm, w->dest, x->act, x->T,
                                                     x->x, kp);
     });
     CKV_CUDA_LAUNCHED();
+    if (est) {
+        km_split_kernel<<<dim3(ckv_pol_blocks((int64_t)max_m * x->d / 4, 256), x->lists), 256, 0,
+                          x->s>>>(w->f, fs, x->x, x->act, kp);
+        CKV_CUDA_LAUNCHED();
+    }
     km_init_kernel<<<dim3(ckv_pol_blocks((int64_t)kp.k * x->d, 256), x->lists), 256, 0, x->s>>>(
-        w->f, w->cen, x->act, x->x, kp);
+        w->f, fs, w->cen, cs, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
     for (int32_t it = 0; it <= iters; it++) {
-        km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, x->act, kp);
+        km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale, x->act, kp);
         CKV_CUDA_LAUNCHED();
-        km_assign_of(x->d)<<<tiles, km_assign_threads(x->d), smem, x->s>>>(
-            w->f, w->norm, w->cen, w->cnorm, crec, w->cl, nullptr, w->margin, x->act, x->x, kp);
-        CKV_CUDA_LAUNCHED();
+        if ((st = km_assign(kb, kp, x->lists, max_m, smem, x->s, err)))
+            return st;
         // Members of each cluster in slot order: a stable sort by cluster.
         km_group_prep_kernel<<<over_m, 256, 0, x->s>>>(w->cl, w->ikey, w->ival, w->run_b, x->act,
                                                        x->x, kp);
@@ -586,8 +1014,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             return st;
         if (it == iters)
             break;  // the final assignment: no update after it
-        km_update_kernel<<<per_warp, UPDATE_THREADS, 0, x->s>>>(
-            w->f, c->deg, w->cen, w->csum, w->run_b, w->run_e, w->ival_out, x->act, kp);
+        km_update_of(x->d)<<<per_warp, UPDATE_THREADS, 0, x->s>>>(
+            w->f, c->deg, w->cen, cs, w->csum, w->run_b, w->run_e, w->ival_out, x->act, kp);
         CKV_CUDA_LAUNCHED();
     }
     km_dest_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
@@ -596,63 +1024,104 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     return ckv_pol_apply(x, max_m, err);
 }
 
+// The device buffers of ckv_gpu_kmeans_assign, in one allocation.
+struct km_test_mem {
+    double *f, *cen, *fnorm, *cnorm, *crec, *best;
+    float *cscale;
+    uint32_t *fs, *cs;
+    int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k
+    unsigned *margin;
+};
+
+// Uploads one list, runs km_assign over it, brings cl, best, margin and
+// the count of exact rows back.
+static ckv_status km_assign_test(const km_test_mem &d, const double *f, const double *fnorm,
+                                 const double *cen, const double *cnorm, const double *rec,
+                                 int32_t M, int32_t k, int32_t dim, bool estimate, size_t smem,
+                                 int32_t *cl, double *best, float *margin, int32_t *n_exact,
+                                 ckv_error *err)
+{
+    const int32_t head[3] = {1, M, k};
+    const float big = FLT_MAX;
+    CKV_CUDA(cudaMemcpy(d.f, f, (size_t)M * dim * 8, cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(d.cen, cen, (size_t)k * dim * 8, cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(d.fnorm, fnorm, M * 8ul, cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(d.cnorm, cnorm, k * 8ul, cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(d.crec, rec, k * 8ul, cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(d.head, head, sizeof head, cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(d.margin, &big, 4, cudaMemcpyHostToDevice));
+    const km_params kp = {0, k, M > k ? M : k, dim};
+    if (estimate) {
+        km_split_kernel<<<ckv_pol_blocks((int64_t)M * dim / 4, 256), 256>>>(d.f, d.fs, d.head + 1,
+                                                                         d.head, kp);
+        CKV_CUDA_LAUNCHED();
+        km_split_kernel<<<ckv_pol_blocks((int64_t)k * dim / 4, 256), 256>>>(d.cen, d.cs,
+                                                                         d.head + 2, d.head, kp);
+        CKV_CUDA_LAUNCHED();
+        km_cscale_kernel<<<ckv_pol_blocks(k, 256), 256>>>(d.cnorm, d.crec, d.cscale, k);
+        CKV_CUDA_LAUNCHED();
+    }
+    const km_bufs b = {d.f,  d.fnorm, d.cen, d.cnorm, d.crec,   d.cscale, estimate ? d.fs : nullptr,
+                       d.cs, d.cl,    d.amb, d.best,  d.margin, d.head,   d.head + 1};
+    ckv_status st = km_assign(b, kp, 1, M, smem, nullptr, err);
+    if (st)
+        return st;
+    CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));
+    CKV_CUDA(cudaMemcpy(best, d.best, M * 8ul, cudaMemcpyDeviceToHost));
+    CKV_CUDA(cudaMemcpy(margin, d.margin, 4, cudaMemcpyDeviceToHost));
+    *n_exact = M;
+    if (estimate)
+        CKV_CUDA(cudaMemcpy(n_exact, d.amb + kp.cap, 4, cudaMemcpyDeviceToHost));
+    return CKV_OK;
+}
+
 extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm,
                                             const double *cen, const double *cnorm, int32_t M,
-                                            int32_t k, int32_t d, int32_t *cl, double *best,
-                                            float *margin, ckv_error *err)
+                                            int32_t k, int32_t d, bool estimate, int32_t *cl,
+                                            double *best, float *margin, int32_t *n_exact,
+                                            ckv_error *err)
 {
     if (M < 1 || k < 1 || d < 1)
         return ckv_errorf(err, CKV_ERR_ARG, "kmeans_assign: M %d, k %d, d %d", M, k, d);
+    estimate = estimate && km_estimates(d);
     size_t smem;
     ckv_status st = km_assign_room(d, &smem, err);
     if (st)
         return st;
-    // One allocation: features, centroids, their norms, the centroids'
-    // reciprocals (as km_cnorm_kernel forms them), best; cl, act, M_of,
-    // margin. The list's capacity holds both row sets.
-    const size_t cap = (size_t)(M > k ? M : k);
-    const size_t doubles = 2 * cap * d + 4 * cap, bytes = doubles * 8 + (cap + 3) * 4;
+    // The reciprocals as km_cnorm_kernel forms them; the list's capacity
+    // holds both row sets.
+    const size_t cap = (size_t)(M > k ? M : k), cd = cap * d;
     double *rec = static_cast<double *>(malloc(k * sizeof(double)));
     if (!rec)
         return ckv_errorf(err, CKV_ERR_NOMEM, "kmeans_assign: %d doubles of host memory", k);
     for (int32_t j = 0; j < k; j++)
         rec[j] = cnorm[j] < 1e-30 ? 0.0 : 1.0 / cnorm[j];
+    // Doubles (an even count: the splits after them stay 16-byte aligned),
+    // the splits, the scales, then ints.
+    const size_t bytes = (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 5) * 4;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess) {
         free(rec);
         return ckv_errorf(err, CKV_ERR_DEVICE, "kmeans_assign: %s", cudaGetErrorString(e));
     }
-    double *df = reinterpret_cast<double *>(dev), *dc = df + cap * d, *dfn = dc + cap * d;
-    double *dcn = dfn + cap, *drec = dcn + cap, *dbest = drec + cap;
-    int32_t *dcl = reinterpret_cast<int32_t *>(dbest + cap), *act = dcl + cap;
-    unsigned *dmargin = reinterpret_cast<unsigned *>(act + 2);
-    const int32_t head[2] = {1, M};
-    const float big = FLT_MAX;
-    const km_params kp = {0, k, (int32_t)cap, d};
-    const struct {
-        void *to;
-        const void *from;
-        size_t n;
-    } up[] = {{df, f, (size_t)M * d * 8}, {dc, cen, (size_t)k * d * 8}, {dfn, fnorm, M * 8ul},
-              {dcn, cnorm, k * 8ul},      {drec, rec, k * 8ul},         {act, head, sizeof head},
-              {dmargin, &big, 4}};
-    for (size_t i = 0; i < sizeof up / sizeof up[0] && e == cudaSuccess; i++)
-        e = cudaMemcpy(up[i].to, up[i].from, up[i].n, cudaMemcpyHostToDevice);
+    km_test_mem m;
+    m.f = reinterpret_cast<double *>(dev);
+    m.cen = m.f + cd;
+    m.fnorm = m.cen + cd;
+    m.cnorm = m.fnorm + cap;
+    m.crec = m.cnorm + cap;
+    m.best = m.crec + cap;
+    m.fs = reinterpret_cast<uint32_t *>(m.best + cap);
+    m.cs = m.fs + cd;
+    m.cscale = reinterpret_cast<float *>(m.cs + cd);
+    m.cl = reinterpret_cast<int32_t *>(m.cscale + cap);
+    m.amb = m.cl + cap;  // cap rows and the count
+    m.head = m.amb + cap + 1;
+    m.margin = reinterpret_cast<unsigned *>(m.head + 3);
+    st = km_assign_test(m, f, fnorm, cen, cnorm, rec, M, k, d, estimate, smem, cl, best, margin,
+                        n_exact, err);
     free(rec);
-    if (e == cudaSuccess) {
-        km_assign_of(d)<<<dim3(ckv_pol_blocks(M, AM), 1), km_assign_threads(d), smem>>>(
-            df, dfn, dc, dcn, drec, dcl, dbest, dmargin, act, act + 1, kp);
-        e = cudaGetLastError();
-    }
-    if (e == cudaSuccess)
-        e = cudaMemcpy(cl, dcl, M * 4ul, cudaMemcpyDeviceToHost);
-    if (e == cudaSuccess)
-        e = cudaMemcpy(best, dbest, M * 8ul, cudaMemcpyDeviceToHost);
-    if (e == cudaSuccess)
-        e = cudaMemcpy(margin, dmargin, 4, cudaMemcpyDeviceToHost);
     cudaFree(dev);
-    if (e != cudaSuccess)
-        return ckv_errorf(err, CKV_ERR_DEVICE, "kmeans_assign: %s", cudaGetErrorString(e));
-    return CKV_OK;
+    return st;
 }

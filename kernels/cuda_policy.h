@@ -47,9 +47,14 @@ struct ckv_gpu_policy_ws {
     void *cub;
     size_t cub_bytes;
     // K-Means: features, centroids and sums [lists][capacity][head_dim],
-    // taken at its first use (rows elements each).
+    // taken at its first use (rows elements each); split their bf16 splits
+    // for the estimate (features, then centroids: 2 rows words), amb the
+    // rows the estimate left to the exact assignment ([lists][capacity],
+    // then a count per list).
     double *f, *cen, *csum, *cnorm;
-    int32_t *cl;
+    float *cscale;  // the centroids' scales for the estimate (slots)
+    uint32_t *split;
+    int32_t *cl, *amb;
     // SnapKV: window queries and per-query probabilities, grown as needed.
     float *q;
     double *prob, *acc;
