@@ -770,18 +770,21 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 // coalesced (a thread per cluster read 32 rows a warp load: 5.2 ms an
 // iteration of the 8B's decode-time call at 8K against 0.80, run KJ);
 // each sum still runs over the members, then the dimensions, in the CPU's
-// order. Every lane forms the norm's chain (a lane per cluster's chain,
-// 32 clusters a warp, was slower: run MD); D as in km_assign_kernel, so
-// that the chain unrolls. With cs, the new centroid's split too
+// order. The mean goes to the warp's d doubles of shared memory, where
+// every lane forms the norm's chain (it had gone through global memory
+// and back: 0.77 ms an iteration, run ME; a lane per cluster's chain, 32
+// clusters a warp, was slower: run MD); D as in km_assign_kernel, so that
+// the chain unrolls. With cs, the new centroid's split too
 // (km_split_chunk), a lane a chunk.
 enum { UPDATE_THREADS = 128, UPDATE_WARPS = UPDATE_THREADS / 32 };
 
 template <int D>
 __global__ void __launch_bounds__(UPDATE_THREADS)
     km_update_kernel(const double *f, const float *deg, double *cen, uint32_t *cs,
-                     double *csum, const int32_t *run_b, const int32_t *run_e,
-                     const int32_t *members, const int32_t *act, km_params p)
+                     const int32_t *run_b, const int32_t *run_e, const int32_t *members,
+                     const int32_t *act, km_params p)
 {
+    extern __shared__ double km_update_sm[];
     const int32_t lh = blockIdx.y, lane = threadIdx.x % 32;
     const int32_t j = blockIdx.x * UPDATE_WARPS + threadIdx.x / 32;
     if (!act[lh] || j >= p.k)
@@ -795,7 +798,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS)
     double wsum = 0;  // every lane the same sum
     for (int32_t r = rb; r < re; r++)
         wsum = __dadd_rn(wsum, (double)w[members[r]]);
-    double *s = csum + (base + j) * d;
+    double *const s = km_update_sm + threadIdx.x / 32 * d;
     for (int32_t i = lane; i < d; i += 32) {
         double a = 0;
         for (int32_t r = rb; r < re; r++) {
@@ -969,7 +972,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         return st;
     if ((st = ckv_pol_take(x, (void **)&w->f, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cen, w->rows * sizeof(double), err)) ||
-        (st = ckv_pol_take(x, (void **)&w->csum, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cnorm, 2 * w->slots * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cscale, w->slots * sizeof(float), err)) ||
         (st = ckv_pol_take(x, (void **)&w->split, 2 * w->rows * sizeof(uint32_t), err)) ||
@@ -1014,8 +1016,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             return st;
         if (it == iters)
             break;  // the final assignment: no update after it
-        km_update_of(x->d)<<<per_warp, UPDATE_THREADS, 0, x->s>>>(
-            w->f, c->deg, w->cen, cs, w->csum, w->run_b, w->run_e, w->ival_out, x->act, kp);
+        km_update_of(x->d)<<<per_warp, UPDATE_THREADS, UPDATE_WARPS * x->d * sizeof(double),
+                             x->s>>>(w->f, c->deg, w->cen, cs, w->run_b, w->run_e, w->ival_out,
+                                     x->act, kp);
         CKV_CUDA_LAUNCHED();
     }
     km_dest_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(

@@ -46,12 +46,12 @@ struct ckv_gpu_policy_ws {
     uint8_t *in_a;
     void *cub;
     size_t cub_bytes;
-    // K-Means: features, centroids and sums [lists][capacity][head_dim],
-    // taken at its first use (rows elements each); split their bf16 splits
-    // for the estimate (features, then centroids: 2 rows words), amb the
-    // rows the estimate left to the exact assignment ([lists][capacity],
-    // then a count per list).
-    double *f, *cen, *csum, *cnorm;
+    // K-Means: features and centroids [lists][capacity][head_dim], taken
+    // at its first use (rows elements each); split their bf16 splits for
+    // the estimate (features, then centroids: 2 rows words), amb the rows
+    // the estimate left to the exact assignment ([lists][capacity], then a
+    // count per list).
+    double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     uint32_t *split;
     int32_t *cl, *amb;
