@@ -693,6 +693,9 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS)
                         }
             }
             // C fragment: acc[mt][nb][2 h + e] is row g + 8 h, column 2 t + e.
+            // The row's scale comes after the walk, to the best and second
+            // only: a product by it never reverses an order (it may make a
+            // tie, which leaves the row to the exact path).
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -704,9 +707,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS)
                             const int32_t j = j0 + 8 * (n0 + nb) + 2 * t + e;
                             if (j < p.k)
                                 km_take(r[mt][h],
-                                        acc[mt][nb][2 * h + e] * rf[mt][h] *
-                                            (e ? rc[nb].y : rc[nb].x),
-                                        j);
+                                        acc[mt][nb][2 * h + e] * (e ? rc[nb].y : rc[nb].x), j);
                         }
         }
         __syncthreads();  // every warp is done with this stage before its next copy
@@ -734,6 +735,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS)
             const int32_t m = m0 + 16 * (MT * warp + mt) + g + 8 * h;
             if (t != 0 || m >= M)
                 continue;
+            x.s *= rf[mt][h];
+            x.second *= rf[mt][h];
             if (best)
                 best[base + m] = x.s;
             const float gap = x.s - x.second;  // NaN (no column yet) fails the test
