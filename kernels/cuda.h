@@ -241,14 +241,14 @@ ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32
 /* K-Means's assignment (kernels/cuda_kmeans.cu) on one list, for tests: M
  * features and k centroids of d doubles (host, [M][d] and [k][d]) with the
  * norms the cosines divide by; with `estimate` (head_dim 64 and 128; others
- * ignore it) as the policy assigns, the TF32 estimate first and the exact
+ * ignore it) as the policy assigns, the bf16 estimate first and the exact
  * kernel over the rows it leaves, else the exact kernel over every row.
  * Host outputs: cl[M] the centroid of highest cosine (dot / (fnorm cnorm),
  * 0 where a norm is below 1e-30; ties: the lowest index), best[M] that
  * cosine (with the estimate: the estimate's best of every row), margin the
  * smallest gap of a feature's best cosine to its second best (the
  * multiset's), as the float the policy trace reports (with the estimate:
- * exact where under 2^-8, else a bound between 2^-8 and it), and n_exact
+ * exact where under 2^-11, else a bound between 2^-11 and it), and n_exact
  * the rows the exact kernel assigned. */
 ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm, const double *cen,
                                  const double *cnorm, int32_t M, int32_t k, int32_t d,

@@ -24,8 +24,8 @@ struct km_params {
 };
 
 // An operand of the estimate: x as hi + lo, hi x rounded to bf16 (through
-// float) and lo the rest rounded to bf16, within 2^-17 |x| of x where
-// both stay normal.
+// float) and lo the rest rounded to bf16: |lo| <= 2^-8 |x| and hi + lo
+// within 2^-16 |x| of x where both stay normal (bf16 keeps 8 bits).
 __device__ __forceinline__ void km_split(double x, ckv_bf16 &hi, ckv_bf16 &lo)
 {
     hi = ckv_to_bf16((float)x);
@@ -113,22 +113,25 @@ __global__ void km_init_kernel(const double *f, const uint32_t *fs, double *cen,
 // the dot product on the bf16 tensor cores from the operands' splits
 // (km_split: f = fh + fl, c = ch + cl) as fh ch + fh cl + fl ch. Where both
 // norms lie in [2^-50, 2^50] it is within KM_EPS of the cosine:
-//  - the splits' rests and the dropped fl cl move each product by at most
-//    about 3 x 2^-18 |f_i c_i|, so the sum by 2^-16.4 of sum |f_i c_i| <=
-//    fn cn (Cauchy-Schwarz); elements flushed below 2^-126 by 2^-119
-//    against fn cn >= 2^-100;
+//  - the dropped fl cl (2^-16) and the splits' two rests (2^-16 each)
+//    move each product by at most about 3 x 2^-16 |f_i c_i|, so the sum by
+//    2^-14.4 of sum |f_i c_i| <= fn cn (Cauchy-Schwarz); the 3 D products
+//    flushed below 2^-126 by 2^-117.4 against fn cn >= 2^-100;
 //  - the products are exact in fp32; the sum of 3 D / 16 mma steps, if each
 //    step's 17 addends were truncated by up to an ulp of the largest (at
-//    most fn cn), by 3 D / 16 x 17 x 2^-23 fn cn: 2^-14.3 at head_dim 128;
+//    most fn cn; the tensor cores' fp32 sums align to the largest addend
+//    and truncate, by published measurements of earlier NVIDIA parts, not
+//    measured here), by 3 D / 16 x 17 x 2^-23 fn cn: 2^-14.3 at head_dim
+//    128;
 //  - the scaling's two roundings by 2^-23 each.
-// About 2^-14 in all, half of KM_EPS. So where the estimate's best stands
+// About 2^-13.3 in all, 40% of KM_EPS. So where the estimate's best stands
 // KM_CLEAR = 4 KM_EPS over its second, the exact best is the estimate's
 // (their cosines differ by more than 2 KM_EPS), and the exact gap is at
-// least the estimate's less 2 KM_EPS, which the margin records (>= 2^-12:
-// a gap under 2^-12 always takes the exact path, so a list's margin is
-// exact wherever it is under 2^-12, far above a near-tie).
+// least the estimate's less 2 KM_EPS, which the margin records (>= 2^-11:
+// a gap under 2^-11 always takes the exact path, so a list's margin is
+// exact wherever it is under 2^-11, far above a near-tie).
 // tests/gpu/policy_parity.c measures the estimate's error.
-constexpr float KM_EPS = 0x1p-13f, KM_CLEAR = 4 * KM_EPS;
+constexpr float KM_EPS = 0x1p-12f, KM_CLEAR = 4 * KM_EPS;
 constexpr double KM_NORM_LO = 0x1p-50, KM_NORM_HI = 0x1p50;
 
 // The estimate's scale for a norm: 0 where the cosine is 0 whatever the
@@ -278,13 +281,13 @@ __device__ __forceinline__ void km_copy_tile(T *dst, Src src, int32_t tile_rows,
 // so that the column changes neither the row's best nor its second (ruled
 // out without the exact division, which the running best needs bit for
 // bit).
-// The estimate and the cosine each take two roundings, q itself two: 2^-30
+// The quotient dot x (1/cn) and the cosine each take two roundings, q itself two: 2^-30
 // of margin is far more than they move. -inf (nothing ruled out) where
 // that reasoning needs care: a second best of magnitude under 2^-900 (the
 // subnormal range), -inf (none yet), a row norm under 1e-30 (its cosines
 // are 0 whatever the dot product), or a bound that overflows. A column of
-// norm under 1e-30 has the estimate 0 and the cosine 0: ruled out only
-// where second > 0. An estimate that is NaN is never ruled out.
+// norm under 1e-30 has the quotient 0 and the cosine 0: ruled out only
+// where second > 0. A quotient that is NaN is never ruled out.
 __device__ __forceinline__ double km_bound(double second, double fn)
 {
     if (!(fabs(second) >= 0x1p-900) || isinf(second) || !(fn >= 1e-30))
@@ -349,7 +352,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         // and keys drift with the slot, so a lane's running second best is high
         // from the first tiles and few columns need the exact cosine (in index
         // order most columns up to a row's best were new records: run KG). The
-        // running best below does not depend on the order.
+        // running best below does not depend on the order (nor on it being a
+        // good guess: the rows the estimate leaves come in no order).
         const int32_t t0 =
             tiles > 0
                 ? min(tiles - 1, (int32_t)((int64_t)row_of(min(m0 + AM / 2, n - 1)) * p.k / M / AN))
@@ -840,16 +844,16 @@ __global__ void km_dest_kernel(int32_t *dest, const int32_t *cl, const int32_t *
     dest[base + p.sinks + m] = p.sinks + members[run_b[base + cl[base + m]]];
 }
 
-// The assignment's instance for head_dim d, and its threads a block.
-static auto km_assign_of(int32_t d)
-{
-    return d == 128 ? km_assign_kernel<128> : d == 64 ? km_assign_kernel<64> : km_assign_kernel<0>;
-}
-
 // The update's instance for head_dim d.
 static auto km_update_of(int32_t d)
 {
     return d == 128 ? km_update_kernel<128> : d == 64 ? km_update_kernel<64> : km_update_kernel<0>;
+}
+
+// The assignment's instance for head_dim d, and its threads a block.
+static auto km_assign_of(int32_t d)
+{
+    return d == 128 ? km_assign_kernel<128> : d == 64 ? km_assign_kernel<64> : km_assign_kernel<0>;
 }
 
 static int km_assign_threads(int32_t d)
@@ -973,20 +977,24 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     ckv_status st = km_assign_room(x->d, &smem, err);
     if (st)
         return st;
+    // The centroids' splits start at a multiple of 4 words: their rows are
+    // copied and stored 16 bytes at a time (the scratch's rows are the
+    // largest cache's, of any head_dim).
+    const bool est = km_estimates(x->d);
+    const size_t half = (w->rows + 3) / 4 * 4;
     if ((st = ckv_pol_take(x, (void **)&w->f, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cen, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cnorm, 2 * w->slots * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cscale, w->slots * sizeof(float), err)) ||
-        (st = ckv_pol_take(x, (void **)&w->split, 2 * w->rows * sizeof(uint32_t), err)) ||
+        (est && (st = ckv_pol_take(x, (void **)&w->split, 2 * half * sizeof(uint32_t), err))) ||
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
-    const bool est = km_estimates(x->d);
     // The splits, the centroids' after the features' (none without the estimate).
-    uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + w->rows : nullptr;
+    uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + half : nullptr;
     const km_bufs kb = {w->f,  w->norm, w->cen,  w->cnorm,  crec,   w->cscale, fs,
                         cs,    w->cl,   w->amb, nullptr, w->margin, x->act, x->x};
     const dim3 over_t(ckv_pol_blocks(max_t, 128), x->lists);

@@ -550,17 +550,20 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
  * block of rows 192-255 starts at the tile of centroid 100 and wraps round
  * to 5 last), centroid 70 and feature 20 are zero (cosines 0: feature 20
  * ties every centroid), so the margin is 0; "full" has no tie, so its
- * margin checks the second best. M and k leave partial tiles.
+ * margin checks the second best; "range" is "full" with centroid 3 scaled
+ * by 2^60. M and k leave partial tiles.
  *
  * With `estimate` (head_dim 64 and 128), as the policy assigns: the bf16
  * estimate decides the rows whose best stands clear of their second
  * (kernels/cuda_kmeans.cu), the exact kernel the rest, and the clusters
- * must still be these; the margin must be exact where under 2^-12 and
- * between 2^-12 and the exact one above; the estimate's best cosines must
- * lie within half the 2^-13 its choices assume (KM_EPS), the bound the
- * kernel derives. */
-enum { KM_UNIT, KM_WIDE, KM_FULL };
-static const char *const km_mode_name[] = {"unit", "wide", "full"};
+ * must still be these; the margin must be exact where under 2^-11 and
+ * between 2^-11 and the exact one above; the estimate's best cosines must
+ * lie within half the 2^-12 its choices assume (KM_EPS); the exact kernel
+ * must take fewer than all rows, at least the 21 tied ones of "unit" and
+ * "wide", and every row of "range" (a norm outside the estimate's
+ * [2^-50, 2^50]). */
+enum { KM_UNIT, KM_WIDE, KM_FULL, KM_RANGE };
+static const char *const km_mode_name[] = {"unit", "wide", "full", "range"};
 
 static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t seed)
 {
@@ -574,13 +577,16 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
         double *x = r < M ? f + (size_t)r * d : c + (size_t)(r - M) * d;
         for (int32_t i = 0; i < d; i++) {
             const uint64_t u = ckv_splitmix64(&st);
-            const double m = mode == KM_FULL ? 1.0 + ldexp((double)(ckv_splitmix64(&st) >> 12), -52)
+            const double m = mode >= KM_FULL ? 1.0 + ldexp((double)(ckv_splitmix64(&st) >> 12), -52)
                                              : 1.0 + (double)(u >> 11 & 0xfffff) / 1048576.0;
             const double v = mode == KM_WIDE ? ldexp(m, (int)(u % 81) - 40) : 2.0 * m - 3.0;
             x[i] = u >> 40 & 1 ? -v : v;
         }
     }
-    if (mode != KM_FULL) {
+    if (mode == KM_RANGE)
+        for (int32_t i = 0; i < d; i++)
+            c[(size_t)3 * d + i] = ldexp(c[(size_t)3 * d + i], 60);
+    if (mode < KM_FULL) {
         memcpy(c + (size_t)37 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
         memcpy(c + (size_t)100 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
         for (int32_t r = 0; r < 10; r++) {
@@ -631,11 +637,16 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
             differ += cl[m] != bj || memcmp(&best[m], &bs, sizeof bs);
         }
     }
-    const float clear = 0x1p-12f;
+    const float clear = 0x1p-11f;
     const bool margin_ok = !estimate || want_margin < clear
                                ? margin == want_margin
                                : margin >= clear && margin <= want_margin;
-    const bool ok = !differ && margin_ok && !(est_err > 0x1p-14);
+    const bool exact_ok = !estimate || (mode == KM_RANGE ? n_exact == M
+                                                         : n_exact < M && (mode == KM_FULL ||
+                                                                           n_exact >= 21));
+    /* In "range" every row is the exact kernel's: the estimate's values there mean nothing. */
+    const bool est_ok = !estimate || mode == KM_RANGE || est_err <= 0x1p-13;
+    const bool ok = !differ && margin_ok && exact_ok && est_ok;
     runs++;
     failures += !ok;
     if (estimate)
@@ -792,7 +803,7 @@ int main(int argc, char **argv)
         static const int32_t km_dims[] = {128, 64, 66, 148};
         if (t == first)
             for (int i = 0; i < 4; i++)
-                for (int mode = KM_UNIT; mode <= KM_FULL; mode++)
+                for (int mode = KM_UNIT; mode <= KM_RANGE; mode++)
                     for (int est = 0; est < 1 + (km_dims[i] % 64 == 0); est++)
                         check_kmeans_assign(km_dims[i], mode, est,
                                             (uint64_t)(100 + 2 * i + mode));
