@@ -248,7 +248,7 @@ ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32
  * cosine (with the estimate: the estimate's best of every row), margin the
  * smallest gap of a feature's best cosine to its second best (the
  * multiset's), as the float the policy trace reports (with the estimate:
- * exact where under 2^-11, else a bound between 2^-11 and it), and n_exact
+ * exact where under 2^-12, else a bound between 2^-12 and it), and n_exact
  * the rows the exact kernel assigned. */
 ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm, const double *cen,
                                  const double *cnorm, int32_t M, int32_t k, int32_t d,

@@ -111,27 +111,34 @@ __global__ void km_init_kernel(const double *f, const uint32_t *fs, double *cen,
 
 // The estimate: every cosine of a row as dot x (1/fn) x (1/cn) in fp32,
 // the dot product on the bf16 tensor cores from the operands' splits
-// (km_split: f = fh + fl, c = ch + cl) as fh ch + fh cl + fl ch. Where both
-// norms lie in [2^-50, 2^50] it is within KM_EPS of the cosine:
+// (km_split: f = fh + fl, c = ch + cl) as fh ch + (fh cl + fl ch), the
+// cross products summed apart. Where both norms lie in [2^-50, 2^50] it
+// is within KM_EPS of the cosine:
 //  - the dropped fl cl (2^-16) and the splits' two rests (2^-16 each)
 //    move each product by at most about 3 x 2^-16 |f_i c_i|, so the sum by
 //    2^-14.4 of sum |f_i c_i| <= fn cn (Cauchy-Schwarz); the 3 D products
 //    flushed below 2^-126 by 2^-117.4 against fn cn >= 2^-100;
-//  - the products are exact in fp32; the sum of 3 D / 16 mma steps, if each
-//    step's 17 addends were truncated by up to an ulp of the largest (at
-//    most fn cn; the tensor cores' fp32 sums align to the largest addend
-//    and truncate, by published measurements of earlier NVIDIA parts, not
-//    measured here), by 3 D / 16 x 17 x 2^-23 fn cn: 2^-14.3 at head_dim
-//    128;
-//  - the scaling's two roundings by 2^-23 each.
-// About 2^-13.3 in all, 40% of KM_EPS. So where the estimate's best stands
-// KM_CLEAR = 4 KM_EPS over its second, the exact best is the estimate's
-// (their cosines differ by more than 2 KM_EPS), and the exact gap is at
-// least the estimate's less 2 KM_EPS, which the margin records (>= 2^-11:
-// a gap under 2^-11 always takes the exact path, so a list's margin is
-// exact wherever it is under 2^-11, far above a near-tie).
-// tests/gpu/policy_parity.c measures the estimate's error.
-constexpr float KM_EPS = 0x1p-12f, KM_CLEAR = 4 * KM_EPS;
+//  - the products are exact in fp32. If each mma step's 17 addends were
+//    truncated by up to an ulp of the largest (the tensor cores' fp32 sums
+//    align to the largest addend and truncate, by published measurements
+//    of earlier NVIDIA parts; not measured here), the main sum's D / 16
+//    steps (addends at most fn cn) move it by D / 16 x 17 x 2^-23 fn cn,
+//    2^-15.9 at head_dim 128, and the cross sums' 2 D / 16 (addends at
+//    most 2^-7 fn cn) by 2^-21.9; their final sum and the scaling's two
+//    roundings by 2^-23 each.
+// About 2^-13.8 in all, 56% of KM_EPS, of which the split's 2^-14.4 needs
+// no model of the hardware: the sums could be off by 4.3 times the model
+// before a decision could be. (One accumulator for all three products
+// had 2^-14.3 from the sums, and needed KM_EPS 2^-12, which sent many
+// more rows of the prefill-time calls to the exact kernel: run MH.) So
+// where the estimate's best stands KM_CLEAR = 4 KM_EPS over its second,
+// the exact best is the estimate's (their cosines differ by more than 2
+// KM_EPS), and the exact gap is at least the estimate's less 2 KM_EPS,
+// which the margin records (>= 2^-12: a gap under 2^-12 always takes the
+// exact path, so a list's margin is exact wherever it is under 2^-12, far
+// above a near-tie). tests/gpu/policy_parity.c measures the estimate's
+// error.
+constexpr float KM_EPS = 0x1p-13f, KM_CLEAR = 4 * KM_EPS;
 constexpr double KM_NORM_LO = 0x1p-50, KM_NORM_HI = 0x1p50;
 
 // The estimate's scale for a norm: 0 where the cosine is 0 whatever the
@@ -542,7 +549,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // either head_dim), and walk every column of the list, the centroids'
 // splits streaming through shared memory KN at a time (two stages,
 // cp.async), NB n-tiles of 8 columns a pass, so that a lane keeps MT x NB
-// independent mma chains; each tile carries its columns' scales. A tile
+// independent mma chains (two accumulators each: the main product and the
+// cross ones, above); each tile carries its columns' scales. A tile
 // serves 128 rows (half the L2 reads of 64; what had bounded the walk was
 // the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
@@ -552,7 +560,8 @@ enum { KN = 64 };
 template <int D>
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
-                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16;
+                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
+                         BLOCKS = D == 64 ? 4 : 2;
     static_assert(ROWS <= 2 * KN, "the feature tile fits in the two stages");
 };
 
@@ -586,7 +595,7 @@ __device__ __forceinline__ void km_take(km_top &r, float v, int32_t j)
 // km_assign_kernel. fs, cs: the features' and centroids' splits. best
 // (tests): the estimate's best cosine of every row.
 template <int D>
-__global__ void __launch_bounds__(km_est_shape<D>::THREADS)
+__global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLOCKS)
     km_estimate_kernel(const uint32_t *fs, const uint32_t *cs, const double *fnorm,
                        const float *cscale, int32_t *cl, double *best,
                        unsigned *margin, int32_t *amb, int32_t *amb_n, const int32_t *act,
@@ -677,7 +686,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS)
             }
             // Each k-step's three products a chain of NB x MT independent
             // accumulators apart.
-            float acc[MT][NB][4] = {};
+            float acc[MT][NB][4] = {}, cross[MT][NB][4] = {};
 #pragma unroll
             for (int s = 0; s < KS; s++) {
                 uint4 b[NB];
@@ -691,8 +700,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS)
 #pragma unroll
                         for (int mt = 0; mt < MT; mt++) {
                             const uint32_t *a = part < 2 ? ah[mt][s] : al[mt][s];
-                            ckv_mma_bf16(acc[mt][nb], a[0], a[1], a[2], a[3],
-                                         part == 1 ? b[nb].z : b[nb].x,
+                            ckv_mma_bf16(part ? cross[mt][nb] : acc[mt][nb], a[0], a[1], a[2],
+                                         a[3], part == 1 ? b[nb].z : b[nb].x,
                                          part == 1 ? b[nb].w : b[nb].y);
                         }
             }
@@ -711,7 +720,9 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS)
                             const int32_t j = j0 + 8 * (n0 + nb) + 2 * t + e;
                             if (j < p.k)
                                 km_take(r[mt][h],
-                                        acc[mt][nb][2 * h + e] * (e ? rc[nb].y : rc[nb].x), j);
+                                        (acc[mt][nb][2 * h + e] + cross[mt][nb][2 * h + e]) *
+                                            (e ? rc[nb].y : rc[nb].x),
+                                        j);
                         }
         }
         __syncthreads();  // every warp is done with this stage before its next copy

@@ -556,9 +556,9 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
  * With `estimate` (head_dim 64 and 128), as the policy assigns: the bf16
  * estimate decides the rows whose best stands clear of their second
  * (kernels/cuda_kmeans.cu), the exact kernel the rest, and the clusters
- * must still be these; the margin must be exact where under 2^-11 and
- * between 2^-11 and the exact one above; the estimate's best cosines must
- * lie within half the 2^-12 its choices assume (KM_EPS); the exact kernel
+ * must still be these; the margin must be exact where under 2^-12 and
+ * between 2^-12 and the exact one above; the estimate's best cosines must
+ * lie within half the 2^-13 its choices assume (KM_EPS); the exact kernel
  * must take fewer than all rows, at least the 21 tied ones of "unit" and
  * "wide", and every row of "range" (a norm outside the estimate's
  * [2^-50, 2^50]). */
@@ -637,7 +637,7 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
             differ += cl[m] != bj || memcmp(&best[m], &bs, sizeof bs);
         }
     }
-    const float clear = 0x1p-11f;
+    const float clear = 0x1p-12f;
     const bool margin_ok = !estimate || want_margin < clear
                                ? margin == want_margin
                                : margin >= clear && margin <= want_margin;
@@ -645,7 +645,7 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
                                                          : n_exact < M && (mode == KM_FULL ||
                                                                            n_exact >= 21));
     /* In "range" every row is the exact kernel's: the estimate's values there mean nothing. */
-    const bool est_ok = !estimate || mode == KM_RANGE || est_err <= 0x1p-13;
+    const bool est_ok = !estimate || mode == KM_RANGE || est_err <= 0x1p-14;
     const bool ok = !differ && margin_ok && exact_ok && est_ok;
     runs++;
     failures += !ok;
