@@ -124,11 +124,16 @@ __global__ void km_init_kernel(const double *f, const uint32_t *fs, double *cen,
 //    of earlier NVIDIA parts; not measured here), the main sum's D / 16
 //    steps (addends at most fn cn) move it by D / 16 x 17 x 2^-23 fn cn,
 //    2^-15.9 at head_dim 128, and the cross sums' 2 D / 16 (addends at
-//    most 2^-7 fn cn) by 2^-21.9; their final sum and the scaling's two
-//    roundings by 2^-23 each.
+//    most 2^-7 fn cn) by 2^-21.9 (a truncation of each mma's result too,
+//    or narrower internal blocks, would make it about 18 addends a step:
+//    2^-15.8);
+//  - the two sums' sum, the scales' two conversions and the two products
+//    by them: five roundings of 2^-24 (at head_dim 64 every term is
+//    smaller).
 // About 2^-13.8 in all, 56% of KM_EPS, of which the split's 2^-14.4 needs
 // no model of the hardware: the sums could be off by 4.3 times the model
-// before a decision could be. (One accumulator for all three products
+// before the margin's guarantee fails (and by 11.7 times before a decision
+// could, which needs an error of 2 KM_EPS). (One accumulator for all three products
 // had 2^-14.3 from the sums, and needed KM_EPS 2^-12, which sent many
 // more rows of the prefill-time calls to the exact kernel: run MH.) So
 // where the estimate's best stands KM_CLEAR = 4 KM_EPS over its second,
@@ -558,6 +563,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // fragment loads hit distinct banks.
 enum { KN = 64 };
 template <int D>
+// BLOCKS: the blocks an SM the registers must allow (16 warps; 128
+// registers a thread, which at head_dim 64 spills 50 bytes).
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
                          NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
@@ -684,8 +691,9 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                                                            2 * t);
                 cbad |= isnan(rc[nb].x) || isnan(rc[nb].y);
             }
-            // Each k-step's three products a chain of NB x MT independent
-            // accumulators apart.
+            // Each k-step's three products into NB x MT independent
+            // accumulators of the main product and as many of the cross
+            // ones, so that a chain's next mma is NB x MT mma away.
             float acc[MT][NB][4] = {}, cross[MT][NB][4] = {};
 #pragma unroll
             for (int s = 0; s < KS; s++) {

@@ -48,9 +48,10 @@ struct ckv_gpu_policy_ws {
     size_t cub_bytes;
     // K-Means: features and centroids [lists][capacity][head_dim], taken
     // at its first use (rows elements each); split their bf16 splits for
-    // the estimate (features, then centroids: 2 rows words), amb the rows
-    // the estimate left to the exact assignment ([lists][capacity], then a
-    // count per list).
+    // the estimate (features, then centroids from a multiple of 4 words:
+    // twice rows rounded up to 4; taken where the estimate runs), amb the
+    // rows the estimate left to the exact assignment ([lists][capacity],
+    // then a count per list).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     uint32_t *split;
