@@ -243,8 +243,10 @@ ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32
  * norms the cosines divide by; with `estimate` (head_dim 64 and 128; others
  * ignore it) as the policy assigns, the bf16 estimate first and the exact
  * kernel over the rows it leaves, else the exact kernel over every row.
- * Host outputs: cl[M] the centroid of highest cosine (dot / (fnorm cnorm),
- * 0 where a norm is below 1e-30; ties: the lowest index), best[M] that
+ * cl[M] holds the previous clusters on entry (a value outside 0..k-1 for
+ * none) and on return the centroid of highest cosine (dot / (fnorm cnorm),
+ * 0 where a norm is below 1e-30; ties: the lowest index); host outputs:
+ * changed whether any row's cluster differs from its previous, best[M] that
  * cosine (with the estimate: the estimate's best of every row), margin the
  * smallest gap of a feature's best cosine to its second best (the
  * multiset's), as the float the policy trace reports (with the estimate:
@@ -253,7 +255,7 @@ ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32
 ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm, const double *cen,
                                  const double *cnorm, int32_t M, int32_t k, int32_t d,
                                  bool estimate, int32_t *cl, double *best, float *margin,
-                                 int32_t *n_exact, ckv_error *err);
+                                 int32_t *n_exact, bool *changed, ckv_error *err);
 
 #ifdef __cplusplus
 }

@@ -9,8 +9,10 @@
 // every row at other head_dims, take the exact assignment, whose dot
 // products run on the FP64 tensor cores where the CPU uses BLAS, so cosines
 // agree to ~1e-16 and a decision can differ only at a near-tie (the margin
-// the trace reports). Keys are read as fp32 from either cache type; the
-// merged centroids are stored in it (cuda_compact.cu).
+// the trace reports). A list's iterations stop at Lloyd's fixed point, an
+// assignment that changes none of its clusters (the CPU runs them all: the
+// same clusters). Keys are read as fp32 from either cache type; the merged
+// centroids are stored in it (cuda_compact.cu).
 #include <math.h>
 
 #include "cuda_async_copy.cuh"
@@ -331,13 +333,14 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 // any d, read from p.
 //
 // rows: the list's rows to assign (rows[base + i], i < n_rows[lh]: those
-// the estimate left); NULL: all M.
+// the estimate left); NULL: all M. act: the lists to assign; chg[lh] is
+// set where a row's cluster changes (cl holds the previous assignment's).
 template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
                      unsigned *margin, const int32_t *rows, const int32_t *n_rows,
-                     const int32_t *act, const int32_t *M_of, km_params p)
+                     const int32_t *act, int32_t *chg, const int32_t *M_of, km_params p)
 {
     constexpr int BYTES = D ? 16 : 8;  // rows of 64 or 128 doubles are 16-byte aligned
     constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
@@ -540,7 +543,10 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             for (int w = 1; w < WARPS_N; w++)
                 r = km_merge(r, part[w * AM + row]);
             const int32_t m = row_of(m0 + row);
-            cl[base + m] = r.j;
+            if (cl[base + m] != r.j) {
+                chg[lh] = 1;
+                cl[base + m] = r.j;
+            }
             if (best)  // the tests' (ckv_gpu_kmeans_assign)
                 best[base + m] = r.s;
             ckv_pol_note_margin(margin + lh, r.s - r.second);
@@ -600,13 +606,14 @@ __device__ __forceinline__ void km_take(km_top &r, float v, int32_t j)
 // Assigns the rows the estimate decides (cl, their margins' bounds) and
 // lists the others in amb (amb_n[lh] of them, in no particular order) for
 // km_assign_kernel. fs, cs: the features' and centroids' splits. best
-// (tests): the estimate's best cosine of every row.
+// (tests): the estimate's best cosine of every row. act and chg as in
+// km_assign_kernel.
 template <int D>
 __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLOCKS)
     km_estimate_kernel(const uint32_t *fs, const uint32_t *cs, const double *fnorm,
                        const float *cscale, int32_t *cl, double *best,
                        unsigned *margin, int32_t *amb, int32_t *amb_n, const int32_t *act,
-                       const int32_t *M_of, km_params p)
+                       int32_t *chg, const int32_t *M_of, km_params p)
 {
     using S = km_est_shape<D>;
     constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
@@ -764,7 +771,10 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                 best[base + m] = x.s;
             const float gap = x.s - x.second;  // NaN (no column yet) fails the test
             if (!x.bad && gap > KM_CLEAR) {
-                cl[base + m] = x.j;
+                if (cl[base + m] != x.j) {
+                    chg[lh] = 1;
+                    cl[base + m] = x.j;
+                }
                 ckv_pol_note_margin(margin + lh, (double)gap - 2 * (double)KM_EPS);
             } else {
                 amb[base + atomicAdd(amb_n + lh, 1)] = m;
@@ -912,7 +922,8 @@ static ckv_status km_assign_room(int32_t d, size_t *smem, ckv_error *err)
 }
 
 // One assignment's buffers: fs and cs the splits (NULL fs: no estimate),
-// amb [lists][cap] rows and then a count per list, best NULL but in tests.
+// amb [lists][cap] rows and then a count per list, best NULL but in tests;
+// act the lists to assign, chg[lh] set where one changes a cluster.
 struct km_bufs {
     const double *f, *fnorm, *cen, *cnorm, *crec;
     const float *cscale;
@@ -921,6 +932,7 @@ struct km_bufs {
     double *best;
     unsigned *margin;
     const int32_t *act, *M_of;
+    int32_t *chg;
 };
 
 // The estimate over every active list (up to max_m rows).
@@ -931,7 +943,7 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
     using S = km_est_shape<D>;
     km_estimate_kernel<D><<<dim3(ckv_pol_blocks(max_m, S::ROWS), lists), S::THREADS,
                             km_est_smem<D>(), s>>>(b.fs, b.cs, b.fnorm, b.cscale, b.cl, b.best,
-                                                   b.margin, b.amb, amb_n, b.act, b.M_of, p);
+                                                   b.margin, b.amb, amb_n, b.act, b.chg, b.M_of, p);
 }
 
 // Assigns the middle of every active list (up to max_m rows): the
@@ -961,7 +973,7 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     }
     km_assign_of(p.d)<<<dim3(gx, lists), km_assign_threads(p.d), smem, s>>>(
         b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.margin,
-        b.fs ? b.amb : nullptr, amb_n, b.act, b.M_of, p);
+        b.fs ? b.amb : nullptr, amb_n, b.act, b.chg, b.M_of, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
@@ -1008,14 +1020,15 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (est && (st = ckv_pol_take(x, (void **)&w->split, 2 * half * sizeof(uint32_t), err))) ||
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
     // The splits, the centroids' after the features' (none without the estimate).
     uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + half : nullptr;
-    const km_bufs kb = {w->f,  w->norm, w->cen,  w->cnorm,  crec,   w->cscale, fs,
-                        cs,    w->cl,   w->amb, nullptr, w->margin, x->act, x->x};
+    km_bufs kb = {w->f,  w->norm, w->cen,  w->cnorm,  crec,   w->cscale, fs,     cs,
+                  w->cl, w->amb,  nullptr, w->margin, x->act, x->x,      nullptr};
     const dim3 over_t(ckv_pol_blocks(max_t, 128), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, 128), x->lists);
@@ -1033,9 +1046,29 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     km_init_kernel<<<dim3(ckv_pol_blocks((int64_t)kp.k * x->d, 256), x->lists), 256, 0, x->s>>>(
         w->f, fs, w->cen, cs, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
+    // A list whose assignment changed no cluster has reached Lloyd's fixed
+    // point: the update would give it the same centroids (those of empty
+    // clusters and of tiny means kept), so every later assignment the same
+    // clusters and margins; its remaining iterations are skipped (the
+    // decode-time calls' lists all reach it at their second assignment on
+    // the synthetic keys). chg[it & 1] marks the lists whose assignment it
+    // changed a cluster (assignment 0 every active list: cl holds another
+    // call's clusters then); only those take the update and assignment
+    // after it. The CPU twin runs every iteration, so the parity checks
+    // test the skip.
+    int32_t *changed = w->chg;
     for (int32_t it = 0; it <= iters; it++) {
-        km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale, x->act, kp);
+        const int32_t *const live = it ? changed : x->act;
+        changed = w->chg + (it & 1) * x->lists;
+        if (it)
+            CKV_CUDA(cudaMemsetAsync(changed, 0, x->lists * sizeof(int32_t), x->s));
+        else
+            CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
+                                     cudaMemcpyDeviceToDevice, x->s));
+        km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale, live, kp);
         CKV_CUDA_LAUNCHED();
+        kb.act = live;
+        kb.chg = changed;
         if ((st = km_assign(kb, kp, x->lists, max_m, smem, x->s, err)))
             return st;
         // Members of each cluster in slot order: a stable sort by cluster.
@@ -1048,7 +1081,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             break;  // the final assignment: no update after it
         km_update_of(x->d)<<<per_warp, UPDATE_THREADS, UPDATE_WARPS * x->d * sizeof(double),
                              x->s>>>(w->f, c->deg, w->cen, cs, w->run_b, w->run_e, w->ival_out,
-                                     x->act, kp);
+                                     changed, kp);
         CKV_CUDA_LAUNCHED();
     }
     km_dest_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
@@ -1062,19 +1095,19 @@ struct km_test_mem {
     double *f, *cen, *fnorm, *cnorm, *crec, *best;
     float *cscale;
     uint32_t *fs, *cs;
-    int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k
+    int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k, chg
     unsigned *margin;
 };
 
-// Uploads one list, runs km_assign over it, brings cl, best, margin and
-// the count of exact rows back.
+// Uploads one list and its previous clusters, runs km_assign over it,
+// brings cl, best, margin, the count of exact rows and the change flag back.
 static ckv_status km_assign_test(const km_test_mem &d, const double *f, const double *fnorm,
                                  const double *cen, const double *cnorm, const double *rec,
                                  int32_t M, int32_t k, int32_t dim, bool estimate, size_t smem,
                                  int32_t *cl, double *best, float *margin, int32_t *n_exact,
-                                 ckv_error *err)
+                                 bool *changed, ckv_error *err)
 {
-    const int32_t head[3] = {1, M, k};
+    const int32_t head[4] = {1, M, k, 0};
     const float big = FLT_MAX;
     CKV_CUDA(cudaMemcpy(d.f, f, (size_t)M * dim * 8, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.cen, cen, (size_t)k * dim * 8, cudaMemcpyHostToDevice));
@@ -1082,6 +1115,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     CKV_CUDA(cudaMemcpy(d.cnorm, cnorm, k * 8ul, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.crec, rec, k * 8ul, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.head, head, sizeof head, cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemcpy(d.cl, cl, M * 4ul, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.margin, &big, 4, cudaMemcpyHostToDevice));
     const km_params kp = {0, k, M > k ? M : k, dim};
     if (estimate) {
@@ -1094,14 +1128,18 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
         km_cscale_kernel<<<ckv_pol_blocks(k, 256), 256>>>(d.cnorm, d.crec, d.cscale, k);
         CKV_CUDA_LAUNCHED();
     }
-    const km_bufs b = {d.f,  d.fnorm, d.cen, d.cnorm, d.crec,   d.cscale, estimate ? d.fs : nullptr,
-                       d.cs, d.cl,    d.amb, d.best,  d.margin, d.head,   d.head + 1};
+    const km_bufs b = {d.f,  d.fnorm, d.cen,  d.cnorm,    d.crec,
+                       d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl, d.amb,
+                       d.best, d.margin, d.head, d.head + 1, d.head + 3};
     ckv_status st = km_assign(b, kp, 1, M, smem, nullptr, err);
     if (st)
         return st;
     CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));
     CKV_CUDA(cudaMemcpy(best, d.best, M * 8ul, cudaMemcpyDeviceToHost));
     CKV_CUDA(cudaMemcpy(margin, d.margin, 4, cudaMemcpyDeviceToHost));
+    int32_t chg = 0;
+    CKV_CUDA(cudaMemcpy(&chg, d.head + 3, 4, cudaMemcpyDeviceToHost));
+    *changed = chg != 0;
     *n_exact = M;
     if (estimate)
         CKV_CUDA(cudaMemcpy(n_exact, d.amb + kp.cap, 4, cudaMemcpyDeviceToHost));
@@ -1112,7 +1150,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
                                             const double *cen, const double *cnorm, int32_t M,
                                             int32_t k, int32_t d, bool estimate, int32_t *cl,
                                             double *best, float *margin, int32_t *n_exact,
-                                            ckv_error *err)
+                                            bool *changed, ckv_error *err)
 {
     if (M < 1 || k < 1 || d < 1)
         return ckv_errorf(err, CKV_ERR_ARG, "kmeans_assign: M %d, k %d, d %d", M, k, d);
@@ -1131,7 +1169,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
         rec[j] = cnorm[j] < 1e-30 ? 0.0 : 1.0 / cnorm[j];
     // Doubles (an even count: the splits after them stay 16-byte aligned),
     // the splits, the scales, then ints.
-    const size_t bytes = (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 5) * 4;
+    const size_t bytes = (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 6) * 4;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess) {
@@ -1151,9 +1189,9 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     m.cl = reinterpret_cast<int32_t *>(m.cscale + cap);
     m.amb = m.cl + cap;  // cap rows and the count
     m.head = m.amb + cap + 1;
-    m.margin = reinterpret_cast<unsigned *>(m.head + 3);
+    m.margin = reinterpret_cast<unsigned *>(m.head + 4);
     st = km_assign_test(m, f, fnorm, cen, cnorm, rec, M, k, d, estimate, smem, cl, best, margin,
-                        n_exact, err);
+                        n_exact, changed, err);
     free(rec);
     cudaFree(dev);
     return st;

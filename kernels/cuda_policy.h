@@ -51,11 +51,12 @@ struct ckv_gpu_policy_ws {
     // the estimate (features, then centroids from a multiple of 4 words:
     // twice rows rounded up to 4; taken where the estimate runs), amb the
     // rows the estimate left to the exact assignment ([lists][capacity],
-    // then a count per list).
+    // then a count per list), chg two rows of flags a list (an assignment
+    // changed a cluster).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     uint32_t *split;
-    int32_t *cl, *amb;
+    int32_t *cl, *amb, *chg;
     // SnapKV: window queries and per-query probabilities, grown as needed.
     float *q;
     double *prob, *acc;

@@ -84,32 +84,42 @@ typedef struct {
     const char *policy;
     const char *params[5];
     bool chain; /* compress each side's result again at half the budget */
+    /* a parameter for a GPU run on the same cache just before, result
+     * discarded (its scratch is left for the checked run) */
+    const char *prime;
 } pcase;
 
 static const pcase cases[] = {
-    {"centroid", {NULL}, true},
-    {"centroid", {"chunk=16", "r_init=0.3", "schedule=constant", NULL}, false},
-    {"centroid", {"partition=sequential", "sinks=8", "recent=32", NULL}, false},
-    {"centroid", {"partition=random", "seed=7", "r_step=0.2", "r_min=0.05", NULL}, true},
-    {"centroid", {"chunk=2", "sinks=0", "recent=0", NULL}, false},
-    {"centroid", {"chunk=100", "partition=random", "seed=123456789", "r_init=1", NULL}, false},
+    {"centroid", {NULL}, true, NULL},
+    {"centroid", {"chunk=16", "r_init=0.3", "schedule=constant", NULL}, false, NULL},
+    {"centroid", {"partition=sequential", "sinks=8", "recent=32", NULL}, false, NULL},
+    {"centroid", {"partition=random", "seed=7", "r_step=0.2", "r_min=0.05", NULL}, true, NULL},
+    {"centroid", {"chunk=2", "sinks=0", "recent=0", NULL}, false, NULL},
+    {"centroid",
+     {"chunk=100", "partition=random", "seed=123456789", "r_init=1", NULL},
+     false,
+     NULL},
     /* odd chunks: the candidates' compacted positions and the last chunk's
      * (L + 1) / 2 sources */
-    {"centroid", {"chunk=7", "recent=5", NULL}, true},
-    {"centroid", {"chunk=33", "partition=sequential", "sinks=3", NULL}, false},
-    {"kmeans", {NULL}, true},
-    {"kmeans", {"iters=3", "sinks=2", "recent=16", NULL}, false},
-    {"kmeans", {"iters=0", NULL}, false},
-    {"streaming", {NULL}, true},
-    {"streaming", {"sinks=0", NULL}, false},
-    {"h2o", {NULL}, true},
-    {"h2o", {"recent=16", NULL}, false},
-    {"snapkv", {NULL}, false},
-    {"snapkv", {"window=16", "kernel=5", "pooling=avg", NULL}, false},
-    {"snapkv", {"kernel=1", NULL}, false},
+    {"centroid", {"chunk=7", "recent=5", NULL}, true, NULL},
+    {"centroid", {"chunk=33", "partition=sequential", "sinks=3", NULL}, false, NULL},
+    {"kmeans", {NULL}, true, NULL},
+    {"kmeans", {"iters=3", "sinks=2", "recent=16", NULL}, false, NULL},
+    {"kmeans", {"iters=0", NULL}, false, NULL},
+    /* the scratch then holds this cache's first assignment, which the
+     * checked run's first assignment must not take for "no cluster
+     * changed" (it would skip every iteration) */
+    {"kmeans", {NULL}, false, "iters=0"},
+    {"streaming", {NULL}, true, NULL},
+    {"streaming", {"sinks=0", NULL}, false, NULL},
+    {"h2o", {NULL}, true, NULL},
+    {"h2o", {"recent=16", NULL}, false, NULL},
+    {"snapkv", {NULL}, false, NULL},
+    {"snapkv", {"window=16", "kernel=5", "pooling=avg", NULL}, false, NULL},
+    {"snapkv", {"kernel=1", NULL}, false, NULL},
     /* more window rows than the kernel's chunk of 32 */
-    {"snapkv", {"window=45", "kernel=3", NULL}, false},
-    {"full", {NULL}, false},
+    {"snapkv", {"window=45", "kernel=3", NULL}, false, NULL},
+    {"full", {NULL}, false, NULL},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -275,6 +285,14 @@ static void run_case(source *s, const pcase *pc, int64_t ppm)
     ckv_policy_assign_identity(c, a_gpu);
     CHECK(ckv_gpu_cache_poison(s->g, err));
     CHECK(ckv_gpu_cache_upload(s->g, c, err));
+    if (pc->prime) {
+        ckv_policy primer = p;
+        ckv_qwindow qw = {s->q, s->n_head, s->w};
+        CHECK(ckv_policy_set(&primer, pc->prime, err));
+        CHECK(ckv_gpu_policy_compress(s->g, &primer, budget, s->q ? &qw : NULL, NULL, NULL, err));
+        CHECK(ckv_gpu_cache_upload(s->g, c, err));
+        snprintf(desc + strlen(desc), sizeof desc - strlen(desc), " (after %s)", pc->prime);
+    }
     step(s, &p, desc, budget, &cpu, &back, a_cpu, a_gpu);
     if (pc->chain && budget / 2 > p.ops->protected_count(&p)) {
         char chained[200];
@@ -561,7 +579,14 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
  * lie within half the 2^-13 its choices assume (KM_EPS); the exact kernel
  * must take fewer than all rows, at least the 21 tied ones of "unit" and
  * "wide", and every row of "range" (a norm outside the estimate's
- * [2^-50, 2^50]). */
+ * [2^-50, 2^50]).
+ *
+ * The change flag (the policy skips a list's iterations after an
+ * assignment that changed none of its clusters): set from clusters of -1,
+ * clear when the previous clusters are the answer, set again when one row's
+ * previous cluster differs: the last row (the estimate's where it runs,
+ * unless the row's best two are close) and, in "unit" and "wide", row 20
+ * (zero norm: always the exact kernel's). */
 enum { KM_UNIT, KM_WIDE, KM_FULL, KM_RANGE };
 static const char *const km_mode_name[] = {"unit", "wide", "full", "range"};
 
@@ -571,7 +596,7 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
     double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
     double *fn = xmalloc((size_t)M * sizeof *fn), *cn = xmalloc((size_t)k * sizeof *cn);
     double *best = xmalloc((size_t)M * sizeof *best);
-    int32_t *cl = xmalloc((size_t)M * sizeof *cl);
+    int32_t *cl = xmalloc((size_t)M * sizeof *cl), *want_cl = xmalloc((size_t)M * sizeof *cl);
     uint64_t st = seed;
     for (int32_t r = 0; r < M + k; r++) {
         double *x = r < M ? f + (size_t)r * d : c + (size_t)(r - M) * d;
@@ -605,8 +630,11 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
     }
     float margin = 0;
     int32_t n_exact = 0;
+    bool changed = false;
+    for (int32_t m = 0; m < M; m++)
+        cl[m] = -1;
     CHECK(ckv_gpu_kmeans_assign(f, fn, c, cn, M, k, d, estimate, cl, best, &margin, &n_exact,
-                                err));
+                                &changed, err));
     int64_t differ = 0;
     float want_margin = FLT_MAX;
     double est_err = 0;
@@ -636,6 +664,22 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
         } else {
             differ += cl[m] != bj || memcmp(&best[m], &bs, sizeof bs);
         }
+        want_cl[m] = bj;
+    }
+    /* Again from the answer, then from it with one row's cluster moved. */
+    bool flag_ok = changed;
+    const int32_t moved[2] = {M - 1, mode < KM_FULL ? 20 : -1};
+    for (int i = -1; i < 2; i++) {
+        if (i >= 0 && moved[i] < 0)
+            continue;
+        memcpy(cl, want_cl, (size_t)M * sizeof *cl);
+        if (i >= 0)
+            cl[moved[i]] = (want_cl[moved[i]] + 1) % k;
+        float m2;
+        int32_t e2;
+        CHECK(ckv_gpu_kmeans_assign(f, fn, c, cn, M, k, d, estimate, cl, best, &m2, &e2,
+                                    &changed, err));
+        flag_ok &= changed == (i >= 0) && !memcmp(cl, want_cl, (size_t)M * sizeof *cl);
     }
     const float clear = 0x1p-12f;
     const bool margin_ok = !estimate || want_margin < clear
@@ -648,25 +692,27 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
      * 2^-14 is tighter than the kernel's derived bound (2^-13.8) and an empirical limit:
      * these data have stayed 4.5 times under it. */
     const bool est_ok = !estimate || mode == KM_RANGE || est_err <= 0x1p-14;
-    const bool ok = !differ && margin_ok && exact_ok && est_ok;
+    const bool ok = !differ && margin_ok && exact_ok && est_ok && flag_ok;
     runs++;
     failures += !ok;
     if (estimate)
         printf("     kmeans assign: head_dim %3d, %s features, estimate: %lld of %d features "
-               "differ (cluster), %d exact; margin %g (want %g); estimate off by %.2e  %s\n",
+               "differ (cluster), %d exact; margin %g (want %g); estimate off by %.2e; change "
+               "flags %s  %s\n",
                d, km_mode_name[mode], (long long)differ, M, n_exact, margin, want_margin, est_err,
-               ok ? "PASS" : "FAIL");
+               flag_ok ? "right" : "WRONG", ok ? "PASS" : "FAIL");
     else
         printf("     kmeans assign: head_dim %3d, %s features: %lld of %d features differ "
-               "(cluster, cosine bits); margin %g (want %g)  %s\n",
+               "(cluster, cosine bits); margin %g (want %g); change flags %s  %s\n",
                d, km_mode_name[mode], (long long)differ, M, margin, want_margin,
-               ok ? "PASS" : "FAIL");
+               flag_ok ? "right" : "WRONG", ok ? "PASS" : "FAIL");
     free(f);
     free(c);
     free(fn);
     free(cn);
     free(best);
     free(cl);
+    free(want_cl);
 }
 
 /* Every source in the current kv_dtype; 1 when a dump cannot be read. */
