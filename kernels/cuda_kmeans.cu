@@ -129,23 +129,6 @@ __global__ void __launch_bounds__(FEAT_ROWS)
                 rn[r] < 1e-30 ? 0 : __ddiv_rn((double)km_feat_sm[r * st + i], rn[r]);
 }
 
-// Centroid j starts at the feature of middle index ((2j + 1) M) / (2k).
-// With fs, the centroids' splits (cs) start as the features' likewise.
-__global__ void km_init_kernel(const double *f, const uint32_t *fs, double *cen, uint32_t *cs,
-                               const int32_t *act, const int32_t *M_of, km_params p)
-{
-    const int32_t lh = blockIdx.y;
-    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || idx >= (int64_t)p.k * p.d)
-        return;
-    const int32_t j = (int32_t)(idx / p.d), i = (int32_t)(idx % p.d);
-    const int64_t m = ((2 * (int64_t)j + 1) * M_of[lh]) / (2 * (int64_t)p.k);
-    const size_t base = (size_t)lh * p.cap;
-    cen[(base + j) * p.d + i] = f[(base + m) * p.d + i];
-    if (fs)
-        cs[(base + j) * p.d + i] = fs[(base + m) * p.d + i];
-}
-
 // The estimate: every cosine of a row as dot x (1/fn) x (1/cn) in fp32,
 // the dot product on the bf16 tensor cores from the operands' splits
 // (km_split: f = fh + fl, c = ch + cl) as fh ch + (fh cl + fl ch), the
@@ -203,8 +186,17 @@ __device__ __forceinline__ float km_col_scale(double norm, double rec)
     return bad ? NAN : s;
 }
 
-// Centroid norms, their reciprocals (0 for a norm under 1e-30), which the
-// assignment's bound takes (km_bound), and the estimate's scales.
+// Centroid r's norm n, its reciprocal (0 for a norm under 1e-30), which
+// the assignment's bound takes (km_bound), and the estimate's scale.
+__device__ __forceinline__ void km_set_cnorm(size_t r, double n, double *cnorm, double *crec,
+                                             float *cscale)
+{
+    cnorm[r] = n;
+    crec[r] = n < 1e-30 ? 0.0 : 1.0 / n;
+    cscale[r] = km_col_scale(n, crec[r]);
+}
+
+// Centroid norms, as km_set_cnorm keeps them.
 __global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec, float *cscale,
                                 const int32_t *act, km_params p)
 {
@@ -216,9 +208,29 @@ __global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec, 
     double s = 0;
     for (int32_t i = 0; i < p.d; i++)
         s = __dadd_rn(s, __dmul_rn(c[i], c[i]));
-    cnorm[r] = sqrt(s);
-    crec[r] = cnorm[r] < 1e-30 ? 0.0 : 1.0 / cnorm[r];
-    cscale[r] = km_col_scale(cnorm[r], crec[r]);
+    km_set_cnorm(r, sqrt(s), cnorm, crec, cscale);
+}
+
+// Centroid j starts at the feature of middle index ((2j + 1) M) / (2k),
+// with that feature's norm (the same chain over the same doubles as
+// km_cnorm_kernel's). With fs, the centroids' splits (cs) start as the
+// features' likewise.
+__global__ void km_init_kernel(const double *f, const double *fnorm, const uint32_t *fs,
+                               double *cen, double *cnorm, double *crec, float *cscale,
+                               uint32_t *cs, const int32_t *act, const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.y;
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || idx >= (int64_t)p.k * p.d)
+        return;
+    const int32_t j = (int32_t)(idx / p.d), i = (int32_t)(idx % p.d);
+    const int64_t m = ((2 * (int64_t)j + 1) * M_of[lh]) / (2 * (int64_t)p.k);
+    const size_t base = (size_t)lh * p.cap;
+    cen[(base + j) * p.d + i] = f[(base + m) * p.d + i];
+    if (i == 0)
+        km_set_cnorm(base + j, fnorm[base + m], cnorm, crec, cscale);
+    if (fs)
+        cs[(base + j) * p.d + i] = fs[(base + m) * p.d + i];
 }
 
 // The estimate's scales of k centroids of given norms (the tests').
@@ -1084,7 +1096,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         CKV_CUDA_LAUNCHED();
     }
     km_init_kernel<<<dim3(ckv_pol_blocks((int64_t)kp.k * x->d, 256), x->lists), 256, 0, x->s>>>(
-        w->f, fs, w->cen, cs, x->act, x->x, kp);
+        w->f, w->norm, fs, w->cen, w->cnorm, crec, w->cscale, cs, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
     // A list whose assignment changed no cluster has reached Lloyd's fixed
     // point: the update would give it the same centroids (those of empty
@@ -1094,8 +1106,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // the synthetic keys). chg[it & 1] marks the lists whose assignment it
     // changed a cluster (assignment 0 every active list: cl holds another
     // call's clusters then); only those take the update and assignment
-    // after it. The CPU twin runs every iteration, so the parity checks
-    // test the skip.
+    // after it. Once no list is marked, the loop ends: the clusters and the
+    // runs sorted after the assignment before are final (the host waits
+    // for the flags, as the call waits for the device at its end; the
+    // skipped iterations' launches had cost the 8B's 8K decode-time call
+    // about 1.2 ms, run NA). The CPU twin runs every iteration, so the
+    // parity checks test the skip.
     int32_t *changed = w->chg;
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
@@ -1105,12 +1121,26 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         else
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
-        km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale, live, kp);
-        CKV_CUDA_LAUNCHED();
+        if (it) {  // the initial centroids took their features' norms
+            km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale, live,
+                                                      kp);
+            CKV_CUDA_LAUNCHED();
+        }
         kb.act = live;
         kb.chg = changed;
         if ((st = km_assign(kb, kp, x->lists, max_m, smem, x->s, err)))
             return st;
+        if (it) {
+            int32_t *const h = ckv_pol_h(x, PLAN_Y);  // a host row K-Means has no other use for
+            CKV_CUDA(cudaMemcpyAsync(h, changed, x->lists * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost, x->s));
+            CKV_CUDA(cudaStreamSynchronize(x->s));
+            int32_t lh = 0;
+            while (lh < x->lists && !h[lh])
+                lh++;
+            if (lh == x->lists)
+                break;
+        }
         // Members of each cluster in slot order: a stable sort by cluster.
         km_group_prep_kernel<<<over_m, 256, 0, x->s>>>(w->cl, w->ikey, w->ival, w->run_b, x->act,
                                                        x->x, kp);
