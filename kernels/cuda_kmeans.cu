@@ -1101,9 +1101,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // A list whose assignment changed no cluster has reached Lloyd's fixed
     // point: the update would give it the same centroids (those of empty
     // clusters and of tiny means kept), so every later assignment the same
-    // clusters and margins; its remaining iterations are skipped (the
-    // decode-time calls' lists all reach it at their second assignment on
-    // the synthetic keys). chg[it & 1] marks the lists whose assignment it
+    // clusters and margins; its remaining iterations are skipped (on the
+    // synthetic keys a decode-time call's lists reach it at their second
+    // assignment, a few at their third). chg[it & 1] marks the lists whose assignment it
     // changed a cluster (assignment 0 every active list: cl holds another
     // call's clusters then); only those take the update and assignment
     // after it. Once no list is marked, the loop ends: the clusters and the
