@@ -17,6 +17,8 @@
 
 #include <type_traits>
 
+#include <cuda/atomic>
+
 #include "cuda_async_copy.cuh"
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
@@ -26,6 +28,15 @@
 struct km_params {
     int32_t sinks, k, cap, d;
 };
+
+// Sets a list's change flag. Threads of any block may set it in one launch,
+// so the store is atomic (relaxed: the host reads it after the stream's work;
+// no read-modify-write, so no thread waits on another).
+__device__ __forceinline__ void km_mark_changed(int32_t *chg, int32_t lh)
+{
+    cuda::atomic_ref<int32_t, cuda::thread_scope_device>(chg[lh]).store(
+        1, cuda::memory_order_relaxed);
+}
 
 // An operand of the estimate: x as hi + lo, hi x rounded to bf16 (through
 // float) and lo the rest rounded to bf16: |lo| <= 2^-8 |x| and hi + lo
@@ -106,9 +117,9 @@ __global__ void __launch_bounds__(FEAT_ROWS)
         for (int32_t i = lane; i < d; i += 32)
             km_feat_sm[r * st + i] = ckv_kv_get(key, (size_t)r * d + i);
     __syncthreads();
-    const int32_t r = threadIdx.x;
-    if (r < rows) {
-        const float *x = km_feat_sm + r * st;
+    const int32_t row = threadIdx.x;
+    if (row < rows) {
+        const float *x = km_feat_sm + row * st;
         double n = 0;
         for (int32_t i = 0; i < d; i++)
             n = __dadd_rn(n, __dmul_rn((double)x[i], (double)x[i]));
@@ -118,10 +129,12 @@ __global__ void __launch_bounds__(FEAT_ROWS)
             const double fr = n < 1e-30 ? 0 : __ddiv_rn((double)x[i], n);
             s = __dadd_rn(s, __dmul_rn(fr, fr));
         }
-        fnorm[base + m0 + r] = sqrt(s);
-        rn[r] = n;
+        fnorm[base + m0 + row] = sqrt(s);
+        rn[row] = n;
     }
     __syncthreads();
+    // Each feature is divided again here, from the same float and norm: the
+    // same double as the chain's.
     double *const fr = f + (base + m0) * d;
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
         for (int32_t i = lane; i < d; i += 32)
@@ -381,7 +394,8 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 //
 // rows: the list's rows to assign (rows[base + i], i < n_rows[lh]: those
 // the estimate left); NULL: all M. act: the lists to assign; chg[lh] is
-// set where a row's cluster changes (cl holds the previous assignment's).
+// set where a row's cluster changes (cl holds the previous clusters,
+// whatever they are).
 template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
@@ -591,7 +605,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 r = km_merge(r, part[w * AM + row]);
             const int32_t m = row_of(m0 + row);
             if (cl[base + m] != r.j) {
-                chg[lh] = 1;
+                km_mark_changed(chg, lh);
                 cl[base + m] = r.j;
             }
             if (best)  // the tests' (ckv_gpu_kmeans_assign)
@@ -819,7 +833,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
             const float gap = x.s - x.second;  // NaN (no column yet) fails the test
             if (!x.bad && gap > KM_CLEAR) {
                 if (cl[base + m] != x.j) {
-                    chg[lh] = 1;
+                    km_mark_changed(chg, lh);
                     cl[base + m] = x.j;
                 }
                 ckv_pol_note_margin(margin + lh, (double)gap - 2 * (double)KM_EPS);
@@ -1131,7 +1145,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         if ((st = km_assign(kb, kp, x->lists, max_m, smem, x->s, err)))
             return st;
         if (it) {
-            int32_t *const h = ckv_pol_h(x, PLAN_Y);  // a host row K-Means has no other use for
+            // A host plan row no K-Means kernel reads (nor apply, which uploads it).
+            int32_t *const h = ckv_pol_h(x, PLAN_Y);
             CKV_CUDA(cudaMemcpyAsync(h, changed, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToHost, x->s));
             CKV_CUDA(cudaStreamSynchronize(x->s));
