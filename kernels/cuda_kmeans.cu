@@ -1115,12 +1115,13 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // A list whose assignment changed no cluster has reached Lloyd's fixed
     // point: the update would give it the same centroids (those of empty
     // clusters and of tiny means kept), so every later assignment the same
-    // clusters and margins; its remaining iterations are skipped (on the
-    // synthetic keys a decode-time call's lists reach it at their second
-    // assignment, a few at their third). chg[it & 1] marks the lists whose assignment it
-    // changed a cluster (assignment 0 every active list: cl holds another
-    // call's clusters then); only those take the update and assignment
-    // after it. Once no list is marked, the loop ends: the clusters and the
+    // clusters and margins; its remaining iterations are skipped (a
+    // decode-time call's lists reach it at their second assignment on the
+    // synthetic keys, a few at their third; its calls on the RULER keys ran
+    // 3 or 4 assignments, run NE). chg[it & 1] marks the lists whose
+    // assignment it changed a cluster (assignment 0 every active list: cl
+    // holds another call's clusters then); only those take the update and
+    // assignment after it. Once no list is marked, the loop ends: the clusters and the
     // runs sorted after the assignment before are final (the host waits
     // for the flags, as the call waits for the device at its end; the
     // skipped iterations' launches had cost the 8B's 8K decode-time call
