@@ -1116,9 +1116,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // point: the update would give it the same centroids (those of empty
     // clusters and of tiny means kept), so every later assignment the same
     // clusters and margins; its remaining iterations are skipped (a
-    // decode-time call's lists reach it at their second assignment on the
-    // synthetic keys, a few at their third; its calls on the RULER keys ran
-    // 3 or 4 assignments, run NE). chg[it & 1] marks the lists whose
+    // decode-time call's lists reach it at their second or third
+    // assignment on the synthetic keys, run NB; its calls on the RULER keys
+    // ran 3 or 4 assignments, run NE). chg[it & 1] marks the lists whose
     // assignment it changed a cluster (assignment 0 every active list: cl
     // holds another call's clusters then); only those take the update and
     // assignment after it. Once no list is marked, the loop ends: the clusters and the
