@@ -1116,17 +1116,17 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // point: the update would give it the same centroids (those of empty
     // clusters and of tiny means kept), so every later assignment the same
     // clusters and margins; its remaining iterations are skipped (a
-    // decode-time call's lists reach it at their second or third
-    // assignment on the synthetic keys, run NB; its calls on the RULER keys
-    // ran 3 or 4 assignments, run NE). chg[it & 1] marks the lists whose
-    // assignment it changed a cluster (assignment 0 every active list: cl
-    // holds another call's clusters then); only those take the update and
-    // assignment after it. Once no list is marked, the loop ends: the clusters and the
-    // runs sorted after the assignment before are final (the host waits
-    // for the flags, as the call waits for the device at its end; the
-    // skipped iterations' launches had cost the 8B's 8K decode-time call
-    // about 1.2 ms, run NA). The CPU twin runs every iteration, so the
-    // parity checks test the skip.
+    // decode-time call's lists reach it at their second or third assignment
+    // on the synthetic keys, run NB; its calls on the RULER keys ran 3 or 4
+    // assignments, run NE). chg[it & 1] marks the lists whose assignment it
+    // changed a cluster (assignment 0 every active list: cl holds another
+    // call's clusters, or anything, then); only those take the update and
+    // assignment after it. Once no list is marked, the loop ends: the
+    // clusters and the runs sorted after the assignment before are final (the
+    // host waits for the flags, as the call waits for the device at its end;
+    // the skipped iterations' launches had cost the 8B's 8K decode-time call
+    // about 1.2 ms, run NA). The CPU twin runs every iteration, so the parity
+    // checks test the skip.
     int32_t *changed = w->chg;
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
