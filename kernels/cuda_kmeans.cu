@@ -246,13 +246,13 @@ __global__ void km_init_kernel(const double *f, const double *fnorm, const uint3
         cs[(base + j) * p.d + i] = fs[(base + m) * p.d + i];
 }
 
-// The estimate's scales of k centroids of given norms (the tests').
-__global__ void km_cscale_kernel(const double *cnorm, const double *crec, float *cscale,
-                                 int32_t k)
+// The reciprocals and scales of k centroids of given norms, as the policy
+// forms them (the tests').
+__global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale, int32_t k)
 {
     const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j < k)
-        cscale[j] = km_col_scale(cnorm[j], crec[j]);
+        km_set_cnorm(j, cnorm[j], cnorm, crec, cscale);
 }
 
 // Best of two (score, cluster, runner-up) triples: higher score, ties the
@@ -1188,8 +1188,7 @@ struct km_test_mem {
 // Uploads one list and its previous clusters, runs km_assign over it,
 // brings cl, best, margin, the count of exact rows and the change flag back.
 static ckv_status km_assign_test(const km_test_mem &d, const double *f, const double *fnorm,
-                                 const double *cen, const double *cnorm, const double *rec,
-                                 int32_t M, int32_t k, int32_t dim, bool estimate, size_t smem,
+                                 const double *cen, const double *cnorm, int32_t M, int32_t k, int32_t dim, bool estimate, size_t smem,
                                  int32_t *cl, double *best, float *margin, int32_t *n_exact,
                                  bool *changed, ckv_error *err)
 {
@@ -1199,19 +1198,18 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     CKV_CUDA(cudaMemcpy(d.cen, cen, (size_t)k * dim * 8, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.fnorm, fnorm, M * 8ul, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.cnorm, cnorm, k * 8ul, cudaMemcpyHostToDevice));
-    CKV_CUDA(cudaMemcpy(d.crec, rec, k * 8ul, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.head, head, sizeof head, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.cl, cl, M * 4ul, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.margin, &big, 4, cudaMemcpyHostToDevice));
     const km_params kp = {0, k, M > k ? M : k, dim};
+    km_given_cnorm_kernel<<<ckv_pol_blocks(k, 256), 256>>>(d.cnorm, d.crec, d.cscale, k);
+    CKV_CUDA_LAUNCHED();
     if (estimate) {
         km_split_kernel<<<ckv_pol_blocks((int64_t)M * dim / 4, 256), 256>>>(d.f, d.fs, d.head + 1,
                                                                          d.head, kp);
         CKV_CUDA_LAUNCHED();
         km_split_kernel<<<ckv_pol_blocks((int64_t)k * dim / 4, 256), 256>>>(d.cen, d.cs,
                                                                          d.head + 2, d.head, kp);
-        CKV_CUDA_LAUNCHED();
-        km_cscale_kernel<<<ckv_pol_blocks(k, 256), 256>>>(d.cnorm, d.crec, d.cscale, k);
         CKV_CUDA_LAUNCHED();
     }
     const km_bufs b = {d.f,  d.fnorm, d.cen,  d.cnorm,    d.crec,
@@ -1245,23 +1243,15 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     ckv_status st = km_assign_room(d, &smem, err);
     if (st)
         return st;
-    // The reciprocals as km_cnorm_kernel forms them; the list's capacity
-    // holds both row sets.
+    // The list's capacity holds both row sets.
     const size_t cap = (size_t)(M > k ? M : k), cd = cap * d;
-    double *rec = static_cast<double *>(malloc(k * sizeof(double)));
-    if (!rec)
-        return ckv_errorf(err, CKV_ERR_NOMEM, "kmeans_assign: %d doubles of host memory", k);
-    for (int32_t j = 0; j < k; j++)
-        rec[j] = cnorm[j] < 1e-30 ? 0.0 : 1.0 / cnorm[j];
     // Doubles (an even count: the splits after them stay 16-byte aligned),
     // the splits, the scales, then ints.
     const size_t bytes = (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 6) * 4;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
-    if (e != cudaSuccess) {
-        free(rec);
+    if (e != cudaSuccess)
         return ckv_errorf(err, CKV_ERR_DEVICE, "kmeans_assign: %s", cudaGetErrorString(e));
-    }
     km_test_mem m;
     m.f = reinterpret_cast<double *>(dev);
     m.cen = m.f + cd;
@@ -1276,9 +1266,8 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     m.amb = m.cl + cap;  // cap rows and the count
     m.head = m.amb + cap + 1;
     m.margin = reinterpret_cast<unsigned *>(m.head + 4);
-    st = km_assign_test(m, f, fnorm, cen, cnorm, rec, M, k, d, estimate, smem, cl, best, margin,
+    st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, smem, cl, best, margin,
                         n_exact, changed, err);
-    free(rec);
     cudaFree(dev);
     return st;
 }
