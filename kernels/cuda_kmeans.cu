@@ -960,15 +960,18 @@ static bool km_estimates(int32_t d)
 }
 
 // The assignment's dynamic shared memory for head_dim d, allowed on the
-// current device for it and the estimate; an error where the tiles do not
-// fit.
-static ckv_status km_assign_room(int32_t d, size_t *smem, ckv_error *err)
+// current device for it and the estimate, and the device's SMs (once a
+// call, not an assignment); an error where the tiles do not fit.
+static ckv_status km_assign_room(int32_t d, size_t *smem, int *sms, ckv_error *err)
 {
     *smem = km_assign_smem(d);
     size_t most;
     ckv_status st = ckv_pol_smem_most(&most, err);
     if (st)
         return st;
+    int dev = 0;
+    CKV_CUDA(cudaGetDevice(&dev));
+    CKV_CUDA(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev));
     if (*smem > most)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "cuda kmeans: head_dim %d needs %zu bytes of shared memory (device: %zu)",
@@ -1009,9 +1012,10 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
 
 // Assigns the middle of every active list (up to max_m rows): the
 // estimate, then the exact kernel over the rows it left; without fs the
-// exact kernel over every row. best: the estimate's where it ran.
+// exact kernel over every row. best: the estimate's where it ran. smem
+// and sms from km_assign_room.
 static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                            size_t smem, cudaStream_t s, ckv_error *err)
+                            size_t smem, int sms, cudaStream_t s, ckv_error *err)
 {
     int32_t *const amb_n = b.amb + (size_t)lists * p.cap;
     if (b.fs) {
@@ -1026,9 +1030,6 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     // be blocks that start only to leave).
     int32_t gx = (int32_t)ckv_pol_blocks(max_m, AM);
     if (b.fs) {
-        int dev = 0, sms = 0;
-        CKV_CUDA(cudaGetDevice(&dev));
-        CKV_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
         const int32_t slots = 2 * sms * (p.d == 64 ? km_shape<64>::BLOCKS : km_shape<128>::BLOCKS);
         gx = min(gx, (slots + lists - 1) / lists);
     }
@@ -1066,7 +1067,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         return CKV_OK;
 
     size_t smem;
-    ckv_status st = km_assign_room(x->d, &smem, err);
+    int sms;
+    ckv_status st = km_assign_room(x->d, &smem, &sms, err);
     if (st)
         return st;
     // The centroids' splits start at a multiple of 4 words: their rows are
@@ -1143,7 +1145,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         }
         kb.act = live;
         kb.chg = changed;
-        if ((st = km_assign(kb, kp, x->lists, max_m, smem, x->s, err)))
+        if ((st = km_assign(kb, kp, x->lists, max_m, smem, sms, x->s, err)))
             return st;
         if (it) {
             // A host plan row no K-Means kernel reads (nor apply, which uploads it).
@@ -1188,9 +1190,10 @@ struct km_test_mem {
 // Uploads one list and its previous clusters, runs km_assign over it,
 // brings cl, best, margin, the count of exact rows and the change flag back.
 static ckv_status km_assign_test(const km_test_mem &d, const double *f, const double *fnorm,
-                                 const double *cen, const double *cnorm, int32_t M, int32_t k, int32_t dim, bool estimate, size_t smem,
-                                 int32_t *cl, double *best, float *margin, int32_t *n_exact,
-                                 bool *changed, ckv_error *err)
+                                 const double *cen, const double *cnorm, int32_t M, int32_t k,
+                                 int32_t dim, bool estimate, size_t smem, int sms, int32_t *cl,
+                                 double *best, float *margin, int32_t *n_exact, bool *changed,
+                                 ckv_error *err)
 {
     const int32_t head[4] = {1, M, k, 0};
     const float big = FLT_MAX;
@@ -1215,7 +1218,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     const km_bufs b = {d.f,  d.fnorm, d.cen,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl, d.amb,
                        d.best, d.margin, d.head, d.head + 1, d.head + 3};
-    ckv_status st = km_assign(b, kp, 1, M, smem, nullptr, err);
+    ckv_status st = km_assign(b, kp, 1, M, smem, sms, nullptr, err);
     if (st)
         return st;
     CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));
@@ -1240,7 +1243,8 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
         return ckv_errorf(err, CKV_ERR_ARG, "kmeans_assign: M %d, k %d, d %d", M, k, d);
     estimate = estimate && km_estimates(d);
     size_t smem;
-    ckv_status st = km_assign_room(d, &smem, err);
+    int sms;
+    ckv_status st = km_assign_room(d, &smem, &sms, err);
     if (st)
         return st;
     // The list's capacity holds both row sets.
@@ -1266,8 +1270,8 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     m.amb = m.cl + cap;  // cap rows and the count
     m.head = m.amb + cap + 1;
     m.margin = reinterpret_cast<unsigned *>(m.head + 4);
-    st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, smem, cl, best, margin,
-                        n_exact, changed, err);
+    st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, smem, sms, cl, best,
+                        margin, n_exact, changed, err);
     cudaFree(dev);
     return st;
 }
