@@ -27,21 +27,6 @@
 // kernels/cuda_attention.cu picks fewer where lists are short).
 constexpr int32_t PREFILL_SPLITS = 8;
 
-namespace {
-
-// Round to nearest even, as __float2bfloat16_rn; NaN stays NaN.
-ckv_bf16 bf16_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (ckv_bf16)(u >> 16);
-}
-
-}  // namespace
-
 static int32_t longest(const int32_t *len, size_t count)
 {
     int32_t mx = 0;
@@ -94,14 +79,15 @@ static ckv_status upload_f32(ckv_gpu *g, float **dst, const float *src, size_t c
 }
 
 // Stacks row-major matrices of `cols` columns (rows[p] rows each) and
-// uploads them as one bf16 matrix.
+// uploads them as one bf16 matrix, rounded to nearest even as the CPU's
+// ckv_f32_to_bf16 rounds (gpu_parity's --weights-ref rounds alike).
 static ckv_status upload_stacked(ckv_gpu *g, ckv_bf16 **dst, const float *const *parts,
                                  const size_t *rows, int n_parts, size_t cols, ckv_error *err)
 {
     size_t off = 0;
     for (int p = 0; p < n_parts; p++)
         for (size_t i = 0; i < rows[p] * cols; i++)
-            g->staging[off++] = bf16_bits(parts[p][i]);
+            g->staging[off++] = ckv_f32_to_bf16(parts[p][i]);
     ckv_status st = dalloc(&g->bytes, dst, off * sizeof(ckv_bf16), err);
     if (st)
         return st;
