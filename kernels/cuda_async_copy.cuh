@@ -48,15 +48,6 @@ __device__ __forceinline__ void ckv_cp_async4(void *dst, const void *src, bool i
                  : "memory");
 }
 
-// 4 bytes from src to dst.
-__device__ __forceinline__ void ckv_cp_async4(void *dst, const void *src)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
-                 :
-                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src)
-                 : "memory");
-}
-
 // Closes the thread's copies issued since the last commit into one group.
 __device__ __forceinline__ void ckv_cp_async_commit()
 {

@@ -163,7 +163,7 @@ __device__ __forceinline__ void copy_step(Stage<HD> &st, const ckv_bf16 *K, cons
         ckv_cp_async16(&st.v[r][vswz<HD>(r, c)], V + at, in);
     }
     if (bias && lane < STEP && base + lane < t_end)
-        ckv_cp_async4(&st.deg[lane], deg + base + lane);
+        ckv_cp_async4(&st.deg[lane], deg + base + lane, true);
     ckv_cp_async_commit();
 }
 

@@ -636,7 +636,7 @@ __device__ __forceinline__ void copy_keys(L &sm, uint32_t base, int st, const T 
                               reinterpret_cast<const char *>(&sm)),
             K, t0, t_end);
         if (bias && tid < BKV && t0 + tid < t_end)
-            ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid);
+            ckv_cp_async4(&sm.l[st][tid], deg + t0 + tid, true);
     }
 }
 
