@@ -1285,7 +1285,6 @@ static double cache_tol(int32_t len)
     return len < SHORT_PROMPT ? TOL_CACHE_SHORT : TOL_CACHE;
 }
 
-
 /* The bound a prompt of len tokens is held to (cache_tol) must reject it
  * prefilled one position late (its first token at position 1), as the CPU
  * makes it: the bound sits below what a wrong position does. Run on one
