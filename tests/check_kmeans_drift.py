@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Checks scripts/kmeans-drift, which the table of K-Means's next step in
+docs/performance-notes.md (twenty-fifth session) comes from: on hand-written
+probe lines (two lists, one of which stops after its second assignment) the
+sums and shares are the ones derived by hand; bad input is refused with a
+message naming the file and line; and scripts/kmeans-drift-probe.patch,
+which makes the lines, still applies to src/policies/kmeans.c."""
+import os
+import subprocess
+import sys
+import tempfile
+
+root = os.environ.get("CKV_SOURCE_ROOT",
+                      os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+script = os.path.join(root, "scripts", "kmeans-drift")
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+LINES = (
+    "a line the probe did not write\n"
+    "KMP M 100 k 80 it 1 changed 3 moved 50 big 10/8/6/4 rows 20/18/16/14\n"
+    "KMP M 200 k 150 it 1 changed 0 moved 70 big 5/5/5/5 rows 30/30/30/30\n"
+    "KMP M 100 k 80 it 2 changed 0 moved 2 big 2/2/1/0 rows 4/4/3/3\n"
+)
+
+with tempfile.TemporaryDirectory() as tmp:
+    good = os.path.join(tmp, "good.txt")
+    with open(good, "w") as f:
+        f.write(LINES)
+    rc, out, err = run(good)
+    rows = [l.split() for l in out.splitlines()[1:]]
+    check(rc == 0 and len(rows) == 2, f"two assignments summed (rc {rc}, {err.strip()})")
+    if len(rows) == 2:
+        # Assignment 2: both lists; changed 3 + 0, moved 50 + 70, big 15/13/11/9 of
+        # 80 + 150 centroids, rows 50/48/46/44 of 300 rows: 50 / 300 = 16.7%.
+        check(rows[0] == ["2", "2", "3", "120", "15/13/11/9", "of", "230", "50/48/46/44",
+                          "of", "300", "(16.7%)"], "assignment 2: " + " ".join(rows[0]))
+        # Assignment 3: the first list alone; rows 4 of its 100: 4.0%.
+        check(rows[1] == ["3", "1", "0", "2", "2/2/1/0", "of", "80", "4/4/3/3", "of", "100",
+                          "(4.0%)"], "assignment 3: " + " ".join(rows[1]))
+    bad = os.path.join(tmp, "bad.txt")
+    with open(bad, "w") as f:
+        f.write(LINES + "KMP M 100 k 80 it 2 changed x moved 2 big 2/2/1/0 rows 4/4/3/3\n")
+    rc, out, err = run(bad)
+    check(rc == 1 and f"{bad}:5" in err and "integer" in err, f"a bad field refused: {err.strip()}")
+    with open(bad, "w") as f:
+        f.write("KMP M 100 k 80 it 2 changed 0 moved 2 big 2/2/1 rows 4/4/3/3\n")
+    rc, out, err = run(bad)
+    check(rc == 1 and f"{bad}:1" in err and "4 values" in err, f"three taus refused: {err.strip()}")
+    empty = os.path.join(tmp, "empty.txt")
+    open(empty, "w").close()
+    rc, out, err = run(empty)
+    check(rc == 1 and "no probe lines" in err, f"a file without probe lines refused: {err.strip()}")
+    rc, out, err = run(os.path.join(tmp, "missing.txt"))
+    check(rc == 1 and "missing.txt" in err, f"a missing file refused: {err.strip()}")
+
+p = subprocess.run(["git", "apply", "--check", os.path.join("scripts", "kmeans-drift-probe.patch")],
+                   cwd=root, capture_output=True, text=True)
+check(p.returncode == 0, f"the probe patch applies to the tree ({p.stderr.strip()})")
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
