@@ -952,11 +952,25 @@ static int km_assign_threads(int32_t d)
                     : d == 64 ? km_shape<64>::THREADS : km_shape<0>::THREADS;
 }
 
+// The assignment's blocks an SM holds for head_dim d.
+static int km_assign_blocks(int32_t d)
+{
+    return d == 128 ? km_shape<128>::BLOCKS
+                    : d == 64 ? km_shape<64>::BLOCKS : km_shape<0>::BLOCKS;
+}
+
 // Whether head_dim d has the estimate (its A fragments are sized for 64
 // and 128; other head_dims take the exact assignment for every row).
 static bool km_estimates(int32_t d)
 {
     return d == 64 || d == 128;
+}
+
+// The estimate's shared memory allowed, for head_dim D.
+template <int D>
+static ckv_status km_allow_estimate(ckv_error *err)
+{
+    return ckv_pol_allow_smem(km_estimate_kernel<D>, km_est_smem<D>(), "cuda kmeans", err);
 }
 
 // The assignment's dynamic shared memory for head_dim d, allowed on the
@@ -976,11 +990,8 @@ static ckv_status km_assign_room(int32_t d, size_t *smem, int *sms, ckv_error *e
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "cuda kmeans: head_dim %d needs %zu bytes of shared memory (device: %zu)",
                           d, *smem, most);
-    if (d == 128 && (st = ckv_pol_allow_smem(km_estimate_kernel<128>, km_est_smem<128>(),
-                                             "cuda kmeans", err)))
-        return st;
-    if (d == 64 && (st = ckv_pol_allow_smem(km_estimate_kernel<64>, km_est_smem<64>(),
-                                            "cuda kmeans", err)))
+    if (km_estimates(d) &&
+        (st = (d == 128 ? km_allow_estimate<128> : km_allow_estimate<64>)(err)))
         return st;
     return ckv_pol_allow_smem(km_assign_of(d), *smem, "cuda kmeans", err);
 }
@@ -1030,7 +1041,7 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     // be blocks that start only to leave).
     int32_t gx = (int32_t)ckv_pol_blocks(max_m, AM);
     if (b.fs) {
-        const int32_t slots = 2 * sms * (p.d == 64 ? km_shape<64>::BLOCKS : km_shape<128>::BLOCKS);
+        const int32_t slots = 2 * sms * km_assign_blocks(p.d);
         gx = min(gx, (slots + lists - 1) / lists);
     }
     km_assign_of(p.d)<<<dim3(gx, lists), km_assign_threads(p.d), smem, s>>>(
