@@ -9,10 +9,13 @@
 // every row at other head_dims, take the exact assignment, whose dot
 // products run on the FP64 tensor cores where the CPU uses BLAS, so cosines
 // agree to ~1e-16 and a decision can differ only at a near-tie (the margin
-// the trace reports). A list's iterations stop at Lloyd's fixed point, an
-// assignment that changes none of its clusters (the CPU runs them all: the
-// same clusters). Keys are read as fp32 from either cache type; the merged
-// centroids are stored in it (cuda_compact.cu).
+// the trace reports). After an update, a list where few centroids moved
+// takes the estimate over those centroids only for every row, and over
+// every centroid for the rows that this cannot keep (km_drift). A list's
+// iterations stop at Lloyd's fixed point, an assignment that changes none
+// of its clusters (the CPU runs them all: the same clusters). Keys are
+// read as fp32 from either cache type; the merged centroids are stored in
+// it (cuda_compact.cu).
 #include <math.h>
 
 #include <type_traits>
@@ -178,6 +181,47 @@ __global__ void __launch_bounds__(FEAT_ROWS)
 // error.
 constexpr float KM_EPS = 0x1p-13f, KM_CLEAR = 4 * KM_EPS;
 constexpr double KM_NORM_LO = 0x1p-50, KM_NORM_HI = 0x1p50;
+
+// The assignments after an update, where few centroids moved (a
+// decode-time call's clusters are mostly single keys, whose centroids
+// the update moves by an ulp or not at all; docs/performance-notes.md,
+// the twenty-fifth session's probe). Each row keeps top = (s1, s2) from
+// the assignment that last decided it: its chosen centroid's cosine is at
+// least s1 - KM_EPS and every other one's at most s2 + KM_EPS (the
+// estimate's best and second; the exact kernel's rounded outward). A
+// centroid c the update takes to c' with |c' - c| <= KM_MOVE did not move:
+// centroids are unit vectors or zero (a zero one that stays zero keeps its
+// cosines), and a cosine is f^ . c^, so it changes by at most |c'^ - c^|
+// <= 2 |c' - c| / |c| < KM_TAU. Then a row whose centroid did not move
+// keeps it where, with v the estimate's best over the moved centroids,
+// (s1 - KM_TAU) - max(s2 + KM_TAU, v) > KM_CLEAR: its exact gap stays over
+// 2 KM_EPS, as the estimate's own rule gives. The other rows take the
+// estimate over every centroid (and the exact kernel where it leaves
+// them). A list where more than a quarter of the centroids moved has
+// every row assigned so (a prefill-time call's second assignment: 86%
+// moved in the probe), as does every list at a call's first assignment.
+constexpr double KM_MOVE = 0x1p-24;
+constexpr float KM_TAU = 0x1p-22f;
+enum { KM_MOVED_PART = 4 };
+
+// The bookkeeping above: moved[base + i] (i < nmoved[lh]) the centroids
+// the update moved, cmv[base + j] whether j moved, redo[base + i] (i <
+// redo_n[lh]) the rows left to the estimate over every centroid; nmoved
+// NULL: every row of every list goes there; top NULL (the tests' single
+// assignment): no bounds kept; kept_n (NULL: not counted) the rows a list
+// kept by the rule, for the parity checks (ckv_gpu_policy_trace).
+struct km_drift {
+    const int32_t *moved, *nmoved;
+    const uint8_t *cmv;
+    int32_t *redo, *redo_n, *kept_n;
+    float2 *top;
+};
+
+// Whether list lh takes the assignment restricted to the moved centroids.
+__device__ __forceinline__ bool km_restricted(const km_drift &dr, int32_t lh, int32_t k)
+{
+    return dr.nmoved && dr.nmoved[lh] <= k / KM_MOVED_PART;
+}
 
 // The estimate's scale for a norm: 0 where the cosine is 0 whatever the
 // dot product (norm under 1e-30, the exact path's rule); `bad` set where
@@ -395,13 +439,15 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 // rows: the list's rows to assign (rows[base + i], i < n_rows[lh]: those
 // the estimate left); NULL: all M. act: the lists to assign; chg[lh] is
 // set where a row's cluster changes (cl holds the previous clusters,
-// whatever they are).
+// whatever they are). top (NULL: not kept): each row's best and second
+// rounded outward (km_drift).
 template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
-                     unsigned *margin, const int32_t *rows, const int32_t *n_rows,
-                     const int32_t *act, int32_t *chg, const int32_t *M_of, km_params p)
+                     float2 *top, unsigned *margin, const int32_t *rows,
+                     const int32_t *n_rows, const int32_t *act, int32_t *chg,
+                     const int32_t *M_of, km_params p)
 {
     constexpr int BYTES = D ? 16 : 8;  // rows of 64 or 128 doubles are 16-byte aligned
     constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
@@ -610,6 +656,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             }
             if (best)  // the tests' (ckv_gpu_kmeans_assign)
                 best[base + m] = r.s;
+            if (top)
+                top[base + m] = make_float2(__double2float_rd(r.s), __double2float_ru(r.second));
             ckv_pol_note_margin(margin + lh, r.s - r.second);
         }
         __syncthreads();  // the partial bests are read before the next rows' copies
@@ -631,7 +679,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 enum { KN = 64 };
 template <int D>
 // BLOCKS: the blocks an SM the registers must allow (16 warps; 128
-// registers a thread, which at head_dim 64 spills 50 bytes).
+// registers a thread, which spills a few dozen bytes: ptxas -v).
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
                          NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
@@ -664,16 +712,21 @@ __device__ __forceinline__ void km_take(km_top &r, float v, int32_t j)
     }
 }
 
-// Assigns the rows the estimate decides (cl, their margins' bounds) and
-// lists the others in amb (amb_n[lh] of them, in no particular order) for
-// km_assign_kernel. fs, cs: the features' and centroids' splits. best
-// (tests): the estimate's best cosine of every row. act and chg as in
+// Assigns the rows the estimate decides (cl, the margin, dr.top) and
+// lists the others in amb (amb_n[lh] of them, in no
+// particular order) for km_assign_kernel: every row against every
+// centroid, or for a list restricted to its moved centroids
+// (km_restricted) the rows in dr.redo. With MOVED, the pass before that
+// over a restricted list: every row against the moved centroids only,
+// which keeps a row's cluster by km_drift's rule (its bounds updated) or
+// lists the row in dr.redo. fs, cs: the features' and centroids' splits.
+// best (tests): the estimate's best cosine of every row. act and chg as in
 // km_assign_kernel.
-template <int D>
+template <int D, bool MOVED>
 __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLOCKS)
     km_estimate_kernel(const uint32_t *fs, const uint32_t *cs, const double *fnorm,
-                       const float *cscale, int32_t *cl, double *best,
-                       unsigned *margin, int32_t *amb, int32_t *amb_n, const int32_t *act,
+                       const float *cscale, int32_t *cl, double *best, unsigned *margin,
+                       int32_t *amb, int32_t *amb_n, km_drift dr, const int32_t *act,
                        int32_t *chg, const int32_t *M_of, km_params p)
 {
     using S = km_est_shape<D>;
@@ -681,10 +734,21 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     extern __shared__ uint4 km_est_sm[];
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
     const int32_t lh = blockIdx.y, m0 = blockIdx.x * S::ROWS;
-    if (!act[lh] || m0 >= M_of[lh])
-        return;  // the whole block leaves together
-    const int32_t M = M_of[lh], tiles = (p.k + KN - 1) / KN;
+    if (!act[lh])
+        return;
+    const bool restricted = km_restricted(dr, lh, p.k), every = MOVED || !restricted;
+    if (MOVED && !restricted)
+        return;
     const size_t base = (size_t)lh * p.cap;
+    // n rows, the ith row_of(i); n_col columns, the jth col_of(j).
+    const int32_t n = every ? M_of[lh] : dr.redo_n[lh];
+    if (m0 >= n)
+        return;  // the whole block leaves together
+    const int32_t n_col = MOVED ? dr.nmoved[lh] : p.k, tiles = (n_col + KN - 1) / KN;
+    const int32_t *const rows = every ? nullptr : dr.redo + base;
+    const int32_t *const cols = MOVED ? dr.moved + base : nullptr;
+    const auto row_of = [=](int32_t i) { return rows ? rows[i] : i; };
+    const auto col_of = [=](int32_t j) { return MOVED ? cols[j] : j; };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const uint32_t *const F = fs + base * D, *const C = cs + base * D;
     float *const sc = reinterpret_cast<float *>(sm + 2 * KN * SF);
@@ -692,16 +756,16 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     const auto copy_stage = [&](int32_t st, int32_t j1) {
         const int32_t j = j1 + (int32_t)threadIdx.x;
         if (threadIdx.x < KN)
-            ckv_cp_async4(sc + st * KN + threadIdx.x, cscale + base + (j < p.k ? j : j1),
-                          j < p.k);
+            ckv_cp_async4(sc + st * KN + threadIdx.x, cscale + base + col_of(j < n_col ? j : j1),
+                          j < n_col);
         km_copy_tile<16, S::THREADS>(
-            sm + st * KN * SF, [=](int32_t r) { return C + (size_t)(j1 + r) * D; }, KN,
-            min(KN, p.k - j1), D, D, SF);
+            sm + st * KN * SF, [=](int32_t r) { return C + (size_t)col_of(j1 + r) * D; }, KN,
+            min(KN, n_col - j1), D, D, SF);
     };
 
     km_copy_tile<16, S::THREADS>(
-        sm, [=](int32_t r) { return F + (size_t)(m0 + r) * D; }, S::ROWS, min(S::ROWS, M - m0),
-        D, D, SF);
+        sm, [=](int32_t r) { return F + (size_t)row_of(m0 + r) * D; }, S::ROWS,
+        min(S::ROWS, n - m0), D, D, SF);
     ckv_cp_async_wait<0>();
     __syncthreads();
     // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
@@ -724,17 +788,18 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
             al[mt][s][3] = x1.w;
         }
     __syncthreads();  // the stages take the features' place
-    copy_stage(0, 0);
+    if (tiles > 0)  // none: a restricted list whose update moved no centroid
+        copy_stage(0, 0);
 
-    // The lane's rows m0 + 16 (MT warp + mt) + g + 8 h.
+    // The lane's rows row_of(m0 + 16 (MT warp + mt) + g + 8 h).
     km_top r[MT][2];
     float rf[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int32_t m = m0 + 16 * (MT * warp + mt) + g + 8 * h;
-            const double fn = m < M ? fnorm[base + m] : 0.0;
+            const int32_t i = m0 + 16 * (MT * warp + mt) + g + 8 * h;
+            const double fn = i < n ? fnorm[base + row_of(i)] : 0.0;
             r[mt][h] = {-INFINITY, -INFINITY, 0, false};
             rf[mt][h] = km_scale(fn, 1.0 / fn, r[mt][h].bad);
         }
@@ -750,8 +815,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
         const uint32_t *const B = sm + (i & 1) * KN * SF + g * SF + 4 * t;
 #pragma unroll
         for (int n0 = 0; n0 < KN / 8; n0 += NB) {
-            // The lane's columns j0 + 8 (n0 + nb) + 2 t + e and their scales
-            // (zeros past k: such columns are skipped below).
+            // The lane's columns col_of(j0 + 8 (n0 + nb) + 2 t + e) and their
+            // scales (zeros past n_col: such columns are skipped below).
             float2 rc[NB];
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) {
@@ -794,7 +859,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             const int32_t j = j0 + 8 * (n0 + nb) + 2 * t + e;
-                            if (j < p.k)
+                            if (j < n_col)
                                 km_take(r[mt][h],
                                         (acc[mt][nb][2 * h + e] + cross[mt][nb][2 * h + e]) *
                                             (e ? rc[nb].y : rc[nb].x),
@@ -823,9 +888,27 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                     x.j = oj;
                 }
             }
-            const int32_t m = m0 + 16 * (MT * warp + mt) + g + 8 * h;
-            if (t != 0 || m >= M)
+            const int32_t i = m0 + 16 * (MT * warp + mt) + g + 8 * h;
+            if (t != 0 || i >= n)
                 continue;
+            const int32_t m = row_of(i);
+            if (MOVED) {
+                // v: the moved centroids' best estimate (none: -inf); the
+                // bounds move outward, so that km_drift's invariant holds.
+                const float v = tiles > 0 ? x.s * rf[mt][h] : -INFINITY;
+                const float2 o = dr.top[base + m];
+                const float s1 = __fsub_rd(o.x, KM_TAU), s2 = fmaxf(__fadd_ru(o.y, KM_TAU), v);
+                const float gap = __fsub_rd(s1, s2);  // NaN fails the test
+                if (!x.bad && !isnan(v) && !dr.cmv[base + cl[base + m]] && gap > KM_CLEAR) {
+                    dr.top[base + m] = make_float2(s1, s2);
+                    ckv_pol_note_margin(margin + lh, (double)gap - 2 * (double)KM_EPS);
+                    if (dr.kept_n)
+                        atomicAdd(dr.kept_n + lh, 1);
+                } else {
+                    dr.redo[base + atomicAdd(dr.redo_n + lh, 1)] = m;
+                }
+                continue;
+            }
             x.s *= rf[mt][h];
             x.second *= rf[mt][h];
             if (best)
@@ -836,6 +919,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                     km_mark_changed(chg, lh);
                     cl[base + m] = x.j;
                 }
+                if (dr.top)
+                    dr.top[base + m] = make_float2(x.s, x.second);
                 ckv_pol_note_margin(margin + lh, (double)gap - 2 * (double)KM_EPS);
             } else {
                 amb[base + atomicAdd(amb_n + lh, 1)] = m;
@@ -872,14 +957,16 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 // and back: 0.77 ms an iteration, run ME; a lane per cluster's chain, 32
 // clusters a warp, was slower: run MD); D as in km_assign_kernel, so that
 // the chain unrolls. With cs, the new centroid's split too
-// (km_split_chunk), a lane a chunk.
+// (km_split_chunk), a lane a chunk, and whether it moved (km_drift: cmv,
+// and the list moved, nmoved[lh] of them, in no particular order).
 enum { UPDATE_THREADS = 128, UPDATE_WARPS = UPDATE_THREADS / 32 };
 
 template <int D>
 __global__ void __launch_bounds__(UPDATE_THREADS)
     km_update_kernel(const double *f, const float *deg, double *cen, uint32_t *cs,
-                     const int32_t *run_b, const int32_t *run_e, const int32_t *members,
-                     const int32_t *act, km_params p)
+                     uint8_t *cmv, int32_t *moved, int32_t *nmoved, const int32_t *run_b,
+                     const int32_t *run_e, const int32_t *members, const int32_t *act,
+                     km_params p)
 {
     extern __shared__ double km_update_sm[];
     const int32_t lh = blockIdx.y, lane = threadIdx.x % 32;
@@ -888,9 +975,21 @@ __global__ void __launch_bounds__(UPDATE_THREADS)
         return;
     const size_t base = (size_t)lh * p.cap;
     const int32_t rb = run_b[base + j];
-    if (rb < 0)
+    if (rb < 0) {
+        if (cs && lane == 0)
+            cmv[base + j] = 0;  // kept
         return;
+    }
     const int32_t re = run_e[base + j], d = D ? D : p.d;
+    // The old centroid, for its move (D 64 or 128, where the estimate and
+    // cs are: km_estimates), loaded ahead of the mean's chains: read
+    // beside its store, after the division, the loads waited about 12 us
+    // each and the update took 5.4 ms instead of 0.65 at the 8B's 8K
+    // decode-time shape (runs PA, PB).
+    double old[D ? D / 32 : 1];
+#pragma unroll
+    for (int q = 0; q < (D ? D / 32 : 0); q++)
+        old[q] = __ldcg(cen + (base + j) * d + lane + 32 * q);
     const float *w = deg + base + p.sinks;
     double wsum = 0;  // every lane the same sum
     for (int32_t r = rb; r < re; r++)
@@ -910,16 +1009,34 @@ __global__ void __launch_bounds__(UPDATE_THREADS)
     for (int32_t i = 0; i < d; i++)
         n = __dadd_rn(n, __dmul_rn(s[i], s[i]));
     n = sqrt(n);
-    if (n < 1e-30)
+    if (n < 1e-30) {
+        if (cs && lane == 0)
+            cmv[base + j] = 0;  // kept
         return;
-    double *c = cen + (base + j) * d;
-    for (int32_t i = lane; i < d; i += 32)
-        c[i] = __ddiv_rn(s[i], n);
+    }
+    double *c = cen + (base + j) * d, move = 0;
+#pragma unroll(D ? D / 32 : 1)
+    for (int32_t q = 0; lane + 32 * q < d; q++) {
+        const double x = __ddiv_rn(s[lane + 32 * q], n);
+        if (D)
+            move += (x - old[q]) * (x - old[q]);
+        c[lane + 32 * q] = x;
+    }
     if (!cs)
         return;
     __syncwarp();  // the lanes' c[i] are visible to the whole warp
     for (int32_t q = lane; q < d / 4; q += 32)
         reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(c, q);
+    for (int off = 16; off > 0; off /= 2)
+        move += __shfl_xor_sync(0xffffffffu, move, off);
+    // The squared distance's roundings are far below KM_MOVE's margin to
+    // KM_TAU (a factor of 2); NaN counts as moved.
+    if (lane == 0) {
+        const bool mv = !(move <= KM_MOVE * KM_MOVE);
+        cmv[base + j] = mv;
+        if (mv)
+            moved[base + atomicAdd(nmoved + lh, 1)] = j;
+    }
 }
 
 // Each cluster collapses into its smallest member slot.
@@ -966,11 +1083,15 @@ static bool km_estimates(int32_t d)
     return d == 64 || d == 128;
 }
 
-// The estimate's shared memory allowed, for head_dim D.
+// The estimate's shared memory allowed, for head_dim D (both passes).
 template <int D>
 static ckv_status km_allow_estimate(ckv_error *err)
 {
-    return ckv_pol_allow_smem(km_estimate_kernel<D>, km_est_smem<D>(), "cuda kmeans", err);
+    ckv_status st =
+        ckv_pol_allow_smem(km_estimate_kernel<D, false>, km_est_smem<D>(), "cuda kmeans", err);
+    return st ? st
+              : ckv_pol_allow_smem(km_estimate_kernel<D, true>, km_est_smem<D>(), "cuda kmeans",
+                                   err);
 }
 
 // The assignment's dynamic shared memory for head_dim d, allowed on the
@@ -998,7 +1119,9 @@ static ckv_status km_assign_room(int32_t d, size_t *smem, int *sms, ckv_error *e
 
 // One assignment's buffers: fs and cs the splits (NULL fs: no estimate),
 // amb [lists][cap] rows and then a count per list, best NULL but in tests;
-// act the lists to assign, chg[lh] set where one changes a cluster.
+// act the lists to assign, chg[lh] set where one changes a cluster; dr
+// the bookkeeping of the assignments after an update (km_drift; none
+// without the estimate).
 struct km_bufs {
     const double *f, *fnorm, *cen, *cnorm, *crec;
     const float *cscale;
@@ -1008,21 +1131,24 @@ struct km_bufs {
     unsigned *margin;
     const int32_t *act, *M_of;
     int32_t *chg;
+    km_drift dr;
 };
 
-// The estimate over every active list (up to max_m rows).
-template <int D>
+// One pass of the estimate over every active list (up to max_m rows).
+template <int D, bool MOVED>
 static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
                         int32_t *amb_n, cudaStream_t s)
 {
     using S = km_est_shape<D>;
-    km_estimate_kernel<D><<<dim3(ckv_pol_blocks(max_m, S::ROWS), lists), S::THREADS,
-                            km_est_smem<D>(), s>>>(b.fs, b.cs, b.fnorm, b.cscale, b.cl, b.best,
-                                                   b.margin, b.amb, amb_n, b.act, b.chg, b.M_of, p);
+    km_estimate_kernel<D, MOVED><<<dim3(ckv_pol_blocks(max_m, S::ROWS), lists), S::THREADS,
+                                   km_est_smem<D>(), s>>>(b.fs, b.cs, b.fnorm, b.cscale, b.cl,
+                                                          b.best, b.margin, b.amb, amb_n, b.dr,
+                                                          b.act, b.chg, b.M_of, p);
 }
 
 // Assigns the middle of every active list (up to max_m rows): the
-// estimate, then the exact kernel over the rows it left; without fs the
+// estimate (first over the moved centroids where b.dr.nmoved is given,
+// km_drift), then the exact kernel over the rows it left; without fs the
 // exact kernel over every row. best: the estimate's where it ran. smem
 // and sms from km_assign_room.
 static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
@@ -1031,7 +1157,13 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     int32_t *const amb_n = b.amb + (size_t)lists * p.cap;
     if (b.fs) {
         CKV_CUDA(cudaMemsetAsync(amb_n, 0, lists * sizeof(int32_t), s));
-        (p.d == 128 ? km_estimate<128> : km_estimate<64>)(b, p, lists, max_m, amb_n, s);
+        if (b.dr.nmoved) {
+            (p.d == 128 ? km_estimate<128, true> : km_estimate<64, true>)(b, p, lists, max_m,
+                                                                          amb_n, s);
+            CKV_CUDA_LAUNCHED();
+        }
+        (p.d == 128 ? km_estimate<128, false> : km_estimate<64, false>)(b, p, lists, max_m,
+                                                                        amb_n, s);
         CKV_CUDA_LAUNCHED();
     }
     // After the estimate the rows left are few, in a number the host does
@@ -1045,7 +1177,7 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
         gx = min(gx, (slots + lists - 1) / lists);
     }
     km_assign_of(p.d)<<<dim3(gx, lists), km_assign_threads(p.d), smem, s>>>(
-        b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.margin,
+        b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
         b.fs ? b.amb : nullptr, amb_n, b.act, b.chg, b.M_of, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
@@ -1095,14 +1227,32 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
+        (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
+        (est && (st = ckv_pol_take(x, (void **)&w->moved,
+                                   (w->slots + 3 * w->lists) * sizeof(int32_t), err))) ||
+        (est && (st = ckv_pol_take(x, (void **)&w->redo, w->slots * sizeof(int32_t), err))) ||
+        (est && (st = ckv_pol_take(x, (void **)&w->cmv, w->slots, err))) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
     // The splits, the centroids' after the features' (none without the estimate).
     uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + half : nullptr;
+    // The counts of moved centroids, of redo's rows and of the rows kept, a
+    // list each.
+    int32_t *const nmoved = est ? w->moved + (size_t)x->lists * x->cap : nullptr;
+    int32_t *const kept_n = est && x->kept ? nmoved + 2 * x->lists : nullptr;
+    const km_drift dr = {est ? w->moved : nullptr,
+                         nullptr,
+                         est ? w->cmv : nullptr,
+                         est ? w->redo : nullptr,
+                         nmoved ? nmoved + x->lists : nullptr,
+                         kept_n,
+                         est ? w->top : nullptr};
+    if (kept_n)
+        CKV_CUDA(cudaMemsetAsync(kept_n, 0, x->lists * sizeof(int32_t), x->s));
     km_bufs kb = {w->f,  w->norm, w->cen,  w->cnorm,  crec,   w->cscale, fs,     cs,
-                  w->cl, w->amb,  nullptr, w->margin, x->act, x->x,      nullptr};
+                  w->cl, w->amb,  nullptr, w->margin, x->act, x->x,      nullptr, dr};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, 128), x->lists);
@@ -1156,6 +1306,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         }
         kb.act = live;
         kb.chg = changed;
+        kb.dr.nmoved = it ? nmoved : nullptr;  // a call's first assignment is whole
         if ((st = km_assign(kb, kp, x->lists, max_m, smem, sms, x->s, err)))
             return st;
         if (it) {
@@ -1178,14 +1329,24 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             return st;
         if (it == iters)
             break;  // the final assignment: no update after it
+        if (est)  // both counts start at 0 for the update and the next assignment
+            CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
         km_update_of(x->d)<<<per_warp, UPDATE_THREADS, UPDATE_WARPS * x->d * sizeof(double),
-                             x->s>>>(w->f, c->deg, w->cen, cs, w->run_b, w->run_e, w->ival_out,
-                                     changed, kp);
+                             x->s>>>(w->f, c->deg, w->cen, cs, w->cmv, w->moved, nmoved,
+                                     w->run_b, w->run_e, w->ival_out, changed, kp);
         CKV_CUDA_LAUNCHED();
     }
     km_dest_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
         w->dest, w->cl, w->run_b, w->ival_out, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
+    if (kept_n) {
+        int32_t *const h = ckv_pol_h(x, PLAN_Y);
+        CKV_CUDA(cudaMemcpyAsync(h, kept_n, x->lists * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                 x->s));
+        CKV_CUDA(cudaStreamSynchronize(x->s));
+        for (int32_t lh = 0; lh < x->lists; lh++)
+            *x->kept += h[lh];
+    }
     return ckv_pol_apply(x, max_m, err);
 }
 
@@ -1226,9 +1387,10 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
                                                                          d.head + 2, d.head, kp);
         CKV_CUDA_LAUNCHED();
     }
-    const km_bufs b = {d.f,  d.fnorm, d.cen,  d.cnorm,    d.crec,
-                       d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl, d.amb,
-                       d.best, d.margin, d.head, d.head + 1, d.head + 3};
+    const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cnorm,    d.crec,
+                       d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
+                       d.amb,    d.best,   d.margin, d.head, d.head + 1,
+                       d.head + 3, {}};
     ckv_status st = km_assign(b, kp, 1, M, smem, sms, nullptr, err);
     if (st)
         return st;

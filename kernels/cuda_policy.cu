@@ -238,6 +238,8 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
     if (trace && trace->margin)
         for (int64_t i = 0; i < lists; i++)
             trace->margin[i] = FLT_MAX;
+    if (trace && trace->kept)
+        *trace->kept = 0;
     if (!strcmp(name, "full"))
         return CKV_OK;
 
@@ -252,6 +254,7 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
     x.cap = c->capacity;
     x.d = c->head_dim;
     x.track_assign = trace && trace->assign;
+    x.kept = trace ? trace->kept : NULL;
     int32_t *const plan = x.ws->plan;
     x.act = plan + (size_t)PLAN_ACT * lists;
     x.T = plan + (size_t)PLAN_T * lists;

@@ -52,11 +52,18 @@ struct ckv_gpu_policy_ws {
     // twice rows rounded up to 4; taken where the estimate runs), amb the
     // rows the estimate left to the exact assignment ([lists][capacity],
     // then a count per list), chg two rows of flags a list (an assignment
-    // changed a cluster).
+    // changed a cluster). Where the estimate runs, for the assignments
+    // after an update (cuda_kmeans.cu, km_drift): top each row's two best
+    // bounds (slots), moved the centroids the update moved (slots, then
+    // three counts a list: moved centroids, redo's rows, rows kept), redo
+    // the rows to assign over every centroid (slots), cmv a flag a
+    // centroid (slots).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
+    float2 *top;
     uint32_t *split;
-    int32_t *cl, *amb, *chg;
+    int32_t *cl, *amb, *chg, *moved, *redo;
+    uint8_t *cmv;
     // SnapKV: window queries and per-query probabilities, grown as needed.
     float *q;
     double *prob, *acc;
@@ -70,6 +77,7 @@ struct ckv_pol {
     cudaStream_t s;
     int32_t lists, cap, d;
     bool track_assign;
+    int64_t *kept;  // ckv_gpu_policy_trace's, NULL where not counted
     // Device rows of the plan.
     int32_t *act, *T, *seg_b, *seg_e, *x, *y;
 };
