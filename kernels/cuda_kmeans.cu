@@ -32,13 +32,34 @@ struct km_params {
     int32_t sinks, k, cap, d;
 };
 
-// Sets a list's change flag. Threads of any block may set it in one launch,
-// so the store is atomic (relaxed: the host reads it after the stream's work;
-// no read-modify-write, so no thread waits on another).
-__device__ __forceinline__ void km_mark_changed(int32_t *chg, int32_t lh)
+// Sets a flag that threads of any block may set in one launch, so the store
+// is atomic (relaxed: it is read after the stream's work; no
+// read-modify-write, so no thread waits on another).
+__device__ __forceinline__ void km_flag(int32_t *f)
 {
-    cuda::atomic_ref<int32_t, cuda::thread_scope_device>(chg[lh]).store(
-        1, cuda::memory_order_relaxed);
+    cuda::atomic_ref<int32_t, cuda::thread_scope_device>(*f).store(1, cuda::memory_order_relaxed);
+}
+
+// Row m of list lh moves from cluster cl[base + m] to j: the list's change
+// flag, and both clusters touched (touch NULL: not kept), so that the
+// update recomputes only the clusters whose members changed (the others'
+// centroids would come out the same bits: km_update_kernel). Before a
+// call's first assignment cl holds anything, and every cluster counts as
+// touched then.
+__device__ __forceinline__ void km_move_row(int32_t *cl, int32_t *chg, int32_t *touch,
+                                            int32_t lh, size_t base, int32_t m, int32_t j,
+                                            int32_t k)
+{
+    const int32_t a = cl[base + m];
+    if (a == j)
+        return;
+    km_flag(chg + lh);
+    if (touch) {
+        if (a >= 0 && a < k)
+            km_flag(touch + base + a);
+        km_flag(touch + base + j);
+    }
+    cl[base + m] = j;
 }
 
 // An operand of the estimate: x as hi + lo, hi x rounded to bf16 (through
@@ -253,12 +274,13 @@ __device__ __forceinline__ void km_set_cnorm(size_t r, double n, double *cnorm, 
     cscale[r] = km_col_scale(n, crec[r]);
 }
 
-// Centroid norms, as km_set_cnorm keeps them.
+// Centroid norms, as km_set_cnorm keeps them, of the touched clusters (the
+// update recomputed no other: km_move_row).
 __global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec, float *cscale,
-                                const int32_t *act, km_params p)
+                                const int32_t *touch, const int32_t *act, km_params p)
 {
     const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || j >= p.k)
+    if (!act[lh] || j >= p.k || !touch[(size_t)lh * p.cap + j])
         return;
     const size_t r = (size_t)lh * p.cap + j;
     const double *c = cen + r * p.d;
@@ -439,14 +461,15 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 // rows: the list's rows to assign (rows[base + i], i < n_rows[lh]: those
 // the estimate left); NULL: all M. act: the lists to assign; chg[lh] is
 // set where a row's cluster changes (cl holds the previous clusters,
-// whatever they are). top (NULL: not kept): each row's best and second
-// rounded outward (km_drift).
+// whatever they are) and touch (NULL: not kept) where its old and new
+// clusters' members changed (km_move_row). top (NULL: not kept): each
+// row's best and second rounded outward (km_drift).
 template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
                      float2 *top, unsigned *margin, const int32_t *rows,
-                     const int32_t *n_rows, const int32_t *act, int32_t *chg,
+                     const int32_t *n_rows, const int32_t *act, int32_t *chg, int32_t *touch,
                      const int32_t *M_of, km_params p)
 {
     constexpr int BYTES = D ? 16 : 8;  // rows of 64 or 128 doubles are 16-byte aligned
@@ -650,10 +673,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             for (int w = 1; w < WARPS_N; w++)
                 r = km_merge(r, part[w * AM + row]);
             const int32_t m = row_of(m0 + row);
-            if (cl[base + m] != r.j) {
-                km_mark_changed(chg, lh);
-                cl[base + m] = r.j;
-            }
+            km_move_row(cl, chg, touch, lh, base, m, r.j, p.k);
             if (best)  // the tests' (ckv_gpu_kmeans_assign)
                 best[base + m] = r.s;
             if (top)
@@ -720,14 +740,14 @@ __device__ __forceinline__ void km_take(km_top &r, float v, int32_t j)
 // over a restricted list: every row against the moved centroids only,
 // which keeps a row's cluster by km_drift's rule (its bounds updated) or
 // lists the row in dr.redo. fs, cs: the features' and centroids' splits.
-// best (tests): the estimate's best cosine of every row. act and chg as in
-// km_assign_kernel.
+// best (tests): the estimate's best cosine of every row. act, chg and touch
+// as in km_assign_kernel.
 template <int D, bool MOVED>
 __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLOCKS)
     km_estimate_kernel(const uint32_t *fs, const uint32_t *cs, const double *fnorm,
                        const float *cscale, int32_t *cl, double *best, unsigned *margin,
                        int32_t *amb, int32_t *amb_n, km_drift dr, const int32_t *act,
-                       int32_t *chg, const int32_t *M_of, km_params p)
+                       int32_t *chg, int32_t *touch, const int32_t *M_of, km_params p)
 {
     using S = km_est_shape<D>;
     constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
@@ -915,10 +935,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                 best[base + m] = x.s;
             const float gap = x.s - x.second;  // NaN (no column yet) fails the test
             if (!x.bad && gap > KM_CLEAR) {
-                if (cl[base + m] != x.j) {
-                    km_mark_changed(chg, lh);
-                    cl[base + m] = x.j;
-                }
+                km_move_row(cl, chg, touch, lh, base, m, x.j, p.k);
                 if (dr.top)
                     dr.top[base + m] = make_float2(x.s, x.second);
                 ckv_pol_note_margin(margin + lh, (double)gap - 2 * (double)KM_EPS);
@@ -958,15 +975,17 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 // clusters a warp, was slower: run MD); D as in km_assign_kernel, so that
 // the chain unrolls. With cs, the new centroid's split too
 // (km_split_chunk), a lane a chunk, and whether it moved (km_drift: cmv,
-// and the list moved, nmoved[lh] of them, in no particular order).
+// and the list moved, nmoved[lh] of them, in no particular order). A
+// cluster the last assignment did not touch keeps its centroid: the same
+// members in the same order would give the same bits.
 enum { UPDATE_THREADS = 128, UPDATE_WARPS = UPDATE_THREADS / 32 };
 
 template <int D>
 __global__ void __launch_bounds__(UPDATE_THREADS)
     km_update_kernel(const double *f, const float *deg, double *cen, uint32_t *cs,
-                     uint8_t *cmv, int32_t *moved, int32_t *nmoved, const int32_t *run_b,
-                     const int32_t *run_e, const int32_t *members, const int32_t *act,
-                     km_params p)
+                     uint8_t *cmv, int32_t *moved, int32_t *nmoved, const int32_t *touch,
+                     const int32_t *run_b, const int32_t *run_e, const int32_t *members,
+                     const int32_t *act, km_params p)
 {
     extern __shared__ double km_update_sm[];
     const int32_t lh = blockIdx.y, lane = threadIdx.x % 32;
@@ -975,7 +994,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS)
         return;
     const size_t base = (size_t)lh * p.cap;
     const int32_t rb = run_b[base + j];
-    if (rb < 0) {
+    if (rb < 0 || !touch[base + j]) {
         if (cs && lane == 0)
             cmv[base + j] = 0;  // kept
         return;
@@ -1119,7 +1138,8 @@ static ckv_status km_assign_room(int32_t d, size_t *smem, int *sms, ckv_error *e
 
 // One assignment's buffers: fs and cs the splits (NULL fs: no estimate),
 // amb [lists][cap] rows and then a count per list, best NULL but in tests;
-// act the lists to assign, chg[lh] set where one changes a cluster; dr
+// act the lists to assign, chg[lh] set where one changes a cluster, touch
+// the clusters whose members it changed (NULL: not kept); dr
 // the bookkeeping of the assignments after an update (km_drift; none
 // without the estimate).
 struct km_bufs {
@@ -1130,7 +1150,7 @@ struct km_bufs {
     double *best;
     unsigned *margin;
     const int32_t *act, *M_of;
-    int32_t *chg;
+    int32_t *chg, *touch;
     km_drift dr;
 };
 
@@ -1143,7 +1163,7 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
     km_estimate_kernel<D, MOVED><<<dim3(ckv_pol_blocks(max_m, S::ROWS), lists), S::THREADS,
                                    km_est_smem<D>(), s>>>(b.fs, b.cs, b.fnorm, b.cscale, b.cl,
                                                           b.best, b.margin, b.amb, amb_n, b.dr,
-                                                          b.act, b.chg, b.M_of, p);
+                                                          b.act, b.chg, b.touch, b.M_of, p);
 }
 
 // Assigns the middle of every active list (up to max_m rows): the
@@ -1178,7 +1198,7 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     }
     km_assign_of(p.d)<<<dim3(gx, lists), km_assign_threads(p.d), smem, s>>>(
         b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
-        b.fs ? b.amb : nullptr, amb_n, b.act, b.chg, b.M_of, p);
+        b.fs ? b.amb : nullptr, amb_n, b.act, b.chg, b.touch, b.M_of, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
@@ -1227,6 +1247,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->touch, w->slots * sizeof(int32_t), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
                                    (w->slots + 3 * w->lists) * sizeof(int32_t), err))) ||
@@ -1251,8 +1272,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                          est ? w->top : nullptr};
     if (kept_n)
         CKV_CUDA(cudaMemsetAsync(kept_n, 0, x->lists * sizeof(int32_t), x->s));
-    km_bufs kb = {w->f,  w->norm, w->cen,  w->cnorm,  crec,   w->cscale, fs,     cs,
-                  w->cl, w->amb,  nullptr, w->margin, x->act, x->x,      nullptr, dr};
+    km_bufs kb = {w->f,   w->norm,  w->cen, w->cnorm, crec,    w->cscale, fs,
+                  cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
+                  nullptr, nullptr, dr};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, 128), x->lists);
@@ -1299,14 +1321,20 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         else
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
+        // touch: every cluster before the first assignment (its clusters
+        // are another call's, or anything), then those the assignment moved a
+        // row from or to.
+        const size_t touch_bytes = (size_t)x->lists * x->cap * sizeof(int32_t);
         if (it) {  // the initial centroids took their features' norms
-            km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale, live,
-                                                      kp);
+            km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale,
+                                                      w->touch, live, kp);
             CKV_CUDA_LAUNCHED();
         }
+        CKV_CUDA(cudaMemsetAsync(w->touch, it ? 0 : 1, touch_bytes, x->s));
         kb.act = live;
         kb.chg = changed;
         kb.dr.nmoved = it ? nmoved : nullptr;  // a call's first assignment is whole
+        kb.touch = it ? w->touch : nullptr;    // which touches every cluster (the memset)
         if ((st = km_assign(kb, kp, x->lists, max_m, smem, sms, x->s, err)))
             return st;
         if (it) {
@@ -1333,7 +1361,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
         km_update_of(x->d)<<<per_warp, UPDATE_THREADS, UPDATE_WARPS * x->d * sizeof(double),
                              x->s>>>(w->f, c->deg, w->cen, cs, w->cmv, w->moved, nmoved,
-                                     w->run_b, w->run_e, w->ival_out, changed, kp);
+                                     w->touch, w->run_b, w->run_e, w->ival_out, changed, kp);
         CKV_CUDA_LAUNCHED();
     }
     km_dest_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
@@ -1390,7 +1418,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.best,   d.margin, d.head, d.head + 1,
-                       d.head + 3, {}};
+                       d.head + 3, nullptr, {}};
     ckv_status st = km_assign(b, kp, 1, M, smem, sms, nullptr, err);
     if (st)
         return st;

@@ -52,7 +52,8 @@ struct ckv_gpu_policy_ws {
     // twice rows rounded up to 4; taken where the estimate runs), amb the
     // rows the estimate left to the exact assignment ([lists][capacity],
     // then a count per list), chg two rows of flags a list (an assignment
-    // changed a cluster). Where the estimate runs, for the assignments
+    // changed a cluster), touch a flag a cluster (an assignment moved a
+    // row from or to it: slots). Where the estimate runs, for the assignments
     // after an update (cuda_kmeans.cu, km_drift): top each row's two best
     // bounds (slots), moved the centroids the update moved (slots, then
     // three counts a list: moved centroids, redo's rows, rows kept), redo
@@ -62,7 +63,7 @@ struct ckv_gpu_policy_ws {
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
     uint32_t *split;
-    int32_t *cl, *amb, *chg, *moved, *redo;
+    int32_t *cl, *amb, *chg, *touch, *moved, *redo;
     uint8_t *cmv;
     // SnapKV: window queries and per-query probabilities, grown as needed.
     float *q;
