@@ -41,22 +41,19 @@ __device__ __forceinline__ void km_flag(int32_t *f)
 }
 
 // Row m of list lh moves from cluster cl[base + m] to j: the list's change
-// flag, and both clusters touched (touch NULL: not kept), so that the
-// update recomputes only the clusters whose members changed (the others'
-// centroids would come out the same bits: km_update_kernel). Before a
-// call's first assignment cl holds anything, and every cluster counts as
-// touched then.
+// flag, and both clusters touched (touch NULL: not kept, as at a call's
+// first assignment, before which every cluster counts as touched), so that
+// the update recomputes only the clusters whose members changed (the
+// others' centroids would come out the same bits: km_update_kernel).
 __device__ __forceinline__ void km_move_row(int32_t *cl, int32_t *chg, int32_t *touch,
-                                            int32_t lh, size_t base, int32_t m, int32_t j,
-                                            int32_t k)
+                                            int32_t lh, size_t base, int32_t m, int32_t j)
 {
     const int32_t a = cl[base + m];
     if (a == j)
         return;
     km_flag(chg + lh);
     if (touch) {
-        if (a >= 0 && a < k)
-            km_flag(touch + base + a);
+        km_flag(touch + base + a);
         km_flag(touch + base + j);
     }
     cl[base + m] = j;
@@ -275,7 +272,7 @@ __device__ __forceinline__ void km_set_cnorm(size_t r, double n, double *cnorm, 
 }
 
 // Centroid norms, as km_set_cnorm keeps them, of the touched clusters (the
-// update recomputed no other: km_move_row).
+// update before recomputed no other: km_move_row).
 __global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec, float *cscale,
                                 const int32_t *touch, const int32_t *act, km_params p)
 {
@@ -673,7 +670,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             for (int w = 1; w < WARPS_N; w++)
                 r = km_merge(r, part[w * AM + row]);
             const int32_t m = row_of(m0 + row);
-            km_move_row(cl, chg, touch, lh, base, m, r.j, p.k);
+            km_move_row(cl, chg, touch, lh, base, m, r.j);
             if (best)  // the tests' (ckv_gpu_kmeans_assign)
                 best[base + m] = r.s;
             if (top)
@@ -935,7 +932,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                 best[base + m] = x.s;
             const float gap = x.s - x.second;  // NaN (no column yet) fails the test
             if (!x.bad && gap > KM_CLEAR) {
-                km_move_row(cl, chg, touch, lh, base, m, x.j, p.k);
+                km_move_row(cl, chg, touch, lh, base, m, x.j);
                 if (dr.top)
                     dr.top[base + m] = make_float2(x.s, x.second);
                 ckv_pol_note_margin(margin + lh, (double)gap - 2 * (double)KM_EPS);
@@ -996,7 +993,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS)
     const int32_t rb = run_b[base + j];
     if (rb < 0 || !touch[base + j]) {
         if (cs && lane == 0)
-            cmv[base + j] = 0;  // kept
+            cmv[base + j] = 0;  // kept: its bits, so its cosines, unchanged
         return;
     }
     const int32_t re = run_e[base + j], d = D ? D : p.d;
@@ -1313,6 +1310,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // about 1.2 ms, run NA). The CPU twin runs every iteration, so the parity
     // checks test the skip.
     int32_t *changed = w->chg;
+    const size_t touch_bytes = (size_t)x->lists * x->cap * sizeof(int32_t);
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
         changed = w->chg + (it & 1) * x->lists;
@@ -1321,10 +1319,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         else
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
-        // touch: every cluster before the first assignment (its clusters
-        // are another call's, or anything), then those the assignment moved a
-        // row from or to.
-        const size_t touch_bytes = (size_t)x->lists * x->cap * sizeof(int32_t);
+        // touch: every cluster before the first assignment (the initial
+        // centroids are features, not their members' means), then those the
+        // assignment moved a row from or to.
         if (it) {  // the initial centroids took their features' norms
             km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale,
                                                       w->touch, live, kp);
@@ -1333,8 +1330,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         CKV_CUDA(cudaMemsetAsync(w->touch, it ? 0 : 1, touch_bytes, x->s));
         kb.act = live;
         kb.chg = changed;
-        kb.dr.nmoved = it ? nmoved : nullptr;  // a call's first assignment is whole
-        kb.touch = it ? w->touch : nullptr;    // which touches every cluster (the memset)
+        // A call's first assignment is whole, and the memset above touched
+        // every cluster.
+        kb.dr.nmoved = it ? nmoved : nullptr;
+        kb.touch = it ? w->touch : nullptr;
         if ((st = km_assign(kb, kp, x->lists, max_m, smem, sms, x->s, err)))
             return st;
         if (it) {
