@@ -1319,14 +1319,14 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         else
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
-        // touch: every cluster before the first assignment (the initial
-        // centroids are features, not their members' means), then those the
-        // assignment moved a row from or to.
         if (it) {  // the initial centroids took their features' norms
             km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale,
                                                       w->touch, live, kp);
             CKV_CUDA_LAUNCHED();
         }
+        // touch: every cluster before the first assignment (the initial
+        // centroids are features, not their members' means), then those the
+        // assignment moves a row from or to.
         CKV_CUDA(cudaMemsetAsync(w->touch, it ? 0 : 1, touch_bytes, x->s));
         kb.act = live;
         kb.chg = changed;
