@@ -8,24 +8,15 @@ scripts/kmeans-drift-probe.patch, which makes the lines, still applies to
 src/policies/kmeans.c."""
 import os
 import subprocess
-import sys
 import tempfile
 
-root = os.environ.get("CKV_SOURCE_ROOT",
-                      os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from script_check import check, finish, root, run_script
+
 script = os.path.join(root, "scripts", "kmeans-drift")
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def run(*args):
-    p = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
+    return run_script(script, *args)
 
 
 LINES = (
@@ -91,5 +82,4 @@ p = subprocess.run(["git", "apply", "--check", os.path.join("scripts", "kmeans-d
                    cwd=root, capture_output=True, text=True)
 check(p.returncode == 0, f"the probe patch applies to the tree ({p.stderr.strip()})")
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

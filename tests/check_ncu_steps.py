@@ -6,25 +6,15 @@ step's kernels, their sums and means are the ones derived by hand, so are a
 range of steps' and those of a CSV without the DRAM column, and bad input is
 refused with a message naming it."""
 import os
-import subprocess
-import sys
 import tempfile
 
-root = os.environ.get("CKV_SOURCE_ROOT",
-                      os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from script_check import check, finish, root, run_script
+
 script = os.path.join(root, "scripts", "ncu-steps")
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def run(*args):
-    p = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
+    return run_script(script, *args)
 
 
 HEADER = ('"ID","Kernel Name","Grid Size","Block Size","dram__bytes_read.sum",'
@@ -105,5 +95,4 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, _, _ = run()
     check(rc == 2, "no arguments: usage, exit 2")
 
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

@@ -12,17 +12,10 @@ import subprocess
 import sys
 import tempfile
 
-root = os.environ.get("CKV_SOURCE_ROOT",
-                      os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from script_check import check, finish, root
+
 clocks = os.path.join(root, "scripts", "gpu-clocks")
 profile = os.path.join(root, "scripts", "hf-prefill-profile")
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def run(args, path=None):
@@ -66,5 +59,4 @@ check(rc == 2 and "--context" in err, "hf-prefill-profile: --context x is a usag
 rc, out, _ = run([sys.executable, profile, "--help"])
 check(rc == 0 and "llama3.1-8b" in out, "hf-prefill-profile --help lists the shapes")
 
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

@@ -7,18 +7,10 @@ import os
 import sys
 import tempfile
 
-root = os.environ.get("CKV_SOURCE_ROOT",
-                      os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from script_check import check, finish, root
+
 sys.path.insert(0, os.path.join(root, "harness", "peers"))
 from prompt_ids import read_ids  # noqa: E402
-
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def refused(text, n_vocab, rows, cols, *needles):
@@ -60,7 +52,4 @@ with tempfile.TemporaryDirectory() as tmp:
     except OSError as e:
         check("missing.txt" in str(e), "a missing file raises OSError naming it")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("all prompt ids checks passed")
+finish()
