@@ -277,9 +277,9 @@ __global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec, 
                                 const int32_t *touch, const int32_t *act, km_params p)
 {
     const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || j >= p.k || !touch[(size_t)lh * p.cap + j])
-        return;
     const size_t r = (size_t)lh * p.cap + j;
+    if (!act[lh] || j >= p.k || !touch[r])
+        return;
     const double *c = cen + r * p.d;
     double s = 0;
     for (int32_t i = 0; i < p.d; i++)
@@ -1260,13 +1260,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // list each.
     int32_t *const nmoved = est ? w->moved + (size_t)x->lists * x->cap : nullptr;
     int32_t *const kept_n = est && x->kept ? nmoved + 2 * x->lists : nullptr;
-    const km_drift dr = {est ? w->moved : nullptr,
-                         nullptr,
-                         est ? w->cmv : nullptr,
-                         est ? w->redo : nullptr,
-                         nmoved ? nmoved + x->lists : nullptr,
-                         kept_n,
-                         est ? w->top : nullptr};
+    km_drift dr = {};  // none without the estimate
+    if (est)
+        dr = {w->moved, nullptr, w->cmv, w->redo, nmoved + x->lists, kept_n, w->top};
     if (kept_n)
         CKV_CUDA(cudaMemsetAsync(kept_n, 0, x->lists * sizeof(int32_t), x->s));
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cnorm, crec,    w->cscale, fs,
