@@ -31,12 +31,16 @@ __device__ __forceinline__ void ckv_cp_async16(void *dst, const void *src, bool 
 }
 
 // 8 bytes from src to dst; with in false, zeros (as ckv_cp_async16).
-__device__ __forceinline__ void ckv_cp_async8(void *dst, const void *src, bool in)
+__device__ __forceinline__ void ckv_cp_async8(uint32_t dst, const void *src, bool in)
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;"
                  :
-                 : "r"(ckv_smem_addr(dst)), "l"(src), "r"(in ? 8 : 0)
+                 : "r"(dst), "l"(src), "r"(in ? 8 : 0)
                  : "memory");
+}
+__device__ __forceinline__ void ckv_cp_async8(void *dst, const void *src, bool in)
+{
+    ckv_cp_async8(ckv_smem_addr(dst), src, in);
 }
 
 // 4 bytes from src to dst; with in false, zeros (as ckv_cp_async16).

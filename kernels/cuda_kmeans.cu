@@ -3,7 +3,8 @@
 // Features, centroid updates and norms are computed as the CPU computes
 // them (double, members in slot order, no fused multiply-add). At head_dim
 // 64 and 128 the assignment first estimates every cosine on the bf16 tensor
-// cores (each operand split in two bf16) and takes the estimate's choice
+// cores (each operand split in two bf16; wgmma on Hopper, mma.sync
+// elsewhere) and takes the estimate's choice
 // where it stands by more than the estimate can be off, which gives the
 // exact choice; the rows it leaves (near-ties, norms it cannot scale), and
 // every row at other head_dims, take the exact assignment, whose dot
@@ -22,11 +23,13 @@
 
 #include <cuda/atomic>
 
+#include "cuda.h"
 #include "cuda_async_copy.cuh"
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_mma.cuh"
 #include "cuda_policy.h"
+#include "cuda_wgmma.cuh"
 
 struct km_params {
     int32_t sinks, k, cap, d;
@@ -692,7 +695,9 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
 // MC). Rows are D + 16 words apart, so that each quarter-warp's 16-byte
-// fragment loads hit distinct banks.
+// fragment loads hit distinct banks. Every pass takes this form on devices
+// without wgmma, and the pass over the moved centroids on Hopper too
+// (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
 template <int D>
 // BLOCKS: the blocks an SM the registers must allow (16 warps; 128
@@ -720,12 +725,161 @@ struct km_top {
     bool bad;
 };
 
+// Selects, not branches: a branch an element (as an if took) made the
+// epilogue about 27 instructions an element, the walk's bound in both forms
+// (run QB: 880 M instructions for the 8B's 8K first assignment).
 __device__ __forceinline__ void km_take(km_top &r, float v, int32_t j)
 {
     r.second = fmaxf(r.second, fminf(v, r.s));
-    if (v > r.s) {
-        r.s = v;
-        r.j = j;
+    const bool up = v > r.s;
+    r.s = up ? v : r.s;
+    r.j = up ? j : r.j;
+}
+
+// The scales of a lane's columns 8 nb + 2 t + e of a tile (sc: the tile's
+// scales from the lane's first column); bad set where one is NaN (outside
+// the estimate's range).
+template <int NB>
+__device__ __forceinline__ void km_col_scales(float2 (&rc)[NB], const float *sc, bool &bad)
+{
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) {
+        rc[nb] = *reinterpret_cast<const float2 *>(sc + 8 * nb);
+        bad |= isnan(rc[nb].x) || isnan(rc[nb].y);
+    }
+}
+
+// Row g + 8 h's estimates from C fragments of NB n-tiles (acc[nb][2 h + e]:
+// column j + 8 nb + e, j the lane's first) into its running top; FULL: every
+// column is under n_col (all but a pass's last tile, so that the others
+// take no test an element). The row's scale comes after the walk, to the
+// best and second only: a product by it never reverses an order (it may
+// make a tie, which leaves the row to the exact path).
+template <bool FULL, int NB>
+__device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4],
+                                             const float (&cross)[NB][4],
+                                             const float2 (&rc)[NB], int h, int32_t j,
+                                             int32_t n_col)
+{
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            if (FULL || j + 8 * nb + e < n_col)
+                km_take(r, (acc[nb][2 * h + e] + cross[nb][2 * h + e]) * (e ? rc[nb].y : rc[nb].x),
+                        j + 8 * nb + e);
+}
+
+// An estimate pass's arguments (km_estimate_kernel's comment). fs, cs: the
+// features' and centroids' splits.
+struct km_est_args {
+    const uint32_t *fs, *cs;
+    const double *fnorm;
+    const float *cscale;
+    int32_t *cl;
+    double *best;
+    unsigned *margin;
+    int32_t *amb, *amb_n;
+    km_drift dr;
+    const int32_t *act;
+    int32_t *chg, *touch;
+    const int32_t *M_of;
+    km_params p;
+};
+
+// What one pass walks over list lh: n rows, the ith row_of(i), and n_col
+// columns in tiles of KN, the jth col_of(j).
+struct km_est_list {
+    int32_t n, n_col, tiles;
+    const int32_t *rows, *cols;
+    __device__ int32_t row_of(int32_t i) const { return rows ? rows[i] : i; }
+    __device__ int32_t col_of(int32_t j) const { return cols ? cols[j] : j; }
+};
+
+// The pass over list lh for the block of rows from m0: false where the
+// block has nothing to do (the whole block leaves together).
+template <bool MOVED>
+__device__ __forceinline__ bool km_est_list_of(km_est_list &L, const km_est_args &a,
+                                               int32_t lh, int32_t m0)
+{
+    if (!a.act[lh])
+        return false;
+    const bool restricted = km_restricted(a.dr, lh, a.p.k), every = MOVED || !restricted;
+    if (MOVED && !restricted)
+        return false;
+    const size_t base = (size_t)lh * a.p.cap;
+    L.n = every ? a.M_of[lh] : a.dr.redo_n[lh];
+    L.n_col = MOVED ? a.dr.nmoved[lh] : a.p.k;
+    L.tiles = (L.n_col + KN - 1) / KN;
+    L.rows = every ? nullptr : a.dr.redo + base;
+    L.cols = MOVED ? a.dr.moved + base : nullptr;
+    return m0 < L.n;
+}
+
+// The lane's row scale (row i of the pass) and its empty top.
+__device__ __forceinline__ void km_est_row_start(km_top &r, float &rf, const km_est_list &L,
+                                                 const km_est_args &a, size_t base, int32_t i)
+{
+    const double fn = i < L.n ? a.fnorm[base + L.row_of(i)] : 0.0;
+    r = {-INFINITY, -INFINITY, 0, false};
+    rf = km_scale(fn, 1.0 / fn, r.bad);
+}
+
+// Row i of the pass (the lane's top x, its row scale rf, cbad: a column of
+// the lane's outside the estimate's range): the quad's lanes, which hold
+// the row's columns between them, merge theirs, and lane 0 decides.
+template <bool MOVED>
+__device__ __forceinline__ void km_est_finish(km_top x, bool cbad, float rf, int32_t i, int t,
+                                              const km_est_list &L, const km_est_args &a,
+                                              int32_t lh)
+{
+    x.bad |= cbad;
+#pragma unroll
+    for (int off = 1; off < 4; off *= 2) {
+        const float os = __shfl_xor_sync(0xffffffffu, x.s, off);
+        const float o2 = __shfl_xor_sync(0xffffffffu, x.second, off);
+        const int32_t oj = __shfl_xor_sync(0xffffffffu, x.j, off);
+        x.bad |= __shfl_xor_sync(0xffffffffu, (int)x.bad, off) != 0;
+        x.second = fmaxf(fmaxf(x.second, o2), fminf(x.s, os));
+        if (os > x.s || (os == x.s && oj < x.j)) {
+            x.s = os;
+            x.j = oj;
+        }
+    }
+    if (t != 0 || i >= L.n)
+        return;
+    const size_t base = (size_t)lh * a.p.cap;
+    const int32_t m = L.row_of(i);
+    const km_drift &dr = a.dr;
+    if (MOVED) {
+        // v: the moved centroids' best estimate (none: -inf); the
+        // bounds move outward, so that km_drift's invariant holds.
+        const float v = L.tiles > 0 ? x.s * rf : -INFINITY;
+        const float2 o = dr.top[base + m];
+        const float s1 = __fsub_rd(o.x, KM_TAU), s2 = fmaxf(__fadd_ru(o.y, KM_TAU), v);
+        const float gap = __fsub_rd(s1, s2);  // NaN fails the test
+        if (!x.bad && !isnan(v) && !dr.cmv[base + a.cl[base + m]] && gap > KM_CLEAR) {
+            dr.top[base + m] = make_float2(s1, s2);
+            ckv_pol_note_margin(a.margin + lh, (double)gap - 2 * (double)KM_EPS);
+            if (dr.kept_n)
+                atomicAdd(dr.kept_n + lh, 1);
+        } else {
+            dr.redo[base + atomicAdd(dr.redo_n + lh, 1)] = m;
+        }
+        return;
+    }
+    x.s *= rf;
+    x.second *= rf;
+    if (a.best)
+        a.best[base + m] = x.s;
+    const float gap = x.s - x.second;  // NaN (no column yet) fails the test
+    if (!x.bad && gap > KM_CLEAR) {
+        km_move_row(a.cl, a.chg, a.touch, lh, base, m, x.j);
+        if (dr.top)
+            dr.top[base + m] = make_float2(x.s, x.second);
+        ckv_pol_note_margin(a.margin + lh, (double)gap - 2 * (double)KM_EPS);
+    } else {
+        a.amb[base + atomicAdd(a.amb_n + lh, 1)] = m;
     }
 }
 
@@ -736,53 +890,38 @@ __device__ __forceinline__ void km_take(km_top &r, float v, int32_t j)
 // (km_restricted) the rows in dr.redo. With MOVED, the pass before that
 // over a restricted list: every row against the moved centroids only,
 // which keeps a row's cluster by km_drift's rule (its bounds updated) or
-// lists the row in dr.redo. fs, cs: the features' and centroids' splits.
-// best (tests): the estimate's best cosine of every row. act, chg and touch
-// as in km_assign_kernel.
+// lists the row in dr.redo. best (tests): the estimate's best cosine of
+// every row. act, chg and touch as in km_assign_kernel.
 template <int D, bool MOVED>
 __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLOCKS)
-    km_estimate_kernel(const uint32_t *fs, const uint32_t *cs, const double *fnorm,
-                       const float *cscale, int32_t *cl, double *best, unsigned *margin,
-                       int32_t *amb, int32_t *amb_n, km_drift dr, const int32_t *act,
-                       int32_t *chg, int32_t *touch, const int32_t *M_of, km_params p)
+    km_estimate_kernel(km_est_args a)
 {
     using S = km_est_shape<D>;
     constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
     extern __shared__ uint4 km_est_sm[];
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
     const int32_t lh = blockIdx.y, m0 = blockIdx.x * S::ROWS;
-    if (!act[lh])
+    km_est_list L;
+    if (!km_est_list_of<MOVED>(L, a, lh, m0))
         return;
-    const bool restricted = km_restricted(dr, lh, p.k), every = MOVED || !restricted;
-    if (MOVED && !restricted)
-        return;
-    const size_t base = (size_t)lh * p.cap;
-    // n rows, the ith row_of(i); n_col columns, the jth col_of(j).
-    const int32_t n = every ? M_of[lh] : dr.redo_n[lh];
-    if (m0 >= n)
-        return;  // the whole block leaves together
-    const int32_t n_col = MOVED ? dr.nmoved[lh] : p.k, tiles = (n_col + KN - 1) / KN;
-    const int32_t *const rows = every ? nullptr : dr.redo + base;
-    const int32_t *const cols = MOVED ? dr.moved + base : nullptr;
-    const auto row_of = [=](int32_t i) { return rows ? rows[i] : i; };
-    const auto col_of = [=](int32_t j) { return MOVED ? cols[j] : j; };
+    const size_t base = (size_t)lh * a.p.cap;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const uint32_t *const F = fs + base * D, *const C = cs + base * D;
+    const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
     float *const sc = reinterpret_cast<float *>(sm + 2 * KN * SF);
     // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group.
     const auto copy_stage = [&](int32_t st, int32_t j1) {
         const int32_t j = j1 + (int32_t)threadIdx.x;
         if (threadIdx.x < KN)
-            ckv_cp_async4(sc + st * KN + threadIdx.x, cscale + base + col_of(j < n_col ? j : j1),
-                          j < n_col);
+            ckv_cp_async4(sc + st * KN + threadIdx.x,
+                          a.cscale + base + L.col_of(j < L.n_col ? j : j1), j < L.n_col);
         km_copy_tile<16, S::THREADS>(
-            sm + st * KN * SF, [=](int32_t r) { return C + (size_t)col_of(j1 + r) * D; }, KN,
-            min(KN, n_col - j1), D, D, SF);
+            sm + st * KN * SF, [=](int32_t r) { return C + (size_t)L.col_of(j1 + r) * D; }, KN,
+            min(KN, L.n_col - j1), D, D, SF);
     };
 
     km_copy_tile<16, S::THREADS>(
-        sm, [=](int32_t r) { return F + (size_t)row_of(m0 + r) * D; }, S::ROWS,
-        min(S::ROWS, n - m0), D, D, SF);
+        sm, [=](int32_t r) { return F + (size_t)L.row_of(m0 + r) * D; }, S::ROWS,
+        min(S::ROWS, L.n - m0), D, D, SF);
     ckv_cp_async_wait<0>();
     __syncthreads();
     // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
@@ -805,25 +944,22 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
             al[mt][s][3] = x1.w;
         }
     __syncthreads();  // the stages take the features' place
-    if (tiles > 0)  // none: a restricted list whose update moved no centroid
+    if (L.tiles > 0)  // none: a restricted list whose update moved no centroid
         copy_stage(0, 0);
 
-    // The lane's rows row_of(m0 + 16 (MT warp + mt) + g + 8 h).
+    // The lane's rows m0 + 16 (MT warp + mt) + g + 8 h.
     km_top r[MT][2];
     float rf[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int32_t i = m0 + 16 * (MT * warp + mt) + g + 8 * h;
-            const double fn = i < n ? fnorm[base + row_of(i)] : 0.0;
-            r[mt][h] = {-INFINITY, -INFINITY, 0, false};
-            rf[mt][h] = km_scale(fn, 1.0 / fn, r[mt][h].bad);
-        }
+        for (int h = 0; h < 2; h++)
+            km_est_row_start(r[mt][h], rf[mt][h], L, a, base,
+                             m0 + 16 * (MT * warp + mt) + g + 8 * h);
     bool cbad = false;  // a column of the lane's outside the estimate's range (scale NaN)
-    for (int32_t i = 0; i < tiles; i++) {
+    for (int32_t i = 0; i < L.tiles; i++) {
         const int32_t j0 = i * KN;
-        if (i + 1 < tiles)
+        if (i + 1 < L.tiles)
             copy_stage((i + 1) & 1, j0 + KN);
         else
             ckv_cp_async_commit();  // an empty group keeps the count below
@@ -832,15 +968,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
         const uint32_t *const B = sm + (i & 1) * KN * SF + g * SF + 4 * t;
 #pragma unroll
         for (int n0 = 0; n0 < KN / 8; n0 += NB) {
-            // The lane's columns col_of(j0 + 8 (n0 + nb) + 2 t + e) and their
-            // scales (zeros past n_col: such columns are skipped below).
             float2 rc[NB];
-#pragma unroll
-            for (int nb = 0; nb < NB; nb++) {
-                rc[nb] = *reinterpret_cast<const float2 *>(sc + (i & 1) * KN + 8 * (n0 + nb) +
-                                                           2 * t);
-                cbad |= isnan(rc[nb].x) || isnan(rc[nb].y);
-            }
+            km_col_scales(rc, sc + (i & 1) * KN + 8 * n0 + 2 * t, cbad);
             // Each k-step's three products into NB x MT independent
             // accumulators of the main product and as many of the cross
             // ones, so that a chain's next mma is NB x MT mma away.
@@ -863,83 +992,211 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                                          part == 1 ? b[nb].w : b[nb].y);
                         }
             }
-            // C fragment: acc[mt][nb][2 h + e] is row g + 8 h, column 2 t + e.
-            // The row's scale comes after the walk, to the best and second
-            // only: a product by it never reverses an order (it may make a
-            // tie, which leaves the row to the exact path).
+            const bool full = j0 + KN <= L.n_col;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-#pragma unroll
-                    for (int nb = 0; nb < NB; nb++)
-#pragma unroll
-                        for (int e = 0; e < 2; e++) {
-                            const int32_t j = j0 + 8 * (n0 + nb) + 2 * t + e;
-                            if (j < n_col)
-                                km_take(r[mt][h],
-                                        (acc[mt][nb][2 * h + e] + cross[mt][nb][2 * h + e]) *
-                                            (e ? rc[nb].y : rc[nb].x),
-                                        j);
-                        }
+                    if (full)
+                        km_take_cols<true>(r[mt][h], acc[mt], cross[mt], rc, h,
+                                           j0 + 8 * n0 + 2 * t, L.n_col);
+                    else
+                        km_take_cols<false>(r[mt][h], acc[mt], cross[mt], rc, h,
+                                            j0 + 8 * n0 + 2 * t, L.n_col);
         }
         __syncthreads();  // every warp is done with this stage before its next copy
     }
     ckv_cp_async_wait<0>();
-    // The quad's lanes hold a row's columns between them.
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            km_top x = r[mt][h];
-            x.bad |= cbad;
+        for (int h = 0; h < 2; h++)
+            km_est_finish<MOVED>(r[mt][h], cbad, rf[mt][h],
+                                 m0 + 16 * (MT * warp + mt) + g + 8 * h, t, L, a, lh);
+}
+
+// The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; devices where
+// ckv_cuda_wgmma holds): the same products, choices and bookkeeping as
+// km_estimate_kernel's passes over every centroid. Three warpgroups take 64 rows each and issue a
+// tile's products together (m64n64k16: 3 KS of them, the his and los of
+// the tile's centroids as B from shared memory); the centroids stream
+// through STAGES stages, the copies three tiles ahead. The first
+// assignment at the 8B's 8K decode-time shape takes 1.83 ms against the
+// mma.sync form's 2.09 (runs QC, QF). Neither pipe bounds it (issue 35%
+// busy, the tensor pipe 46%, run QE): the warps wait in step for each
+// tile's products, then all run the epilogue. Tried: a second set of
+// accumulators for the next tile's products under this tile's epilogue
+// made ptxas serialize every wgmma (registers in flight across the loop's
+// back edge); two 32-column groups a tile, the first's epilogue under the
+// second's products, ran no faster (QD). Warpgroups out of step (the
+// stages passed through mbarriers, as the prefill's fed form) would be
+// the next step.
+//
+// B is K-major in the 128-byte swizzle: a stage holds the his of KN
+// centroids as D / 64 blocks of 64 rows, each row 64 bf16, then the los
+// alike. Row n's bytes 8 q .. 8 q + 7 (within its blocks) are the hi half
+// of its split's chunk q (km_split_chunk), so a k-step's 16 k stand for
+// dimensions 16 s + (0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14,
+// 15): a sum over k does not depend on which dimension each k stands for,
+// so A takes the same order. Its m16n8k16 fragment's k = 2 t, 2 t + 1
+// (registers 0, 1) are then chunk 4 s + t / 2's word t % 2, and k = 2 t +
+// 8, 2 t + 9 (registers 2, 3) chunk 4 s + 2 + t / 2's (the los two words
+// on).
+template <int D>
+struct km_wg_shape {
+    static constexpr int WGS = 3, THREADS = 128 * WGS, ROWS = 64 * WGS, KS = D / 16,
+                         STAGES = 4, SF = D + 16;
+    static constexpr int PART = D / 64 * KN * 128;  // bytes of a stage's his (or los)
+    static constexpr int STAGE = 2 * PART;          // a multiple of the swizzle's 1024
+    static_assert(ROWS * SF * sizeof(uint32_t) <= STAGES * STAGE,
+                  "the feature tile fits in the stages");
+};
+
+// The stages, their columns' scales, and the room to align the stages to
+// 1024 bytes from the 16 a launch guarantees.
+template <int D>
+constexpr size_t km_wg_smem()
+{
+    using S = km_wg_shape<D>;
+    return (size_t)S::STAGES * (S::STAGE + KN * sizeof(float)) + 1024 - 16;
+}
+
+// d = A B over one tile's KS k-steps, as one committed group: acc the his'
+// product, cross the two cross products (dh, dl: descriptors of the
+// stage's his and los).
+template <int KS>
+__device__ __forceinline__ void km_wg_products(float (&acc)[KN / 8][4], float (&cross)[KN / 8][4],
+                                               const uint32_t (&ah)[KS][4],
+                                               const uint32_t (&al)[KS][4], uint64_t dh,
+                                               uint64_t dl)
+{
+    ckv_wgmma_fence();
 #pragma unroll
-            for (int off = 1; off < 4; off *= 2) {
-                const float os = __shfl_xor_sync(0xffffffffu, x.s, off);
-                const float o2 = __shfl_xor_sync(0xffffffffu, x.second, off);
-                const int32_t oj = __shfl_xor_sync(0xffffffffu, x.j, off);
-                x.bad |= __shfl_xor_sync(0xffffffffu, (int)x.bad, off) != 0;
-                x.second = fmaxf(fmaxf(x.second, o2), fminf(x.s, os));
-                if (os > x.s || (os == x.s && oj < x.j)) {
-                    x.s = os;
-                    x.j = oj;
-                }
-            }
-            const int32_t i = m0 + 16 * (MT * warp + mt) + g + 8 * h;
-            if (t != 0 || i >= n)
-                continue;
-            const int32_t m = row_of(i);
-            if (MOVED) {
-                // v: the moved centroids' best estimate (none: -inf); the
-                // bounds move outward, so that km_drift's invariant holds.
-                const float v = tiles > 0 ? x.s * rf[mt][h] : -INFINITY;
-                const float2 o = dr.top[base + m];
-                const float s1 = __fsub_rd(o.x, KM_TAU), s2 = fmaxf(__fadd_ru(o.y, KM_TAU), v);
-                const float gap = __fsub_rd(s1, s2);  // NaN fails the test
-                if (!x.bad && !isnan(v) && !dr.cmv[base + cl[base + m]] && gap > KM_CLEAR) {
-                    dr.top[base + m] = make_float2(s1, s2);
-                    ckv_pol_note_margin(margin + lh, (double)gap - 2 * (double)KM_EPS);
-                    if (dr.kept_n)
-                        atomicAdd(dr.kept_n + lh, 1);
-                } else {
-                    dr.redo[base + atomicAdd(dr.redo_n + lh, 1)] = m;
-                }
-                continue;
-            }
-            x.s *= rf[mt][h];
-            x.second *= rf[mt][h];
-            if (best)
-                best[base + m] = x.s;
-            const float gap = x.s - x.second;  // NaN (no column yet) fails the test
-            if (!x.bad && gap > KM_CLEAR) {
-                km_move_row(cl, chg, touch, lh, base, m, x.j);
-                if (dr.top)
-                    dr.top[base + m] = make_float2(x.s, x.second);
-                ckv_pol_note_margin(margin + lh, (double)gap - 2 * (double)KM_EPS);
-            } else {
-                amb[base + atomicAdd(amb_n + lh, 1)] = m;
-            }
+    for (int s = 0; s < KS; s++) {
+        // k-step s: block s / 4, 32 bytes a step into the rows
+        const uint32_t off = s / 4 * (KN * 128) + s % 4 * 32;
+        const uint64_t bh = ckv_wgmma_desc_at(dh, off), bl = ckv_wgmma_desc_at(dl, off);
+        if (s == 0) {
+            ckv_wgmma_bf16<KN, 0, true>(acc, ah[0], bh, 0);
+            ckv_wgmma_bf16<KN, 0, true>(cross, ah[0], bl, 0);
+        } else {
+            ckv_wgmma_bf16<KN, 0>(acc, ah[s], bh, 1);
+            ckv_wgmma_bf16<KN, 0>(cross, ah[s], bl, 1);
         }
+        ckv_wgmma_bf16<KN, 0>(cross, al[s], bh, 1);
+    }
+    ckv_wgmma_commit();
+}
+
+template <int D>
+__global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_kernel(km_est_args a)
+{
+    using S = km_wg_shape<D>;
+    constexpr int KS = S::KS, SF = S::SF, CH = D / 4;
+    extern __shared__ __align__(16) unsigned char km_wg_raw[];
+    const int32_t lh = blockIdx.y, m0 = blockIdx.x * S::ROWS;
+    km_est_list L;
+    if (!km_est_list_of<false>(L, a, lh, m0))
+        return;
+    const uint32_t raw = ckv_smem_addr(km_wg_raw), sb = (raw + 1023) & ~1023u;
+    uint32_t *const sm = reinterpret_cast<uint32_t *>(km_wg_raw + (sb - raw));
+    float *const sc = reinterpret_cast<float *>(sm) + S::STAGES * S::STAGE / 4;
+    const size_t base = (size_t)lh * a.p.cap;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
+    // Centroids j1 .. j1 + KN - 1 into stage st (past n_col zeros, read
+    // from column j1's address), and their scales, one group. Thread i
+    // copies chunk q = i % CH of centroids i / CH + RS u, its hi half to the
+    // his and its lo half to the los (layout above): the chunk's place in
+    // a row is the thread's own, computed once (a loop over the stage's
+    // chunks that formed both addresses each time took about 40
+    // instructions a chunk, near a third of a tile's: run QD's SASS).
+    constexpr int RS = S::THREADS / CH, RU = (KN + RS - 1) / RS;
+    static_assert(S::THREADS % CH == 0, "a thread keeps its chunk");
+    const int cq = threadIdx.x % CH, r0 = threadIdx.x / CH;
+    const uint32_t q_at = cq / 16 * (KN * 128) + cq % 2 * 8, q_piece = cq % 16 / 2;
+    const auto copy_stage = [&](int st, int32_t j1) {
+        const uint32_t hb = sb + st * S::STAGE + q_at;
+#pragma unroll
+        for (int u = 0; u < RU; u++) {
+            const int r = r0 + RS * u;
+            if (RS * (u + 1) > KN && r >= KN)
+                break;
+            const bool in = j1 + r < L.n_col;
+            const uint32_t *src = C + (size_t)L.col_of(in ? j1 + r : j1) * D + 4 * cq;
+            const uint32_t at = hb + ckv_swizzle128(r, q_piece);
+            ckv_cp_async8(at, src, in);
+            ckv_cp_async8(at + S::PART, src + 2, in);
+        }
+        const int32_t j = j1 + (int32_t)threadIdx.x;
+        if (threadIdx.x < KN)
+            ckv_cp_async4(sc + st * KN + threadIdx.x,
+                          a.cscale + base + L.col_of(j < L.n_col ? j : j1), j < L.n_col);
+        ckv_cp_async_commit();
+    };
+
+    km_copy_tile<16, S::THREADS>(
+        sm, [=](int32_t r) { return F + (size_t)L.row_of(m0 + r) * D; }, S::ROWS,
+        min(S::ROWS, L.n - m0), D, D, SF);
+    ckv_cp_async_wait<0>();
+    __syncthreads();
+    // Row g (+ 8) of the warp's 16: A's k-step s, his then los (above).
+    uint32_t ah[KS][4], al[KS][4];
+#pragma unroll
+    for (int s = 0; s < KS; s++)
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const uint32_t *w = sm + (16 * warp + g + 8 * (u & 1)) * SF +
+                                4 * (4 * s + 2 * (u >> 1) + t / 2) + t % 2;
+            ah[s][u] = w[0];
+            al[s][u] = w[2];
+        }
+    __syncthreads();  // the stages take the features' place
+#pragma unroll
+    for (int u = 0; u < S::STAGES - 1; u++)
+        if (u < L.tiles)
+            copy_stage(u, u * KN);
+        else
+            ckv_cp_async_commit();  // empty groups keep the counts below
+
+    km_top r[2];
+    float rf[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        km_est_row_start(r[h], rf[h], L, a, base, m0 + 16 * warp + g + 8 * h);
+    bool cbad = false;
+    const uint64_t d0 = ckv_wgmma_desc(sb, 16);  // the stages' start, K-major
+    for (int32_t i = 0; i < L.tiles; i++) {
+        ckv_cp_async_wait<S::STAGES - 2>();  // tile i's copies (not the two after)
+        ckv_fence_proxy_async();
+        __syncthreads();  // ... landed for every thread, seen by wgmma
+        const int st = i % S::STAGES;
+        float acc[KN / 8][4], cross[KN / 8][4];
+        km_wg_products(acc, cross, ah, al, ckv_wgmma_desc_at(d0, st * S::STAGE),
+                       ckv_wgmma_desc_at(d0, st * S::STAGE + S::PART));
+        // Stage (i + 3) % 4 held tile i - 1, whose products every
+        // warpgroup waited for before the barrier above.
+        if (i + S::STAGES - 1 < L.tiles)
+            copy_stage((i + S::STAGES - 1) % S::STAGES, (i + S::STAGES - 1) * KN);
+        else
+            ckv_cp_async_commit();  // empty groups keep the counts
+        ckv_wgmma_wait<0>();
+        ckv_wgmma_hold(acc);
+        ckv_wgmma_hold(cross);
+        float2 rc[KN / 8];
+        km_col_scales(rc, sc + st * KN + 2 * t, cbad);
+        const bool full = i * KN + KN <= L.n_col;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            if (full)
+                km_take_cols<true>(r[h], acc, cross, rc, h, i * KN + 2 * t, L.n_col);
+            else
+                km_take_cols<false>(r[h], acc, cross, rc, h, i * KN + 2 * t, L.n_col);
+    }
+    ckv_cp_async_wait<0>();
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        km_est_finish<false>(r[h], cbad, rf[h], m0 + 16 * warp + g + 8 * h, t, L, a, lh);
 }
 
 // Sort keys for grouping the middle by cluster; clusters start without a run.
@@ -1099,12 +1356,15 @@ static bool km_estimates(int32_t d)
     return d == 64 || d == 128;
 }
 
-// The estimate's shared memory allowed, for head_dim D (both passes).
+// The estimate's shared memory allowed, for head_dim D (both passes, in
+// the forms km_estimate takes on this device).
 template <int D>
 static ckv_status km_allow_estimate(ckv_error *err)
 {
-    ckv_status st =
-        ckv_pol_allow_smem(km_estimate_kernel<D, false>, km_est_smem<D>(), "cuda kmeans", err);
+    ckv_status st = ckv_cuda_wgmma() ? ckv_pol_allow_smem(km_estimate_wg_kernel<D>,
+                                                          km_wg_smem<D>(), "cuda kmeans", err)
+                                     : ckv_pol_allow_smem(km_estimate_kernel<D, false>,
+                                                          km_est_smem<D>(), "cuda kmeans", err);
     return st ? st
               : ckv_pol_allow_smem(km_estimate_kernel<D, true>, km_est_smem<D>(), "cuda kmeans",
                                    err);
@@ -1151,16 +1411,25 @@ struct km_bufs {
     km_drift dr;
 };
 
-// One pass of the estimate over every active list (up to max_m rows).
+// One pass of the estimate over every active list (up to max_m rows). The
+// pass over the moved centroids keeps the mma.sync form on Hopper too: its
+// walks are a tile or two, where the prologue of the wgmma form's one
+// block an SM costs more than its products save (the 8B's 8K
+// decode-time call: 0.233 ms against 0.177, runs QF, QC).
 template <int D, bool MOVED>
 static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
                         int32_t *amb_n, cudaStream_t s)
 {
-    using S = km_est_shape<D>;
-    km_estimate_kernel<D, MOVED><<<dim3(ckv_pol_blocks(max_m, S::ROWS), lists), S::THREADS,
-                                   km_est_smem<D>(), s>>>(b.fs, b.cs, b.fnorm, b.cscale, b.cl,
-                                                          b.best, b.margin, b.amb, amb_n, b.dr,
-                                                          b.act, b.chg, b.touch, b.M_of, p);
+    const km_est_args a = {b.fs,  b.cs,  b.fnorm, b.cscale, b.cl,    b.best, b.margin, b.amb,
+                           amb_n, b.dr,  b.act,   b.chg,    b.touch, b.M_of, p};
+    if (!MOVED && ckv_cuda_wgmma())
+        km_estimate_wg_kernel<D>
+            <<<dim3(ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS), lists), km_wg_shape<D>::THREADS,
+               km_wg_smem<D>(), s>>>(a);
+    else
+        km_estimate_kernel<D, MOVED>
+            <<<dim3(ckv_pol_blocks(max_m, km_est_shape<D>::ROWS), lists),
+               km_est_shape<D>::THREADS, km_est_smem<D>(), s>>>(a);
 }
 
 // Assigns the middle of every active list (up to max_m rows): the

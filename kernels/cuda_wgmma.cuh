@@ -45,6 +45,15 @@ __device__ __forceinline__ uint64_t ckv_wgmma_desc(uint32_t smem, uint32_t lead_
            (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
 }
 
+// The descriptor of the operand `bytes` on from d's: one add to the start
+// address field (bits 0-13, which cannot carry: shared memory ends below
+// 256 KB), so that a loop offsets a descriptor formed once instead of
+// forming each (four uniform instructions a descriptor).
+__device__ __forceinline__ uint64_t ckv_wgmma_desc_at(uint64_t d, uint32_t bytes)
+{
+    return (d & ~0xFFFFFFFFull) | (uint32_t)((uint32_t)d + (bytes >> 4));
+}
+
 // Orders this thread's register writes (A, D) before the wgmma that follow
 // (shared-memory writes need ckv_fence_proxy_async).
 __device__ __forceinline__ void ckv_wgmma_fence()

@@ -426,10 +426,13 @@ static bool dump_source(source *s, const char *name, const char *path)
     return true;
 }
 
-static void run_source(source *s, bool all_budgets)
+/* The cases of policy `only` (NULL: every policy) over the source. */
+static void run_source(source *s, bool all_budgets, const char *only)
 {
     for (int i = 0; i < N_CASES; i++) {
         const pcase *pc = &cases[i];
+        if (only && strcmp(pc->policy, only))
+            continue;
         bool needs_q = !strcmp(pc->policy, "snapkv"), needs_score = !strcmp(pc->policy, "h2o");
         if ((needs_q && !s->q) || (needs_score && !s->c.score)) {
             printf("%-12s %-58s  skipped: the source has no %s\n", s->name, pc->policy,
@@ -723,11 +726,12 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
     runs++;
     failures += !ok;
     if (estimate)
-        printf("     kmeans assign: head_dim %3d, %s features, estimate: %lld of %d features "
-               "differ (cluster), %d exact; margin %g (want %g); estimate off by %.2e; change "
-               "flags %s  %s\n",
-               d, km_mode_name[mode], (long long)differ, M, n_exact, margin, want_margin, est_err,
-               flag_ok ? "right" : "WRONG", ok ? "PASS" : "FAIL");
+        printf("     kmeans assign: head_dim %3d, %s features, estimate (%s): %lld of %d "
+               "features differ (cluster), %d exact; margin %g (want %g); estimate off by %.2e; "
+               "change flags %s  %s\n",
+               d, km_mode_name[mode], ckv_cuda_wgmma() ? "wgmma" : "mma.sync", (long long)differ,
+               M, n_exact, margin, want_margin, est_err, flag_ok ? "right" : "WRONG",
+               ok ? "PASS" : "FAIL");
     else
         printf("     kmeans assign: head_dim %3d, %s features: %lld of %d features differ "
                "(cluster, cosine bits); margin %g (want %g); change flags %s  %s\n",
@@ -747,26 +751,38 @@ static int run_sources(const char *dump)
 {
     source s;
     synthetic(&s, "synth-equal", false, SYN_HEADS, SYN_D, 1);
-    run_source(&s, true);
+    run_source(&s, true, NULL);
     source_free(&s);
     synthetic(&s, "synth-ragged", true, SYN_HEADS, SYN_D, 2);
-    run_source(&s, true);
+    run_source(&s, true, NULL);
     source_free(&s);
     /* head_dim 128: K-Means tiles need more than 48 KiB of shared memory. */
     synthetic(&s, "synth-d128", true, 4 * SYN_KV, 2 * SYN_D, 3);
-    run_source(&s, false);
+    run_source(&s, false, NULL);
     source_free(&s);
     /* head_dim 66: rows the compaction cannot move four floats at a time. */
     synthetic(&s, "synth-d66", true, SYN_HEADS, 66, 4);
-    run_source(&s, false);
+    run_source(&s, false, NULL);
     source_free(&s);
     /* head_dim 148: the widest K-Means takes (its tiles, the feature
      * kernel's rows). */
     synthetic(&s, "synth-d148", true, SYN_HEADS, 148, 5);
-    run_source(&s, false);
+    run_source(&s, false, NULL);
     source_free(&s);
+    /* Where K-Means's estimate takes its wgmma form, the mma.sync form (the
+     * one of other devices) too, at both head_dims that have it. */
+    if (ckv_cuda_wgmma()) {
+        ckv_cuda_set_wgmma(false);
+        synthetic(&s, "synth-mma64", true, SYN_HEADS, SYN_D, 6);
+        run_source(&s, false, "kmeans");
+        source_free(&s);
+        synthetic(&s, "synth-mma128", true, 4 * SYN_KV, 2 * SYN_D, 7);
+        run_source(&s, false, "kmeans");
+        source_free(&s);
+        ckv_cuda_set_wgmma(true);
+    }
     compressed_once(&s);
-    run_source(&s, true);
+    run_source(&s, true, NULL);
     source_free(&s);
     /* The fixture under CKV_SOURCE_ROOT, else the source tree this was built
      * from, else the working directory (a build carried to another machine). */
@@ -778,12 +794,12 @@ static int run_sources(const char *dump)
         snprintf(fixture, sizeof fixture, "tests/fixtures/kv_small.h5");
     if (!dump_source(&s, "kv_small", fixture))
         return 1;
-    run_source(&s, true);
+    run_source(&s, true, NULL);
     source_free(&s);
     if (dump) {
         if (!dump_source(&s, "dump", dump))
             return 1;
-        run_source(&s, false);
+        run_source(&s, false, NULL);
         source_free(&s);
     }
     return 0;
@@ -881,12 +897,20 @@ int main(int argc, char **argv)
         /* The features are doubles whatever the cache type; 148 is the
          * largest head_dim whose tiles fit (cuda_kmeans.cu). */
         static const int32_t km_dims[] = {128, 64, 66, 148};
+        const bool wgmma = ckv_cuda_wgmma();
         if (t == first)
             for (int i = 0; i < 4; i++)
                 for (int mode = KM_UNIT; mode <= KM_RANGE; mode++)
-                    for (int est = 0; est < 1 + (km_dims[i] % 64 == 0); est++)
-                        check_kmeans_assign(km_dims[i], mode, est,
+                    /* est 1: the estimate in the device's form; 2: its
+                     * mma.sync form where that is wgmma. */
+                    for (int est = 0; est <= (km_dims[i] % 64 ? 0 : 1 + wgmma); est++) {
+                        if (est == 2)
+                            ckv_cuda_set_wgmma(false);
+                        check_kmeans_assign(km_dims[i], mode, est > 0,
                                             (uint64_t)(100 + 2 * i + mode));
+                        if (est == 2)
+                            ckv_cuda_set_wgmma(true);
+                    }
         if (run_sources(dump))
             return 1;
     }
