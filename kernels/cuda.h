@@ -43,14 +43,15 @@ void ckv_cuda_set_pdl(bool on);
  * capability 9.0 or more (asked of the current device once). */
 bool ckv_cuda_pdl(void);
 
-/* The prefill attention over bf16 lists on Hopper's warpgroup MMA (wgmma,
- * kernels/cuda_attention_prefill.cu) instead of the warp-level mma.sync
- * form: on by default, off when CKV_WGMMA=0 at the first use; process-wide;
- * takes effect for the launches that follow. Both forms round q and the
- * probabilities to bf16 and accumulate in fp32; they sum in different
- * orders. */
+/* Hopper's warpgroup MMA (wgmma) instead of the warp-level mma.sync form
+ * for the prefill attention over bf16 lists (kernels/cuda_attention_prefill.cu)
+ * and K-Means's estimate (kernels/cuda_kmeans.cu): on by default, off when
+ * CKV_WGMMA=0 at the first use; process-wide; takes effect for the launches
+ * (K-Means: the calls) that follow. The prefill's two forms round q and the
+ * probabilities to bf16 and accumulate in fp32, summing in different
+ * orders; K-Means's give the same clusters. */
 void ckv_cuda_set_wgmma(bool on);
-/* Whether bf16 prefills take the wgmma form now: the switch, in a build for
+/* Whether those kernels take the wgmma form now: the switch, in a build for
  * sm_90a (meson option gpu_arch, the default), on a device of compute
  * capability 9.0. */
 bool ckv_cuda_wgmma(void);

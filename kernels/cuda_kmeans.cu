@@ -3,8 +3,8 @@
 // Features, centroid updates and norms are computed as the CPU computes
 // them (double, members in slot order, no fused multiply-add). At head_dim
 // 64 and 128 the assignment first estimates every cosine on the bf16 tensor
-// cores (each operand split in two bf16; wgmma on Hopper, mma.sync
-// elsewhere) and takes the estimate's choice
+// cores (each operand split in two bf16; wgmma on Hopper for the passes
+// over every centroid, mma.sync otherwise) and takes the estimate's choice
 // where it stands by more than the estimate can be off, which gives the
 // exact choice; the rows it leaves (near-ties, norms it cannot scale), and
 // every row at other head_dims, take the exact assignment, whose dot
@@ -75,6 +75,8 @@ __device__ __forceinline__ void km_split(double x, ckv_bf16 &hi, ckv_bf16 &lo)
 // estimate's mma fragments take it: dimensions k, k + 1, k + 8, k + 9 for k
 // = 16 (q / 4) + 2 (q % 4), the his as two bf16 pairs, then the los: lane
 // t of a k-step's B (or of its A rows) loads its four registers as one.
+// (The wgmma form copies each half to its own B operand and reads A a word
+// at a time: km_estimate_wg_kernel.)
 __device__ __forceinline__ uint4 km_split_chunk(const double *x, int32_t q)
 {
     const int32_t k = 16 * (q / 4) + 2 * (q % 4);
@@ -175,15 +177,15 @@ __global__ void __launch_bounds__(FEAT_ROWS)
 //    move each product by at most about 3 x 2^-16 |f_i c_i|, so the sum by
 //    2^-14.4 of sum |f_i c_i| <= fn cn (Cauchy-Schwarz); the 3 D products
 //    flushed below 2^-126 by 2^-117.4 against fn cn >= 2^-100;
-//  - the products are exact in fp32. If each mma step's 17 addends were
-//    truncated by up to an ulp of the largest (the tensor cores' fp32 sums
-//    align to the largest addend and truncate, by published measurements
-//    of earlier NVIDIA parts; not measured here), the main sum's D / 16
-//    steps (addends at most fn cn) move it by D / 16 x 17 x 2^-23 fn cn,
-//    2^-15.9 at head_dim 128, and the cross sums' 2 D / 16 (addends at
-//    most 2^-7 fn cn) by 2^-21.9 (a truncation of each mma's result too,
-//    or narrower internal blocks, would make it about 18 addends a step:
-//    2^-15.8);
+//  - the products are exact in fp32. If each mma step's 17 addends (an
+//    m16n8k16 of mma.sync or a k16 step of wgmma) were truncated by up to an
+//    ulp of the largest (the tensor cores' fp32 sums align to the largest
+//    addend and truncate, by published measurements of earlier NVIDIA parts;
+//    not measured here), the main sum's D / 16 steps (addends at most fn cn)
+//    move it by D / 16 x 17 x 2^-23 fn cn, 2^-15.9 at head_dim 128, and the
+//    cross sums' 2 D / 16 (addends at most 2^-7 fn cn) by 2^-21.9 (a
+//    truncation of each mma's result too, or narrower internal blocks, would
+//    make it about 18 addends a step: 2^-15.8);
 //  - the two sums' sum, the scales' two conversions and the two products
 //    by them: five roundings of 2^-24 (at head_dim 64 every term is
 //    smaller).
@@ -750,24 +752,32 @@ __device__ __forceinline__ void km_col_scales(float2 (&rc)[NB], const float *sc,
 }
 
 // Row g + 8 h's estimates from C fragments of NB n-tiles (acc[nb][2 h + e]:
-// column j + 8 nb + e, j the lane's first) into its running top; FULL: every
-// column is under n_col (all but a pass's last tile, so that the others
-// take no test an element). The row's scale comes after the walk, to the
+// column j + 8 nb + e, j the lane's first) into its running top; full:
+// every column is under n_col (all but a pass's last tile, which alone
+// takes a test an element). The row's scale comes after the walk, to the
 // best and second only: a product by it never reverses an order (it may
 // make a tie, which leaves the row to the exact path).
-template <bool FULL, int NB>
+template <int NB>
 __device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4],
                                              const float (&cross)[NB][4],
                                              const float2 (&rc)[NB], int h, int32_t j,
-                                             int32_t n_col)
+                                             int32_t n_col, bool full)
 {
+    const auto take = [&](auto all) {
 #pragma unroll
-    for (int nb = 0; nb < NB; nb++)
+        for (int nb = 0; nb < NB; nb++)
 #pragma unroll
-        for (int e = 0; e < 2; e++)
-            if (FULL || j + 8 * nb + e < n_col)
-                km_take(r, (acc[nb][2 * h + e] + cross[nb][2 * h + e]) * (e ? rc[nb].y : rc[nb].x),
-                        j + 8 * nb + e);
+            for (int e = 0; e < 2; e++)
+                if (decltype(all)::value || j + 8 * nb + e < n_col)
+                    km_take(r,
+                            (acc[nb][2 * h + e] + cross[nb][2 * h + e]) *
+                                (e ? rc[nb].y : rc[nb].x),
+                            j + 8 * nb + e);
+    };
+    if (full)
+        take(std::true_type{});
+    else
+        take(std::false_type{});
 }
 
 // An estimate pass's arguments (km_estimate_kernel's comment). fs, cs: the
@@ -814,6 +824,32 @@ __device__ __forceinline__ bool km_est_list_of(km_est_list &L, const km_est_args
     L.rows = every ? nullptr : a.dr.redo + base;
     L.cols = MOVED ? a.dr.moved + base : nullptr;
     return m0 < L.n;
+}
+
+// The scales of columns j1 .. j1 + KN - 1 of the pass into sc, a thread a
+// column (past n_col zeros, read from column j1's), in the thread's open
+// copy group.
+__device__ __forceinline__ void km_copy_scales(float *sc, const km_est_args &a,
+                                               const km_est_list &L, size_t base, int32_t j1)
+{
+    const int32_t j = j1 + (int32_t)threadIdx.x;
+    if (threadIdx.x < KN)
+        ckv_cp_async4(sc + threadIdx.x, a.cscale + base + L.col_of(j < L.n_col ? j : j1),
+                      j < L.n_col);
+}
+
+// The splits of the block's ROWS rows from m0 (D words a row, F the list's)
+// into sm, SF words apart, zeros past the pass's rows; landed for every
+// thread.
+template <int THREADS, int ROWS, int D, int SF>
+__device__ __forceinline__ void km_load_features(uint32_t *sm, const uint32_t *F,
+                                                 const km_est_list &L, int32_t m0)
+{
+    km_copy_tile<16, THREADS>(
+        sm, [=](int32_t r) { return F + (size_t)L.row_of(m0 + r) * D; }, ROWS,
+        min(ROWS, L.n - m0), D, D, SF);
+    ckv_cp_async_wait<0>();
+    __syncthreads();
 }
 
 // The lane's row scale (row i of the pass) and its empty top.
@@ -909,21 +945,14 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
     float *const sc = reinterpret_cast<float *>(sm + 2 * KN * SF);
     // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group.
-    const auto copy_stage = [&](int32_t st, int32_t j1) {
-        const int32_t j = j1 + (int32_t)threadIdx.x;
-        if (threadIdx.x < KN)
-            ckv_cp_async4(sc + st * KN + threadIdx.x,
-                          a.cscale + base + L.col_of(j < L.n_col ? j : j1), j < L.n_col);
+        const auto copy_stage = [&](int32_t st, int32_t j1) {
+        km_copy_scales(sc + st * KN, a, L, base, j1);
         km_copy_tile<16, S::THREADS>(
             sm + st * KN * SF, [=](int32_t r) { return C + (size_t)L.col_of(j1 + r) * D; }, KN,
             min(KN, L.n_col - j1), D, D, SF);
     };
 
-    km_copy_tile<16, S::THREADS>(
-        sm, [=](int32_t r) { return F + (size_t)L.row_of(m0 + r) * D; }, S::ROWS,
-        min(S::ROWS, L.n - m0), D, D, SF);
-    ckv_cp_async_wait<0>();
-    __syncthreads();
+    km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
     // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
     // a2, a3 the second), then lo.
     uint32_t ah[MT][KS][4], al[MT][KS][4];
@@ -992,17 +1021,12 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                                          part == 1 ? b[nb].w : b[nb].y);
                         }
             }
-            const bool full = j0 + KN <= L.n_col;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    if (full)
-                        km_take_cols<true>(r[mt][h], acc[mt], cross[mt], rc, h,
-                                           j0 + 8 * n0 + 2 * t, L.n_col);
-                    else
-                        km_take_cols<false>(r[mt][h], acc[mt], cross[mt], rc, h,
-                                            j0 + 8 * n0 + 2 * t, L.n_col);
+                    km_take_cols(r[mt][h], acc[mt], cross[mt], rc, h, j0 + 8 * n0 + 2 * t,
+                                 L.n_col, j0 + KN <= L.n_col);
         }
         __syncthreads();  // every warp is done with this stage before its next copy
     }
@@ -1128,18 +1152,11 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
             ckv_cp_async8(at, src, in);
             ckv_cp_async8(at + S::PART, src + 2, in);
         }
-        const int32_t j = j1 + (int32_t)threadIdx.x;
-        if (threadIdx.x < KN)
-            ckv_cp_async4(sc + st * KN + threadIdx.x,
-                          a.cscale + base + L.col_of(j < L.n_col ? j : j1), j < L.n_col);
+                km_copy_scales(sc + st * KN, a, L, base, j1);
         ckv_cp_async_commit();
     };
 
-    km_copy_tile<16, S::THREADS>(
-        sm, [=](int32_t r) { return F + (size_t)L.row_of(m0 + r) * D; }, S::ROWS,
-        min(S::ROWS, L.n - m0), D, D, SF);
-    ckv_cp_async_wait<0>();
-    __syncthreads();
+    km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
     // Row g (+ 8) of the warp's 16: A's k-step s, his then los (above).
     uint32_t ah[KS][4], al[KS][4];
 #pragma unroll
@@ -1185,13 +1202,10 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         ckv_wgmma_hold(cross);
         float2 rc[KN / 8];
         km_col_scales(rc, sc + st * KN + 2 * t, cbad);
-        const bool full = i * KN + KN <= L.n_col;
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            if (full)
-                km_take_cols<true>(r[h], acc, cross, rc, h, i * KN + 2 * t, L.n_col);
-            else
-                km_take_cols<false>(r[h], acc, cross, rc, h, i * KN + 2 * t, L.n_col);
+            km_take_cols(r[h], acc, cross, rc, h, i * KN + 2 * t, L.n_col,
+                         i * KN + KN <= L.n_col);
     }
     ckv_cp_async_wait<0>();
 #pragma unroll
@@ -1356,41 +1370,53 @@ static bool km_estimates(int32_t d)
     return d == 64 || d == 128;
 }
 
+// What a call's assignments launch with, set once a call (not an
+// assignment): the exact kernel's dynamic shared memory, the device's SMs,
+// and whether the estimate's passes over every centroid take the wgmma
+// form (the switch read once, so that a launch never takes a form whose
+// shared memory was not allowed).
+struct km_room {
+    size_t smem;
+    int sms;
+    bool wg;
+};
+
 // The estimate's shared memory allowed, for head_dim D (both passes, in
-// the forms km_estimate takes on this device).
+// the forms km_estimate takes).
 template <int D>
-static ckv_status km_allow_estimate(ckv_error *err)
+static ckv_status km_allow_estimate(bool wg, ckv_error *err)
 {
-    ckv_status st = ckv_cuda_wgmma() ? ckv_pol_allow_smem(km_estimate_wg_kernel<D>,
-                                                          km_wg_smem<D>(), "cuda kmeans", err)
-                                     : ckv_pol_allow_smem(km_estimate_kernel<D, false>,
-                                                          km_est_smem<D>(), "cuda kmeans", err);
+    ckv_status st = wg ? ckv_pol_allow_smem(km_estimate_wg_kernel<D>, km_wg_smem<D>(),
+                                            "cuda kmeans", err)
+                       : ckv_pol_allow_smem(km_estimate_kernel<D, false>, km_est_smem<D>(),
+                                            "cuda kmeans", err);
     return st ? st
               : ckv_pol_allow_smem(km_estimate_kernel<D, true>, km_est_smem<D>(), "cuda kmeans",
                                    err);
 }
 
-// The assignment's dynamic shared memory for head_dim d, allowed on the
-// current device for it and the estimate, and the device's SMs (once a
-// call, not an assignment); an error where the tiles do not fit.
-static ckv_status km_assign_room(int32_t d, size_t *smem, int *sms, ckv_error *err)
+// The room for head_dim d, its shared memory allowed on the current device
+// for the exact kernel and the estimate; an error where the tiles do not
+// fit.
+static ckv_status km_assign_room(int32_t d, km_room *room, ckv_error *err)
 {
-    *smem = km_assign_smem(d);
+    room->smem = km_assign_smem(d);
+    room->wg = ckv_cuda_wgmma();
     size_t most;
     ckv_status st = ckv_pol_smem_most(&most, err);
     if (st)
         return st;
     int dev = 0;
     CKV_CUDA(cudaGetDevice(&dev));
-    CKV_CUDA(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev));
-    if (*smem > most)
+    CKV_CUDA(cudaDeviceGetAttribute(&room->sms, cudaDevAttrMultiProcessorCount, dev));
+    if (room->smem > most)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "cuda kmeans: head_dim %d needs %zu bytes of shared memory (device: %zu)",
-                          d, *smem, most);
+                          d, room->smem, most);
     if (km_estimates(d) &&
-        (st = (d == 128 ? km_allow_estimate<128> : km_allow_estimate<64>)(err)))
+        (st = (d == 128 ? km_allow_estimate<128> : km_allow_estimate<64>)(room->wg, err)))
         return st;
-    return ckv_pol_allow_smem(km_assign_of(d), *smem, "cuda kmeans", err);
+    return ckv_pol_allow_smem(km_assign_of(d), room->smem, "cuda kmeans", err);
 }
 
 // One assignment's buffers: fs and cs the splits (NULL fs: no estimate),
@@ -1418,38 +1444,38 @@ struct km_bufs {
 // decode-time call: 0.233 ms against 0.177, runs QF, QC).
 template <int D, bool MOVED>
 static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                        int32_t *amb_n, cudaStream_t s)
+                        int32_t *amb_n, bool wg, cudaStream_t s)
 {
     const km_est_args a = {b.fs,  b.cs,  b.fnorm, b.cscale, b.cl,    b.best, b.margin, b.amb,
                            amb_n, b.dr,  b.act,   b.chg,    b.touch, b.M_of, p};
-    if (!MOVED && ckv_cuda_wgmma())
-        km_estimate_wg_kernel<D>
-            <<<dim3(ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS), lists), km_wg_shape<D>::THREADS,
-               km_wg_smem<D>(), s>>>(a);
-    else
-        km_estimate_kernel<D, MOVED>
-            <<<dim3(ckv_pol_blocks(max_m, km_est_shape<D>::ROWS), lists),
-               km_est_shape<D>::THREADS, km_est_smem<D>(), s>>>(a);
+    if constexpr (!MOVED)
+        if (wg) {
+            km_estimate_wg_kernel<D><<<dim3(ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS), lists),
+                                       km_wg_shape<D>::THREADS, km_wg_smem<D>(), s>>>(a);
+            return;
+        }
+    km_estimate_kernel<D, MOVED><<<dim3(ckv_pol_blocks(max_m, km_est_shape<D>::ROWS), lists),
+                                   km_est_shape<D>::THREADS, km_est_smem<D>(), s>>>(a);
 }
 
 // Assigns the middle of every active list (up to max_m rows): the
 // estimate (first over the moved centroids where b.dr.nmoved is given,
 // km_drift), then the exact kernel over the rows it left; without fs the
-// exact kernel over every row. best: the estimate's where it ran. smem
-// and sms from km_assign_room.
+// exact kernel over every row. best: the estimate's where it ran. room
+// from km_assign_room.
 static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                            size_t smem, int sms, cudaStream_t s, ckv_error *err)
+                            const km_room &room, cudaStream_t s, ckv_error *err)
 {
     int32_t *const amb_n = b.amb + (size_t)lists * p.cap;
     if (b.fs) {
         CKV_CUDA(cudaMemsetAsync(amb_n, 0, lists * sizeof(int32_t), s));
         if (b.dr.nmoved) {
             (p.d == 128 ? km_estimate<128, true> : km_estimate<64, true>)(b, p, lists, max_m,
-                                                                          amb_n, s);
+                                                                          amb_n, room.wg, s);
             CKV_CUDA_LAUNCHED();
         }
         (p.d == 128 ? km_estimate<128, false> : km_estimate<64, false>)(b, p, lists, max_m,
-                                                                        amb_n, s);
+                                                                        amb_n, room.wg, s);
         CKV_CUDA_LAUNCHED();
     }
     // After the estimate the rows left are few, in a number the host does
@@ -1459,10 +1485,10 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     // be blocks that start only to leave).
     int32_t gx = (int32_t)ckv_pol_blocks(max_m, AM);
     if (b.fs) {
-        const int32_t slots = 2 * sms * km_assign_blocks(p.d);
+                const int32_t slots = 2 * room.sms * km_assign_blocks(p.d);
         gx = min(gx, (slots + lists - 1) / lists);
     }
-    km_assign_of(p.d)<<<dim3(gx, lists), km_assign_threads(p.d), smem, s>>>(
+        km_assign_of(p.d)<<<dim3(gx, lists), km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
         b.fs ? b.amb : nullptr, amb_n, b.act, b.chg, b.touch, b.M_of, p);
     CKV_CUDA_LAUNCHED();
@@ -1495,9 +1521,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     if (!max_t)
         return CKV_OK;
 
-    size_t smem;
-    int sms;
-    ckv_status st = km_assign_room(x->d, &smem, &sms, err);
+        km_room room;
+    ckv_status st = km_assign_room(x->d, &room, err);
     if (st)
         return st;
     // The centroids' splits start at a multiple of 4 words: their rows are
@@ -1599,7 +1624,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         // every cluster.
         kb.dr.nmoved = it ? nmoved : nullptr;
         kb.touch = it ? w->touch : nullptr;
-        if ((st = km_assign(kb, kp, x->lists, max_m, smem, sms, x->s, err)))
+                if ((st = km_assign(kb, kp, x->lists, max_m, room, x->s, err)))
             return st;
         if (it) {
             // A host plan row no K-Means kernel reads (nor apply, which uploads it).
@@ -1655,7 +1680,7 @@ struct km_test_mem {
 // brings cl, best, margin, the count of exact rows and the change flag back.
 static ckv_status km_assign_test(const km_test_mem &d, const double *f, const double *fnorm,
                                  const double *cen, const double *cnorm, int32_t M, int32_t k,
-                                 int32_t dim, bool estimate, size_t smem, int sms, int32_t *cl,
+                                 int32_t dim, bool estimate, const km_room &room, int32_t *cl,
                                  double *best, float *margin, int32_t *n_exact, bool *changed,
                                  ckv_error *err)
 {
@@ -1683,7 +1708,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.best,   d.margin, d.head, d.head + 1,
                        d.head + 3, nullptr, {}};
-    ckv_status st = km_assign(b, kp, 1, M, smem, sms, nullptr, err);
+        ckv_status st = km_assign(b, kp, 1, M, room, nullptr, err);
     if (st)
         return st;
     CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));
@@ -1707,9 +1732,8 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     if (M < 1 || k < 1 || d < 1)
         return ckv_errorf(err, CKV_ERR_ARG, "kmeans_assign: M %d, k %d, d %d", M, k, d);
     estimate = estimate && km_estimates(d);
-    size_t smem;
-    int sms;
-    ckv_status st = km_assign_room(d, &smem, &sms, err);
+        km_room room;
+    ckv_status st = km_assign_room(d, &room, err);
     if (st)
         return st;
     // The list's capacity holds both row sets.
@@ -1735,7 +1759,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     m.amb = m.cl + cap;  // cap rows and the count
     m.head = m.amb + cap + 1;
     m.margin = reinterpret_cast<unsigned *>(m.head + 4);
-    st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, smem, sms, cl, best,
+        st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, room, cl, best,
                         margin, n_exact, changed, err);
     cudaFree(dev);
     return st;

@@ -1,8 +1,9 @@
 // The CUDA backend's process-wide switches and their C boundary (cuda.h):
-// programmatic dependent launch (cuda_pdl.cuh) and the wgmma form of the
-// bf16 prefill attention (cuda_attention_prefill.cu). Each is on unless its
-// environment variable is 0 at the first use (for A/B runs of whole
-// programs), and active only on a device that has the feature.
+// programmatic dependent launch (cuda_pdl.cuh) and the wgmma forms of the
+// bf16 prefill attention (cuda_attention_prefill.cu) and of K-Means's
+// estimate (cuda_kmeans.cu). Each is on unless its environment variable is
+// 0 at the first use (for A/B runs of whole programs), and active only on a
+// device that has the feature.
 #include <stdlib.h>
 #include <string.h>
 
