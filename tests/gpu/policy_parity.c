@@ -613,13 +613,17 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
  * previous cluster differs: the last row whose best stands more than 2^-10
  * over its second (with the estimate, outside "range", the estimate's by
  * its bound: within 2^-13 of each cosine, it keeps a gap over 2^-11) and,
- * in "unit" and "wide", row 20 (zero norm: always the exact kernel's). */
+ * in "unit" and "wide", row 20 (zero norm: always the exact kernel's).
+ *
+ * k centroids: 150, and 345 for "full" features with the estimate (six tiles
+ * of 64, the last partial, so that the wgmma form's four stages are refilled
+ * and reused). */
 enum { KM_UNIT, KM_WIDE, KM_FULL, KM_RANGE };
 static const char *const km_mode_name[] = {"unit", "wide", "full", "range"};
 
-static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t seed)
+static void check_kmeans_assign(int32_t d, int32_t k, int mode, bool estimate, uint64_t seed)
 {
-    const int32_t M = 300, k = 150;
+    const int32_t M = 300;
     double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
     double *fn = xmalloc((size_t)M * sizeof *fn), *cn = xmalloc((size_t)k * sizeof *cn);
     double *best = xmalloc((size_t)M * sizeof *best);
@@ -726,16 +730,16 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
     runs++;
     failures += !ok;
     if (estimate)
-        printf("     kmeans assign: head_dim %3d, %s features, estimate (%s): %lld of %d "
-               "features differ (cluster), %d exact; margin %g (want %g); estimate off by %.2e; "
-               "change flags %s  %s\n",
-               d, km_mode_name[mode], ckv_cuda_wgmma() ? "wgmma" : "mma.sync", (long long)differ,
-               M, n_exact, margin, want_margin, est_err, flag_ok ? "right" : "WRONG",
-               ok ? "PASS" : "FAIL");
+        printf("     kmeans assign: head_dim %3d, %d centroids, %s features, estimate (%s): %lld "
+               "of %d features differ (cluster), %d exact; margin %g (want %g); estimate off by "
+               "%.2e; change flags %s  %s\n",
+               d, k, km_mode_name[mode], ckv_cuda_wgmma() ? "wgmma" : "mma.sync",
+               (long long)differ, M, n_exact, margin, want_margin, est_err,
+               flag_ok ? "right" : "WRONG", ok ? "PASS" : "FAIL");
     else
-        printf("     kmeans assign: head_dim %3d, %s features: %lld of %d features differ "
-               "(cluster, cosine bits); margin %g (want %g); change flags %s  %s\n",
-               d, km_mode_name[mode], (long long)differ, M, margin, want_margin,
+        printf("     kmeans assign: head_dim %3d, %d centroids, %s features: %lld of %d features "
+               "differ (cluster, cosine bits); margin %g (want %g); change flags %s  %s\n",
+               d, k, km_mode_name[mode], (long long)differ, M, margin, want_margin,
                flag_ok ? "right" : "WRONG", ok ? "PASS" : "FAIL");
     free(f);
     free(c);
@@ -744,6 +748,23 @@ static void check_kmeans_assign(int32_t d, int mode, bool estimate, uint64_t see
     free(best);
     free(cl);
     free(want_cl);
+}
+
+/* check_kmeans_assign without the estimate (where `exact`) and, at the
+ * head_dims that have it, in each of its forms: the device's, and the
+ * mma.sync form where that is wgmma. */
+static void check_kmeans_forms(int32_t d, int32_t k, int mode, bool exact, uint64_t seed)
+{
+    if (exact)
+        check_kmeans_assign(d, k, mode, false, seed);
+    if (d != 64 && d != 128)
+        return;
+    check_kmeans_assign(d, k, mode, true, seed);
+    if (ckv_cuda_wgmma()) {
+        ckv_cuda_set_wgmma(false);
+        check_kmeans_assign(d, k, mode, true, seed);
+        ckv_cuda_set_wgmma(true);
+    }
 }
 
 /* Every source in the current kv_dtype; 1 when a dump cannot be read. */
@@ -897,20 +918,14 @@ int main(int argc, char **argv)
         /* The features are doubles whatever the cache type; 148 is the
          * largest head_dim whose tiles fit (cuda_kmeans.cu). */
         static const int32_t km_dims[] = {128, 64, 66, 148};
-        const bool wgmma = ckv_cuda_wgmma();
-        if (t == first)
+        if (t == first) {
             for (int i = 0; i < 4; i++)
                 for (int mode = KM_UNIT; mode <= KM_RANGE; mode++)
-                    /* est 1: the estimate in the device's form; 2: its
-                     * mma.sync form where that is wgmma. */
-                    for (int est = 0; est <= (km_dims[i] % 64 ? 0 : 1 + wgmma); est++) {
-                        if (est == 2)
-                            ckv_cuda_set_wgmma(false);
-                        check_kmeans_assign(km_dims[i], mode, est > 0,
-                                            (uint64_t)(100 + 2 * i + mode));
-                        if (est == 2)
-                            ckv_cuda_set_wgmma(true);
-                    }
+                    check_kmeans_forms(km_dims[i], 150, mode, true,
+                                       (uint64_t)(100 + 2 * i + mode));
+            for (int i = 0; i < 2; i++)
+                check_kmeans_forms(km_dims[i], 345, KM_FULL, false, (uint64_t)(120 + i));
+        }
         if (run_sources(dump))
             return 1;
     }
