@@ -769,6 +769,9 @@ static int run(int argc, char **argv, const opts *o)
     size_t n = 0, ns = 0;
     int rc = CLI_OK;
     char date[32], device[256] = "cpu";
+    /* The form of K-Means's estimate (head_dim 64 and 128; other head_dims
+     * assign exactly): its times depend on it (docs/gpu.md, "kmeans"). */
+    const char *km_form = "cpu";
     const char *shape = NULL;
     bench_utc_now(date);
     if (!rows || !sh || !cmdline) {
@@ -788,14 +791,15 @@ static int run(int argc, char **argv, const opts *o)
             goto done;
         }
         snprintf(device, sizeof device, "%s", dev.name);
+        km_form = ckv_cuda_wgmma() ? "wgmma" : "mma.sync";
 #else
         fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled)\n");
         rc = CLI_FAIL;
         goto done;
 #endif
     }
-    printf("device: %s; %s; budget %s; K-Means iters=%s; median of %lld\n", device, date,
-           o->budget_s, KMEANS_ITERS, o->repeats);
+    printf("device: %s; %s; budget %s; K-Means iters=%s, estimate %s; median of %lld\n", device,
+           date, o->budget_s, KMEANS_ITERS, km_form, o->repeats);
     for (int t = 0; t < o->n_tokens && !rc; t++) {
         ckv_kvdump d;
         ckv_status st = load_cache(o, t, &d, &err);
@@ -834,7 +838,8 @@ static int run(int argc, char **argv, const opts *o)
     const char *attrs[] = {"format", "ckv-bench-compress", "version", "1", "date", date,
                            "device", device, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "budget", o->budget_s, "repeats", repeats, "kmeans_iters",
-                           KMEANS_ITERS, "kv_dtype", ckv_kv_dtype_name(o->kv_dtype)};
+                           KMEANS_ITERS, "kmeans_estimate", km_form, "kv_dtype",
+                           ckv_kv_dtype_name(o->kv_dtype)};
     const ckv_h5_table tables[] = {
         {"/compress", compress_fields, sizeof compress_fields / sizeof compress_fields[0],
          sizeof(compress_row), rows, n},
