@@ -753,8 +753,8 @@ __device__ __forceinline__ void km_col_scales(float2 (&rc)[NB], const float *sc,
 
 // Row g + 8 h's estimates from C fragments of NB n-tiles (acc[nb][2 h + e]:
 // column j + 8 nb + e, j the lane's first) into its running top; full:
-// every column is under n_col (all but a pass's last tile, which alone
-// takes a test an element). The row's scale comes after the walk, to the
+// every column of the tile is under n_col (only a partial last tile takes
+// a test an element). The row's scale comes after the walk, to the
 // best and second only: a product by it never reverses an order (it may
 // make a tie, which leaves the row to the exact path).
 template <int NB>
@@ -945,7 +945,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
     float *const sc = reinterpret_cast<float *>(sm + 2 * KN * SF);
     // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group.
-        const auto copy_stage = [&](int32_t st, int32_t j1) {
+    const auto copy_stage = [&](int32_t st, int32_t j1) {
         km_copy_scales(sc + st * KN, a, L, base, j1);
         km_copy_tile<16, S::THREADS>(
             sm + st * KN * SF, [=](int32_t r) { return C + (size_t)L.col_of(j1 + r) * D; }, KN,
@@ -1039,10 +1039,10 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                                  m0 + 16 * (MT * warp + mt) + g + 8 * h, t, L, a, lh);
 }
 
-// The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; devices where
-// ckv_cuda_wgmma holds): the same products, choices and bookkeeping as
-// km_estimate_kernel's passes over every centroid. Three warpgroups take 64 rows each and issue a
-// tile's products together (m64n64k16: 3 KS of them, the his and los of
+// The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; calls whose
+// km_room.wg is set, from ckv_cuda_wgmma): the same products, choices and
+// bookkeeping as km_estimate_kernel's passes over every centroid. Three
+// warpgroups take 64 rows each and issue a tile's products together (m64n64k16: 3 KS of them, the his and los of
 // the tile's centroids as B from shared memory); the centroids stream
 // through STAGES stages, the copies three tiles ahead. The first
 // assignment at the 8B's 8K decode-time shape takes 1.83 ms against the
@@ -1152,7 +1152,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
             ckv_cp_async8(at, src, in);
             ckv_cp_async8(at + S::PART, src + 2, in);
         }
-                km_copy_scales(sc + st * KN, a, L, base, j1);
+        km_copy_scales(sc + st * KN, a, L, base, j1);
         ckv_cp_async_commit();
     };
 
@@ -1485,10 +1485,10 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     // be blocks that start only to leave).
     int32_t gx = (int32_t)ckv_pol_blocks(max_m, AM);
     if (b.fs) {
-                const int32_t slots = 2 * room.sms * km_assign_blocks(p.d);
+        const int32_t slots = 2 * room.sms * km_assign_blocks(p.d);
         gx = min(gx, (slots + lists - 1) / lists);
     }
-        km_assign_of(p.d)<<<dim3(gx, lists), km_assign_threads(p.d), room.smem, s>>>(
+    km_assign_of(p.d)<<<dim3(gx, lists), km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
         b.fs ? b.amb : nullptr, amb_n, b.act, b.chg, b.touch, b.M_of, p);
     CKV_CUDA_LAUNCHED();
@@ -1521,7 +1521,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     if (!max_t)
         return CKV_OK;
 
-        km_room room;
+    km_room room;
     ckv_status st = km_assign_room(x->d, &room, err);
     if (st)
         return st;
@@ -1624,7 +1624,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         // every cluster.
         kb.dr.nmoved = it ? nmoved : nullptr;
         kb.touch = it ? w->touch : nullptr;
-                if ((st = km_assign(kb, kp, x->lists, max_m, room, x->s, err)))
+        if ((st = km_assign(kb, kp, x->lists, max_m, room, x->s, err)))
             return st;
         if (it) {
             // A host plan row no K-Means kernel reads (nor apply, which uploads it).
@@ -1708,7 +1708,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.best,   d.margin, d.head, d.head + 1,
                        d.head + 3, nullptr, {}};
-        ckv_status st = km_assign(b, kp, 1, M, room, nullptr, err);
+    ckv_status st = km_assign(b, kp, 1, M, room, nullptr, err);
     if (st)
         return st;
     CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));
@@ -1732,7 +1732,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     if (M < 1 || k < 1 || d < 1)
         return ckv_errorf(err, CKV_ERR_ARG, "kmeans_assign: M %d, k %d, d %d", M, k, d);
     estimate = estimate && km_estimates(d);
-        km_room room;
+    km_room room;
     ckv_status st = km_assign_room(d, &room, err);
     if (st)
         return st;
@@ -1759,7 +1759,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     m.amb = m.cl + cap;  // cap rows and the count
     m.head = m.amb + cap + 1;
     m.margin = reinterpret_cast<unsigned *>(m.head + 4);
-        st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, room, cl, best,
+    st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, room, cl, best,
                         margin, n_exact, changed, err);
     cudaFree(dev);
     return st;
