@@ -1042,19 +1042,19 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
 // The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; calls whose
 // km_room.wg is set, from ckv_cuda_wgmma): the same products, choices and
 // bookkeeping as km_estimate_kernel's passes over every centroid. Three
-// warpgroups take 64 rows each and issue a tile's products together (m64n64k16: 3 KS of them, the his and los of
-// the tile's centroids as B from shared memory); the centroids stream
-// through STAGES stages, the copies three tiles ahead. The first
-// assignment at the 8B's 8K decode-time shape takes 1.83 ms against the
-// mma.sync form's 2.09 (runs QC, QF). Neither pipe bounds it (issue 35%
-// busy, the tensor pipe 46%, run QE): the warps wait in step for each
-// tile's products, then all run the epilogue. Tried: a second set of
-// accumulators for the next tile's products under this tile's epilogue
-// made ptxas serialize every wgmma (registers in flight across the loop's
-// back edge); two 32-column groups a tile, the first's epilogue under the
-// second's products, ran no faster (QD). Warpgroups out of step (the
-// stages passed through mbarriers, as the prefill's fed form) would be
-// the next step.
+// warpgroups take 64 rows each and issue a tile's products together
+// (m64n64k16: 3 KS of them, the his and los of the tile's centroids as B
+// from shared memory); the centroids stream through STAGES stages, the
+// copies three tiles ahead. The first assignment at the 8B's 8K decode-time
+// shape takes 1.83 ms against the mma.sync form's 2.09 (runs QC, QF).
+// Neither pipe bounds it (issue 35% busy, the tensor pipe 46%, run QE): the
+// warps wait in step for each tile's products, then all run the epilogue.
+// Tried: a second set of accumulators for the next tile's products under
+// this tile's epilogue made ptxas serialize every wgmma (registers in
+// flight across the loop's back edge); two 32-column groups a tile, the
+// first's epilogue under the second's products, ran no faster (QD).
+// Warpgroups out of step (the stages passed through mbarriers, as the
+// prefill's fed form) would be the next step.
 //
 // B is K-major in the 128-byte swizzle: a stage holds the his of KN
 // centroids as D / 64 blocks of 64 rows, each row 64 bf16, then the los
