@@ -8,7 +8,7 @@ import os
 import struct
 import tempfile
 
-from script_check import check, finish, root, run_script
+from script_check import check, check_refuses_files, finish, root, run_script
 
 script = os.path.join(root, "scripts", "gemv-stamps")
 
@@ -73,12 +73,7 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, _, err = run(backwards)
     check(rc == 1 and "backwards.bin" in err and "record 0" in err,
           f"times out of order are refused ({err.strip()})")
-    empty = os.path.join(tmp, "empty.bin")
-    open(empty, "wb").close()
-    rc, _, err = run(empty)
-    check(rc == 1 and "no records" in err, f"an empty file is refused ({err.strip()})")
-    rc, _, err = run(os.path.join(tmp, "missing.bin"))
-    check(rc == 1 and "missing.bin" in err, f"a missing file is named ({err.strip()})")
+    check_refuses_files(run, tmp, "bin", "no records")
     rc, _, _ = run()
     check(rc == 2, "no arguments: usage, exit 2")
 

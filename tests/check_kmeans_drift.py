@@ -10,7 +10,7 @@ import os
 import subprocess
 import tempfile
 
-from script_check import check, finish, root, run_script
+from script_check import check, check_refuses_files, finish, root, run_script
 
 script = os.path.join(root, "scripts", "kmeans-drift")
 
@@ -71,12 +71,7 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run(bad)
     check(rc == 1 and f"{bad}:1" in err and "not a probe line" in err,
           f"a short near line refused: {err.strip()}")
-    empty = os.path.join(tmp, "empty.txt")
-    open(empty, "w").close()
-    rc, out, err = run(empty)
-    check(rc == 1 and "no probe lines" in err, f"a file without probe lines refused: {err.strip()}")
-    rc, out, err = run(os.path.join(tmp, "missing.txt"))
-    check(rc == 1 and "missing.txt" in err, f"a missing file refused: {err.strip()}")
+    check_refuses_files(run, tmp, "txt", "no probe lines")
 
 p = subprocess.run(["git", "apply", "--check", os.path.join("scripts", "kmeans-drift-probe.patch")],
                    cwd=root, capture_output=True, text=True)

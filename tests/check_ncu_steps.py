@@ -8,7 +8,7 @@ refused with a message naming it."""
 import os
 import tempfile
 
-from script_check import check, finish, root, run_script
+from script_check import check, check_refuses_files, finish, root, run_script
 
 script = os.path.join(root, "scripts", "ncu-steps")
 
@@ -90,8 +90,7 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, _, err = run(bad)
     check(rc == 1 and "bad.txt" in err and "gpu__time_duration.sum" in err,
           f"a CSV without the metrics names the file and column ({err.strip()})")
-    rc, _, err = run(os.path.join(tmp, "missing.txt"))
-    check(rc == 1 and "missing.txt" in err, f"a missing file is named ({err.strip()})")
+    check_refuses_files(run, tmp, "txt")
     rc, _, _ = run()
     check(rc == 2, "no arguments: usage, exit 2")
 
