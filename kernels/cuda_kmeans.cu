@@ -29,6 +29,7 @@
 #include "cuda_check.h"
 #include "cuda_mma.cuh"
 #include "cuda_policy.h"
+#include "cuda_tma.cuh"
 #include "cuda_wgmma.cuh"
 
 struct km_params {
@@ -1045,16 +1046,21 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
 // warpgroups take 64 rows each and issue a tile's products together
 // (m64n64k16: 3 KS of them, the his and los of the tile's centroids as B
 // from shared memory); the centroids stream through STAGES stages, the
-// copies three tiles ahead. The first assignment at the 8B's 8K decode-time
-// shape takes 1.83 ms against the mma.sync form's 2.09 (runs QC, QF).
-// Neither pipe bounds it (issue 35% busy, the tensor pipe 46%, run QE): the
-// warps wait in step for each tile's products, then all run the epilogue.
-// Tried: a second set of accumulators for the next tile's products under
-// this tile's epilogue made ptxas serialize every wgmma (registers in
-// flight across the loop's back edge); two 32-column groups a tile, the
-// first's epilogue under the second's products, ran no faster (QD).
-// Warpgroups out of step (the stages passed through mbarriers, as the
-// prefill's fed form) would be the next step.
+// copies LEAD tiles ahead, each stage handed to the products through an
+// mbarrier. The first assignment at the 8B's 8K decode-time shape takes
+// 1.50 ms (run RA); with a block barrier a tile instead it took 1.84, the
+// mma.sync form 2.09 (QC, QF). A tile now costs about the tensor pipe's
+// 2,300 cycles plus the epilogue's 1,700 issue cycles (RB's ncu): the
+// warpgroups' products still run together and their epilogues after.
+// Tried: warpgroups taking turns to issue a tile's products (a named
+// barrier each) gained 3% (RB): the tensor pipe shares itself among the
+// queued products, so all three still finish together; turns passed only
+// once a warpgroup's products completed took 1.71 ms (RC: alone, one
+// warpgroup's two accumulator chains keep the pipe 51% busy). A second set
+// of accumulators for the next tile's products under this tile's epilogue
+// made ptxas serialize every wgmma (registers in flight across the loop's
+// back edge); two 32-column groups a tile, the first's epilogue under the
+// second's products, ran no faster (QD).
 //
 // B is K-major in the 128-byte swizzle: a stage holds the his of KN
 // centroids as D / 64 blocks of 64 rows, each row 64 bf16, then the los
@@ -1069,20 +1075,20 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
 template <int D>
 struct km_wg_shape {
     static constexpr int WGS = 3, THREADS = 128 * WGS, ROWS = 64 * WGS, KS = D / 16,
-                         STAGES = 4, SF = D + 16;
+                         STAGES = 4, LEAD = 2, SF = D + 16;
     static constexpr int PART = D / 64 * KN * 128;  // bytes of a stage's his (or los)
     static constexpr int STAGE = 2 * PART;          // a multiple of the swizzle's 1024
     static_assert(ROWS * SF * sizeof(uint32_t) <= STAGES * STAGE,
                   "the feature tile fits in the stages");
 };
 
-// The stages, their columns' scales, and the room to align the stages to
-// 1024 bytes from the 16 a launch guarantees.
+// The stages, their columns' scales, a barrier a stage, and the room to
+// align the stages to 1024 bytes from the 16 a launch guarantees.
 template <int D>
 constexpr size_t km_wg_smem()
 {
     using S = km_wg_shape<D>;
-    return (size_t)S::STAGES * (S::STAGE + KN * sizeof(float)) + 1024 - 16;
+    return (size_t)S::STAGES * (S::STAGE + KN * sizeof(float) + sizeof(uint64_t)) + 1024 - 16;
 }
 
 // d = A B over one tile's KS k-steps, as one committed group: acc the his'
@@ -1156,6 +1162,31 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         ckv_cp_async_commit();
     };
 
+    // Tile i's stage is full once every warp has arrived on full[i %
+    // STAGES]: a warp arrives when its threads' copies of the tile have
+    // landed (each thread's wait) and are visible to wgmma (each thread's
+    // proxy fence; then the warp's barrier, so that lane 0's release covers
+    // the other lanes' copies). A warp arrives for tile i + 1 early in its
+    // pass over tile i, before that tile's epilogue, so that a warpgroup
+    // may run a tile ahead of the others: it waits for their epilogues of
+    // the tile before last, not of the last (a block barrier a tile held
+    // them in step: RA). The copies run LEAD tiles ahead: stage (i + LEAD)
+    // % STAGES held tile i - 2, which every warp had finished with
+    // (products waited for, scales read) before it arrived for tile i, and
+    // the copying thread waited for that. (racecheck does not credit
+    // mbarriers: it flags the scales' copies against their reads, run RD.)
+    static_assert(S::STAGES == S::LEAD + 2, "a stage is refilled two tiles after its use");
+    const uint32_t full = sb + S::STAGES * (S::STAGE + KN * sizeof(float));
+    if (threadIdx.x < S::STAGES)  // seen by all after km_load_features' barrier
+        ckv_mbar_init(full + 8 * threadIdx.x, S::THREADS / 32);
+    const auto arrive_full = [&](int st) {
+        ckv_cp_async_wait<S::LEAD - 1>();  // the tile's group, not the one after
+        ckv_fence_proxy_async();
+        __syncwarp();
+        if (lane == 0)
+            ckv_mbar_arrive(full + 8 * st);
+    };
+
     km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
     // Row g (+ 8) of the warp's 16: A's k-step s, his then los (above).
     uint32_t ah[KS][4], al[KS][4];
@@ -1170,11 +1201,13 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         }
     __syncthreads();  // the stages take the features' place
 #pragma unroll
-    for (int u = 0; u < S::STAGES - 1; u++)
+    for (int u = 0; u < S::LEAD; u++)
         if (u < L.tiles)
             copy_stage(u, u * KN);
         else
-            ckv_cp_async_commit();  // empty groups keep the counts below
+            ckv_cp_async_commit();  // empty groups keep the counts
+    if (L.tiles > 0)
+        arrive_full(0);
 
     km_top r[2];
     float rf[2];
@@ -1184,19 +1217,17 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     bool cbad = false;
     const uint64_t d0 = ckv_wgmma_desc(sb, 16);  // the stages' start, K-major
     for (int32_t i = 0; i < L.tiles; i++) {
-        ckv_cp_async_wait<S::STAGES - 2>();  // tile i's copies (not the two after)
-        ckv_fence_proxy_async();
-        __syncthreads();  // ... landed for every thread, seen by wgmma
         const int st = i % S::STAGES;
+        ckv_mbar_wait(full + 8 * st, i / S::STAGES & 1);
         float acc[KN / 8][4], cross[KN / 8][4];
         km_wg_products(acc, cross, ah, al, ckv_wgmma_desc_at(d0, st * S::STAGE),
                        ckv_wgmma_desc_at(d0, st * S::STAGE + S::PART));
-        // Stage (i + 3) % 4 held tile i - 1, whose products every
-        // warpgroup waited for before the barrier above.
-        if (i + S::STAGES - 1 < L.tiles)
-            copy_stage((i + S::STAGES - 1) % S::STAGES, (i + S::STAGES - 1) * KN);
+        if (i + S::LEAD < L.tiles)
+            copy_stage((i + S::LEAD) % S::STAGES, (i + S::LEAD) * KN);
         else
             ckv_cp_async_commit();  // empty groups keep the counts
+        if (i + 1 < L.tiles)
+            arrive_full((i + 1) % S::STAGES);
         ckv_wgmma_wait<0>();
         ckv_wgmma_hold(acc);
         ckv_wgmma_hold(cross);
