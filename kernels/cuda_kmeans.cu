@@ -1050,16 +1050,20 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
 // mbarrier. The first assignment at the 8B's 8K decode-time shape takes
 // 1.50 ms (run RA); with a block barrier a tile instead it took 1.84, the
 // mma.sync form 2.09 (QC, QF). A tile now costs about the tensor pipe's
-// 2,300 cycles plus the epilogue's 1,700 issue cycles (RB's ncu): the
+// 2,300 cycles plus the epilogue's 1,700 issue cycles (RI's ncu): the
 // warpgroups' products still run together and their epilogues after.
 // Tried: warpgroups taking turns to issue a tile's products (a named
 // barrier each) gained 3% (RB): the tensor pipe shares itself among the
 // queued products, so all three still finish together; turns passed only
 // once a warpgroup's products completed took 1.71 ms (RC: alone, one
-// warpgroup's two accumulator chains keep the pipe 51% busy). A second set
-// of accumulators for the next tile's products under this tile's epilogue
-// made ptxas serialize every wgmma (registers in flight across the loop's
-// back edge); two 32-column groups a tile, the first's epilogue under the
+// warpgroup's two accumulator chains keep the pipe 51% busy); a throttle
+// keeping two warpgroups' products in flight took 1.58 ms (RG). A second
+// set of accumulators for the next tile's products under this tile's
+// epilogue made ptxas serialize every wgmma when those products were issued
+// inside ifs; a loop of two tiles a pass with its tail peeled compiles
+// unserialised, but needs A from shared memory and two warpgroups a block
+// for its registers (not run: docs/performance-notes.md, twenty-eighth
+// session). Two 32-column groups a tile, the first's epilogue under the
 // second's products, ran no faster (QD).
 //
 // B is K-major in the 128-byte swizzle: a stage holds the his of KN
