@@ -51,7 +51,7 @@ struct ckv_gpu_policy_ws {
     // the estimate (features, then centroids from a multiple of 4 words:
     // twice rows rounded up to 4; taken where the estimate runs), amb the
     // rows the estimate left to the exact assignment ([lists][capacity],
-    // then a count per list), chg two rows of flags a list (an assignment
+    // then a count per list, then the exact kernel's tiles: lists + 2), chg two rows of flags a list (an assignment
     // changed a cluster), touch a flag a cluster (an assignment moved a
     // row from or to it: slots). Where the estimate runs, for the assignments
     // after an update (cuda_kmeans.cu, km_drift): top each row's two best
