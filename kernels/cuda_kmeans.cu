@@ -502,11 +502,12 @@ __global__ void __launch_bounds__(1024) km_work_kernel(int32_t *work, const int3
 // this kernel, it cost about 3% of K-Means's compression a sample (SG, SH,
 // SI; a search by a thread a list instead of the binary search below did
 // not help: the extra launch an assignment is the likelier cause, not
-// measured). chg[lh]
-// is set where a row's cluster changes (cl holds the previous clusters,
-// whatever they are) and touch (NULL: not kept) where its old and new
-// clusters' members changed (km_move_row). top (NULL: not kept): each
-// row's best and second rounded outward (km_drift).
+// measured).
+//
+// chg[lh] is set where a row's cluster changes (cl holds the previous
+// clusters, whatever they are) and touch (NULL: not kept) where its old
+// and new clusters' members changed (km_move_row). top (NULL: not kept):
+// each row's best and second rounded outward (km_drift).
 template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
