@@ -351,20 +351,20 @@ static void source_free(source *s)
 enum { SYN_LAYERS = 4, SYN_KV = 3, SYN_HEADS = 9, SYN_D = 64, SYN_W = 48 };
 static int32_t syn_t = 1400; /* tokens of the synthetic caches (--quick: 480) */
 
-/* A synthetic cache of the test shape with `heads` query heads over SYN_KV
- * KV heads of head_dim d; ragged: list lh keeps syn_t - (syn_t / 23) lh
- * entries. */
-static void synthetic(source *s, const char *name, bool ragged, int32_t heads, int32_t d,
-                      uint64_t seed)
+/* A synthetic cache of SYN_LAYERS layers with `heads` query heads over kv
+ * KV heads of head_dim d; ragged: list lh keeps syn_t - (syn_t / 23) (lh %
+ * 12) entries (the test shape's 12 lists: each its own length). */
+static void synthetic(source *s, const char *name, bool ragged, int32_t kv, int32_t heads,
+                      int32_t d, uint64_t seed)
 {
     memset(s, 0, sizeof *s);
     s->name = name;
-    CHECK(ckv_synthetic_kv(&s->c, &s->q, SYN_LAYERS, SYN_KV, heads, d, syn_t, SYN_W, seed, err));
+    CHECK(ckv_synthetic_kv(&s->c, &s->q, SYN_LAYERS, kv, heads, d, syn_t, SYN_W, seed, err));
     s->n_head = heads;
     s->w = SYN_W;
     if (ragged)
         for (size_t lh = 0; lh < lists_of(&s->c); lh++)
-            s->c.len[lh] = syn_t - syn_t / 23 * (int32_t)lh;
+            s->c.len[lh] = syn_t - syn_t / 23 * (int32_t)(lh % 12);
     source_gpu(s);
 }
 
@@ -772,37 +772,43 @@ static void check_kmeans_forms(int32_t d, int32_t k, int mode, bool exact, uint6
 static int run_sources(const char *dump)
 {
     source s;
-    synthetic(&s, "synth-equal", false, SYN_HEADS, SYN_D, 1);
+    synthetic(&s, "synth-equal", false, SYN_KV, SYN_HEADS, SYN_D, 1);
     run_source(&s, true, NULL);
     source_free(&s);
-    synthetic(&s, "synth-ragged", true, SYN_HEADS, SYN_D, 2);
+    synthetic(&s, "synth-ragged", true, SYN_KV, SYN_HEADS, SYN_D, 2);
     run_source(&s, true, NULL);
     source_free(&s);
     /* head_dim 128: K-Means tiles need more than 48 KiB of shared memory. */
-    synthetic(&s, "synth-d128", true, 4 * SYN_KV, 2 * SYN_D, 3);
+    synthetic(&s, "synth-d128", true, SYN_KV, 4 * SYN_KV, 2 * SYN_D, 3);
     run_source(&s, false, NULL);
     source_free(&s);
     /* head_dim 66: rows the compaction cannot move four floats at a time. */
-    synthetic(&s, "synth-d66", true, SYN_HEADS, 66, 4);
+    synthetic(&s, "synth-d66", true, SYN_KV, SYN_HEADS, 66, 4);
     run_source(&s, false, NULL);
     source_free(&s);
     /* head_dim 148: the widest K-Means takes (its tiles, the feature
      * kernel's rows). */
-    synthetic(&s, "synth-d148", true, SYN_HEADS, 148, 5);
+    synthetic(&s, "synth-d148", true, SYN_KV, SYN_HEADS, 148, 5);
     run_source(&s, false, NULL);
     source_free(&s);
     /* Where K-Means's estimate takes its wgmma form, the mma.sync form (the
      * one of other devices) too, at both head_dims that have it. */
     if (ckv_cuda_wgmma()) {
         ckv_cuda_set_wgmma(false);
-        synthetic(&s, "synth-mma64", true, SYN_HEADS, SYN_D, 6);
+        synthetic(&s, "synth-mma64", true, SYN_KV, SYN_HEADS, SYN_D, 6);
         run_source(&s, false, "kmeans");
         source_free(&s);
-        synthetic(&s, "synth-mma128", true, 4 * SYN_KV, 2 * SYN_D, 7);
+        synthetic(&s, "synth-mma128", true, SYN_KV, 4 * SYN_KV, 2 * SYN_D, 7);
         run_source(&s, false, "kmeans");
         source_free(&s);
         ckv_cuda_set_wgmma(true);
     }
+    /* More lists than km_work_kernel's 1,024 threads, so that each sums
+     * several lists' tiles of the exact kernel's queue, some of them none
+     * (lists under the budget). */
+    synthetic(&s, "synth-lists", true, 257, 257, SYN_D, 8);
+    run_source(&s, false, "kmeans");
+    source_free(&s);
     compressed_once(&s);
     run_source(&s, true, NULL);
     source_free(&s);
