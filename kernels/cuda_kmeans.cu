@@ -494,15 +494,12 @@ __global__ void __launch_bounds__(1024) km_work_kernel(int32_t *work, const int3
 // the estimate left); NULL: all M. The blocks claim tiles of AM rows of
 // any list, one at a time, from work (km_work_kernel's), until none is
 // left: the rows the estimate leaves differ from list to list, and a grid
-// of a few blocks a list had its blocks take a list's share each, whatever
-// its size (the last of three waves for 540 blocks at SmolLM2's 90 lists,
-// and a list with more rows than the others set the time: run SD). The
-// queue took SmolLM2's whole 25% call at 128K from 11.5 to 8.6 s and the
-// 8B's at 32K from 1,044 to 923 ms (SE); on real keys, where few rows reach
-// this kernel, it cost about 3% of K-Means's compression a sample (SG, SH,
-// SI; a search by a thread a list instead of the binary search below did
-// not help: the extra launch an assignment is the likelier cause, not
-// measured).
+// of a few blocks a list gave each list the same blocks whatever its rows
+// (at SmolLM2's 90 lists 540 blocks, three waves for 2.05 waves' work: run
+// SD). The queue took SmolLM2's whole 25% call at 128K from 11.5 to 8.6 s
+// and the 8B's at 32K from 1,044 to 923 ms (SE); on real keys, where few
+// rows reach this kernel, it cost about 3% of K-Means's compression a
+// sample (SG to SI; why is not known).
 //
 // chg[lh] is set where a row's cluster changes (cl holds the previous
 // clusters, whatever they are) and touch (NULL: not kept) where its old
@@ -533,7 +530,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     for (;;) {
         if (threadIdx.x == 0)
             claimed = atomicAdd(work + lists + 1, 1);
-        __syncthreads();  // (the pass's last barrier kept it from the reads before)
+        __syncthreads();  // (the last pass's closing barrier put this write after its reads)
         const int32_t u = claimed;
         if (u >= work[lists])
             break;
@@ -1569,8 +1566,8 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
         CKV_CUDA_LAUNCHED();
     }
     // The rows left (after the estimate: in a number the host does not
-    // know) as tiles the exact kernel's blocks claim, one wave of them: a
-    // block takes most of an SM's shared memory.
+    // know) as tiles the exact kernel's blocks claim: one wave of resident
+    // blocks drains the queue, and a block more would find it empty.
     int32_t *const work = amb_n + lists;
     km_work_kernel<<<1, 1024, 0, s>>>(work, b.fs ? amb_n : b.M_of, b.act, lists);
     CKV_CUDA_LAUNCHED();
