@@ -751,13 +751,12 @@ static void check_kmeans_assign(int32_t d, int32_t k, int mode, bool estimate, u
     free(want_cl);
 }
 
-/* check_kmeans_assign without the estimate (where `exact`) and, at the
- * head_dims that have it, in each of its forms: the device's, and the
- * mma.sync form where that is wgmma. */
-static void check_kmeans_forms(int32_t d, int32_t k, int mode, bool exact, uint64_t seed)
+/* check_kmeans_assign without the estimate and, at the head_dims that have
+ * it, in each of its forms: the device's, and the mma.sync form where that
+ * is wgmma. */
+static void check_kmeans_forms(int32_t d, int32_t k, int mode, uint64_t seed)
 {
-    if (exact)
-        check_kmeans_assign(d, k, mode, false, seed);
+    check_kmeans_assign(d, k, mode, false, seed);
     if (d != 64 && d != 128)
         return;
     check_kmeans_assign(d, k, mode, true, seed);
@@ -928,10 +927,9 @@ int main(int argc, char **argv)
         if (t == first) {
             for (int i = 0; i < 4; i++)
                 for (int mode = KM_UNIT; mode <= KM_RANGE; mode++)
-                    check_kmeans_forms(km_dims[i], 150, mode, true,
-                                       (uint64_t)(100 + 2 * i + mode));
+                    check_kmeans_forms(km_dims[i], 150, mode, (uint64_t)(100 + 2 * i + mode));
             for (int i = 0; i < 2; i++)
-                check_kmeans_forms(km_dims[i], 345, KM_FULL, true, (uint64_t)(120 + i));
+                check_kmeans_forms(km_dims[i], 345, KM_FULL, (uint64_t)(120 + i));
         }
         if (run_sources(dump))
             return 1;
