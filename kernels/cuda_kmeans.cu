@@ -21,7 +21,6 @@
 
 #include <type_traits>
 
-#include <cub/block/block_scan.cuh>
 #include <cuda/atomic>
 
 #include "cuda.h"
@@ -457,49 +456,22 @@ __device__ __forceinline__ bool km_shares(int32_t i)
     return (i & (i + 1)) == 0;
 }
 
-// The exact kernel's work (km_assign_kernel): list lh's rows to assign,
-// n[lh] of them where act[lh] (n: the estimate's counts, or M_of), in tiles
-// of AM; work[lh] the tiles before list lh's, work[lists] all of them, and
-// work[lists + 1] the counter the blocks claim tiles from, zeroed.
-__global__ void __launch_bounds__(1024) km_work_kernel(int32_t *work, const int32_t *n,
-                                                       const int32_t *act, int32_t lists)
-{
-    using scan = cub::BlockScan<int32_t, 1024>;
-    __shared__ typename scan::TempStorage tmp;
-    const int32_t per = (lists + 1023) / 1024, l0 = (int32_t)threadIdx.x * per;
-    const auto tiles = [&](int32_t lh) {
-        return lh < lists && act[lh] ? (n[lh] + AM - 1) / AM : 0;
-    };
-    int32_t sum = 0;
-    for (int32_t lh = l0; lh < l0 + per; lh++)
-        sum += tiles(lh);
-    int32_t before, all;
-    scan(tmp).ExclusiveSum(sum, before, all);
-    for (int32_t lh = l0; lh < l0 + per && lh < lists; lh++) {
-        work[lh] = before;
-        before += tiles(lh);
-    }
-    if (threadIdx.x == 0) {
-        work[lists] = all;
-        work[lists + 1] = 0;
-    }
-}
-
 // D: head_dim 64 or 128, known here, so that the k-steps unroll with their
 // shared-memory offsets as constants (with a run-time d the loop spent 43
 // instructions on 8 mma, 12 of them recomputing addresses; SASS, run KD); 0:
 // any d, read from p.
 //
 // rows: the list's rows to assign (rows[base + i], i < n_rows[lh]: those
-// the estimate left); NULL: all M. The blocks claim tiles of AM rows of
-// any list, one at a time, from work (km_work_kernel's), until none is
-// left: the rows the estimate leaves differ from list to list, and a grid
-// of a few blocks a list gave each list the same blocks whatever its rows
-// (at SmolLM2's 90 lists 540 blocks, three waves for 2.05 waves' work: run
-// SD). The queue took SmolLM2's whole 25% call at 128K from 11.5 to 8.6 s
-// and the 8B's at 32K from 1,044 to 923 ms (SE); on real keys, where few
-// rows reach this kernel, it cost about 3% of K-Means's compression a
-// sample (SG to SI; why is not known).
+// the estimate left); NULL: all M; act: the lists to assign. The active
+// lists' rows, in tiles of AM, are numbered as one sequence, and block b
+// takes tiles b, b + gridDim.x, ...: the rows the estimate leaves differ
+// from list to list, and a grid of a few blocks a list gave each list the
+// same blocks whatever its rows (at SmolLM2's 90 lists 540 blocks, three
+// waves for 2.05 waves' work: run SD). Every block numbers the tiles
+// itself, by a scan of the lists' counts, so that no launch comes between
+// the estimate and this kernel: a queue whose prefix a kernel of its own
+// formed (4f6c792) cost about 3% of K-Means's compression a sample on real
+// keys, where few rows reach this kernel (SG to SI).
 //
 // chg[lh] is set where a row's cluster changes (cl holds the previous
 // clusters, whatever they are) and touch (NULL: not kept) where its old
@@ -510,13 +482,14 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
                      float2 *top, unsigned *margin, const int32_t *rows,
-                     const int32_t *n_rows, int32_t *work, int32_t lists, int32_t *chg,
+                     const int32_t *n_rows, const int32_t *act, int32_t lists, int32_t *chg,
                      int32_t *touch, const int32_t *M_of, km_params p)
 {
     constexpr int BYTES = D ? 16 : 8;  // rows of 64 or 128 doubles are 16-byte aligned
     constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
     extern __shared__ double sm[];
-    __shared__ int32_t claimed;
+    __shared__ int2 found;  // the pass's list and first row
+    __shared__ int32_t next;
     const int32_t d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
     const int32_t stride = (int32_t)km_stride(d4);
     double *const fs = sm, *const cs = sm + AM * stride;
@@ -525,24 +498,45 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int32_t tiles = (p.k + AN - 1) / AN;
 
-    // Each pass: the claimed tile u, rows m0 .. m0 + AM - 1 of list lh (the
-    // last list whose first tile is at or before u: a non-empty one).
+    const auto rows_in = [&](int32_t lh) {
+        return lh < lists && act[lh] ? (rows ? n_rows[lh] : M_of[lh]) : 0;
+    };
+
+    // Each pass: tile u (blockIdx.x, then gridDim.x further each pass), rows
+    // m0 .. m0 + AM - 1 of list lh, found by the first warp (a lane a list,
+    // 32 lists at a time; lh -1: every tile is taken). u lives in shared
+    // memory: a register kept over the pass made D = 64 spill.
+    if (threadIdx.x == 0)
+        next = blockIdx.x;
     for (;;) {
-        if (threadIdx.x == 0)
-            claimed = atomicAdd(work + lists + 1, 1);
-        __syncthreads();  // (the last pass's closing barrier put this write after its reads)
-        const int32_t u = claimed;
-        if (u >= work[lists])
-            break;
-        int32_t lh = 0;
-        for (int32_t hi = lists - 1; lh < hi;) {
-            const int32_t mid = (lh + hi + 1) / 2;
-            if (work[mid] <= u)
-                lh = mid;
-            else
-                hi = mid - 1;
+        if (warp == 0) {
+            __syncwarp();  // lane 0's first write of next is seen
+            const int32_t u = next;
+            __syncwarp();
+            if (lane == 0) {
+                found = make_int2(-1, 0);
+                next = u + gridDim.x;
+            }
+            __syncwarp();
+            for (int32_t l = 0, before = 0; l < lists && before <= u; l += 32) {
+                const int32_t lh = l + lane, n = (rows_in(lh) + AM - 1) / AM;
+                int32_t incl = n;
+    #pragma unroll
+                for (int off = 1; off < 32; off *= 2) {
+                    const int32_t o = __shfl_up_sync(0xffffffffu, incl, off);
+                    if (lane >= off)
+                        incl += o;
+                }
+                const int32_t at = before + incl - n;
+                if (at <= u && u < at + n)
+                    found = make_int2(lh, (u - at) * AM);
+                before += __shfl_sync(0xffffffffu, incl, 31);
+            }
         }
-        const int32_t m0 = (u - work[lh]) * AM, n = rows ? n_rows[lh] : M_of[lh], M = M_of[lh];
+        __syncthreads();  // (the last pass's closing barrier put these writes after its reads)
+        if (found.x < 0)
+            break;
+        const int32_t lh = found.x, m0 = found.y, n = rows_in(lh), M = M_of[lh];
         const size_t base = (size_t)lh * p.cap;
         const auto row_of = [&](int32_t i) { return rows ? rows[base + i] : i; };
         // The tiles in the order t0, t0 + 1, ..., wrapping round, t0 the tile
@@ -1506,8 +1500,7 @@ static ckv_status km_assign_room(int32_t d, km_room *room, ckv_error *err)
 }
 
 // One assignment's buffers: fs and cs the splits (NULL fs: no estimate),
-// amb [lists][cap] rows, then a count per list, then the exact kernel's
-// work (km_work_kernel: lists + 2), best NULL but in tests;
+// amb [lists][cap] rows, then a count per list, best NULL but in tests;
 // act the lists to assign, chg[lh] set where one changes a cluster, touch
 // the clusters whose members it changed (NULL: not kept); dr
 // the bookkeeping of the assignments after an update (km_drift; none
@@ -1566,16 +1559,13 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
         CKV_CUDA_LAUNCHED();
     }
     // The rows left (after the estimate: in a number the host does not
-    // know) as tiles the exact kernel's blocks claim: one wave of resident
-    // blocks drains the queue, and a block more would find it empty.
-    int32_t *const work = amb_n + lists;
-    km_work_kernel<<<1, 1024, 0, s>>>(work, b.fs ? amb_n : b.M_of, b.act, lists);
-    CKV_CUDA_LAUNCHED();
+    // know) in tiles, one wave of blocks for them all: a block takes most of
+    // an SM's shared memory.
     const int64_t most = (int64_t)lists * ckv_pol_blocks(max_m, AM);
     const int32_t blocks = (int32_t)min(most, (int64_t)room.sms * km_assign_blocks(p.d));
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
-        b.fs ? b.amb : nullptr, amb_n, work, lists, b.chg, b.touch, b.M_of, p);
+        b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
@@ -1621,8 +1611,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cscale, w->slots * sizeof(float), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->split, 2 * half * sizeof(uint32_t), err))) ||
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
-        (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + 2 * w->lists + 2) * sizeof(int32_t),
-                           err)) ||
+        (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->touch, w->slots * sizeof(int32_t), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
@@ -1758,7 +1747,7 @@ struct km_test_mem {
     double *f, *cen, *fnorm, *cnorm, *crec, *best;
     float *cscale;
     uint32_t *fs, *cs;
-    int32_t *cl, *amb, *head;  // amb: cap rows, the count, the work (3); head: act, M, k, chg
+    int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k, chg
     unsigned *margin;
 };
 
@@ -1826,7 +1815,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     const size_t cap = (size_t)(M > k ? M : k), cd = cap * d;
     // Doubles (an even count: the splits after them stay 16-byte aligned),
     // the splits, the scales, then ints.
-    const size_t bytes = (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 9) * 4;
+    const size_t bytes = (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 6) * 4;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess)
@@ -1842,8 +1831,8 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     m.cs = m.fs + cd;
     m.cscale = reinterpret_cast<float *>(m.cs + cd);
     m.cl = reinterpret_cast<int32_t *>(m.cscale + cap);
-    m.amb = m.cl + cap;  // cap rows, the count and the work
-    m.head = m.amb + cap + 4;
+    m.amb = m.cl + cap;  // cap rows and the count
+    m.head = m.amb + cap + 1;
     m.margin = reinterpret_cast<unsigned *>(m.head + 4);
     st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, room, cl, best,
                         margin, n_exact, changed, err);

@@ -51,12 +51,11 @@ struct ckv_gpu_policy_ws {
     // the estimate (features, then centroids from a multiple of 4 words:
     // twice rows rounded up to 4; taken where the estimate runs), amb the
     // rows the estimate left to the exact assignment ([lists][capacity],
-    // then a count per list, then the exact kernel's tiles: lists + 2),
-    // chg two rows of flags a list (an assignment changed a cluster), touch
-    // a flag a cluster (an assignment moved a row from or to it: slots).
-    // Where the estimate runs, for the assignments after an update
-    // (cuda_kmeans.cu, km_drift): top each row's two best bounds (slots),
-    // moved the centroids the update moved (slots, then
+    // then a count per list), chg two rows of flags a list (an assignment
+    // changed a cluster), touch a flag a cluster (an assignment moved a
+    // row from or to it: slots). Where the estimate runs, for the assignments
+    // after an update (cuda_kmeans.cu, km_drift): top each row's two best
+    // bounds (slots), moved the centroids the update moved (slots, then
     // three counts a list: moved centroids, redo's rows, rows kept), redo
     // the rows to assign over every centroid (slots), cmv a flag a
     // centroid (slots).
