@@ -504,8 +504,9 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 
     // Each pass: tile u (blockIdx.x, then gridDim.x further each pass), rows
     // m0 .. m0 + AM - 1 of list lh, found by the first warp (a lane a list,
-    // 32 lists at a time; lh -1: every tile is taken). u lives in shared
-    // memory: a register kept over the pass made D = 64 spill.
+    // 32 lists at a time; lh -1: every tile is taken). The next tile waits
+    // in shared memory (next): a register kept over the pass made D = 64
+    // spill.
     if (threadIdx.x == 0)
         next = blockIdx.x;
     for (;;) {
@@ -1559,8 +1560,8 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
         CKV_CUDA_LAUNCHED();
     }
     // The rows left (after the estimate: in a number the host does not
-    // know) in tiles, one wave of blocks for them all: a block takes most of
-    // an SM's shared memory.
+    // know) in tiles, one wave of the blocks the SMs hold (km_assign_blocks)
+    // for them all.
     const int64_t most = (int64_t)lists * ckv_pol_blocks(max_m, AM);
     const int32_t blocks = (int32_t)min(most, (int64_t)room.sms * km_assign_blocks(p.d));
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(

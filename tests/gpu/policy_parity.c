@@ -802,9 +802,9 @@ static int run_sources(const char *dump)
         source_free(&s);
         ckv_cuda_set_wgmma(true);
     }
-    /* More lists than km_work_kernel's 1,024 threads: threads 0-513 sum
-     * two lists' tiles of the exact kernel's queue each (at 95% whole pairs
-     * are under the budget, with no tiles). */
+    /* Many lists: the exact kernel's first warp finds a tile's list over
+     * 33 rounds of 32 lists (at 95% whole pairs are under the budget, with
+     * no tiles). */
     synthetic(&s, "synth-lists", true, 257, 257, SYN_D, 8);
     run_source(&s, false, "kmeans");
     source_free(&s);
