@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Checks scripts/kmeans-cone-count, which the cone counts of the thirtieth
+session in docs/performance-notes.md come from: its cone bound against
+values derived by hand and against every member's cosine on random cones
+(the bound is what the count rests on: a tile it drops must hold no cosine
+at the row's second best); a small run's output (a row keeps at least the
+tile of its best, and the unions of rows keep at least as much); bad
+arguments refused."""
+import importlib.machinery
+import importlib.util
+import math
+import os
+import re
+
+import numpy as np
+
+from script_check import check, finish, root, run_script
+
+script = os.path.join(root, "scripts", "kmeans-cone-count")
+loader = importlib.machinery.SourceFileLoader("kmeans_cone_count", script)
+spec = importlib.util.spec_from_loader(loader.name, loader)
+cc = importlib.util.module_from_spec(spec)
+loader.exec_module(cc)
+
+c30, c45, c60 = math.cos(math.pi / 6), math.cos(math.pi / 4), math.cos(math.pi / 3)
+# (angle to the axis, half-angle) -> cos(max(0, angle - half-angle))
+for cf, cth, want, what in [
+        (1.0, c30, 1.0, "on the axis"),
+        (c45, c45, 1.0, "on the cone's edge"),
+        (0.0, c30, c60, "90 degrees out, half-angle 30: cos 60"),
+        (-1.0, c30, -c30, "180 degrees out, half-angle 30: cos 150"),
+        (c30, -1.0, 1.0, "a half-angle of 180 holds everything")]:
+    got = float(cc.cone_bound(np.float64(cf), np.float64(cth)))
+    check(abs(got - want) < 1e-12, f"cone_bound: {what} ({got:.15f}, want {want:.15f})")
+
+rng = np.random.default_rng(7)
+worst = math.inf
+for _ in range(50):
+    C = rng.normal(size=(cc.AN, 16)) + 3 * rng.normal(size=16)
+    C /= np.linalg.norm(C, axis=1, keepdims=True)
+    U, cth = cc.cones(C)
+    F = rng.normal(size=(40, 16))
+    F /= np.linalg.norm(F, axis=1, keepdims=True)
+    bound = cc.cone_bound(F @ U[0], cth[0])
+    worst = min(worst, float((bound - (F @ C.T).max(1)).min()))
+check(worst > -1e-12, f"cone_bound at or over every member's cosine (least margin {worst:.3g})")
+
+rc, out, err = run_script(script, "--tokens", "1024", "--iters", "1")
+m = re.search(r"1024 tokens, 4 tiles: kept a row mean ([\d.]+) median \d+ p90 \d+ most (\d+)", out)
+check(rc == 0 and m is not None, f"a run at 1024 tokens prints its row counts ({out!r} {err!r})")
+if m:
+    mean, most = float(m.group(1)), int(m.group(2))
+    check(1.0 <= mean <= most <= 4, f"a row keeps 1 to 4 tiles ({mean}, most {most})")
+    unions = [float(x) for x in re.findall(r"union of .* rows: mean ([\d.]+) most \d+", out)]
+    check(len(unions) == 3 and all(mean <= u <= 4 for u in unions),
+          f"three unions, each between a row's mean and all tiles ({unions})")
+
+rc, _, err = run_script(script, "--tokens", "100")
+check(rc == 2 and "--tokens 100" in err, f"too few tokens refused, naming them ({err.strip()!r})")
+
+finish()
