@@ -489,6 +489,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
     extern __shared__ double sm[];
     __shared__ int2 found;  // the pass's list and first row
+    __shared__ int2 from;   // the scan's round of found's list and the tiles before it
     __shared__ int32_t next;
     const int32_t d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
     const int32_t stride = (int32_t)km_stride(d4);
@@ -504,22 +505,28 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 
     // Each pass: tile u (blockIdx.x, then gridDim.x further each pass), rows
     // m0 .. m0 + AM - 1 of list lh, found by the first warp (a lane a list,
-    // 32 lists at a time; lh -1: every tile is taken). The next tile waits
-    // in shared memory (next): a register kept over the pass made D = 64
-    // spill.
-    if (threadIdx.x == 0)
+    // 32 lists at a time; lh -1: every tile is taken). u only grows, so the
+    // scan resumes at the round where the last pass found its list (from)
+    // rather than at list 0: at the 8B's 256 lists a pass from list 0 took
+    // up to 8 rounds of dependent loads while the other warps waited. The
+    // next tile and from wait in shared memory: a register kept over the
+    // pass made D = 64 spill.
+    if (threadIdx.x == 0) {
         next = blockIdx.x;
+        from = make_int2(0, 0);
+    }
     for (;;) {
         if (warp == 0) {
-            __syncwarp();  // lane 0's first write of next is seen
+            __syncwarp();  // lane 0's first writes of next and from are seen
             const int32_t u = next;
+            const int2 f0 = from;
             __syncwarp();
             if (lane == 0) {
                 found = make_int2(-1, 0);
                 next = u + gridDim.x;
             }
             __syncwarp();
-            for (int32_t l = 0, before = 0; l < lists && before <= u; l += 32) {
+            for (int32_t l = f0.x, before = f0.y; l < lists && before <= u; l += 32) {
                 const int32_t lh = l + lane, n = (rows_in(lh) + AM - 1) / AM;
                 int32_t incl = n;
     #pragma unroll
@@ -529,8 +536,10 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                         incl += o;
                 }
                 const int32_t at = before + incl - n;
-                if (at <= u && u < at + n)
+                if (at <= u && u < at + n) {
                     found = make_int2(lh, (u - at) * AM);
+                    from = make_int2(l, before);
+                }
                 before += __shfl_sync(0xffffffffu, incl, 31);
             }
         }
