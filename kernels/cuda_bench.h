@@ -34,7 +34,8 @@ typedef struct {
 } ckv_attn_shape;
 
 typedef struct {
-    double median_ms, min_ms, max_ms;
+    double median_ms, min_ms, max_ms; /* each run alone: launched into an idle stream */
+    double stream_ms; /* the median of the same runs enqueued back to back */
     int32_t runs;        /* timed runs, after the warm-up */
     int32_t input_sets;  /* copies of the inputs the runs rotate over */
     /* ckv_bench_attention: the kernel that ran (ckv_k_attention_path_name,
@@ -56,7 +57,8 @@ void ckv_bench_gpu_free(ckv_bench_gpu *b);
  * Meant for a small shape (the CPU reference is single-threaded). */
 ckv_status ckv_bench_attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t seed,
                                      double *rel_err, ckv_error *err);
-/* Median of `repeats` timed launches after `warmup` untimed ones. */
+/* Median of `repeats` timed launches after `warmup` untimed ones, each
+ * alone and back to back (ckv_bench_timing). */
 ckv_status ckv_bench_attention(ckv_bench_gpu *b, const ckv_attn_shape *s, int32_t warmup,
                                int32_t repeats, uint64_t seed, ckv_bench_timing *t,
                                ckv_error *err);

@@ -8,9 +8,11 @@ single query and runs on every backend without GQA support. Prefill: q
 [B, H, T, hd], causal, with enable_gqa. The degree bias is an additive float
 mask, log(deg) per (sequence, KV head, entry), which rules out the flash
 backend; the backends are tried in the order flash, efficient, cudnn, math
-and the first that runs is reported. Timing: CUDA events around each call,
-the median of --repeats after --warmup, inputs rotated over copies so that
-runs read device memory rather than L2.
+and the first that runs is reported. Timing, as `ckv bench attention`: CUDA
+events around each call, the median of --repeats after --warmup, each call
+alone (launched into an idle stream and waited for) and back to back (all
+calls enqueued with an event between two, one wait at the end: stream_us);
+inputs rotated over copies so that runs read device memory rather than L2.
 
 Usage: sdpa_attention.py [--shapes shapes.csv] [grid options] [--json out.json] [--csv out.csv]
 (`ckv bench attention --peer sdpa` writes shapes.csv and reads the JSON).
@@ -27,7 +29,8 @@ COPY_BPS = 4.19e12
 MATMUL_FLOPS = 750e12
 DTYPE_BYTES = {"bf16": 2, "fp32": 4}
 FIELDS = ["kind", "batch", "kv_heads", "group", "head_dim", "context", "queries", "bias",
-          "dtype", "backend", "median_us", "min_us", "max_us", "runs", "input_sets", "bytes",
+          "dtype", "backend", "median_us", "min_us", "max_us", "stream_us", "runs", "input_sets",
+          "bytes",
           "gbps", "pct_copy", "flops", "tflops", "pct_matmul", "note"]
 
 
@@ -56,6 +59,11 @@ def read_shapes(path):
     with open(path) as f:
         return [dict(kind=r["kind"], **{k: int(r[k]) for k in r if k != "kind"})
                 for r in csv.DictReader(f)]
+
+
+def median(x):
+    x = sorted(x)
+    return x[len(x) // 2] if len(x) % 2 else (x[len(x) // 2 - 1] + x[len(x) // 2]) / 2
 
 
 def counts(s, elt):
@@ -121,7 +129,7 @@ def main():
             elt = DTYPE_BYTES[dname]
             nbytes, flops = counts(s, elt)
             row = dict(s, dtype=dname, backend="", median_us=None, min_us=None, max_us=None,
-                       runs=0, input_sets=0, bytes=nbytes, gbps=None, pct_copy=None, flops=flops,
+                       stream_us=None, runs=0, input_sets=0, bytes=nbytes, gbps=None, pct_copy=None, flops=flops,
                        tflops=None, pct_matmul=None, note="")
             B, KV, G, hd, T, n = (s["batch"], s["kv_heads"], s["group"], s["head_dim"],
                                   s["context"], s["queries"])
@@ -194,10 +202,19 @@ def main():
                         stop.synchronize()
                         if r >= warmup:
                             times.append(start.elapsed_time(stop) * 1e3)
+                    marks = [torch.cuda.Event(enable_timing=True)
+                             for _ in range(warmup + repeats + 1)]
+                    marks[0].record()
+                    for r in range(warmup + repeats):
+                        call(r)
+                        marks[r + 1].record()
+                    marks[-1].synchronize()
+                    stream = [marks[r].elapsed_time(marks[r + 1]) * 1e3
+                              for r in range(warmup, warmup + repeats)]
                 times.sort()
-                med = times[len(times) // 2] if len(times) % 2 else \
-                    (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+                med = median(times)
                 row.update(backend=backend[0], median_us=med, min_us=times[0], max_us=times[-1],
+                           stream_us=median(stream),
                            runs=len(times), input_sets=sets, gbps=nbytes / med / 1e3,
                            pct_copy=100 * nbytes / (med * 1e-6) / COPY_BPS,
                            tflops=flops / med / 1e6,
@@ -214,6 +231,7 @@ def main():
     print(f"device: {props.name}; torch {torch.__version__}")
     print(f"{'kind':7} {'B':>3} {'KV':>3} {'grp':>3} {'hd':>3} {'ctx':>7} {'q':>6} {'bias':>4} "
           f"{'dtype':>5} {'backend':>9} {'median us':>10} {'min us':>10} {'max us':>10} "
+          f"{'b2b us':>10} "
           f"{'MB read':>9} {'GB/s':>7} {'%copy':>6} {'TFLOP/s':>8} {'%mm':>5}")
     for r in out:
         bias = "on" if r["bias"] else "off"
@@ -221,6 +239,7 @@ def main():
               f"{r['head_dim']:3d} {r['context']:7d} {r['queries']:6d} {bias:>4} "
               f"{r['dtype']:>5} {r['backend'] or '-':>9} {fmt(r['median_us'], '10.1f')} "
               f"{fmt(r['min_us'], '10.1f')} {fmt(r['max_us'], '10.1f')} "
+              f"{fmt(r['stream_us'], '10.1f')} "
               f"{r['bytes'] / 1e6:9.1f} {fmt(r['gbps'], '7.0f')} {fmt(r['pct_copy'], '6.1f')} "
               f"{fmt(r['tflops'], '8.2f')} {fmt(r['pct_matmul'], '5.1f')} {r['note']}")
     write(out, FIELDS, a.json, a.csv)
