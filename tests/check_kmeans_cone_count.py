@@ -4,8 +4,8 @@ session in docs/performance-notes.md come from: its cone bound against
 values derived by hand and against every member's cosine on random cones
 (the bound is what the count rests on: a tile it drops must hold no cosine
 at the row's second best); a small run's output (a row keeps at least the
-tile of its best, and the unions of rows keep at least as much); bad
-arguments refused."""
+tile of its best, and the unions of rows keep at least as much), also of
+the decode-time call's first assignment (--decode); bad arguments refused."""
 import importlib.machinery
 import importlib.util
 import math
@@ -54,6 +54,17 @@ if m:
     unions = [float(x) for x in re.findall(r"union of .* rows: mean ([\d.]+) most \d+", out)]
     check(len(unions) == 3 and all(mean <= u <= 4 for u in unions),
           f"three unions, each between a row's mean and all tiles ({unions})")
+
+rc, out, err = run_script(script, "--tokens", "1024", "--iters", "1", "--decode")
+m = re.search(r"1024 tokens, 4 tiles: kept a row mean ([\d.]+) median \d+ p90 \d+ most (\d+)", out)
+unions = [(int(n), float(x)) for n, x in
+          re.findall(r"union of (\d+) consecutive rows: mean ([\d.]+) most \d+", out)]
+check(rc == 0 and m is not None and [n for n, _ in unions] == [64, 192],
+      f"--decode prints its row counts and the unions of 64 and 192 rows ({out!r} {err!r})")
+if m and len(unions) == 2:
+    mean, most = float(m.group(1)), int(m.group(2))
+    check(1.0 <= mean <= most <= 4 and mean <= unions[0][1] <= unions[1][1] <= 4,
+          f"--decode: a row 1 to 4 tiles, 192 rows at least what 64 keep ({mean}, {unions})")
 
 rc, _, err = run_script(script, "--tokens", "100")
 check(rc == 2 and "--tokens 100" in err, f"too few tokens refused, naming them ({err.strip()!r})")
