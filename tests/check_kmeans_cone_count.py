@@ -5,13 +5,17 @@ values derived by hand and against every member's cosine on random cones
 (the bound is what the count rests on: a tile it drops must hold no cosine
 at the row's second best); a small run's output (a row keeps at least the
 tile of its best, and the unions of rows keep at least as much), also of
-the decode-time call's first assignment (--decode); bad arguments refused."""
+the decode-time call's first assignment (--decode) and of keys from a dump
+(--dump: four groups along orthogonal axes, where each row keeps its own
+tile alone); bad arguments refused."""
 import importlib.machinery
 import importlib.util
 import math
 import os
 import re
+import tempfile
 
+import h5py
 import numpy as np
 
 from script_check import check, finish, root, run_script
@@ -65,6 +69,25 @@ if m and len(unions) == 2:
     mean, most = float(m.group(1)), int(m.group(2))
     check(1.0 <= mean <= most <= 4 and mean <= unions[0][1] <= unions[1][1] <= 4,
           f"--decode: a row 1 to 4 tiles, 192 rows at least what 64 keep ({mean}, {unions})")
+
+# A dump whose 1,024 keys are four groups of 256 along four orthogonal axes
+# (plus noise of 1e-3): the 256 centroids start at every fourth key, so each
+# tile of 64 lies along one axis and every other tile's cone is about 90
+# degrees from a row, whose second best is a near neighbour: each row keeps
+# its own tile alone.
+with tempfile.TemporaryDirectory() as tmp:
+    dump = os.path.join(tmp, "kv.h5")
+    g = np.random.default_rng(3)
+    keys = np.repeat(np.eye(16)[:4] * 10, 256, axis=0) + 1e-3 * g.normal(size=(1024, 16))
+    with h5py.File(dump, "w") as h:
+        h["k"] = keys[None, None]
+        h["length"] = np.array([[1024]], dtype=np.int32)
+    rc, out, err = run_script(script, "--dump", dump, "--iters", "1")
+    check(rc == 0 and "1024 tokens, 4 tiles: kept a row mean 1.0 median 1 p90 1 most 1" in out,
+          f"--dump: four orthogonal groups, each row keeps its own tile alone ({out!r} {err!r})")
+    rc, _, err = run_script(script, "--dump", dump, "--head", "1")
+    check(rc == 2 and "--dump" in err and "head 1" in err,
+          f"--dump with a head it lacks refused, naming it ({err.strip()!r})")
 
 rc, _, err = run_script(script, "--tokens", "100")
 check(rc == 2 and "--tokens 100" in err, f"too few tokens refused, naming them ({err.strip()!r})")
