@@ -382,13 +382,9 @@ static bool km_cones_pay(int32_t k, int32_t max_m)
     return (k + AN - 1) / AN >= CONE_TILES && max_m >= 2 * (int64_t)k;
 }
 
-// Widens each cone and each bound (km_cone_kernel, km_cone_holds): far over
-// the rounding of the cosines and of the bound (about d 2^-53).
-constexpr double KM_CONE_SLACK = 1e-9;
-
 // The cone of every tile of AN centroids one of whose clusters is touched
 // (touch NULL: every tile), from the centroids and their norms' reciprocals
-// (km_set_cnorm's), which the exact kernel's walk skips tiles by
+// (km_cnorm_kernel's), which the exact kernel's walk skips tiles by
 // (km_cone_holds): cone [lists][tiles][d] its unit axis, the normalised sum
 // of the tile's unit centroids, and cone_cs [lists][tiles] the cosine of the
 // widest angle between the axis and a centroid, less a slack (an axis of
@@ -450,7 +446,7 @@ __global__ void __launch_bounds__(AN)
     for (int32_t i = threadIdx.x; i < p.d; i += AN)
         cone[ct * p.d + i] = axis[i] * inv;
     if (threadIdx.x == 0) {
-        const double cth = inv > 0 ? fmax(-2.0, fmin(part[2], part[3]) - KM_CONE_SLACK) : -2.0;
+        const double cth = inv > 0 ? fmax(-2.0, fmin(part[2], part[3]) - 1e-9) : -2.0;
         cone_cs[ct] = make_double2(cth, sqrt(fmax(0.0, 1.0 - cth * cth)));
     }
 }
@@ -478,18 +474,6 @@ static size_t km_cone_bytes(int32_t lists, int32_t cap, int32_t d)
 static double2 *km_cone_cs(double *cone, int32_t lists, int32_t cap, int32_t d)
 {
     return reinterpret_cast<double2 *>(cone + km_cone_axes(lists, cap, d));
-}
-
-// Forms the cones of lists' tiles (km_cone_kernel) in cone, laid out for
-// capacity p.cap and head_dim p.d.
-static ckv_status km_form_cones(const double *cen, const double *crec, double *cone,
-                                int32_t lists, const int32_t *touch, const int32_t *act,
-                                const km_params &p, cudaStream_t s, ckv_error *err)
-{
-    km_cone_kernel<<<dim3(ckv_pol_blocks(p.k, AN), lists), AN, km_cone_smem(p.d), s>>>(
-        cen, crec, cone, km_cone_cs(cone, lists, p.cap, p.d), touch, act, p);
-    CKV_CUDA_LAUNCHED();
-    return CKV_OK;
 }
 static_assert(16 * WARPS_N == AN, "the warps of a row split a tile's columns 16 each");
 // The partial bests at the end reuse the tiles (rows of at least 4 doubles).
@@ -591,7 +575,7 @@ __device__ __forceinline__ bool km_cone_holds(double dot, double fn, double2 cth
         return true;
     const double c = fmin(1.0, fmax(-1.0, dot / fn));
     const double bound = c >= cth.x ? 1.0 : c * cth.x + sqrt(fmax(0.0, 1.0 - c * c)) * cth.y;
-    return !(bound + KM_CONE_SLACK < thr);
+    return !(bound + 1e-9 < thr);
 }
 
 // Whether the rows' two best are shared after tile i: after tiles 0, 1, 3,
@@ -708,8 +692,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         // from the first tiles and few columns need the exact cosine (in index
         // order most columns up to a row's best were new records: run KG). The
         // running best below does not depend on the order (nor on it being a
-        // good guess: the rows the estimate leaves come a warp's at a time, the
-        // warps in no order).
+        // good guess: the rows the estimate leaves come in no order).
         const int32_t t0 =
             tiles > 0
                 ? min(tiles - 1, (int32_t)((int64_t)row_of(min(m0 + AM / 2, n - 1)) * p.k / M / AN))
@@ -816,7 +799,6 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                     for (int c = 0; c < 4; c++) {
                         const int nt = c / 2, e = c % 2;
                         const int32_t qc = q0 + wn * 16 + 8 * nt + 2 * t + e;
-                        // (a column past end is not kept: its cone is never read)
                         const double2 cth =
                             qc < end ? cone_cs[(size_t)lh * ctiles + tile_at(qc)]
                                      : make_double2(2.0, 0.0);
@@ -1139,7 +1121,7 @@ __device__ __forceinline__ void km_est_row_start(km_top &r, float &rf, const km_
 // the lane's outside the estimate's range): the quad's lanes, which hold
 // the row's columns between them, merge theirs, and lane 0 decides. Returns,
 // in lane 0, whether the row is to be listed (km_list_rows: in amb for the
-// exact kernel, or with MOVED in dr.redo), and sets *m_out to its row.
+// exact kernel, or with MOVED in dr.redo), and sets *m to its row.
 template <bool MOVED>
 __device__ __forceinline__ bool km_est_finish(km_top x, bool cbad, float rf, int32_t i, int t,
                                               const km_est_list &L, const km_est_args &a,
@@ -1229,8 +1211,8 @@ __device__ __forceinline__ void km_list_rows(const bool (&listed)[S], const int3
 }
 
 // Assigns the rows the estimate decides (cl, the margin, dr.top) and
-// lists the others in amb (amb_n[lh] of them, a warp's in row order, the
-// warps in no order: km_list_rows) for km_assign_kernel: every row against every
+// lists the others in amb (amb_n[lh] of them, in no
+// particular order) for km_assign_kernel: every row against every
 // centroid, or for a list restricted to its moved centroids
 // (km_restricted) the rows in dr.redo. With MOVED, the pass before that
 // over a restricted list: every row against the moved centroids only,
@@ -1350,8 +1332,10 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                 km_est_finish<MOVED>(r[mt][h], cbad, rf[mt][h],
                                      m0 + 16 * (MT * warp + mt) + g + 8 * h, t, L, a, lh,
                                      &m[2 * mt + h]);
-    km_list_rows<MT * 2>(listed, m, MOVED ? a.dr.redo : a.amb,
-                         (MOVED ? a.dr.redo_n : a.amb_n) + lh, base);
+    if (MOVED)
+        km_list_rows<MT * 2>(listed, m, a.dr.redo, a.dr.redo_n + lh, base);
+    else
+        km_list_rows<MT * 2>(listed, m, a.amb, a.amb_n + lh, base);
 }
 
 // The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; calls whose
@@ -1563,7 +1547,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     for (int h = 0; h < 2; h++)
         listed[h] = km_est_finish<false>(r[h], cbad, rf[h], m0 + 16 * warp + g + 8 * h, t, L, a,
                                          lh, &m[h]);
-    km_list_rows<2>(listed, m, a.amb, a.amb_n + lh, base);
+    km_list_rows<2>(listed, m, a.amb, a.amb_n + lh, (size_t)lh * a.p.cap);
 }
 
 // Sort keys for grouping the middle by cluster; clusters start without a run.
@@ -1900,17 +1884,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                                    (w->slots + 3 * w->lists) * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->redo, w->slots * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->cmv, w->slots, err))) ||
+        (st = ckv_pol_take(x, (void **)&w->cone, km_cone_bytes(x->lists, x->cap, x->d), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
-        return st;
-    // The cones follow the calling cache's shape, not the scratch's: grown
-    // to it where a call takes them.
-    const bool cones = km_cones_pay(kp.k, max_m);
-    if (cones && (st = ckv_pol_grow(x, (void **)&w->cone, &w->cone_bytes,
-                                    km_cone_bytes(x->lists, x->cap, x->d), err)))
         return st;
 
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
-    double2 *const cone_cs = cones ? km_cone_cs(w->cone, x->lists, x->cap, x->d) : nullptr;
+    double2 *const cone_cs = km_cone_cs(w->cone, x->lists, x->cap, x->d);
     // The splits, the centroids' after the features' (none without the estimate).
     uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + half : nullptr;
     // The counts of moved centroids, of redo's rows and of the rows kept, a
@@ -1922,12 +1901,14 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         dr = {w->moved, nullptr, w->cmv, w->redo, nmoved + x->lists, kept_n, w->top};
     if (kept_n)
         CKV_CUDA(cudaMemsetAsync(kept_n, 0, x->lists * sizeof(int32_t), x->s));
+    const bool cones = km_cones_pay(kp.k, max_m);
     km_bufs kb = {w->f,      w->norm,  w->cen, w->cnorm, crec,   cones ? w->cone : nullptr,
-                  cone_cs,   w->cscale, fs,     cs,      w->cl,  w->amb,
+                  cones ? cone_cs : nullptr,  w->cscale, fs,     cs,     w->cl,  w->amb,
                   nullptr,   w->margin, x->act, x->x,     nullptr, nullptr, dr};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, 128), x->lists);
+    const dim3 over_tiles(ckv_pol_blocks(kp.k, AN), x->lists);
     const dim3 per_warp(ckv_pol_blocks(kp.k, UPDATE_WARPS), x->lists);
     ckv_pol_kv(c, [&](auto *k, auto *) {
         if ((st = ckv_pol_allow_smem(km_feature_kernel<std::remove_pointer_t<decltype(k)>>,
@@ -1947,9 +1928,11 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     km_init_kernel<<<dim3(ckv_pol_blocks((int64_t)kp.k * x->d, 256), x->lists), 256, 0, x->s>>>(
         w->f, w->norm, fs, w->cen, w->cnorm, crec, w->cscale, cs, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
-    if (cones && (st = km_form_cones(w->cen, crec, w->cone, x->lists, nullptr, x->act, kp, x->s,
-                                     err)))
-        return st;
+    if (cones) {
+        km_cone_kernel<<<over_tiles, AN, km_cone_smem(x->d), x->s>>>(w->cen, crec, w->cone,
+                                                                     cone_cs, nullptr, x->act, kp);
+        CKV_CUDA_LAUNCHED();
+    }
     // A list whose assignment changed no cluster has reached Lloyd's fixed
     // point: the update would give it the same centroids (those of empty
     // clusters and of tiny means kept), so every later assignment the same
@@ -1979,9 +1962,11 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale,
                                                       w->touch, live, kp);
             CKV_CUDA_LAUNCHED();
-            if (cones && (st = km_form_cones(w->cen, crec, w->cone, x->lists, w->touch, live,
-                                             kp, x->s, err)))
-                return st;
+            if (cones) {
+                km_cone_kernel<<<over_tiles, AN, km_cone_smem(x->d), x->s>>>(
+                    w->cen, crec, w->cone, cone_cs, w->touch, live, kp);
+                CKV_CUDA_LAUNCHED();
+            }
         }
         // touch: every cluster before the first assignment (the initial
         // centroids are features, not their members' means), then those the
@@ -2065,10 +2050,10 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     const km_params kp = {0, k, M > k ? M : k, dim};
     km_given_cnorm_kernel<<<ckv_pol_blocks(k, 256), 256>>>(d.cnorm, d.crec, d.cscale, k);
     CKV_CUDA_LAUNCHED();
-    ckv_status st = km_form_cones(d.cen, d.crec, d.cone, 1, nullptr, d.head, kp, 0, err);
-    if (st)
-        return st;
     double2 *const cone_cs = km_cone_cs(d.cone, 1, kp.cap, dim);
+    km_cone_kernel<<<ckv_pol_blocks(k, AN), AN, km_cone_smem(dim)>>>(d.cen, d.crec, d.cone,
+                                                                      cone_cs, nullptr, d.head, kp);
+    CKV_CUDA_LAUNCHED();
     if (estimate) {
         km_split_kernel<<<ckv_pol_blocks((int64_t)M * dim / 4, 256), 256>>>(d.f, d.fs, d.head + 1,
                                                                          d.head, kp);
@@ -2081,7 +2066,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.best,   d.margin, d.head, d.head + 1,
                        d.head + 3, nullptr, {}};
-    st = km_assign(b, kp, 1, M, room, nullptr, err);
+    ckv_status st = km_assign(b, kp, 1, M, room, nullptr, err);
     if (st)
         return st;
     CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));
