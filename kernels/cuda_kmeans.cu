@@ -359,122 +359,6 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // barriers while the tensor pipe idles (51% busy at the 8B's 8K
 // decode-time shape, run LB; 71% without an epilogue, run KF).
 enum { AM = 64, AN = 64, WARPS_N = 4 };
-
-// The exact kernel's walk can skip tiles by their cones (km_cone_kernel)
-// over its first KEEP_WORDS x 32 positions (every one past them is walked),
-// a bit a position in shared memory: 2,048 tiles, a list of 131,072
-// centroids.
-constexpr int KEEP_WORDS = 64;
-
-// Whether a call's exact walks skip tiles by cones: where a list has at
-// least CONE_TILES tiles of centroids and at least two rows a cluster. The
-// cones cost a pass over every touched tile's centroids after each update
-// (57 us a launch at SmolLM2's 8K shape against the norm pass's 15, run
-// TF), which the walk repays only where its rows are many and each walks
-// many tiles: the whole calls at 32K and 128K (1.4-3.4x, runs TC to TG). A
-// decode-time call (k + interval rows for k clusters) leaves the exact
-// kernel few rows and lost 5-17% with them; at 8K (31 tiles) the walk
-// gained nothing.
-constexpr int32_t CONE_TILES = 64;
-
-static bool km_cones_pay(int32_t k, int32_t max_m)
-{
-    return (k + AN - 1) / AN >= CONE_TILES && max_m >= 2 * (int64_t)k;
-}
-
-// The cone of every tile of AN centroids one of whose clusters is touched
-// (touch NULL: every tile), from the centroids and their norms' reciprocals
-// (km_cnorm_kernel's), which the exact kernel's walk skips tiles by
-// (km_cone_holds): cone [lists][tiles][d] its unit axis, the normalised sum
-// of the tile's unit centroids, and cone_cs [lists][tiles] the cosine of the
-// widest angle between the axis and a centroid, less a slack (an axis of
-// norm under 1e-30: -2, every row keeps the tile), and that angle's sine. A
-// block a tile; km_cone_smem bytes of shared memory.
-__global__ void __launch_bounds__(AN)
-    km_cone_kernel(const double *cen, const double *crec, double *cone, double2 *cone_cs,
-                   const int32_t *touch, const int32_t *act, km_params p)
-{
-    extern __shared__ double axis[];  // the sum (d), the unit scales (AN), partials (4)
-    double *const rec = axis + p.d, *const part = rec + AN;
-    const int32_t lh = blockIdx.y, tile = blockIdx.x, j = tile * AN + (int32_t)threadIdx.x;
-    const int32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const size_t r = (size_t)lh * p.cap + j;
-    if (!act[lh])
-        return;
-    const bool mine = j < p.k && (!touch || touch[r]);
-    if (!__syncthreads_or(mine))
-        return;
-    rec[threadIdx.x] = j < p.k ? crec[r] : 0.0;
-    __syncthreads();
-    // The sum, a dimension a thread over the tile's rows (four chains).
-    const double *const c0 = cen + ((size_t)lh * p.cap + (size_t)tile * AN) * p.d;
-    const int32_t nj = min(AN, p.k - tile * AN);
-    double sq = 0;
-    for (int32_t i = threadIdx.x; i < p.d; i += AN) {
-        double a[4] = {};
-        int32_t jj = 0;
-        for (; jj + 4 <= nj; jj += 4)
-    #pragma unroll
-            for (int e = 0; e < 4; e++)
-                a[e] = fma(c0[(size_t)(jj + e) * p.d + i], rec[jj + e], a[e]);
-        for (; jj < nj; jj++)
-            a[0] = fma(c0[(size_t)jj * p.d + i], rec[jj], a[0]);
-        axis[i] = (a[0] + a[1]) + (a[2] + a[3]);
-        sq = fma(axis[i], axis[i], sq);
-    }
-    for (int off = 16; off > 0; off /= 2)
-        sq += __shfl_xor_sync(0xffffffffu, sq, off);
-    if (lane == 0)
-        part[warp] = sq;
-    __syncthreads();
-    const double len = sqrt(part[0] + part[1]), inv = len < 1e-30 ? 0.0 : 1.0 / len;
-    // Each centroid's cosine with the axis, a warp a centroid (lanes over the
-    // dimensions, so that the reads are whole lines).
-    double cmin = 2.0;
-    for (int32_t jj = warp; jj < nj; jj += AN / 32) {
-        double a = 0;
-        for (int32_t i = lane; i < p.d; i += 32)
-            a = fma(c0[(size_t)jj * p.d + i], axis[i], a);
-        for (int off = 16; off > 0; off /= 2)
-            a += __shfl_xor_sync(0xffffffffu, a, off);
-        cmin = fmin(cmin, a * rec[jj] * inv);
-    }
-    if (lane == 0)
-        part[2 + warp] = cmin;
-    __syncthreads();
-    const size_t ct = (size_t)lh * ((p.cap + AN - 1) / AN) + tile;
-    for (int32_t i = threadIdx.x; i < p.d; i += AN)
-        cone[ct * p.d + i] = axis[i] * inv;
-    if (threadIdx.x == 0) {
-        const double cth = inv > 0 ? fmax(-2.0, fmin(part[2], part[3]) - 1e-9) : -2.0;
-        cone_cs[ct] = make_double2(cth, sqrt(fmax(0.0, 1.0 - cth * cth)));
-    }
-}
-
-// km_cone_kernel's shared memory for head_dim d.
-static size_t km_cone_smem(int32_t d)
-{
-    return ((size_t)d + AN + 4) * sizeof(double);
-}
-
-// The cones' axes of lists of capacity cap, in doubles rounded up to an
-// even count (their cosines and sines after them are 16-byte aligned).
-static size_t km_cone_axes(int32_t lists, int32_t cap, int32_t d)
-{
-    return ((size_t)lists * ((cap + AN - 1) / AN) * d + 1) / 2 * 2;
-}
-
-// The bytes of the cones (km_cone_kernel) and where their cosines start.
-static size_t km_cone_bytes(int32_t lists, int32_t cap, int32_t d)
-{
-    return (km_cone_axes(lists, cap, d) + 2 * (size_t)lists * ((cap + AN - 1) / AN)) *
-           sizeof(double);
-}
-
-static double2 *km_cone_cs(double *cone, int32_t lists, int32_t cap, int32_t d)
-{
-    return reinterpret_cast<double2 *>(cone + km_cone_axes(lists, cap, d));
-}
 static_assert(16 * WARPS_N == AN, "the warps of a row split a tile's columns 16 each");
 // The partial bests at the end reuse the tiles (rows of at least 4 doubles).
 static_assert(WARPS_N * AM * sizeof(km_best) <= (AM + 2 * AN) * 4 * sizeof(double),
@@ -563,21 +447,6 @@ __device__ __forceinline__ void km_top2(double &s1, double &s2, double o1, doubl
     s1 = fmax(s1, o1);
 }
 
-// Whether a tile whose cone is cth (the cosine and sine of its half-angle
-// about its unit axis: km_cone_kernel) can hold a column whose cosine with a
-// row of norm fn reaches thr, where dot is the row's product with the axis:
-// a column's angle to the row is at least the axis's less the half-angle.
-// A zero row's cosines are all 0, its ties every column's: it keeps every
-// tile. The slack is far over the rounding of the cosines and of the bound.
-__device__ __forceinline__ bool km_cone_holds(double dot, double fn, double2 cth, double thr)
-{
-    if (fn < 1e-30)
-        return true;
-    const double c = fmin(1.0, fmax(-1.0, dot / fn));
-    const double bound = c >= cth.x ? 1.0 : c * cth.x + sqrt(fmax(0.0, 1.0 - c * c)) * cth.y;
-    return !(bound + 1e-9 < thr);
-}
-
 // Whether the rows' two best are shared after tile i: after tiles 0, 1, 3,
 // 7, 15, ..., as a row's second best rises about with the log of the
 // columns seen, and each sharing costs about as much as the exact cosines
@@ -607,18 +476,14 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 // chg[lh] is set where a row's cluster changes (cl holds the previous
 // clusters, whatever they are) and touch (NULL: not kept) where its old
 // and new clusters' members changed (km_move_row). top (NULL: not kept):
-// each row's best and second rounded outward (km_drift). CONES: the walk
-// skips tiles by cone and cone_cs, the tiles' cones (km_cone_kernel); a
-// template argument, so that the walk without them keeps its registers (the
-// cones' make D = 64 spill 8 bytes).
-template <int D, bool CONES>
+// each row's best and second rounded outward (km_drift).
+template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
                      float2 *top, unsigned *margin, const int32_t *rows,
                      const int32_t *n_rows, const int32_t *act, int32_t lists, int32_t *chg,
-                     int32_t *touch, const int32_t *M_of, const double *cone,
-                     const double2 *cone_cs, km_params p)
+                     int32_t *touch, const int32_t *M_of, km_params p)
 {
     constexpr int BYTES = D ? 16 : 8;  // rows of 64 or 128 doubles are 16-byte aligned
     constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
@@ -626,14 +491,13 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     __shared__ int2 found;  // the pass's list and first row
     __shared__ int2 from;   // the scan's round of found's list and the tiles before it
     __shared__ int32_t next;
-    __shared__ uint32_t keep[KEEP_WORDS];  // the walk positions kept (km_cone_holds)
     const int32_t d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
     const int32_t stride = (int32_t)km_stride(d4);
     double *const fs = sm, *const cs = sm + AM * stride;
     double2 *const tops = reinterpret_cast<double2 *>(cs + 2 * AN * stride);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-    const int32_t tiles = (p.k + AN - 1) / AN, ctiles = (p.cap + AN - 1) / AN;
+    const int32_t tiles = (p.k + AN - 1) / AN;
 
     const auto rows_in = [&](int32_t lh) {
         return lh < lists && act[lh] ? (rows ? n_rows[lh] : M_of[lh]) : 0;
@@ -720,18 +584,53 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 b[mt][h] = {-INFINITY, -INFINITY, 0};
                 lb[mt][h] = q[mt][h] = -INFINITY;
             }
-        // The lane's products of its rows with the 16 x 2 columns of the tile
-        // in stage st (centroids, or the cones' axes).
-        const auto products = [&](double (&acc)[MT][2][4], int32_t st) {
+        for (int32_t i = 0; i < tiles; i++) {
+            const int32_t j0 = tile_at(i) * AN;
+            if (i + 1 < tiles) {
+                const int32_t j1 = tile_at(i + 1) * AN;
+                km_copy_tile<BYTES, THREADS>(cs + ((i + 1) & 1) * AN * stride, centroids(j1), AN,
+                                             min(AN, p.k - j1), d, d4, stride);
+            } else {
+                ckv_cp_async_commit();  // an empty group keeps the count below
+            }
+            // lb: each row's second best as its 16 lanes had it after the last
+            // sharing, from their warps' two best (written before the barrier
+            // that ended that tile): the second best of some of the row's
+            // cosines, so its final second best is not under it, and km_bound
+            // can take it in every lane. q, the row's bound, is formed again
+            // only where lb or the lane's second best changed.
+            if (i > 0 && km_shares(i - 1)) {
+    #pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+    #pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int row = wm * 16 * MT + 16 * mt + g + 8 * h;
+                        double s1 = -INFINITY, s2 = -INFINITY;
+    #pragma unroll
+                        for (int w = 0; w < WARPS_N; w++) {
+                            const double2 o = tops[w * AM + row];
+                            km_top2(s1, s2, o.x, o.y);
+                        }
+                        lb[mt][h] = fmax(lb[mt][h], s2);
+                        q[mt][h] = km_bound(fmax(b[mt][h].second, lb[mt][h]), fn[mt][h]);
+                    }
+            }
+            // The lane's columns j0 + wn 16 + 8 nt + 2 t + e, their norms and
+            // reciprocals.
+            double cn[2][2], rc[2][2];
+    #pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+    #pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
+                    cn[nt][e] = j < p.k ? cnorm[base + j] : 0.0;
+                    rc[nt][e] = j < p.k ? crec[base + j] : 0.0;
+                }
+            ckv_cp_async_wait<1>();
+            __syncthreads();  // this tile's (and the features') copies landed for every thread
             const double *A = fs + (wm * 16 * MT + g) * stride + t;
-            const double *B = cs + st * AN * stride + (wn * 16 + g) * stride + t;
-    #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-    #pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        acc[mt][nt][c] = 0;
+            const double *B = cs + (i & 1) * AN * stride + (wn * 16 + g) * stride + t;
+            double acc[MT][2][4] = {};
     #pragma unroll(D == 128 ? 8 : 2)
             for (int32_t k0 = 0; k0 < d4; k0 += 4) {
                 double a[MT][2], bb[2];
@@ -749,105 +648,6 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                     for (int nt = 0; nt < 2; nt++)
                         ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
             }
-        };
-        // The walk: every position, or with cones (km_cones_pay) positions 0, 1
-        // and 2, then from the fourth only those whose tile's cone can hold a
-        // column over some row's second best as known after two tiles
-        // (km_cone_kernel; keep, formed at the third tile, AN positions a pass
-        // through the free stage). A skipped column is under its row's second,
-        // so neither the best, the second nor a tie moves. v counts the tiles
-        // walked (stages, sharing); pos is the walk position.
-        for (int32_t v = 0, pos = 0; pos < tiles; v++) {
-            const int32_t j0 = tile_at(pos) * AN;
-            // lb: each row's second best as its 16 lanes had it after the last
-            // sharing, from their warps' two best (written before the barrier
-            // that ended that tile): the second best of some of the row's
-            // cosines, so its final second best is not under it, and km_bound
-            // can take it in every lane. q, the row's bound, is formed again
-            // only where lb or the lane's second best changed.
-            if (v > 0 && km_shares(v - 1)) {
-    #pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int row = wm * 16 * MT + 16 * mt + g + 8 * h;
-                        double s1 = -INFINITY, s2 = -INFINITY;
-    #pragma unroll
-                        for (int w = 0; w < WARPS_N; w++) {
-                            const double2 o = tops[w * AM + row];
-                            km_top2(s1, s2, o.x, o.y);
-                        }
-                        lb[mt][h] = fmax(lb[mt][h], s2);
-                        q[mt][h] = km_bound(fmax(b[mt][h].second, lb[mt][h]), fn[mt][h]);
-                    }
-            }
-            if (CONES && v == 2 && pos + 1 < tiles) {
-                const int32_t end = min(tiles, KEEP_WORDS * 32);
-                for (int32_t w = threadIdx.x; w < KEEP_WORDS; w += THREADS)
-                    keep[w] = 0;
-                for (int32_t q0 = pos + 1; q0 < end; q0 += AN) {
-                    const auto axes = [&](int32_t r) {
-                        return cone + (((size_t)lh * ctiles + tile_at(min(q0 + r, end - 1))) * d);
-                    };
-                    km_copy_tile<BYTES, THREADS>(cs + AN * stride, axes, AN, min(AN, end - q0), d,
-                                                 d4, stride);
-                    ckv_cp_async_wait<0>();
-                    __syncthreads();  // the axes (and keep's zeros) are there for every thread
-                    double acc[MT][2][4];
-                    products(acc, 1);
-    #pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        const int nt = c / 2, e = c % 2;
-                        const int32_t qc = q0 + wn * 16 + 8 * nt + 2 * t + e;
-                        const double2 cth =
-                            qc < end ? cone_cs[(size_t)lh * ctiles + tile_at(qc)]
-                                     : make_double2(2.0, 0.0);
-                        bool any = false;
-    #pragma unroll
-                        for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
-                            for (int h = 0; h < 2; h++) {
-                                const int32_t i = m0 + wm * 16 * MT + 16 * mt + g + 8 * h;
-                                any |= i < n && km_cone_holds(acc[mt][nt][2 * h + e], fn[mt][h],
-                                                              cth, fmax(lb[mt][h],
-                                                                        b[mt][h].second));
-                            }
-                        // the columns' lanes (lanes t, t + 4, ...) pool their rows
-                        const unsigned ball = __ballot_sync(0xffffffffu, any) & (0x11111111u << t);
-                        if (ball && g == 0 && qc < end)
-                            atomicOr(keep + qc / 32, 1u << (qc % 32));
-                    }
-                    __syncthreads();  // keep is whole, and the stage free for the next axes
-                }
-            }
-            // The next position walked (past keep's words every one is).
-            int32_t nxt = pos + 1;
-            if (CONES && v >= 2)
-                while (nxt < tiles && nxt < KEEP_WORDS * 32 && !(keep[nxt / 32] >> (nxt % 32) & 1))
-                    nxt++;
-            if (nxt < tiles) {
-                const int32_t j1 = tile_at(nxt) * AN;
-                km_copy_tile<BYTES, THREADS>(cs + ((v + 1) & 1) * AN * stride, centroids(j1), AN,
-                                             min(AN, p.k - j1), d, d4, stride);
-            } else {
-                ckv_cp_async_commit();  // an empty group keeps the count below
-            }
-            pos = nxt;
-            // The lane's columns j0 + wn 16 + 8 nt + 2 t + e, their norms and
-            // reciprocals.
-            double cn[2][2], rc[2][2];
-    #pragma unroll
-            for (int nt = 0; nt < 2; nt++)
-    #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
-                    cn[nt][e] = j < p.k ? cnorm[base + j] : 0.0;
-                    rc[nt][e] = j < p.k ? crec[base + j] : 0.0;
-                }
-            ckv_cp_async_wait<1>();
-            __syncthreads();  // this tile's (and the features') copies landed for every thread
-            double acc[MT][2][4];
-            products(acc, v & 1);
             // C fragment: acc[mt][nt][2 h + e] is row g + 8 h, column 2 t + e.
             // First the columns the row's bound q cannot rule out, then those
             // with the exact cosine: a higher one, or an equal one of lower index,
@@ -886,7 +686,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                     q[mt][h] = km_bound(fmax(r.second, lb[mt][h]), fn[mt][h]);
                 }
             // The warp's two best a row, for the next tile's bounds (lb above).
-            if (km_shares(v) && pos < tiles) {
+            if (km_shares(i) && i + 1 < tiles) {
     #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
     #pragma unroll
@@ -1119,13 +919,11 @@ __device__ __forceinline__ void km_est_row_start(km_top &r, float &rf, const km_
 
 // Row i of the pass (the lane's top x, its row scale rf, cbad: a column of
 // the lane's outside the estimate's range): the quad's lanes, which hold
-// the row's columns between them, merge theirs, and lane 0 decides. Returns,
-// in lane 0, whether the row is to be listed (km_list_rows: in amb for the
-// exact kernel, or with MOVED in dr.redo), and sets *m to its row.
+// the row's columns between them, merge theirs, and lane 0 decides.
 template <bool MOVED>
-__device__ __forceinline__ bool km_est_finish(km_top x, bool cbad, float rf, int32_t i, int t,
+__device__ __forceinline__ void km_est_finish(km_top x, bool cbad, float rf, int32_t i, int t,
                                               const km_est_list &L, const km_est_args &a,
-                                              int32_t lh, int32_t *m_out)
+                                              int32_t lh)
 {
     x.bad |= cbad;
 #pragma unroll
@@ -1141,10 +939,9 @@ __device__ __forceinline__ bool km_est_finish(km_top x, bool cbad, float rf, int
         }
     }
     if (t != 0 || i >= L.n)
-        return false;
+        return;
     const size_t base = (size_t)lh * a.p.cap;
     const int32_t m = L.row_of(i);
-    *m_out = m;
     const km_drift &dr = a.dr;
     if (MOVED) {
         // v: the moved centroids' best estimate (none: -inf); the
@@ -1158,9 +955,10 @@ __device__ __forceinline__ bool km_est_finish(km_top x, bool cbad, float rf, int
             ckv_pol_note_margin(a.margin + lh, (double)gap - 2 * (double)KM_EPS);
             if (dr.kept_n)
                 atomicAdd(dr.kept_n + lh, 1);
-            return false;
+        } else {
+            dr.redo[base + atomicAdd(dr.redo_n + lh, 1)] = m;
         }
-        return true;
+        return;
     }
     x.s *= rf;
     x.second *= rf;
@@ -1172,41 +970,8 @@ __device__ __forceinline__ bool km_est_finish(km_top x, bool cbad, float rf, int
         if (dr.top)
             dr.top[base + m] = make_float2(x.s, x.second);
         ckv_pol_note_margin(a.margin + lh, (double)gap - 2 * (double)KM_EPS);
-        return false;
-    }
-    return true;
-}
-
-// Appends the warp's listed rows (the lanes' S slots each, km_est_finish's;
-// rows in the order slot, lane) to list[base ...] after count[0], in that
-// order, with one atomic add a warp: a tile of the exact kernel's rows then
-// comes from a few warps' ranges of 16 MT rows, whose best centroids lie in
-// a few tiles, and the walk skips the others (km_cone_holds); rows listed
-// one atomic add each came in no order. (One atomic add a block, after two
-// block barriers, made the estimate's tail longer than the walk saved:
-// decode-time calls up to 17% slower, run TC.)
-template <int S>
-__device__ __forceinline__ void km_list_rows(const bool (&listed)[S], const int32_t (&m)[S],
-                                             int32_t *list, int32_t *count, size_t base)
-{
-    const int lane = threadIdx.x % 32;
-    const unsigned below = (1u << lane) - 1;
-    unsigned ball[S];
-    int32_t total = 0;
-#pragma unroll
-    for (int s = 0; s < S; s++) {
-        ball[s] = __ballot_sync(0xffffffffu, listed[s]);
-        total += __popc(ball[s]);
-    }
-    int32_t at = 0;
-    if (lane == 0 && total)
-        at = atomicAdd(count, total);
-    at = __shfl_sync(0xffffffffu, at, 0);
-#pragma unroll
-    for (int s = 0; s < S; s++) {
-        if (listed[s])
-            list[base + at + __popc(ball[s] & below)] = m[s];
-        at += __popc(ball[s]);
+    } else {
+        a.amb[base + atomicAdd(a.amb_n + lh, 1)] = m;
     }
 }
 
@@ -1322,20 +1087,12 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
         __syncthreads();  // every warp is done with this stage before its next copy
     }
     ckv_cp_async_wait<0>();
-    bool listed[MT * 2];
-    int32_t m[MT * 2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            listed[2 * mt + h] =
-                km_est_finish<MOVED>(r[mt][h], cbad, rf[mt][h],
-                                     m0 + 16 * (MT * warp + mt) + g + 8 * h, t, L, a, lh,
-                                     &m[2 * mt + h]);
-    if (MOVED)
-        km_list_rows<MT * 2>(listed, m, a.dr.redo, a.dr.redo_n + lh, base);
-    else
-        km_list_rows<MT * 2>(listed, m, a.amb, a.amb_n + lh, base);
+            km_est_finish<MOVED>(r[mt][h], cbad, rf[mt][h],
+                                 m0 + 16 * (MT * warp + mt) + g + 8 * h, t, L, a, lh);
 }
 
 // The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; calls whose
@@ -1541,13 +1298,9 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
                          i * KN + KN <= L.n_col);
     }
     ckv_cp_async_wait<0>();
-    bool listed[2];
-    int32_t m[2];
 #pragma unroll
     for (int h = 0; h < 2; h++)
-        listed[h] = km_est_finish<false>(r[h], cbad, rf[h], m0 + 16 * warp + g + 8 * h, t, L, a,
-                                         lh, &m[h]);
-    km_list_rows<2>(listed, m, a.amb, a.amb_n + lh, (size_t)lh * a.p.cap);
+        km_est_finish<false>(r[h], cbad, rf[h], m0 + 16 * warp + g + 8 * h, t, L, a, lh);
 }
 
 // Sort keys for grouping the middle by cluster; clusters start without a run.
@@ -1682,12 +1435,9 @@ static auto km_update_of(int32_t d)
 }
 
 // The assignment's instance for head_dim d, and its threads a block.
-template <bool CONES>
 static auto km_assign_of(int32_t d)
 {
-    return d == 128  ? km_assign_kernel<128, CONES>
-           : d == 64 ? km_assign_kernel<64, CONES>
-                     : km_assign_kernel<0, CONES>;
+    return d == 128 ? km_assign_kernel<128> : d == 64 ? km_assign_kernel<64> : km_assign_kernel<0>;
 }
 
 static int km_assign_threads(int32_t d)
@@ -1756,9 +1506,7 @@ static ckv_status km_assign_room(int32_t d, km_room *room, ckv_error *err)
     if (km_estimates(d) &&
         (st = (d == 128 ? km_allow_estimate<128> : km_allow_estimate<64>)(room->wg, err)))
         return st;
-    if ((st = ckv_pol_allow_smem(km_assign_of<false>(d), room->smem, "cuda kmeans", err)))
-        return st;
-    return ckv_pol_allow_smem(km_assign_of<true>(d), room->smem, "cuda kmeans", err);
+    return ckv_pol_allow_smem(km_assign_of(d), room->smem, "cuda kmeans", err);
 }
 
 // One assignment's buffers: fs and cs the splits (NULL fs: no estimate),
@@ -1768,8 +1516,7 @@ static ckv_status km_assign_room(int32_t d, km_room *room, ckv_error *err)
 // the bookkeeping of the assignments after an update (km_drift; none
 // without the estimate).
 struct km_bufs {
-    const double *f, *fnorm, *cen, *cnorm, *crec, *cone;
-    const double2 *cone_cs;
+    const double *f, *fnorm, *cen, *cnorm, *crec;
     const float *cscale;
     const uint32_t *fs, *cs;
     int32_t *cl, *amb;
@@ -1826,11 +1573,9 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     // for them all.
     const int64_t most = (int64_t)lists * ckv_pol_blocks(max_m, AM);
     const int32_t blocks = (int32_t)min(most, (int64_t)room.sms * km_assign_blocks(p.d));
-    (b.cone ? km_assign_of<true>(p.d) : km_assign_of<false>(p.d))<<<
-        blocks, km_assign_threads(p.d), room.smem, s>>>(
+    km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
-        b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.cone, b.cone_cs,
-        p);
+        b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
@@ -1884,12 +1629,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                                    (w->slots + 3 * w->lists) * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->redo, w->slots * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->cmv, w->slots, err))) ||
-        (st = ckv_pol_take(x, (void **)&w->cone, km_cone_bytes(x->lists, x->cap, x->d), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
-    double2 *const cone_cs = km_cone_cs(w->cone, x->lists, x->cap, x->d);
     // The splits, the centroids' after the features' (none without the estimate).
     uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + half : nullptr;
     // The counts of moved centroids, of redo's rows and of the rows kept, a
@@ -1901,14 +1644,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         dr = {w->moved, nullptr, w->cmv, w->redo, nmoved + x->lists, kept_n, w->top};
     if (kept_n)
         CKV_CUDA(cudaMemsetAsync(kept_n, 0, x->lists * sizeof(int32_t), x->s));
-    const bool cones = km_cones_pay(kp.k, max_m);
-    km_bufs kb = {w->f,      w->norm,  w->cen, w->cnorm, crec,   cones ? w->cone : nullptr,
-                  cones ? cone_cs : nullptr,  w->cscale, fs,     cs,     w->cl,  w->amb,
-                  nullptr,   w->margin, x->act, x->x,     nullptr, nullptr, dr};
+    km_bufs kb = {w->f,   w->norm,  w->cen, w->cnorm, crec,    w->cscale, fs,
+                  cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
+                  nullptr, nullptr, dr};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, 128), x->lists);
-    const dim3 over_tiles(ckv_pol_blocks(kp.k, AN), x->lists);
     const dim3 per_warp(ckv_pol_blocks(kp.k, UPDATE_WARPS), x->lists);
     ckv_pol_kv(c, [&](auto *k, auto *) {
         if ((st = ckv_pol_allow_smem(km_feature_kernel<std::remove_pointer_t<decltype(k)>>,
@@ -1928,11 +1669,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     km_init_kernel<<<dim3(ckv_pol_blocks((int64_t)kp.k * x->d, 256), x->lists), 256, 0, x->s>>>(
         w->f, w->norm, fs, w->cen, w->cnorm, crec, w->cscale, cs, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
-    if (cones) {
-        km_cone_kernel<<<over_tiles, AN, km_cone_smem(x->d), x->s>>>(w->cen, crec, w->cone,
-                                                                     cone_cs, nullptr, x->act, kp);
-        CKV_CUDA_LAUNCHED();
-    }
     // A list whose assignment changed no cluster has reached Lloyd's fixed
     // point: the update would give it the same centroids (those of empty
     // clusters and of tiny means kept), so every later assignment the same
@@ -1962,11 +1698,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale,
                                                       w->touch, live, kp);
             CKV_CUDA_LAUNCHED();
-            if (cones) {
-                km_cone_kernel<<<over_tiles, AN, km_cone_smem(x->d), x->s>>>(
-                    w->cen, crec, w->cone, cone_cs, w->touch, live, kp);
-                CKV_CUDA_LAUNCHED();
-            }
         }
         // touch: every cluster before the first assignment (the initial
         // centroids are features, not their members' means), then those the
@@ -2023,7 +1754,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
 
 // The device buffers of ckv_gpu_kmeans_assign, in one allocation.
 struct km_test_mem {
-    double *f, *cen, *fnorm, *cnorm, *crec, *best, *cone;
+    double *f, *cen, *fnorm, *cnorm, *crec, *best;
     float *cscale;
     uint32_t *fs, *cs;
     int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k, chg
@@ -2050,10 +1781,6 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     const km_params kp = {0, k, M > k ? M : k, dim};
     km_given_cnorm_kernel<<<ckv_pol_blocks(k, 256), 256>>>(d.cnorm, d.crec, d.cscale, k);
     CKV_CUDA_LAUNCHED();
-    double2 *const cone_cs = km_cone_cs(d.cone, 1, kp.cap, dim);
-    km_cone_kernel<<<ckv_pol_blocks(k, AN), AN, km_cone_smem(dim)>>>(d.cen, d.crec, d.cone,
-                                                                      cone_cs, nullptr, d.head, kp);
-    CKV_CUDA_LAUNCHED();
     if (estimate) {
         km_split_kernel<<<ckv_pol_blocks((int64_t)M * dim / 4, 256), 256>>>(d.f, d.fs, d.head + 1,
                                                                          d.head, kp);
@@ -2062,7 +1789,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
                                                                          d.head + 2, d.head, kp);
         CKV_CUDA_LAUNCHED();
     }
-    const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cnorm,    d.crec, d.cone, cone_cs,
+    const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.best,   d.margin, d.head, d.head + 1,
                        d.head + 3, nullptr, {}};
@@ -2097,9 +1824,8 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     // The list's capacity holds both row sets.
     const size_t cap = (size_t)(M > k ? M : k), cd = cap * d;
     // Doubles (an even count: the splits after them stay 16-byte aligned),
-    // the cones, the splits, the scales, then ints.
-    const size_t cone = km_cone_bytes(1, (int32_t)cap, d);
-    const size_t bytes = (2 * cd + 4 * cap) * 8 + cone + 2 * cd * 4 + (3 * cap + 6) * 4;
+    // the splits, the scales, then ints.
+    const size_t bytes = (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 6) * 4;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess)
@@ -2111,8 +1837,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     m.cnorm = m.fnorm + cap;
     m.crec = m.cnorm + cap;
     m.best = m.crec + cap;
-    m.cone = m.best + cap;
-    m.fs = reinterpret_cast<uint32_t *>(m.cone + cone / 8);
+    m.fs = reinterpret_cast<uint32_t *>(m.best + cap);
     m.cs = m.fs + cd;
     m.cscale = reinterpret_cast<float *>(m.cs + cd);
     m.cl = reinterpret_cast<int32_t *>(m.cscale + cap);

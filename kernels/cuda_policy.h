@@ -58,10 +58,8 @@ struct ckv_gpu_policy_ws {
     // bounds (slots), moved the centroids the update moved (slots, then
     // three counts a list: moved centroids, redo's rows, rows kept), redo
     // the rows to assign over every centroid (slots), cmv a flag a
-    // centroid (slots). cone the cones of the centroids' tiles of 64 that
-    // the exact assignment's walk skips by (cuda_kmeans.cu, km_cnorm_kernel:
-    // axes [lists][tiles][head_dim], then [lists][tiles] double2).
-    double *f, *cen, *cnorm, *cone;
+    // centroid (slots).
+    double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
     uint32_t *split;
