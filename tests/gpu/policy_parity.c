@@ -597,13 +597,12 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
  * margin checks the second best; "range" is "full" with centroid 3 scaled
  * by 2^60; "walk" is "full" with centroid j a step of a random walk from
  * centroid j - 1 (0.1 of a "full" value a coordinate) and feature m
- * centroid m k / M plus noise of 10^-6, so that a tile's 64 centroids lie in
- * a narrow cone and far tiles' cones lie far from a row: with 2,100
- * centroids (33 tiles) the exact walk skips tiles by their cones
- * (km_cone_holds), which "walk" checks with a zero feature (20), a zero
- * centroid (70) and centroid 1,500 (tile 23) equal to feature 5's nearest
- * (centroid 35, tile 0): a tie whose lower index must win across 22 tiles.
- * M and k leave partial tiles.
+ * centroid m k / M plus noise of 10^-6, clustered as the synthetic caches'
+ * keys are, over 2,100 centroids (33 tiles), with a zero feature (20), a
+ * zero centroid (70) and centroid 1,500 (tile 23) equal to feature 5's
+ * nearest (centroid 35, tile 0): a tie whose lower index must win across
+ * 22 tiles (written for a walk that skipped tiles by their cones, e23c94d,
+ * reverted; any such skip must keep these). M and k leave partial tiles.
  *
  * With `estimate` (head_dim 64 and 128), as the policy assigns: the bf16
  * estimate decides the rows whose best stands clear of their second
