@@ -85,9 +85,19 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = run_script(script, "--dump", dump, "--iters", "1")
     check(rc == 0 and "1024 tokens, 4 tiles: kept a row mean 1.0 median 1 p90 1 most 1" in out,
           f"--dump: four orthogonal groups, each row keeps its own tile alone ({out!r} {err!r})")
+    rc, out, err = run_script(script, "--dump", dump, "--iters", "1", "--tiles", "pca")
+    check(rc == 0 and "1024 tokens, 4 tiles: kept a row mean 1.0 median 1 p90 1 most 1" in out,
+          f"--tiles pca: the tree's leaves are the four groups ({out!r} {err!r})")
     rc, _, err = run_script(script, "--dump", dump, "--head", "1")
     check(rc == 2 and "--dump" in err and "head 1" in err,
           f"--dump with a head it lacks refused, naming it ({err.strip()!r})")
+
+for n in (64, 65, 700, 1000):
+    leaves = cc.pca_order(rng.normal(size=(n, 8)), np.arange(n))
+    check(sorted(np.concatenate(leaves).tolist()) == list(range(n))
+          and all(len(x) <= cc.AN for x in leaves) and sum(len(x) < cc.AN for x in leaves) <= 1,
+          f"pca_order of {n}: a permutation in leaves of 64, at most one short "
+          f"({[len(x) for x in leaves]})")
 
 rc, _, err = run_script(script, "--tokens", "100")
 check(rc == 2 and "--tokens 100" in err, f"too few tokens refused, naming them ({err.strip()!r})")
