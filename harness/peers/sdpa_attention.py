@@ -22,6 +22,7 @@ import csv
 import math
 import sys
 import warnings
+from statistics import median
 
 from peer_output import fmt, write
 
@@ -30,8 +31,7 @@ MATMUL_FLOPS = 750e12
 DTYPE_BYTES = {"bf16": 2, "fp32": 4}
 FIELDS = ["kind", "batch", "kv_heads", "group", "head_dim", "context", "queries", "bias",
           "dtype", "backend", "median_us", "min_us", "max_us", "stream_us", "runs", "input_sets",
-          "bytes",
-          "gbps", "pct_copy", "flops", "tflops", "pct_matmul", "note"]
+          "bytes", "gbps", "pct_copy", "flops", "tflops", "pct_matmul", "note"]
 
 
 def int_list(s):
@@ -59,11 +59,6 @@ def read_shapes(path):
     with open(path) as f:
         return [dict(kind=r["kind"], **{k: int(r[k]) for k in r if k != "kind"})
                 for r in csv.DictReader(f)]
-
-
-def median(x):
-    x = sorted(x)
-    return x[len(x) // 2] if len(x) % 2 else (x[len(x) // 2 - 1] + x[len(x) // 2]) / 2
 
 
 def counts(s, elt):
@@ -129,8 +124,8 @@ def main():
             elt = DTYPE_BYTES[dname]
             nbytes, flops = counts(s, elt)
             row = dict(s, dtype=dname, backend="", median_us=None, min_us=None, max_us=None,
-                       stream_us=None, runs=0, input_sets=0, bytes=nbytes, gbps=None, pct_copy=None, flops=flops,
-                       tflops=None, pct_matmul=None, note="")
+                       stream_us=None, runs=0, input_sets=0, bytes=nbytes, gbps=None,
+                       pct_copy=None, flops=flops, tflops=None, pct_matmul=None, note="")
             B, KV, G, hd, T, n = (s["batch"], s["kv_heads"], s["group"], s["head_dim"],
                                   s["context"], s["queries"])
             H = KV * G
