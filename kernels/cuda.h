@@ -204,6 +204,10 @@ typedef struct {
      * bound, kernels/cuda_kmeans.cu), over the call; 0 for other
      * policies. NULL: not counted. */
     int64_t *kept;
+    /* Host, one value: the rows K-Means's first assignment gave their own
+     * centroid without the estimate (the own pass, kernels/cuda_kmeans.cu),
+     * over the call; 0 for other policies. NULL: not counted. */
+    int64_t *own;
 } ckv_gpu_policy_trace;
 
 /* As ckv_policy_compress(p, host copy, budget, qw, assign, err) on the GPU
@@ -212,7 +216,7 @@ typedef struct {
  * Work is queued on `stream` (NULL: the default stream, after waiting for
  * all work queued on the device) and finished before returning. Scratch
  * (about 90 bytes per cache slot plus a copy of the key/value storage;
- * K-Means adds 3 x 8 bytes per key element and 49 per slot, SnapKV 8 x group x W bytes per
+ * K-Means adds 3 x 8 bytes per key element and 73 per slot, SnapKV 8 x group x W bytes per
  * slot) is one per device for the process, taken at the first call, grown
  * for a larger cache and kept: one host thread per device at a time.
  * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not

@@ -17,6 +17,7 @@
 // of its clusters (the CPU runs them all: the same clusters). Keys are
 // read as fp32 from either cache type; the merged centroids are stored in
 // it (cuda_compact.cu).
+#include <limits.h>
 #include <math.h>
 
 #include <type_traits>
@@ -293,8 +294,14 @@ __global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec, 
     km_set_cnorm(r, sqrt(s), cnorm, crec, cscale);
 }
 
-// Centroid j starts at the feature of middle index ((2j + 1) M) / (2k),
-// with that feature's norm (the same chain over the same doubles as
+// The middle row whose feature starts centroid j (policies.md).
+__device__ __forceinline__ int32_t km_own_row(int32_t j, int32_t M, int32_t k)
+{
+    return (int32_t)(((2 * (int64_t)j + 1) * M) / (2 * (int64_t)k));
+}
+
+// Centroid j starts at the feature of middle index km_own_row(j), with
+// that feature's norm (the same chain over the same doubles as
 // km_cnorm_kernel's). With fs, the centroids' splits (cs) start as the
 // features' likewise.
 __global__ void km_init_kernel(const double *f, const double *fnorm, const uint32_t *fs,
@@ -306,7 +313,7 @@ __global__ void km_init_kernel(const double *f, const double *fnorm, const uint3
     if (!act[lh] || idx >= (int64_t)p.k * p.d)
         return;
     const int32_t j = (int32_t)(idx / p.d), i = (int32_t)(idx % p.d);
-    const int64_t m = ((2 * (int64_t)j + 1) * M_of[lh]) / (2 * (int64_t)p.k);
+    const int32_t m = km_own_row(j, M_of[lh], p.k);
     const size_t base = (size_t)lh * p.cap;
     cen[(base + j) * p.d + i] = f[(base + m) * p.d + i];
     if (i == 0)
@@ -322,6 +329,269 @@ __global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale
     const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j < k)
         km_set_cnorm(j, cnorm[j], cnorm, crec, cscale);
+}
+
+// The rows of a call's first assignment that start a centroid (the own
+// pass). Row m = km_own_row(j) starts centroid j as its own feature, so a
+// unit feature's cosine with it is 1 up to rounding, and its best is
+// centroid j unless another centroid lies near it: for unit vectors x . c
+// = 1 - |x - c|^2 / 2, so a centroid farther than w = 1/16 from x has a
+// cosine under 1 - 2^-9 with it (a zero centroid's is 0). The pass shows
+// that none lies within w by lower bounds of the distance, without a
+// product: the centroids sorted by one coordinate (a0), those whose a0 lies
+// within w of the row's taken from that order, and each of them ruled out
+// by the distance over KM_OWN_AXES coordinates (a0 first) held as int8 in
+// 1/s units: with y = s x over those coordinates, q y rounded (saturated)
+// and E = |y - q| (rounded up), s |x - c| >= |q_x - q_c| - E_x - E_c, and
+// |q_x - q_c|^2 = |q_x|^2 + |q_c|^2 - 2 q_x . q_c in integers (__dp4a).
+// A row so shown takes centroid j, with top = (1,
+// KM_OWN_S2): the assignments after an update keep it while no moved
+// centroid comes near (km_drift). Every other row (one that starts no
+// centroid, one with a centroid near, a feature not of unit norm, any row
+// of a list with a centroid of neither unit nor zero norm) goes to the
+// estimate over every centroid (dr.redo). The coordinates are those of
+// largest variance over a sample of the centroids: any give valid bounds,
+// these rule out the most. At a decode-time call nearly every row starts a
+// centroid (M = k + the interval), and the whole first assignment was about
+// two thirds of the call (docs/performance-notes.md, thirty-second session).
+constexpr double KM_OWN_W2 = 0x1p-8;                   // w^2
+constexpr float KM_OWN_S2 = 1.0f - 0x1p-9f + 0x1p-20f;  // over every other cosine
+constexpr double KM_OWN_GAP = 0x1p-9 - 0x1p-20;         // under the decision's gap
+constexpr double KM_OWN_KEY = 0x1p29;                   // a0's units: keys within +-2^29
+// a0's window: a key difference over it puts a0 alone more than w apart.
+constexpr int32_t KM_OWN_WIN = (1 << 25) + 64;
+enum {
+    KM_OWN_AXES = 16,     // int8 coordinates, a0 first (one uint4)
+    KM_OWN_SAMPLE = 256,  // centroids whose variances choose the coordinates
+    // A list's header: the KM_OWN_AXES coordinates, the scale s (float
+    // bits), a flag (a centroid of neither unit nor zero norm).
+    KM_OWN_SCALE = KM_OWN_AXES,
+    KM_OWN_BAD,
+    KM_OWN_HDR = 32,
+    OWN_ROWS = 256  // the own pass's centroids a block
+};
+
+// A feature's norm as the pass takes it for a unit vector's (a feature is
+// its key over the key's norm in double: within a few ulps of 1; so tight
+// that KM_OWN_S2's 2^-20 of slack covers it).
+__device__ __forceinline__ bool km_unit(double n)
+{
+    return fabs(n - 1.0) <= 0x1p-40;
+}
+
+// Whether middle row m starts a centroid (km_own_row is increasing in j,
+// M > k: j is floor(m k / M) or one more).
+__device__ __forceinline__ bool km_starts(int32_t m, int32_t M, int32_t k)
+{
+    const int32_t j = (int32_t)((int64_t)m * k / M);
+    return (j < k && km_own_row(j, M, k) == m) || (j + 1 < k && km_own_row(j + 1, M, k) == m);
+}
+
+// A list's coordinates (the KM_OWN_AXES of largest variance over the
+// sampled centroids, ties the lower, a0 the first) and s = 127 over their
+// largest magnitude there (a centroid beyond saturates, which its E
+// covers); clears the list's flag. A thread a dimension (d <= 128: the
+// head_dims with the estimate) and a quarter of the sample (one thread's
+// walk over all of it waited on each load: 0.35 ms a call, run VD).
+__global__ void __launch_bounds__(512)
+    km_own_axes_kernel(const double *f, int32_t *hdr, const int32_t *act, const int32_t *M_of,
+                       km_params p)
+{
+    __shared__ float part[3][4][128], var[128], big[KM_OWN_AXES];
+    const int32_t lh = blockIdx.x, i = threadIdx.x % 128, pt = threadIdx.x / 128;
+    if (!act[lh])
+        return;
+    const size_t base = (size_t)lh * p.cap;
+    const int32_t n = min(p.k, (int32_t)KM_OWN_SAMPLE), M = M_of[lh];
+    float s = 0, s2 = 0, mx = 0;
+    for (int32_t u = pt; i < p.d && u < n; u += 4) {
+        const int32_t j = (int32_t)((int64_t)u * p.k / n);
+        const float x = (float)f[(base + km_own_row(j, M, p.k)) * p.d + i];
+        s += x;
+        s2 += x * x;
+        mx = fmaxf(mx, fabsf(x));
+    }
+    part[0][pt][i] = s;
+    part[1][pt][i] = s2;
+    part[2][pt][i] = mx;
+    __syncthreads();
+    if (pt == 0) {
+        s = part[0][0][i] + part[0][1][i] + part[0][2][i] + part[0][3][i];
+        s2 = part[1][0][i] + part[1][1][i] + part[1][2][i] + part[1][3][i];
+        mx = fmaxf(fmaxf(part[2][0][i], part[2][1][i]), fmaxf(part[2][2][i], part[2][3][i]));
+        const float v = s2 / n - (s / n) * (s / n);
+        var[i] = i >= p.d ? -2.0f : isnan(v) ? -1.0f : fmaxf(v, 0.0f);
+    }
+    __syncthreads();
+    int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    if (pt == 0) {
+        int32_t rank = 0;
+        for (int32_t e = 0; e < 128; e++)
+            rank += var[e] > var[i] || (var[e] == var[i] && e < i);
+        if (rank < KM_OWN_AXES) {
+            h[rank] = i;
+            big[rank] = mx;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float b = 0;
+        for (int r = 0; r < KM_OWN_AXES; r++)
+            b = fmaxf(b, big[r]);
+        h[KM_OWN_SCALE] =
+            __float_as_int(fminf(fmaxf(b > 0 ? 127.0f / b : 127.0f, 127.0f), 0x1p20f));
+        h[KM_OWN_BAD] = 0;
+    }
+}
+
+// The sort's input, i over the middle: centroid i's key (its a0 in 2^-29
+// units) for i < k, INT_MAX past (last in the sort); and row i to dr.redo
+// where it starts no centroid.
+__global__ void km_own_keys_kernel(const double *f, const double *fnorm, int32_t *hdr,
+                                   int32_t *ikey, int32_t *ival, int32_t *redo, int32_t *redo_n,
+                                   const int32_t *act, const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || i >= M_of[lh])
+        return;
+    const int32_t M = M_of[lh];
+    const size_t base = (size_t)lh * p.cap;
+    int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    int32_t key = INT_MAX;
+    if (i < p.k) {
+        const int32_t m = km_own_row(i, M, p.k);
+        const double n = fnorm[base + m];
+        if (!(n < 1e-30 || km_unit(n)))
+            km_flag(h + KM_OWN_BAD);
+        key = __double2int_rn(f[(base + m) * p.d + h[0]] * KM_OWN_KEY);
+    }
+    ikey[base + i] = key;
+    ival[base + i] = i;
+    if (!km_starts(i, M, p.k))
+        redo[base + atomicAdd(redo_n + lh, 1)] = i;
+}
+
+// Each centroid's record at its place q in the sort (ival_out: the
+// centroids by key): its KM_OWN_AXES coordinates times s, rounded and
+// saturated to int8 (rec), and side = (|q|^2, E rounded up as float bits).
+__global__ void km_own_rec_kernel(const double *f, const int32_t *hdr, const int32_t *ival_out,
+                                  uint4 *rec, int2 *side, const int32_t *act,
+                                  const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.y, q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || q >= p.k)
+        return;
+    const size_t base = (size_t)lh * p.cap;
+    const int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    const double s = __int_as_float(h[KM_OWN_SCALE]);
+    const double *const x = f + (base + km_own_row(ival_out[base + q], M_of[lh], p.k)) * p.d;
+    uint32_t w[4];
+    int32_t n2 = 0;
+    double e2 = 0;
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        w[u] = 0;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const double y = x[h[4 * u + e]] * s, v = rint(y);
+            const int32_t b = v >= 127 ? 127 : v <= -127 ? -127 : isnan(v) ? 0 : (int32_t)v;
+            w[u] |= (uint32_t)(b & 0xff) << 8 * e;
+            n2 += b * b;
+            e2 += (y - b) * (y - b);
+        }
+    }
+    rec[base + q] = make_uint4(w[0], w[1], w[2], w[3]);
+    // Rounded up, and by 2^-20 more for e2's own roundings (a NaN feature's
+    // list is flagged).
+    side[base + q] = make_int2(n2, __float_as_int(__fmul_ru(__double2float_ru(sqrt(e2)),
+                                                            1 + 0x1p-20f)));
+}
+
+// Whether centroids of records a, b and sides sa, sb may lie within w: t
+// = s w (1 + 2^-20) + E_a (ta, the caller's) + E_b bounds |q_a - q_b|
+// where they do; the slack covers t's float roundings.
+__device__ __forceinline__ bool km_own_near(uint4 a, int32_t na, float ta, uint4 b, int2 sb)
+{
+    const int32_t dot = __dp4a((int)a.w, (int)b.w,
+                               __dp4a((int)a.z, (int)b.z,
+                                      __dp4a((int)a.y, (int)b.y, __dp4a((int)a.x, (int)b.x, 0))));
+    const float t = ta + __int_as_float(sb.y);
+    return (float)(na + sb.x - 2 * dot) <= t * t * (1 + 0x1p-20f);
+}
+
+// The first position of the sorted keys key[0 .. n) not below v (n: none).
+__device__ __forceinline__ int32_t km_own_lower(const int32_t *key, int32_t n, int64_t v)
+{
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int32_t mid = (lo + hi) / 2;
+        if (key[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+// A thread a centroid, at its place q in the sort, OWN_ROWS consecutive
+// places a block: the centroids whose keys lie within a0's window of any
+// of the block's pass through shared memory OWN_ROWS at a time, and each
+// thread bounds its centroid's distance to each of them (those outside its
+// own window too: they lie farther than w by a0 alone, which the record's
+// bound takes in). A warp a centroid walking its own window had read every
+// record 32 times a window's width, with a bound of about 100 instructions
+// a pair (`__vabsdiffs4`: 7.3 ms of SmolLM2's 32K decode-time call, runs VD
+// and VE). Then row km_own_row(j) takes centroid j or goes to dr.redo.
+// own_n (NULL: not counted) the rows that took their own.
+__global__ void __launch_bounds__(OWN_ROWS)
+    km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
+                  const int32_t *ival_out, const uint4 *rec, const int2 *side, int32_t *cl,
+                  km_drift dr, int32_t *own_n, unsigned *margin, int32_t *chg,
+                  const int32_t *act, const int32_t *M_of, km_params p)
+{
+    __shared__ uint4 srec[OWN_ROWS];
+    __shared__ int2 sside[OWN_ROWS];
+    __shared__ int32_t span[2];
+    const int32_t lh = blockIdx.y, q0 = blockIdx.x * OWN_ROWS, q = q0 + threadIdx.x;
+    if (!act[lh] || q0 >= p.k)
+        return;  // the whole block
+    const size_t base = (size_t)lh * p.cap;
+    const int32_t *const key = ikey_out + base, *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    if (threadIdx.x == 0) {
+        span[0] = km_own_lower(key, p.k, (int64_t)key[q0] - KM_OWN_WIN);
+        const int32_t last = min(q0 + OWN_ROWS, p.k) - 1;
+        span[1] = km_own_lower(key, p.k, (int64_t)key[last] + KM_OWN_WIN + 1);
+    }
+    const bool mine = q < p.k;
+    const int32_t j = mine ? ival_out[base + q] : 0, m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
+    bool near = !mine || h[KM_OWN_BAD] || !km_unit(fnorm[base + m]);
+    const uint4 r = mine ? rec[base + q] : make_uint4(0, 0, 0, 0);
+    const int2 sr = mine ? side[base + q] : make_int2(0, 0);
+    const float ta = (float)(sqrt(KM_OWN_W2) * (1 + 0x1p-20)) * __int_as_float(h[KM_OWN_SCALE]) +
+                     __int_as_float(sr.y);
+    __syncthreads();
+    for (int32_t c0 = span[0]; c0 < span[1]; c0 += OWN_ROWS) {
+        const int32_t n = min(OWN_ROWS, span[1] - c0);
+        if ((int32_t)threadIdx.x < n) {
+            srec[threadIdx.x] = rec[base + c0 + threadIdx.x];
+            sside[threadIdx.x] = side[base + c0 + threadIdx.x];
+        }
+        __syncthreads();
+        for (int32_t i = 0; i < n && !near; i++)
+            near = c0 + i != q && km_own_near(r, sr.x, ta, srec[i], sside[i]);
+        __syncthreads();
+    }
+    if (!mine)
+        return;
+    if (near) {
+        dr.redo[base + atomicAdd(dr.redo_n + lh, 1)] = m;
+        return;
+    }
+    km_move_row(cl, chg, nullptr, lh, base, m, j);
+    dr.top[base + m] = make_float2(1.0f, KM_OWN_S2);
+    ckv_pol_note_margin(margin + lh, KM_OWN_GAP);
+    if (own_n)
+        atomicAdd(own_n + lh, 1);
 }
 
 // Best of two (score, cluster, runner-up) triples: higher score, ties the
@@ -1549,17 +1819,18 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
 }
 
 // Assigns the middle of every active list (up to max_m rows): the
-// estimate (first over the moved centroids where b.dr.nmoved is given,
-// km_drift), then the exact kernel over the rows it left; without fs the
-// exact kernel over every row. best: the estimate's where it ran. room
-// from km_assign_room.
+// estimate (over the rows in b.dr.redo where b.dr.nmoved is given and a
+// list's count allows, km_restricted; moved: first the pass over the moved
+// centroids, km_drift, which fills redo), then the exact kernel over the
+// rows it left; without fs the exact kernel over every row. best: the
+// estimate's where it ran. room from km_assign_room.
 static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                            const km_room &room, cudaStream_t s, ckv_error *err)
+                            bool moved, const km_room &room, cudaStream_t s, ckv_error *err)
 {
     int32_t *const amb_n = b.amb + (size_t)lists * p.cap;
     if (b.fs) {
         CKV_CUDA(cudaMemsetAsync(amb_n, 0, lists * sizeof(int32_t), s));
-        if (b.dr.nmoved) {
+        if (moved) {
             (p.d == 128 ? km_estimate<128, true> : km_estimate<64, true>)(b, p, lists, max_m,
                                                                           amb_n, room.wg, s);
             CKV_CUDA_LAUNCHED();
@@ -1626,7 +1897,11 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->touch, w->slots * sizeof(int32_t), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
-                                   (w->slots + 3 * w->lists) * sizeof(int32_t), err))) ||
+                                   (w->slots + 4 * w->lists) * sizeof(int32_t), err))) ||
+        (est && (st = ckv_pol_take(x, (void **)&w->own,
+                                   w->slots * (sizeof(uint4) + sizeof(int2)) +
+                                       w->lists * KM_OWN_HDR * sizeof(int32_t),
+                                   err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->redo, w->slots * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->cmv, w->slots, err))) ||
         (st = ckv_pol_upload_plan(x, err)))
@@ -1635,15 +1910,20 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
     // The splits, the centroids' after the features' (none without the estimate).
     uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + half : nullptr;
-    // The counts of moved centroids, of redo's rows and of the rows kept, a
-    // list each.
+    // The counts of moved centroids, of redo's rows, of the rows kept and of
+    // those the own pass assigned, a list each.
     int32_t *const nmoved = est ? w->moved + (size_t)x->lists * x->cap : nullptr;
     int32_t *const kept_n = est && x->kept ? nmoved + 2 * x->lists : nullptr;
+    int32_t *const own_n = est && x->own ? nmoved + 3 * x->lists : nullptr;
+    // The own pass's records, their sides, then the lists' headers.
+    int2 *const own_side = est ? reinterpret_cast<int2 *>(w->own + w->slots) : nullptr;
+    int32_t *const own_hdr = est ? reinterpret_cast<int32_t *>(own_side + w->slots) : nullptr;
     km_drift dr = {};  // none without the estimate
     if (est)
         dr = {w->moved, nullptr, w->cmv, w->redo, nmoved + x->lists, kept_n, w->top};
-    if (kept_n)
-        CKV_CUDA(cudaMemsetAsync(kept_n, 0, x->lists * sizeof(int32_t), x->s));
+    if (kept_n || own_n)
+        CKV_CUDA(cudaMemsetAsync(nmoved + 2 * x->lists, 0, 2 * x->lists * sizeof(int32_t),
+                                 x->s));
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cnorm, crec,    w->cscale, fs,
                   cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
                   nullptr, nullptr, dr};
@@ -1705,11 +1985,31 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         CKV_CUDA(cudaMemsetAsync(w->touch, it ? 0 : 1, touch_bytes, x->s));
         kb.act = live;
         kb.chg = changed;
-        // A call's first assignment is whole, and the memset above touched
-        // every cluster.
-        kb.dr.nmoved = it ? nmoved : nullptr;
+        // A call's first assignment: the own pass, then the estimate over
+        // every centroid for the rows it leaves (every list restricted: no
+        // centroid moved); the memset above touched every cluster.
+        kb.dr.nmoved = est ? nmoved : nullptr;
         kb.touch = it ? w->touch : nullptr;
-        if ((st = km_assign(kb, kp, x->lists, max_m, room, x->s, err)))
+        if (!it && est) {
+            CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
+            km_own_axes_kernel<<<x->lists, 512, 0, x->s>>>(w->f, own_hdr, x->act, x->x, kp);
+            CKV_CUDA_LAUNCHED();
+            km_own_keys_kernel<<<over_m, 256, 0, x->s>>>(w->f, w->norm, own_hdr, w->ikey,
+                                                         w->ival, w->redo, dr.redo_n, x->act,
+                                                         x->x, kp);
+            CKV_CUDA_LAUNCHED();
+            if ((st = ckv_pol_sort_int(x, err)))
+                return st;
+            km_own_rec_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
+                w->f, own_hdr, w->ival_out, w->own, own_side, x->act, x->x, kp);
+            CKV_CUDA_LAUNCHED();
+            km_own_kernel<<<dim3(ckv_pol_blocks(kp.k, OWN_ROWS), x->lists), OWN_ROWS, 0,
+                            x->s>>>(w->norm, own_hdr, w->ikey_out, w->ival_out, w->own,
+                                    own_side, w->cl, dr, own_n, w->margin, changed, x->act,
+                                    x->x, kp);
+            CKV_CUDA_LAUNCHED();
+        }
+        if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, room, x->s, err)))
             return st;
         if (it) {
             // A host plan row no K-Means kernel reads (nor apply, which uploads it).
@@ -1741,14 +2041,17 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     km_dest_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
         w->dest, w->cl, w->run_b, w->ival_out, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
-    if (kept_n) {
+    // A trace's count: the lists' sum (PLAN_Y: a host row no kernel reads).
+    const auto count = [&](const int32_t *n, int64_t *to) -> ckv_status {
         int32_t *const h = ckv_pol_h(x, PLAN_Y);
-        CKV_CUDA(cudaMemcpyAsync(h, kept_n, x->lists * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                 x->s));
+        CKV_CUDA(cudaMemcpyAsync(h, n, x->lists * sizeof(int32_t), cudaMemcpyDeviceToHost, x->s));
         CKV_CUDA(cudaStreamSynchronize(x->s));
         for (int32_t lh = 0; lh < x->lists; lh++)
-            *x->kept += h[lh];
-    }
+            *to += h[lh];
+        return CKV_OK;
+    };
+    if ((kept_n && (st = count(kept_n, x->kept))) || (own_n && (st = count(own_n, x->own))))
+        return st;
     return ckv_pol_apply(x, max_m, err);
 }
 
@@ -1793,7 +2096,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.best,   d.margin, d.head, d.head + 1,
                        d.head + 3, nullptr, {}};
-    ckv_status st = km_assign(b, kp, 1, M, room, nullptr, err);
+    ckv_status st = km_assign(b, kp, 1, M, false, room, nullptr, err);
     if (st)
         return st;
     CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));

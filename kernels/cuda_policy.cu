@@ -240,6 +240,8 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
             trace->margin[i] = FLT_MAX;
     if (trace && trace->kept)
         *trace->kept = 0;
+    if (trace && trace->own)
+        *trace->own = 0;
     if (!strcmp(name, "full"))
         return CKV_OK;
 
@@ -255,6 +257,7 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
     x.d = c->head_dim;
     x.track_assign = trace && trace->assign;
     x.kept = trace ? trace->kept : NULL;
+    x.own = trace ? trace->own : NULL;
     int32_t *const plan = x.ws->plan;
     x.act = plan + (size_t)PLAN_ACT * lists;
     x.T = plan + (size_t)PLAN_T * lists;

@@ -56,15 +56,17 @@ struct ckv_gpu_policy_ws {
     // row from or to it: slots). Where the estimate runs, for the assignments
     // after an update (cuda_kmeans.cu, km_drift): top each row's two best
     // bounds (slots), moved the centroids the update moved (slots, then
-    // three counts a list: moved centroids, redo's rows, rows kept), redo
-    // the rows to assign over every centroid (slots), cmv a flag a
-    // centroid (slots).
+    // four counts a list: moved centroids, redo's rows, rows kept, rows
+    // the own pass assigned), redo the rows to assign over every centroid
+    // (slots), cmv a flag a centroid (slots), own the own pass's records
+    // (slots), then a header a list (cuda_kmeans.cu).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
     uint32_t *split;
     int32_t *cl, *amb, *chg, *touch, *moved, *redo;
     uint8_t *cmv;
+    uint4 *own;
     // SnapKV: window queries and per-query probabilities, grown as needed.
     float *q;
     double *prob, *acc;
@@ -78,7 +80,7 @@ struct ckv_pol {
     cudaStream_t s;
     int32_t lists, cap, d;
     bool track_assign;
-    int64_t *kept;  // ckv_gpu_policy_trace's, NULL where not counted
+    int64_t *kept, *own;  // ckv_gpu_policy_trace's, NULL where not counted
     // Device rows of the plan.
     int32_t *act, *T, *seg_b, *seg_e, *x, *y;
 };
