@@ -7,7 +7,8 @@ at the row's second best); a small run's output (a row keeps at least the
 tile of its best, and the unions of rows keep at least as much), also of
 the decode-time call's first assignment (--decode) and of keys from a dump
 (--dump: four groups along orthogonal axes, where each row keeps its own
-tile alone); bad arguments refused."""
+tile alone); the own pass's bound (--own) against exact distances; bad
+arguments refused."""
 import importlib.machinery
 import importlib.util
 import math
@@ -98,6 +99,34 @@ for n in (64, 65, 700, 1000):
           and all(len(x) <= cc.AN for x in leaves) and sum(len(x) < cc.AN for x in leaves) <= 1,
           f"pca_order of {n}: a permutation in leaves of 64, at most one short "
           f"({[len(x) for x in leaves]})")
+
+# The own pass's bound (--own) is sound: a centroid it shows clear has no
+# other within 1/16 by the exact distances, on features with planted near
+# pairs (at 0.01, 0.05 and 0.0624 of 1/16) and exact duplicates among spread
+# ones; spread features alone nearly all come out clear.
+F = rng.normal(size=(600, 64))
+F /= np.linalg.norm(F, axis=1, keepdims=True)
+planted = {0: 0.01, 1: 0.05, 2: 0.0624, 3: 0.0}
+for i, dist in planted.items():
+    step = rng.normal(size=64)
+    step -= (step @ F[i]) * F[i]
+    F[300 + i] = F[i] + dist * step / np.linalg.norm(step)
+    F[300 + i] /= np.linalg.norm(F[300 + i])
+clear, window = cc.own_clear(F)
+D = np.sqrt(np.maximum(0.0, 2 - 2 * (F @ F.T)))
+np.fill_diagonal(D, np.inf)
+check(not (clear & (D.min(1) <= cc.OWN_W)).any(),
+      f"--own: no centroid within 1/16 of another shown clear "
+      f"({int((clear & (D.min(1) <= cc.OWN_W)).sum())} of {int((D.min(1) <= cc.OWN_W).sum())})")
+check(not clear[[0, 1, 2, 3, 300, 301, 302, 303]].any(),
+      "--own: the planted pairs (0.01, 0.05, 0.0624 apart, equal) are never clear")
+check(clear.mean() > 0.95 and 0 < window.mean() < 1,
+      f"--own: spread features nearly all clear ({clear.mean():.3f}), a window a part "
+      f"({window.mean():.3f})")
+rc, out, err = run_script(script, "--tokens", "1024", "--iters", "1", "--decode", "--own")
+m = re.search(r"1024 tokens, 320 rows, 256 start a centroid: the own pass shows (\d+) clear", out)
+check(rc == 0 and m is not None and int(m.group(1)) <= 256,
+      f"--own --decode: the decode-time call's rows and the clear count ({out!r} {err!r})")
 
 rc, _, err = run_script(script, "--tokens", "100")
 check(rc == 2 and "--tokens 100" in err, f"too few tokens refused, naming them ({err.strip()!r})")
