@@ -10,7 +10,10 @@
 // every row at other head_dims, take the exact assignment, whose dot
 // products run on the FP64 tensor cores where the CPU uses BLAS, so cosines
 // agree to ~1e-16 and a decision can differ only at a near-tie (the margin
-// the trace reports). After an update, a list where few centroids moved
+// the trace reports). At a call's first assignment the own pass first
+// gives each row that starts a centroid that centroid where no other can
+// be as near (km_own_kernel), and the estimate takes the other rows. After
+// an update, a list where few centroids moved
 // takes the estimate over those centroids only for every row, and over
 // every centroid for the rows that this cannot keep (km_drift). A list's
 // iterations stop at Lloyd's fixed point, an assignment that changes none
@@ -224,7 +227,9 @@ constexpr double KM_NORM_LO = 0x1p-50, KM_NORM_HI = 0x1p50;
 // estimate over every centroid (and the exact kernel where it leaves
 // them). A list where more than a quarter of the centroids moved has
 // every row assigned so (a prefill-time call's second assignment: 86%
-// moved in the probe), as does every list at a call's first assignment.
+// moved in the probe). At a call's first assignment every list is
+// restricted (no centroid moved) and redo holds the rows the own pass
+// leaves, with no pass over moved centroids before the estimate.
 constexpr double KM_MOVE = 0x1p-24;
 constexpr float KM_TAU = 0x1p-22f;
 enum { KM_MOVED_PART = 4 };
@@ -232,7 +237,8 @@ enum { KM_MOVED_PART = 4 };
 // The bookkeeping above: moved[base + i] (i < nmoved[lh]) the centroids
 // the update moved, cmv[base + j] whether j moved, redo[base + i] (i <
 // redo_n[lh]) the rows left to the estimate over every centroid; nmoved
-// NULL: every row of every list goes there; top NULL (the tests' single
+// NULL (the tests' single assignment): every row of every list goes
+// there; top NULL (the tests' single
 // assignment): no bounds kept; kept_n (NULL: not counted) the rows a list
 // kept by the rule, for the parity checks (ckv_gpu_policy_trace).
 struct km_drift {
@@ -242,10 +248,19 @@ struct km_drift {
     float2 *top;
 };
 
-// Whether list lh takes the assignment restricted to the moved centroids.
+// Whether list lh takes the estimate over every centroid for redo's rows
+// alone (after the pass over the moved centroids, or after the own pass).
 __device__ __forceinline__ bool km_restricted(const km_drift &dr, int32_t lh, int32_t k)
 {
     return dr.nmoved && dr.nmoved[lh] <= k / KM_MOVED_PART;
+}
+
+// Row m of list lh to the estimate over every centroid (km_drift's redo,
+// in no particular order).
+__device__ __forceinline__ void km_to_redo(int32_t *redo, int32_t *redo_n, int32_t lh,
+                                           size_t base, int32_t m)
+{
+    redo[base + atomicAdd(redo_n + lh, 1)] = m;
 }
 
 // The estimate's scale for a norm: 0 where the cosine is 0 whatever the
@@ -354,7 +369,7 @@ __global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale
 // these rule out the most. At a decode-time call nearly every row starts a
 // centroid (M = k + the interval), and the whole first assignment was about
 // two thirds of the call (docs/performance-notes.md, thirty-second session).
-constexpr double KM_OWN_W2 = 0x1p-8;                   // w^2
+constexpr double KM_OWN_W = 0x1p-4;                    // w
 constexpr float KM_OWN_S2 = 1.0f - 0x1p-9f + 0x1p-20f;  // over every other cosine
 constexpr double KM_OWN_GAP = 0x1p-9 - 0x1p-20;         // under the decision's gap
 constexpr double KM_OWN_KEY = 0x1p29;                   // a0's units: keys within +-2^29
@@ -367,8 +382,8 @@ enum {
     // bits), a flag (a centroid of neither unit nor zero norm).
     KM_OWN_SCALE = KM_OWN_AXES,
     KM_OWN_BAD,
-    KM_OWN_HDR = 32,
-    OWN_ROWS = 256  // the own pass's centroids a block
+    KM_OWN_HDR = 32,  // 18 used; 128 bytes a list
+    KM_OWN_ROWS = 256  // the own pass's centroids a block
 };
 
 // A feature's norm as the pass takes it for a unit vector's (a feature is
@@ -468,7 +483,7 @@ __global__ void km_own_keys_kernel(const double *f, const double *fnorm, int32_t
     ikey[base + i] = key;
     ival[base + i] = i;
     if (!km_starts(i, M, p.k))
-        redo[base + atomicAdd(redo_n + lh, 1)] = i;
+        km_to_redo(redo, redo_n, lh, base, i);
 }
 
 // Each centroid's record at its place q in the sort (ival_out: the
@@ -533,9 +548,9 @@ __device__ __forceinline__ int32_t km_own_lower(const int32_t *key, int32_t n, i
     return lo;
 }
 
-// A thread a centroid, at its place q in the sort, OWN_ROWS consecutive
+// A thread a centroid, at its place q in the sort, KM_OWN_ROWS consecutive
 // places a block: the centroids whose keys lie within a0's window of any
-// of the block's pass through shared memory OWN_ROWS at a time, and each
+// of the block's pass through shared memory KM_OWN_ROWS at a time, and each
 // thread bounds its centroid's distance to each of them (those outside its
 // own window too: they lie farther than w by a0 alone, which the record's
 // bound takes in). A warp a centroid walking its own window had read every
@@ -543,23 +558,23 @@ __device__ __forceinline__ int32_t km_own_lower(const int32_t *key, int32_t n, i
 // a pair (`__vabsdiffs4`: 7.3 ms of SmolLM2's 32K decode-time call, runs VD
 // and VE). Then row km_own_row(j) takes centroid j or goes to dr.redo.
 // own_n (NULL: not counted) the rows that took their own.
-__global__ void __launch_bounds__(OWN_ROWS)
+__global__ void __launch_bounds__(KM_OWN_ROWS)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
                   const int32_t *ival_out, const uint4 *rec, const int2 *side, int32_t *cl,
                   km_drift dr, int32_t *own_n, unsigned *margin, int32_t *chg,
                   const int32_t *act, const int32_t *M_of, km_params p)
 {
-    __shared__ uint4 srec[OWN_ROWS];
-    __shared__ int2 sside[OWN_ROWS];
+    __shared__ uint4 srec[KM_OWN_ROWS];
+    __shared__ int2 sside[KM_OWN_ROWS];
     __shared__ int32_t span[2];
-    const int32_t lh = blockIdx.y, q0 = blockIdx.x * OWN_ROWS, q = q0 + threadIdx.x;
+    const int32_t lh = blockIdx.y, q0 = blockIdx.x * KM_OWN_ROWS, q = q0 + threadIdx.x;
     if (!act[lh] || q0 >= p.k)
         return;  // the whole block
     const size_t base = (size_t)lh * p.cap;
     const int32_t *const key = ikey_out + base, *const h = hdr + (size_t)lh * KM_OWN_HDR;
     if (threadIdx.x == 0) {
         span[0] = km_own_lower(key, p.k, (int64_t)key[q0] - KM_OWN_WIN);
-        const int32_t last = min(q0 + OWN_ROWS, p.k) - 1;
+        const int32_t last = min(q0 + KM_OWN_ROWS, p.k) - 1;
         span[1] = km_own_lower(key, p.k, (int64_t)key[last] + KM_OWN_WIN + 1);
     }
     const bool mine = q < p.k;
@@ -567,11 +582,11 @@ __global__ void __launch_bounds__(OWN_ROWS)
     bool near = !mine || h[KM_OWN_BAD] || !km_unit(fnorm[base + m]);
     const uint4 r = mine ? rec[base + q] : make_uint4(0, 0, 0, 0);
     const int2 sr = mine ? side[base + q] : make_int2(0, 0);
-    const float ta = (float)(sqrt(KM_OWN_W2) * (1 + 0x1p-20)) * __int_as_float(h[KM_OWN_SCALE]) +
+    const float ta = (float)(KM_OWN_W * (1 + 0x1p-20)) * __int_as_float(h[KM_OWN_SCALE]) +
                      __int_as_float(sr.y);
     __syncthreads();
-    for (int32_t c0 = span[0]; c0 < span[1]; c0 += OWN_ROWS) {
-        const int32_t n = min(OWN_ROWS, span[1] - c0);
+    for (int32_t c0 = span[0]; c0 < span[1]; c0 += KM_OWN_ROWS) {
+        const int32_t n = min(KM_OWN_ROWS, span[1] - c0);
         if ((int32_t)threadIdx.x < n) {
             srec[threadIdx.x] = rec[base + c0 + threadIdx.x];
             sside[threadIdx.x] = side[base + c0 + threadIdx.x];
@@ -584,7 +599,7 @@ __global__ void __launch_bounds__(OWN_ROWS)
     if (!mine)
         return;
     if (near) {
-        dr.redo[base + atomicAdd(dr.redo_n + lh, 1)] = m;
+        km_to_redo(dr.redo, dr.redo_n, lh, base, m);
         return;
     }
     km_move_row(cl, chg, nullptr, lh, base, m, j);
@@ -1226,7 +1241,7 @@ __device__ __forceinline__ void km_est_finish(km_top x, bool cbad, float rf, int
             if (dr.kept_n)
                 atomicAdd(dr.kept_n + lh, 1);
         } else {
-            dr.redo[base + atomicAdd(dr.redo_n + lh, 1)] = m;
+            km_to_redo(dr.redo, dr.redo_n, lh, base, m);
         }
         return;
     }
@@ -2003,7 +2018,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             km_own_rec_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
                 w->f, own_hdr, w->ival_out, w->own, own_side, x->act, x->x, kp);
             CKV_CUDA_LAUNCHED();
-            km_own_kernel<<<dim3(ckv_pol_blocks(kp.k, OWN_ROWS), x->lists), OWN_ROWS, 0,
+            km_own_kernel<<<dim3(ckv_pol_blocks(kp.k, KM_OWN_ROWS), x->lists), KM_OWN_ROWS, 0,
                             x->s>>>(w->norm, own_hdr, w->ikey_out, w->ival_out, w->own,
                                     own_side, w->cl, dr, own_n, w->margin, changed, x->act,
                                     x->x, kp);

@@ -80,8 +80,10 @@ typedef struct {
     ckv_gpu_cache *g; /* GPU cache of the same shape and capacity */
     /* K-Means with its first assignment alone (iters=0) must give every
      * list as the CPU's, near-ties included: the ties the source makes are
-     * exact there, which both sides break alike (an update's means may
-     * part them by an ulp, a near-tie either side may break) */
+     * exact there, which both sides break alike (equal columns give equal
+     * dot products on the GPU's FP64 walk and in OpenBLAS's kernels, which
+     * BLAS itself does not promise; an update's means may part them by an
+     * ulp, a near-tie either side may break) */
     bool strict;
 } source;
 
@@ -325,8 +327,11 @@ static void run_case(source *s, const pcase *pc, int64_t ppm)
         CHECK(ckv_gpu_cache_upload(s->g, c, err));
         snprintf(desc + strlen(desc), sizeof desc - strlen(desc), " (after %s)", pc->prime);
     }
-    /* A decode-time call's shape at a head_dim with the estimate, and an
-     * update before the last assignment: most rows keep their centroid. */
+    /* K-Means at a head_dim with the estimate: its own pass must assign
+     * rows (every source has centroids far from the others); at a
+     * decode-time call's shape with an update before the last assignment
+     * most rows keep their centroid; strict where the source asks and the
+     * first assignment is the last. */
     const bool estimate =
         !strcmp(pc->policy, "kmeans") && (c->head_dim == 64 || c->head_dim == 128);
     const bool want_kept =
@@ -394,7 +399,12 @@ static void synthetic(source *s, const char *name, bool ragged, int32_t kv, int3
  * 16 slots of a list, slots 9 to 15 equal slot 8 (exact ties, which both
  * sides break to the lowest centroid) and slot 3 is slot 2 with its first
  * coordinate moved by 1e-3 of its norm (a centroid inside the pass's
- * distance, outside a near-tie); slot 40 is zero. Strict (source.strict). */
+ * distance; their cosines about 5e-7 apart, a near-tie, which a strict
+ * run does not excuse); slots 40 to 47 are zero. Strict (source.strict).
+ * Equal and near keys catch a pass that misses a near centroid; a bound
+ * too loose by a little (KM_OWN_S2, E) would change no decision here:
+ * scripts/kmeans-cone-count --own's check holds the bound's model to exact
+ * distances. */
 static void duplicated(source *s)
 {
     synthetic_host(s, "synth-dup", SYN_KV, SYN_HEADS, SYN_D, 9);
