@@ -7,8 +7,8 @@ at the row's second best); a small run's output (a row keeps at least the
 tile of its best, and the unions of rows keep at least as much), also of
 the decode-time call's first assignment (--decode) and of keys from a dump
 (--dump: four groups along orthogonal axes, where each row keeps its own
-tile alone); the own pass's bound (--own) against exact distances; bad
-arguments refused."""
+tile alone); the own pass's bound (--own) against exact distances, and on
+uniform keys (--uniform); bad arguments refused."""
 import importlib.machinery
 import importlib.util
 import math
@@ -112,7 +112,7 @@ for i, dist in planted.items():
     step -= (step @ F[i]) * F[i]
     F[300 + i] = F[i] + dist * step / np.linalg.norm(step)
     F[300 + i] /= np.linalg.norm(F[300 + i])
-clear, window = cc.own_clear(F)
+clear, window, _ = cc.own_clear(F)
 D = np.sqrt(np.maximum(0.0, 2 - 2 * (F @ F.T)))
 np.fill_diagonal(D, np.inf)
 check(not (clear & (D.min(1) <= cc.OWN_W)).any(),
@@ -127,6 +127,16 @@ rc, out, err = run_script(script, "--tokens", "1024", "--iters", "1", "--decode"
 m = re.search(r"1024 tokens, 320 rows, 256 start a centroid: the own pass shows (\d+) clear", out)
 check(rc == 0 and m is not None and int(m.group(1)) <= 256,
       f"--own --decode: the decode-time call's rows and the clear count ({out!r} {err!r})")
+
+rc, out, err = run_script(script, "--tokens", "1024", "--decode", "--own", "--uniform",
+                          "--head-dim", "32")
+m = re.search(r"1024 tokens, 320 rows, 256 start a centroid: the own pass shows (\d+) clear "
+              r"\([\d.]+%\); a window holds ([\d.]+)% of the centroids, 3 x 3 cells ([\d.]+)%",
+              out)
+check(rc == 0 and m is not None and int(m.group(1)) == 256
+      and 0 < float(m.group(3)) < 100 and 0 < float(m.group(2)) < 100,
+      f"--uniform --decode: k + 64 uniform keys at head_dim 32, every centroid clear, the "
+      f"window's and cells' shares printed ({out!r} {err!r})")
 
 rc, _, err = run_script(script, "--tokens", "100")
 check(rc == 2 and "--tokens 100" in err, f"too few tokens refused, naming them ({err.strip()!r})")
