@@ -552,11 +552,12 @@ __device__ __forceinline__ int32_t km_own_lower(const int32_t *key, int32_t n, i
 // places a block: the centroids whose keys lie within a0's window of any
 // of the block's pass through shared memory KM_OWN_ROWS at a time, and each
 // thread bounds its centroid's distance to each of them (those outside its
-// own window too: they lie farther than w by a0 alone, which the record's
-// bound takes in). A warp a centroid walking its own window had read every
-// record 32 times a window's width, with a bound of about 100 instructions
-// a pair (`__vabsdiffs4`: 7.3 ms of SmolLM2's 32K decode-time call, runs VD
-// and VE). Then row km_own_row(j) takes centroid j or goes to dr.redo.
+// own window too, which lie farther than w by a0 alone; the bound may not
+// show it, and the row then goes to the estimate, never wrongly taken). A
+// warp a centroid walking its own window had read every record 32 times a
+// window's width (7.3 ms of SmolLM2's 32K decode-time call, run VD); a
+// block a window with a bound of about 100 instructions a pair
+// (`__vabsdiffs4`) took 6.7 (run VE). Then row km_own_row(j) takes centroid j or goes to dr.redo.
 // own_n (NULL: not counted) the rows that took their own.
 __global__ void __launch_bounds__(KM_OWN_ROWS)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
