@@ -112,7 +112,7 @@ for i, dist in planted.items():
     step -= (step @ F[i]) * F[i]
     F[300 + i] = F[i] + dist * step / np.linalg.norm(step)
     F[300 + i] /= np.linalg.norm(F[300 + i])
-clear, window, _ = cc.own_clear(F)
+clear, window, _, span = cc.own_clear(F)
 D = np.sqrt(np.maximum(0.0, 2 - 2 * (F @ F.T)))
 np.fill_diagonal(D, np.inf)
 check(not (clear & (D.min(1) <= cc.OWN_W)).any(),
@@ -120,6 +120,8 @@ check(not (clear & (D.min(1) <= cc.OWN_W)).any(),
       f"({int((clear & (D.min(1) <= cc.OWN_W)).sum())} of {int((D.min(1) <= cc.OWN_W).sum())})")
 check(not clear[[0, 1, 2, 3, 300, 301, 302, 303]].any(),
       "--own: the planted pairs (0.01, 0.05, 0.0624 apart, equal) are never clear")
+check(window.mean() <= span <= 1,
+      f"--own: a block's span holds at least a row's window ({span:.3f}, {window.mean():.3f})")
 check(clear.mean() > 0.95 and 0 < window.mean() < 1,
       f"--own: spread features nearly all clear ({clear.mean():.3f}), a window a part "
       f"({window.mean():.3f})")
