@@ -369,12 +369,14 @@ __global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale
 // these rule out the most. At a decode-time call nearly every row starts a
 // centroid (M = k + the interval), and the whole first assignment was about
 // two thirds of the call (docs/performance-notes.md, thirty-second session).
-constexpr double KM_OWN_W = 0x1p-4;                    // w
-constexpr float KM_OWN_S2 = 1.0f - 0x1p-9f + 0x1p-20f;  // over every other cosine
-constexpr double KM_OWN_GAP = 0x1p-9 - 0x1p-20;         // under the decision's gap
-constexpr double KM_OWN_KEY = 0x1p29;                   // a0's units: keys within +-2^29
+constexpr double KM_OWN_W = 0x1p-4;  // w
+// Over every other cosine (1 - w^2 / 2, and 2^-20 of slack); under the
+// decision's gap (w^2 / 2, less as much).
+constexpr float KM_OWN_S2 = (float)(1 - KM_OWN_W * KM_OWN_W / 2 + 0x1p-20);
+constexpr double KM_OWN_GAP = KM_OWN_W * KM_OWN_W / 2 - 0x1p-20;
+constexpr double KM_OWN_KEY = 0x1p29;  // a0's units: keys within +-2^29
 // a0's window: a key difference over it puts a0 alone more than w apart.
-constexpr int32_t KM_OWN_WIN = (1 << 25) + 64;
+constexpr int32_t KM_OWN_WIN = (int32_t)(KM_OWN_W * KM_OWN_KEY) + 64;
 enum {
     KM_OWN_AXES = 16,     // int8 coordinates, a0 first (one uint4)
     KM_OWN_SAMPLE = 256,  // centroids whose variances choose the coordinates
@@ -1936,7 +1938,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     int32_t *const own_hdr = est ? reinterpret_cast<int32_t *>(own_side + w->slots) : nullptr;
     km_drift dr = {};  // none without the estimate
     if (est)
-        dr = {w->moved, nullptr, w->cmv, w->redo, nmoved + x->lists, kept_n, w->top};
+        dr = {w->moved, nmoved, w->cmv, w->redo, nmoved + x->lists, kept_n, w->top};
     if (kept_n || own_n)
         CKV_CUDA(cudaMemsetAsync(nmoved + 2 * x->lists, 0, 2 * x->lists * sizeof(int32_t),
                                  x->s));
@@ -2003,8 +2005,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         kb.chg = changed;
         // A call's first assignment: the own pass, then the estimate over
         // every centroid for the rows it leaves (every list restricted: no
-        // centroid moved); the memset above touched every cluster.
-        kb.dr.nmoved = est ? nmoved : nullptr;
+        // centroid moved, dr.nmoved 0); the memset above touched every
+        // cluster.
         kb.touch = it ? w->touch : nullptr;
         if (!it && est) {
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
