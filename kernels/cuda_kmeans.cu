@@ -352,19 +352,19 @@ __global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale
 // centroid j unless another centroid lies near it: for unit vectors x . c
 // = 1 - |x - c|^2 / 2, so a centroid farther than w = 1/16 from x has a
 // cosine under 1 - 2^-9 with it (a zero centroid's is 0). The pass shows
-// that none lies within w by lower bounds of the distance, without a
-// product: the centroids sorted by one coordinate (a0), those whose a0 lies
-// within w of the row's taken from that order, and each of them ruled out
-// by the distance over KM_OWN_AXES coordinates (a0 first) held as int8 in
-// 1/s units: with y = s x over those coordinates, q y rounded (saturated)
-// and E = |y - q| (rounded up), s |x - c| >= |q_x - q_c| - E_x - E_c, and
-// |q_x - q_c|^2 = |q_x|^2 + |q_c|^2 - 2 q_x . q_c in integers (__dp4a).
-// A row so shown takes centroid j, with top = (1,
-// KM_OWN_S2): the assignments after an update keep it while no moved
-// centroid comes near (km_drift). Every other row (one that starts no
-// centroid, one with a centroid near, a feature not of unit norm, any row
-// of a list with a centroid of neither unit nor zero norm) goes to the
-// estimate over every centroid (dr.redo). The coordinates are those of
+// that none lies within w by lower bounds of the distance, without the
+// full-width cosines: the centroids sorted by one coordinate (a0), those
+// whose a0 lies within w of the row's taken from that order, and each of
+// them ruled out by the distance over KM_OWN_AXES coordinates (a0 first)
+// held as int8 in 1/s units: with y = s x over those coordinates, q y
+// rounded (saturated) and E = |y - q| (rounded up), s |x - c| >= |q_x -
+// q_c| - E_x - E_c, and |q_x - q_c|^2 = |q_x|^2 + |q_c|^2 - 2 q_x . q_c in
+// integers (an int8 product on the tensor cores). A row so shown takes
+// centroid j, with top = (1, KM_OWN_S2): the assignments after an update
+// keep it while no moved centroid comes near (km_drift). Every other row
+// (one that starts no centroid, one with a centroid near, a feature not of
+// unit norm, any row of a list with a centroid of neither unit nor zero
+// norm) goes to the estimate over every centroid (dr.redo). The coordinates are those of
 // largest variance over a sample of the centroids: any give valid bounds,
 // these rule out the most. At a decode-time call nearly every row starts a
 // centroid (M = k + the interval), and the whole first assignment was about
@@ -524,18 +524,6 @@ __global__ void km_own_rec_kernel(const double *f, const int32_t *hdr, const int
                                                             1 + 0x1p-20f)));
 }
 
-// Whether centroids of records a, b and sides sa, sb may lie within w: t
-// = s w (1 + 2^-20) + E_a (ta, the caller's) + E_b bounds |q_a - q_b|
-// where they do; the slack covers t's float roundings.
-__device__ __forceinline__ bool km_own_near(uint4 a, int32_t na, float ta, uint4 b, int2 sb)
-{
-    const int32_t dot = __dp4a((int)a.w, (int)b.w,
-                               __dp4a((int)a.z, (int)b.z,
-                                      __dp4a((int)a.y, (int)b.y, __dp4a((int)a.x, (int)b.x, 0))));
-    const float t = ta + __int_as_float(sb.y);
-    return (float)(na + sb.x - 2 * dot) <= t * t * (1 + 0x1p-20f);
-}
-
 // The first position of the sorted keys key[0 .. n) not below v (n: none).
 __device__ __forceinline__ int32_t km_own_lower(const int32_t *key, int32_t n, int64_t v)
 {
@@ -550,25 +538,34 @@ __device__ __forceinline__ int32_t km_own_lower(const int32_t *key, int32_t n, i
     return lo;
 }
 
-// A thread a centroid, at its place q in the sort, KM_OWN_ROWS consecutive
-// places a block: the centroids whose keys lie within a0's window of any
-// of the block's pass through shared memory KM_OWN_ROWS at a time, and each
-// thread bounds its centroid's distance to each of them (those outside its
-// own window too, which lie farther than w by a0 alone; the bound may not
-// show it, and the row then goes to the estimate, never wrongly taken). A
-// warp a centroid walking its own window had read every record 32 times a
-// window's width (7.3 ms of SmolLM2's 32K decode-time call, run VD); a
-// block a window with a bound of about 100 instructions a pair
-// (`__vabsdiffs4`) took 6.7 (run VE). Then row km_own_row(j) takes centroid j or goes to dr.redo.
-// own_n (NULL: not counted) the rows that took their own.
+// A block bounds KM_OWN_ROWS consecutive places q of the sort (a warp 32
+// of them, two m16 tiles) against every centroid whose key lies within a0's
+// window of any of them, those staged through shared memory KM_OWN_ROWS at
+// a time: the int8 products on the tensor cores (ckv_mma_s8, a record's 16
+// coordinates one k16 step), and a pair counted where |q_a - q_b|^2 = |q_a|^2
+// + |q_b|^2 - 2 q_a . q_b <= t^2 (1 + 2^-20), t = s w (1 + 2^-20) + E_a + E
+// with E the largest of the staged records' (at least E_b: a looser bound,
+// never an unsound one; the slack covers t's float roundings). A centroid
+// outside a row's own window lies farther than w by a0 alone; the bound may
+// count it, and the row then goes to the estimate, never wrongly taken. A
+// row counts itself (its own place lies in the span, distance 0), so it is
+// clear where its count is 1. __dp4a's bound, a thread a row and about 15
+// instructions a pair, took perhaps 7 ms of the 8B's 32K decode-time call
+// (run VF, by difference). Then row km_own_row(j) takes centroid j or goes
+// to dr.redo; own_n (NULL: not counted) the rows that took their own.
 __global__ void __launch_bounds__(KM_OWN_ROWS)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
                   const int32_t *ival_out, const uint4 *rec, const int2 *side, int32_t *cl,
                   km_drift dr, int32_t *own_n, unsigned *margin, int32_t *chg,
                   const int32_t *act, const int32_t *M_of, km_params p)
 {
+    // A pad column's |q|^2 (its record zero): over T's cap, 2^24, by more
+    // than any |q_a|^2, so never counted.
+    constexpr int32_t FAR = 1 << 26;
     __shared__ uint4 srec[KM_OWN_ROWS];
-    __shared__ int2 sside[KM_OWN_ROWS];
+    __shared__ __align__(8) int32_t snorm[KM_OWN_ROWS];  // read two at a time
+    __shared__ int32_t scount[KM_OWN_ROWS];
+    __shared__ unsigned semax[2];  // a chunk's largest E (float bits), chunks alternate
     __shared__ int32_t span[2];
     const int32_t lh = blockIdx.y, q0 = blockIdx.x * KM_OWN_ROWS, q = q0 + threadIdx.x;
     if (!act[lh] || q0 >= p.k)
@@ -579,29 +576,106 @@ __global__ void __launch_bounds__(KM_OWN_ROWS)
         span[0] = km_own_lower(key, p.k, (int64_t)key[q0] - KM_OWN_WIN);
         const int32_t last = min(q0 + KM_OWN_ROWS, p.k) - 1;
         span[1] = km_own_lower(key, p.k, (int64_t)key[last] + KM_OWN_WIN + 1);
+        semax[0] = 0;
     }
     const bool mine = q < p.k;
     const int32_t j = mine ? ival_out[base + q] : 0, m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
-    bool near = !mine || h[KM_OWN_BAD] || !km_unit(fnorm[base + m]);
-    const uint4 r = mine ? rec[base + q] : make_uint4(0, 0, 0, 0);
-    const int2 sr = mine ? side[base + q] : make_int2(0, 0);
-    const float ta = (float)(KM_OWN_W * (1 + 0x1p-20)) * __int_as_float(h[KM_OWN_SCALE]) +
-                     __int_as_float(sr.y);
+    // Rows near before any pair start at a count of 2.
+    scount[threadIdx.x] = !mine || h[KM_OWN_BAD] || !km_unit(fnorm[base + m]) ? 2 : 0;
     __syncthreads();
-    for (int32_t c0 = span[0]; c0 < span[1]; c0 += KM_OWN_ROWS) {
-        const int32_t n = min(KM_OWN_ROWS, span[1] - c0);
-        if ((int32_t)threadIdx.x < n) {
-            srec[threadIdx.x] = rec[base + c0 + threadIdx.x];
-            sside[threadIdx.x] = side[base + c0 + threadIdx.x];
+    const int32_t lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const float sc = __int_as_float(h[KM_OWN_SCALE]);
+    // Tile i's rows (of this warp's 32) g and g + 8 (half u): the A
+    // fragments, |q|^2, s w + E, and the counts (lane t = 0 holds the start).
+    uint32_t a[2][2];
+    int32_t na[2][2], count[2][2];
+    float ta[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int32_t row = threadIdx.x / 32 * 32 + 16 * i + 8 * u + g, at = q0 + row;
+            const int2 sd = at < p.k ? side[base + at] : make_int2(0, 0);
+            a[i][u] = at < p.k ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
+            na[i][u] = sd.x;
+            ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
+            count[i][u] = t == 0 ? scount[row] : 0;
         }
+    bool done = false;  // every row of the warp near
+    for (int32_t c0 = span[0], it = 0; c0 < span[1]; c0 += KM_OWN_ROWS, it++) {
+        const int32_t n = min(KM_OWN_ROWS, span[1] - c0);
+        unsigned e = 0;
+        if ((int32_t)threadIdx.x < n) {
+            const int2 sd = side[base + c0 + threadIdx.x];
+            srec[threadIdx.x] = rec[base + c0 + threadIdx.x];
+            snorm[threadIdx.x] = sd.x;
+            e = (unsigned)sd.y;  // E >= 0: its bits order as the floats
+        } else {
+            srec[threadIdx.x] = make_uint4(0, 0, 0, 0);
+            snorm[threadIdx.x] = FAR;
+        }
+        e = __reduce_max_sync(0xffffffffu, e);
+        if (lane == 0)
+            atomicMax(&semax[it & 1], e);
         __syncthreads();
-        for (int32_t i = 0; i < n && !near; i++)
-            near = c0 + i != q && km_own_near(r, sr.x, ta, srec[i], sside[i]);
-        __syncthreads();
+        if (threadIdx.x == 0)
+            semax[(it + 1) & 1] = 0;  // the next chunk's; this one's read below
+        if (!done) {
+            // A pair counts where km1 + |q_b|^2 - 2 q_a . q_b < 0: km1 =
+            // |q_a|^2 - floor(T) - 1 for T = t^2 (1 + 2^-20) (capped over
+            // any |q_a - q_b|^2, 4 x 16 x 127^2).
+            const float emax = __uint_as_float(semax[it & 1]);
+            int32_t km1[2][2];
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const float tt = ta[i][u] + emax;
+                    km1[i][u] = na[i][u] - (int32_t)fminf(tt * tt * (1 + 0x1p-20f), 0x1p24f) - 1;
+                }
+            for (int32_t c = 0; c < n; c += 8) {
+                const uint32_t b = reinterpret_cast<const uint32_t *>(&srec[c + g])[t];
+                const int2 nb = *reinterpret_cast<const int2 *>(&snorm[c + 2 * t]);
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    int32_t d[4];
+                    ckv_mma_s8(d, a[i][0], a[i][1], b);
+                    count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.x - 2 * d[0]) >> 31);
+                    count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.y - 2 * d[1]) >> 31);
+                    count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.x - 2 * d[2]) >> 31);
+                    count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.y - 2 * d[3]) >> 31);
+                }
+            }
+            bool all = true;
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    int32_t c = count[i][u];
+                    c += __shfl_xor_sync(0xffffffffu, c, 1);
+                    c += __shfl_xor_sync(0xffffffffu, c, 2);
+                    all = all && c >= 2;
+                }
+            done = __all_sync(0xffffffffu, all);
+        }
+        if (__syncthreads_and(done))
+            break;
     }
+    // Each row's count: the sum over its four lanes t.
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int32_t c = count[i][u];
+            c += __shfl_xor_sync(0xffffffffu, c, 1);
+            c += __shfl_xor_sync(0xffffffffu, c, 2);
+            if (t == 0)
+                scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] = c;
+        }
+    __syncwarp();
     if (!mine)
         return;
-    if (near) {
+    if (scount[threadIdx.x] != 1) {
         km_to_redo(dr.redo, dr.redo_n, lh, base, m);
         return;
     }

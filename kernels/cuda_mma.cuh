@@ -2,7 +2,8 @@
 // products on mma.sync (cuda_attention_prefill.cu,
 // cuda_attention_decode_mma.cu, cuda_gemv.cu; the FP64 product:
 // cuda_csm.cu): the bf16 m16n8k16 product, bf16 pairs as one register,
-// ldmatrix, the FP64 m8n8k4 and m16n8k4 products, and the log2 units the softmaxes use
+// ldmatrix, the FP64 m8n8k4 and m16n8k4 products, the s8 m16n8k16 product
+// (cuda_kmeans.cu's own pass), and the log2 units the softmaxes use
 // (scores times log2 e so that exp is exp2; a max goes out times ln 2).
 //
 // Fragments of mma.m16n8k16 with .bf16 (PTX ISA, "Matrix Fragments for
@@ -63,6 +64,19 @@ __device__ __forceinline__ void ckv_mma_f64_m16(double (&d)[4], double a0, doubl
         "{%0, %1, %2, %3};"
         : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
         : "d"(a0), "d"(a1), "d"(b));
+}
+
+// d = A B, one m16n8k16 s8 step with s32 accumulation from zero. The .s8
+// fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16" with integer
+// types; a register's four bytes its elements, the lowest first): a0 (g,
+// 4t..4t+3), a1 (g + 8, 4t..4t+3), b0 (k 4t..4t+3, n g); C/D as above.
+__device__ __forceinline__ void ckv_mma_s8(int32_t (&d)[4], uint32_t a0, uint32_t a1,
+                                           uint32_t b0)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%7, %7, %7, %7};"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a0), "r"(a1), "r"(b0), "r"(0));
 }
 
 // Four 8x8 matrices of 16-bit elements from shared memory: lane l gives the

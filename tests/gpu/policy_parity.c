@@ -405,9 +405,9 @@ static void synthetic(source *s, const char *name, bool ragged, int32_t kv, int3
  * too loose by a little (KM_OWN_S2, E) would change no decision here:
  * scripts/kmeans-cone-count --own's check holds the bound's model to exact
  * distances. */
-static void duplicated(source *s)
+static void duplicated(source *s, const char *name, int32_t heads, int32_t d_head, uint64_t seed)
 {
-    synthetic_host(s, "synth-dup", SYN_KV, SYN_HEADS, SYN_D, 9);
+    synthetic_host(s, name, SYN_KV, heads, d_head, seed);
     s->strict = true;
     ckv_cache *c = &s->c;
     const size_t d = (size_t)c->head_dim;
@@ -891,7 +891,12 @@ static int run_sources(const char *dump)
     synthetic(&s, "synth-lists", true, 257, 257, SYN_D, 8);
     run_source(&s, false, "kmeans");
     source_free(&s);
-    duplicated(&s);
+    /* At both head_dims with the estimate (the own pass's records hold 16
+     * coordinates of 64 or of 128). */
+    duplicated(&s, "synth-dup", SYN_HEADS, SYN_D, 9);
+    run_source(&s, true, "kmeans");
+    source_free(&s);
+    duplicated(&s, "synth-dup128", 4 * SYN_KV, 2 * SYN_D, 10);
     run_source(&s, true, "kmeans");
     source_free(&s);
     compressed_once(&s);
