@@ -110,18 +110,27 @@ __global__ void km_split_kernel(const double *x, uint32_t *y, const int32_t *n,
 
 // Identity dest for the list; unit-normalised keys of the middle and their
 // norms (x: M, the middle's length). A block takes FEAT_ROWS slots: their
-// keys come into shared memory a warp a row (as floats, which hold either
-// cache type's values exactly) and the features go out likewise, so both
-// are coalesced, while each thread forms its row's two chains (the key's
-// norm, then the feature's) in dimension order, as the CPU does; a row's
-// floats lie an odd count apart, so that the threads' walks hit distinct
-// banks. (A thread reading and writing its own row took 2.2 ms at the 8B's
-// 8K decode-time shape, run MG.)
+// keys come into shared memory a warp a row, in the cache's type, and the
+// features go out likewise, so both are coalesced, while each thread forms
+// its row's two chains (the key's norm, then the feature's) in dimension
+// order, as the CPU does; a row's keys lie an odd count of 4-byte words
+// apart, so that the threads' walks hit distinct banks. (A thread reading
+// and writing its own row took 2.2 ms at the 8B's 8K decode-time shape, run
+// MG; bf16 keys held as floats took twice the shared memory, half the
+// blocks an SM, for a kernel that waits on its chains: run WC.)
 enum { FEAT_ROWS = 128 };
 
+template <typename Elem>
+__host__ __device__ inline int32_t km_feat_stride(int32_t d)
+{
+    constexpr int32_t per = 4 / sizeof(Elem);  // elements a word
+    return (((d + per - 1) / per) | 1) * per;
+}
+
+template <typename Elem>
 static size_t km_feat_smem(int32_t d)
 {
-    return FEAT_ROWS * (size_t)(d | 1) * sizeof(float);
+    return FEAT_ROWS * (size_t)km_feat_stride<Elem>(d) * sizeof(Elem);
 }
 
 template <typename Elem>
@@ -129,7 +138,8 @@ __global__ void __launch_bounds__(FEAT_ROWS)
     km_feature_kernel(const Elem *keys, double *f, double *fnorm, int32_t *dest,
                       const int32_t *act, const int32_t *T, const int32_t *M_of, km_params p)
 {
-    extern __shared__ float km_feat_sm[];
+    extern __shared__ __align__(16) unsigned char km_feat_raw[];
+    Elem *const sm = reinterpret_cast<Elem *>(km_feat_raw);
     __shared__ double rn[FEAT_ROWS];
     const int32_t lh = blockIdx.y, t0 = blockIdx.x * FEAT_ROWS;
     if (!act[lh] || t0 >= T[lh])
@@ -142,35 +152,38 @@ __global__ void __launch_bounds__(FEAT_ROWS)
     const int32_t rows = min(t0 + FEAT_ROWS - p.sinks, M_of[lh]) - m0;
     if (rows <= 0)
         return;  // the whole block leaves together
-    const int32_t d = p.d, st = d | 1, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int32_t d = p.d, st = km_feat_stride<Elem>(d), warp = threadIdx.x / 32,
+                  lane = threadIdx.x % 32;
     const Elem *const key = keys + (base + p.sinks + m0) * d;
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
         for (int32_t i = lane; i < d; i += 32)
-            km_feat_sm[r * st + i] = ckv_kv_get(key, (size_t)r * d + i);
+            sm[r * st + i] = key[(size_t)r * d + i];
     __syncthreads();
     const int32_t row = threadIdx.x;
     if (row < rows) {
-        const float *x = km_feat_sm + row * st;
+        const Elem *x = sm + row * st;
         double n = 0;
-        for (int32_t i = 0; i < d; i++)
-            n = __dadd_rn(n, __dmul_rn((double)x[i], (double)x[i]));
+        for (int32_t i = 0; i < d; i++) {
+            const double v = ckv_kv_get(x, i);
+            n = __dadd_rn(n, __dmul_rn(v, v));
+        }
         n = sqrt(n);
         double s = 0;
         for (int32_t i = 0; i < d; i++) {
-            const double fr = n < 1e-30 ? 0 : __ddiv_rn((double)x[i], n);
+            const double fr = n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, i), n);
             s = __dadd_rn(s, __dmul_rn(fr, fr));
         }
         fnorm[base + m0 + row] = sqrt(s);
         rn[row] = n;
     }
     __syncthreads();
-    // Each feature is divided again here, from the same float and norm: the
+    // Each feature is divided again here, from the same key and norm: the
     // same double as the chain's.
     double *const fr = f + (base + m0) * d;
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
         for (int32_t i = lane; i < d; i += 32)
             fr[(size_t)r * d + i] =
-                rn[r] < 1e-30 ? 0 : __ddiv_rn((double)km_feat_sm[r * st + i], rn[r]);
+                rn[r] < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(sm, (size_t)r * st + i), rn[r]);
 }
 
 // The estimate: every cosine of a row as dot x (1/fn) x (1/cn) in fp32,
@@ -293,22 +306,6 @@ __device__ __forceinline__ void km_set_cnorm(size_t r, double n, double *cnorm, 
     cscale[r] = km_col_scale(n, crec[r]);
 }
 
-// Centroid norms, as km_set_cnorm keeps them, of the touched clusters (the
-// update before recomputed no other: km_move_row).
-__global__ void km_cnorm_kernel(const double *cen, double *cnorm, double *crec, float *cscale,
-                                const int32_t *touch, const int32_t *act, km_params p)
-{
-    const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t r = (size_t)lh * p.cap + j;
-    if (!act[lh] || j >= p.k || !touch[r])
-        return;
-    const double *c = cen + r * p.d;
-    double s = 0;
-    for (int32_t i = 0; i < p.d; i++)
-        s = __dadd_rn(s, __dmul_rn(c[i], c[i]));
-    km_set_cnorm(r, sqrt(s), cnorm, crec, cscale);
-}
-
 // The middle row whose feature starts centroid j (policies.md).
 __device__ __forceinline__ int32_t km_own_row(int32_t j, int32_t M, int32_t k)
 {
@@ -316,25 +313,33 @@ __device__ __forceinline__ int32_t km_own_row(int32_t j, int32_t M, int32_t k)
 }
 
 // Centroid j starts at the feature of middle index km_own_row(j), with
-// that feature's norm (the same chain over the same doubles as
-// km_cnorm_kernel's). With fs, the centroids' splits (cs) start as the
-// features' likewise.
-__global__ void km_init_kernel(const double *f, const double *fnorm, const uint32_t *fs,
-                               double *cen, double *cnorm, double *crec, float *cscale,
-                               uint32_t *cs, const int32_t *act, const int32_t *M_of, km_params p)
+// that feature's norm (the same chain over the same doubles as the
+// update's centroid norms). With fs, the centroids' splits (cs) start as the
+// features' likewise. A warp a centroid, so that rows are copied coalesced
+// without a division an element (a thread an element, its row and column
+// by 64-bit division, issued 62% of the cycles at 56% of the DRAM's
+// bandwidth: 2.4 ms of the 8B's 32K decode-time call, run WC).
+enum { INIT_WARPS = 8 };
+
+__global__ void __launch_bounds__(32 * INIT_WARPS)
+    km_init_kernel(const double *f, const double *fnorm, const uint32_t *fs, double *cen,
+                   double *cnorm, double *crec, float *cscale, uint32_t *cs, const int32_t *act,
+                   const int32_t *M_of, km_params p)
 {
-    const int32_t lh = blockIdx.y;
-    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || idx >= (int64_t)p.k * p.d)
+    const int32_t lh = blockIdx.y, j = blockIdx.x * INIT_WARPS + threadIdx.x / 32,
+                  lane = threadIdx.x % 32;
+    if (!act[lh] || j >= p.k)
         return;
-    const int32_t j = (int32_t)(idx / p.d), i = (int32_t)(idx % p.d);
-    const int32_t m = km_own_row(j, M_of[lh], p.k);
     const size_t base = (size_t)lh * p.cap;
-    cen[(base + j) * p.d + i] = f[(base + m) * p.d + i];
-    if (i == 0)
+    const int32_t m = km_own_row(j, M_of[lh], p.k);
+    const size_t to = (base + j) * p.d, from = (base + m) * p.d;
+    for (int32_t i = lane; i < p.d; i += 32) {
+        cen[to + i] = f[from + i];
+        if (fs)
+            cs[to + i] = fs[from + i];
+    }
+    if (lane == 0)
         km_set_cnorm(base + j, fnorm[base + m], cnorm, crec, cscale);
-    if (fs)
-        cs[(base + j) * p.d + i] = fs[(base + m) * p.d + i];
 }
 
 // The reciprocals and scales of k centroids of given norms, as the policy
@@ -1682,99 +1687,156 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
     }
 }
 
-// Lloyd step for cluster j: the normalised degree-weighted mean of its
-// members' features, members in slot order; empty clusters and means of
-// norm below 1e-30 keep their centroid. A warp per cluster, lane i taking
-// dimensions i, i + 32, ..., so that a member's feature row is read
-// coalesced (a thread per cluster read 32 rows a warp load: 5.2 ms an
-// iteration of the 8B's decode-time call at 8K against 0.80, run KJ);
-// each sum still runs over the members, then the dimensions, in the CPU's
-// order. The mean goes to the warp's d doubles of shared memory, where
-// every lane forms the norm's chain (it had gone through global memory
-// and back: 0.77 ms an iteration, run ME; a lane per cluster's chain, 32
-// clusters a warp, was slower: run MD); D as in km_assign_kernel, so that
-// the chain unrolls. With cs, the new centroid's split too
-// (km_split_chunk), a lane a chunk, and whether it moved (km_drift: cmv,
-// and the list moved, nmoved[lh] of them, in no particular order). A
-// cluster the last assignment did not touch keeps its centroid: the same
-// members in the same order would give the same bits.
-enum { UPDATE_THREADS = 128, UPDATE_WARPS = UPDATE_THREADS / 32 };
+// Lloyd step for UPDATE_CLUSTERS clusters a block: each one's normalised
+// degree-weighted mean of its members' features, members in slot order;
+// empty clusters and means of norm below 1e-30 keep their centroid, as does
+// a cluster the last assignment did not touch (the same members in the same
+// order would give the same bits). Each sum runs over the members, then
+// the dimensions, in the CPU's order:
+//  - a warp a cluster forms the mean, lane i taking dimensions i, i + 32,
+//    ..., so that a member's feature row is read coalesced (a thread per
+//    cluster read 32 rows a warp load: 5.2 ms an iteration of the 8B's
+//    decode-time call at 8K against 0.80, run KJ), into the block's shared
+//    memory;
+//  - a lane a cluster then forms its norm's chain over that row, and
+//    after the division the new centroid's norm's (km_set_cnorm: the chain
+//    km_init_kernel's norms come from, over the same doubles). Every lane of
+//    a warp had formed the same chain: 90% of the update's FP64
+//    instructions, 3.7 ms of the 8B's 32K decode-time call, and a separate
+//    kernel the second chain over the centroids in global memory, a thread
+//    a row, 1.4 ms (run WC); together now 3.9 ms (run WE; not profiled:
+//    a block's chains run in one warp while seven wait). A warp walking 32
+//    clusters one after another for all of it waited on each one's loads
+//    (run MD);
+//  - with cs, the new centroid's split (km_split_chunk), a lane a chunk,
+//    and whether it moved (km_drift: cmv, and the list moved, nmoved[lh]
+//    of them, in no particular order), against the old centroid loaded
+//    before the block's stores (read beside its store, after the division,
+//    the loads waited about 12 us each: runs PA, PB).
+// D as in km_assign_kernel, so that the chains unroll.
+enum { UPDATE_THREADS = 256, UPDATE_WARPS = UPDATE_THREADS / 32, UPDATE_CLUSTERS = 32 };
+constexpr int UPDATE_EACH = UPDATE_CLUSTERS / UPDATE_WARPS;  // a warp's clusters
 
+// The block's rows of d doubles, one over d so that lane c's walk down its
+// row and the lanes' reads across one hit distinct banks.
+static size_t km_update_smem(int32_t d)
+{
+    return UPDATE_CLUSTERS * (size_t)(d + 1) * sizeof(double);
+}
+
+// Three blocks an SM (80 registers; left to itself ptxas took 64 and
+// spilled the runs' bounds).
 template <int D>
-__global__ void __launch_bounds__(UPDATE_THREADS)
-    km_update_kernel(const double *f, const float *deg, double *cen, uint32_t *cs,
-                     uint8_t *cmv, int32_t *moved, int32_t *nmoved, const int32_t *touch,
-                     const int32_t *run_b, const int32_t *run_e, const int32_t *members,
-                     const int32_t *act, km_params p)
+__global__ void __launch_bounds__(UPDATE_THREADS, 3)
+    km_update_kernel(const double *f, const float *deg, double *cen, double *cnorm, double *crec,
+                     float *cscale, uint32_t *cs, uint8_t *cmv, int32_t *moved, int32_t *nmoved,
+                     const int32_t *touch, const int32_t *run_b, const int32_t *run_e,
+                     const int32_t *members, const int32_t *act, km_params p)
 {
     extern __shared__ double km_update_sm[];
-    const int32_t lh = blockIdx.y, lane = threadIdx.x % 32;
-    const int32_t j = blockIdx.x * UPDATE_WARPS + threadIdx.x / 32;
-    if (!act[lh] || j >= p.k)
-        return;
+    __shared__ double norm[UPDATE_CLUSTERS];
+    __shared__ bool live[UPDATE_CLUSTERS];
+    const int32_t lh = blockIdx.y, j0 = blockIdx.x * UPDATE_CLUSTERS;
+    if (!act[lh] || j0 >= p.k)
+        return;  // the whole block
+    const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, d = D ? D : p.d, st = d + 1;
     const size_t base = (size_t)lh * p.cap;
-    const int32_t rb = run_b[base + j];
-    if (rb < 0 || !touch[base + j]) {
-        if (cs && lane == 0)
-            cmv[base + j] = 0;  // kept: its bits, so its cosines, unchanged
-        return;
-    }
-    const int32_t re = run_e[base + j], d = D ? D : p.d;
-    // The old centroid, for its move (D 64 or 128, where the estimate and
-    // cs are: km_estimates), loaded ahead of the mean's chains: read
-    // beside its store, after the division, the loads waited about 12 us
-    // each and the update took 5.4 ms instead of 0.65 at the 8B's 8K
-    // decode-time shape (runs PA, PB).
-    double old[D ? D / 32 : 1];
-#pragma unroll
-    for (int q = 0; q < (D ? D / 32 : 0); q++)
-        old[q] = __ldcg(cen + (base + j) * d + lane + 32 * q);
     const float *w = deg + base + p.sinks;
-    double wsum = 0;  // every lane the same sum
-    for (int32_t r = rb; r < re; r++)
-        wsum = __dadd_rn(wsum, (double)w[members[r]]);
-    double *const s = km_update_sm + threadIdx.x / 32 * d;
-    for (int32_t i = lane; i < d; i += 32) {
-        double a = 0;
-        for (int32_t r = rb; r < re; r++) {
-            const int32_t m = members[r];
-            a = __dadd_rn(a, __dmul_rn((double)w[m], f[(base + m) * d + i]));
+    // Warp w's clusters are c = w + UPDATE_WARPS e; their old centroids
+    // (for the move, where cs is) in registers.
+    // The runs' bounds and the old centroids are all loaded before the
+    // means, so that the warp's clusters wait on their loads together.
+    double old[UPDATE_EACH][D ? D / 32 : 1];
+    int32_t rb[UPDATE_EACH], re[UPDATE_EACH];
+#pragma unroll
+    for (int e = 0; e < UPDATE_EACH; e++) {
+        const int32_t j = j0 + warp + UPDATE_WARPS * e;
+        rb[e] = j < p.k ? run_b[base + j] : -1;
+    }
+#pragma unroll
+    for (int e = 0; e < UPDATE_EACH; e++) {
+        const int32_t c = warp + UPDATE_WARPS * e, j = j0 + c;
+        const bool on = rb[e] >= 0 && touch[base + j];
+        if (lane == 0)
+            live[c] = on;
+        re[e] = on ? run_e[base + j] : rb[e];  // no members where off
+        if (on && D && cs)
+#pragma unroll
+            for (int q = 0; q < (D ? D / 32 : 1); q++)
+                old[e][q] = __ldcg(cen + (base + j) * d + lane + 32 * q);
+    }
+#pragma unroll
+    for (int e = 0; e < UPDATE_EACH; e++) {
+        if (re[e] <= rb[e])
+            continue;
+        double wsum = 0;  // every lane the same sum
+        for (int32_t r = rb[e]; r < re[e]; r++)
+            wsum = __dadd_rn(wsum, (double)w[members[r]]);
+        double *const s = km_update_sm + (warp + UPDATE_WARPS * e) * st;
+        for (int32_t i = lane; i < d; i += 32) {
+            double a = 0;
+            for (int32_t r = rb[e]; r < re[e]; r++) {
+                const int32_t m = members[r];
+                a = __dadd_rn(a, __dmul_rn((double)w[m], f[(base + m) * d + i]));
+            }
+            s[i] = __ddiv_rn(a, wsum);
         }
-        s[i] = __ddiv_rn(a, wsum);
     }
-    __syncwarp();  // the lanes' s[i] are visible to the whole warp
-    double n = 0;  // every lane the same sum, over the dimensions in order
+    __syncthreads();
+    if (warp == 0 && live[lane]) {
+        const double *const s = km_update_sm + lane * st;
+        double n = 0;
 #pragma unroll(D ? 16 : 1)
-    for (int32_t i = 0; i < d; i++)
-        n = __dadd_rn(n, __dmul_rn(s[i], s[i]));
-    n = sqrt(n);
-    if (n < 1e-30) {
-        if (cs && lane == 0)
-            cmv[base + j] = 0;  // kept
-        return;
+        for (int32_t i = 0; i < d; i++)
+            n = __dadd_rn(n, __dmul_rn(s[i], s[i]));
+        norm[lane] = sqrt(n);
     }
-    double *c = cen + (base + j) * d, move = 0;
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < UPDATE_EACH; e++) {
+        const int32_t c = warp + UPDATE_WARPS * e, j = j0 + c;
+        if (j >= p.k)
+            break;
+        const bool on = live[c] && !(norm[c] < 1e-30);  // NaN goes on, as the CPU's
+        if (cs && lane == 0 && !on)
+            cmv[base + j] = 0;  // kept: its bits, so its cosines, unchanged
+        if (!on)
+            continue;
+        const double n = norm[c];
+        double *const s = km_update_sm + c * st, *const cj = cen + (base + j) * d;
+        double move = 0;
 #pragma unroll(D ? D / 32 : 1)
-    for (int32_t q = 0; lane + 32 * q < d; q++) {
-        const double x = __ddiv_rn(s[lane + 32 * q], n);
-        if (D)
-            move += (x - old[q]) * (x - old[q]);
-        c[lane + 32 * q] = x;
+        for (int32_t q = 0; lane + 32 * q < d; q++) {
+            const double x = __ddiv_rn(s[lane + 32 * q], n);
+            if (D && cs)
+                move += (x - old[e][q]) * (x - old[e][q]);
+            s[lane + 32 * q] = x;
+            cj[lane + 32 * q] = x;
+        }
+        if (!cs)
+            continue;
+        __syncwarp();  // the lanes' x are visible to the whole warp
+        for (int32_t q = lane; q < d / 4; q += 32)
+            reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(s, q);
+        for (int off = 16; off > 0; off /= 2)
+            move += __shfl_xor_sync(0xffffffffu, move, off);
+        // The squared distance's roundings are far below KM_MOVE's margin to
+        // KM_TAU (a factor of 2); NaN counts as moved.
+        if (lane == 0) {
+            const bool mv = !(move <= KM_MOVE * KM_MOVE);
+            cmv[base + j] = mv;
+            if (mv)
+                moved[base + atomicAdd(nmoved + lh, 1)] = j;
+        }
     }
-    if (!cs)
-        return;
-    __syncwarp();  // the lanes' c[i] are visible to the whole warp
-    for (int32_t q = lane; q < d / 4; q += 32)
-        reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(c, q);
-    for (int off = 16; off > 0; off /= 2)
-        move += __shfl_xor_sync(0xffffffffu, move, off);
-    // The squared distance's roundings are far below KM_MOVE's margin to
-    // KM_TAU (a factor of 2); NaN counts as moved.
-    if (lane == 0) {
-        const bool mv = !(move <= KM_MOVE * KM_MOVE);
-        cmv[base + j] = mv;
-        if (mv)
-            moved[base + atomicAdd(nmoved + lh, 1)] = j;
+    __syncthreads();
+    if (warp == 0 && live[lane] && !(norm[lane] < 1e-30)) {
+        const double *const s = km_update_sm + lane * st;
+        double n = 0;
+#pragma unroll(D ? 16 : 1)
+        for (int32_t i = 0; i < d; i++)
+            n = __dadd_rn(n, __dmul_rn(s[i], s[i]));
+        km_set_cnorm(base + j0 + lane, sqrt(n), cnorm, crec, cscale);
     }
 }
 
@@ -2021,13 +2083,13 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                   nullptr, nullptr, dr};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
-    const dim3 over_k(ckv_pol_blocks(kp.k, 128), x->lists);
-    const dim3 per_warp(ckv_pol_blocks(kp.k, UPDATE_WARPS), x->lists);
+    const dim3 per_block(ckv_pol_blocks(kp.k, UPDATE_CLUSTERS), x->lists);
     ckv_pol_kv(c, [&](auto *k, auto *) {
-        if ((st = ckv_pol_allow_smem(km_feature_kernel<std::remove_pointer_t<decltype(k)>>,
-                                     km_feat_smem(x->d), "cuda kmeans", err)))
+        using Elem = std::remove_pointer_t<decltype(k)>;
+        if ((st = ckv_pol_allow_smem(km_feature_kernel<Elem>, km_feat_smem<Elem>(x->d),
+                                     "cuda kmeans", err)))
             return;
-        km_feature_kernel<<<over_t, FEAT_ROWS, km_feat_smem(x->d), x->s>>>(
+        km_feature_kernel<<<over_t, FEAT_ROWS, km_feat_smem<Elem>(x->d), x->s>>>(
             k, w->f, w->norm, w->dest, x->act, x->T, x->x, kp);
     });
     if (st)
@@ -2038,7 +2100,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                           x->s>>>(w->f, fs, x->x, x->act, kp);
         CKV_CUDA_LAUNCHED();
     }
-    km_init_kernel<<<dim3(ckv_pol_blocks((int64_t)kp.k * x->d, 256), x->lists), 256, 0, x->s>>>(
+    km_init_kernel<<<dim3(ckv_pol_blocks(kp.k, INIT_WARPS), x->lists), 32 * INIT_WARPS, 0, x->s>>>(
         w->f, w->norm, fs, w->cen, w->cnorm, crec, w->cscale, cs, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
     // A list whose assignment changed no cluster has reached Lloyd's fixed
@@ -2066,11 +2128,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         else
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
-        if (it) {  // the initial centroids took their features' norms
-            km_cnorm_kernel<<<over_k, 128, 0, x->s>>>(w->cen, w->cnorm, crec, w->cscale,
-                                                      w->touch, live, kp);
-            CKV_CUDA_LAUNCHED();
-        }
         // touch: every cluster before the first assignment (the initial
         // centroids are features, not their members' means), then those the
         // assignment moves a row from or to.
@@ -2125,9 +2182,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             break;  // the final assignment: no update after it
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
-        km_update_of(x->d)<<<per_warp, UPDATE_THREADS, UPDATE_WARPS * x->d * sizeof(double),
-                             x->s>>>(w->f, c->deg, w->cen, cs, w->cmv, w->moved, nmoved,
-                                     w->touch, w->run_b, w->run_e, w->ival_out, changed, kp);
+        km_update_of(x->d)<<<per_block, UPDATE_THREADS, km_update_smem(x->d), x->s>>>(
+            w->f, c->deg, w->cen, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
+            w->touch, w->run_b, w->run_e, w->ival_out, changed, kp);
         CKV_CUDA_LAUNCHED();
     }
     km_dest_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
