@@ -543,6 +543,13 @@ __device__ __forceinline__ int32_t km_own_lower(const int32_t *key, int32_t n, i
     return lo;
 }
 
+// A row's count in km_own_kernel: the sum of its four lanes' (t = 0..3).
+__device__ __forceinline__ int32_t km_own_sum4(int32_t c)
+{
+    c += __shfl_xor_sync(0xffffffffu, c, 1);
+    return c + __shfl_xor_sync(0xffffffffu, c, 2);
+}
+
 // A block bounds KM_OWN_ROWS consecutive places q of the sort (a warp 32
 // of them, two m16 tiles) against every centroid whose key lies within a0's
 // window of any of them, those staged through shared memory KM_OWN_ROWS at
@@ -656,24 +663,19 @@ __global__ void __launch_bounds__(KM_OWN_ROWS)
             for (int i = 0; i < 2; i++)
 #pragma unroll
                 for (int u = 0; u < 2; u++) {
-                    int32_t c = count[i][u];
-                    c += __shfl_xor_sync(0xffffffffu, c, 1);
-                    c += __shfl_xor_sync(0xffffffffu, c, 2);
-                    all = all && c >= 2;
+                    const bool near = km_own_sum4(count[i][u]) >= 2;  // every lane shuffles
+                    all = all && near;
                 }
             done = __all_sync(0xffffffffu, all);
         }
         if (__syncthreads_and(done))
             break;
     }
-    // Each row's count: the sum over its four lanes t.
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int u = 0; u < 2; u++) {
-            int32_t c = count[i][u];
-            c += __shfl_xor_sync(0xffffffffu, c, 1);
-            c += __shfl_xor_sync(0xffffffffu, c, 2);
+            const int32_t c = km_own_sum4(count[i][u]);
             if (t == 0)
                 scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] = c;
         }
