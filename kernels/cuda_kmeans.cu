@@ -1701,15 +1701,17 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 //    decode-time call at 8K against 0.80, run KJ), into the block's shared
 //    memory;
 //  - a lane a cluster then forms its norm's chain over that row, and
-//    after the division the new centroid's norm's (km_set_cnorm: the chain
-//    km_init_kernel's norms come from, over the same doubles). Every lane of
-//    a warp had formed the same chain: 90% of the update's FP64
-//    instructions, 3.7 ms of the 8B's 32K decode-time call, and a separate
-//    kernel the second chain over the centroids in global memory, a thread
-//    a row, 1.4 ms (run WC); together now 3.9 ms (run WE; not profiled:
-//    a block's chains run in one warp while seven wait). A warp walking 32
-//    clusters one after another for all of it waited on each one's loads
-//    (run MD);
+//    after the division the new centroid's norm's (km_set_cnorm), the same
+//    chain km_feature_kernel forms over the same doubles for the norms the
+//    initial centroids take: so a kept centroid's norm stays right. Every
+//    lane of a warp had formed the same chain: by count about 89% of the
+//    update's non-fused FP64 instructions, 3.7 ms of the 8B's 32K
+//    decode-time call, and a separate kernel the second chain over the
+//    centroids in global memory, a thread a row, 1.4 ms (run WC); together
+//    now 3.9 ms (run WE; not profiled since: a block's two chains run in one
+//    warp while its other seven wait, which may be what is left). A warp
+//    walking 32 clusters one after another for all of it waited on each
+//    one's loads (run MD);
 //  - with cs, the new centroid's split (km_split_chunk), a lane a chunk,
 //    and whether it moved (km_drift: cmv, and the list moved, nmoved[lh]
 //    of them, in no particular order), against the old centroid loaded
@@ -1744,10 +1746,9 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, d = D ? D : p.d, st = d + 1;
     const size_t base = (size_t)lh * p.cap;
     const float *w = deg + base + p.sinks;
-    // Warp w's clusters are c = w + UPDATE_WARPS e; their old centroids
-    // (for the move, where cs is) in registers.
-    // The runs' bounds and the old centroids are all loaded before the
-    // means, so that the warp's clusters wait on their loads together.
+    // The warp's clusters are c = warp + UPDATE_WARPS e: their runs' bounds
+    // and old centroids (for the move, where cs is; in registers) all load
+    // before the means, so that the clusters wait on their loads together.
     double old[UPDATE_EACH][D ? D / 32 : 1];
     int32_t rb[UPDATE_EACH], re[UPDATE_EACH];
 #pragma unroll
