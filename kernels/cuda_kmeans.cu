@@ -562,8 +562,8 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
 // count it, and the row then goes to the estimate, never wrongly taken. A
 // row counts itself (its own place lies in the span, distance 0), so it is
 // clear where its count is 1. __dp4a's bound, a thread a row and about 15
-// instructions a pair, took perhaps 7 ms of the 8B's 32K decode-time call
-// (run VF, by difference). Then row km_own_row(j) takes centroid j or goes
+// instructions a pair, took 8.6 ms of the 8B's 32K decode-time call under
+// ncu (run WA; this form 1.8). Then row km_own_row(j) takes centroid j or goes
 // to dr.redo; own_n (NULL: not counted) the rows that took their own.
 __global__ void __launch_bounds__(KM_OWN_ROWS)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
@@ -1705,18 +1705,20 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 //    chain km_feature_kernel forms over the same doubles for the norms the
 //    initial centroids take: so a kept centroid's norm stays right. Every
 //    lane of a warp had formed the same chain: by count about 89% of the
-//    update's non-fused FP64 instructions, 3.7 ms of the 8B's 32K
-//    decode-time call, and a separate kernel the second chain over the
-//    centroids in global memory, a thread a row, 1.4 ms (run WC); together
-//    now 3.9 ms (run WE; not profiled since: a block's two chains run in one
-//    warp while its other seven wait, which may be what is left). A warp
-//    walking 32 clusters one after another for all of it waited on each
-//    one's loads (run MD);
+//    update's non-fused FP64 instructions, in a first launch of 3.7 ms at
+//    the 8B's 32K decode-time call, and a separate kernel the second chain
+//    over the centroids in global memory, a thread a row, 1.4 ms (run WC);
+//    together now 3.9 ms (run WE; not profiled since: a block's two chains
+//    run in one warp while its other seven wait, which may be what is
+//    left). An
+//    earlier form, a warp walking 32 clusters one after another for all of
+//    it, waited on each one's loads (run MD);
 //  - with cs, the new centroid's split (km_split_chunk), a lane a chunk,
 //    and whether it moved (km_drift: cmv, and the list moved, nmoved[lh]
 //    of them, in no particular order), against the old centroid loaded
-//    before the block's stores (read beside its store, after the division,
-//    the loads waited about 12 us each: runs PA, PB).
+//    before the block's stores (when each old value was read beside its
+//    store, after the division, each such load waited about 12 us: runs
+//    PA, PB).
 // D as in km_assign_kernel, so that the chains unroll.
 enum { UPDATE_THREADS = 256, UPDATE_WARPS = UPDATE_THREADS / 32, UPDATE_CLUSTERS = 32 };
 constexpr int UPDATE_EACH = UPDATE_CLUSTERS / UPDATE_WARPS;  // a warp's clusters
