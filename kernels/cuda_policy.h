@@ -59,7 +59,8 @@ struct ckv_gpu_policy_ws {
     // four counts a list: moved centroids, redo's rows, rows kept, rows
     // the own pass assigned), redo the rows to assign over every centroid
     // (slots), cmv a flag a centroid (slots), own the own pass's records
-    // (slots), then a header a list (cuda_kmeans.cu).
+    // (slots), their sides (an int2 a slot), then a header a list
+    // (cuda_kmeans.cu).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
