@@ -208,6 +208,11 @@ typedef struct {
      * centroid without the estimate (the own pass, kernels/cuda_kmeans.cu),
      * over the call; 0 for other policies. NULL: not counted. */
     int64_t *own;
+    /* Host [n_layer * n_head_kv * capacity]: 1 at list lh's byte lh *
+     * capacity + m where the own pass gave middle row m (slot sinks + m)
+     * its own centroid, else 0; all 0 for other policies. NULL: not
+     * reported. */
+    uint8_t *own_rows;
 } ckv_gpu_policy_trace;
 
 /* As ckv_policy_compress(p, host copy, budget, qw, assign, err) on the GPU

@@ -564,11 +564,12 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
 // clear where its count is 1. __dp4a's bound, a thread a row and about 15
 // instructions a pair, took 8.6 ms of the 8B's 32K decode-time call under
 // ncu (run WA; this form 1.8). Then row km_own_row(j) takes centroid j or goes
-// to dr.redo; own_n (NULL: not counted) the rows that took their own.
+// to dr.redo; own_n (NULL: not counted) the rows that took their own, and
+// own_rows (NULL: not kept) a flag at each (ckv_gpu_policy_trace).
 __global__ void __launch_bounds__(KM_OWN_ROWS)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
                   const int32_t *ival_out, const uint4 *rec, const int2 *side, int32_t *cl,
-                  km_drift dr, int32_t *own_n, unsigned *margin, int32_t *chg,
+                  km_drift dr, int32_t *own_n, uint8_t *own_rows, unsigned *margin, int32_t *chg,
                   const int32_t *act, const int32_t *M_of, km_params p)
 {
     // A pad column's |q|^2 (its record zero): over T's cap, 2^24, by more
@@ -691,6 +692,8 @@ __global__ void __launch_bounds__(KM_OWN_ROWS)
     ckv_pol_note_margin(margin + lh, KM_OWN_GAP);
     if (own_n)
         atomicAdd(own_n + lh, 1);
+    if (own_rows)
+        own_rows[base + m] = 1;
 }
 
 // Best of two (score, cluster, runner-up) triples: higher score, ties the
@@ -2063,6 +2066,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                                    err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->redo, w->slots * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->cmv, w->slots, err))) ||
+        (est && x->own_rows && (st = ckv_pol_take(x, (void **)&w->own_rows, w->slots, err))) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
@@ -2074,6 +2078,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     int32_t *const nmoved = est ? w->moved + (size_t)x->lists * x->cap : nullptr;
     int32_t *const kept_n = est && x->kept ? nmoved + 2 * x->lists : nullptr;
     int32_t *const own_n = est && x->own ? nmoved + 3 * x->lists : nullptr;
+    uint8_t *const own_rows = est && x->own_rows ? w->own_rows : nullptr;
+    const size_t own_bytes = (size_t)x->lists * x->cap;  // the trace's layout, lh * cap + m
+    if (own_rows)
+        CKV_CUDA(cudaMemsetAsync(own_rows, 0, own_bytes, x->s));
     // The own pass's records, their sides, then the lists' headers.
     int2 *const own_side = est ? reinterpret_cast<int2 *>(w->own + w->slots) : nullptr;
     int32_t *const own_hdr = est ? reinterpret_cast<int32_t *>(own_side + w->slots) : nullptr;
@@ -2159,8 +2167,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             CKV_CUDA_LAUNCHED();
             km_own_kernel<<<dim3(ckv_pol_blocks(kp.k, KM_OWN_ROWS), x->lists), KM_OWN_ROWS, 0,
                             x->s>>>(w->norm, own_hdr, w->ikey_out, w->ival_out, w->own,
-                                    own_side, w->cl, dr, own_n, w->margin, changed, x->act,
-                                    x->x, kp);
+                                    own_side, w->cl, dr, own_n, own_rows, w->margin, changed,
+                                    x->act, x->x, kp);
             CKV_CUDA_LAUNCHED();
         }
         if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, room, x->s, err)))
@@ -2206,6 +2214,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     };
     if ((kept_n && (st = count(kept_n, x->kept))) || (own_n && (st = count(own_n, x->own))))
         return st;
+    if (own_rows)  // synchronized at ckv_gpu_policy_compress's end
+        CKV_CUDA(cudaMemcpyAsync(x->own_rows, own_rows, own_bytes, cudaMemcpyDeviceToHost, x->s));
     return ckv_pol_apply(x, max_m, err);
 }
 

@@ -66,7 +66,7 @@ struct ckv_gpu_policy_ws {
     float2 *top;
     uint32_t *split;
     int32_t *cl, *amb, *chg, *touch, *moved, *redo;
-    uint8_t *cmv;
+    uint8_t *cmv, *own_rows;  // own_rows: the trace's flags (slots), taken where asked
     uint4 *own;
     // SnapKV: window queries and per-query probabilities, grown as needed.
     float *q;
@@ -82,6 +82,7 @@ struct ckv_pol {
     int32_t lists, cap, d;
     bool track_assign;
     int64_t *kept, *own;  // ckv_gpu_policy_trace's, NULL where not counted
+    uint8_t *own_rows;    // ckv_gpu_policy_trace's (host, slots), NULL where not reported
     // Device rows of the plan.
     int32_t *act, *T, *seg_b, *seg_e, *x, *y;
 };

@@ -243,6 +243,73 @@ static void print_row(const char *src, const char *desc, int32_t budget, size_t 
         failures++;
 }
 
+/* The own pass's rows (the trace's flags) against exact distances:
+ * kernels/cuda_kmeans.cu gives middle row m its own centroid only where m
+ * starts one (m = ((2j + 1) M) / (2k), policies.md) and no other centroid
+ * lies within w = 1/16 of it, the features being the keys over their
+ * norms. Here in double, from the keys before the compression (keys), with
+ * w less 1e-6 of itself for the roundings; false with why where a flag
+ * breaks either rule. */
+static bool own_rows_sound(const ckv_cache *keys, const ckv_policy *p, int32_t budget,
+                           const uint8_t *flags, char *why, size_t n)
+{
+    const int32_t sinks = (int32_t)ckv_policy_param(p, "sinks", 0);
+    const int32_t recent = (int32_t)ckv_policy_param(p, "recent", 0);
+    const int32_t k = budget - sinks - recent, d = keys->head_dim, cap = keys->capacity;
+    const double w2 = 0x1p-8 * (1 - 1e-6) * (1 - 1e-6);
+    double *cf = xmalloc((size_t)(k > 0 ? k : 1) * d * sizeof *cf);
+    int32_t *row = xmalloc((size_t)(k > 0 ? k : 1) * sizeof *row);
+    uint8_t *starts = xmalloc((size_t)cap);
+    bool ok = true;
+    for (size_t lh = 0; ok && lh < lists_of(keys); lh++) {
+        const int32_t T = keys->len[lh], M = T - sinks - recent;
+        const bool act = T > budget && k > 0 && k < M;
+        const uint8_t *fl = flags + lh * (size_t)cap;
+        memset(starts, 0, (size_t)cap);
+        for (int32_t j = 0; act && j < k; j++) {
+            row[j] = (int32_t)(((2 * (int64_t)j + 1) * M) / (2 * (int64_t)k));
+            starts[row[j]] = 1;
+            const float *x = keys->k + ((size_t)lh * cap + sinks + row[j]) * d;
+            double nn = 0;
+            for (int32_t i = 0; i < d; i++)
+                nn += (double)x[i] * x[i];
+            nn = sqrt(nn);
+            for (int32_t i = 0; i < d; i++)
+                cf[(size_t)j * d + i] = nn > 0 ? x[i] / nn : 0;
+        }
+        for (int32_t m = 0; ok && m < cap; m++)
+            if (fl[m] && !starts[m]) {
+                snprintf(why, n, "list %zu: own-pass flag at middle row %d, which starts no centroid",
+                         lh, m);
+                ok = false;
+            }
+        for (int32_t j = 0; ok && act && j < k; j++) {
+            if (!fl[row[j]])
+                continue;
+            const double *a = cf + (size_t)j * d;
+            for (int32_t o = 0; ok && o < k; o++) {
+                if (o == j)
+                    continue;
+                const double *b = cf + (size_t)o * d;
+                double s2 = 0;
+                for (int32_t i = 0; i < d && s2 <= w2; i++)
+                    s2 += (a[i] - b[i]) * (a[i] - b[i]);
+                if (s2 <= w2) {
+                    snprintf(why, n,
+                             "list %zu: the own pass gave middle row %d centroid %d, but centroid "
+                             "%d lies %.3g from it (under 1/16)",
+                             lh, row[j], j, o, sqrt(s2));
+                    ok = false;
+                }
+            }
+        }
+    }
+    free(cf);
+    free(row);
+    free(starts);
+    return ok;
+}
+
 /* One compression on both sides of caches holding the same entries; cpu and
  * back are host caches of the source's capacity (back receives the GPU
  * result); a_cpu/a_gpu are the assign maps, advanced by this compression.
@@ -259,12 +326,17 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
     ckv_qwindow qw = {s->q, s->n_head, s->w};
     const ckv_qwindow *qwp = s->q ? &qw : NULL;
     float *margin = xmalloc(lists * sizeof *margin);
+    /* The own pass's rows, checked against the keys before the compression. */
+    uint8_t *own_rows = want_own ? xmalloc(lists * (size_t)c->capacity) : NULL;
+    ckv_cache before;
+    if (want_own)
+        CHECK(ckv_cache_fork(&before, cpu, cpu->capacity, err));
     ckv_error ec = {0}, eg = {0};
     double c0 = cpu_ms();
     ckv_status sc = ckv_policy_compress(p, cpu, budget, qwp, a_cpu, &ec);
     double c_ms = cpu_ms() - c0;
     int64_t kept = 0, own = 0;
-    ckv_gpu_policy_trace tr = {a_gpu, margin, &kept, &own};
+    ckv_gpu_policy_trace tr = {a_gpu, margin, &kept, &own, own_rows};
     double g0 = wall_ms();
     ckv_status sg = ckv_gpu_policy_compress(s->g, p, budget, qwp, &tr, NULL, &eg);
     double g_ms = wall_ms() - g0;
@@ -285,11 +357,18 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
                           "centroids did not run");
         if (want_own && !own)
             fail_with(&v, "no row given its own centroid: the own pass did not run");
+        char why[300];
+        if (want_own && !own_rows_sound(&before, p, budget, own_rows, why, sizeof why))
+            fail_with(&v, why);
         if (strict && v.lists_differ)
             fail_with(&v, "lists differ where every tie is exact");
     }
     print_row(s->name, desc, budget, lists, &v, g_ms, c_ms, kept, own);
     free(margin);
+    if (want_own) {
+        free(own_rows);
+        ckv_cache_free(&before);
+    }
 }
 
 /* The last is a decode-time compression's shape: the cache a few dozen
