@@ -1711,11 +1711,10 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 //    update's non-fused FP64 instructions, in a first launch of 3.7 ms at
 //    the 8B's 32K decode-time call, and a separate kernel the second chain
 //    over the centroids in global memory, a thread a row, 1.4 ms (run WC);
-//    together now 3.9 ms (run WE; not profiled since: a block's two chains
-//    run in one warp while its other seven wait, which may be what is
-//    left). An
-//    earlier form, a warp walking 32 clusters one after another for all of
-//    it, waited on each one's loads (run MD);
+//    together 3.9 ms (run WE), its top stall then L1TEX (run XA), not the
+//    chains' barrier: 2.75 ms once a warp's four clusters load together
+//    (below; run XC). An earlier form, a warp walking 32 clusters one after
+//    another for all of it, waited on each one's loads (run MD);
 //  - with cs, the new centroid's split (km_split_chunk), a lane a chunk,
 //    and whether it moved (km_drift: cmv, and the list moved, nmoved[lh]
 //    of them, in no particular order), against the old centroid loaded
@@ -1752,42 +1751,59 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     const size_t base = (size_t)lh * p.cap;
     const float *w = deg + base + p.sinks;
     // The warp's clusters are c = warp + UPDATE_WARPS e: their runs' bounds
-    // and old centroids (for the move, where cs is; in registers) all load
-    // before the means, so that the clusters wait on their loads together.
-    double old[UPDATE_EACH][D ? D / 32 : 1];
-    int32_t rb[UPDATE_EACH], re[UPDATE_EACH];
+    // and touch flags, then their first members and old centroids (for the
+    // move, where cs is; in registers) all load before the means, so that
+    // the clusters wait on their loads together.
+    constexpr int KQ = D ? D / 32 : 1;  // a lane's dimensions of a row at a time
+    double old[UPDATE_EACH][KQ];
+    int32_t rb[UPDATE_EACH], re[UPDATE_EACH], first[UPDATE_EACH];
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
         const int32_t j = j0 + warp + UPDATE_WARPS * e;
-        rb[e] = j < p.k ? run_b[base + j] : -1;
+        const bool in = j < p.k;
+        rb[e] = in ? run_b[base + j] : -1;
+        re[e] = in && touch[base + j] ? run_e[base + j] : -1;
     }
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
         const int32_t c = warp + UPDATE_WARPS * e, j = j0 + c;
-        const bool on = rb[e] >= 0 && touch[base + j];
+        const bool on = rb[e] >= 0 && re[e] >= 0;
         if (lane == 0)
             live[c] = on;
-        re[e] = on ? run_e[base + j] : rb[e];  // no members where off
+        if (!on)
+            re[e] = rb[e];  // no members
+        first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
         if (on && D && cs)
 #pragma unroll
-            for (int q = 0; q < (D ? D / 32 : 1); q++)
+            for (int q = 0; q < KQ; q++)
                 old[e][q] = __ldcg(cen + (base + j) * d + lane + 32 * q);
     }
+    // A member's weight and its KQ dimensions load together, for every
+    // chunk of 32 KQ dimensions (one where D is given; each sum over the
+    // members in slot order as before, so the same bits): a lane had waited
+    // on each of its dimensions' loads in turn.
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
-        if (re[e] <= rb[e])
-            continue;
-        double wsum = 0;  // every lane the same sum
-        for (int32_t r = rb[e]; r < re[e]; r++)
-            wsum = __dadd_rn(wsum, (double)w[members[r]]);
         double *const s = km_update_sm + (warp + UPDATE_WARPS * e) * st;
-        for (int32_t i = lane; i < d; i += 32) {
-            double a = 0;
+        for (int32_t i0 = 0; re[e] > rb[e] && i0 < d; i0 += 32 * KQ) {
+            double wsum = 0, a[KQ];  // wsum: every lane the same sum
+#pragma unroll
+            for (int q = 0; q < KQ; q++)
+                a[q] = 0;
             for (int32_t r = rb[e]; r < re[e]; r++) {
-                const int32_t m = members[r];
-                a = __dadd_rn(a, __dmul_rn((double)w[m], f[(base + m) * d + i]));
+                const int32_t m = r == rb[e] ? first[e] : members[r];
+                const double wm = (double)w[m];
+                const double *const fm = f + (base + m) * d + i0 + lane;
+                wsum = __dadd_rn(wsum, wm);
+#pragma unroll
+                for (int q = 0; q < KQ; q++)
+                    if (i0 + lane + 32 * q < d)
+                        a[q] = __dadd_rn(a[q], __dmul_rn(wm, fm[32 * q]));
             }
-            s[i] = __ddiv_rn(a, wsum);
+#pragma unroll
+            for (int q = 0; q < KQ; q++)
+                if (i0 + lane + 32 * q < d)
+                    s[i0 + lane + 32 * q] = __ddiv_rn(a[q], wsum);
         }
     }
     __syncthreads();
