@@ -956,6 +956,12 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 b[mt][h] = {-INFINITY, -INFINITY, 0};
                 lb[mt][h] = q[mt][h] = -INFINITY;
             }
+        // A warp none of whose rows is the pass's copies and keeps the
+        // barriers only: a decode-time call's first assignment leaves a few
+        // rows a list to this kernel, all in the first warps' rows of the
+        // list's one tile (SmolLM2's 32K call's first: 0.61 -> 0.53 ms, run
+        // XD).
+        const bool idle = m0 + wm * 16 * MT >= n;
         for (int32_t i = 0; i < tiles; i++) {
             const int32_t j0 = tile_at(i) * AN;
             if (i + 1 < tiles) {
@@ -971,7 +977,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             // cosines, so its final second best is not under it, and km_bound
             // can take it in every lane. q, the row's bound, is formed again
             // only where lb or the lane's second best changed.
-            if (i > 0 && km_shares(i - 1)) {
+            if (i > 0 && km_shares(i - 1) && !idle) {
     #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
     #pragma unroll
@@ -995,85 +1001,87 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
-                    cn[nt][e] = j < p.k ? cnorm[base + j] : 0.0;
-                    rc[nt][e] = j < p.k ? crec[base + j] : 0.0;
+                    cn[nt][e] = j < p.k && !idle ? cnorm[base + j] : 0.0;
+                    rc[nt][e] = j < p.k && !idle ? crec[base + j] : 0.0;
                 }
             ckv_cp_async_wait<1>();
             __syncthreads();  // this tile's (and the features') copies landed for every thread
-            const double *A = fs + (wm * 16 * MT + g) * stride + t;
-            const double *B = cs + (i & 1) * AN * stride + (wn * 16 + g) * stride + t;
-            double acc[MT][2][4] = {};
-    #pragma unroll(D == 128 ? 8 : 2)
-            for (int32_t k0 = 0; k0 < d4; k0 += 4) {
-                double a[MT][2], bb[2];
-    #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    a[mt][0] = A[16 * mt * stride + k0];
-                    a[mt][1] = A[(16 * mt + 8) * stride + k0];
-                }
-    #pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-                    bb[nt] = B[8 * nt * stride + k0];
-    #pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
+            if (!idle) {
+                const double *A = fs + (wm * 16 * MT + g) * stride + t;
+                const double *B = cs + (i & 1) * AN * stride + (wn * 16 + g) * stride + t;
+                double acc[MT][2][4] = {};
+        #pragma unroll(D == 128 ? 8 : 2)
+                for (int32_t k0 = 0; k0 < d4; k0 += 4) {
+                    double a[MT][2], bb[2];
+        #pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        a[mt][0] = A[16 * mt * stride + k0];
+                        a[mt][1] = A[(16 * mt + 8) * stride + k0];
+                    }
+        #pragma unroll
                     for (int nt = 0; nt < 2; nt++)
-                        ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
-            }
-            // C fragment: acc[mt][nt][2 h + e] is row g + 8 h, column 2 t + e.
-            // First the columns the row's bound q cannot rule out, then those
-            // with the exact cosine: a higher one, or an equal one of lower index,
-            // is the new best (the order of the columns does not matter).
-    #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    km_best &r = b[mt][h];
-                    unsigned open = 0;
-    #pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        const int nt = c / 2, e = c % 2;
-                        const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
-                        if (j < p.k && !(acc[mt][nt][2 * h + e] * rc[nt][e] < q[mt][h]))
-                            open |= 1u << c;
-                    }
-                    if (!open)
-                        continue;
-    #pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        const int nt = c / 2, e = c % 2;
-                        if (!(open >> c & 1))
-                            continue;
-                        const double dot = acc[mt][nt][2 * h + e], f1 = fn[mt][h], cc = cn[nt][e];
-                        const double s = f1 < 1e-30 || cc < 1e-30 ? 0 : dot / (f1 * cc);
-                        const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
-                        if (s > r.s || (s == r.s && j < r.j)) {
-                            r.second = r.s;
-                            r.s = s;
-                            r.j = j;
-                        } else if (s > r.second) {
-                            r.second = s;
-                        }
-                    }
-                    q[mt][h] = km_bound(fmax(r.second, lb[mt][h]), fn[mt][h]);
+                        bb[nt] = B[8 * nt * stride + k0];
+        #pragma unroll
+                    for (int mt = 0; mt < MT; mt++)
+        #pragma unroll
+                        for (int nt = 0; nt < 2; nt++)
+                            ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
                 }
-            // The warp's two best a row, for the next tile's bounds (lb above).
-            if (km_shares(i) && i + 1 < tiles) {
-    #pragma unroll
+                // C fragment: acc[mt][nt][2 h + e] is row g + 8 h, column 2 t + e.
+                // First the columns the row's bound q cannot rule out, then those
+                // with the exact cosine: a higher one, or an equal one of lower index,
+                // is the new best (the order of the columns does not matter).
+        #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
+        #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        double s1 = b[mt][h].s, s2 = b[mt][h].second;
-    #pragma unroll
-                        for (int off = 1; off < 4; off *= 2) {
-                            const double o1 = __shfl_xor_sync(0xffffffffu, s1, off);
-                            const double o2 = __shfl_xor_sync(0xffffffffu, s2, off);
-                            km_top2(s1, s2, o1, o2);
+                        km_best &r = b[mt][h];
+                        unsigned open = 0;
+        #pragma unroll
+                        for (int c = 0; c < 4; c++) {
+                            const int nt = c / 2, e = c % 2;
+                            const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
+                            if (j < p.k && !(acc[mt][nt][2 * h + e] * rc[nt][e] < q[mt][h]))
+                                open |= 1u << c;
                         }
-                        if (t == 0)
-                            tops[wn * AM + wm * 16 * MT + 16 * mt + g + 8 * h] =
-                                make_double2(s1, s2);
+                        if (!open)
+                            continue;
+        #pragma unroll
+                        for (int c = 0; c < 4; c++) {
+                            const int nt = c / 2, e = c % 2;
+                            if (!(open >> c & 1))
+                                continue;
+                            const double dot = acc[mt][nt][2 * h + e], f1 = fn[mt][h], cc = cn[nt][e];
+                            const double s = f1 < 1e-30 || cc < 1e-30 ? 0 : dot / (f1 * cc);
+                            const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
+                            if (s > r.s || (s == r.s && j < r.j)) {
+                                r.second = r.s;
+                                r.s = s;
+                                r.j = j;
+                            } else if (s > r.second) {
+                                r.second = s;
+                            }
+                        }
+                        q[mt][h] = km_bound(fmax(r.second, lb[mt][h]), fn[mt][h]);
                     }
+                // The warp's two best a row, for the next tile's bounds (lb above).
+                if (km_shares(i) && i + 1 < tiles) {
+        #pragma unroll
+                    for (int mt = 0; mt < MT; mt++)
+        #pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            double s1 = b[mt][h].s, s2 = b[mt][h].second;
+        #pragma unroll
+                            for (int off = 1; off < 4; off *= 2) {
+                                const double o1 = __shfl_xor_sync(0xffffffffu, s1, off);
+                                const double o2 = __shfl_xor_sync(0xffffffffu, s2, off);
+                                km_top2(s1, s2, o1, o2);
+                            }
+                            if (t == 0)
+                                tops[wn * AM + wm * 16 * MT + 16 * mt + g + 8 * h] =
+                                    make_double2(s1, s2);
+                        }
+                }
             }
             __syncthreads();  // every warp is done with this stage before its next copy, and
                               // the table's writes come before the next tile's reads
