@@ -564,12 +564,11 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
 // clear where its count is 1. __dp4a's bound, a thread a row and about 15
 // instructions a pair, took 8.6 ms of the 8B's 32K decode-time call under
 // ncu (run WA; this form 1.8). Then row km_own_row(j) takes centroid j or goes
-// to dr.redo; own_n (NULL: not counted) the rows that took their own, and
-// own_rows (NULL: not kept) a flag at each (ckv_gpu_policy_trace).
+// to dr.redo; own_n (NULL: not counted) the rows that took their own.
 __global__ void __launch_bounds__(KM_OWN_ROWS)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
                   const int32_t *ival_out, const uint4 *rec, const int2 *side, int32_t *cl,
-                  km_drift dr, int32_t *own_n, uint8_t *own_rows, unsigned *margin, int32_t *chg,
+                  km_drift dr, int32_t *own_n, unsigned *margin, int32_t *chg,
                   const int32_t *act, const int32_t *M_of, km_params p)
 {
     // A pad column's |q|^2 (its record zero): over T's cap, 2^24, by more
@@ -692,8 +691,25 @@ __global__ void __launch_bounds__(KM_OWN_ROWS)
     ckv_pol_note_margin(margin + lh, KM_OWN_GAP);
     if (own_n)
         atomicAdd(own_n + lh, 1);
-    if (own_rows)
-        own_rows[base + m] = 1;
+}
+
+// The trace's flags (ckv_gpu_policy_trace.own_rows) after the own pass: the
+// rows that start a centroid and are not in dr.redo, which km_own_kernel
+// gave their own centroid; a block a list. A separate kernel, so that the
+// own kernel is the same code with or without a trace (a flag stored there
+// took ptxas's allocation from 58 registers to 48).
+__global__ void km_own_rows_kernel(uint8_t *flags, const int32_t *redo, const int32_t *redo_n,
+                                   const int32_t *act, const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.x, M = M_of[lh];
+    if (!act[lh])
+        return;
+    const size_t base = (size_t)lh * p.cap;
+    for (int32_t m = threadIdx.x; m < M; m += blockDim.x)
+        flags[base + m] = km_starts(m, M, p.k);
+    __syncthreads();
+    for (int32_t i = threadIdx.x; i < redo_n[lh]; i += blockDim.x)
+        flags[base + redo[base + i]] = 0;
 }
 
 // Best of two (score, cluster, runner-up) triples: higher score, ties the
@@ -2205,9 +2221,14 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             CKV_CUDA_LAUNCHED();
             km_own_kernel<<<dim3(ckv_pol_blocks(kp.k, KM_OWN_ROWS), x->lists), KM_OWN_ROWS, 0,
                             x->s>>>(w->norm, own_hdr, w->ikey_out, w->ival_out, w->own,
-                                    own_side, w->cl, dr, own_n, own_rows, w->margin, changed,
-                                    x->act, x->x, kp);
+                                    own_side, w->cl, dr, own_n, w->margin, changed, x->act,
+                                    x->x, kp);
             CKV_CUDA_LAUNCHED();
+            if (own_rows) {
+                km_own_rows_kernel<<<x->lists, 256, 0, x->s>>>(own_rows, w->redo, dr.redo_n,
+                                                               x->act, x->x, kp);
+                CKV_CUDA_LAUNCHED();
+            }
         }
         if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, room, x->s, err)))
             return st;
