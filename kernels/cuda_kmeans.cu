@@ -1026,20 +1026,20 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 const double *A = fs + (wm * 16 * MT + g) * stride + t;
                 const double *B = cs + (i & 1) * AN * stride + (wn * 16 + g) * stride + t;
                 double acc[MT][2][4] = {};
-        #pragma unroll(D == 128 ? 8 : 2)
+    #pragma unroll(D == 128 ? 8 : 2)
                 for (int32_t k0 = 0; k0 < d4; k0 += 4) {
                     double a[MT][2], bb[2];
-        #pragma unroll
+    #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
                         a[mt][0] = A[16 * mt * stride + k0];
                         a[mt][1] = A[(16 * mt + 8) * stride + k0];
                     }
-        #pragma unroll
+    #pragma unroll
                     for (int nt = 0; nt < 2; nt++)
                         bb[nt] = B[8 * nt * stride + k0];
-        #pragma unroll
+    #pragma unroll
                     for (int mt = 0; mt < MT; mt++)
-        #pragma unroll
+    #pragma unroll
                         for (int nt = 0; nt < 2; nt++)
                             ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
                 }
@@ -1047,13 +1047,13 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 // First the columns the row's bound q cannot rule out, then those
                 // with the exact cosine: a higher one, or an equal one of lower index,
                 // is the new best (the order of the columns does not matter).
-        #pragma unroll
+    #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
-        #pragma unroll
+    #pragma unroll
                     for (int h = 0; h < 2; h++) {
                         km_best &r = b[mt][h];
                         unsigned open = 0;
-        #pragma unroll
+    #pragma unroll
                         for (int c = 0; c < 4; c++) {
                             const int nt = c / 2, e = c % 2;
                             const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
@@ -1062,12 +1062,13 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                         }
                         if (!open)
                             continue;
-        #pragma unroll
+    #pragma unroll
                         for (int c = 0; c < 4; c++) {
                             const int nt = c / 2, e = c % 2;
                             if (!(open >> c & 1))
                                 continue;
-                            const double dot = acc[mt][nt][2 * h + e], f1 = fn[mt][h], cc = cn[nt][e];
+                            const double dot = acc[mt][nt][2 * h + e], f1 = fn[mt][h];
+                            const double cc = cn[nt][e];
                             const double s = f1 < 1e-30 || cc < 1e-30 ? 0 : dot / (f1 * cc);
                             const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
                             if (s > r.s || (s == r.s && j < r.j)) {
@@ -1082,12 +1083,12 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                     }
                 // The warp's two best a row, for the next tile's bounds (lb above).
                 if (km_shares(i) && i + 1 < tiles) {
-        #pragma unroll
+    #pragma unroll
                     for (int mt = 0; mt < MT; mt++)
-        #pragma unroll
+    #pragma unroll
                         for (int h = 0; h < 2; h++) {
                             double s1 = b[mt][h].s, s2 = b[mt][h].second;
-        #pragma unroll
+    #pragma unroll
                             for (int off = 1; off < 4; off *= 2) {
                                 const double o1 = __shfl_xor_sync(0xffffffffu, s1, off);
                                 const double o2 = __shfl_xor_sync(0xffffffffu, s2, off);
@@ -1494,7 +1495,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
 // The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; calls whose
 // km_room.wg is set, from ckv_cuda_wgmma): the same products, choices and
 // bookkeeping as km_estimate_kernel's passes over every centroid. Three
-// warpgroups take 64 rows each and issue a tile's products together
+// warpgroups take 64 rows each and issue a tile's products together (those
+// with rows: below)
 // (m64n64k16: 3 KS of them, the his and los of the tile's centroids as B
 // from shared memory); the centroids stream through STAGES stages, the
 // copies LEAD tiles ahead, each stage handed to the products through an
@@ -1675,7 +1677,9 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // arrives: a decode-time call's first assignment leaves about the
     // interval's 64 rows a list to the estimate, one warpgroup's, and the
     // idle two's products had shared the tensor pipe with its own (SmolLM2's
-    // 32K decode-time call's three estimates 0.75 -> 0.56 ms, run XC).
+    // 32K decode-time call's three estimates 0.75 -> 0.56 ms, run XC). A
+    // loop of their own: an if around the products in the one loop made
+    // ptxas serialize every wgmma.
     const bool idle = m0 + 64 * (warp / 4) >= L.n;
     // Tile i's next copies (LEAD tiles on) and the warp's arrival for i + 1.
     const auto advance = [&](int32_t i) {
@@ -1800,6 +1804,8 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
         const int32_t j = j0 + warp + UPDATE_WARPS * e;
         const bool in = j < p.k;
         rb[e] = in ? run_b[base + j] : -1;
+        // run_e is at least 1 wherever run_b >= 0 (runs_kernel), so re >= 0
+        // stands for the touch flag below (where run_b is -1 it is stale).
         re[e] = in && touch[base + j] ? run_e[base + j] : -1;
     }
 #pragma unroll
