@@ -972,8 +972,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 b[mt][h] = {-INFINITY, -INFINITY, 0};
                 lb[mt][h] = q[mt][h] = -INFINITY;
             }
-        // A warp none of whose rows is the pass's copies and keeps the
-        // barriers only: a decode-time call's first assignment leaves a few
+        // A warp none of whose rows is the pass's only copies and keeps the
+        // barriers: a decode-time call's first assignment leaves a few
         // rows a list to this kernel, all in the first warps' rows of the
         // list's one tile (SmolLM2's 32K call's first: 0.61 -> 0.53 ms, run
         // XD).
@@ -1774,6 +1774,19 @@ static size_t km_update_smem(int32_t d)
     return UPDATE_CLUSTERS * (size_t)(d + 1) * sizeof(double);
 }
 
+// The norm of a row of d doubles, as the CPU forms it: one chain of
+// products and sums over the dimensions in order (D as below, so that it
+// unrolls).
+template <int D>
+__device__ __forceinline__ double km_norm_chain(const double *s, int32_t d)
+{
+    double n = 0;
+#pragma unroll(D ? 16 : 1)
+    for (int32_t i = 0; i < d; i++)
+        n = __dadd_rn(n, __dmul_rn(s[i], s[i]));
+    return sqrt(n);
+}
+
 // Three blocks an SM (80 registers; left to itself ptxas took 64 and
 // spilled the runs' bounds).
 template <int D>
@@ -1851,14 +1864,8 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
         }
     }
     __syncthreads();
-    if (warp == 0 && live[lane]) {
-        const double *const s = km_update_sm + lane * st;
-        double n = 0;
-#pragma unroll(D ? 16 : 1)
-        for (int32_t i = 0; i < d; i++)
-            n = __dadd_rn(n, __dmul_rn(s[i], s[i]));
-        norm[lane] = sqrt(n);
-    }
+    if (warp == 0 && live[lane])
+        norm[lane] = km_norm_chain<D>(km_update_sm + lane * st, d);
     __syncthreads();
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
@@ -1899,12 +1906,8 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     }
     __syncthreads();
     if (warp == 0 && live[lane] && !(norm[lane] < 1e-30)) {
-        const double *const s = km_update_sm + lane * st;
-        double n = 0;
-#pragma unroll(D ? 16 : 1)
-        for (int32_t i = 0; i < d; i++)
-            n = __dadd_rn(n, __dmul_rn(s[i], s[i]));
-        km_set_cnorm(base + j0 + lane, sqrt(n), cnorm, crec, cscale);
+        const double n = km_norm_chain<D>(km_update_sm + lane * st, d);
+        km_set_cnorm(base + j0 + lane, n, cnorm, crec, cscale);
     }
 }
 
