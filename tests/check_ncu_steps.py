@@ -3,8 +3,9 @@
 come from: on a small hand-written ncu CSV (two decode steps of three
 launches, a header and a units row, ncu's thousands separators) the chosen
 step's kernels, their sums and means are the ones derived by hand, so are a
-range of steps' and those of a CSV without the DRAM column, and bad input is
-refused with a message naming it."""
+range of steps' and those of a CSV without the DRAM column, the same from
+ncu's default page (a row a kernel and metric), and bad input is refused
+with a message naming it."""
 import os
 import tempfile
 
@@ -80,6 +81,26 @@ with tempfile.TemporaryDirectory() as tmp:
     check(rc == 0 and "step 0: 3 kernels, 26000 summed" in out and len(gemv) == 1 and
           gemv[0].split()[:5] == ["2", "24000.0", "12000.00", "rd", "-"],
           f"no DRAM column: times as before, bytes '-' ({gemv}, {err.strip()})")
+    # ncu's default page: the same launches a row a metric (times first here,
+    # the bytes after), as the raw page's table.
+    long_path = os.path.join(tmp, "long.txt")
+    with open(long_path, "w") as f:
+        f.write('==PROF== Disconnected\n"ID","Process ID","Kernel Name","Block Size","Grid Size",'
+                '"Section Name","Metric Name","Metric Unit","Metric Value"\n')
+        for i, r in enumerate(ROWS):
+            f.write(f'"{i}","7","{r[0]}","{r[2]}","{r[1]}","Command line profiler metrics",'
+                    f'"gpu__time_duration.sum","ns","{r[4]}"\n')
+            f.write(f'"{i}","7","{r[0]}","{r[2]}","{r[1]}","Command line profiler metrics",'
+                    f'"dram__bytes_read.sum","byte","{r[3]}"\n')
+    rc, out, err = run(long_path, "embed", "0")
+    gemv = [l for l in out.splitlines() if "gemv_kernel<1, 0>" in l]
+    check(rc == 0 and "units: ns, byte; steps 2, step 0: 3 kernels, 26000 summed" in out and
+          len(gemv) == 1 and gemv[0].split()[:5] == ["2", "24000.0", "12000.00", "rd", "600"] and
+          "grid (896, 1, 1) blk (256, 1, 1)" in gemv[0],
+          f"the default page: step 0 as from the raw page ({out!r}, {err.strip()})")
+    rc, out, _ = run(long_path, "embed", "1")
+    check(rc == 0 and "step 1: 3 kernels, 8000 summed" in out, "the default page: step 1, 8000 ns")
+
     rc, _, err = run(csv_path, "embed", "x")
     check(rc == 1 and "STEP x" in err, f"a STEP that is not a number is refused ({err.strip()})")
     rc, _, err = run(csv_path, "nosuchkernel")
