@@ -310,6 +310,15 @@ static bool own_rows_sound(const ckv_cache *keys, const ckv_policy *p, int32_t b
     return ok;
 }
 
+/* The set flags among n bytes. */
+static int64_t flag_count(const uint8_t *flags, size_t n)
+{
+    int64_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += flags[i] != 0;
+    return count;
+}
+
 /* One compression on both sides of caches holding the same entries; cpu and
  * back are host caches of the source's capacity (back receives the GPU
  * result); a_cpu/a_gpu are the assign maps, advanced by this compression.
@@ -360,6 +369,8 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
         char why[300];
         if (want_own && !own_rows_sound(&before, p, budget, own_rows, why, sizeof why))
             fail_with(&v, why);
+        if (want_own && flag_count(own_rows, lists * (size_t)c->capacity) != own)
+            fail_with(&v, "the trace's own rows do not number its count of them");
         if (strict && v.lists_differ)
             fail_with(&v, "lists differ where every tie is exact");
     }
