@@ -747,10 +747,40 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // barriers while the tensor pipe idles (51% busy at the 8B's 8K
 // decode-time shape, run LB; 71% without an epilogue, run KF).
 enum { AM = 64, AN = 64, WARPS_N = 4 };
+// A list with at most KM_SPLIT_ROWS tiles of rows has each tile's columns
+// split among KM_SPLITS blocks (fewer where it has fewer tiles of
+// centroids): at a decode-time call's first assignment a list leaves a few
+// rows, one tile, to this kernel, and one block a list walked all its
+// centroids' tiles in turn while most of the wave had no tile (SmolLM2's
+// 90 lists: 0.53 ms of its 32K call, run XD). Each block merges its
+// columns' bests into km_slices's rows and the last of a tile's blocks to
+// arrive merges those (km_merge does not depend on the order).
+enum { KM_SPLITS = 8, KM_SPLIT_ROWS = 2 };
 static_assert(16 * WARPS_N == AN, "the warps of a row split a tile's columns 16 each");
 // The partial bests at the end reuse the tiles (rows of at least 4 doubles).
 static_assert(WARPS_N * AM * sizeof(km_best) <= (AM + 2 * AN) * 4 * sizeof(double),
               "the partial bests fit in the tiles");
+
+// The split tiles' scratch (km_assign_kernel): tile r of list lh, slice s
+// at best[((lh KM_SPLIT_ROWS + r) KM_SPLITS + s) AM], and the count of its
+// blocks that have arrived at n[lh KM_SPLIT_ROWS + r] (0 before a launch;
+// the last block sets it back to 0).
+struct km_slices {
+    km_best *best;
+    int32_t *n;
+};
+
+// The scratch's bytes for `lists` lists: the bests, then the counts.
+__host__ __device__ inline size_t km_slices_bytes(int32_t lists)
+{
+    return (size_t)lists * KM_SPLIT_ROWS * (KM_SPLITS * AM * sizeof(km_best) + sizeof(int32_t));
+}
+
+__host__ __device__ inline km_slices km_slices_at(void *scratch, int32_t lists)
+{
+    km_best *const best = static_cast<km_best *>(scratch);
+    return {best, reinterpret_cast<int32_t *>(best + (size_t)lists * KM_SPLIT_ROWS * KM_SPLITS * AM)};
+}
 
 // A warp takes MT m-tiles of 16 features x 16 centroids. At head_dim 128
 // shared memory holds one block an SM (the generic form takes the same
@@ -871,7 +901,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
                      float2 *top, unsigned *margin, const int32_t *rows,
                      const int32_t *n_rows, const int32_t *act, int32_t lists, int32_t *chg,
-                     int32_t *touch, const int32_t *M_of, km_params p)
+                     int32_t *touch, const int32_t *M_of, km_slices sp, km_params p)
 {
     constexpr int BYTES = D ? 16 : 8;  // rows of 64 or 128 doubles are 16-byte aligned
     constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
@@ -879,6 +909,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     __shared__ int2 found;  // the pass's list and first row
     __shared__ int2 from;   // the scan's round of found's list and the tiles before it
     __shared__ int32_t next;
+    __shared__ bool last;  // the block is the last of its tile's slices to arrive
     const int32_t d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
     const int32_t stride = (int32_t)km_stride(d4);
     double *const fs = sm, *const cs = sm + AM * stride;
@@ -890,10 +921,15 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     const auto rows_in = [&](int32_t lh) {
         return lh < lists && act[lh] ? (rows ? n_rows[lh] : M_of[lh]) : 0;
     };
+    // The slices of each tile of a list of nr tiles of rows (KM_SPLITS).
+    const auto slices = [&](int32_t nr) {
+        return nr <= KM_SPLIT_ROWS ? max(1, min((int32_t)KM_SPLITS, tiles)) : 1;
+    };
 
-    // Each pass: tile u (blockIdx.x, then gridDim.x further each pass), rows
-    // m0 .. m0 + AM - 1 of list lh, found by the first warp (a lane a list,
-    // 32 lists at a time; lh -1: every tile is taken). u only grows, so the
+    // Each pass: item u (blockIdx.x, then gridDim.x further each pass), a
+    // slice of the columns for rows m0 .. m0 + AM - 1 of list lh (a list's
+    // items its tiles of rows times their slices), found by the first warp
+    // (a lane a list, 32 lists at a time; lh -1: every item is taken). u only grows, so the
     // scan resumes at the round where the last pass found its list (from)
     // rather than at list 0: at the 8B's 256 lists a pass from list 0 took
     // up to 8 rounds of dependent loads while the other warps waited. The
@@ -915,7 +951,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             }
             __syncwarp();
             for (int32_t l = f0.x, before = f0.y; l < lists && before <= u; l += 32) {
-                const int32_t lh = l + lane, n = (rows_in(lh) + AM - 1) / AM;
+                const int32_t lh = l + lane, nr = (rows_in(lh) + AM - 1) / AM,
+                              n = nr * slices(nr);
                 int32_t incl = n;
     #pragma unroll
                 for (int off = 1; off < 32; off *= 2) {
@@ -925,7 +962,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 }
                 const int32_t at = before + incl - n;
                 if (at <= u && u < at + n) {
-                    found = make_int2(lh, (u - at) * AM);
+                    found = make_int2(lh, u - at);
                     from = make_int2(l, before);
                 }
                 before += __shfl_sync(0xffffffffu, incl, 31);
@@ -934,7 +971,9 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         __syncthreads();  // (the last pass's closing barrier put these writes after its reads)
         if (found.x < 0)
             break;
-        const int32_t lh = found.x, m0 = found.y, n = rows_in(lh), M = M_of[lh];
+        const int32_t lh = found.x, n = rows_in(lh), M = M_of[lh];
+        const int32_t ns = slices((n + AM - 1) / AM), rt = found.y / ns, sl = found.y % ns;
+        const int32_t m0 = rt * AM, i_lo = sl * tiles / ns, i_hi = (sl + 1) * tiles / ns;
         const size_t base = (size_t)lh * p.cap;
         const auto row_of = [&](int32_t i) { return rows ? rows[base + i] : i; };
         // The tiles in the order t0, t0 + 1, ..., wrapping round, t0 the tile
@@ -956,8 +995,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         km_copy_tile<BYTES, THREADS>(
             fs, [&](int32_t r) { return f + (base + row_of(m0 + r)) * d; }, AM, min(AM, n - m0), d,
             d4, stride);
-        if (tiles > 0) {
-            const int32_t j1 = tile_at(0) * AN;
+        if (i_lo < i_hi) {
+            const int32_t j1 = tile_at(i_lo) * AN;
             km_copy_tile<BYTES, THREADS>(cs, centroids(j1), AN, min(AN, p.k - j1), d, d4, stride);
         }
         // The lane's rows wm 16 MT + 16 mt + g + 8 h and their norms.
@@ -978,10 +1017,12 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         // list's one tile (SmolLM2's 32K call's first: 0.61 -> 0.53 ms, run
         // XD).
         const bool idle = m0 + wm * 16 * MT >= n;
-        for (int32_t i = 0; i < tiles; i++) {
-            const int32_t j0 = tile_at(i) * AN;
-            if (i + 1 < tiles) {
-                const int32_t j1 = tile_at(i + 1) * AN;
+        // i counts the slice's tiles, tile_at(i_lo + i) the centroids'.
+        const int32_t walk = i_hi - i_lo;
+        for (int32_t i = 0; i < walk; i++) {
+            const int32_t j0 = tile_at(i_lo + i) * AN;
+            if (i + 1 < walk) {
+                const int32_t j1 = tile_at(i_lo + i + 1) * AN;
                 km_copy_tile<BYTES, THREADS>(cs + ((i + 1) & 1) * AN * stride, centroids(j1), AN,
                                              min(AN, p.k - j1), d, d4, stride);
             } else {
@@ -1082,7 +1123,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                         q[mt][h] = km_bound(fmax(r.second, lb[mt][h]), fn[mt][h]);
                     }
                 // The warp's two best a row, for the next tile's bounds (lb above).
-                if (km_shares(i) && i + 1 < tiles) {
+                if (km_shares(i) && i + 1 < walk) {
     #pragma unroll
                     for (int mt = 0; mt < MT; mt++)
     #pragma unroll
@@ -1122,11 +1163,41 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                     part[wn * AM + wm * 16 * MT + 16 * mt + g + 8 * h] = r;
             }
         __syncthreads();
+        // The row's best over the block's columns, then (a split tile) the
+        // tile's over all of its slices' in the last block to arrive.
         const int32_t row = threadIdx.x;
-        if (row < AM && m0 + row < n) {
-            km_best r = part[row];
+        km_best r = {};
+        if (row < AM) {
+            r = part[row];
             for (int w = 1; w < WARPS_N; w++)
                 r = km_merge(r, part[w * AM + row]);
+        }
+        bool mine = row < AM && m0 + row < n;
+        if (ns > 1) {
+            const size_t at = (size_t)lh * KM_SPLIT_ROWS + rt;
+            km_best *const tb = sp.best + at * KM_SPLITS * AM;
+            if (row < AM)
+                tb[sl * AM + row] = r;
+            __threadfence();  // the bests are seen by every block before the count
+            __syncthreads();
+            if (threadIdx.x == 0)
+                last = atomicAdd(sp.n + at, 1) == ns - 1;
+            __syncthreads();
+            mine = mine && last;
+            if (mine) {
+                __threadfence();  // the other slices' bests after their counts
+                const auto slice = [&](int32_t s2) {
+                    const km_best *const o = tb + s2 * AM + row;
+                    return km_best{__ldcg(&o->s), __ldcg(&o->second), __ldcg(&o->j)};
+                };
+                r = slice(0);
+                for (int32_t s2 = 1; s2 < ns; s2++)
+                    r = km_merge(r, slice(s2));
+            }
+            if (last && threadIdx.x == 0)
+                sp.n[at] = 0;  // for the next launch
+        }
+        if (mine) {
             const int32_t m = row_of(m0 + row);
             km_move_row(cl, chg, touch, lh, base, m, r.j);
             if (best)  // the tests' (ckv_gpu_kmeans_assign)
@@ -2020,6 +2091,7 @@ struct km_bufs {
     const int32_t *act, *M_of;
     int32_t *chg, *touch;
     km_drift dr;
+    km_slices sp;
 };
 
 // One pass of the estimate over every active list (up to max_m rows). The
@@ -2067,11 +2139,12 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     // The rows left (after the estimate: in a number the host does not
     // know) in tiles, one wave of the blocks the SMs hold (km_assign_blocks)
     // for them all.
-    const int64_t most = (int64_t)lists * ckv_pol_blocks(max_m, AM);
+    const int64_t most =
+        (int64_t)lists * max((int64_t)ckv_pol_blocks(max_m, AM), (int64_t)KM_SPLIT_ROWS * KM_SPLITS);
     const int32_t blocks = (int32_t)min(most, (int64_t)room.sms * km_assign_blocks(p.d));
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
-        b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, p);
+        b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
@@ -2130,6 +2203,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (est && (st = ckv_pol_take(x, (void **)&w->redo, w->slots * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->cmv, w->slots, err))) ||
         (est && x->own_rows && (st = ckv_pol_take(x, (void **)&w->own_rows, w->slots, err))) ||
+        (st = ckv_pol_take(x, &w->ksplit, km_slices_bytes(x->lists), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
@@ -2154,9 +2228,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     if (kept_n || own_n)
         CKV_CUDA(cudaMemsetAsync(nmoved + 2 * x->lists, 0, 2 * x->lists * sizeof(int32_t),
                                  x->s));
+    const km_slices sp = km_slices_at(w->ksplit, x->lists);
+    // The split tiles' counts start at 0 (each launch's last blocks leave them so).
+    CKV_CUDA(cudaMemsetAsync(sp.n, 0, (size_t)x->lists * KM_SPLIT_ROWS * sizeof(int32_t), x->s));
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cnorm, crec,    w->cscale, fs,
                   cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
-                  nullptr, nullptr, dr};
+                  nullptr, nullptr, dr, sp};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 per_block(ckv_pol_blocks(kp.k, UPDATE_CLUSTERS), x->lists);
@@ -2294,6 +2371,7 @@ struct km_test_mem {
     uint32_t *fs, *cs;
     int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k, chg
     unsigned *margin;
+    km_slices sp;  // one list's, its counts 0
 };
 
 // Uploads one list and its previous clusters, runs km_assign over it,
@@ -2327,7 +2405,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.best,   d.margin, d.head, d.head + 1,
-                       d.head + 3, nullptr, {}};
+                       d.head + 3, nullptr, {}, d.sp};
     ckv_status st = km_assign(b, kp, 1, M, false, room, nullptr, err);
     if (st)
         return st;
@@ -2358,15 +2436,23 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
         return st;
     // The list's capacity holds both row sets.
     const size_t cap = (size_t)(M > k ? M : k), cd = cap * d;
-    // Doubles (an even count: the splits after them stay 16-byte aligned),
-    // the splits, the scales, then ints.
-    const size_t bytes = (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 6) * 4;
+    // The split tiles' scratch (its size a multiple of 16 bytes), doubles (an
+    // even count: the splits after them stay 16-byte aligned), the splits,
+    // the scales, then ints.
+    const size_t sp_bytes = (km_slices_bytes(1) + 15) / 16 * 16;
+    const size_t bytes = sp_bytes + (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 6) * 4;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess)
         return ckv_errorf(err, CKV_ERR_DEVICE, "kmeans_assign: %s", cudaGetErrorString(e));
     km_test_mem m;
-    m.f = reinterpret_cast<double *>(dev);
+    m.sp = km_slices_at(dev, 1);
+    e = cudaMemset(dev, 0, sp_bytes);
+    if (e != cudaSuccess) {
+        cudaFree(dev);
+        return ckv_errorf(err, CKV_ERR_DEVICE, "kmeans_assign: %s", cudaGetErrorString(e));
+    }
+    m.f = reinterpret_cast<double *>(dev + sp_bytes);
     m.cen = m.f + cd;
     m.fnorm = m.cen + cd;
     m.cnorm = m.fnorm + cap;

@@ -59,8 +59,9 @@ struct ckv_gpu_policy_ws {
     // four counts a list: moved centroids, redo's rows, rows kept, rows
     // the own pass assigned), redo the rows to assign over every centroid
     // (slots), cmv a flag a centroid (slots), own the own pass's records
-    // (slots), their sides (an int2 a slot), then a header a list
-    // (cuda_kmeans.cu).
+    // (slots), their sides (an int2 a slot), then a header a list; ksplit
+    // the exact kernel's split tiles' bests and counts (cuda_kmeans.cu,
+    // km_slices).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
@@ -68,6 +69,7 @@ struct ckv_gpu_policy_ws {
     int32_t *cl, *amb, *chg, *touch, *moved, *redo;
     uint8_t *cmv, *own_rows;  // own_rows: the trace's flags (slots), taken where asked
     uint4 *own;
+    void *ksplit;
     // SnapKV: window queries and per-query probabilities, grown as needed.
     float *q;
     double *prob, *acc;
