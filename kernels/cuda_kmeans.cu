@@ -701,9 +701,10 @@ __global__ void __launch_bounds__(KM_OWN_ROWS)
 __global__ void km_own_rows_kernel(uint8_t *flags, const int32_t *redo, const int32_t *redo_n,
                                    const int32_t *act, const int32_t *M_of, km_params p)
 {
-    const int32_t lh = blockIdx.x, M = M_of[lh];
+    const int32_t lh = blockIdx.x;
     if (!act[lh])
         return;
+    const int32_t M = M_of[lh];
     const size_t base = (size_t)lh * p.cap;
     for (int32_t m = threadIdx.x; m < M; m += blockDim.x)
         flags[base + m] = km_starts(m, M, p.k);
@@ -1921,12 +1922,12 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
             for (int32_t r = rb[e]; r < re[e]; r++) {
                 const int32_t m = r == rb[e] ? first[e] : members[r];
                 const double wm = (double)w[m];
-                const double *const fm = f + (base + m) * d + i0 + lane;
+                const double *const fm = f + (base + m) * d;  // indexed under the guard
                 wsum = __dadd_rn(wsum, wm);
 #pragma unroll
                 for (int q = 0; q < KQ; q++)
                     if (i0 + lane + 32 * q < d)
-                        a[q] = __dadd_rn(a[q], __dmul_rn(wm, fm[32 * q]));
+                        a[q] = __dadd_rn(a[q], __dmul_rn(wm, fm[i0 + lane + 32 * q]));
             }
 #pragma unroll
             for (int q = 0; q < KQ; q++)
