@@ -748,15 +748,16 @@ static __device__ km_best km_merge(km_best a, km_best b)
 // barriers while the tensor pipe idles (51% busy at the 8B's 8K
 // decode-time shape, run LB; 71% without an epilogue, run KF).
 enum { AM = 64, AN = 64, WARPS_N = 4 };
-// A list with at most KM_SPLIT_ROWS tiles of rows has each tile's columns
-// split among KM_SPLITS blocks (fewer where it has fewer tiles of
-// centroids): at a decode-time call's first assignment a list leaves a few
-// rows, one tile, to this kernel, and one block a list walked all its
-// centroids' tiles in turn while most of the wave had no tile (SmolLM2's
-// 90 lists: 0.53 ms of its 32K call, run XD). Each block merges its
-// columns' bests into km_slices's rows and the last of a tile's blocks to
-// arrive merges those (km_merge does not depend on the order).
-enum { KM_SPLITS = 8, KM_SPLIT_ROWS = 2 };
+// Where the lists are fewer than the wave's blocks, a list with at most
+// KM_SPLIT_ROWS tiles of rows has each tile's columns split among KM_SPLITS
+// blocks (fewer where it has fewer tiles of centroids): at a decode-time
+// call's first assignment a list leaves a few rows, one tile, to this
+// kernel, and one block a list walked all its centroids' tiles in turn
+// while most of the wave had no tile (SmolLM2's 90 lists: 0.53 ms of its 32K
+// call, run XD). Each block merges its columns' bests into km_slices's rows
+// and the last of a tile's blocks to arrive merges those (km_merge does not
+// depend on the order). 8 tiles of rows: the tests' 300 rows split too.
+enum { KM_SPLITS = 8, KM_SPLIT_ROWS = 8 };
 static_assert(16 * WARPS_N == AN, "the warps of a row split a tile's columns 16 each");
 // The partial bests at the end reuse the tiles (rows of at least 4 doubles).
 static_assert(WARPS_N * AM * sizeof(km_best) <= (AM + 2 * AN) * 4 * sizeof(double),
@@ -771,16 +772,22 @@ struct km_slices {
     int32_t *n;
 };
 
-// The scratch's bytes for `lists` lists: the bests, then the counts.
-__host__ __device__ inline size_t km_slices_bytes(int32_t lists)
+// The counts of `lists` lists, and the scratch's bytes: the bests, then the
+// counts.
+__host__ __device__ inline size_t km_slices_counts(size_t lists)
 {
-    return (size_t)lists * KM_SPLIT_ROWS * (KM_SPLITS * AM * sizeof(km_best) + sizeof(int32_t));
+    return lists * KM_SPLIT_ROWS;
 }
 
-__host__ __device__ inline km_slices km_slices_at(void *scratch, int32_t lists)
+__host__ __device__ inline size_t km_slices_bytes(size_t lists)
+{
+    return km_slices_counts(lists) * (KM_SPLITS * AM * sizeof(km_best) + sizeof(int32_t));
+}
+
+__host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
 {
     km_best *const best = static_cast<km_best *>(scratch);
-    return {best, reinterpret_cast<int32_t *>(best + (size_t)lists * KM_SPLIT_ROWS * KM_SPLITS * AM)};
+    return {best, reinterpret_cast<int32_t *>(best + km_slices_counts(lists) * KM_SPLITS * AM)};
 }
 
 // A warp takes MT m-tiles of 16 features x 16 centroids. At head_dim 128
@@ -882,11 +889,13 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 //
 // rows: the list's rows to assign (rows[base + i], i < n_rows[lh]: those
 // the estimate left); NULL: all M; act: the lists to assign. The active
-// lists' rows, in tiles of AM, are numbered as one sequence, and block b
-// takes tiles b, b + gridDim.x, ...: the rows the estimate leaves differ
+// lists' rows, in tiles of AM (each tile as its slices, km_slices; split:
+// the most, 1 where the lists fill the wave), are numbered as one
+// sequence of items, and block b takes items b, b + gridDim.x, ...: the
+// rows the estimate leaves differ
 // from list to list, and a grid of a few blocks a list gave each list the
 // same blocks whatever its rows (at SmolLM2's 90 lists 540 blocks, three
-// waves for 2.05 waves' work: run SD). Every block numbers the tiles
+// waves for 2.05 waves' work: run SD). Every block numbers the items
 // itself, by a scan of the lists' counts, so that no launch comes between
 // the estimate and this kernel: a queue whose prefix a kernel of its own
 // formed (4f6c792) cost about 3% of K-Means's compression a sample on real
@@ -902,12 +911,13 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
                      float2 *top, unsigned *margin, const int32_t *rows,
                      const int32_t *n_rows, const int32_t *act, int32_t lists, int32_t *chg,
-                     int32_t *touch, const int32_t *M_of, km_slices sp, km_params p)
+                     int32_t *touch, const int32_t *M_of, km_slices sp, int32_t split,
+                     km_params p)
 {
     constexpr int BYTES = D ? 16 : 8;  // rows of 64 or 128 doubles are 16-byte aligned
     constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
     extern __shared__ double sm[];
-    __shared__ int2 found;  // the pass's list and first row
+    __shared__ int2 found;  // the pass's list and item (its tile of rows and slice)
     __shared__ int2 from;   // the scan's round of found's list and the tiles before it
     __shared__ int32_t next;
     __shared__ bool last;  // the block is the last of its tile's slices to arrive
@@ -922,20 +932,20 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     const auto rows_in = [&](int32_t lh) {
         return lh < lists && act[lh] ? (rows ? n_rows[lh] : M_of[lh]) : 0;
     };
-    // The slices of each tile of a list of nr tiles of rows (KM_SPLITS).
+    // The slices of each tile of a list of nr tiles of rows.
     const auto slices = [&](int32_t nr) {
-        return nr <= KM_SPLIT_ROWS ? max(1, min((int32_t)KM_SPLITS, tiles)) : 1;
+        return nr <= KM_SPLIT_ROWS ? max(1, min(split, tiles)) : 1;
     };
 
     // Each pass: item u (blockIdx.x, then gridDim.x further each pass), a
     // slice of the columns for rows m0 .. m0 + AM - 1 of list lh (a list's
     // items its tiles of rows times their slices), found by the first warp
-    // (a lane a list, 32 lists at a time; lh -1: every item is taken). u only grows, so the
-    // scan resumes at the round where the last pass found its list (from)
-    // rather than at list 0: at the 8B's 256 lists a pass from list 0 took
-    // up to 8 rounds of dependent loads while the other warps waited. The
-    // next tile and from wait in shared memory: a register kept over the
-    // pass made D = 64 spill.
+    // (a lane a list, 32 lists at a time; lh -1: every item is taken). u
+    // only grows, so the scan resumes at the round where the last pass found
+    // its list (from) rather than at list 0: at the 8B's 256 lists a pass
+    // from list 0 took up to 8 rounds of dependent loads while the other
+    // warps waited. The next item and from wait in shared memory: a
+    // register kept over the pass made D = 64 spill.
     if (threadIdx.x == 0) {
         next = blockIdx.x;
         from = make_int2(0, 0);
@@ -1179,14 +1189,18 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             km_best *const tb = sp.best + at * KM_SPLITS * AM;
             if (row < AM)
                 tb[sl * AM + row] = r;
-            __threadfence();  // the bests are seen by every block before the count
             __syncthreads();
-            if (threadIdx.x == 0)
+            // The block's bests before its count (a release), and the last
+            // block's reads of the others' after theirs (an acquire).
+            if (threadIdx.x == 0) {
+                __threadfence();
                 last = atomicAdd(sp.n + at, 1) == ns - 1;
+                if (last)
+                    __threadfence();
+            }
             __syncthreads();
             mine = mine && last;
             if (mine) {
-                __threadfence();  // the other slices' bests after their counts
                 const auto slice = [&](int32_t s2) {
                     const km_best *const o = tb + s2 * AM + row;
                     return km_best{__ldcg(&o->s), __ldcg(&o->second), __ldcg(&o->j)};
@@ -2138,14 +2152,17 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
         CKV_CUDA_LAUNCHED();
     }
     // The rows left (after the estimate: in a number the host does not
-    // know) in tiles, one wave of the blocks the SMs hold (km_assign_blocks)
-    // for them all.
-    const int64_t most =
-        (int64_t)lists * max((int64_t)ckv_pol_blocks(max_m, AM), (int64_t)KM_SPLIT_ROWS * KM_SPLITS);
-    const int32_t blocks = (int32_t)min(most, (int64_t)room.sms * km_assign_blocks(p.d));
+    // know) in tiles, each split where the lists are fewer than the wave's
+    // blocks (km_slices), one wave of the blocks the SMs hold
+    // (km_assign_blocks) for them all; most: the items there can be.
+    const int64_t wave = (int64_t)room.sms * km_assign_blocks(p.d);
+    const int32_t split = lists < wave ? KM_SPLITS : 1;
+    const int64_t tiles = ckv_pol_blocks(max_m, AM);
+    const int64_t most = (int64_t)lists * (tiles <= KM_SPLIT_ROWS ? tiles * split : tiles);
+    const int32_t blocks = (int32_t)min(most, wave);
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
-        b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp, p);
+        b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp, split, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
@@ -2204,7 +2221,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (est && (st = ckv_pol_take(x, (void **)&w->redo, w->slots * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->cmv, w->slots, err))) ||
         (est && x->own_rows && (st = ckv_pol_take(x, (void **)&w->own_rows, w->slots, err))) ||
-        (st = ckv_pol_take(x, &w->ksplit, km_slices_bytes(x->lists), err)) ||
+        (st = ckv_pol_take(x, &w->ksplit, km_slices_bytes(w->lists), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
@@ -2229,9 +2246,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     if (kept_n || own_n)
         CKV_CUDA(cudaMemsetAsync(nmoved + 2 * x->lists, 0, 2 * x->lists * sizeof(int32_t),
                                  x->s));
-    const km_slices sp = km_slices_at(w->ksplit, x->lists);
+    // The workspace's lists (its largest cache's): the scratch's layout.
+    const km_slices sp = km_slices_at(w->ksplit, w->lists);
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
-    CKV_CUDA(cudaMemsetAsync(sp.n, 0, (size_t)x->lists * KM_SPLIT_ROWS * sizeof(int32_t), x->s));
+    CKV_CUDA(cudaMemsetAsync(sp.n, 0, km_slices_counts(x->lists) * sizeof(int32_t), x->s));
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cnorm, crec,    w->cscale, fs,
                   cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp};
