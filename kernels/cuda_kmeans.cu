@@ -890,11 +890,10 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 // rows: the list's rows to assign (rows[base + i], i < n_rows[lh]: those
 // the estimate left); NULL: all M; act: the lists to assign. The active
 // lists' rows, in tiles of AM (each tile as its slices, km_slices; split:
-// the most, 1 where the lists fill the wave), are numbered as one
-// sequence of items, and block b takes items b, b + gridDim.x, ...: the
-// rows the estimate leaves differ
-// from list to list, and a grid of a few blocks a list gave each list the
-// same blocks whatever its rows (at SmolLM2's 90 lists 540 blocks, three
+// the most, 1 where the lists fill the wave), are numbered as one sequence
+// of items, and block b takes items b, b + gridDim.x, ...: the rows the
+// estimate leaves differ from list to list, and a grid of a few blocks a
+// list gave each list the same blocks whatever its rows (at SmolLM2's 90 lists 540 blocks, three
 // waves for 2.05 waves' work: run SD). Every block numbers the items
 // itself, by a scan of the lists' counts, so that no launch comes between
 // the estimate and this kernel: a queue whose prefix a kernel of its own
@@ -918,7 +917,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     constexpr int MT = km_shape<D>::MT, THREADS = km_shape<D>::THREADS;
     extern __shared__ double sm[];
     __shared__ int2 found;  // the pass's list and item (its tile of rows and slice)
-    __shared__ int2 from;   // the scan's round of found's list and the tiles before it
+    __shared__ int2 from;   // the scan's round of found's list and the items before it
     __shared__ int32_t next;
     __shared__ bool last;  // the block is the last of its tile's slices to arrive
     const int32_t d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
@@ -2158,7 +2157,8 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     const int64_t wave = (int64_t)room.sms * km_assign_blocks(p.d);
     const int32_t split = lists < wave ? KM_SPLITS : 1;
     const int64_t tiles = ckv_pol_blocks(max_m, AM);
-    const int64_t most = (int64_t)lists * (tiles <= KM_SPLIT_ROWS ? tiles * split : tiles);
+    const int64_t most =
+        (int64_t)lists * max(tiles, min(tiles, (int64_t)KM_SPLIT_ROWS) * split);
     const int32_t blocks = (int32_t)min(most, wave);
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
