@@ -1399,28 +1399,45 @@ __device__ __forceinline__ void km_est_row_start(km_top &r, float &rf, const km_
     rf = km_scale(fn, 1.0 / fn, r.bad);
 }
 
-// Row i of the pass (the lane's top x, its row scale rf, cbad: a column of
-// the lane's outside the estimate's range): the quad's lanes, which hold
-// the row's columns between them, merge theirs, and lane 0 decides.
-template <bool MOVED>
-__device__ __forceinline__ void km_est_finish(km_top x, bool cbad, float rf, int32_t i, int t,
-                                              const km_est_list &L, const km_est_args &a,
-                                              int32_t lh)
+// The top of the union of two disjoint sets of a row's columns: the best
+// (the lower column of a tie, as one walk in column order keeps) and the
+// second, so the same whatever the sets and the order of merging.
+__device__ __forceinline__ km_top km_top_merge(km_top x, km_top o)
+{
+    x.bad |= o.bad;
+    x.second = fmaxf(fmaxf(x.second, o.second), fminf(x.s, o.s));
+    if (o.s > x.s || (o.s == x.s && o.j < x.j)) {
+        x.s = o.s;
+        x.j = o.j;
+    }
+    return x;
+}
+
+// The lane's top x of a row (cbad: a column of the lane's outside the
+// estimate's range) merged with the quad's, which hold the row's columns
+// between them: every lane of the quad returns the row's.
+__device__ __forceinline__ km_top km_est_quad(km_top x, bool cbad)
 {
     x.bad |= cbad;
 #pragma unroll
     for (int off = 1; off < 4; off *= 2) {
-        const float os = __shfl_xor_sync(0xffffffffu, x.s, off);
-        const float o2 = __shfl_xor_sync(0xffffffffu, x.second, off);
-        const int32_t oj = __shfl_xor_sync(0xffffffffu, x.j, off);
-        x.bad |= __shfl_xor_sync(0xffffffffu, (int)x.bad, off) != 0;
-        x.second = fmaxf(fmaxf(x.second, o2), fminf(x.s, os));
-        if (os > x.s || (os == x.s && oj < x.j)) {
-            x.s = os;
-            x.j = oj;
-        }
+        km_top o;
+        o.s = __shfl_xor_sync(0xffffffffu, x.s, off);
+        o.second = __shfl_xor_sync(0xffffffffu, x.second, off);
+        o.j = __shfl_xor_sync(0xffffffffu, x.j, off);
+        o.bad = __shfl_xor_sync(0xffffffffu, (int)x.bad, off) != 0;
+        x = km_top_merge(x, o);
     }
-    if (t != 0 || i >= L.n)
+    return x;
+}
+
+// Row i of the pass decided from its top x over every column of the pass
+// and its row scale rf (one lane a row).
+template <bool MOVED>
+__device__ __forceinline__ void km_est_decide(km_top x, float rf, int32_t i, const km_est_list &L,
+                                              const km_est_args &a, int32_t lh)
+{
+    if (i >= L.n)
         return;
     const size_t base = (size_t)lh * a.p.cap;
     const int32_t m = L.row_of(i);
@@ -1573,8 +1590,12 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            km_est_finish<MOVED>(r[mt][h], cbad, rf[mt][h],
-                                 m0 + 16 * (MT * warp + mt) + g + 8 * h, t, L, a, lh);
+        {
+            const km_top x = km_est_quad(r[mt][h], cbad);
+            if (t == 0)
+                km_est_decide<MOVED>(x, rf[mt][h], m0 + 16 * (MT * warp + mt) + g + 8 * h, L, a,
+                                     lh);
+        }
 }
 
 // The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; calls whose
@@ -1729,6 +1750,16 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
             ckv_mbar_arrive(full + 8 * st);
     };
 
+    // A block with at most 64 of the pass's rows (a decode-time call's
+    // first assignment leaves about the interval's 64 rows a list to the
+    // estimate) splits the columns instead: every warpgroup takes those rows
+    // and every WGS-th tile from its own, and the tops merge at the end
+    // (km_top_merge: the same bits as one walk). Only one warpgroup had
+    // worked, tile after tile, the other two copying and arriving (SmolLM2's
+    // 32K decode-time call's first estimate 0.18 ms, the 8B's 0.54, run YB).
+    const bool split = L.n - m0 <= 64;
+    const int wg = warp / 4, rw = split ? warp % 4 : warp;  // rw: the warp's 16 rows
+    __shared__ km_top wg_top[S::WGS - 1][64];
     km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
     // Row g (+ 8) of the warp's 16: A's k-step s, his then los (above).
     uint32_t ah[KS][4], al[KS][4];
@@ -1736,7 +1767,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     for (int s = 0; s < KS; s++)
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            const uint32_t *w = sm + (16 * warp + g + 8 * (u & 1)) * SF +
+            const uint32_t *w = sm + (16 * rw + g + 8 * (u & 1)) * SF +
                                 4 * (4 * s + 2 * (u >> 1) + t / 2) + t % 2;
             ah[s][u] = w[0];
             al[s][u] = w[2];
@@ -1755,17 +1786,16 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     float rf[2];
 #pragma unroll
     for (int h = 0; h < 2; h++)
-        km_est_row_start(r[h], rf[h], L, a, base, m0 + 16 * warp + g + 8 * h);
+        km_est_row_start(r[h], rf[h], L, a, base, m0 + 16 * rw + g + 8 * h);
     bool cbad = false;
     const uint64_t d0 = ckv_wgmma_desc(sb, 16);  // the stages' start, K-major
-    // A warpgroup none of whose 64 rows is the pass's only copies and
-    // arrives: a decode-time call's first assignment leaves about the
-    // interval's 64 rows a list to the estimate, one warpgroup's, and the
-    // idle two's products had shared the tensor pipe with its own (SmolLM2's
-    // 32K decode-time call's three estimates 0.75 -> 0.56 ms, run XC). A
-    // loop of their own: an if around the products in the one loop made
-    // ptxas serialize every wgmma.
-    const bool idle = m0 + 64 * (warp / 4) >= L.n;
+    // A warpgroup none of whose 64 rows is the pass's (no split) only copies
+    // and arrives: the idle two's products had shared the tensor pipe with
+    // the third's (SmolLM2's 32K decode-time call's three estimates 0.75 ->
+    // 0.56 ms, run XC). Its first tile is past the last, so that it only
+    // takes the walk after the products' loop: an if around the products
+    // made ptxas serialize every wgmma.
+    const bool idle = !split && m0 + 64 * wg >= L.n;
     // Tile i's next copies (LEAD tiles on) and the warp's arrival for i + 1.
     const auto advance = [&](int32_t i) {
         if (i + S::LEAD < L.tiles)
@@ -1775,13 +1805,22 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         if (i + 1 < L.tiles)
             arrive_full((i + 1) % S::STAGES);
     };
-    for (int32_t i = 0; idle && i < L.tiles; i++) {
-        ckv_mbar_wait(full + 8 * (i % S::STAGES), i / S::STAGES & 1);
-        advance(i);
-    }
-    for (int32_t i = 0; !idle && i < L.tiles; i++) {
+    // Every warp waits for every tile and advances after it, in order (the
+    // stages' reuse above rests on it), products or not: `next` the first
+    // tile the warp has not yet passed.
+    int32_t next = 0;
+    const auto pass_to = [&](int32_t i) {
+        for (; next < i; next++) {
+            ckv_mbar_wait(full + 8 * (next % S::STAGES), next / S::STAGES & 1);
+            advance(next);
+        }
+    };
+    const int32_t step = split ? S::WGS : 1;
+    for (int32_t i = idle ? L.tiles : split ? wg : 0; i < L.tiles; i += step) {
+        pass_to(i);
         const int st = i % S::STAGES;
         ckv_mbar_wait(full + 8 * st, i / S::STAGES & 1);
+        next = i + 1;
         float acc[KN / 8][4], cross[KN / 8][4];
         km_wg_products(acc, cross, ah, al, ckv_wgmma_desc_at(d0, st * S::STAGE),
                        ckv_wgmma_desc_at(d0, st * S::STAGE + S::PART));
@@ -1796,10 +1835,30 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
             km_take_cols(r[h], acc, cross, rc, h, i * KN + 2 * t, L.n_col,
                          i * KN + KN <= L.n_col);
     }
+    pass_to(L.tiles);
     ckv_cp_async_wait<0>();
+    km_top x[2];
 #pragma unroll
     for (int h = 0; h < 2; h++)
-        km_est_finish<false>(r[h], cbad, rf[h], m0 + 16 * warp + g + 8 * h, t, L, a, lh);
+        x[h] = km_est_quad(r[h], cbad);
+    if (split) {  // the other warpgroups' tops of the rows to the first's
+        if (wg > 0 && t == 0)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                wg_top[wg - 1][16 * rw + g + 8 * h] = x[h];
+        __syncthreads();
+        if (wg > 0)
+            return;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int o = 0; o < S::WGS - 1; o++)
+                x[h] = km_top_merge(x[h], wg_top[o][16 * rw + g + 8 * h]);
+    }
+    if (t == 0)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            km_est_decide<false>(x[h], rf[h], m0 + 16 * rw + g + 8 * h, L, a, lh);
 }
 
 // Sort keys for grouping the middle by cluster; clusters start without a run.
