@@ -1912,10 +1912,11 @@ enum { UPDATE_THREADS = 256, UPDATE_WARPS = UPDATE_THREADS / 32, UPDATE_CLUSTERS
 constexpr int UPDATE_EACH = UPDATE_CLUSTERS / UPDATE_WARPS;  // a warp's clusters
 
 // The block's rows of d doubles, one over d so that lane c's walk down its
-// row and the lanes' reads across one hit distinct banks.
+// row and the lanes' reads across one hit distinct banks: the means, then
+// the old centroids.
 static size_t km_update_smem(int32_t d)
 {
-    return UPDATE_CLUSTERS * (size_t)(d + 1) * sizeof(double);
+    return 2 * UPDATE_CLUSTERS * (size_t)(d + 1) * sizeof(double);
 }
 
 // The norm of a row of d doubles, as the CPU forms it: one chain of
@@ -1950,12 +1951,18 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     const size_t base = (size_t)lh * p.cap;
     const float *w = deg + base + p.sinks;
     // The warp's clusters are c = warp + UPDATE_WARPS e: their runs' bounds
-    // and touch flags, then their first members and old centroids (for the
-    // move, where cs is; in registers) all load before the means, so that
-    // the clusters wait on their loads together.
+    // and touch flags, then their first members, then those members'
+    // weights and features (into the means' rows) and the old centroids
+    // (for the move, where cs is; into olds) all load before the means, so
+    // that the clusters wait on their loads together. The rows go by
+    // cp.async, a lane the dimensions it later reads, so they hold no
+    // registers: the first members' features had loaded a cluster at a
+    // time, in the means' loop (run YC: 0.73 ms for SmolLM2's first update
+    // at 32K, whose bytes take 0.31).
     constexpr int KQ = D ? D / 32 : 1;  // a lane's dimensions of a row at a time
-    double old[UPDATE_EACH][KQ];
+    double *const olds = km_update_sm + UPDATE_CLUSTERS * st;
     int32_t rb[UPDATE_EACH], re[UPDATE_EACH], first[UPDATE_EACH];
+    double wf[UPDATE_EACH];  // the first members' weights
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
         const int32_t j = j0 + warp + UPDATE_WARPS * e;
@@ -1975,24 +1982,39 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
             re[e] = rb[e];  // no members
         first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
         if (on && D && cs)
-#pragma unroll
-            for (int q = 0; q < KQ; q++)
-                old[e][q] = __ldcg(cen + (base + j) * d + lane + 32 * q);
+            for (int32_t i = lane; i < d; i += 32)
+                ckv_cp_async8(olds + c * st + i, cen + (base + j) * d + i, true);
     }
-    // A member's weight and its KQ dimensions load together, for every
-    // chunk of 32 KQ dimensions (one where D is given; each sum over the
-    // members in slot order as before, so the same bits): a lane had waited
-    // on each of its dimensions' loads in turn.
+#pragma unroll
+    for (int e = 0; e < UPDATE_EACH; e++) {
+        const bool any = re[e] > rb[e];
+        wf[e] = any ? (double)w[first[e]] : 0.0;
+        if (any)
+            for (int32_t i = lane; i < d; i += 32)
+                ckv_cp_async8(km_update_sm + (warp + UPDATE_WARPS * e) * st + i,
+                              f + (base + first[e]) * d + i, true);
+    }
+    ckv_cp_async_commit();
+    ckv_cp_async_wait<0>();  // each lane reads only the dimensions it copied
+    // The later members' weights and KQ dimensions load together, for
+    // every chunk of 32 KQ dimensions (one where D is given; each sum over
+    // the members in slot order as before, so the same bits): a lane had
+    // waited on each of its dimensions' loads in turn.
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
         double *const s = km_update_sm + (warp + UPDATE_WARPS * e) * st;
         for (int32_t i0 = 0; re[e] > rb[e] && i0 < d; i0 += 32 * KQ) {
-            double wsum = 0, a[KQ];  // wsum: every lane the same sum
+            // The first member's terms from its feature in s (0 + x, as a
+            // sum from 0 forms it); wsum: every lane the same sum.
+            double wsum = __dadd_rn(0.0, wf[e]), a[KQ];
 #pragma unroll
             for (int q = 0; q < KQ; q++)
-                a[q] = 0;
-            for (int32_t r = rb[e]; r < re[e]; r++) {
-                const int32_t m = r == rb[e] ? first[e] : members[r];
+                a[q] = i0 + lane + 32 * q < d ? s[i0 + lane + 32 * q] : 0.0;
+#pragma unroll
+            for (int q = 0; q < KQ; q++)
+                a[q] = __dadd_rn(0.0, __dmul_rn(wf[e], a[q]));
+            for (int32_t r = rb[e] + 1; r < re[e]; r++) {
+                const int32_t m = members[r];
                 const double wm = (double)w[m];
                 const double *const fm = f + (base + m) * d;  // indexed under the guard
                 wsum = __dadd_rn(wsum, wm);
@@ -2024,11 +2046,12 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
         const double n = norm[c];
         double *const s = km_update_sm + c * st, *const cj = cen + (base + j) * d;
         double move = 0;
+        const double *const o = olds + c * st;
 #pragma unroll(D ? D / 32 : 1)
         for (int32_t q = 0; lane + 32 * q < d; q++) {
             const double x = __ddiv_rn(s[lane + 32 * q], n);
             if (D && cs)
-                move += (x - old[e][q]) * (x - old[e][q]);
+                move += (x - o[lane + 32 * q]) * (x - o[lane + 32 * q]);
             s[lane + 32 * q] = x;
             cj[lane + 32 * q] = x;
         }
@@ -2418,6 +2441,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             break;  // the final assignment: no update after it
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
+        if ((st = ckv_pol_allow_smem(km_update_of(x->d), km_update_smem(x->d), "cuda kmeans",
+                                     err)))
+            return st;
         km_update_of(x->d)<<<per_block, UPDATE_THREADS, km_update_smem(x->d), x->s>>>(
             w->f, c->deg, w->cen, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
             w->touch, w->run_b, w->run_e, w->ival_out, changed, kp);
