@@ -1756,7 +1756,9 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // and every WGS-th tile from its own, and the tops merge at the end
     // (km_top_merge: the same bits as one walk). Only one warpgroup had
     // worked, tile after tile, the other two copying and arriving (SmolLM2's
-    // 32K decode-time call's first estimate 0.18 ms, the 8B's 0.54, run YB).
+    // 32K decode-time call's first estimate 0.18 -> 0.157 ms, the 8B's 0.54
+    // -> 0.47, runs YB, YC: a warp arrives for a tile only after its own
+    // last one, so about two tiles overlap, not three).
     const bool split = L.n - m0 <= 64;
     const int wg = warp / 4, rw = split ? warp % 4 : warp;  // rw: the warp's 16 rows
     __shared__ km_top wg_top[S::WGS - 1][64];
