@@ -1960,7 +1960,8 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     // cp.async, a lane the dimensions it later reads, so they hold no
     // registers: the first members' features had loaded a cluster at a
     // time, in the means' loop (run YC: 0.73 ms for SmolLM2's first update
-    // at 32K, whose bytes take 0.31).
+    // at 32K, whose bytes take 0.31; 0.58 ms so, run YD; the 8B's 2.77 ms
+    // did not move: it issues too few instructions a cycle, run YE).
     constexpr int KQ = D ? D / 32 : 1;  // a lane's dimensions of a row at a time
     double *const olds = km_update_sm + UPDATE_CLUSTERS * st;
     int32_t rb[UPDATE_EACH], re[UPDATE_EACH], first[UPDATE_EACH];
