@@ -279,8 +279,9 @@ static bool own_rows_sound(const ckv_cache *keys, const ckv_policy *p, int32_t b
         }
         for (int32_t m = 0; ok && m < cap; m++)
             if (fl[m] && !starts[m]) {
-                snprintf(why, n, "list %zu: own-pass flag at middle row %d, which starts no centroid",
-                         lh, m);
+                snprintf(why, n,
+                         "list %zu: own-pass flag at middle row %d, which starts no centroid", lh,
+                         m);
                 ok = false;
             }
         for (int32_t j = 0; ok && act && j < k; j++) {
