@@ -95,7 +95,8 @@ __device__ __forceinline__ uint4 km_split_chunk(const double *x, int32_t q)
 }
 
 // The splits of the first n[lh] rows of each active list (d doubles, then
-// d words, a row), a thread a chunk.
+// d words, a row), a thread a chunk: the tests' single assignment (the
+// policy's features are split as they are formed, km_feature_kernel).
 __global__ void km_split_kernel(const double *x, uint32_t *y, const int32_t *n,
                                 const int32_t *act, km_params p)
 {
@@ -106,84 +107,6 @@ __global__ void km_split_kernel(const double *x, uint32_t *y, const int32_t *n,
     const size_t row = (size_t)lh * p.cap + c / chunks;
     reinterpret_cast<uint4 *>(y + row * p.d)[c % chunks] =
         km_split_chunk(x + row * p.d, (int32_t)(c % chunks));
-}
-
-// Identity dest for the list; unit-normalised keys of the middle and their
-// norms (x: M, the middle's length). A block takes FEAT_ROWS slots: their
-// keys come into shared memory a warp a row, in the cache's type, and the
-// features go out likewise, so both are coalesced, while each thread forms
-// its row's two chains (the key's norm, then the feature's) in dimension
-// order, as the CPU does; a row's keys lie an odd count of 4-byte words
-// apart, so that the threads' walks hit distinct banks. (A thread reading
-// and writing its own row took 2.2 ms at the 8B's 8K decode-time shape, run
-// MG; bf16 keys held as floats took twice the shared memory, half the
-// blocks an SM, for a kernel that waits on its chains: run WC.)
-enum { FEAT_ROWS = 128 };
-
-template <typename Elem>
-__host__ __device__ inline int32_t km_feat_stride(int32_t d)
-{
-    constexpr int32_t per = 4 / sizeof(Elem);  // elements a word
-    return (((d + per - 1) / per) | 1) * per;
-}
-
-template <typename Elem>
-static size_t km_feat_smem(int32_t d)
-{
-    return FEAT_ROWS * (size_t)km_feat_stride<Elem>(d) * sizeof(Elem);
-}
-
-template <typename Elem>
-__global__ void __launch_bounds__(FEAT_ROWS)
-    km_feature_kernel(const Elem *keys, double *f, double *fnorm, int32_t *dest,
-                      const int32_t *act, const int32_t *T, const int32_t *M_of, km_params p)
-{
-    extern __shared__ __align__(16) unsigned char km_feat_raw[];
-    Elem *const sm = reinterpret_cast<Elem *>(km_feat_raw);
-    __shared__ double rn[FEAT_ROWS];
-    const int32_t lh = blockIdx.y, t0 = blockIdx.x * FEAT_ROWS;
-    if (!act[lh] || t0 >= T[lh])
-        return;
-    const size_t base = (size_t)lh * p.cap;
-    if (t0 + (int32_t)threadIdx.x < T[lh])
-        dest[base + t0 + threadIdx.x] = t0 + threadIdx.x;
-    // The block's middle rows m0 .. m0 + rows - 1.
-    const int32_t m0 = max(t0 - p.sinks, 0);
-    const int32_t rows = min(t0 + FEAT_ROWS - p.sinks, M_of[lh]) - m0;
-    if (rows <= 0)
-        return;  // the whole block leaves together
-    const int32_t d = p.d, st = km_feat_stride<Elem>(d), warp = threadIdx.x / 32,
-                  lane = threadIdx.x % 32;
-    const Elem *const key = keys + (base + p.sinks + m0) * d;
-    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
-        for (int32_t i = lane; i < d; i += 32)
-            sm[r * st + i] = key[(size_t)r * d + i];
-    __syncthreads();
-    const int32_t row = threadIdx.x;
-    if (row < rows) {
-        const Elem *x = sm + row * st;
-        double n = 0;
-        for (int32_t i = 0; i < d; i++) {
-            const double v = ckv_kv_get(x, i);
-            n = __dadd_rn(n, __dmul_rn(v, v));
-        }
-        n = sqrt(n);
-        double s = 0;
-        for (int32_t i = 0; i < d; i++) {
-            const double fr = n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, i), n);
-            s = __dadd_rn(s, __dmul_rn(fr, fr));
-        }
-        fnorm[base + m0 + row] = sqrt(s);
-        rn[row] = n;
-    }
-    __syncthreads();
-    // Each feature is divided again here, from the same key and norm: the
-    // same double as the chain's.
-    double *const fr = f + (base + m0) * d;
-    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
-        for (int32_t i = lane; i < d; i += 32)
-            fr[(size_t)r * d + i] =
-                rn[r] < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(sm, (size_t)r * st + i), rn[r]);
 }
 
 // The estimate: every cosine of a row as dot x (1/fn) x (1/cn) in fp32,
@@ -312,34 +235,129 @@ __device__ __forceinline__ int32_t km_own_row(int32_t j, int32_t M, int32_t k)
     return (int32_t)(((2 * (int64_t)j + 1) * M) / (2 * (int64_t)k));
 }
 
-// Centroid j starts at the feature of middle index km_own_row(j), with
-// that feature's norm (the same chain over the same doubles as the
-// update's centroid norms). With fs, the centroids' splits (cs) start as the
-// features' likewise. A warp a centroid, so that rows are copied coalesced
-// without a division an element (a thread an element, its row and column
-// by 64-bit division, issued 62% of the cycles at 56% of the DRAM's
-// bandwidth: 2.4 ms of the 8B's 32K decode-time call, run WC).
-enum { INIT_WARPS = 8 };
-
-__global__ void __launch_bounds__(32 * INIT_WARPS)
-    km_init_kernel(const double *f, const double *fnorm, const uint32_t *fs, double *cen,
-                   double *cnorm, double *crec, float *cscale, uint32_t *cs, const int32_t *act,
-                   const int32_t *M_of, km_params p)
+// The centroid whose feature middle row m starts, or -1: km_own_row(j) = m
+// for j in [m k / M - 1/2, (m + 1) k / M - 1/2), a range at most one wide
+// where M >= k (the policy's M > k), so j is floor(m k / M) or one more.
+__device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
 {
-    const int32_t lh = blockIdx.y, j = blockIdx.x * INIT_WARPS + threadIdx.x / 32,
-                  lane = threadIdx.x % 32;
-    if (!act[lh] || j >= p.k)
+    const int32_t j = (int32_t)((int64_t)m * k / M);
+    if (j < k && km_own_row(j, M, k) == m)
+        return j;
+    return j + 1 < k && km_own_row(j + 1, M, k) == m ? j + 1 : -1;
+}
+
+// Identity dest for the list; unit-normalised keys of the middle and their
+// norms (x: M, the middle's length); with fs, each feature's split
+// (km_split_chunk); and the initial centroids: centroid j starts at the
+// feature of middle row km_own_row(j) (policies.md), with that feature's
+// norm (the same chain over the same doubles as the update's centroid
+// norms) and, with cs, its split. Formed here, they spare two passes over
+// the features (SmolLM2's 32K decode-time call: 0.14 and 0.35 ms, reading
+// 377 and 566 MB, run YD). A block takes FEAT_ROWS slots: their keys come
+// into shared memory a warp a row, in the cache's type, and the
+// features go out likewise, so both are coalesced, while each thread forms
+// its row's two chains (the key's norm, then the feature's) in dimension
+// order, as the CPU does; a row's keys lie an odd count of 4-byte words
+// apart, so that the threads' walks hit distinct banks. (A thread reading
+// and writing its own row took 2.2 ms at the 8B's 8K decode-time shape, run
+// MG; bf16 keys held as floats took twice the shared memory, half the
+// blocks an SM, for a kernel that waits on its chains: run WC.)
+enum { FEAT_ROWS = 128 };
+
+template <typename Elem>
+__host__ __device__ inline int32_t km_feat_stride(int32_t d)
+{
+    constexpr int32_t per = 4 / sizeof(Elem);  // elements a word
+    return (((d + per - 1) / per) | 1) * per;
+}
+
+template <typename Elem>
+static size_t km_feat_smem(int32_t d)
+{
+    return FEAT_ROWS * (size_t)km_feat_stride<Elem>(d) * sizeof(Elem);
+}
+
+// Where km_feature_kernel writes (fs and cs NULL: no splits).
+struct km_feat_out {
+    double *f, *fnorm;
+    uint32_t *fs;
+    double *cen, *cnorm, *crec;
+    float *cscale;
+    uint32_t *cs;
+};
+
+template <typename Elem>
+__global__ void __launch_bounds__(FEAT_ROWS)
+    km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
+                      const int32_t *T, const int32_t *M_of, km_params p)
+{
+    extern __shared__ __align__(16) unsigned char km_feat_raw[];
+    Elem *const sm = reinterpret_cast<Elem *>(km_feat_raw);
+    __shared__ double rn[FEAT_ROWS];
+    __shared__ int32_t own[FEAT_ROWS];  // the centroid a row starts, or -1
+    const int32_t lh = blockIdx.y, t0 = blockIdx.x * FEAT_ROWS;
+    if (!act[lh] || t0 >= T[lh])
         return;
     const size_t base = (size_t)lh * p.cap;
-    const int32_t m = km_own_row(j, M_of[lh], p.k);
-    const size_t to = (base + j) * p.d, from = (base + m) * p.d;
-    for (int32_t i = lane; i < p.d; i += 32) {
-        cen[to + i] = f[from + i];
-        if (fs)
-            cs[to + i] = fs[from + i];
+    if (t0 + (int32_t)threadIdx.x < T[lh])
+        dest[base + t0 + threadIdx.x] = t0 + threadIdx.x;
+    // The block's middle rows m0 .. m0 + rows - 1.
+    const int32_t m0 = max(t0 - p.sinks, 0);
+    const int32_t rows = min(t0 + FEAT_ROWS - p.sinks, M_of[lh]) - m0;
+    if (rows <= 0)
+        return;  // the whole block leaves together
+    const int32_t d = p.d, st = km_feat_stride<Elem>(d), warp = threadIdx.x / 32,
+                  lane = threadIdx.x % 32;
+    const Elem *const key = keys + (base + p.sinks + m0) * d;
+    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
+        for (int32_t i = lane; i < d; i += 32)
+            sm[r * st + i] = key[(size_t)r * d + i];
+    __syncthreads();
+    const int32_t row = threadIdx.x;
+    if (row < rows) {
+        const Elem *x = sm + row * st;
+        double n = 0;
+        for (int32_t i = 0; i < d; i++) {
+            const double v = ckv_kv_get(x, i);
+            n = __dadd_rn(n, __dmul_rn(v, v));
+        }
+        n = sqrt(n);
+        double s = 0;
+        for (int32_t i = 0; i < d; i++) {
+            const double fr = n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, i), n);
+            s = __dadd_rn(s, __dmul_rn(fr, fr));
+        }
+        const double fn = sqrt(s);
+        o.fnorm[base + m0 + row] = fn;
+        rn[row] = n;
+        const int32_t j = km_own_of(m0 + row, M_of[lh], p.k);
+        own[row] = j;
+        if (j >= 0)
+            km_set_cnorm(base + j, fn, o.cnorm, o.crec, o.cscale);
     }
-    if (lane == 0)
-        km_set_cnorm(base + j, fnorm[base + m], cnorm, crec, cscale);
+    __syncthreads();
+    // Each feature is divided again here, from the same key and norm: the
+    // same double as the chain's.
+    double *const fr = o.f + (base + m0) * d;
+    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
+        for (int32_t i = lane; i < d; i += 32) {
+            const double x =
+                rn[r] < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(sm, (size_t)r * st + i), rn[r]);
+            fr[(size_t)r * d + i] = x;
+            if (own[r] >= 0)
+                o.cen[(base + own[r]) * d + i] = x;
+        }
+    if (!o.fs)
+        return;
+    __syncthreads();  // the block's features, stored above, visible to all its threads
+    const int32_t chunks = d / 4;
+    for (int32_t c = threadIdx.x; c < rows * chunks; c += FEAT_ROWS) {
+        const int32_t r = c / chunks, q = c % chunks;
+        const uint4 x = km_split_chunk(fr + (size_t)r * d, q);
+        reinterpret_cast<uint4 *>(o.fs + (base + m0 + r) * d)[q] = x;
+        if (own[r] >= 0)
+            reinterpret_cast<uint4 *>(o.cs + (base + own[r]) * d)[q] = x;
+    }
 }
 
 // The reciprocals and scales of k centroids of given norms, as the policy
@@ -401,12 +419,10 @@ __device__ __forceinline__ bool km_unit(double n)
     return fabs(n - 1.0) <= 0x1p-40;
 }
 
-// Whether middle row m starts a centroid (km_own_row is increasing in j,
-// M > k: j is floor(m k / M) or one more).
+// Whether middle row m starts a centroid.
 __device__ __forceinline__ bool km_starts(int32_t m, int32_t M, int32_t k)
 {
-    const int32_t j = (int32_t)((int64_t)m * k / M);
-    return (j < k && km_own_row(j, M, k) == m) || (j + 1 < k && km_own_row(j + 1, M, k) == m);
+    return km_own_of(m, M, k) >= 0;
 }
 
 // A list's coordinates (the KM_OWN_AXES of largest variance over the
@@ -988,7 +1004,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         const auto row_of = [&](int32_t i) { return rows ? rows[base + i] : i; };
         // The tiles in the order t0, t0 + 1, ..., wrapping round, t0 the tile
         // of the centroids the block's features most likely join: centroid j
-        // starts at the feature of middle index (2j + 1) M / 2k (km_init_kernel)
+        // starts at the feature of middle index (2j + 1) M / 2k (km_feature_kernel)
         // and keys drift with the slot, so a lane's running second best is high
         // from the first tiles and few columns need the exact cosine (in index
         // order most columns up to a row's best were new records: run KG). The
@@ -2346,19 +2362,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         if ((st = ckv_pol_allow_smem(km_feature_kernel<Elem>, km_feat_smem<Elem>(x->d),
                                      "cuda kmeans", err)))
             return;
+        const km_feat_out o = {w->f, w->norm, fs, w->cen, w->cnorm, crec, w->cscale, cs};
         km_feature_kernel<<<over_t, FEAT_ROWS, km_feat_smem<Elem>(x->d), x->s>>>(
-            k, w->f, w->norm, w->dest, x->act, x->T, x->x, kp);
+            k, o, w->dest, x->act, x->T, x->x, kp);
     });
     if (st)
         return st;
-    CKV_CUDA_LAUNCHED();
-    if (est) {
-        km_split_kernel<<<dim3(ckv_pol_blocks((int64_t)max_m * x->d / 4, 256), x->lists), 256, 0,
-                          x->s>>>(w->f, fs, x->x, x->act, kp);
-        CKV_CUDA_LAUNCHED();
-    }
-    km_init_kernel<<<dim3(ckv_pol_blocks(kp.k, INIT_WARPS), x->lists), 32 * INIT_WARPS, 0, x->s>>>(
-        w->f, w->norm, fs, w->cen, w->cnorm, crec, w->cscale, cs, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();
     // A list whose assignment changed no cluster has reached Lloyd's fixed
     // point: the update would give it the same centroids (those of empty
