@@ -94,6 +94,15 @@ __device__ __forceinline__ uint4 km_split_chunk(const double *x, int32_t q)
                       ckv_pack_bf16(l[0], l[1]), ckv_pack_bf16(l[2], l[3]));
 }
 
+// The word of a row's split that dimension i's pair {i, i ^ 1} fills with
+// its his (lo false) or its los: km_split_chunk's layout inverted (chunk q
+// = 4 (i / 16) + (i % 8) / 2 holds the pairs at i % 16 < 8 in its words 0
+// and 2, the others in 1 and 3).
+__device__ __forceinline__ int32_t km_split_word(int32_t i, bool lo)
+{
+    return 4 * (4 * (i / 16) + (i % 8) / 2) + (i % 16 >= 8) + 2 * lo;
+}
+
 // The splits of the first n[lh] rows of each active list (d doubles, then
 // d words, a row), a thread a chunk: the tests' single assignment (the
 // policy's features are split as they are formed, km_feature_kernel).
@@ -337,27 +346,36 @@ __global__ void __launch_bounds__(FEAT_ROWS)
     }
     __syncthreads();
     // Each feature is divided again here, from the same key and norm: the
-    // same double as the chain's.
+    // same double as the chain's. With fs, each pair of lanes (dimensions
+    // i, i ^ 1; d is even) swaps its splits, so that the even lane stores
+    // the pair's his and the odd its los: a warp's 32 dimensions fill 128
+    // contiguous bytes of the split with one 4-byte store a lane.
     double *const fr = o.f + (base + m0) * d;
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
-        for (int32_t i = lane; i < d; i += 32) {
+        for (int32_t b = 0; b < d; b += 32) {
+            const int32_t i = b + lane;
+            if (i >= d)
+                break;
             const double x =
                 rn[r] < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(sm, (size_t)r * st + i), rn[r]);
             fr[(size_t)r * d + i] = x;
             if (own[r] >= 0)
                 o.cen[(base + own[r]) * d + i] = x;
+            if (!o.fs)
+                continue;
+            ckv_bf16 hi, lo;
+            km_split(x, hi, lo);
+            const uint32_t mine = ckv_pack_bf16(hi, lo),
+                           mask = d - b >= 32 ? 0xffffffffu : (1u << (d - b)) - 1,
+                           other = __shfl_xor_sync(mask, mine, 1);
+            const bool odd = i & 1;
+            const uint32_t w = odd ? (other >> 16) | (mine & 0xffff0000u)
+                                   : (mine & 0xffffu) | (other << 16);
+            const int32_t at = km_split_word(i, odd);
+            o.fs[(base + m0 + r) * d + at] = w;
+            if (own[r] >= 0)
+                o.cs[(base + own[r]) * d + at] = w;
         }
-    if (!o.fs)
-        return;
-    __syncthreads();  // the block's features, stored above, visible to all its threads
-    const int32_t chunks = d / 4;
-    for (int32_t c = threadIdx.x; c < rows * chunks; c += FEAT_ROWS) {
-        const int32_t r = c / chunks, q = c % chunks;
-        const uint4 x = km_split_chunk(fr + (size_t)r * d, q);
-        reinterpret_cast<uint4 *>(o.fs + (base + m0 + r) * d)[q] = x;
-        if (own[r] >= 0)
-            reinterpret_cast<uint4 *>(o.cs + (base + own[r]) * d)[q] = x;
-    }
 }
 
 // The reciprocals and scales of k centroids of given norms, as the policy
