@@ -346,8 +346,8 @@ __global__ void __launch_bounds__(FEAT_ROWS)
     }
     __syncthreads();
     // Each feature is divided again here, from the same key and norm: the
-    // same double as the chain's. With fs, each pair of lanes (dimensions
-    // i, i ^ 1; d is even) swaps its splits, so that the even lane stores
+    // same double as the chain's. With fs (d 64 or 128), each pair of lanes
+    // (dimensions i, i ^ 1) swaps its splits, so that the even lane stores
     // the pair's his and the odd its los: a warp's 32 dimensions fill 128
     // contiguous bytes of the split with one 4-byte store a lane.
     double *const fr = o.f + (base + m0) * d;
