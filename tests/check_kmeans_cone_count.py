@@ -8,7 +8,8 @@ tile of its best, and the unions of rows keep at least as much), also of
 the decode-time call's first assignment (--decode) and of keys from a dump
 (--dump: four groups along orthogonal axes, where each row keeps its own
 tile alone); the own pass's bound (--own) against exact distances, and on
-uniform keys (--uniform); bad arguments refused."""
+uniform keys (--uniform); its banded form's counts against two cases
+derived by hand; bad arguments refused."""
 import importlib.machinery
 import importlib.util
 import math
@@ -112,7 +113,7 @@ for i, dist in planted.items():
     step -= (step @ F[i]) * F[i]
     F[300 + i] = F[i] + dist * step / np.linalg.norm(step)
     F[300 + i] /= np.linalg.norm(F[300 + i])
-clear, window, _, span = cc.own_clear(F)
+clear, window, _, span, _ = cc.own_clear(F)
 D = np.sqrt(np.maximum(0.0, 2 - 2 * (F @ F.T)))
 np.fill_diagonal(D, np.inf)
 check(not (clear & (D.min(1) <= cc.OWN_W)).any(),
@@ -122,6 +123,25 @@ check(not clear[[0, 1, 2, 3, 300, 301, 302, 303]].any(),
       "--own: the planted pairs (0.01, 0.05, 0.0624 apart, equal) are never clear")
 check(window.mean() <= span <= 1,
       f"--own: a block's span holds at least a row's window ({span:.3f}, {window.mean():.3f})")
+# The banded form by hand: 512 centroids in one band of a0 (all at 0.03),
+# their a1 one apart. a0's blocks of 256 each bound all 512 (1,024 pairs);
+# a band's blocks of 256 bound their own 256 alone (512 pairs: 0.5, the
+# same two blocks), blocks of 128 their own 128 (half the rows: 0.25, four
+# blocks, 2.0 in blocks of 256).
+bands = cc.band_spans(np.full(512, 0.03), np.arange(512, dtype=float))
+check(bands == [(0.5, 1.0), (0.25, 2.0)],
+      f"--own: the banded blocks' pairs and count in one band of spread a1 ({bands})")
+# Two bands: 512 centroids at a0 = 0 with a1 0 .. 511, 512 at a0 = 1/16
+# with a1 256 .. 767. a0's four blocks bound all 1,024 (4,096 pairs). A
+# band's block bounds its own 256 and, beside it, those of the other band
+# within its a1 range: 0, 256, 256, 0 (1,536 pairs: 0.375); in blocks of
+# 128, 128 own each and 128 from beside for four of the eight (768 in
+# half-rows: 0.1875).
+a0 = np.concatenate([np.zeros(512), np.full(512, cc.OWN_W)])
+a1 = np.concatenate([np.arange(512.0), 256 + np.arange(512.0)])
+bands = cc.band_spans(a0, a1)
+check(bands == [(0.375, 1.0), (0.1875, 2.0)],
+      f"--own: two bands beside each other, a block bounding the other's overlap ({bands})")
 check(clear.mean() > 0.95 and 0 < window.mean() < 1,
       f"--own: spread features nearly all clear ({clear.mean():.3f}), a window a part "
       f"({window.mean():.3f})")
