@@ -394,9 +394,10 @@ __global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale
 // = 1 - |x - c|^2 / 2, so a centroid farther than w = 1/16 from x has a
 // cosine under 1 - 2^-9 with it (a zero centroid's is 0). The pass shows
 // that none lies within w by lower bounds of the distance, without the
-// full-width cosines: the centroids sorted by one coordinate (a0), those
-// whose a0 lies within w of the row's taken from that order, and each of
-// them ruled out by the distance over KM_OWN_AXES coordinates (a0 first)
+// full-width cosines: the centroids sorted by band of a0 (side w), then
+// a1, those of the row's band and the two beside it whose a1 lies within w
+// of the row's taken from that order, and each of them ruled out by the
+// distance over KM_OWN_AXES coordinates (a0, a1 first)
 // held as int8 in 1/s units: with y = s x over those coordinates, q y
 // rounded (saturated) and E = |y - q| (rounded up), s |x - c| >= |q_x -
 // q_c| - E_x - E_c, and |q_x - q_c|^2 = |q_x|^2 + |q_c|^2 - 2 q_x . q_c in
@@ -415,18 +416,28 @@ constexpr double KM_OWN_W = 0x1p-4;  // w
 // decision's gap (w^2 / 2, less as much).
 constexpr float KM_OWN_S2 = (float)(1 - KM_OWN_W * KM_OWN_W / 2 + 0x1p-20);
 constexpr double KM_OWN_GAP = KM_OWN_W * KM_OWN_W / 2 - 0x1p-20;
-constexpr double KM_OWN_KEY = 0x1p29;  // a0's units: keys within +-2^29
-// a0's window: a key difference over it puts a0 alone more than w apart.
+// The sort's key: a0's band (floor(a0 / w), within +-16 for a unit
+// feature, clamped there) times KM_OWN_BAND, plus a1 in KM_OWN_KEY units
+// (within +-2 of a unit feature's, clamped there) offset to be positive. A
+// centroid within w of a row lies in the row's band or one beside it, with
+// a1 within KM_OWN_WIN key units of the row's (w, and 64 units for the two
+// keys' roundings); clamping moves only the keys of lists whose features
+// are not unit, which the pass gives nothing (KM_OWN_BAD).
+constexpr double KM_OWN_KEY = 0x1p23;
 constexpr int32_t KM_OWN_WIN = (int32_t)(KM_OWN_W * KM_OWN_KEY) + 64;
 enum {
-    KM_OWN_AXES = 16,     // int8 coordinates, a0 first (one uint4)
+    KM_OWN_BANDS = 33,          // bands -16 .. 16
+    KM_OWN_BAND = 1 << 25,      // a band's keys: a1 + 2 in [0, 4] x 2^23
+    KM_OWN_BLOCK = 128          // the own kernel's places a block, of one band
+};
+enum {
+    KM_OWN_AXES = 16,     // int8 coordinates, a0 and a1 first (one uint4)
     KM_OWN_SAMPLE = 256,  // centroids whose variances choose the coordinates
     // A list's header: the KM_OWN_AXES coordinates, the scale s (float
     // bits), a flag (a centroid of neither unit nor zero norm).
     KM_OWN_SCALE = KM_OWN_AXES,
     KM_OWN_BAD,
-    KM_OWN_HDR = 32,  // 18 used; 128 bytes a list
-    KM_OWN_ROWS = 256  // the own pass's centroids a block
+    KM_OWN_HDR = 32  // 18 used; 128 bytes a list
 };
 
 // A feature's norm as the pass takes it for a unit vector's (a feature is
@@ -500,9 +511,9 @@ __global__ void __launch_bounds__(512)
     }
 }
 
-// The sort's input, i over the middle: centroid i's key (its a0 in 2^-29
-// units) for i < k, INT_MAX past (last in the sort); and row i to dr.redo
-// where it starts no centroid.
+// The sort's input, i over the middle: centroid i's key (its band of a0,
+// then a1: KM_OWN_KEY) for i < k, INT_MAX past (last in the sort); and row
+// i to dr.redo where it starts no centroid.
 __global__ void km_own_keys_kernel(const double *f, const double *fnorm, int32_t *hdr,
                                    int32_t *ikey, int32_t *ival, int32_t *redo, int32_t *redo_n,
                                    const int32_t *act, const int32_t *M_of, km_params p)
@@ -519,7 +530,11 @@ __global__ void km_own_keys_kernel(const double *f, const double *fnorm, int32_t
         const double n = fnorm[base + m];
         if (!(n < 1e-30 || km_unit(n)))
             km_flag(h + KM_OWN_BAD);
-        key = __double2int_rn(f[(base + m) * p.d + h[0]] * KM_OWN_KEY);
+        const double a0 = f[(base + m) * p.d + h[0]], a1 = f[(base + m) * p.d + h[1]];
+        const int32_t band = (int32_t)fmin(fmax(floor(a0 / KM_OWN_W), -16.0), 16.0);
+        key = (band + 16) * KM_OWN_BAND +
+              min(__double2int_rn((fmin(fmax(a1, -2.0), 2.0) + 2.0) * KM_OWN_KEY),
+                  KM_OWN_BAND - 1);
     }
     ikey[base + i] = key;
     ival[base + i] = i;
@@ -584,22 +599,30 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
     return c + __shfl_xor_sync(0xffffffffu, c, 2);
 }
 
-// A block bounds KM_OWN_ROWS consecutive places q of the sort (a warp 32
-// of them, two m16 tiles) against every centroid whose key lies within a0's
-// window of any of them, those staged through shared memory KM_OWN_ROWS at
-// a time: the int8 products on the tensor cores (ckv_mma_s8, a record's 16
-// coordinates one k16 step), and a pair counted where |q_a - q_b|^2 = |q_a|^2
-// + |q_b|^2 - 2 q_a . q_b <= t^2 (1 + 2^-20), t = s w (1 + 2^-20) + E_a + E
-// with E the largest of the staged records' (at least E_b: a looser bound,
-// never an unsound one; the slack covers t's float roundings). A centroid
-// outside a row's own window lies farther than w by a0 alone; the bound may
-// count it, and the row then goes to the estimate, never wrongly taken. A
-// row counts itself (its own place lies in the span, distance 0), so it is
-// clear where its count is 1. __dp4a's bound, a thread a row and about 15
-// instructions a pair, took 8.6 ms of the 8B's 32K decode-time call under
-// ncu (run WA; this form 1.8). Then row km_own_row(j) takes centroid j or goes
-// to dr.redo; own_n (NULL: not counted) the rows that took their own.
-__global__ void __launch_bounds__(KM_OWN_ROWS)
+// A block bounds up to KM_OWN_BLOCK consecutive places q of one band of the
+// sort (a warp 32 of them, two m16 tiles) against every centroid of that
+// band and the two beside it whose a1 key lies within KM_OWN_WIN of the
+// block's places' (a band's keys are sorted by a1), those staged through
+// shared memory KM_OWN_BLOCK at a time: the int8 products on the tensor
+// cores (ckv_mma_s8, a record's 16 coordinates one k16 step), and a pair
+// counted where |q_a - q_b|^2 = |q_a|^2 + |q_b|^2 - 2 q_a . q_b <= t^2 (1 +
+// 2^-20), t = s w (1 + 2^-20) + E_a + E with E the largest of the staged
+// records' (at least E_b: a looser bound, never an unsound one; the slack
+// covers t's float roundings). A centroid outside a row's band and a1
+// window lies farther than w by a0 or a1 alone; the bound may count it, and
+// the row then goes to the estimate, never wrongly taken. A row counts
+// itself (its own place lies in the span, distance 0), so it is clear where
+// its count is 1. A list's blocks take each band's places in turn, a block
+// finding its band from the bands' starts (a search a band). Bands of a0
+// alone (blocks of 256 consecutive places over a0's window, this kernel up
+// to the thirty-sixth session) bounded about twice the pairs on the bench's
+// uniform keys at SmolLM2's 32K shape (`scripts/kmeans-cone-count --own`:
+// 48.7%), fewer on short real caches, whose bands are thin (71-83%).
+// __dp4a's bound, a thread a row and about 15 instructions a pair, took 8.6
+// ms of the 8B's 32K decode-time call under ncu (run WA; the tensor cores'
+// 1.8). Then row km_own_row(j) takes centroid j or goes to dr.redo; own_n
+// (NULL: not counted) the rows that took their own.
+__global__ void __launch_bounds__(KM_OWN_BLOCK)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
                   const int32_t *ival_out, const uint4 *rec, const int2 *side, int32_t *cl,
                   km_drift dr, int32_t *own_n, unsigned *margin, int32_t *chg,
@@ -608,23 +631,55 @@ __global__ void __launch_bounds__(KM_OWN_ROWS)
     // A pad column's |q|^2 (its record zero): over T's cap, 2^24, by more
     // than any |q_a|^2, so never counted.
     constexpr int32_t FAR = 1 << 26;
-    __shared__ uint4 srec[KM_OWN_ROWS];
-    __shared__ __align__(8) int32_t snorm[KM_OWN_ROWS];  // read two at a time
-    __shared__ int32_t scount[KM_OWN_ROWS];
+    __shared__ uint4 srec[KM_OWN_BLOCK];
+    __shared__ __align__(8) int32_t snorm[KM_OWN_BLOCK];  // read two at a time
+    __shared__ int32_t scount[KM_OWN_BLOCK];
     __shared__ unsigned semax[2];  // a chunk's largest E (float bits), chunks alternate
-    __shared__ int32_t span[2];
-    const int32_t lh = blockIdx.y, q0 = blockIdx.x * KM_OWN_ROWS, q = q0 + threadIdx.x;
-    if (!act[lh] || q0 >= p.k)
+    __shared__ int32_t bstart[KM_OWN_BANDS + 1];  // each band's first place
+    // The block's places [pl[0], pl[1]) of band pl[2] (-1: no block); the
+    // candidates' three ranges of places, from rs[r], rn[r] long.
+    __shared__ int32_t pl[3], rs[3], rn[3];
+    const int32_t lh = blockIdx.y;
+    if (!act[lh])
         return;  // the whole block
     const size_t base = (size_t)lh * p.cap;
     const int32_t *const key = ikey_out + base, *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    if (threadIdx.x <= KM_OWN_BANDS)
+        bstart[threadIdx.x] = km_own_lower(key, p.k, (int64_t)threadIdx.x * KM_OWN_BAND);
+    __syncthreads();
     if (threadIdx.x == 0) {
-        span[0] = km_own_lower(key, p.k, (int64_t)key[q0] - KM_OWN_WIN);
-        const int32_t last = min(q0 + KM_OWN_ROWS, p.k) - 1;
-        span[1] = km_own_lower(key, p.k, (int64_t)key[last] + KM_OWN_WIN + 1);
+        pl[2] = -1;
+        for (int32_t b = 0, blocks = 0; b < KM_OWN_BANDS; b++) {
+            const int32_t nb = (bstart[b + 1] - bstart[b] + KM_OWN_BLOCK - 1) / KM_OWN_BLOCK;
+            if ((int32_t)blockIdx.x < blocks + nb) {
+                pl[0] = bstart[b] + ((int32_t)blockIdx.x - blocks) * KM_OWN_BLOCK;
+                pl[1] = min(pl[0] + KM_OWN_BLOCK, bstart[b + 1]);
+                pl[2] = b;
+                break;
+            }
+            blocks += nb;
+        }
         semax[0] = 0;
     }
-    const bool mine = q < p.k;
+    __syncthreads();
+    if (pl[2] < 0)
+        return;  // the whole block: past the list's blocks
+    if (threadIdx.x < 3) {
+        // Band pl[2] - 1 + threadIdx.x: its places whose a1 lies within the
+        // window of the block's first and last places' (clamped to the band).
+        const int32_t nb = pl[2] - 1 + (int32_t)threadIdx.x;
+        int32_t lo = 0, hi = 0;
+        if (nb >= 0 && nb < KM_OWN_BANDS) {
+            const int64_t own = (int64_t)pl[2] * KM_OWN_BAND, at = (int64_t)nb * KM_OWN_BAND;
+            lo = km_own_lower(key, p.k, at + max(key[pl[0]] - own - KM_OWN_WIN, (int64_t)0));
+            hi = km_own_lower(key, p.k, at + min(key[pl[1] - 1] - own + KM_OWN_WIN + 1,
+                                                 (int64_t)KM_OWN_BAND));
+        }
+        rs[threadIdx.x] = lo;
+        rn[threadIdx.x] = hi - lo;
+    }
+    const int32_t q = pl[0] + threadIdx.x;
+    const bool mine = q < pl[1];
     const int32_t j = mine ? ival_out[base + q] : 0, m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
     // Rows near before any pair start at a count of 2.
     scount[threadIdx.x] = !mine || h[KM_OWN_BAD] || !km_unit(fnorm[base + m]) ? 2 : 0;
@@ -640,20 +695,22 @@ __global__ void __launch_bounds__(KM_OWN_ROWS)
     for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int u = 0; u < 2; u++) {
-            const int32_t row = threadIdx.x / 32 * 32 + 16 * i + 8 * u + g, at = q0 + row;
-            const int2 sd = at < p.k ? side[base + at] : make_int2(0, 0);
-            a[i][u] = at < p.k ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
+            const int32_t row = threadIdx.x / 32 * 32 + 16 * i + 8 * u + g, at = pl[0] + row;
+            const int2 sd = at < pl[1] ? side[base + at] : make_int2(0, 0);
+            a[i][u] = at < pl[1] ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
             na[i][u] = sd.x;
             ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
             count[i][u] = t == 0 ? scount[row] : 0;
         }
     bool done = false;  // every row of the warp near
-    for (int32_t c0 = span[0], it = 0; c0 < span[1]; c0 += KM_OWN_ROWS, it++) {
-        const int32_t n = min(KM_OWN_ROWS, span[1] - c0);
+    const int32_t n0 = rn[0], n01 = n0 + rn[1], total = n01 + rn[2];
+    for (int32_t c0 = 0, it = 0; c0 < total; c0 += KM_OWN_BLOCK, it++) {
+        const int32_t n = min((int32_t)KM_OWN_BLOCK, total - c0), v = c0 + threadIdx.x;
         unsigned e = 0;
         if ((int32_t)threadIdx.x < n) {
-            const int2 sd = side[base + c0 + threadIdx.x];
-            srec[threadIdx.x] = rec[base + c0 + threadIdx.x];
+            const int32_t at = v < n0 ? rs[0] + v : v < n01 ? rs[1] + v - n0 : rs[2] + v - n01;
+            const int2 sd = side[base + at];
+            srec[threadIdx.x] = rec[base + at];
             snorm[threadIdx.x] = sd.x;
             e = (unsigned)sd.y;  // E >= 0: its bits order as the floats
         } else {
@@ -2443,7 +2500,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             km_own_rec_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
                 w->f, own_hdr, w->ival_out, w->own, own_side, x->act, x->x, kp);
             CKV_CUDA_LAUNCHED();
-            km_own_kernel<<<dim3(ckv_pol_blocks(kp.k, KM_OWN_ROWS), x->lists), KM_OWN_ROWS, 0,
+            // Each band's places in blocks: at most k / KM_OWN_BLOCK whole
+            // blocks and a partial one a band.
+            km_own_kernel<<<dim3(kp.k / KM_OWN_BLOCK + KM_OWN_BANDS, x->lists), KM_OWN_BLOCK, 0,
                             x->s>>>(w->norm, own_hdr, w->ikey_out, w->ival_out, w->own,
                                     own_side, w->cl, dr, own_n, w->margin, changed, x->act,
                                     x->x, kp);
