@@ -416,13 +416,14 @@ constexpr double KM_OWN_W = 0x1p-4;  // w
 // decision's gap (w^2 / 2, less as much).
 constexpr float KM_OWN_S2 = (float)(1 - KM_OWN_W * KM_OWN_W / 2 + 0x1p-20);
 constexpr double KM_OWN_GAP = KM_OWN_W * KM_OWN_W / 2 - 0x1p-20;
-// The sort's key: a0's band (floor(a0 / w), within +-16 for a unit
-// feature, clamped there) times KM_OWN_BAND, plus a1 in KM_OWN_KEY units
-// (within +-2 of a unit feature's, clamped there) offset to be positive. A
-// centroid within w of a row lies in the row's band or one beside it, with
-// a1 within KM_OWN_WIN key units of the row's (w, and 64 units for the two
-// keys' roundings); clamping moves only the keys of lists whose features
-// are not unit, which the pass gives nothing (KM_OWN_BAD).
+// The sort's key: a0's band (floor(a0 / w), clamped to +-16) times
+// KM_OWN_BAND, plus a1 in KM_OWN_KEY units (clamped to +-2) offset to be
+// positive. A centroid within w of a row lies in the row's band or one
+// beside it, with a1 within KM_OWN_WIN key units of the row's (w, and 64
+// units for the two keys' roundings): clamping never widens a gap between
+// two keys, so it keeps that true (a unit feature's a0 an ulp under -1
+// clamps to band -16; a list whose features are not unit is flagged,
+// KM_OWN_BAD, and the pass gives it nothing).
 constexpr double KM_OWN_KEY = 0x1p23;
 constexpr int32_t KM_OWN_WIN = (int32_t)(KM_OWN_W * KM_OWN_KEY) + 64;
 enum {
@@ -611,13 +612,14 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
 // covers t's float roundings). A centroid outside a row's band and a1
 // window lies farther than w by a0 or a1 alone; the bound may count it, and
 // the row then goes to the estimate, never wrongly taken. A row counts
-// itself (its own place lies in the span, distance 0), so it is clear where
-// its count is 1. A list's blocks take each band's places in turn, a block
-// finding its band from the bands' starts (a search a band). Bands of a0
-// alone (blocks of 256 consecutive places over a0's window, this kernel up
-// to the thirty-sixth session) bounded about twice the pairs on the bench's
+// itself (its own place lies in the middle range, distance 0), so it is
+// clear where its count is 1. A list's blocks take each band's places in
+// turn, a block finding its band from the bands' starts (a search a band).
+// Blocks of 256 consecutive places over a0's window alone (this kernel up to
+// the thirty-sixth session) bounded about twice the pairs on the bench's
 // uniform keys at SmolLM2's 32K shape (`scripts/kmeans-cone-count --own`:
-// 48.7%), fewer on short real caches, whose bands are thin (71-83%).
+// 48.7%), and a little more on short real caches, whose bands are thin
+// (71-83%).
 // __dp4a's bound, a thread a row and about 15 instructions a pair, took 8.6
 // ms of the 8B's 32K decode-time call under ncu (run WA; the tensor cores'
 // 1.8). Then row km_own_row(j) takes centroid j or goes to dr.redo; own_n
