@@ -2007,11 +2007,11 @@ enum { UPDATE_THREADS = 256, UPDATE_WARPS = UPDATE_THREADS / 32, UPDATE_CLUSTERS
 constexpr int UPDATE_EACH = UPDATE_CLUSTERS / UPDATE_WARPS;  // a warp's clusters
 
 // The block's rows of d doubles, one over d so that lane c's walk down its
-// row and the lanes' reads across one hit distinct banks: the means, then
-// the old centroids.
-static size_t km_update_smem(int32_t d)
+// row and the lanes' reads across one hit distinct banks: the means, then,
+// where there are splits (olds), the old centroids.
+static size_t km_update_smem(int32_t d, bool olds)
 {
-    return 2 * UPDATE_CLUSTERS * (size_t)(d + 1) * sizeof(double);
+    return (olds ? 2 : 1) * UPDATE_CLUSTERS * (size_t)(d + 1) * sizeof(double);
 }
 
 // The norm of a row of d doubles, as the CPU forms it: one chain of
@@ -2539,10 +2539,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             break;  // the final assignment: no update after it
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
-        if ((st = ckv_pol_allow_smem(km_update_of(x->d), km_update_smem(x->d), "cuda kmeans",
-                                     err)))
+        const size_t upd_smem = km_update_smem(x->d, cs != nullptr);
+        if ((st = ckv_pol_allow_smem(km_update_of(x->d), upd_smem, "cuda kmeans", err)))
             return st;
-        km_update_of(x->d)<<<per_block, UPDATE_THREADS, km_update_smem(x->d), x->s>>>(
+        km_update_of(x->d)<<<per_block, UPDATE_THREADS, upd_smem, x->s>>>(
             w->f, c->deg, w->cen, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
             w->touch, w->run_b, w->run_e, w->ival_out, changed, kp);
         CKV_CUDA_LAUNCHED();
