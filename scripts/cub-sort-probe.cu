@@ -4,7 +4,11 @@
 // (list x rows + cluster) over every list, at decode-time shapes: a list's k =
 // rows - 64 clusters, rows 0 .. k - 1 each its own, the last 64 random. Prints
 // each form's median of 21 runs (CUDA events) and whether both give the same
-// order (the radix sort is stable by construction).
+// order (the radix sort is stable by construction). Then two forms for the
+// thirty-seventh session: cub's segmented radix sort over the cluster ids'
+// bits only, and a counting sort a list (one block: a histogram of the
+// clusters in shared memory, its scan, an atomic scatter, then each
+// cluster's members put back in slot order), against the same order.
 //
 //   nvcc -O2 -std=c++17 -arch=sm_90a -o /tmp/cub-sort-probe scripts/cub-sort-probe.cu
 //   /tmp/cub-sort-probe
@@ -24,6 +28,59 @@
             exit(1);                                                                    \
         }                                                                               \
     } while (0)
+
+// One block a list: counts, starts, scatter (unordered within a cluster),
+// then each cluster's few members sorted by slot (insertion sort: a
+// decode-time list's clusters hold one or two).
+enum { COUNT_THREADS = 1024 };
+
+__global__ void __launch_bounds__(COUNT_THREADS)
+    count_sort_kernel(const int *key, const int *val, int *key_out, int *val_out, const int *seg,
+                      int bins)
+{
+    typedef cub::BlockScan<int, COUNT_THREADS> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    extern __shared__ int at[];  // bins: counts, then each cluster's next place
+    const int b = seg[blockIdx.x], n = seg[blockIdx.x + 1] - b;
+    for (int i = threadIdx.x; i < bins; i += COUNT_THREADS)
+        at[i] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += COUNT_THREADS)
+        atomicAdd(&at[key[b + i]], 1);
+    __syncthreads();
+    // Each thread scans a run of bins / COUNT_THREADS (rounded up) bins.
+    const int per = (bins + COUNT_THREADS - 1) / COUNT_THREADS, lo = threadIdx.x * per;
+    int sum = 0;
+    for (int i = lo; i < min(lo + per, bins); i++)
+        sum += at[i];
+    int ex;
+    Scan(tmp).ExclusiveSum(sum, ex);
+    for (int i = lo; i < min(lo + per, bins); i++) {
+        const int c = at[i];
+        at[i] = ex;
+        ex += c;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += COUNT_THREADS) {
+        const int k = key[b + i], p = atomicAdd(&at[k], 1);
+        key_out[b + p] = k;
+        val_out[b + p] = val[b + i];
+    }
+    __syncthreads();
+    // at[c] is now cluster c's end; its start is at[c - 1] (0 for c == 0).
+    for (int c = threadIdx.x; c < bins; c += COUNT_THREADS) {
+        const int e = at[c], s = c ? at[c - 1] : 0;
+        for (int i = s + 1; i < e; i++) {
+            const int x = val_out[b + i];
+            int j = i - 1;
+            while (j >= s && val_out[b + j] > x) {
+                val_out[b + j + 1] = val_out[b + j];
+                j--;
+            }
+            val_out[b + j + 1] = x;
+        }
+    }
+}
 
 // The median of 21 runs of f, in microseconds.
 template <typename F>
@@ -99,6 +156,34 @@ int main()
         printf("lists %d rows %d: segmented stable %.1f us, radix of composite keys (%d bits) "
                "%.1f us, same order %s\n",
                L, M, us_seg, bits, us_radix, by_seg == by_radix ? "yes" : "NO");
+        int kbits = 1;
+        while ((1 << kbits) < k)
+            kbits++;
+        size_t sr_bytes = 0;
+        CHECK(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, sr_bytes, dk, dko, dv, dvo, (int)n,
+                                                       L, ds, ds + 1, 0, kbits));
+        void *sr_tmp;
+        CHECK(cudaMalloc(&sr_tmp, sr_bytes));
+        std::vector<int> by_sr(n), by_count(n);
+        const float us_sr = median_us([&] {
+            CHECK(cub::DeviceSegmentedRadixSort::SortPairs(sr_tmp, sr_bytes, dk, dko, dv, dvo,
+                                                           (int)n, L, ds, ds + 1, 0, kbits));
+        });
+        CHECK(cudaMemcpy(by_sr.data(), dvo, n * sizeof(int), cudaMemcpyDeviceToHost));
+        const size_t smem = (size_t)k * sizeof(int);
+        CHECK(cudaFuncSetAttribute(count_sort_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)smem));
+        CHECK(cudaMemset(dvo, 0xff, n * sizeof(int)));
+        const float us_count = median_us([&] {
+            count_sort_kernel<<<L, COUNT_THREADS, smem>>>(dk, dv, dko, dvo, ds, k);
+            CHECK(cudaGetLastError());
+        });
+        CHECK(cudaMemcpy(by_count.data(), dvo, n * sizeof(int), cudaMemcpyDeviceToHost));
+        printf("lists %d rows %d: segmented radix (%d bits) %.1f us, same order %s; counting "
+               "sort %.1f us, same order %s\n",
+               L, M, kbits, us_sr, by_sr == by_seg ? "yes" : "NO", us_count,
+               by_count == by_seg ? "yes" : "NO");
+        CHECK(cudaFree(sr_tmp));
         for (int *p : {dk, dv, dko, dvo, dc, dco, ds})
             CHECK(cudaFree(p));
         CHECK(cudaFree(tmp));
