@@ -347,17 +347,21 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
                            src, base, t, rb, i, dv);
 }
 
-// One block per list walks it in windows of SHIFT_THREADS * SHIFT_UNROLL
-// (row, V dimensions) elements: each thread loads its elements, the block
-// meets, then each stores them at the new slot. A row only moves left
-// (newslot[t] <= t), so a window's stores land on rows this window or an
-// earlier one has already loaded, and the next window's loads lie past
-// them: one barrier a window. Rows that neither move nor merged are not
-// touched. SHIFT_THREADS x 2 blocks an SM hold one list each, so the 256
-// lists of the 8B shape take one wave of 132 SMs. Elements only move: a
+// A block per window of SHIFT_THREADS * SHIFT_UNROLL (row, V dimensions)
+// elements of a list: each thread loads its elements, the block meets, then
+// each stores them at the new slot. One block walking a list's windows in
+// turn left SmolLM2's 90 lists on 90 SMs a window at a time (0.20 ms of its
+// 32K decode-time K-Means call under ncu, 45% of copy bandwidth: run ZH).
+// A row only moves left (newslot[t] <= t), so a window's stores land on
+// rows of its own window (loaded before the barrier) or of earlier ones:
+// each block flags its loads done, then waits for the flags of the windows
+// its stores reach. Blocks take windows in the order they start (a ticket
+// from sync[0]), so a window waited on is held by a block already started,
+// which flags without waiting: no cycle, no wait on a block not resident.
+// Rows that neither move nor merged are not touched. Elements only move: a
 // bf16 row is half an fp32 row's bytes, and 8 bf16 fill the 16 bytes a
 // thread moves as 4 floats do.
-enum { SHIFT_THREADS = 512, SHIFT_UNROLL = 4 };
+enum { SHIFT_THREADS = 512, SHIFT_UNROLL = 4, SHIFT_WINDOW = SHIFT_THREADS * SHIFT_UNROLL };
 
 // What the shift moves for V elements: the same bytes as 32-bit words where
 // they fill whole words, so 8 bf16 move as 4 floats do (as 16-bit lanes
@@ -367,66 +371,97 @@ using ShiftLanes = typename std::conditional<sizeof(Elem) * V % 4 == 0,
                                              Lanes<uint32_t, sizeof(Elem) * V / 4>,
                                              Lanes<Elem, V>>::type;
 
+// sync: the ticket, then a flag per window ([lists][windows]), zero at the
+// launch.
 template <typename Elem, int V>
 __global__ void __launch_bounds__(SHIFT_THREADS, 2)
     apply_shift_kernel(Elem *k, Elem *v, float *deg, float *score, const float *mdeg,
                        const float *mscore, const int32_t *dest, const int32_t *newslot,
-                       const int32_t *run_b, const int32_t *act, const int32_t *T, int32_t cap,
-                       int32_t d, bool merges)
+                       const int32_t *run_b, const int32_t *act, const int32_t *T, int32_t *sync,
+                       int32_t windows, int32_t cap, int32_t d, bool merges)
 {
     typedef ShiftLanes<Elem, V> L;
-    const int32_t lh = blockIdx.x, dv = d / V;
+    __shared__ int32_t ticket;
+    __shared__ uint32_t reach;  // the lowest element this window stores
+    if (threadIdx.x == 0) {
+        ticket = atomicAdd(sync, 1);
+        reach = UINT32_MAX;
+    }
+    __syncthreads();
+    const int32_t lh = ticket / windows, win = ticket % windows, dv = d / V;
     if (!act[lh])
         return;
     const size_t base = (size_t)lh * cap;
     L *kl = reinterpret_cast<L *>(k) + base * dv, *vl = reinterpret_cast<L *>(v) + base * dv;
     // 32-bit element indices (the host checks capacity x dv fits): a 64-bit
     // division is a call with branches, which kept the loads below apart.
-    const uint32_t elems = (uint32_t)T[lh] * (uint32_t)dv;
-    for (uint32_t w0 = 0; w0 < elems; w0 += SHIFT_THREADS * SHIFT_UNROLL) {
-        L kr[SHIFT_UNROLL], vr[SHIFT_UNROLL];
-        int32_t to[SHIFT_UNROLL], row_to[SHIFT_UNROLL];  // -1: nothing to store
-        bool merged[SHIFT_UNROLL];
-        float dg[SHIFT_UNROLL], sc[SHIFT_UNROLL];
-        // The maps of every element first, then the rows: the loads of each
-        // phase overlap instead of queuing behind the previous element's
-        // tests.
+    const uint32_t elems = (uint32_t)T[lh] * (uint32_t)dv, w0 = (uint32_t)win * SHIFT_WINDOW;
+    if (w0 >= elems)
+        return;  // so are the list's later windows: none waits on this one
+    L kr[SHIFT_UNROLL], vr[SHIFT_UNROLL];
+    int32_t to[SHIFT_UNROLL], row_to[SHIFT_UNROLL];  // -1: nothing to store
+    bool merged[SHIFT_UNROLL];
+    float dg[SHIFT_UNROLL], sc[SHIFT_UNROLL];
+    // The maps of every element first, then the rows: the loads of each
+    // phase overlap instead of queuing behind the previous element's tests.
+    uint32_t low = UINT32_MAX;
 #pragma unroll
-        for (int u = 0; u < SHIFT_UNROLL; u++) {
-            const uint32_t idx = w0 + u * SHIFT_THREADS + threadIdx.x;
-            const bool in = idx < elems;
-            const int32_t t = in ? (int32_t)(idx / dv) : 0;
-            const int32_t dt = in ? dest[base + t] : -1, n = in ? newslot[base + t] : t;
-            merged[u] = merges && in && run_b[base + t] >= 0;
-            to[u] = dt == t && n != t ? n : -1;
-            row_to[u] = dt == t && idx % dv == 0 && (n != t || merged[u]) ? n : -1;
+    for (int u = 0; u < SHIFT_UNROLL; u++) {
+        const uint32_t idx = w0 + u * SHIFT_THREADS + threadIdx.x;
+        const bool in = idx < elems;
+        const int32_t t = in ? (int32_t)(idx / dv) : 0;
+        const int32_t dt = in ? dest[base + t] : -1, n = in ? newslot[base + t] : t;
+        merged[u] = merges && in && run_b[base + t] >= 0;
+        to[u] = dt == t && n != t ? n : -1;
+        row_to[u] = dt == t && idx % dv == 0 && (n != t || merged[u]) ? n : -1;
+        if (to[u] >= 0)
+            low = min(low, (uint32_t)to[u] * dv);
+    }
+#pragma unroll
+    for (int u = 0; u < SHIFT_UNROLL; u++) {
+        const uint32_t idx = w0 + u * SHIFT_THREADS + threadIdx.x;
+        const int32_t t = (int32_t)(idx / dv), i = (int32_t)(idx % dv);
+        if (to[u] >= 0) {
+            kr[u] = kl[(size_t)t * dv + i];
+            vr[u] = vl[(size_t)t * dv + i];
         }
-#pragma unroll
-        for (int u = 0; u < SHIFT_UNROLL; u++) {
-            const uint32_t idx = w0 + u * SHIFT_THREADS + threadIdx.x;
-            const int32_t t = (int32_t)(idx / dv), i = (int32_t)(idx % dv);
-            if (to[u] >= 0) {
-                kr[u] = kl[(size_t)t * dv + i];
-                vr[u] = vl[(size_t)t * dv + i];
-            }
-            if (row_to[u] >= 0) {
-                dg[u] = merged[u] ? mdeg[base + t] : deg[base + t];
-                sc[u] = score ? (merged[u] ? mscore[base + t] : score[base + t]) : 0.0f;
-            }
+        if (row_to[u] >= 0) {
+            dg[u] = merged[u] ? mdeg[base + t] : deg[base + t];
+            sc[u] = score ? (merged[u] ? mscore[base + t] : score[base + t]) : 0.0f;
         }
-        __syncthreads();
+    }
+    if (low != UINT32_MAX)
+        atomicMin(&reach, low);
+    __syncthreads();
+    // Release this window's loads, then acquire the flags of the windows
+    // from the one holding `reach` up to this one (cooperative groups' grid
+    // barrier pattern: fence, flag; poll, fence).
+    int32_t *flag = sync + 1 + (size_t)lh * windows;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicExch(&flag[win], 1);
+    }
+    // A merged row that does not move stores its degree in place (its own
+    // window); only moved elements reach earlier ones.
+    if (reach != UINT32_MAX) {
+        for (int32_t j = (int32_t)(reach / SHIFT_WINDOW) + threadIdx.x; j < win;
+             j += SHIFT_THREADS)
+            while (*(volatile int32_t *)&flag[j] == 0)
+                ;
+        __threadfence();
+    }
+    __syncthreads();
 #pragma unroll
-        for (int u = 0; u < SHIFT_UNROLL; u++) {
-            const int32_t i = (int32_t)((w0 + u * SHIFT_THREADS + threadIdx.x) % (uint32_t)dv);
-            if (to[u] >= 0) {
-                kl[(size_t)to[u] * dv + i] = kr[u];
-                vl[(size_t)to[u] * dv + i] = vr[u];
-            }
-            if (row_to[u] >= 0) {
-                deg[base + row_to[u]] = dg[u];
-                if (score)
-                    score[base + row_to[u]] = sc[u];
-            }
+    for (int u = 0; u < SHIFT_UNROLL; u++) {
+        const int32_t i = (int32_t)((w0 + u * SHIFT_THREADS + threadIdx.x) % (uint32_t)dv);
+        if (to[u] >= 0) {
+            kl[(size_t)to[u] * dv + i] = kr[u];
+            vl[(size_t)to[u] * dv + i] = vr[u];
+        }
+        if (row_to[u] >= 0) {
+            deg[base + row_to[u]] = dg[u];
+            if (score)
+                score[base + row_to[u]] = sc[u];
         }
     }
 }
@@ -435,7 +470,7 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 2)
 // either type: a warp per destination keeps d / 4 lanes busy), shifts
 // V_SHIFT (16 bytes when the head dimension allows).
 template <typename Elem, int V_MERGE, int V_SHIFT>
-static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, ckv_error *err)
+static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, ckv_error *err)
 {
     ckv_gpu_policy_ws *w = x->ws;
     ckv_gpu_cache *c = x->c;
@@ -448,23 +483,31 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, ckv_error *err)
             w->ival_out, x->act, x->seg_e, x->cap, x->d);
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
     }
-    apply_shift_kernel<Elem, V_SHIFT><<<x->lists, SHIFT_THREADS, 0, x->s>>>(
+    const int32_t windows = (int32_t)ckv_pol_blocks((int64_t)max_t * (x->d / V_SHIFT), SHIFT_WINDOW);
+    const size_t sync_bytes = (1 + (size_t)x->lists * windows) * sizeof(int32_t);
+    ckv_status st = ckv_pol_grow(x, reinterpret_cast<void **>(&w->shift_sync),
+                                 &w->shift_sync_bytes, sync_bytes, err);
+    if (st)
+        return st;
+    CKV_CUDA(cudaMemsetAsync(w->shift_sync, 0, sync_bytes, x->s));
+    apply_shift_kernel<Elem, V_SHIFT><<<x->lists * windows, SHIFT_THREADS, 0, x->s>>>(
         k, v, c->deg, c->score, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act, x->T,
-        x->cap, x->d, merges);
+        w->shift_sync, windows, x->cap, x->d, merges);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
 
 // The instance for the cache's type and head dimension.
-static ckv_status apply_rows_of(ckv_pol *x, int32_t max_sources, ckv_error *err)
+static ckv_status apply_rows_of(ckv_pol *x, int32_t max_sources, int32_t max_t,
+                                ckv_error *err)
 {
     const int32_t d = x->d;
     if (x->c->dtype == CKV_KV_BF16)
-        return d % 8 == 0   ? apply_rows<ckv_bf16, 4, 8>(x, max_sources, err)
-               : d % 4 == 0 ? apply_rows<ckv_bf16, 4, 1>(x, max_sources, err)
-                            : apply_rows<ckv_bf16, 1, 1>(x, max_sources, err);
-    return d % 4 == 0 ? apply_rows<float, 4, 4>(x, max_sources, err)
-                      : apply_rows<float, 1, 1>(x, max_sources, err);
+        return d % 8 == 0   ? apply_rows<ckv_bf16, 4, 8>(x, max_sources, max_t, err)
+               : d % 4 == 0 ? apply_rows<ckv_bf16, 4, 1>(x, max_sources, max_t, err)
+                            : apply_rows<ckv_bf16, 1, 1>(x, max_sources, max_t, err);
+    return d % 4 == 0 ? apply_rows<float, 4, 4>(x, max_sources, max_t, err)
+                      : apply_rows<float, 1, 1>(x, max_sources, max_t, err);
 }
 
 // assign[i] (a current slot) becomes the slot it ends in, -1 if evicted.
@@ -486,7 +529,7 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
 {
     // Before anything changes the cache: the shift's element indices are
     // 32-bit (a list's capacity x head_dim, with a window's slack).
-    if ((int64_t)x->cap * x->d + SHIFT_THREADS * SHIFT_UNROLL > UINT32_MAX)
+    if ((int64_t)x->cap * x->d + SHIFT_WINDOW > UINT32_MAX)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "cuda policy: a list of %d entries x head_dim %d is over the "
                           "compaction's 32-bit indices",
@@ -517,7 +560,7 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
     if (merges &&
         ((st = ckv_pol_sort_int(x, err)) || (st = ckv_pol_runs(x, max_sources, err))))
         return st;
-    if ((st = apply_rows_of(x, max_sources, err)))
+    if ((st = apply_rows_of(x, max_sources, max_t, err)))
         return st;
     if (x->track_assign) {
         dim3 all(ckv_pol_blocks(x->cap, 256), x->lists);

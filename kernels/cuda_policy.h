@@ -46,6 +46,9 @@ struct ckv_gpu_policy_ws {
     uint8_t *in_a;
     void *cub;
     size_t cub_bytes;
+    // The shift's ticket and window flags (cuda_compact.cu), grown as needed.
+    int32_t *shift_sync;
+    size_t shift_sync_bytes;
     // K-Means: features and centroids [lists][capacity][head_dim], taken
     // at its first use (rows elements each); split their bf16 splits for
     // the estimate (features, then centroids from a multiple of 4 words:
