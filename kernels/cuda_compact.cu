@@ -483,13 +483,11 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, ckv
             w->ival_out, x->act, x->seg_e, x->cap, x->d);
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
     }
-    const int32_t windows = (int32_t)ckv_pol_blocks((int64_t)max_t * (x->d / V_SHIFT), SHIFT_WINDOW);
-    const size_t sync_bytes = (1 + (size_t)x->lists * windows) * sizeof(int32_t);
-    ckv_status st = ckv_pol_grow(x, reinterpret_cast<void **>(&w->shift_sync),
-                                 &w->shift_sync_bytes, sync_bytes, err);
-    if (st)
-        return st;
-    CKV_CUDA(cudaMemsetAsync(w->shift_sync, 0, sync_bytes, x->s));
+    // shift_sync holds these (ckv_pol_apply took it for one element a lane).
+    const int32_t windows =
+        (int32_t)ckv_pol_blocks((int64_t)max_t * (x->d / V_SHIFT), SHIFT_WINDOW);
+    CKV_CUDA(cudaMemsetAsync(w->shift_sync, 0, (1 + (size_t)x->lists * windows) * sizeof(int32_t),
+                             x->s));
     apply_shift_kernel<Elem, V_SHIFT><<<x->lists * windows, SHIFT_THREADS, 0, x->s>>>(
         k, v, c->deg, c->score, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act, x->T,
         w->shift_sync, windows, x->cap, x->d, merges);
@@ -542,7 +540,15 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
         return CKV_OK;
     const int32_t *act = ckv_pol_h(x, PLAN_ACT), *T = ckv_pol_h(x, PLAN_T);
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
-    ckv_status st;
+    // The shift's ticket and flags, before the merge changes the cache: a
+    // failed growth there would leave the lists merged but not shifted.
+    const size_t sync_bytes =
+        (1 + (size_t)x->lists * ckv_pol_blocks((int64_t)max_t * x->d, SHIFT_WINDOW)) *
+        sizeof(int32_t);
+    ckv_status st = ckv_pol_grow(x, reinterpret_cast<void **>(&w->shift_sync),
+                                 &w->shift_sync_bytes, sync_bytes, err);
+    if (st)
+        return st;
     if (merges) {
         // The segments' ends are the scan's (device); empty until then.
         int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
