@@ -512,71 +512,103 @@ __global__ void __launch_bounds__(512)
     }
 }
 
-// The sort's input, i over the middle: centroid i's key (its band of a0,
-// then a1: KM_OWN_KEY) for i < k, INT_MAX past (last in the sort); and row
-// i to dr.redo where it starts no centroid.
+// The sort's input and the centroids' records. A half-warp takes
+// KM_KEYS_PER centroids i < k, lane a of it axis a of each centroid's
+// feature row (one load instruction reads two rows' 16 axes; the loads of
+// all KM_KEYS_PER rows are in flight before any is used: a warp a row, read
+// whole, took 0.527 ms at SmolLM2's 32K call, run ZK, waiting on one row at a
+// time; a thread a centroid reading its 16 axes apart from its neighbours'
+// took 0.204 ms, run ZJ). Each centroid's key (its band of a0, then a1:
+// KM_OWN_KEY), and its record, KM_OWN_AXES coordinates times s rounded and
+// saturated to int8, with side = (|q|^2, E rounded up as float bits), both
+// by centroid (km_own_rec_kernel puts them in the sort's order). A thread a
+// middle row i: the key INT_MAX past k (last in the sort), ival i, and row i
+// to dr.redo where it starts no centroid.
+enum { KM_KEYS_PER = 4 };
+static_assert(KM_OWN_AXES == 16, "a half-warp's lane an axis");
 __global__ void km_own_keys_kernel(const double *f, const double *fnorm, int32_t *hdr,
-                                   int32_t *ikey, int32_t *ival, int32_t *redo, int32_t *redo_n,
-                                   const int32_t *act, const int32_t *M_of, km_params p)
+                                   int32_t *ikey, int32_t *ival, uint4 *rec_c, int2 *side_c,
+                                   int32_t *redo, int32_t *redo_n, const int32_t *act,
+                                   const int32_t *M_of, km_params p)
 {
-    const int32_t lh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || i >= M_of[lh])
+    const int32_t lh = blockIdx.y;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh])
         return;
     const int32_t M = M_of[lh];
     const size_t base = (size_t)lh * p.cap;
     int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
-    int32_t key = INT_MAX;
-    if (i < p.k) {
-        const int32_t m = km_own_row(i, M, p.k);
-        const double n = fnorm[base + m];
-        if (!(n < 1e-30 || km_unit(n)))
-            km_flag(h + KM_OWN_BAD);
-        const double a0 = f[(base + m) * p.d + h[0]], a1 = f[(base + m) * p.d + h[1]];
-        const int32_t band = (int32_t)fmin(fmax(floor(a0 / KM_OWN_W), -16.0), 16.0);
-        key = (band + 16) * KM_OWN_BAND +
-              min(__double2int_rn((fmin(fmax(a1, -2.0), 2.0) + 2.0) * KM_OWN_KEY),
-                  KM_OWN_BAND - 1);
+    if (t < M) {
+        const int32_t r = (int32_t)t;
+        if (r >= p.k)
+            ikey[base + r] = INT_MAX;
+        ival[base + r] = r;
+        if (!km_starts(r, M, p.k))
+            km_to_redo(redo, redo_n, lh, base, r);
     }
-    ikey[base + i] = key;
-    ival[base + i] = i;
-    if (!km_starts(i, M, p.k))
-        km_to_redo(redo, redo_n, lh, base, i);
+    const int64_t i0 = t / 16 * KM_KEYS_PER;
+    if (i0 >= p.k)
+        return;  // the half-warp's
+    const int32_t a = (int32_t)(t % 16);
+    const unsigned half = 0xffffu << (threadIdx.x & 16);
+    const int32_t ha = h[a];
+    const double s = __int_as_float(h[KM_OWN_SCALE]);
+    double y[KM_KEYS_PER], n[KM_KEYS_PER];
+#pragma unroll
+    for (int j = 0; j < KM_KEYS_PER; j++) {
+        const size_t m = base + km_own_row((int32_t)min(i0 + j, (int64_t)p.k - 1), M, p.k);
+        y[j] = f[m * p.d + ha];
+        n[j] = a == 0 ? fnorm[m] : 0.0;
+    }
+#pragma unroll
+    for (int j = 0; j < KM_KEYS_PER; j++) {
+        if (i0 + j >= p.k)
+            break;  // the half-warp's
+        const double ys = y[j] * s, r = rint(ys);
+        const int32_t b = r >= 127 ? 127 : r <= -127 ? -127 : isnan(r) ? 0 : (int32_t)r;
+        int32_t n2 = b * b;
+        double e2 = (ys - b) * (ys - b);
+        uint32_t w = (uint32_t)(b & 0xff) << 8 * (a & 3);
+#pragma unroll
+        for (int o = KM_OWN_AXES / 2; o; o >>= 1) {
+            n2 += __shfl_xor_sync(half, n2, o);
+            e2 += __shfl_xor_sync(half, e2, o);
+        }
+        w |= __shfl_xor_sync(half, w, 1);
+        w |= __shfl_xor_sync(half, w, 2);  // lane 4u: the record's word u
+        const uint32_t w1 = __shfl_sync(half, w, 4, 16), w2 = __shfl_sync(half, w, 8, 16),
+                       w3 = __shfl_sync(half, w, 12, 16);
+        const double a0 = __shfl_sync(half, y[j], 0, 16), a1 = __shfl_sync(half, y[j], 1, 16);
+        if (a)
+            continue;
+        if (!(n[j] < 1e-30 || km_unit(n[j])))
+            km_flag(h + KM_OWN_BAD);
+        const int32_t band = (int32_t)fmin(fmax(floor(a0 / KM_OWN_W), -16.0), 16.0);
+        const size_t i = base + (size_t)(i0 + j);
+        ikey[i] = (band + 16) * KM_OWN_BAND +
+                  min(__double2int_rn((fmin(fmax(a1, -2.0), 2.0) + 2.0) * KM_OWN_KEY),
+                      KM_OWN_BAND - 1);
+        rec_c[i] = make_uint4(w, w1, w2, w3);
+        // Rounded up, and by 2^-20 more for e2's own roundings (a NaN
+        // feature's list is flagged).
+        side_c[i] = make_int2(n2, __float_as_int(__fmul_ru(__double2float_ru(sqrt(e2)),
+                                                           1 + 0x1p-20f)));
+    }
 }
 
-// Each centroid's record at its place q in the sort (ival_out: the
-// centroids by key): its KM_OWN_AXES coordinates times s, rounded and
-// saturated to int8 (rec), and side = (|q|^2, E rounded up as float bits).
-__global__ void km_own_rec_kernel(const double *f, const int32_t *hdr, const int32_t *ival_out,
-                                  uint4 *rec, int2 *side, const int32_t *act,
-                                  const int32_t *M_of, km_params p)
+// Each centroid's record and side at its place q in the sort (ival_out: the
+// centroids by key).
+__global__ void km_own_rec_kernel(const uint4 *rec_c, const int2 *side_c,
+                                  const int32_t *ival_out, uint4 *rec, int2 *side,
+                                  const int32_t *act, km_params p)
 {
     const int32_t lh = blockIdx.y, q = blockIdx.x * blockDim.x + threadIdx.x;
     if (!act[lh] || q >= p.k)
         return;
     const size_t base = (size_t)lh * p.cap;
-    const int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
-    const double s = __int_as_float(h[KM_OWN_SCALE]);
-    const double *const x = f + (base + km_own_row(ival_out[base + q], M_of[lh], p.k)) * p.d;
-    uint32_t w[4];
-    int32_t n2 = 0;
-    double e2 = 0;
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-        w[u] = 0;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const double y = x[h[4 * u + e]] * s, v = rint(y);
-            const int32_t b = v >= 127 ? 127 : v <= -127 ? -127 : isnan(v) ? 0 : (int32_t)v;
-            w[u] |= (uint32_t)(b & 0xff) << 8 * e;
-            n2 += b * b;
-            e2 += (y - b) * (y - b);
-        }
-    }
-    rec[base + q] = make_uint4(w[0], w[1], w[2], w[3]);
-    // Rounded up, and by 2^-20 more for e2's own roundings (a NaN feature's
-    // list is flagged).
-    side[base + q] = make_int2(n2, __float_as_int(__fmul_ru(__double2float_ru(sqrt(e2)),
-                                                            1 + 0x1p-20f)));
+    const int32_t j = ival_out[base + q];
+    rec[base + q] = rec_c[base + j];
+    side[base + q] = side_c[base + j];
 }
 
 // The first position of the sorted keys key[0 .. n) not below v (n: none).
@@ -2400,7 +2432,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
                                    (w->slots + 4 * w->lists) * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->own,
-                                   w->slots * (sizeof(uint4) + sizeof(int2)) +
+                                   2 * w->slots * (sizeof(uint4) + sizeof(int2)) +
                                        w->lists * KM_OWN_HDR * sizeof(int32_t),
                                    err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->redo, w->slots * sizeof(int32_t), err))) ||
@@ -2422,9 +2454,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     const size_t own_bytes = (size_t)x->lists * x->cap;  // the trace's layout, lh * cap + m
     if (own_rows)
         CKV_CUDA(cudaMemsetAsync(own_rows, 0, own_bytes, x->s));
-    // The own pass's records, their sides, then the lists' headers.
-    int2 *const own_side = est ? reinterpret_cast<int2 *>(w->own + w->slots) : nullptr;
-    int32_t *const own_hdr = est ? reinterpret_cast<int32_t *>(own_side + w->slots) : nullptr;
+    // The own pass's records by place, by centroid (before the sort), their
+    // sides likewise, then the lists' headers.
+    uint4 *const own_rec_c = est ? w->own + w->slots : nullptr;
+    int2 *const own_side = est ? reinterpret_cast<int2 *>(w->own + 2 * w->slots) : nullptr;
+    int2 *const own_side_c = est ? own_side + w->slots : nullptr;
+    int32_t *const own_hdr = est ? reinterpret_cast<int32_t *>(own_side_c + w->slots) : nullptr;
     km_drift dr = {};  // none without the estimate
     if (est)
         dr = {w->moved, nmoved, w->cmv, w->redo, nmoved + x->lists, kept_n, w->top};
@@ -2493,14 +2528,18 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
             km_own_axes_kernel<<<x->lists, 512, 0, x->s>>>(w->f, own_hdr, x->act, x->x, kp);
             CKV_CUDA_LAUNCHED();
-            km_own_keys_kernel<<<over_m, 256, 0, x->s>>>(w->f, w->norm, own_hdr, w->ikey,
-                                                         w->ival, w->redo, dr.redo_n, x->act,
-                                                         x->x, kp);
+            // A half-warp KM_KEYS_PER centroids and a thread a middle row.
+            const int64_t centroid_threads =
+                              16 * (((int64_t)kp.k + KM_KEYS_PER - 1) / KM_KEYS_PER),
+                          keys_threads = centroid_threads > max_m ? centroid_threads : max_m;
+            km_own_keys_kernel<<<dim3(ckv_pol_blocks(keys_threads, 256), x->lists), 256, 0,
+                                 x->s>>>(w->f, w->norm, own_hdr, w->ikey, w->ival, own_rec_c,
+                                         own_side_c, w->redo, dr.redo_n, x->act, x->x, kp);
             CKV_CUDA_LAUNCHED();
             if ((st = ckv_pol_sort_int(x, err)))
                 return st;
             km_own_rec_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
-                w->f, own_hdr, w->ival_out, w->own, own_side, x->act, x->x, kp);
+                own_rec_c, own_side_c, w->ival_out, w->own, own_side, x->act, kp);
             CKV_CUDA_LAUNCHED();
             // Each band's places in blocks: at most k / KM_OWN_BLOCK whole
             // blocks and a partial one a band.

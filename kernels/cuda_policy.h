@@ -62,7 +62,8 @@ struct ckv_gpu_policy_ws {
     // four counts a list: moved centroids, redo's rows, rows kept, rows
     // the own pass assigned), redo the rows to assign over every centroid
     // (slots), cmv a flag a centroid (slots), own the own pass's records
-    // (slots), their sides (an int2 a slot), then a header a list; ksplit
+    // by place and by centroid (slots each), their sides likewise (an int2
+    // a slot), then a header a list; ksplit
     // the exact kernel's split tiles' bests and counts (cuda_kmeans.cu,
     // km_slices).
     double *f, *cen, *cnorm;
