@@ -255,138 +255,6 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
     return j + 1 < k && km_own_row(j + 1, M, k) == m ? j + 1 : -1;
 }
 
-// Identity dest for the list; unit-normalised keys of the middle and their
-// norms (x: M, the middle's length); with fs, each feature's split
-// (km_split_chunk); and the initial centroids: centroid j starts at the
-// feature of middle row km_own_row(j) (policies.md), with that feature's
-// norm (the same chain over the same doubles as the update's centroid
-// norms) and, with cs, its split. Formed here, they spare two passes over
-// the features (SmolLM2's 32K decode-time call: 0.14 and 0.35 ms, reading
-// 377 and 566 MB, run YD). A block takes FEAT_ROWS slots: their keys come
-// into shared memory a warp a row, in the cache's type, and the
-// features go out likewise, so both are coalesced, while each thread forms
-// its row's two chains (the key's norm, then the feature's) in dimension
-// order, as the CPU does; a row's keys lie an odd count of 4-byte words
-// apart, so that the threads' walks hit distinct banks. (A thread reading
-// and writing its own row took 2.2 ms at the 8B's 8K decode-time shape, run
-// MG; bf16 keys held as floats took twice the shared memory, half the
-// blocks an SM, for a kernel that waits on its chains: run WC.)
-enum { FEAT_ROWS = 128 };
-
-template <typename Elem>
-__host__ __device__ inline int32_t km_feat_stride(int32_t d)
-{
-    constexpr int32_t per = 4 / sizeof(Elem);  // elements a word
-    return (((d + per - 1) / per) | 1) * per;
-}
-
-template <typename Elem>
-static size_t km_feat_smem(int32_t d)
-{
-    return FEAT_ROWS * (size_t)km_feat_stride<Elem>(d) * sizeof(Elem);
-}
-
-// Where km_feature_kernel writes (fs and cs NULL: no splits).
-struct km_feat_out {
-    double *f, *fnorm;
-    uint32_t *fs;
-    double *cen, *cnorm, *crec;
-    float *cscale;
-    uint32_t *cs;
-};
-
-template <typename Elem>
-__global__ void __launch_bounds__(FEAT_ROWS)
-    km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
-                      const int32_t *T, const int32_t *M_of, km_params p)
-{
-    extern __shared__ __align__(16) unsigned char km_feat_raw[];
-    Elem *const sm = reinterpret_cast<Elem *>(km_feat_raw);
-    __shared__ double rn[FEAT_ROWS];
-    __shared__ int32_t own[FEAT_ROWS];  // the centroid a row starts, or -1
-    const int32_t lh = blockIdx.y, t0 = blockIdx.x * FEAT_ROWS;
-    if (!act[lh] || t0 >= T[lh])
-        return;
-    const size_t base = (size_t)lh * p.cap;
-    if (t0 + (int32_t)threadIdx.x < T[lh])
-        dest[base + t0 + threadIdx.x] = t0 + threadIdx.x;
-    // The block's middle rows m0 .. m0 + rows - 1.
-    const int32_t m0 = max(t0 - p.sinks, 0);
-    const int32_t rows = min(t0 + FEAT_ROWS - p.sinks, M_of[lh]) - m0;
-    if (rows <= 0)
-        return;  // the whole block leaves together
-    const int32_t d = p.d, st = km_feat_stride<Elem>(d), warp = threadIdx.x / 32,
-                  lane = threadIdx.x % 32;
-    const Elem *const key = keys + (base + p.sinks + m0) * d;
-    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
-        for (int32_t i = lane; i < d; i += 32)
-            sm[r * st + i] = key[(size_t)r * d + i];
-    __syncthreads();
-    const int32_t row = threadIdx.x;
-    if (row < rows) {
-        const Elem *x = sm + row * st;
-        double n = 0;
-        for (int32_t i = 0; i < d; i++) {
-            const double v = ckv_kv_get(x, i);
-            n = __dadd_rn(n, __dmul_rn(v, v));
-        }
-        n = sqrt(n);
-        double s = 0;
-        for (int32_t i = 0; i < d; i++) {
-            const double fr = n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, i), n);
-            s = __dadd_rn(s, __dmul_rn(fr, fr));
-        }
-        const double fn = sqrt(s);
-        o.fnorm[base + m0 + row] = fn;
-        rn[row] = n;
-        const int32_t j = km_own_of(m0 + row, M_of[lh], p.k);
-        own[row] = j;
-        if (j >= 0)
-            km_set_cnorm(base + j, fn, o.cnorm, o.crec, o.cscale);
-    }
-    __syncthreads();
-    // Each feature is divided again here, from the same key and norm: the
-    // same double as the chain's. With fs (d 64 or 128), each pair of lanes
-    // (dimensions i, i ^ 1) swaps its splits, so that the even lane stores
-    // the pair's his and the odd its los: a warp's 32 dimensions fill 128
-    // contiguous bytes of the split with one 4-byte store a lane.
-    double *const fr = o.f + (base + m0) * d;
-    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
-        for (int32_t b = 0; b < d; b += 32) {
-            const int32_t i = b + lane;
-            if (i >= d)
-                break;
-            const double x =
-                rn[r] < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(sm, (size_t)r * st + i), rn[r]);
-            fr[(size_t)r * d + i] = x;
-            if (own[r] >= 0)
-                o.cen[(base + own[r]) * d + i] = x;
-            if (!o.fs)
-                continue;
-            ckv_bf16 hi, lo;
-            km_split(x, hi, lo);
-            const uint32_t mine = ckv_pack_bf16(hi, lo),
-                           mask = d - b >= 32 ? 0xffffffffu : (1u << (d - b)) - 1,
-                           other = __shfl_xor_sync(mask, mine, 1);
-            const bool odd = i & 1;
-            const uint32_t w = odd ? (other >> 16) | (mine & 0xffff0000u)
-                                   : (mine & 0xffffu) | (other << 16);
-            const int32_t at = km_split_word(i, odd);
-            o.fs[(base + m0 + r) * d + at] = w;
-            if (own[r] >= 0)
-                o.cs[(base + own[r]) * d + at] = w;
-        }
-}
-
-// The reciprocals and scales of k centroids of given norms, as the policy
-// forms them (the tests').
-__global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale, int32_t k)
-{
-    const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j < k)
-        km_set_cnorm(j, cnorm[j], cnorm, crec, cscale);
-}
-
 // The rows of a call's first assignment that start a centroid (the own
 // pass). Row m = km_own_row(j) starts centroid j as its own feature, so a
 // unit feature's cosine with it is 1 up to rounding, and its best is
@@ -455,26 +323,247 @@ __device__ __forceinline__ bool km_starts(int32_t m, int32_t M, int32_t k)
     return km_own_of(m, M, k) >= 0;
 }
 
+// Identity dest for the list; unit-normalised keys of the middle and their
+// norms (x: M, the middle's length); with fs, each feature's split
+// (km_split_chunk); and the initial centroids: centroid j starts at the
+// feature of middle row km_own_row(j) (policies.md), with that feature's
+// norm (the same chain over the same doubles as the update's centroid
+// norms) and, with cs, its split. Formed here, they spare two passes over
+// the features (SmolLM2's 32K decode-time call: 0.14 and 0.35 ms, reading
+// 377 and 566 MB, run YD). A block takes FEAT_ROWS slots: their keys come
+// into shared memory a warp a row, in the cache's type, and the
+// features go out likewise, so both are coalesced, while each thread forms
+// its row's two chains (the key's norm, then the feature's) in dimension
+// order, as the CPU does; a row's keys lie an odd count of 4-byte words
+// apart, so that the threads' walks hit distinct banks. (A thread reading
+// and writing its own row took 2.2 ms at the 8B's 8K decode-time shape, run
+// MG; bf16 keys held as floats took twice the shared memory, half the
+// blocks an SM, for a kernel that waits on its chains: run WC.)
+enum { FEAT_ROWS = 128 };
+
+template <typename Elem>
+__host__ __device__ inline int32_t km_feat_stride(int32_t d)
+{
+    constexpr int32_t per = 4 / sizeof(Elem);  // elements a word
+    return (((d + per - 1) / per) | 1) * per;
+}
+
+template <typename Elem>
+static size_t km_feat_smem(int32_t d)
+{
+    return FEAT_ROWS * (size_t)km_feat_stride<Elem>(d) * sizeof(Elem);
+}
+
+// Where km_feature_kernel writes (fs and cs NULL: no splits). With hdr (a
+// call's first assignment with the own pass; the list's axes and scale set
+// by km_own_axes_kernel before), the pass's inputs too: each centroid's sort
+// key, record and side by centroid (km_own_entry), each middle row's ival,
+// the key INT_MAX past k (last in the sort), the rows that start no
+// centroid to redo, and the list's flag for a centroid of neither unit nor
+// zero norm.
+struct km_feat_out {
+    double *f, *fnorm;
+    uint32_t *fs;
+    double *cen, *cnorm, *crec;
+    float *cscale;
+    uint32_t *cs;
+    int32_t *hdr, *ikey, *ival, *redo, *redo_n;
+    uint4 *rec_c;
+    int2 *side_c;
+};
+
+// Centroid j's own-pass entries, a warp's (lane a < KM_OWN_AXES holds y,
+// its feature's coordinate a; the others 0): its sort key (its band of a0,
+// then a1: KM_OWN_KEY), and its record, the coordinates times s rounded and
+// saturated to int8, with side = (|q|^2, E rounded up as float bits).
+// Formed where the feature is (a pass of its own over the features read
+// 350 MB in 0.129 ms at SmolLM2's 32K call, run ZM).
+__device__ void km_own_entry(double y, double s, int32_t lane, size_t at, const km_feat_out &o)
+{
+    const double ys = y * s, r = rint(ys);
+    const int32_t b = lane >= KM_OWN_AXES ? 0
+                      : r >= 127         ? 127
+                      : r <= -127        ? -127
+                      : isnan(r)         ? 0
+                                         : (int32_t)r;
+    int32_t n2 = b * b;
+    double e2 = lane < KM_OWN_AXES ? (ys - b) * (ys - b) : 0.0;
+    uint32_t w = (uint32_t)(b & 0xff) << 8 * (lane & 3);
+#pragma unroll
+    for (int u = KM_OWN_AXES / 2; u; u >>= 1) {
+        n2 += __shfl_xor_sync(0xffffffffu, n2, u);
+        e2 += __shfl_xor_sync(0xffffffffu, e2, u);
+    }
+    w |= __shfl_xor_sync(0xffffffffu, w, 1);
+    w |= __shfl_xor_sync(0xffffffffu, w, 2);  // lane 4u: the record's word u
+    const uint32_t w1 = __shfl_sync(0xffffffffu, w, 4), w2 = __shfl_sync(0xffffffffu, w, 8),
+                   w3 = __shfl_sync(0xffffffffu, w, 12);
+    const double a0 = __shfl_sync(0xffffffffu, y, 0), a1 = __shfl_sync(0xffffffffu, y, 1);
+    if (lane)
+        return;
+    const int32_t band = (int32_t)fmin(fmax(floor(a0 / KM_OWN_W), -16.0), 16.0);
+    o.ikey[at] = (band + 16) * KM_OWN_BAND +
+                 min(__double2int_rn((fmin(fmax(a1, -2.0), 2.0) + 2.0) * KM_OWN_KEY),
+                     KM_OWN_BAND - 1);
+    o.rec_c[at] = make_uint4(w, w1, w2, w3);
+    // Rounded up, and by 2^-20 more for e2's own roundings (a NaN feature's
+    // list is flagged).
+    o.side_c[at] =
+        make_int2(n2, __float_as_int(__fmul_ru(__double2float_ru(sqrt(e2)), 1 + 0x1p-20f)));
+}
+
+template <typename Elem>
+__global__ void __launch_bounds__(FEAT_ROWS)
+    km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
+                      const int32_t *T, const int32_t *M_of, km_params p)
+{
+    extern __shared__ __align__(16) unsigned char km_feat_raw[];
+    Elem *const sm = reinterpret_cast<Elem *>(km_feat_raw);
+    __shared__ double rn[FEAT_ROWS];
+    __shared__ int32_t own[FEAT_ROWS];  // the centroid a row starts, or -1
+    const int32_t lh = blockIdx.y, t0 = blockIdx.x * FEAT_ROWS;
+    if (!act[lh] || t0 >= T[lh])
+        return;
+    const size_t base = (size_t)lh * p.cap;
+    if (t0 + (int32_t)threadIdx.x < T[lh])
+        dest[base + t0 + threadIdx.x] = t0 + threadIdx.x;
+    // The block's middle rows m0 .. m0 + rows - 1.
+    const int32_t m0 = max(t0 - p.sinks, 0);
+    const int32_t rows = min(t0 + FEAT_ROWS - p.sinks, M_of[lh]) - m0;
+    if (rows <= 0)
+        return;  // the whole block leaves together
+    const int32_t d = p.d, st = km_feat_stride<Elem>(d), warp = threadIdx.x / 32,
+                  lane = threadIdx.x % 32;
+    const Elem *const key = keys + (base + p.sinks + m0) * d;
+    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
+        for (int32_t i = lane; i < d; i += 32)
+            sm[r * st + i] = key[(size_t)r * d + i];
+    __syncthreads();
+    const int32_t row = threadIdx.x;
+    if (row < rows) {
+        const Elem *x = sm + row * st;
+        double n = 0;
+        for (int32_t i = 0; i < d; i++) {
+            const double v = ckv_kv_get(x, i);
+            n = __dadd_rn(n, __dmul_rn(v, v));
+        }
+        n = sqrt(n);
+        double s = 0;
+        for (int32_t i = 0; i < d; i++) {
+            const double fr = n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, i), n);
+            s = __dadd_rn(s, __dmul_rn(fr, fr));
+        }
+        const double fn = sqrt(s);
+        o.fnorm[base + m0 + row] = fn;
+        rn[row] = n;
+        const int32_t m = m0 + row, j = km_own_of(m, M_of[lh], p.k);
+        own[row] = j;
+        if (j >= 0)
+            km_set_cnorm(base + j, fn, o.cnorm, o.crec, o.cscale);
+        if (o.hdr) {
+            if (j >= 0 && !(fn < 1e-30 || km_unit(fn)))
+                km_flag(o.hdr + (size_t)lh * KM_OWN_HDR + KM_OWN_BAD);
+            if (m >= p.k)
+                o.ikey[base + m] = INT_MAX;
+            o.ival[base + m] = m;
+            if (j < 0)
+                km_to_redo(o.redo, o.redo_n, lh, base, m);
+        }
+    }
+    __syncthreads();
+    // Each feature is divided again here, from the same key and norm: the
+    // same double as the chain's. With fs (d 64 or 128), each pair of lanes
+    // (dimensions i, i ^ 1) swaps its splits, so that the even lane stores
+    // the pair's his and the odd its los: a warp's 32 dimensions fill 128
+    // contiguous bytes of the split with one 4-byte store a lane.
+    double *const fr = o.f + (base + m0) * d;
+    int32_t *const h = o.hdr ? o.hdr + (size_t)lh * KM_OWN_HDR : nullptr;
+    const int32_t ha = h && lane < KM_OWN_AXES ? h[lane] : 0;
+    const double hs = h ? __int_as_float(h[KM_OWN_SCALE]) : 0.0;
+    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32) {
+        if (h && own[r] >= 0) {
+            // Lane a's coordinate: the same double as the feature's below.
+            const double y = lane >= KM_OWN_AXES || rn[r] < 1e-30
+                                 ? 0.0
+                                 : __ddiv_rn((double)ckv_kv_get(sm, (size_t)r * st + ha), rn[r]);
+            km_own_entry(y, hs, lane, base + own[r], o);
+        }
+        for (int32_t b = 0; b < d; b += 32) {
+            const int32_t i = b + lane;
+            if (i >= d)
+                break;
+            const double x =
+                rn[r] < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(sm, (size_t)r * st + i), rn[r]);
+            fr[(size_t)r * d + i] = x;
+            if (own[r] >= 0)
+                o.cen[(base + own[r]) * d + i] = x;
+            if (!o.fs)
+                continue;
+            ckv_bf16 hi, lo;
+            km_split(x, hi, lo);
+            const uint32_t mine = ckv_pack_bf16(hi, lo),
+                           mask = d - b >= 32 ? 0xffffffffu : (1u << (d - b)) - 1,
+                           other = __shfl_xor_sync(mask, mine, 1);
+            const bool odd = i & 1;
+            const uint32_t w = odd ? (other >> 16) | (mine & 0xffff0000u)
+                                   : (mine & 0xffffu) | (other << 16);
+            const int32_t at = km_split_word(i, odd);
+            o.fs[(base + m0 + r) * d + at] = w;
+            if (own[r] >= 0)
+                o.cs[(base + own[r]) * d + at] = w;
+        }
+    }
+}
+
+// The reciprocals and scales of k centroids of given norms, as the policy
+// forms them (the tests').
+__global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale, int32_t k)
+{
+    const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < k)
+        km_set_cnorm(j, cnorm[j], cnorm, crec, cscale);
+}
+
 // A list's coordinates (the KM_OWN_AXES of largest variance over the
 // sampled centroids, ties the lower, a0 the first) and s = 127 over their
 // largest magnitude there (a centroid beyond saturates, which its E
-// covers); clears the list's flag. A thread a dimension (d <= 128: the
+// covers); clears the list's flag. It runs before km_feature_kernel, which
+// forms the records with them, so the sampled centroids' features are
+// formed here from their keys, in float: any coordinates and scale give
+// valid bounds, so these need not be the features' exact doubles. A warp a
+// sampled row for its norm; then a thread a dimension (d <= 128: the
 // head_dims with the estimate) and a quarter of the sample (one thread's
 // walk over all of it waited on each load: 0.35 ms a call, run VD).
+template <typename Elem>
 __global__ void __launch_bounds__(512)
-    km_own_axes_kernel(const double *f, int32_t *hdr, const int32_t *act, const int32_t *M_of,
+    km_own_axes_kernel(const Elem *keys, int32_t *hdr, const int32_t *act, const int32_t *M_of,
                        km_params p)
 {
-    __shared__ float part[3][4][128], var[128], big[KM_OWN_AXES];
+    __shared__ float part[3][4][128], var[128], big[KM_OWN_AXES], inv[KM_OWN_SAMPLE];
     const int32_t lh = blockIdx.x, i = threadIdx.x % 128, pt = threadIdx.x / 128;
     if (!act[lh])
         return;
     const size_t base = (size_t)lh * p.cap;
     const int32_t n = min(p.k, (int32_t)KM_OWN_SAMPLE), M = M_of[lh];
+    const auto sampled = [&](int32_t u) {  // the key of sampled centroid u's row
+        const int32_t j = (int32_t)((int64_t)u * p.k / n);
+        return keys + (base + p.sinks + km_own_row(j, M, p.k)) * p.d;
+    };
+    const int32_t lane = threadIdx.x % 32;
+    for (int32_t u = threadIdx.x / 32; u < n; u += 512 / 32) {
+        const Elem *const x = sampled(u);
+        float q = 0;
+        for (int32_t e = lane; e < p.d; e += 32)
+            q += ckv_kv_get(x, e) * ckv_kv_get(x, e);
+        for (int o = 16; o; o >>= 1)
+            q += __shfl_xor_sync(0xffffffffu, q, o);
+        if (!lane)
+            inv[u] = sqrtf(q) < 1e-30f ? 0.0f : 1.0f / sqrtf(q);
+    }
+    __syncthreads();
     float s = 0, s2 = 0, mx = 0;
     for (int32_t u = pt; i < p.d && u < n; u += 4) {
-        const int32_t j = (int32_t)((int64_t)u * p.k / n);
-        const float x = (float)f[(base + km_own_row(j, M, p.k)) * p.d + i];
+        const float x = ckv_kv_get(sampled(u), i) * inv[u];
         s += x;
         s2 += x * x;
         mx = fmaxf(mx, fabsf(x));
@@ -509,90 +598,6 @@ __global__ void __launch_bounds__(512)
         h[KM_OWN_SCALE] =
             __float_as_int(fminf(fmaxf(b > 0 ? 127.0f / b : 127.0f, 127.0f), 0x1p20f));
         h[KM_OWN_BAD] = 0;
-    }
-}
-
-// The sort's input and the centroids' records. A half-warp takes
-// KM_KEYS_PER centroids i < k, lane a of it axis a of each centroid's
-// feature row (one load instruction reads two rows' 16 axes; the loads of
-// all KM_KEYS_PER rows are in flight before any is used: a warp a row, read
-// whole, took 0.527 ms at SmolLM2's 32K call, run ZK, waiting on one row at a
-// time; a thread a centroid reading its 16 axes apart from its neighbours'
-// took 0.204 ms, run ZJ). Each centroid's key (its band of a0, then a1:
-// KM_OWN_KEY), and its record, KM_OWN_AXES coordinates times s rounded and
-// saturated to int8, with side = (|q|^2, E rounded up as float bits), both
-// by centroid (km_own_rec_kernel puts them in the sort's order). A thread a
-// middle row i: the key INT_MAX past k (last in the sort), ival i, and row i
-// to dr.redo where it starts no centroid.
-enum { KM_KEYS_PER = 4 };
-static_assert(KM_OWN_AXES == 16, "a half-warp's lane an axis");
-__global__ void km_own_keys_kernel(const double *f, const double *fnorm, int32_t *hdr,
-                                   int32_t *ikey, int32_t *ival, uint4 *rec_c, int2 *side_c,
-                                   int32_t *redo, int32_t *redo_n, const int32_t *act,
-                                   const int32_t *M_of, km_params p)
-{
-    const int32_t lh = blockIdx.y;
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh])
-        return;
-    const int32_t M = M_of[lh];
-    const size_t base = (size_t)lh * p.cap;
-    int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
-    if (t < M) {
-        const int32_t r = (int32_t)t;
-        if (r >= p.k)
-            ikey[base + r] = INT_MAX;
-        ival[base + r] = r;
-        if (!km_starts(r, M, p.k))
-            km_to_redo(redo, redo_n, lh, base, r);
-    }
-    const int64_t i0 = t / 16 * KM_KEYS_PER;
-    if (i0 >= p.k)
-        return;  // the half-warp's
-    const int32_t a = (int32_t)(t % 16);
-    const unsigned half = 0xffffu << (threadIdx.x & 16);
-    const int32_t ha = h[a];
-    const double s = __int_as_float(h[KM_OWN_SCALE]);
-    double y[KM_KEYS_PER], n[KM_KEYS_PER];
-#pragma unroll
-    for (int j = 0; j < KM_KEYS_PER; j++) {
-        const size_t m = base + km_own_row((int32_t)min(i0 + j, (int64_t)p.k - 1), M, p.k);
-        y[j] = f[m * p.d + ha];
-        n[j] = a == 0 ? fnorm[m] : 0.0;
-    }
-#pragma unroll
-    for (int j = 0; j < KM_KEYS_PER; j++) {
-        if (i0 + j >= p.k)
-            break;  // the half-warp's
-        const double ys = y[j] * s, r = rint(ys);
-        const int32_t b = r >= 127 ? 127 : r <= -127 ? -127 : isnan(r) ? 0 : (int32_t)r;
-        int32_t n2 = b * b;
-        double e2 = (ys - b) * (ys - b);
-        uint32_t w = (uint32_t)(b & 0xff) << 8 * (a & 3);
-#pragma unroll
-        for (int o = KM_OWN_AXES / 2; o; o >>= 1) {
-            n2 += __shfl_xor_sync(half, n2, o);
-            e2 += __shfl_xor_sync(half, e2, o);
-        }
-        w |= __shfl_xor_sync(half, w, 1);
-        w |= __shfl_xor_sync(half, w, 2);  // lane 4u: the record's word u
-        const uint32_t w1 = __shfl_sync(half, w, 4, 16), w2 = __shfl_sync(half, w, 8, 16),
-                       w3 = __shfl_sync(half, w, 12, 16);
-        const double a0 = __shfl_sync(half, y[j], 0, 16), a1 = __shfl_sync(half, y[j], 1, 16);
-        if (a)
-            continue;
-        if (!(n[j] < 1e-30 || km_unit(n[j])))
-            km_flag(h + KM_OWN_BAD);
-        const int32_t band = (int32_t)fmin(fmax(floor(a0 / KM_OWN_W), -16.0), 16.0);
-        const size_t i = base + (size_t)(i0 + j);
-        ikey[i] = (band + 16) * KM_OWN_BAND +
-                  min(__double2int_rn((fmin(fmax(a1, -2.0), 2.0) + 2.0) * KM_OWN_KEY),
-                      KM_OWN_BAND - 1);
-        rec_c[i] = make_uint4(w, w1, w2, w3);
-        // Rounded up, and by 2^-20 more for e2's own roundings (a NaN
-        // feature's list is flagged).
-        side_c[i] = make_int2(n2, __float_as_int(__fmul_ru(__double2float_ru(sqrt(e2)),
-                                                           1 + 0x1p-20f)));
     }
 }
 
@@ -2476,12 +2481,23 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 per_block(ckv_pol_blocks(kp.k, UPDATE_CLUSTERS), x->lists);
+    if (est) {
+        // The own pass's axes before the features (km_feature_kernel forms
+        // the records); both counts (moved, redo) start at 0 for it.
+        CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
+        ckv_pol_kv(c, [&](auto *k, auto *) {
+            km_own_axes_kernel<<<x->lists, 512, 0, x->s>>>(k, own_hdr, x->act, x->x, kp);
+        });
+        CKV_CUDA_LAUNCHED();
+    }
     ckv_pol_kv(c, [&](auto *k, auto *) {
         using Elem = std::remove_pointer_t<decltype(k)>;
         if ((st = ckv_pol_allow_smem(km_feature_kernel<Elem>, km_feat_smem<Elem>(x->d),
                                      "cuda kmeans", err)))
             return;
-        const km_feat_out o = {w->f, w->norm, fs, w->cen, w->cnorm, crec, w->cscale, cs};
+        const km_feat_out o = {w->f,    w->norm, fs,        w->cen,    w->cnorm,
+                               crec,    w->cscale, cs,      own_hdr,   w->ikey,
+                               w->ival, w->redo, dr.redo_n, own_rec_c, own_side_c};
         km_feature_kernel<<<over_t, FEAT_ROWS, km_feat_smem<Elem>(x->d), x->s>>>(
             k, o, w->dest, x->act, x->T, x->x, kp);
     });
@@ -2525,17 +2541,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         // cluster.
         kb.touch = it ? w->touch : nullptr;
         if (!it && est) {
-            CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
-            km_own_axes_kernel<<<x->lists, 512, 0, x->s>>>(w->f, own_hdr, x->act, x->x, kp);
-            CKV_CUDA_LAUNCHED();
-            // A half-warp KM_KEYS_PER centroids and a thread a middle row.
-            const int64_t centroid_threads =
-                              16 * (((int64_t)kp.k + KM_KEYS_PER - 1) / KM_KEYS_PER),
-                          keys_threads = centroid_threads > max_m ? centroid_threads : max_m;
-            km_own_keys_kernel<<<dim3(ckv_pol_blocks(keys_threads, 256), x->lists), 256, 0,
-                                 x->s>>>(w->f, w->norm, own_hdr, w->ikey, w->ival, own_rec_c,
-                                         own_side_c, w->redo, dr.redo_n, x->act, x->x, kp);
-            CKV_CUDA_LAUNCHED();
             if ((st = ckv_pol_sort_int(x, err)))
                 return st;
             km_own_rec_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
