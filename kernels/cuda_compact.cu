@@ -148,7 +148,9 @@ ckv_status ckv_pol_top_desc(ckv_pol *x, const int32_t *count, int32_t extra, ckv
     return CKV_OK;
 }
 
-ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err)
+// cub's room for ckv_pol_sort_int: its query depends on the sizes only, so
+// a caller can grow it before anything changes the cache.
+static ckv_status sort_int_room(ckv_pol *x, ckv_error *err)
 {
     ckv_gpu_policy_ws *w = x->ws;
     size_t bytes = 0;
@@ -156,10 +158,17 @@ ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err)
     CKV_CUDA(cub::DeviceSegmentedSort::StableSortPairs(NULL, bytes, w->ikey, w->ikey_out, w->ival,
                                                        w->ival_out, n, segs, x->seg_b, x->seg_e,
                                                        x->s));
-    ckv_status st = cub_room(x, bytes, err);
+    return cub_room(x, bytes, err);
+}
+
+ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err)
+{
+    ckv_gpu_policy_ws *w = x->ws;
+    ckv_status st = sort_int_room(x, err);
     if (st)
         return st;
-    bytes = w->cub_bytes;
+    size_t bytes = w->cub_bytes;
+    const int64_t n = (int64_t)w->slots, segs = x->lists;
     CKV_CUDA(cub::DeviceSegmentedSort::StableSortPairs(w->cub, bytes, w->ikey, w->ikey_out,
                                                        w->ival, w->ival_out, n, segs, x->seg_b,
                                                        x->seg_e, x->s));
@@ -547,7 +556,8 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
         sizeof(int32_t);
     ckv_status st = ckv_pol_grow(x, reinterpret_cast<void **>(&w->shift_sync),
                                  &w->shift_sync_bytes, sync_bytes, err);
-    if (st)
+    // Likewise the merge's sort's room, before the scan writes the lengths.
+    if (st || (merges && (st = sort_int_room(x, err))))
         return st;
     if (merges) {
         // The segments' ends are the scan's (device); empty until then.
