@@ -372,40 +372,38 @@ struct km_feat_out {
     int2 *side_c;
 };
 
-// Centroid j's own-pass entries, a warp's (lane a < KM_OWN_AXES holds y,
-// its feature's coordinate a; the others 0): its sort key (its band of a0,
-// then a1: KM_OWN_KEY), and its record, the coordinates times s rounded and
-// saturated to int8, with side = (|q|^2, E rounded up as float bits).
-// Formed where the feature is (a pass of its own over the features read
-// 350 MB in 0.129 ms at SmolLM2's 32K call, run ZM).
-__device__ void km_own_entry(double y, double s, int32_t lane, size_t at, const km_feat_out &o)
+// Centroid j's own-pass entries, formed by the thread of the row that
+// starts it (x its key in shared memory, n the key's norm, ax the list's
+// coordinates): its sort key (its band of a0, then a1: KM_OWN_KEY), and its
+// record, the coordinates times s rounded and saturated to int8, with side
+// = (|q|^2, E rounded up as float bits). Each coordinate is the same double
+// as the feature's. A warp a row after the feature chains cost the feature
+// kernel 0.175 ms at SmolLM2's 32K call under ncu (run ZO: one dependent
+// chain of divisions and shuffles a row); a thread's 16 divisions are
+// independent of each other, beside the chains of the block's other rows.
+template <typename Elem>
+__device__ __forceinline__ void km_own_entry(const Elem *x, double n, const int32_t *ax, double s,
+                                             size_t at, const km_feat_out &o)
 {
-    const double ys = y * s, r = rint(ys);
-    const int32_t b = lane >= KM_OWN_AXES ? 0
-                      : r >= 127         ? 127
-                      : r <= -127        ? -127
-                      : isnan(r)         ? 0
-                                         : (int32_t)r;
-    int32_t n2 = b * b;
-    double e2 = lane < KM_OWN_AXES ? (ys - b) * (ys - b) : 0.0;
-    uint32_t w = (uint32_t)(b & 0xff) << 8 * (lane & 3);
+    uint32_t w[4] = {0, 0, 0, 0};
+    int32_t n2 = 0;
+    double e2 = 0, a0 = 0, a1 = 0;
 #pragma unroll
-    for (int u = KM_OWN_AXES / 2; u; u >>= 1) {
-        n2 += __shfl_xor_sync(0xffffffffu, n2, u);
-        e2 += __shfl_xor_sync(0xffffffffu, e2, u);
+    for (int a = 0; a < KM_OWN_AXES; a++) {
+        const double y = n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, ax[a]), n);
+        a0 = a == 0 ? y : a0;
+        a1 = a == 1 ? y : a1;
+        const double ys = y * s, r = rint(ys);
+        const int32_t b = r >= 127 ? 127 : r <= -127 ? -127 : isnan(r) ? 0 : (int32_t)r;
+        w[a / 4] |= (uint32_t)(b & 0xff) << 8 * (a % 4);
+        n2 += b * b;
+        e2 += (ys - b) * (ys - b);
     }
-    w |= __shfl_xor_sync(0xffffffffu, w, 1);
-    w |= __shfl_xor_sync(0xffffffffu, w, 2);  // lane 4u: the record's word u
-    const uint32_t w1 = __shfl_sync(0xffffffffu, w, 4), w2 = __shfl_sync(0xffffffffu, w, 8),
-                   w3 = __shfl_sync(0xffffffffu, w, 12);
-    const double a0 = __shfl_sync(0xffffffffu, y, 0), a1 = __shfl_sync(0xffffffffu, y, 1);
-    if (lane)
-        return;
     const int32_t band = (int32_t)fmin(fmax(floor(a0 / KM_OWN_W), -16.0), 16.0);
     o.ikey[at] = (band + 16) * KM_OWN_BAND +
                  min(__double2int_rn((fmin(fmax(a1, -2.0), 2.0) + 2.0) * KM_OWN_KEY),
                      KM_OWN_BAND - 1);
-    o.rec_c[at] = make_uint4(w, w1, w2, w3);
+    o.rec_c[at] = make_uint4(w[0], w[1], w[2], w[3]);
     // Rounded up, and by 2^-20 more for e2's own roundings (a NaN feature's
     // list is flagged).
     o.side_c[at] =
@@ -421,6 +419,7 @@ __global__ void __launch_bounds__(FEAT_ROWS)
     Elem *const sm = reinterpret_cast<Elem *>(km_feat_raw);
     __shared__ double rn[FEAT_ROWS];
     __shared__ int32_t own[FEAT_ROWS];  // the centroid a row starts, or -1
+    __shared__ int32_t ax[KM_OWN_AXES];  // the own pass's coordinates (with o.hdr)
     const int32_t lh = blockIdx.y, t0 = blockIdx.x * FEAT_ROWS;
     if (!act[lh] || t0 >= T[lh])
         return;
@@ -438,6 +437,9 @@ __global__ void __launch_bounds__(FEAT_ROWS)
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
         for (int32_t i = lane; i < d; i += 32)
             sm[r * st + i] = key[(size_t)r * d + i];
+    int32_t *const h = o.hdr ? o.hdr + (size_t)lh * KM_OWN_HDR : nullptr;
+    if (h && threadIdx.x < KM_OWN_AXES)
+        ax[threadIdx.x] = h[threadIdx.x];
     __syncthreads();
     const int32_t row = threadIdx.x;
     if (row < rows) {
@@ -460,9 +462,12 @@ __global__ void __launch_bounds__(FEAT_ROWS)
         own[row] = j;
         if (j >= 0)
             km_set_cnorm(base + j, fn, o.cnorm, o.crec, o.cscale);
-        if (o.hdr) {
-            if (j >= 0 && !(fn < 1e-30 || km_unit(fn)))
-                km_flag(o.hdr + (size_t)lh * KM_OWN_HDR + KM_OWN_BAD);
+        if (h) {
+            if (j >= 0) {
+                km_own_entry(x, n, ax, __int_as_float(h[KM_OWN_SCALE]), base + j, o);
+                if (!(fn < 1e-30 || km_unit(fn)))
+                    km_flag(h + KM_OWN_BAD);
+            }
             if (m >= p.k)
                 o.ikey[base + m] = INT_MAX;
             o.ival[base + m] = m;
@@ -477,17 +482,7 @@ __global__ void __launch_bounds__(FEAT_ROWS)
     // the pair's his and the odd its los: a warp's 32 dimensions fill 128
     // contiguous bytes of the split with one 4-byte store a lane.
     double *const fr = o.f + (base + m0) * d;
-    int32_t *const h = o.hdr ? o.hdr + (size_t)lh * KM_OWN_HDR : nullptr;
-    const int32_t ha = h && lane < KM_OWN_AXES ? h[lane] : 0;
-    const double hs = h ? __int_as_float(h[KM_OWN_SCALE]) : 0.0;
-    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32) {
-        if (h && own[r] >= 0) {
-            // Lane a's coordinate: the same double as the feature's below.
-            const double y = lane >= KM_OWN_AXES || rn[r] < 1e-30
-                                 ? 0.0
-                                 : __ddiv_rn((double)ckv_kv_get(sm, (size_t)r * st + ha), rn[r]);
-            km_own_entry(y, hs, lane, base + own[r], o);
-        }
+    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
         for (int32_t b = 0; b < d; b += 32) {
             const int32_t i = b + lane;
             if (i >= d)
@@ -512,7 +507,6 @@ __global__ void __launch_bounds__(FEAT_ROWS)
             if (own[r] >= 0)
                 o.cs[(base + own[r]) * d + at] = w;
         }
-    }
 }
 
 // The reciprocals and scales of k centroids of given norms, as the policy
