@@ -303,11 +303,14 @@ enum {
     KM_OWN_AXES = 16,     // int8 coordinates, a0 and a1 first (one uint4)
     KM_OWN_SAMPLE = 256,  // centroids whose variances choose the coordinates
     // A list's header: the KM_OWN_AXES coordinates, the scale s (float
-    // bits), a flag (a centroid of neither unit nor zero norm).
+    // bits), a flag (a centroid of neither unit nor zero norm), each band's
+    // first place in the sort (KM_OWN_BANDS + 1 of them, the last k).
     KM_OWN_SCALE = KM_OWN_AXES,
     KM_OWN_BAD,
-    KM_OWN_HDR = 32  // 18 used; 128 bytes a list
+    KM_OWN_START,
+    KM_OWN_HDR = 64  // 52 used; 256 bytes a list
 };
+static_assert(KM_OWN_START + KM_OWN_BANDS + 1 <= KM_OWN_HDR, "the header holds the starts");
 
 // A feature's norm as the pass takes it for a unit vector's (a feature is
 // its key over the key's norm in double: within a few ulps of 1; so tight
@@ -596,10 +599,14 @@ __global__ void __launch_bounds__(512)
 }
 
 // Each centroid's record and side at its place q in the sort (ival_out: the
-// centroids by key).
+// centroids by key, ikey_out their keys), and the bands' first places: place
+// q starts the bands after its predecessor's up to its own (the last place
+// also those past its band, at k). Found here once a list, they spare each
+// block of km_own_kernel a search a band (34 searches of 13 dependent loads
+// at SmolLM2's 32K k before its own work).
 __global__ void km_own_rec_kernel(const uint4 *rec_c, const int2 *side_c,
-                                  const int32_t *ival_out, uint4 *rec, int2 *side,
-                                  const int32_t *act, km_params p)
+                                  const int32_t *ikey_out, const int32_t *ival_out, uint4 *rec,
+                                  int2 *side, int32_t *hdr, const int32_t *act, km_params p)
 {
     const int32_t lh = blockIdx.y, q = blockIdx.x * blockDim.x + threadIdx.x;
     if (!act[lh] || q >= p.k)
@@ -608,12 +615,21 @@ __global__ void km_own_rec_kernel(const uint4 *rec_c, const int2 *side_c,
     const int32_t j = ival_out[base + q];
     rec[base + q] = rec_c[base + j];
     side[base + q] = side_c[base + j];
+    // A centroid's key is below KM_OWN_BANDS x KM_OWN_BAND, never negative;
+    // clamped all the same, so that no key could write past the starts.
+    const int32_t band = min(ikey_out[base + q] / KM_OWN_BAND, (int32_t)KM_OWN_BANDS),
+                  prev = q ? min(ikey_out[base + q - 1] / KM_OWN_BAND, (int32_t)KM_OWN_BANDS) : -1,
+                  last = q == p.k - 1 ? KM_OWN_BANDS : band;
+    int32_t *const start = hdr + (size_t)lh * KM_OWN_HDR + KM_OWN_START;
+    for (int32_t b = prev + 1; b <= last; b++)
+        start[b] = b <= band ? q : p.k;
 }
 
-// The first position of the sorted keys key[0 .. n) not below v (n: none).
-__device__ __forceinline__ int32_t km_own_lower(const int32_t *key, int32_t n, int64_t v)
+// The first position of the sorted keys key[lo .. hi) not below v (hi:
+// none).
+__device__ __forceinline__ int32_t km_own_lower(const int32_t *key, int32_t lo, int32_t hi,
+                                                int64_t v)
 {
-    int32_t lo = 0, hi = n;
     while (lo < hi) {
         const int32_t mid = (lo + hi) / 2;
         if (key[mid] < v)
@@ -645,7 +661,7 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
 // the row then goes to the estimate, never wrongly taken. A row counts
 // itself (its own place lies in the middle range, distance 0), so it is
 // clear where its count is 1. A list's blocks take each band's places in
-// turn, a block finding its band from the bands' starts (a search a band).
+// turn, a block finding its band from the bands' starts (km_own_rec_kernel's).
 // Blocks of 256 consecutive places over a0's window alone (this kernel up to
 // the thirty-sixth session) bounded about twice the pairs on the bench's
 // uniform keys at SmolLM2's 32K shape (`scripts/kmeans-cone-count --own`:
@@ -678,7 +694,7 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK)
     const size_t base = (size_t)lh * p.cap;
     const int32_t *const key = ikey_out + base, *const h = hdr + (size_t)lh * KM_OWN_HDR;
     if (threadIdx.x <= KM_OWN_BANDS)
-        bstart[threadIdx.x] = km_own_lower(key, p.k, (int64_t)threadIdx.x * KM_OWN_BAND);
+        bstart[threadIdx.x] = h[KM_OWN_START + threadIdx.x];
     __syncthreads();
     if (threadIdx.x == 0) {
         pl[2] = -1;
@@ -699,14 +715,17 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK)
         return;  // the whole block: past the list's blocks
     if (threadIdx.x < 3) {
         // Band pl[2] - 1 + threadIdx.x: its places whose a1 lies within the
-        // window of the block's first and last places' (clamped to the band).
+        // window of the block's first and last places' (clamped to the band,
+        // so searched within the band's places).
         const int32_t nb = pl[2] - 1 + (int32_t)threadIdx.x;
         int32_t lo = 0, hi = 0;
         if (nb >= 0 && nb < KM_OWN_BANDS) {
             const int64_t own = (int64_t)pl[2] * KM_OWN_BAND, at = (int64_t)nb * KM_OWN_BAND;
-            lo = km_own_lower(key, p.k, at + max(key[pl[0]] - own - KM_OWN_WIN, (int64_t)0));
-            hi = km_own_lower(key, p.k, at + min(key[pl[1] - 1] - own + KM_OWN_WIN + 1,
-                                                 (int64_t)KM_OWN_BAND));
+            const int32_t b0 = bstart[nb], b1 = bstart[nb + 1];
+            lo = km_own_lower(key, b0, b1, at + max(key[pl[0]] - own - KM_OWN_WIN, (int64_t)0));
+            hi = km_own_lower(key, b0, b1,
+                              at + min(key[pl[1] - 1] - own + KM_OWN_WIN + 1,
+                                       (int64_t)KM_OWN_BAND));
         }
         rs[threadIdx.x] = lo;
         rn[threadIdx.x] = hi - lo;
@@ -2538,7 +2557,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             if ((st = ckv_pol_sort_int(x, err)))
                 return st;
             km_own_rec_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
-                own_rec_c, own_side_c, w->ival_out, w->own, own_side, x->act, kp);
+                own_rec_c, own_side_c, w->ikey_out, w->ival_out, w->own, own_side, own_hdr,
+                x->act, kp);
             CKV_CUDA_LAUNCHED();
             // Each band's places in blocks: at most k / KM_OWN_BLOCK whole
             // blocks and a partial one a band.
