@@ -9,7 +9,8 @@ the decode-time call's first assignment (--decode) and of keys from a dump
 (--dump: four groups along orthogonal axes, where each row keeps its own
 tile alone); the own pass's bound (--own) against exact distances, and on
 uniform keys (--uniform); its banded form's counts against two cases
-derived by hand; bad arguments refused."""
+derived by hand; at another w (--own-w: sound at 1/32 with a narrower
+window, none clear at 2); bad arguments refused."""
 import importlib.machinery
 import importlib.util
 import math
@@ -159,6 +160,28 @@ check(rc == 0 and m is not None and int(m.group(1)) == 256
       and 0 < float(m.group(3)) < 100 and 0 < float(m.group(2)) < 100,
       f"--uniform --decode: k + 64 uniform keys at head_dim 32, every centroid clear, the "
       f"window's and cells' shares printed ({out!r} {err!r})")
+
+# A narrower w (--own-w): the bound stays sound against the exact distances
+# at 1/32 on the same features (the planted pairs at 0.01 and equal are
+# within it, so never clear), and a row's window shrinks.
+saved = cc.OWN_W
+cc.OWN_W = 1.0 / 32
+clear32, window32, _, _, _ = cc.own_clear(F)
+cc.OWN_W = saved
+check(not (clear32 & (D.min(1) <= 1.0 / 32)).any() and not clear32[[0, 3, 300, 303]].any(),
+      f"--own-w 1/32: no centroid within 1/32 of another shown clear "
+      f"({int((clear32 & (D.min(1) <= 1.0 / 32)).sum())})")
+check(window32.mean() < window.mean(),
+      f"--own-w 1/32: a row's window narrower ({window32.mean():.3f}, {window.mean():.3f})")
+rc, out, err = run_script(script, "--tokens", "1024", "--decode", "--own", "--uniform",
+                          "--head-dim", "32", "--own-w", "2")
+m = re.search(r"the own pass shows (\d+) clear \([\d.]+%\); a window holds ([\d.]+)% of the "
+              r"centroids", out)
+check(rc == 0 and m is not None and int(m.group(1)) == 0 and abs(float(m.group(2)) - 99.6) < 0.05,
+      f"--own-w 2: every other centroid within reach, so none clear and a window of 255 of 256 "
+      f"({out!r} {err!r})")
+rc, _, err = run_script(script, "--own", "--own-w", "0")
+check(rc == 2 and "--own-w 0" in err, f"--own-w 0 refused, naming it ({err.strip()!r})")
 
 rc, _, err = run_script(script, "--tokens", "100")
 check(rc == 2 and "--tokens 100" in err, f"too few tokens refused, naming them ({err.strip()!r})")
