@@ -284,6 +284,10 @@ constexpr double KM_OWN_W = 0x1p-4;  // w
 // decision's gap (w^2 / 2, less as much).
 constexpr float KM_OWN_S2 = (float)(1 - KM_OWN_W * KM_OWN_W / 2 + 0x1p-20);
 constexpr double KM_OWN_GAP = KM_OWN_W * KM_OWN_W / 2 - 0x1p-20;
+// A row the pass gives keeps its centroid after an update only where
+// (1 - KM_TAU) - (KM_OWN_S2 + KM_TAU) > KM_CLEAR (km_drift): w over 1/32.
+static_assert(1 - KM_TAU - (KM_OWN_S2 + KM_TAU) > KM_CLEAR,
+              "the own pass's gap holds the drift rule's");
 // The sort's key: a0's band (floor(a0 / w), clamped to +-16) times
 // KM_OWN_BAND, plus a1 in KM_OWN_KEY units (clamped to +-2) offset to be
 // positive. A centroid within w of a row lies in the row's band or one
