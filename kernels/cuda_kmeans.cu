@@ -361,6 +361,16 @@ static size_t km_feat_smem(int32_t d)
     return FEAT_ROWS * (size_t)km_feat_stride<Elem>(d) * sizeof(Elem);
 }
 
+// Dimension i of a feature, from its key x (in the cache's type) and the
+// key's norm n: the one division the feature, its norm's chain and the own
+// pass's coordinates all take, so that they see the same double (a feature
+// of zero norm is zero, as the CPU's).
+template <typename Elem>
+__device__ __forceinline__ double km_feat(const Elem *x, double n, size_t i)
+{
+    return n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, i), n);
+}
+
 // Where km_feature_kernel writes (fs and cs NULL: no splits). With hdr (a
 // call's first assignment with the own pass; the list's axes and scale set
 // by km_own_axes_kernel before), the pass's inputs too: each centroid's sort
@@ -397,7 +407,7 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, const int3
     double e2 = 0, a0 = 0, a1 = 0;
 #pragma unroll
     for (int a = 0; a < KM_OWN_AXES; a++) {
-        const double y = n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, ax[a]), n);
+        const double y = km_feat(x, n, ax[a]);
         a0 = a == 0 ? y : a0;
         a1 = a == 1 ? y : a1;
         const double ys = y * s, r = rint(ys);
@@ -459,7 +469,7 @@ __global__ void __launch_bounds__(FEAT_ROWS)
         n = sqrt(n);
         double s = 0;
         for (int32_t i = 0; i < d; i++) {
-            const double fr = n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, i), n);
+            const double fr = km_feat(x, n, i);
             s = __dadd_rn(s, __dmul_rn(fr, fr));
         }
         const double fn = sqrt(s);
@@ -494,8 +504,7 @@ __global__ void __launch_bounds__(FEAT_ROWS)
             const int32_t i = b + lane;
             if (i >= d)
                 break;
-            const double x =
-                rn[r] < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(sm, (size_t)r * st + i), rn[r]);
+            const double x = km_feat(sm + (size_t)r * st, rn[r], i);
             fr[(size_t)r * d + i] = x;
             if (own[r] >= 0)
                 o.cen[(base + own[r]) * d + i] = x;
