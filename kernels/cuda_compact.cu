@@ -475,6 +475,18 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 2)
     }
 }
 
+// The shift's windows a list for up to max_t rows at per elements a lane,
+// and the bytes of its ticket and flags (one a window a list).
+static int32_t shift_windows(const ckv_pol *x, int32_t max_t, int32_t per)
+{
+    return (int32_t)ckv_pol_blocks((int64_t)max_t * (x->d / per), SHIFT_WINDOW);
+}
+
+static size_t shift_sync_bytes(const ckv_pol *x, int32_t windows)
+{
+    return (1 + (size_t)x->lists * windows) * sizeof(int32_t);
+}
+
 // Merges V_MERGE elements a thread (4 when the head dimension allows, for
 // either type: a warp per destination keeps d / 4 lanes busy), shifts
 // V_SHIFT (16 bytes when the head dimension allows).
@@ -493,10 +505,8 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, ckv
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
     }
     // shift_sync holds these (ckv_pol_apply took it for one element a lane).
-    const int32_t windows =
-        (int32_t)ckv_pol_blocks((int64_t)max_t * (x->d / V_SHIFT), SHIFT_WINDOW);
-    CKV_CUDA(cudaMemsetAsync(w->shift_sync, 0, (1 + (size_t)x->lists * windows) * sizeof(int32_t),
-                             x->s));
+    const int32_t windows = shift_windows(x, max_t, V_SHIFT);
+    CKV_CUDA(cudaMemsetAsync(w->shift_sync, 0, shift_sync_bytes(x, windows), x->s));
     apply_shift_kernel<Elem, V_SHIFT><<<x->lists * windows, SHIFT_THREADS, 0, x->s>>>(
         k, v, c->deg, c->score, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act, x->T,
         w->shift_sync, windows, x->cap, x->d, merges);
@@ -551,11 +561,9 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
     // The shift's ticket and flags, before the merge changes the cache: a
     // failed growth there would leave the lists merged but not shifted.
-    const size_t sync_bytes =
-        (1 + (size_t)x->lists * ckv_pol_blocks((int64_t)max_t * x->d, SHIFT_WINDOW)) *
-        sizeof(int32_t);
     ckv_status st = ckv_pol_grow(x, reinterpret_cast<void **>(&w->shift_sync),
-                                 &w->shift_sync_bytes, sync_bytes, err);
+                                 &w->shift_sync_bytes,
+                                 shift_sync_bytes(x, shift_windows(x, max_t, 1)), err);
     // Likewise the merge's sort's room, before the scan writes the lengths.
     if (st || (merges && (st = sort_int_room(x, err))))
         return st;
