@@ -259,8 +259,8 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
 // pass). Row m = km_own_row(j) starts centroid j as its own feature, so a
 // unit feature's cosine with it is 1 up to rounding, and its best is
 // centroid j unless another centroid lies near it: for unit vectors x . c
-// = 1 - |x - c|^2 / 2, so a centroid farther than w = 1/16 from x has a
-// cosine under 1 - 2^-9 with it (a zero centroid's is 0). The pass shows
+// = 1 - |x - c|^2 / 2, so a centroid farther than w = 3/64 from x has a
+// cosine under 1 - 9 2^-13 with it (a zero centroid's is 0). The pass shows
 // that none lies within w by lower bounds of the distance, without the
 // full-width cosines: the centroids sorted by band of a0 (side w), then
 // a1, those of the row's band and the two beside it whose a1 lies within w
@@ -279,7 +279,10 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
 // these rule out the most. At a decode-time call nearly every row starts a
 // centroid (M = k + the interval), and the whole first assignment was about
 // two thirds of the call (docs/performance-notes.md, thirty-second session).
-constexpr double KM_OWN_W = 0x1p-4;  // w
+// w: a row's candidates (the centroids within w in a0 and a1) are a fixed
+// share of a list's k, so the pass's work grows as k^2 (3.2 ms of SmolLM2's
+// 128K decode-time call at 1/16, run ZQ); a narrower w bounds fewer.
+constexpr double KM_OWN_W = 0x3p-6;
 // Over every other cosine (1 - w^2 / 2, and 2^-20 of slack); under the
 // decision's gap (w^2 / 2, less as much).
 constexpr float KM_OWN_S2 = (float)(1 - KM_OWN_W * KM_OWN_W / 2 + 0x1p-20);
@@ -288,18 +291,18 @@ constexpr double KM_OWN_GAP = KM_OWN_W * KM_OWN_W / 2 - 0x1p-20;
 // (1 - KM_TAU) - (KM_OWN_S2 + KM_TAU) > KM_CLEAR (km_drift): w over 1/32.
 static_assert(1 - KM_TAU - (KM_OWN_S2 + KM_TAU) > KM_CLEAR,
               "the own pass's gap holds the drift rule's");
-// The sort's key: a0's band (floor(a0 / w), clamped to +-16) times
-// KM_OWN_BAND, plus a1 in KM_OWN_KEY units (clamped to +-2) offset to be
-// positive. A centroid within w of a row lies in the row's band or one
-// beside it, with a1 within KM_OWN_WIN key units of the row's (w, and 64
-// units for the two keys' roundings): clamping never widens a gap between
-// two keys, so it keeps that true (a unit feature's a0 an ulp under -1
-// clamps to band -16; a list whose features are not unit is flagged,
-// KM_OWN_BAD, and the pass gives it nothing).
+// The sort's key: a0's band (floor(a0 / w), clamped to +-22, which a unit
+// feature's a0 does not pass: 1 / w = 21.3) times KM_OWN_BAND, plus a1 in
+// KM_OWN_KEY units (clamped to +-2) offset to be positive. A centroid
+// within w of a row lies in the row's band or one beside it, with a1 within
+// KM_OWN_WIN key units of the row's (w, and 64 units for the two keys'
+// roundings): clamping never widens a gap between two keys, so it keeps
+// that true (a list whose features are not unit is flagged, KM_OWN_BAD, and
+// the pass gives it nothing).
 constexpr double KM_OWN_KEY = 0x1p23;
 constexpr int32_t KM_OWN_WIN = (int32_t)(KM_OWN_W * KM_OWN_KEY) + 64;
 enum {
-    KM_OWN_BANDS = 33,          // bands -16 .. 16
+    KM_OWN_BANDS = 45,          // bands -22 .. 22 (22 w over 1)
     KM_OWN_BAND = 1 << 25,      // a band's keys: a1 + 2 in [0, 4] x 2^23
     KM_OWN_BLOCK = 128          // the own kernel's places a block, of one band
 };
@@ -312,7 +315,7 @@ enum {
     KM_OWN_SCALE = KM_OWN_AXES,
     KM_OWN_BAD,
     KM_OWN_START,
-    KM_OWN_HDR = 64  // 52 used; 256 bytes a list
+    KM_OWN_HDR = 64  // all used; 256 bytes a list
 };
 static_assert(KM_OWN_START + KM_OWN_BANDS + 1 <= KM_OWN_HDR, "the header holds the starts");
 
@@ -416,8 +419,9 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, const int3
         n2 += b * b;
         e2 += (ys - b) * (ys - b);
     }
-    const int32_t band = (int32_t)fmin(fmax(floor(a0 / KM_OWN_W), -16.0), 16.0);
-    o.ikey[at] = (band + 16) * KM_OWN_BAND +
+    constexpr double half = KM_OWN_BANDS / 2;
+    const int32_t band = (int32_t)fmin(fmax(floor(a0 / KM_OWN_W), -half), half);
+    o.ikey[at] = (band + KM_OWN_BANDS / 2) * KM_OWN_BAND +
                  min(__double2int_rn((fmin(fmax(a1, -2.0), 2.0) + 2.0) * KM_OWN_KEY),
                      KM_OWN_BAND - 1);
     o.rec_c[at] = make_uint4(w[0], w[1], w[2], w[3]);

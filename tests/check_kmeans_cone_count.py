@@ -103,12 +103,12 @@ for n in (64, 65, 700, 1000):
           f"({[len(x) for x in leaves]})")
 
 # The own pass's bound (--own) is sound: a centroid it shows clear has no
-# other within 1/16 by the exact distances, on features with planted near
-# pairs (at 0.01, 0.05 and 0.0624 of 1/16) and exact duplicates among spread
+# other within w by the exact distances, on features with planted near
+# pairs (at 0.16, 0.8 and 0.998 of w) and exact duplicates among spread
 # ones; spread features alone nearly all come out clear.
 F = rng.normal(size=(600, 64))
 F /= np.linalg.norm(F, axis=1, keepdims=True)
-planted = {0: 0.01, 1: 0.05, 2: 0.0624, 3: 0.0}
+planted = {0: 0.16 * cc.OWN_W, 1: 0.8 * cc.OWN_W, 2: 0.998 * cc.OWN_W, 3: 0.0}
 for i, dist in planted.items():
     step = rng.normal(size=64)
     step -= (step @ F[i]) * F[i]
@@ -118,10 +118,10 @@ clear, window, _, span, _ = cc.own_clear(F)
 D = np.sqrt(np.maximum(0.0, 2 - 2 * (F @ F.T)))
 np.fill_diagonal(D, np.inf)
 check(not (clear & (D.min(1) <= cc.OWN_W)).any(),
-      f"--own: no centroid within 1/16 of another shown clear "
+      f"--own: no centroid within w of another shown clear "
       f"({int((clear & (D.min(1) <= cc.OWN_W)).sum())} of {int((D.min(1) <= cc.OWN_W).sum())})")
 check(not clear[[0, 1, 2, 3, 300, 301, 302, 303]].any(),
-      "--own: the planted pairs (0.01, 0.05, 0.0624 apart, equal) are never clear")
+      "--own: the planted pairs (0.16, 0.8, 0.998 of w apart, equal) are never clear")
 check(window.mean() <= span <= 1,
       f"--own: a block's span holds at least a row's window ({span:.3f}, {window.mean():.3f})")
 # The banded form by hand: 512 centroids in one band of a0 (all at 0.03),
@@ -132,7 +132,7 @@ check(window.mean() <= span <= 1,
 bands = cc.band_spans(np.full(512, 0.03), np.arange(512, dtype=float))
 check(bands == [(0.5, 1.0), (0.25, 2.0)],
       f"--own: the banded blocks' pairs and count in one band of spread a1 ({bands})")
-# Two bands: 512 centroids at a0 = 0 with a1 0 .. 511, 512 at a0 = 1/16
+# Two bands: 512 centroids at a0 = 0 with a1 0 .. 511, 512 at a0 = w
 # with a1 256 .. 767. a0's four blocks bound all 1,024 (4,096 pairs). A
 # band's block bounds its own 256 and, beside it, those of the other band
 # within its a1 range: 0, 256, 256, 0 (1,536 pairs: 0.375); in blocks of
@@ -162,7 +162,7 @@ check(rc == 0 and m is not None and int(m.group(1)) == 256
       f"window's and cells' shares printed ({out!r} {err!r})")
 
 # A narrower w (--own-w): the bound stays sound against the exact distances
-# at 1/32 on the same features (the planted pairs at 0.01 and equal are
+# at 1/32 on the same features (the planted pairs at 0.16 w and equal are
 # within it, so never clear), and a row's window shrinks.
 saved = cc.OWN_W
 cc.OWN_W = 1.0 / 32

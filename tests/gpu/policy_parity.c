@@ -246,7 +246,7 @@ static void print_row(const char *src, const char *desc, int32_t budget, size_t 
 /* The own pass's rows (the trace's flags) against exact distances:
  * kernels/cuda_kmeans.cu gives middle row m its own centroid only where m
  * starts one (m = ((2j + 1) M) / (2k), policies.md) and no other centroid
- * lies within w = 1/16 of it, the features being the keys over their
+ * lies within w = 3/64 of it, the features being the keys over their
  * norms. Here in double, from the keys before the compression (keys), with
  * w less 1e-6 of itself for the roundings; false with why where a flag
  * breaks either rule. */
@@ -256,7 +256,7 @@ static bool own_rows_sound(const ckv_cache *keys, const ckv_policy *p, int32_t b
     const int32_t sinks = (int32_t)ckv_policy_param(p, "sinks", 0);
     const int32_t recent = (int32_t)ckv_policy_param(p, "recent", 0);
     const int32_t k = budget - sinks - recent, d = keys->head_dim, cap = keys->capacity;
-    const double w2 = 0x1p-8 * (1 - 1e-6) * (1 - 1e-6);
+    const double w2 = 0x9p-12 * (1 - 1e-6) * (1 - 1e-6);
     double *cf = xmalloc((size_t)(k > 0 ? k : 1) * d * sizeof *cf);
     int32_t *row = xmalloc((size_t)(k > 0 ? k : 1) * sizeof *row);
     uint8_t *starts = xmalloc((size_t)cap);
@@ -298,7 +298,7 @@ static bool own_rows_sound(const ckv_cache *keys, const ckv_policy *p, int32_t b
                 if (s2 <= w2) {
                     snprintf(why, n,
                              "list %zu: the own pass gave middle row %d centroid %d, but centroid "
-                             "%d lies %.3g from it (under 1/16)",
+                             "%d lies %.3g from it (under 3/64)",
                              lh, row[j], j, o, sqrt(s2));
                     ok = false;
                 }
