@@ -3,9 +3,10 @@
 come from: on a small hand-written ncu CSV (two decode steps of three
 launches, a header and a units row, ncu's thousands separators) the chosen
 step's kernels, their sums and means are the ones derived by hand, so are a
-range of steps' and those of a CSV without the DRAM column, the same from
-ncu's default page (a row a kernel and metric), and bad input is refused
-with a message naming it."""
+range of steps' and those of a CSV without the DRAM column or with the
+written bytes' too, the same from ncu's default page (a row a kernel and
+metric), --each lists a step's launches in order with their IDs, and bad
+input is refused with a message naming it."""
 import os
 import tempfile
 
@@ -18,8 +19,6 @@ def run(*args):
     return run_script(script, *args)
 
 
-HEADER = ('"ID","Kernel Name","Grid Size","Block Size","dram__bytes_read.sum",'
-          '"gpu__time_duration.sum"\n"","","","","byte","ns"\n')
 ROWS = [
     ("embed_kernel", "(1, 1, 1)", "(256, 1, 1)", "1,000", "2,000"),
     ("void gemv_kernel<1, 0>(float *)", "(896, 1, 1)", "(256, 1, 1)", "500", "10,000"),
@@ -29,12 +28,28 @@ ROWS = [
     ("attention_merge", "(1, 32, 1)", "(128, 1, 1)", "50", "3,000"),
 ]
 
-with tempfile.TemporaryDirectory() as tmp:
-    csv_path = os.path.join(tmp, "ncu.txt")
-    with open(csv_path, "w") as f:
-        f.write("==PROF== Connected to process 1\nckv bench: a table line\n" + HEADER)
+# Metric columns: name, unit, and the value for launch i of ROWS.
+READ = ("dram__bytes_read.sum", "byte", lambda i, r: r[3])
+WRITE = ("dram__bytes_write.sum", "byte", lambda i, r: 20 * i + 20)
+TIME = ("gpu__time_duration.sum", "ns", lambda i, r: r[4])
+
+
+def raw_csv(path, metrics, prelude=""):
+    """ROWS as ncu's raw page (a header, a units row, a row a launch) with
+    the given metric columns, after the prelude lines."""
+    with open(path, "w") as f:
+        f.write(prelude + '"ID","Kernel Name","Grid Size","Block Size"' +
+                "".join(f',"{m}"' for m, _, _ in metrics) + '\n"","","",""' +
+                "".join(f',"{u}"' for _, u, _ in metrics) + "\n")
         for i, r in enumerate(ROWS):
-            f.write(f'"{i}","{r[0]}","{r[1]}","{r[2]}","{r[3]}","{r[4]}"\n')
+            f.write(f'"{i}","{r[0]}","{r[1]}","{r[2]}"' +
+                    "".join(f',"{v(i, r)}"' for _, _, v in metrics) + "\n")
+    return path
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    csv_path = raw_csv(os.path.join(tmp, "ncu.txt"), [READ, TIME],
+                       "==PROF== Connected to process 1\nckv bench: a table line\n")
 
     # Step 0: embed (2000 ns) and two gemv calls (10000 + 14000 = 24000 ns,
     # mean 12000, mean read (500 + 700) / 2 = 600): 3 kernels, 26000 summed.
@@ -43,8 +58,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(rc == 0, f"step 0 runs (rc {rc}, {err.strip()})")
     check("steps 2, step 0: 3 kernels, 26000 summed" in out, "step 0: 3 kernels, 26000 ns")
     gemv = [l for l in lines if "gemv_kernel<1, 0>" in l]
-    check(len(gemv) == 1 and gemv[0].split()[:5] == ["2", "24000.0", "12000.00", "rd", "600"],
-          f"gemv: 2 calls, 24000 summed, mean 12000, 600 bytes read ({gemv})")
+    check(len(gemv) == 1 and gemv[0].split()[:7] == ["2", "24000.0", "12000.00", "rd", "600", "wr", "-"],
+          f"gemv: 2 calls, 24000 summed, mean 12000, 600 bytes read, no written column ({gemv})")
     check(len(lines) > 1 and "gemv_kernel" in lines[1], "largest total first")
     check("(float *)" not in out, "argument lists dropped from kernel names")
 
@@ -62,6 +77,14 @@ with tempfile.TemporaryDirectory() as tmp:
           f"steps 0-1 together: 6 kernels, 34000 ns ({err.strip()})")
     check(len(gemv) == 1 and gemv[0].split()[:5] == ["3", "25000.0", "8333.33", "rd", "433"],
           f"steps 0-1: gemv 3 calls, 25000 summed ({gemv})")
+    # --each: step 1's three launches in order, IDs 3 to 5, each its own
+    # time and bytes read.
+    rc, out, err = run("--each", csv_path, "embed", "1")
+    each = [l.split()[:4] for l in out.splitlines()[1:]]
+    check(rc == 0 and "step 1: 3 kernels, 8000 summed" in out and
+          each == [["3", "4000.0", "rd", "3000"], ["4", "1000.0", "rd", "100"],
+                   ["5", "3000.0", "rd", "50"]] and "attention_merge grid (1, 32, 1)" in out,
+          f"--each: step 1's launches in order ({out!r}, {err.strip()})")
     rc, out, _ = run(csv_path, "embed", "1-1")
     check(rc == 0 and "step 1: 3 kernels, 8000 summed" in out, "a range of one step is that step")
     for bad_step in ("2", "1-0", "0-2", "-1"):
@@ -70,17 +93,20 @@ with tempfile.TemporaryDirectory() as tmp:
               f"STEP {bad_step} is refused ({err.strip()})")
 
     # Without dram__bytes_read.sum: the times as before, the bytes "-".
-    no_dram = os.path.join(tmp, "nodram.txt")
-    with open(no_dram, "w") as f:
-        f.write('"ID","Kernel Name","Grid Size","Block Size","gpu__time_duration.sum"\n'
-                '"","","","","ns"\n')
-        for i, r in enumerate(ROWS):
-            f.write(f'"{i}","{r[0]}","{r[1]}","{r[2]}","{r[4]}"\n')
+    no_dram = raw_csv(os.path.join(tmp, "nodram.txt"), [TIME])
     rc, out, err = run(no_dram, "embed", "0")
     gemv = [l for l in out.splitlines() if "gemv_kernel<1, 0>" in l]
     check(rc == 0 and "step 0: 3 kernels, 26000 summed" in out and len(gemv) == 1 and
           gemv[0].split()[:5] == ["2", "24000.0", "12000.00", "rd", "-"],
           f"no DRAM column: times as before, bytes '-' ({gemv}, {err.strip()})")
+    # With dram__bytes_write.sum: the written bytes' mean beside the read's
+    # (gemv in step 0: (40 + 60) / 2 = 50).
+    writes = raw_csv(os.path.join(tmp, "writes.txt"), [READ, WRITE, TIME])
+    rc, out, err = run(writes, "embed", "0")
+    gemv = [l for l in out.splitlines() if "gemv_kernel<1, 0>" in l]
+    check(rc == 0 and len(gemv) == 1 and
+          gemv[0].split()[:7] == ["2", "24000.0", "12000.00", "rd", "600", "wr", "50"],
+          f"the written bytes' mean: gemv 50 ({gemv}, {err.strip()})")
     # ncu's default page: the same launches a row a metric (times first here,
     # the bytes after), as the raw page's table.
     long_path = os.path.join(tmp, "long.txt")
@@ -100,6 +126,10 @@ with tempfile.TemporaryDirectory() as tmp:
           f"the default page: step 0 as from the raw page ({out!r}, {err.strip()})")
     rc, out, _ = run(long_path, "embed", "1")
     check(rc == 0 and "step 1: 3 kernels, 8000 summed" in out, "the default page: step 1, 8000 ns")
+    rc, out, _ = run("--each", long_path, "embed", "1")
+    check(rc == 0 and [l.split()[:4] for l in out.splitlines()[1:]] ==
+          [["3", "4000.0", "rd", "3000"], ["4", "1000.0", "rd", "100"], ["5", "3000.0", "rd", "50"]],
+          f"the default page with --each: the IDs and launches as the raw page's ({out!r})")
 
     rc, _, err = run(csv_path, "embed", "x")
     check(rc == 1 and "STEP x" in err, f"a STEP that is not a number is refused ({err.strip()})")
