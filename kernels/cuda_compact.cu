@@ -148,30 +148,31 @@ ckv_status ckv_pol_top_desc(ckv_pol *x, const int32_t *count, int32_t extra, ckv
     return CKV_OK;
 }
 
+// ckv_pol_sort_int's sort (tmp NULL: cub's room into bytes).
+static cudaError_t sort_int_call(ckv_pol *x, void *tmp, size_t &bytes)
+{
+    ckv_gpu_policy_ws *w = x->ws;
+    return cub::DeviceSegmentedSort::StableSortPairs(tmp, bytes, w->ikey, w->ikey_out, w->ival,
+                                                     w->ival_out, (int64_t)w->slots,
+                                                     (int64_t)x->lists, x->seg_b, x->seg_e, x->s);
+}
+
 // cub's room for ckv_pol_sort_int: its query depends on the sizes only, so
 // a caller can grow it before anything changes the cache.
 static ckv_status sort_int_room(ckv_pol *x, ckv_error *err)
 {
-    ckv_gpu_policy_ws *w = x->ws;
     size_t bytes = 0;
-    const int64_t n = (int64_t)w->slots, segs = x->lists;
-    CKV_CUDA(cub::DeviceSegmentedSort::StableSortPairs(NULL, bytes, w->ikey, w->ikey_out, w->ival,
-                                                       w->ival_out, n, segs, x->seg_b, x->seg_e,
-                                                       x->s));
+    CKV_CUDA(sort_int_call(x, NULL, bytes));
     return cub_room(x, bytes, err);
 }
 
 ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err)
 {
-    ckv_gpu_policy_ws *w = x->ws;
     ckv_status st = sort_int_room(x, err);
     if (st)
         return st;
-    size_t bytes = w->cub_bytes;
-    const int64_t n = (int64_t)w->slots, segs = x->lists;
-    CKV_CUDA(cub::DeviceSegmentedSort::StableSortPairs(w->cub, bytes, w->ikey, w->ikey_out,
-                                                       w->ival, w->ival_out, n, segs, x->seg_b,
-                                                       x->seg_e, x->s));
+    size_t bytes = x->ws->cub_bytes;
+    CKV_CUDA(sort_int_call(x, x->ws->cub, bytes));
     return CKV_OK;
 }
 

@@ -634,8 +634,10 @@ __global__ void km_own_rec_kernel(const uint4 *rec_c, const int2 *side_c,
     side[base + q] = side_c[base + j];
     // A centroid's key is below KM_OWN_BANDS x KM_OWN_BAND, never negative;
     // clamped all the same, so that no key could write past the starts.
-    const int32_t band = min(ikey_out[base + q] / KM_OWN_BAND, (int32_t)KM_OWN_BANDS),
-                  prev = q ? min(ikey_out[base + q - 1] / KM_OWN_BAND, (int32_t)KM_OWN_BANDS) : -1,
+    const auto band_at = [&](int32_t at) {
+        return min(ikey_out[base + at] / KM_OWN_BAND, (int32_t)KM_OWN_BANDS);
+    };
+    const int32_t band = band_at(q), prev = q ? band_at(q - 1) : -1,
                   last = q == p.k - 1 ? KM_OWN_BANDS : band;
     int32_t *const start = hdr + (size_t)lh * KM_OWN_HDR + KM_OWN_START;
     for (int32_t b = prev + 1; b <= last; b++)
