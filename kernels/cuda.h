@@ -213,6 +213,12 @@ typedef struct {
      * its own centroid, else 0; all 0 for other policies. NULL: not
      * reported. */
     uint8_t *own_rows;
+    /* Host [n_layer * n_head_kv][k][head_dim], k = budget - sinks -
+     * recent: K-Means's final centroids (those its last assignment took)
+     * of each list it compressed, as ckv_kmeans_compress hands them out,
+     * where iters > 0; every other list's rows, and every row of other
+     * policies and of iters = 0, left as they were. NULL: not reported. */
+    double *centroids;
 } ckv_gpu_policy_trace;
 
 /* As ckv_policy_compress(p, host copy, budget, qw, assign, err) on the GPU

@@ -2624,6 +2624,16 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             w->touch, w->run_b, w->run_e, w->ival_out, changed, kp);
         CKV_CUDA_LAUNCHED();
     }
+    // The trace's centroids: each active list's k rows of cen, as its last
+    // update left them (iters > 0: every active list takes the first).
+    if (x->centroids && iters > 0) {
+        const size_t row = (size_t)kp.k * x->d;
+        for (int32_t lh = 0; lh < x->lists; lh++)
+            if (act[lh])
+                CKV_CUDA(cudaMemcpyAsync(x->centroids + lh * row,
+                                         w->cen + (size_t)lh * x->cap * x->d,
+                                         row * sizeof(double), cudaMemcpyDeviceToHost, x->s));
+    }
     km_dest_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
         w->dest, w->cl, w->run_b, w->ival_out, x->act, x->x, kp);
     CKV_CUDA_LAUNCHED();

@@ -224,17 +224,9 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
                           "cuda: %lld lists of capacity %d are beyond the policy kernels' int32 "
                           "indexing",
                           (long long)lists, c->capacity);
-    // The checks of ckv_policy_compress, with its messages.
-    int needs = ckv_policy_needs(p);
-    if ((needs & CKV_NEEDS_SCORE) && !c->score)
-        return ckv_errorf(err, CKV_ERR_ARG,
-                          "policy %s needs accumulated attention scores (h2o_score)", name);
-    if ((needs & CKV_NEEDS_Q_WINDOW) && (!qw || !qw->q))
-        return ckv_errorf(err, CKV_ERR_ARG, "policy %s needs the window queries (q_window)", name);
-    if (budget <= p->ops->protected_count(p))
-        return ckv_errorf(err, CKV_ERR_ARG,
-                          "budget %d entries does not exceed the %d entries policy %s protects",
-                          budget, p->ops->protected_count(p), name);
+    ckv_status st = ckv_policy_check(p, c->score != NULL, budget, qw, err);
+    if (st)
+        return st;
     if (trace && trace->margin)
         for (int64_t i = 0; i < lists; i++)
             trace->margin[i] = FLT_MAX;
@@ -249,7 +241,7 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
 
     ckv_pol x;
     memset(&x, 0, sizeof x);
-    ckv_status st = ws_for(c, &x.ws, err);
+    st = ws_for(c, &x.ws, err);
     if (st)
         return st;
     x.c = c;
@@ -261,6 +253,7 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
     x.kept = trace ? trace->kept : NULL;
     x.own = trace ? trace->own : NULL;
     x.own_rows = trace ? trace->own_rows : NULL;
+    x.centroids = trace ? trace->centroids : NULL;
     int32_t *const plan = x.ws->plan;
     x.act = plan + (size_t)PLAN_ACT * lists;
     x.T = plan + (size_t)PLAN_T * lists;

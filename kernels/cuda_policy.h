@@ -89,6 +89,7 @@ struct ckv_pol {
     bool track_assign;
     int64_t *kept, *own;  // ckv_gpu_policy_trace's, NULL where not counted
     uint8_t *own_rows;    // ckv_gpu_policy_trace's (host, slots), NULL where not reported
+    double *centroids;    // ckv_gpu_policy_trace's (host), NULL where not reported
     // Device rows of the plan.
     int32_t *act, *T, *seg_b, *seg_e, *x, *y;
 };

@@ -297,11 +297,11 @@ void ckv_policy_assign_identity(const ckv_cache *c, int32_t *assign)
             assign[(size_t)lh * c->capacity + t] = t < c->len[lh] ? t : -1;
 }
 
-ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget,
-                               const ckv_qwindow *qw, int32_t *assign, ckv_error *err)
+ckv_status ckv_policy_check(const ckv_policy *p, bool has_score, int32_t budget,
+                            const ckv_qwindow *qw, ckv_error *err)
 {
     int needs = ckv_policy_needs(p);
-    if ((needs & CKV_NEEDS_SCORE) && !c->score)
+    if ((needs & CKV_NEEDS_SCORE) && !has_score)
         return ckv_errorf(err, CKV_ERR_ARG,
                           "policy %s needs accumulated attention scores (h2o_score)", p->ops->name);
     if ((needs & CKV_NEEDS_Q_WINDOW) && (!qw || !qw->q))
@@ -311,7 +311,14 @@ ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget
         return ckv_errorf(err, CKV_ERR_ARG,
                           "budget %d entries does not exceed the %d entries policy %s protects",
                           budget, p->ops->protected_count(p), p->ops->name);
-    return p->ops->compress(p, c, budget, qw, assign, err);
+    return CKV_OK;
+}
+
+ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget,
+                               const ckv_qwindow *qw, int32_t *assign, ckv_error *err)
+{
+    ckv_status st = ckv_policy_check(p, c->score != NULL, budget, qw, err);
+    return st ? st : p->ops->compress(p, c, budget, qw, assign, err);
 }
 
 bool ckv_policy_due(const ckv_policy *p, int32_t max_len, int32_t budget, int64_t step,

@@ -107,9 +107,15 @@ ckv_status ckv_budget_check(const ckv_policy *p, const ckv_budget *b, int64_t n_
                             int64_t *entries, bool *skip, char *skip_reason, size_t reason_size,
                             ckv_error *err);
 
+/* What every compression checks before it runs, the GPU's too: the
+ * statistics the policy needs are present (has_score: the cache holds
+ * accumulated attention scores; qw's queries) and budget exceeds the
+ * entries it protects. CKV_ERR_ARG with the reason, else CKV_OK. */
+ckv_status ckv_policy_check(const ckv_policy *p, bool has_score, int32_t budget,
+                            const ckv_qwindow *qw, ckv_error *err);
 /* Compresses every list longer than budget (CSM: rounds until within budget
- * or out of candidates). assign as in ckv_policy_ops.compress. Checks the
- * statistics the policy needs are present. */
+ * or out of candidates). assign as in ckv_policy_ops.compress. Checks as
+ * ckv_policy_check. */
 ckv_status ckv_policy_compress(const ckv_policy *p, ckv_cache *c, int32_t budget,
                                const ckv_qwindow *qw, int32_t *assign, ckv_error *err);
 /* Whether the decode hook compresses after step s with the longest list at

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "policies/csm.h"
+#include "policies/policies.h"
 #include "policy.h"
 #include "splitmix.h"
 
@@ -427,6 +428,54 @@ Test(hand, kmeans)
     cr_expect_float_eq(ckv_cache_key(&c, 0, 0, 2)[1], 1.6f, 1e-6);
     cr_expect_float_eq(ckv_cache_val(&c, 0, 0, 2)[1], -6.6f, 1e-6);
     cr_expect_eq(c.deg[2], 5.0f);
+    ckv_cache_free(&c);
+}
+
+/* ckv_kmeans_compress hands out the centroids its last assignment took:
+ * with iters=0 the initial ones, the features of middle rows 2 and 6
+ * (slots 3 and 7: (1, x) a and (0, 1), a = 1 / sqrt(1 + x^2), x the
+ * float 0.1f); after updates each cluster's degree-weighted mean over its
+ * norm: x (1 + a + 2 + 1, x a) from slots 1, 3, 5 (degree 2) and 8, y (x a,
+ * 4 + a) from slots 2, 4, 6, 7 and 9, both over n = |(4 + a, x a)|. */
+Test(hand, kmeans_centroids)
+{
+    float deg[12] = {1, 1, 1, 1, 1, 2, 1, 1, 1, 1, 1, 1};
+    const double x = 0.1f, a = 1 / sqrt(1 + x * x);
+    const double n = sqrt((4 + a) * (4 + a) + x * a * x * a);
+    const double want[2][4] = {{a, x * a, 0, 1}, {(4 + a) / n, x * a / n, x * a / n, (4 + a) / n}};
+    const char *iters[2] = {"iters=0", "iters=10"};
+    for (int r = 0; r < 2; r++) {
+        ckv_cache c;
+        hand_cache(&c, km_keys, deg, false);
+        ckv_policy p;
+        make(&p, "kmeans", (const char *[]){"sinks=1", "recent=2", iters[r], NULL});
+        double cen[4] = {NAN, NAN, NAN, NAN};
+        ckv_error err = {0};
+        cr_assert_eq(ckv_kmeans_compress(&p, &c, 5, NULL, cen, &err), CKV_OK, "%s", err.msg);
+        for (int i = 0; i < 4; i++)
+            cr_expect(fabs(cen[i] - want[r][i]) <= 1e-15, "%s: centroid %d dimension %d: %.17g, "
+                      "want %.17g", iters[r], i / 2, i % 2, cen[i], want[r][i]);
+        cr_expect_eq(c.len[0], 5);
+        ckv_cache_free(&c);
+    }
+}
+
+/* Its checks are ckv_policy_compress's, and it takes K-Means alone. */
+Test(hand, kmeans_centroids_refused)
+{
+    ckv_cache c;
+    hand_cache(&c, km_keys, NULL, false);
+    ckv_policy p;
+    double cen[4];
+    ckv_error err = {0};
+    make(&p, "kmeans", (const char *[]){"sinks=1", "recent=2", NULL});
+    cr_expect_eq(ckv_kmeans_compress(&p, &c, 3, NULL, cen, &err), CKV_ERR_ARG);
+    cr_expect(strstr(err.msg, "does not exceed the 3 entries policy kmeans protects"), "%s",
+              err.msg);
+    make(&p, "streaming", NULL);
+    cr_expect_eq(ckv_kmeans_compress(&p, &c, 5, NULL, cen, &err), CKV_ERR_ARG);
+    cr_expect(strstr(err.msg, "not kmeans"), "%s", err.msg);
+    cr_expect_eq(c.len[0], 12);
     ckv_cache_free(&c);
 }
 

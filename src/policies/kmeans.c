@@ -92,8 +92,10 @@ static void update(const double *f, const float *deg, int32_t M, const int32_t *
     }
 }
 
+/* cen_out (NULL: not asked): the k final centroids. */
 static ckv_status compress_list(ckv_cache *c, int32_t l, int32_t h, int32_t sinks, int32_t recent,
-                                int32_t budget, int32_t iters, int32_t *assign, ckv_error *err)
+                                int32_t budget, int32_t iters, int32_t *assign, double *cen_out,
+                                ckv_error *err)
 {
     int32_t T = c->len[ckv_cache_lh(c, l, h)], d = c->head_dim;
     int32_t M = T - sinks - recent, k = budget - sinks - recent;
@@ -127,6 +129,8 @@ static ckv_status compress_list(ckv_cache *c, int32_t l, int32_t h, int32_t sink
         update(f, deg, M, cl, cen, k, d, sum, wsum);
     }
     assign_all(f, fnorm, M, cen, k, d, cnorm, sim, cl);
+    if (cen_out)
+        memcpy(cen_out, cen, (size_t)k * d * sizeof *cen);
     /* Each cluster collapses into its smallest member slot, which orders
      * the clusters as the contract asks. */
     for (int32_t j = 0; j < k; j++)
@@ -153,11 +157,11 @@ done:
     return st;
 }
 
-static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, const ckv_qwindow *qw,
-                           int32_t *assign, ckv_error *err)
+static ckv_status compress_all(const ckv_policy *p, ckv_cache *c, int32_t budget, int32_t *assign,
+                               double *centroids, ckv_error *err)
 {
-    (void)qw;
     const int32_t lists = c->n_layer * c->n_head_kv;
+    const size_t per_list = (size_t)(budget - protected_count(p)) * c->head_dim;
     ckv_list_failure fail;
     ckv_list_failure_init(&fail);
     /* One list per thread; BLAS runs single-threaded inside each (its own
@@ -171,11 +175,29 @@ static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, co
         ckv_error e = {0};
         if (compress_list(c, lh / c->n_head_kv, lh % c->n_head_kv, (int32_t)p->p[P_SINKS],
                           (int32_t)p->p[P_RECENT], budget, (int32_t)p->p[P_ITERS],
-                          assign ? assign + (size_t)lh * c->capacity : NULL, &e))
+                          assign ? assign + (size_t)lh * c->capacity : NULL,
+                          centroids ? centroids + lh * per_list : NULL, &e))
             ckv_list_failure_note(&fail, lh, &e);
     }
     openblas_set_num_threads(blas_threads);
     return ckv_list_failure_take(&fail, err);
+}
+
+static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, const ckv_qwindow *qw,
+                           int32_t *assign, ckv_error *err)
+{
+    (void)qw;
+    return compress_all(p, c, budget, assign, NULL, err);
+}
+
+ckv_status ckv_kmeans_compress(const ckv_policy *p, ckv_cache *c, int32_t budget,
+                               int32_t *assign, double *centroids, ckv_error *err)
+{
+    if (p->ops != &ckv_policy_kmeans)
+        return ckv_errorf(err, CKV_ERR_ARG, "ckv_kmeans_compress: policy %s is not kmeans",
+                          p->ops->name);
+    ckv_status st = ckv_policy_check(p, c->score != NULL, budget, NULL, err);
+    return st ? st : compress_all(p, c, budget, assign, centroids, err);
 }
 
 const ckv_policy_ops ckv_policy_kmeans = {

@@ -35,6 +35,7 @@
 #include "cache.h"
 #include "cuda.h"
 #include "kvfile.h"
+#include "policies/policies.h"
 #include "policy.h"
 #include "quant.h"
 #include "splitmix.h"
@@ -227,12 +228,15 @@ static void compare(const ckv_cache *got, const ckv_cache *want, const int32_t *
 }
 
 /* kept, own: the trace's counts (printed where not 0). */
+/* cen_lists: the lists whose centroids were compared (negative: none). */
 static void print_row(const char *src, const char *desc, int32_t budget, size_t lists,
-                      const verdict *v, double g_ms, double c_ms, int64_t kept, int64_t own)
+                      const verdict *v, double g_ms, double c_ms, int64_t kept, int64_t own,
+                      int64_t cen_lists)
 {
-    char k[60] = "";
-    if (kept || own)
-        snprintf(k, sizeof k, " (kept %lld, own %lld)", (long long)kept, (long long)own);
+    char k[100] = "";
+    if (kept || own || cen_lists >= 0)
+        snprintf(k, sizeof k, " (kept %lld, own %lld, centroids of %lld lists)", (long long)kept,
+                 (long long)own, (long long)(cen_lists > 0 ? cen_lists : 0));
     printf("%-4s %-12s %-58s %6d %5zu %7lld %4d/%-4d %9.2e %9.2f %9.2f  %s%s%s%s\n",
            ckv_kv_dtype_name(kv_dtype), src, desc, budget, lists, (long long)v->slots_differ,
            v->lists_differ, v->lists_near, v->max_err, g_ms, c_ms, v->fail ? "FAIL" : "ok", k,
@@ -311,6 +315,40 @@ static bool own_rows_sound(const ckv_cache *keys, const ckv_policy *p, int32_t b
     return ok;
 }
 
+/* K-Means's final centroids, the GPU's (trace) against the CPU's
+ * (ckv_kmeans_compress), bit for bit, on every list the CPU compressed
+ * (len, its length before) whose GPU margin is at least NEAR_TIE: then
+ * every assignment of the call is decisive on both sides, so the clusters
+ * agree at every iteration and the means are the same doubles by the
+ * kernels' order (the CPU's). The lists compared; false with why at the
+ * first centroid that differs. */
+static int64_t centroids_agree(const int32_t *len, size_t lists, int32_t budget, int32_t sinks,
+                               int32_t recent, int32_t d, const double *gpu, const double *cpu,
+                               const float *margin, bool *ok, char *why, size_t n)
+{
+    const int32_t k = budget - sinks - recent;
+    int64_t compared = 0;
+    *ok = true;
+    for (size_t lh = 0; *ok && lh < lists; lh++) {
+        if (!(len[lh] > budget && k < len[lh] - sinks - recent) || !(margin[lh] >= NEAR_TIE))
+            continue;
+        compared++;
+        const size_t at = lh * (size_t)k * d;
+        for (int32_t j = 0; *ok && j < k; j++) {
+            const double *g = gpu + at + (size_t)j * d, *c = cpu + at + (size_t)j * d;
+            if (!memcmp(g, c, (size_t)d * sizeof *g))
+                continue;
+            int32_t i = 0;
+            while (i < d && !memcmp(g + i, c + i, sizeof *g))
+                i++;
+            snprintf(why, n, "list %zu centroid %d dimension %d: gpu %.17g, cpu %.17g", lh, j, i,
+                     g[i], c[i]);
+            *ok = false;
+        }
+    }
+    return compared;
+}
+
 /* The set flags among n bytes. */
 static int64_t flag_count(const uint8_t *flags, size_t n)
 {
@@ -341,12 +379,29 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
     ckv_cache before;
     if (want_own)
         CHECK(ckv_cache_fork(&before, cpu, cpu->capacity, err));
+    /* K-Means with updates: both sides' final centroids, NaN where not
+     * written, and the lengths they were compressed from. */
+    const bool cen = !strcmp(p->ops->name, "kmeans") && ckv_policy_param(p, "iters", 0) > 0;
+    const int32_t sinks = (int32_t)ckv_policy_param(p, "sinks", 0);
+    const int32_t recent = (int32_t)ckv_policy_param(p, "recent", 0);
+    const size_t cen_n = cen ? lists * (size_t)(budget - sinks - recent) * c->head_dim : 0;
+    double *cen_cpu = NULL, *cen_gpu = NULL;
+    int32_t *len = NULL;
+    if (cen && budget > sinks + recent) {
+        cen_cpu = xmalloc(cen_n * sizeof *cen_cpu);
+        cen_gpu = xmalloc(cen_n * sizeof *cen_gpu);
+        for (size_t i = 0; i < cen_n; i++)
+            cen_cpu[i] = cen_gpu[i] = NAN;
+        len = xmalloc(lists * sizeof *len);
+        memcpy(len, cpu->len, lists * sizeof *len);
+    }
     ckv_error ec = {0}, eg = {0};
     double c0 = cpu_ms();
-    ckv_status sc = ckv_policy_compress(p, cpu, budget, qwp, a_cpu, &ec);
+    ckv_status sc = cen_cpu ? ckv_kmeans_compress(p, cpu, budget, a_cpu, cen_cpu, &ec)
+                            : ckv_policy_compress(p, cpu, budget, qwp, a_cpu, &ec);
     double c_ms = cpu_ms() - c0;
-    int64_t kept = 0, own = 0;
-    ckv_gpu_policy_trace tr = {a_gpu, margin, &kept, &own, own_rows};
+    int64_t kept = 0, own = 0, cen_lists = -1;
+    ckv_gpu_policy_trace tr = {a_gpu, margin, &kept, &own, own_rows, cen_gpu};
     double g0 = wall_ms();
     ckv_status sg = ckv_gpu_policy_compress(s->g, p, budget, qwp, &tr, NULL, &eg);
     double g_ms = wall_ms() - g0;
@@ -374,9 +429,19 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
             fail_with(&v, "the trace's own rows do not number its count of them");
         if (strict && v.lists_differ)
             fail_with(&v, "lists differ where every tie is exact");
+        if (cen_cpu) {
+            bool ok;
+            cen_lists = centroids_agree(len, lists, budget, sinks, recent, c->head_dim, cen_gpu,
+                                        cen_cpu, margin, &ok, why, sizeof why);
+            if (!ok)
+                fail_with(&v, why);
+        }
     }
-    print_row(s->name, desc, budget, lists, &v, g_ms, c_ms, kept, own);
+    print_row(s->name, desc, budget, lists, &v, g_ms, c_ms, kept, own, cen_lists);
     free(margin);
+    free(cen_cpu);
+    free(cen_gpu);
+    free(len);
     if (want_own) {
         free(own_rows);
         ckv_cache_free(&before);
