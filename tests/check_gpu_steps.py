@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Checks scripts/gpu-steps without a GPU: in a scratch checkout holding one
+xz-packed stand-in binary, a steps file whose steps use $B, $R and $M, exit
+with a status, overrun their limit (124 within it plus the kill's grace),
+read a '|' inside the command, and one left under the deadline (skipped);
+then --tar's single file; and a malformed line refused, naming the file and
+line, before any step runs."""
+import os
+import subprocess
+import tarfile
+import tempfile
+import time
+
+from script_check import check, finish, root
+
+steps_script = os.path.join(root, "scripts", "gpu-steps")
+
+
+def run(cwd, args, deadline=None):
+    env = dict(os.environ)
+    env["GPU_STEPS_BINS"] = os.path.join(cwd, "unpacked")
+    env.pop("DEADLINE", None)
+    if deadline is not None:
+        env["DEADLINE"] = str(deadline)
+    t0 = time.monotonic()
+    p = subprocess.run([steps_script, *args], cwd=cwd, capture_output=True, text=True, env=env)
+    return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    bins = os.path.join(tmp, ".stage", "bins", "s1")
+    os.makedirs(bins)
+    tool = os.path.join(tmp, "tool")
+    with open(tool, "w") as f:
+        f.write("#!/bin/sh\necho \"tool says $1\"\n")
+    with open(os.path.join(bins, "tool.xz"), "wb") as f:
+        subprocess.run(["xz", "-c", tool], stdout=f, check=True)
+    steps = os.path.join(tmp, "a.steps")
+    with open(steps, "w") as f:
+        f.write("# a comment, then a blank line\n\n"
+                "uses|30|$B/s1/tool hello > $R/out.txt; cat $M/marker\n"
+                "status|30|echo partial; exit 3\n"
+                "pipe|30|printf 'x|y\\n' | cut -d'|' -f2\n"
+                "slow|1|sleep 30\n")
+    with open(os.path.join(tmp, "marker"), "w") as f:
+        f.write("in the checkout\n")
+    out = os.path.join(tmp, "out")
+    rc, _, err, secs = run(tmp, [steps, out])
+    check(rc == 0, f"a steps file runs to its end (rc {rc}, {err.strip()})")
+    logs = os.path.join(out, "logs")
+    check(read(os.path.join(out, "res", "out.txt")) == "tool says hello\n",
+          "the step ran the unpacked binary from $B and wrote under $R")
+    check(read(os.path.join(logs, "uses.log")) == "in the checkout\n",
+          "$M is the directory it was started in")
+    check(read(os.path.join(logs, "pipe.log")) == "y\n", "a '|' inside the command stays in it")
+    summary = read(os.path.join(logs, "00-summary.log")).splitlines()
+    names = [line.split()[0] for line in summary]
+    check(names == ["uses", "status", "pipe", "slow"], f"one summary line a step, in order ({names})")
+    status = [line for line in summary if line.startswith("status ")]
+    check(bool(status) and " rc=3 " in status[0] and "(limit 30)" in status[0],
+          f"the step's exit status and limit ({status})")
+    check(read(os.path.join(logs, "status.log")) == "partial\n", "the step's output is its log")
+    slow = [line for line in summary if line.startswith("slow ")]
+    check(bool(slow) and " rc=124 " in slow[0] and "(limit 1)" in slow[0],
+          f"a step past its limit is stopped with 124 ({slow})")
+    check(secs < 15, f"the overrunning step cost about its limit ({secs:.1f} s)")
+
+    # Under a deadline 10 s away every step has under 15 s left: skipped.
+    out2 = os.path.join(tmp, "out2")
+    rc, _, _, _ = run(tmp, ["--tar", steps, out2], deadline=int(time.time()) + 10)
+    check(rc == 0 and sorted(os.listdir(out2)) == ["steps.tar"],
+          f"--tar leaves one file ({sorted(os.listdir(out2)) if os.path.isdir(out2) else None})")
+    with tarfile.open(os.path.join(out2, "steps.tar")) as t:
+        summary = t.extractfile("logs/00-summary.log").read().decode().splitlines()
+    check(summary == [f"{n} skipped: deadline" for n in ("uses", "status", "pipe", "slow")],
+          f"steps with under 15 s to the deadline are skipped ({summary})")
+
+    bad = os.path.join(tmp, "bad.steps")
+    with open(bad, "w") as f:
+        f.write("fine|5|touch $M/ran\nno limit|x|true\n")
+    rc, _, err, _ = run(tmp, [bad, os.path.join(tmp, "out3")])
+    check(rc == 2 and "bad.steps:2:" in err, f"a malformed line is named ({err.strip()})")
+    check(not os.path.exists(os.path.join(tmp, "ran")), "and no step ran before the refusal")
+    rc, _, err, _ = run(tmp, [steps])
+    check(rc == 2 and "usage" in err, "a missing OUT is a usage error")
+
+finish()
