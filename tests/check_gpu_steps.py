@@ -3,8 +3,9 @@
 xz-packed stand-in binary, a steps file whose steps use $B, $R and $M, exit
 with a status, overrun their limit (124 within it plus the kill's grace),
 read a '|' inside the command, and one left under the deadline (skipped);
-then --tar's single file; and a malformed line refused, naming the file and
-line, before any step runs."""
+then --tar's single file; a malformed line refused, naming the file and
+line, before any step runs; and every committed list in scripts/steps
+parsing (each step skipped under a past deadline)."""
 import os
 import subprocess
 import tarfile
@@ -88,5 +89,18 @@ with tempfile.TemporaryDirectory() as tmp:
     check(not os.path.exists(os.path.join(tmp, "ran")), "and no step ran before the refusal")
     rc, _, err, _ = run(tmp, [steps])
     check(rc == 2 and "usage" in err, "a missing OUT is a usage error")
+
+    # The committed step lists parse: under a past deadline each step is
+    # skipped, none run.
+    lists = os.path.join(root, "scripts", "steps")
+    for name in sorted(os.listdir(lists)):
+        path = os.path.join(lists, name)
+        want = [line.split("|")[0] for line in read(path).splitlines()
+                if line and not line.startswith("#")]
+        out4 = os.path.join(tmp, "out-" + name)
+        rc, _, err, _ = run(tmp, [path, out4], deadline=0)
+        got = read(os.path.join(out4, "logs", "00-summary.log")).splitlines() if rc == 0 else []
+        check(rc == 0 and want and got == [f"{n} skipped: deadline" for n in want],
+              f"scripts/steps/{name}: {len(want)} steps parse ({err.strip()})")
 
 finish()
