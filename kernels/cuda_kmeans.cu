@@ -2046,7 +2046,9 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 // degree-weighted mean of its members' features, members in slot order;
 // empty clusters and means of norm below 1e-30 keep their centroid, as does
 // a cluster the last assignment did not touch (the same members in the same
-// order would give the same bits). Each sum runs over the members, then
+// order would give the same bits); a lone member's feature is its mean, as
+// it is (the CPU's update), so at the first update a cluster that kept only
+// the row that started it is left too. Each sum runs over the members, then
 // the dimensions, in the CPU's order:
 //  - a warp a cluster forms the mean, lane i taking dimensions i, i + 32,
 //    ..., so that a member's feature row is read coalesced (a thread per
@@ -2103,7 +2105,8 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     km_update_kernel(const double *f, const float *deg, double *cen, double *cnorm, double *crec,
                      float *cscale, uint32_t *cs, uint8_t *cmv, int32_t *moved, int32_t *nmoved,
                      const int32_t *touch, const int32_t *run_b, const int32_t *run_e,
-                     const int32_t *members, const int32_t *act, km_params p)
+                     const int32_t *members, const int32_t *act, const int32_t *first_M,
+                     km_params p)
 {
     extern __shared__ double km_update_sm[];
     __shared__ double norm[UPDATE_CLUSTERS];
@@ -2128,6 +2131,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     double *const olds = km_update_sm + UPDATE_CLUSTERS * st;
     int32_t rb[UPDATE_EACH], re[UPDATE_EACH], first[UPDATE_EACH];
     double wf[UPDATE_EACH];  // the first members' weights
+    bool one[UPDATE_EACH];   // a lone member of nonzero weight: its feature is the mean
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
         const int32_t j = j0 + warp + UPDATE_WARPS * e;
@@ -2140,12 +2144,19 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
         const int32_t c = warp + UPDATE_WARPS * e, j = j0 + c;
-        const bool on = rb[e] >= 0 && re[e] >= 0;
+        bool on = rb[e] >= 0 && re[e] >= 0;
+        first[e] = on && re[e] > rb[e] ? members[rb[e]] : 0;
+        // The first update (first_M: the lists' M) leaves a cluster whose
+        // only member is the row that started it: its mean is that row's
+        // feature, the centroid it has, with its norms and split (at a
+        // decode-time call nearly every cluster: SmolLM2's 32K call's first
+        // update spent 0.49 ms on them, run ZZ3).
+        if (on && first_M && re[e] - rb[e] == 1 && first[e] == km_own_row(j, first_M[lh], p.k))
+            on = false;
         if (lane == 0)
             live[c] = on;
         if (!on)
             re[e] = rb[e];  // no members
-        first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
         if (on && D && cs)
             for (int32_t i = lane; i < d; i += 32)
                 ckv_cp_async8(olds + c * st + i, cen + (base + j) * d + i, true);
@@ -2154,6 +2165,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     for (int e = 0; e < UPDATE_EACH; e++) {
         const bool any = re[e] > rb[e];
         wf[e] = any ? (double)w[first[e]] : 0.0;
+        one[e] = re[e] - rb[e] == 1 && wf[e] != 0;
         if (any)
             for (int32_t i = lane; i < d; i += 32)
                 ckv_cp_async8(km_update_sm + (warp + UPDATE_WARPS * e) * st + i,
@@ -2168,7 +2180,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
         double *const s = km_update_sm + (warp + UPDATE_WARPS * e) * st;
-        for (int32_t i0 = 0; re[e] > rb[e] && i0 < d; i0 += 32 * KQ) {
+        for (int32_t i0 = 0; re[e] > rb[e] && !one[e] && i0 < d; i0 += 32 * KQ) {
             // The first member's terms from its feature in s (0 + x, as a
             // sum from 0 forms it); wsum: every lane the same sum.
             double wsum = __dadd_rn(0.0, wf[e]), a[KQ];
@@ -2214,7 +2226,8 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
         const double *const o = olds + c * st;
 #pragma unroll(D ? D / 32 : 1)
         for (int32_t q = 0; lane + 32 * q < d; q++) {
-            const double x = __ddiv_rn(s[lane + 32 * q], n);
+            // A lone member's feature is already unit (the CPU's update).
+            const double x = one[e] ? s[lane + 32 * q] : __ddiv_rn(s[lane + 32 * q], n);
             if (D && cs)
                 move += (x - o[lane + 32 * q]) * (x - o[lane + 32 * q]);
             s[lane + 32 * q] = x;
@@ -2562,8 +2575,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
         // touch: every cluster before the first assignment (the initial
-        // centroids are features, not their members' means), then those the
-        // assignment moves a row from or to.
+        // centroids are features, not their members' means; the first
+        // update leaves those whose only member started them), then those
+        // the assignment moves a row from or to.
         CKV_CUDA(cudaMemsetAsync(w->touch, it ? 0 : 1, touch_bytes, x->s));
         kb.act = live;
         kb.chg = changed;
@@ -2621,7 +2635,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             return st;
         km_update_of(x->d)<<<per_block, UPDATE_THREADS, upd_smem, x->s>>>(
             w->f, c->deg, w->cen, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
-            w->touch, w->run_b, w->run_e, w->ival_out, changed, kp);
+            w->touch, w->run_b, w->run_e, w->ival_out, changed, it ? nullptr : x->x, kp);
         CKV_CUDA_LAUNCHED();
     }
     // The trace's centroids: each active list's k rows of cen, as its last

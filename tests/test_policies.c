@@ -460,6 +460,33 @@ Test(hand, kmeans_centroids)
     }
 }
 
+/* A cluster of one member: its mean is that member's feature, already unit,
+ * so its centroid is the feature itself, bit for bit. Middle slots 1..9
+ * (M = 9, k = 2, initial centroids at slots 3 and 7): slot 7's key (-1, 1)
+ * points away from the x-direction keys, so it stays alone in cluster 1;
+ * its feature is (-1, 1) / sqrt(2) (dividing that by its own norm again, as
+ * a mean of several members is, moves both dimensions by an ulp). Its
+ * degree 3 must not matter. */
+Test(hand, kmeans_lone_member_keeps_feature)
+{
+    static const float keys[12][2] = {{5, 5}, {2, 0},   {1, 0.1f}, {3, 0},   {1, 0}, {4, 0.2f},
+                                      {2, 0.1f}, {-1, 1}, {1, 0.05f}, {5, 0}, {4, 1}, {1, 4}};
+    float deg[12] = {1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 1, 1};
+    const double u = 1 / sqrt(2.0);
+    ckv_cache c;
+    hand_cache(&c, keys, deg, false);
+    ckv_policy p;
+    make(&p, "kmeans", (const char *[]){"sinks=1", "recent=2", NULL});
+    double cen[4] = {NAN, NAN, NAN, NAN};
+    ckv_error err = {0};
+    cr_assert_eq(ckv_kmeans_compress(&p, &c, 5, NULL, cen, &err), CKV_OK, "%s", err.msg);
+    cr_expect(cen[2] == -u && cen[3] == u, "centroid 1: (%.17g, %.17g), want (%.17g, %.17g)",
+              cen[2], cen[3], -u, u);
+    cr_expect_eq(c.len[0], 5);
+    cr_expect_eq(c.deg[2], 3.0f);
+    ckv_cache_free(&c);
+}
+
 /* Its checks are ckv_policy_compress's, and it takes K-Means alone. */
 Test(hand, kmeans_centroids_refused)
 {

@@ -65,13 +65,20 @@ static void assign_all(const double *f, const double *fnorm, int32_t M, const do
 
 /* Lloyd step: each non-empty cluster's centroid becomes the normalised
  * degree-weighted mean of its members' features (kept if that mean's norm is
- * below 1e-30); empty clusters keep theirs. */
+ * below 1e-30); empty clusters keep theirs. The mean of a lone member is its
+ * feature, already unit: taken as it is, not divided by its weight and its
+ * norm, whose roundings would move it by an ulp (so a cluster that keeps the
+ * one row that started it keeps its centroid, which the GPU relies on).
+ * one[j]: cluster j's member while it has one, -2 once it has more. */
 static void update(const double *f, const float *deg, int32_t M, const int32_t *cl, double *cen,
-                   int32_t k, int32_t d, double *sum, double *wsum)
+                   int32_t k, int32_t d, double *sum, double *wsum, int32_t *one)
 {
     memset(sum, 0, (size_t)k * d * sizeof *sum);
     memset(wsum, 0, (size_t)k * sizeof *wsum);
+    for (int32_t j = 0; j < k; j++)
+        one[j] = -1;
     for (int32_t m = 0; m < M; m++) {
+        one[cl[m]] = one[cl[m]] == -1 ? m : -2;
         wsum[cl[m]] += deg[m];
         for (int32_t i = 0; i < d; i++)
             sum[(size_t)cl[m] * d + i] += deg[m] * f[(size_t)m * d + i];
@@ -80,15 +87,18 @@ static void update(const double *f, const float *deg, int32_t M, const int32_t *
         if (wsum[j] == 0)
             continue;
         double *s = sum + (size_t)j * d, n = 0;
+        if (one[j] >= 0)
+            memcpy(s, f + (size_t)one[j] * d, (size_t)d * sizeof *s);
         for (int32_t i = 0; i < d; i++) {
-            s[i] /= wsum[j];
+            if (one[j] < 0)
+                s[i] /= wsum[j];
             n += s[i] * s[i];
         }
         n = sqrt(n);
         if (n < 1e-30)
             continue;
         for (int32_t i = 0; i < d; i++)
-            cen[(size_t)j * d + i] = s[i] / n;
+            cen[(size_t)j * d + i] = one[j] >= 0 ? s[i] : s[i] / n;
     }
 }
 
@@ -105,11 +115,12 @@ static ckv_status compress_list(ckv_cache *c, int32_t l, int32_t h, int32_t sink
     double *f = malloc((size_t)M * d * sizeof *f), *cen = malloc((size_t)k * d * sizeof *cen);
     double *sum = malloc((size_t)k * d * sizeof *sum), *wsum = malloc((size_t)k * sizeof *wsum);
     int32_t *cl = malloc((size_t)M * sizeof *cl), *first = malloc((size_t)k * sizeof *first);
+    int32_t *one = malloc((size_t)k * sizeof *one);
     int32_t *dest = malloc((size_t)T * sizeof *dest);
     double *fnorm = malloc((size_t)M * sizeof *fnorm), *cnorm = malloc((size_t)k * sizeof *cnorm);
     double *sim = malloc((size_t)BLOCK * k * sizeof *sim);
     ckv_status st = CKV_OK;
-    if (!f || !cen || !sum || !wsum || !cl || !first || !dest || !fnorm || !cnorm || !sim) {
+    if (!f || !cen || !sum || !wsum || !cl || !first || !one || !dest || !fnorm || !cnorm || !sim) {
         st = ckv_errorf(err, CKV_ERR_NOMEM, "kmeans: out of memory for M=%d k=%d", M, k);
         goto done;
     }
@@ -126,7 +137,7 @@ static ckv_status compress_list(ckv_cache *c, int32_t l, int32_t h, int32_t sink
     }
     for (int32_t it = 0; it < iters; it++) {
         assign_all(f, fnorm, M, cen, k, d, cnorm, sim, cl);
-        update(f, deg, M, cl, cen, k, d, sum, wsum);
+        update(f, deg, M, cl, cen, k, d, sum, wsum, one);
     }
     assign_all(f, fnorm, M, cen, k, d, cnorm, sim, cl);
     if (cen_out)
@@ -150,6 +161,7 @@ done:
     free(wsum);
     free(cl);
     free(first);
+    free(one);
     free(dest);
     free(fnorm);
     free(cnorm);
