@@ -3,9 +3,12 @@
 xz-packed stand-in binary, a steps file whose steps use $B, $R and $M, exit
 with a status, overrun their limit (124 within it plus the kill's grace),
 read a '|' inside the command, and one left under the deadline (skipped);
-then --tar's single file; a malformed line refused, naming the file and
-line, before any step runs; and every committed list in scripts/steps
-parsing (each step skipped under a past deadline)."""
+then --tar's single file; a limit cut to the deadline less 10 s; a relative
+OUT; a binary staged again unpacked again; malformed lines (a bad or zero
+limit, a leading-zero one, a reserved or repeated name) and a bad DEADLINE
+refused, naming the file and line, before any step runs; and every
+committed list in scripts/steps parsing (each step skipped under a past
+deadline)."""
 import os
 import subprocess
 import tarfile
@@ -81,12 +84,55 @@ with tempfile.TemporaryDirectory() as tmp:
     check(summary == [f"{n} skipped: deadline" for n in ("uses", "status", "pipe", "slow")],
           f"steps with under 15 s to the deadline are skipped ({summary})")
 
+    # A limit past the deadline is cut to the time left less 10 s (the
+    # kill's grace and --tar's packing).
+    near = os.path.join(tmp, "near.steps")
+    with open(near, "w") as f:
+        f.write("near|300|true\n")
+    out5 = os.path.join(tmp, "out5")
+    rc, _, _, _ = run(tmp, [near, out5], deadline=int(time.time()) + 40)
+    line = read(os.path.join(out5, "logs", "00-summary.log")).split("(limit ")
+    limit = int(line[1].split(")")[0]) if len(line) > 1 else -1
+    check(rc == 0 and 25 <= limit <= 30, f"a limit under a deadline 40 s away: {limit}")
+
+    # A relative OUT: the steps run elsewhere, yet $R is OUT's res.
+    rel = os.path.join(tmp, "rel.steps")
+    with open(rel, "w") as f:
+        f.write("rel|30|echo here > $R/x.txt\n")
+    rc, _, err, _ = run(tmp, [rel, "outrel"])
+    path = os.path.join(tmp, "outrel", "res", "x.txt")
+    check(rc == 0 and os.path.exists(path) and read(path) == "here\n",
+          f"a relative OUT holds the step's results ({err.strip()})")
+
+    # The same binary staged again, newer: unpacked again.
+    time.sleep(1.1)
+    with open(tool, "w") as f:
+        f.write("#!/bin/sh\necho \"new tool says $1\"\n")
+    with open(os.path.join(bins, "tool.xz"), "wb") as f:
+        subprocess.run(["xz", "-c", tool], stdout=f, check=True)
+    out6 = os.path.join(tmp, "out6")
+    rc, _, _, _ = run(tmp, [steps, out6])
+    check(read(os.path.join(out6, "res", "out.txt")) == "new tool says hello\n",
+          "a binary staged again is unpacked again")
+
     bad = os.path.join(tmp, "bad.steps")
-    with open(bad, "w") as f:
-        f.write("fine|5|touch $M/ran\nno limit|x|true\n")
-    rc, _, err, _ = run(tmp, [bad, os.path.join(tmp, "out3")])
-    check(rc == 2 and "bad.steps:2:" in err, f"a malformed line is named ({err.strip()})")
-    check(not os.path.exists(os.path.join(tmp, "ran")), "and no step ran before the refusal")
+    for second, why in (("no limit|x|true", "a limit that is not a number"),
+                        ("zero|0|true", "a zero limit"),
+                        ("octal|08|true", "a limit with a leading zero"),
+                        ("00-summary|5|true", "a name the runner's logs take"),
+                        ("fine|5|true", "a name used twice")):
+        with open(bad, "w") as f:
+            f.write(f"fine|5|touch $M/ran\n{second}\n")
+        rc, _, err, _ = run(tmp, [bad, os.path.join(tmp, "out3")])
+        check(rc == 2 and "bad.steps:2:" in err, f"{why} is named ({err.strip()})")
+        check(not os.path.exists(os.path.join(tmp, "ran")), "and no step ran before the refusal")
+    for value in ("17e8", "tomorrow", "1.7e9"):
+        env = dict(os.environ, GPU_STEPS_BINS=os.path.join(tmp, "unpacked"), DEADLINE=value)
+        p = subprocess.run([steps_script, near, os.path.join(tmp, "out7")], cwd=tmp,
+                           capture_output=True, text=True, env=env)
+        check(p.returncode == 2 and f"DEADLINE: not whole epoch seconds: '{value}'" in p.stderr
+              and not os.path.exists(os.path.join(tmp, "out7")),
+              f"DEADLINE={value} refused before anything runs ({p.stderr.strip()})")
     rc, _, err, _ = run(tmp, [steps])
     check(rc == 2 and "usage" in err, "a missing OUT is a usage error")
 
