@@ -487,6 +487,44 @@ Test(hand, kmeans_lone_member_keeps_feature)
     ckv_cache_free(&c);
 }
 
+/* Each list's centroids at its own place: [list][k][head_dim]. Three KV
+ * heads, iters=0 (the initial centroids, the features of middle rows 2 and
+ * 6, slots 3 and 7): head 0 holds km_keys ((1, x) a and (0, 1)), head 1 the
+ * lone-member keys ((3, 0) and (-1, 1): (1, 0) and (-1, 1) / sqrt(2)),
+ * head 2 only 5 entries (not over the budget: its rows left as they were). */
+Test(hand, kmeans_centroids_per_list)
+{
+    static const float lone[12][2] = {{5, 5}, {2, 0},   {1, 0.1f}, {3, 0},   {1, 0}, {4, 0.2f},
+                                      {2, 0.1f}, {-1, 1}, {1, 0.05f}, {5, 0}, {4, 1}, {1, 4}};
+    ckv_cache c;
+    cr_assert_eq(ckv_cache_init(&c, 1, 3, 2, 12, false, NULL), CKV_OK);
+    for (int h = 0; h < 3; h++) {
+        for (int t = 0; t < 12; t++)
+            for (int i = 0; i < 2; i++) {
+                ckv_cache_key(&c, 0, h, t)[i] = h == 1 ? lone[t][i] : km_keys[t][i];
+                ckv_cache_val(&c, 0, h, t)[i] = (float)(t + 1);
+            }
+        for (int t = 0; t < 12; t++)
+            ckv_cache_degp(&c, 0, h)[t] = 1;
+        c.len[ckv_cache_lh(&c, 0, h)] = h == 2 ? 5 : 12;
+    }
+    ckv_policy p;
+    make(&p, "kmeans", (const char *[]){"sinks=1", "recent=2", "iters=0", NULL});
+    double cen[3 * 4];
+    for (int i = 0; i < 12; i++)
+        cen[i] = NAN;
+    ckv_error err = {0};
+    cr_assert_eq(ckv_kmeans_compress(&p, &c, 5, NULL, cen, &err), CKV_OK, "%s", err.msg);
+    const double x = 0.1f, a = 1 / sqrt(1 + x * x), u = 1 / sqrt(2.0);
+    const double want[8] = {a, x * a, 0, 1, 1, 0, -u, u};
+    for (int i = 0; i < 8; i++)
+        cr_expect(fabs(cen[i] - want[i]) <= 1e-15, "list %d centroid %d dimension %d: %.17g, "
+                  "want %.17g", i / 4, i / 2 % 2, i % 2, cen[i], want[i]);
+    for (int i = 8; i < 12; i++)
+        cr_expect(isnan(cen[i]), "list 2 (not compressed): element %d written: %g", i - 8, cen[i]);
+    ckv_cache_free(&c);
+}
+
 /* Its checks are ckv_policy_compress's, and it takes K-Means alone. */
 Test(hand, kmeans_centroids_refused)
 {
