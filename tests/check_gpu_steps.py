@@ -3,12 +3,12 @@
 xz-packed stand-in binary, a steps file whose steps use $B, $R and $M, exit
 with a status, overrun their limit (124 within it plus the kill's grace),
 read a '|' inside the command, and one left under the deadline (skipped);
-then --tar's single file; a limit cut to the deadline less 10 s; a relative
-OUT; a binary staged again unpacked again; malformed lines (a bad or zero
-limit, a leading-zero one, a reserved or repeated name) and a bad DEADLINE
-refused, naming the file and line, before any step runs; and every
-committed list in scripts/steps parsing (each step skipped under a past
-deadline)."""
+then --tar's single file; a limit cut to the deadline less 10 s; a second
+run into one OUT; a relative OUT; a binary staged again unpacked again;
+malformed lines (a bad, zero, leading-zero or huge limit, a trailing '|', a
+carriage return, a reserved or repeated name) and a bad DEADLINE refused,
+naming the file and line, before any step runs; and every committed list in
+scripts/steps parsing (each step skipped under a past deadline)."""
 import os
 import subprocess
 import tarfile
@@ -95,6 +95,13 @@ with tempfile.TemporaryDirectory() as tmp:
     limit = int(line[1].split(")")[0]) if len(line) > 1 else -1
     check(rc == 0 and 25 <= limit <= 30, f"a limit under a deadline 40 s away: {limit}")
 
+    # An OUT holding an earlier run: its summary and logs do not carry over.
+    rc, _, _, _ = run(tmp, [near, out5], deadline=0)
+    summary = read(os.path.join(out5, "logs", "00-summary.log")).splitlines()
+    check(rc == 0 and summary == ["near skipped: deadline"]
+          and sorted(os.listdir(os.path.join(out5, "logs"))) == ["00-summary.log"],
+          f"a second run into one OUT starts its logs afresh ({summary})")
+
     # A relative OUT: the steps run elsewhere, yet $R is OUT's res.
     rel = os.path.join(tmp, "rel.steps")
     with open(rel, "w") as f:
@@ -119,6 +126,9 @@ with tempfile.TemporaryDirectory() as tmp:
     for second, why in (("no limit|x|true", "a limit that is not a number"),
                         ("zero|0|true", "a zero limit"),
                         ("octal|08|true", "a limit with a leading zero"),
+                        ("huge|99999999999999999999|true", "a limit past 999999 s"),
+                        ("pipe|5|echo x|", "a trailing '|'"),
+                        ("cr|5|true\r", "a carriage return"),
                         ("00-summary|5|true", "a name the runner's logs take"),
                         ("fine|5|true", "a name used twice")):
         with open(bad, "w") as f:
@@ -126,7 +136,7 @@ with tempfile.TemporaryDirectory() as tmp:
         rc, _, err, _ = run(tmp, [bad, os.path.join(tmp, "out3")])
         check(rc == 2 and "bad.steps:2:" in err, f"{why} is named ({err.strip()})")
         check(not os.path.exists(os.path.join(tmp, "ran")), "and no step ran before the refusal")
-    for value in ("17e8", "tomorrow", "1.7e9"):
+    for value in ("17e8", "tomorrow", "1.7e9", "09999999999"):
         env = dict(os.environ, GPU_STEPS_BINS=os.path.join(tmp, "unpacked"), DEADLINE=value)
         p = subprocess.run([steps_script, near, os.path.join(tmp, "out7")], cwd=tmp,
                            capture_output=True, text=True, env=env)
