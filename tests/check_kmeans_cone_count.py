@@ -114,7 +114,7 @@ for i, dist in planted.items():
     step -= (step @ F[i]) * F[i]
     F[300 + i] = F[i] + dist * step / np.linalg.norm(step)
     F[300 + i] /= np.linalg.norm(F[300 + i])
-clear, window, _, span, _ = cc.own_clear(F)
+clear, window, _, span, _, _ = cc.own_clear(F)
 D = np.sqrt(np.maximum(0.0, 2 - 2 * (F @ F.T)))
 np.fill_diagonal(D, np.inf)
 check(not (clear & (D.min(1) <= cc.OWN_W)).any(),
@@ -143,6 +143,21 @@ a1 = np.concatenate([np.arange(512.0), 256 + np.arange(512.0)])
 bands = cc.band_spans(a0, a1)
 check(bands == [(0.375, 1.0), (0.1875, 2.0)],
       f"--own: two bands beside each other, a block bounding the other's overlap ({bands})")
+# The cell forms' exact work by hand. One band of a0 (all at 0.03), a1 one
+# apart: blocks of 128 stage their own 128 alone, 4 x 128 x 128 of 512^2
+# pairs (0.25), four blocks. Two cells beside each other in a1 (a0 = a1 =
+# 0.01, and a1 = 0.01 + w), a2 0 .. 63 in the first and 32 .. 95 in the
+# second: blocks of 32 stage their own 32 and, beside, 0, 32, 32, 0 (32 x
+# 192 pairs of 128^2: 0.375), four blocks.
+one = np.stack([np.full(512, 0.03), np.arange(512.0)], axis=1)
+work = cc.cell_work(one, 1, 128)
+check(work == (0.25, 4), f"--own: one band's cell work by hand ({work})")
+two = np.zeros((128, 3))
+two[:, 0] = 0.01
+two[:64, 1], two[64:, 1] = 0.01, 0.01 + cc.OWN_W
+two[:64, 2], two[64:, 2] = np.arange(64.0), 32 + np.arange(64.0)
+work = cc.cell_work(two, 2, 32)
+check(work == (0.375, 4), f"--own: two cells' work by hand ({work})")
 check(clear.mean() > 0.95 and 0 < window.mean() < 1,
       f"--own: spread features nearly all clear ({clear.mean():.3f}), a window a part "
       f"({window.mean():.3f})")
@@ -156,17 +171,21 @@ rc, out, err = run_script(script, "--tokens", "1024", "--decode", "--own", "--un
 m = re.search(r"1024 tokens, 320 rows, 256 start a centroid: the own pass shows (\d+) clear "
               r"\([\d.]+%\); a window holds ([\d.]+)% of the centroids, 3 x 3 cells ([\d.]+)%",
               out)
+forms = re.findall(r"cells of the first (\d) coordinates, then the next sorted, blocks of "
+                   r"(\d+): ([\d.]+)% of k\^2 pairs bounded, (\d+) blocks", out)
 check(rc == 0 and m is not None and int(m.group(1)) == 256
-      and 0 < float(m.group(3)) < 100 and 0 < float(m.group(2)) < 100,
+      and 0 < float(m.group(3)) < 100 and 0 < float(m.group(2)) < 100
+      and [(f[0], f[1]) for f in forms] == [("1", "128"), ("2", "128"), ("2", "32"), ("3", "32")]
+      and all(0 < float(f[2]) <= 100 for f in forms),
       f"--uniform --decode: k + 64 uniform keys at head_dim 32, every centroid clear, the "
-      f"window's and cells' shares printed ({out!r} {err!r})")
+      f"window's and cells' shares and the cell forms' work printed ({out!r} {err!r})")
 
 # A narrower w (--own-w): the bound stays sound against the exact distances
 # at 1/32 on the same features (the planted pairs at 0.16 w and equal are
 # within it, so never clear), and a row's window shrinks.
 saved = cc.OWN_W
 cc.OWN_W = 1.0 / 32
-clear32, window32, _, _, _ = cc.own_clear(F)
+clear32, window32, _, _, _, _ = cc.own_clear(F)
 cc.OWN_W = saved
 check(not (clear32 & (D.min(1) <= 1.0 / 32)).any() and not clear32[[0, 3, 300, 303]].any(),
       f"--own-w 1/32: no centroid within 1/32 of another shown clear "
