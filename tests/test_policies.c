@@ -460,6 +460,11 @@ Test(hand, kmeans_centroids)
     }
 }
 
+/* Keys whose slot 7, (-1, 1), points away from the x-direction keys of the
+ * other middle slots (1..9 with sinks 1, recent 2). */
+static const float lone_keys[12][2] = {{5, 5},   {2, 0},  {1, 0.1f},  {3, 0}, {1, 0}, {4, 0.2f},
+                                       {2, 0.1f}, {-1, 1}, {1, 0.05f}, {5, 0}, {4, 1}, {1, 4}};
+
 /* A cluster of one member: its mean is that member's feature, already unit,
  * so its centroid is the feature itself, bit for bit. Middle slots 1..9
  * (M = 9, k = 2, initial centroids at slots 3 and 7): slot 7's key (-1, 1)
@@ -469,12 +474,10 @@ Test(hand, kmeans_centroids)
  * degree 3 must not matter. */
 Test(hand, kmeans_lone_member_keeps_feature)
 {
-    static const float keys[12][2] = {{5, 5}, {2, 0},   {1, 0.1f}, {3, 0},   {1, 0}, {4, 0.2f},
-                                      {2, 0.1f}, {-1, 1}, {1, 0.05f}, {5, 0}, {4, 1}, {1, 4}};
     float deg[12] = {1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 1, 1};
     const double u = 1 / sqrt(2.0);
     ckv_cache c;
-    hand_cache(&c, keys, deg, false);
+    hand_cache(&c, lone_keys, deg, false);
     ckv_policy p;
     make(&p, "kmeans", (const char *[]){"sinks=1", "recent=2", NULL});
     double cen[4] = {NAN, NAN, NAN, NAN};
@@ -494,14 +497,12 @@ Test(hand, kmeans_lone_member_keeps_feature)
  * head 2 only 5 entries (not over the budget: its rows left as they were). */
 Test(hand, kmeans_centroids_per_list)
 {
-    static const float lone[12][2] = {{5, 5}, {2, 0},   {1, 0.1f}, {3, 0},   {1, 0}, {4, 0.2f},
-                                      {2, 0.1f}, {-1, 1}, {1, 0.05f}, {5, 0}, {4, 1}, {1, 4}};
     ckv_cache c;
     cr_assert_eq(ckv_cache_init(&c, 1, 3, 2, 12, false, NULL), CKV_OK);
     for (int h = 0; h < 3; h++) {
         for (int t = 0; t < 12; t++)
             for (int i = 0; i < 2; i++) {
-                ckv_cache_key(&c, 0, h, t)[i] = h == 1 ? lone[t][i] : km_keys[t][i];
+                ckv_cache_key(&c, 0, h, t)[i] = h == 1 ? lone_keys[t][i] : km_keys[t][i];
                 ckv_cache_val(&c, 0, h, t)[i] = (float)(t + 1);
             }
         for (int t = 0; t < 12; t++)
