@@ -145,19 +145,21 @@ check(bands == [(0.375, 1.0), (0.1875, 2.0)],
       f"--own: two bands beside each other, a block bounding the other's overlap ({bands})")
 # The cell forms' exact work by hand. One band of a0 (all at 0.03), a1 one
 # apart: blocks of 128 stage their own 128 alone, 4 x 128 x 128 of 512^2
-# pairs (0.25), four blocks. Two cells beside each other in a1 (a0 = a1 =
-# 0.01, and a1 = 0.01 + w), a2 0 .. 63 in the first and 32 .. 95 in the
-# second: blocks of 32 stage their own 32 and, beside, 0, 32, 32, 0 (32 x
-# 192 pairs of 128^2: 0.375), four blocks.
+# pairs (0.25), four blocks; each one chunk for four warps, 16 k8 steps a
+# warp: 4 x (13 x 64 + 25 x 4) = 3,728. Two cells beside each other in a1
+# (a0 = a1 = 0.01, and a1 = 0.01 + w), a2 0 .. 63 in the first and 32 .. 95
+# in the second: blocks of 32 stage their own 32 and, beside, 0, 32, 32, 0
+# (32 x 192 pairs of 128^2: 0.375), four blocks; chunks 1, 2, 2, 1 for one
+# warp, 4 k8 steps a chunk: 6 x (13 x 4 + 25) = 462.
 one = np.stack([np.full(512, 0.03), np.arange(512.0)], axis=1)
 work = cc.cell_work(one, 1, 128)
-check(work == (0.25, 4), f"--own: one band's cell work by hand ({work})")
+check(work == (0.25, 4, 3728), f"--own: one band's cell work by hand ({work})")
 two = np.zeros((128, 3))
 two[:, 0] = 0.01
 two[:64, 1], two[64:, 1] = 0.01, 0.01 + cc.OWN_W
 two[:64, 2], two[64:, 2] = np.arange(64.0), 32 + np.arange(64.0)
 work = cc.cell_work(two, 2, 32)
-check(work == (0.375, 4), f"--own: two cells' work by hand ({work})")
+check(work == (0.375, 4, 462), f"--own: two cells' work by hand ({work})")
 check(clear.mean() > 0.95 and 0 < window.mean() < 1,
       f"--own: spread features nearly all clear ({clear.mean():.3f}), a window a part "
       f"({window.mean():.3f})")
@@ -172,11 +174,13 @@ m = re.search(r"1024 tokens, 320 rows, 256 start a centroid: the own pass shows 
               r"\([\d.]+%\); a window holds ([\d.]+)% of the centroids, 3 x 3 cells ([\d.]+)%",
               out)
 forms = re.findall(r"cells of the first (\d) coordinates, then the next sorted, blocks of "
-                   r"(\d+): ([\d.]+)% of k\^2 pairs bounded, (\d+) blocks", out)
+                   r"(\d+): ([\d.]+)% of k\^2 pairs bounded, (\d+) blocks, ([\d.]+)x the "
+                   r"first form's cost", out)
 check(rc == 0 and m is not None and int(m.group(1)) == 256
       and 0 < float(m.group(3)) < 100 and 0 < float(m.group(2)) < 100
-      and [(f[0], f[1]) for f in forms] == [("1", "128"), ("2", "128"), ("2", "32"), ("3", "32")]
-      and all(0 < float(f[2]) <= 100 for f in forms),
+      and [(f[0], f[1]) for f in forms] == [("1", "128"), ("2", "128"), ("2", "64"), ("2", "32"),
+                                            ("3", "32")]
+      and all(0 < float(f[2]) <= 100 and float(f[4]) > 0 for f in forms),
       f"--uniform --decode: k + 64 uniform keys at head_dim 32, every centroid clear, the "
       f"window's and cells' shares and the cell forms' work printed ({out!r} {err!r})")
 
