@@ -2048,7 +2048,8 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 // a cluster the last assignment did not touch (the same members in the same
 // order would give the same bits); a lone member's feature is its mean, as
 // it is (the CPU's update), so at the first update a cluster that kept only
-// the row that started it is left too. Each sum runs over the members, then
+// the row that started it is left too (km_first_touch); a block with no
+// cluster touched leaves after its flags. Each sum runs over the members, then
 // the dimensions, in the CPU's order:
 //  - a warp a cluster forms the mean, lane i taking dimensions i, i + 32,
 //    ..., so that a member's feature row is read coalesced (a thread per
@@ -2105,8 +2106,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     km_update_kernel(const double *f, const float *deg, double *cen, double *cnorm, double *crec,
                      float *cscale, uint32_t *cs, uint8_t *cmv, int32_t *moved, int32_t *nmoved,
                      const int32_t *touch, const int32_t *run_b, const int32_t *run_e,
-                     const int32_t *members, const int32_t *act, const int32_t *first_M,
-                     km_params p)
+                     const int32_t *members, const int32_t *act, km_params p)
 {
     extern __shared__ double km_update_sm[];
     __shared__ double norm[UPDATE_CLUSTERS];
@@ -2117,6 +2117,17 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
     const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, d = D ? D : p.d, st = d + 1;
     const size_t base = (size_t)lh * p.cap;
     const float *w = deg + base + p.sinks;
+    // A block none of whose clusters was touched leaves at once: at a
+    // decode-time call's first update nearly all of them (km_first_touch).
+    bool tc[UPDATE_EACH], mine = false;
+#pragma unroll
+    for (int e = 0; e < UPDATE_EACH; e++) {
+        const int32_t j = j0 + warp + UPDATE_WARPS * e;
+        tc[e] = j < p.k && touch[base + j];
+        mine |= tc[e];
+    }
+    if (!__syncthreads_or(mine))
+        return;
     // The warp's clusters are c = warp + UPDATE_WARPS e: their runs' bounds
     // and touch flags, then their first members, then those members'
     // weights and features (into the means' rows) and the old centroids
@@ -2135,28 +2146,20 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
         const int32_t j = j0 + warp + UPDATE_WARPS * e;
-        const bool in = j < p.k;
-        rb[e] = in ? run_b[base + j] : -1;
+        rb[e] = j < p.k ? run_b[base + j] : -1;
         // run_e is at least 1 wherever run_b >= 0 (runs_kernel), so re >= 0
         // stands for the touch flag below (where run_b is -1 it is stale).
-        re[e] = in && touch[base + j] ? run_e[base + j] : -1;
+        re[e] = tc[e] ? run_e[base + j] : -1;
     }
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
         const int32_t c = warp + UPDATE_WARPS * e, j = j0 + c;
-        bool on = rb[e] >= 0 && re[e] >= 0;
-        first[e] = on && re[e] > rb[e] ? members[rb[e]] : 0;
-        // The first update (first_M: the lists' M) leaves a cluster whose
-        // only member is the row that started it: its mean is that row's
-        // feature, the centroid it has, with its norms and split (at a
-        // decode-time call nearly every cluster: SmolLM2's 32K call's first
-        // update spent 0.49 ms on them, run ZZ3).
-        if (on && first_M && re[e] - rb[e] == 1 && first[e] == km_own_row(j, first_M[lh], p.k))
-            on = false;
+        const bool on = rb[e] >= 0 && re[e] >= 0;
         if (lane == 0)
             live[c] = on;
         if (!on)
             re[e] = rb[e];  // no members
+        first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
         if (on && D && cs)
             for (int32_t i = lane; i < d; i += 32)
                 ckv_cp_async8(olds + c * st + i, cen + (base + j) * d + i, true);
@@ -2254,6 +2257,25 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
         const double n = km_norm_chain<D>(km_update_sm + lane * st, d);
         km_set_cnorm(base + j0 + lane, n, cnorm, crec, cscale);
     }
+}
+
+// The clusters a call's first update must form (touch): all but those
+// whose only member is the row that started them, whose mean is that row's
+// feature (taken as it is, as the CPU's update takes a lone member's), the
+// centroid they have, with its norms and split. At a decode-time call,
+// B + interval rows into about B clusters, that is nearly every cluster:
+// SmolLM2's 32K call's first update spent 0.49 ms on them (run ZZ3).
+__global__ void km_first_touch_kernel(int32_t *touch, const int32_t *run_b, const int32_t *run_e,
+                                      const int32_t *members, const int32_t *act,
+                                      const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || j >= p.k)
+        return;
+    const size_t base = (size_t)lh * p.cap;
+    const int32_t rb = run_b[base + j];  // -1: empty (run_e stale)
+    touch[base + j] = rb >= 0 && !(run_e[base + j] - rb == 1 &&
+                                   members[rb] == km_own_row(j, M_of[lh], p.k));
 }
 
 // Each cluster collapses into its smallest member slot.
@@ -2574,17 +2596,15 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         else
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
-        // touch: every cluster before the first assignment (the initial
-        // centroids are features, not their members' means; the first
-        // update leaves those whose only member started them), then those
-        // the assignment moves a row from or to.
-        CKV_CUDA(cudaMemsetAsync(w->touch, it ? 0 : 1, touch_bytes, x->s));
+        // touch: the clusters the assignment moves a row from or to; at the
+        // first, km_first_touch's after it.
+        if (it)
+            CKV_CUDA(cudaMemsetAsync(w->touch, 0, touch_bytes, x->s));
         kb.act = live;
         kb.chg = changed;
         // A call's first assignment: the own pass, then the estimate over
         // every centroid for the rows it leaves (every list restricted: no
-        // centroid moved, dr.nmoved 0); the memset above touched every
-        // cluster.
+        // centroid moved, dr.nmoved 0); no touch flags kept.
         kb.touch = it ? w->touch : nullptr;
         if (!it && est) {
             if ((st = ckv_pol_sort_int(x, err)))
@@ -2628,6 +2648,11 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             return st;
         if (it == iters)
             break;  // the final assignment: no update after it
+        if (!it) {
+            km_first_touch_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
+                w->touch, w->run_b, w->run_e, w->ival_out, x->act, x->x, kp);
+            CKV_CUDA_LAUNCHED();
+        }
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
         const size_t upd_smem = km_update_smem(x->d, cs != nullptr);
@@ -2635,7 +2660,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             return st;
         km_update_of(x->d)<<<per_block, UPDATE_THREADS, upd_smem, x->s>>>(
             w->f, c->deg, w->cen, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
-            w->touch, w->run_b, w->run_e, w->ival_out, changed, it ? nullptr : x->x, kp);
+            w->touch, w->run_b, w->run_e, w->ival_out, changed, kp);
         CKV_CUDA_LAUNCHED();
     }
     // The trace's centroids: each active list's k rows of cen, as its last
