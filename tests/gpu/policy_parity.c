@@ -55,6 +55,9 @@
 #define NEAR_TIE 1e-5
 
 static int failures, near_ties, runs;
+/* K-Means lists whose centroids were compared, over the program: a run
+ * where none was would have checked nothing of them. */
+static int64_t centroid_lists;
 /* How the sources store keys and values, on both sides. */
 static ckv_kv_dtype kv_dtype = CKV_KV_F32;
 
@@ -227,16 +230,18 @@ static void compare(const ckv_cache *got, const ckv_cache *want, const int32_t *
         fail_with(v, "values differ beyond tolerance");
 }
 
-/* kept, own: the trace's counts (printed where not 0). */
-/* cen_lists: the lists whose centroids were compared (negative: none). */
+/* kept, own: the trace's counts; cen_lists: the lists whose centroids were
+ * compared (negative: no comparison asked). Printed where one is asked or
+ * a count is not 0. */
 static void print_row(const char *src, const char *desc, int32_t budget, size_t lists,
                       const verdict *v, double g_ms, double c_ms, int64_t kept, int64_t own,
                       int64_t cen_lists)
 {
     char k[100] = "";
     if (kept || own || cen_lists >= 0)
-        snprintf(k, sizeof k, " (kept %lld, own %lld, centroids of %lld lists)", (long long)kept,
-                 (long long)own, (long long)(cen_lists > 0 ? cen_lists : 0));
+        snprintf(k, sizeof k, " (kept %lld, own %lld, centroids %s%lld lists)", (long long)kept,
+                 (long long)own, cen_lists >= 0 ? "of " : "not compared: ",
+                 (long long)(cen_lists > 0 ? cen_lists : 0));
     printf("%-4s %-12s %-58s %6d %5zu %7lld %4d/%-4d %9.2e %9.2f %9.2f  %s%s%s%s\n",
            ckv_kv_dtype_name(kv_dtype), src, desc, budget, lists, (long long)v->slots_differ,
            v->lists_differ, v->lists_near, v->max_err, g_ms, c_ms, v->fail ? "FAIL" : "ok", k,
@@ -433,6 +438,7 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
             bool ok;
             cen_lists = centroids_agree(len, lists, budget, sinks, recent, c->head_dim, cen_gpu,
                                         cen_cpu, margin, &ok, why, sizeof why);
+            centroid_lists += cen_lists;
             if (!ok)
                 fail_with(&v, why);
         }
@@ -1182,6 +1188,10 @@ int main(int argc, char **argv)
         }
         if (run_sources(dump))
             return 1;
+    }
+    if (!centroid_lists) {
+        printf("FAIL: no K-Means run compared its centroids with the CPU's\n");
+        failures++;
     }
     printf("%d runs, %d failed, %d lists with near-tie differences\n", runs, failures, near_ties);
     return failures ? 1 : 0;
