@@ -25,6 +25,7 @@
 
 #include <type_traits>
 
+#include <cub/block/block_scan.cuh>
 #include <cuda/atomic>
 
 #include "cuda.h"
@@ -262,10 +263,10 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
 // = 1 - |x - c|^2 / 2, so a centroid farther than w = 3/64 from x has a
 // cosine under 1 - 9 2^-13 with it (a zero centroid's is 0). The pass shows
 // that none lies within w by lower bounds of the distance, without the
-// full-width cosines: the centroids sorted by band of a0 (side w), then
-// a1, those of the row's band and the two beside it whose a1 lies within w
-// of the row's taken from that order, and each of them ruled out by the
-// distance over KM_OWN_AXES coordinates (a0, a1 first)
+// full-width cosines: the centroids sorted by cell of a0 and a1 (side w),
+// then a2, those of the row's cell and the eight around it whose a2 lies
+// within w of the row's taken from that order, and each of them ruled out
+// by the distance over KM_OWN_AXES coordinates (a0, a1, a2 first)
 // held as int8 in 1/s units: with y = s x over those coordinates, q y
 // rounded (saturated) and E = |y - q| (rounded up), s |x - c| >= |q_x -
 // q_c| - E_x - E_c, and |q_x - q_c|^2 = |q_x|^2 + |q_c|^2 - 2 q_x . q_c in
@@ -279,9 +280,10 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
 // these rule out the most. At a decode-time call nearly every row starts a
 // centroid (M = k + the interval), and the whole first assignment was about
 // two thirds of the call (docs/performance-notes.md, thirty-second session).
-// w: a row's candidates (the centroids within w in a0 and a1) are a fixed
-// share of a list's k, so the pass's work grows as k^2 (3.2 ms of SmolLM2's
-// 128K decode-time call at 1/16, run ZQ); a narrower w bounds fewer.
+// w: a row's candidates (the centroids within w in a0, a1 and a2) are a
+// fixed share of a list's k, so the pass's work grows as k^2 (3.2 ms of
+// SmolLM2's 128K decode-time call at 1/16 with bands of a0, run ZQ); a
+// narrower w bounds fewer.
 constexpr double KM_OWN_W = 0x3p-6;
 // Over every other cosine (1 - w^2 / 2, and 2^-20 of slack); under the
 // decision's gap (w^2 / 2, less as much).
@@ -291,33 +293,43 @@ constexpr double KM_OWN_GAP = KM_OWN_W * KM_OWN_W / 2 - 0x1p-20;
 // (1 - KM_TAU) - (KM_OWN_S2 + KM_TAU) > KM_CLEAR (km_drift): w over 1/32.
 static_assert(1 - KM_TAU - (KM_OWN_S2 + KM_TAU) > KM_CLEAR,
               "the own pass's gap holds the drift rule's");
-// The sort's key: a0's band (floor(a0 / w), clamped to +-22, which a unit
-// feature's a0 does not pass: 1 / w = 21.3) times KM_OWN_BAND, plus a1 in
-// KM_OWN_KEY units (clamped to +-2) offset to be positive. A centroid
-// within w of a row lies in the row's band or one beside it, with a1 within
-// KM_OWN_WIN key units of the row's (w, and 64 units for the two keys'
-// roundings): clamping never widens a gap between two keys, so it keeps
-// that true (a list whose features are not unit is flagged, KM_OWN_BAD, and
-// the pass gives it nothing).
-constexpr double KM_OWN_KEY = 0x1p23;
+// The sort's key: the cell of a0 and a1 (each one's band floor(a / w),
+// clamped to +-22, which a unit feature's coordinate does not pass: 1 / w
+// = 21.3; the cell (b0 + 22) KM_OWN_BANDS + b1 + 22) times KM_OWN_CELL,
+// plus a2 in KM_OWN_KEY units (clamped to +-2) offset to be positive. A
+// centroid within w of a row lies in the row's cell or one of the eight
+// around it, with a2 within KM_OWN_WIN key units of the row's (w, and 64
+// units for the two keys' roundings): clamping never widens a gap between
+// two keys, so it keeps that true (a list whose features are not unit is
+// flagged, KM_OWN_BAD, and the pass gives it nothing). Cells of two
+// coordinates bound 2.4-2.9x fewer pairs than bands of a0 at 128K, and
+// blocks of 64 places keep a cell's few places from idling whole warps
+// (`scripts/kmeans-cone-count --own`, forty-second session).
+constexpr double KM_OWN_KEY = 0x1p18;
 constexpr int32_t KM_OWN_WIN = (int32_t)(KM_OWN_W * KM_OWN_KEY) + 64;
 enum {
-    KM_OWN_BANDS = 45,          // bands -22 .. 22 (22 w over 1)
-    KM_OWN_BAND = 1 << 25,      // a band's keys: a1 + 2 in [0, 4] x 2^23
-    KM_OWN_BLOCK = 128          // the own kernel's places a block, of one band
+    KM_OWN_BANDS = 45,  // a coordinate's bands -22 .. 22 (22 w over 1)
+    KM_OWN_CELLS = KM_OWN_BANDS * KM_OWN_BANDS,
+    KM_OWN_CELL = 1 << 20,  // a cell's keys: a2 + 2 in [0, 4] x 2^18
+    KM_OWN_BLOCK = 64       // the own kernel's places an item, of one cell
 };
+static_assert((int64_t)KM_OWN_CELLS * KM_OWN_CELL - 1 < INT_MAX,
+              "every centroid's key sorts before the rows past k (INT_MAX)");
 enum {
-    KM_OWN_AXES = 16,     // int8 coordinates, a0 and a1 first (one uint4)
+    KM_OWN_AXES = 16,     // int8 coordinates, a0, a1 and a2 first (one uint4)
     KM_OWN_SAMPLE = 256,  // centroids whose variances choose the coordinates
     // A list's header: the KM_OWN_AXES coordinates, the scale s (float
-    // bits), a flag (a centroid of neither unit nor zero norm), each band's
-    // first place in the sort (KM_OWN_BANDS + 1 of them, the last k).
+    // bits), a flag (a centroid of neither unit nor zero norm), each cell's
+    // first place in the sort (KM_OWN_CELLS + 1 of them, the last k), and
+    // each cell's first item of the own kernel (KM_OWN_CELLS + 1, the last
+    // the list's count of items).
     KM_OWN_SCALE = KM_OWN_AXES,
     KM_OWN_BAD,
     KM_OWN_START,
-    KM_OWN_HDR = 64  // all used; 256 bytes a list
+    KM_OWN_FIRST = KM_OWN_START + KM_OWN_CELLS + 1,
+    KM_OWN_HDR = 4096  // 16 KB a list
 };
-static_assert(KM_OWN_START + KM_OWN_BANDS + 1 <= KM_OWN_HDR, "the header holds the starts");
+static_assert(KM_OWN_FIRST + KM_OWN_CELLS + 1 <= KM_OWN_HDR, "the header holds the starts");
 
 // A feature's norm as the pass takes it for a unit vector's (a feature is
 // its key over the key's norm in double: within a few ulps of 1; so tight
@@ -394,7 +406,7 @@ struct km_feat_out {
 
 // Centroid j's own-pass entries, formed by the thread of the row that
 // starts it (x its key in shared memory, n the key's norm, ax the list's
-// coordinates): its sort key (its band of a0, then a1: KM_OWN_KEY), and its
+// coordinates): its sort key (its cell of a0 and a1, then a2: KM_OWN_KEY), and its
 // record, the coordinates times s rounded and saturated to int8, with side
 // = (|q|^2, E rounded up as float bits). Each coordinate is the same double
 // as the feature's. A warp a row after the feature chains cost the feature
@@ -407,12 +419,13 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, const int3
 {
     uint32_t w[4] = {0, 0, 0, 0};
     int32_t n2 = 0;
-    double e2 = 0, a0 = 0, a1 = 0;
+    double e2 = 0, a0 = 0, a1 = 0, a2 = 0;
 #pragma unroll
     for (int a = 0; a < KM_OWN_AXES; a++) {
         const double y = km_feat(x, n, ax[a]);
         a0 = a == 0 ? y : a0;
         a1 = a == 1 ? y : a1;
+        a2 = a == 2 ? y : a2;
         const double ys = y * s, r = rint(ys);
         const int32_t b = r >= 127 ? 127 : r <= -127 ? -127 : isnan(r) ? 0 : (int32_t)r;
         w[a / 4] |= (uint32_t)(b & 0xff) << 8 * (a % 4);
@@ -420,10 +433,12 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, const int3
         e2 += (ys - b) * (ys - b);
     }
     constexpr double half = KM_OWN_BANDS / 2;
-    const int32_t band = (int32_t)fmin(fmax(floor(a0 / KM_OWN_W), -half), half);
-    o.ikey[at] = (band + KM_OWN_BANDS / 2) * KM_OWN_BAND +
-                 min(__double2int_rn((fmin(fmax(a1, -2.0), 2.0) + 2.0) * KM_OWN_KEY),
-                     KM_OWN_BAND - 1);
+    const auto band = [](double a) {
+        return (int32_t)fmin(fmax(floor(a / KM_OWN_W), -half), half) + KM_OWN_BANDS / 2;
+    };
+    o.ikey[at] = (band(a0) * KM_OWN_BANDS + band(a1)) * KM_OWN_CELL +
+                 min(__double2int_rn((fmin(fmax(a2, -2.0), 2.0) + 2.0) * KM_OWN_KEY),
+                     KM_OWN_CELL - 1);
     o.rec_c[at] = make_uint4(w[0], w[1], w[2], w[3]);
     // Rounded up, and by 2^-20 more for e2's own roundings (a NaN feature's
     // list is flagged).
@@ -616,11 +631,10 @@ __global__ void __launch_bounds__(512)
 }
 
 // Each centroid's record and side at its place q in the sort (ival_out: the
-// centroids by key, ikey_out their keys), and the bands' first places: place
-// q starts the bands after its predecessor's up to its own (the last place
-// also those past its band, at k). Found here once a list, they spare each
-// block of km_own_kernel a search a band (34 searches of 13 dependent loads
-// at SmolLM2's 32K k before its own work).
+// centroids by key, ikey_out their keys), and the cells' first places: place
+// q starts the cells after its predecessor's up to its own (the last place
+// also those past its cell, at k). Found here once a list, they spare each
+// item of km_own_kernel a search a cell.
 __global__ void km_own_rec_kernel(const uint4 *rec_c, const int2 *side_c,
                                   const int32_t *ikey_out, const int32_t *ival_out, uint4 *rec,
                                   int2 *side, int32_t *hdr, const int32_t *act, km_params p)
@@ -632,16 +646,46 @@ __global__ void km_own_rec_kernel(const uint4 *rec_c, const int2 *side_c,
     const int32_t j = ival_out[base + q];
     rec[base + q] = rec_c[base + j];
     side[base + q] = side_c[base + j];
-    // A centroid's key is below KM_OWN_BANDS x KM_OWN_BAND, never negative;
+    // A centroid's key is below KM_OWN_CELLS x KM_OWN_CELL, never negative;
     // clamped all the same, so that no key could write past the starts.
-    const auto band_at = [&](int32_t at) {
-        return min(ikey_out[base + at] / KM_OWN_BAND, (int32_t)KM_OWN_BANDS);
+    const auto cell_at = [&](int32_t at) {
+        return min(ikey_out[base + at] / KM_OWN_CELL, (int32_t)KM_OWN_CELLS);
     };
-    const int32_t band = band_at(q), prev = q ? band_at(q - 1) : -1,
-                  last = q == p.k - 1 ? KM_OWN_BANDS : band;
+    const int32_t cell = cell_at(q), prev = q ? cell_at(q - 1) : -1,
+                  last = q == p.k - 1 ? KM_OWN_CELLS : cell;
     int32_t *const start = hdr + (size_t)lh * KM_OWN_HDR + KM_OWN_START;
-    for (int32_t b = prev + 1; b <= last; b++)
-        start[b] = b <= band ? q : p.k;
+    for (int32_t c = prev + 1; c <= last; c++)
+        start[c] = c <= cell ? q : p.k;
+}
+
+// Each cell's first item of km_own_kernel (a cell's places in items of
+// KM_OWN_BLOCK, the last partial), from the cells' starts: an exclusive
+// scan a list, the list's count of items last. A block a list.
+enum { KM_OWN_SCAN = 1024, KM_OWN_SCAN_EACH = 2 };
+static_assert(KM_OWN_SCAN * KM_OWN_SCAN_EACH >= KM_OWN_CELLS + 1, "one pass covers the cells");
+__global__ void __launch_bounds__(KM_OWN_SCAN) km_own_first_kernel(int32_t *hdr, const int32_t *act)
+{
+    using scan = cub::BlockScan<int32_t, KM_OWN_SCAN>;
+    __shared__ typename scan::TempStorage tmp;
+    const int32_t lh = blockIdx.x;
+    if (!act[lh])
+        return;
+    int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    int32_t n[KM_OWN_SCAN_EACH];
+#pragma unroll
+    for (int i = 0; i < KM_OWN_SCAN_EACH; i++) {
+        const int32_t c = threadIdx.x * KM_OWN_SCAN_EACH + i;
+        n[i] = c < KM_OWN_CELLS ? (h[KM_OWN_START + c + 1] - h[KM_OWN_START + c] +
+                                   KM_OWN_BLOCK - 1) / KM_OWN_BLOCK
+                                : 0;
+    }
+    scan(tmp).ExclusiveSum(n, n);
+#pragma unroll
+    for (int i = 0; i < KM_OWN_SCAN_EACH; i++) {
+        const int32_t c = threadIdx.x * KM_OWN_SCAN_EACH + i;
+        if (c <= KM_OWN_CELLS)
+            h[KM_OWN_FIRST + c] = n[i];
+    }
 }
 
 // The first position of the sorted keys key[lo .. hi) not below v (hi:
@@ -666,26 +710,26 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
     return c + __shfl_xor_sync(0xffffffffu, c, 2);
 }
 
-// A block bounds up to KM_OWN_BLOCK consecutive places q of one band of the
-// sort (a warp 32 of them, two m16 tiles) against every centroid of that
-// band and the two beside it whose a1 key lies within KM_OWN_WIN of the
-// block's places' (a band's keys are sorted by a1), those staged through
-// shared memory KM_OWN_BLOCK at a time: the int8 products on the tensor
-// cores (ckv_mma_s8, a record's 16 coordinates one k16 step), and a pair
-// counted where |q_a - q_b|^2 = |q_a|^2 + |q_b|^2 - 2 q_a . q_b <= t^2 (1 +
-// 2^-20), t = s w (1 + 2^-20) + E_a + E with E the largest of the staged
-// records' (at least E_b: a looser bound, never an unsound one; the slack
-// covers t's float roundings). A centroid outside a row's band and a1
-// window lies farther than w by a0 or a1 alone; the bound may count it, and
-// the row then goes to the estimate, never wrongly taken. A row counts
-// itself (its own place lies in the middle range, distance 0), so it is
-// clear where its count is 1. A list's blocks take each band's places in
-// turn, a block finding its band from the bands' starts (km_own_rec_kernel's).
-// Blocks of 256 consecutive places over a0's window alone (this kernel up to
-// the thirty-sixth session) bounded about twice the pairs on the bench's
-// uniform keys at SmolLM2's 32K shape (`scripts/kmeans-cone-count --own`:
-// 48.7%), and a little more on short real caches, whose bands are thin
-// (71-83%).
+// An item is up to KM_OWN_BLOCK consecutive places q of one cell of the
+// sort (a warp 32 of them, two m16 tiles), bounded against every centroid
+// of that cell and the eight around it whose a2 key lies within KM_OWN_WIN
+// of the item's places' (a cell's keys are sorted by a2), those staged
+// through shared memory KM_OWN_BLOCK at a time: the int8 products on the
+// tensor cores (ckv_mma_s8, a record's 16 coordinates one k16 step), and a
+// pair counted where |q_a - q_b|^2 = |q_a|^2 + |q_b|^2 - 2 q_a . q_b <= t^2
+// (1 + 2^-20), t = s w (1 + 2^-20) + E_a + E with E the largest of the
+// staged records' (at least E_b: a looser bound, never an unsound one; the
+// slack covers t's float roundings). A centroid outside a row's nine cells
+// and a2 window lies farther than w by a0, a1 or a2 alone; the bound may
+// count it, and the row then goes to the estimate, never wrongly taken. A
+// row counts itself (its own place lies in the middle range, distance 0),
+// so it is clear where its count is 1. A block takes a list's items
+// blockIdx.x, + gridDim.x, ..., finding each one's cell from the cells'
+// first items (km_own_first_kernel's). Bands of a0 with a1 sorted, blocks of
+// 128 places (this kernel up to the forty-second session), bounded 7.08% of
+// k^2 pairs at SmolLM2's 128K call on the bench's keys, these cells 4.31%
+// in blocks of 128 and 2.48% in blocks of 32 (`scripts/kmeans-cone-count
+// --own`); a0's window alone, blocks of 256, twice the bands' at 32K.
 // __dp4a's bound, a thread a row and about 15 instructions a pair, took 8.6
 // ms of the 8B's 32K decode-time call under ncu (run WA; the tensor cores'
 // 1.8). Then row km_own_row(j) takes centroid j or goes to dr.redo; own_n
@@ -699,160 +743,175 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK)
     // A pad column's |q|^2 (its record zero): over T's cap, 2^24, by more
     // than any |q_a|^2, so never counted.
     constexpr int32_t FAR = 1 << 26;
+    constexpr int32_t AROUND = 9;  // a cell and the eight around it
     __shared__ uint4 srec[KM_OWN_BLOCK];
     __shared__ __align__(8) int32_t snorm[KM_OWN_BLOCK];  // read two at a time
     __shared__ int32_t scount[KM_OWN_BLOCK];
     __shared__ unsigned semax[2];  // a chunk's largest E (float bits), chunks alternate
-    __shared__ int32_t bstart[KM_OWN_BANDS + 1];  // each band's first place
-    // The block's places [pl[0], pl[1]) of band pl[2] (-1: no block); the
-    // candidates' three ranges of places, from rs[r], rn[r] long.
-    __shared__ int32_t pl[3], rs[3], rn[3];
+    // The item's places [pl[0], pl[1]) of cell pl[2]; the candidates' nine
+    // ranges of places, from rs[r], rn[r] long.
+    __shared__ int32_t pl[3], rs[AROUND], rn[AROUND];
     const int32_t lh = blockIdx.y;
     if (!act[lh])
         return;  // the whole block
     const size_t base = (size_t)lh * p.cap;
     const int32_t *const key = ikey_out + base, *const h = hdr + (size_t)lh * KM_OWN_HDR;
-    if (threadIdx.x <= KM_OWN_BANDS)
-        bstart[threadIdx.x] = h[KM_OWN_START + threadIdx.x];
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        pl[2] = -1;
-        for (int32_t b = 0, blocks = 0; b < KM_OWN_BANDS; b++) {
-            const int32_t nb = (bstart[b + 1] - bstart[b] + KM_OWN_BLOCK - 1) / KM_OWN_BLOCK;
-            if ((int32_t)blockIdx.x < blocks + nb) {
-                pl[0] = bstart[b] + ((int32_t)blockIdx.x - blocks) * KM_OWN_BLOCK;
-                pl[1] = min(pl[0] + KM_OWN_BLOCK, bstart[b + 1]);
-                pl[2] = b;
-                break;
-            }
-            blocks += nb;
-        }
-        semax[0] = 0;
-    }
-    __syncthreads();
-    if (pl[2] < 0)
-        return;  // the whole block: past the list's blocks
-    if (threadIdx.x < 3) {
-        // Band pl[2] - 1 + threadIdx.x: its places whose a1 lies within the
-        // window of the block's first and last places' (clamped to the band,
-        // so searched within the band's places).
-        const int32_t nb = pl[2] - 1 + (int32_t)threadIdx.x;
-        int32_t lo = 0, hi = 0;
-        if (nb >= 0 && nb < KM_OWN_BANDS) {
-            const int64_t own = (int64_t)pl[2] * KM_OWN_BAND, at = (int64_t)nb * KM_OWN_BAND;
-            const int32_t b0 = bstart[nb], b1 = bstart[nb + 1];
-            lo = km_own_lower(key, b0, b1, at + max(key[pl[0]] - own - KM_OWN_WIN, (int64_t)0));
-            hi = km_own_lower(key, b0, b1,
-                              at + min(key[pl[1] - 1] - own + KM_OWN_WIN + 1,
-                                       (int64_t)KM_OWN_BAND));
-        }
-        rs[threadIdx.x] = lo;
-        rn[threadIdx.x] = hi - lo;
-    }
-    const int32_t q = pl[0] + threadIdx.x;
-    const bool mine = q < pl[1];
-    const int32_t j = mine ? ival_out[base + q] : 0, m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
-    // Rows near before any pair start at a count of 2.
-    scount[threadIdx.x] = !mine || h[KM_OWN_BAD] || !km_unit(fnorm[base + m]) ? 2 : 0;
-    __syncthreads();
-    const int32_t lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int32_t *const start = h + KM_OWN_START, *const first = h + KM_OWN_FIRST;
+    const int32_t items = first[KM_OWN_CELLS], lane = threadIdx.x % 32, g = lane / 4,
+                  t = lane % 4;
     const float sc = __int_as_float(h[KM_OWN_SCALE]);
-    // Tile i's rows (of this warp's 32) g and g + 8 (half u): the A
-    // fragments, |q|^2, s w + E, and the counts (lane t = 0 holds the start).
-    uint32_t a[2][2];
-    int32_t na[2][2], count[2][2];
-    float ta[2][2];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int32_t row = threadIdx.x / 32 * 32 + 16 * i + 8 * u + g, at = pl[0] + row;
-            const int2 sd = at < pl[1] ? side[base + at] : make_int2(0, 0);
-            a[i][u] = at < pl[1] ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
-            na[i][u] = sd.x;
-            ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
-            count[i][u] = t == 0 ? scount[row] : 0;
-        }
-    bool done = false;  // every row of the warp near
-    const int32_t n0 = rn[0], n01 = n0 + rn[1], total = n01 + rn[2];
-    for (int32_t c0 = 0, it = 0; c0 < total; c0 += KM_OWN_BLOCK, it++) {
-        const int32_t n = min((int32_t)KM_OWN_BLOCK, total - c0), v = c0 + threadIdx.x;
-        unsigned e = 0;
-        if ((int32_t)threadIdx.x < n) {
-            const int32_t at = v < n0 ? rs[0] + v : v < n01 ? rs[1] + v - n0 : rs[2] + v - n01;
-            const int2 sd = side[base + at];
-            srec[threadIdx.x] = rec[base + at];
-            snorm[threadIdx.x] = sd.x;
-            e = (unsigned)sd.y;  // E >= 0: its bits order as the floats
-        } else {
-            srec[threadIdx.x] = make_uint4(0, 0, 0, 0);
-            snorm[threadIdx.x] = FAR;
-        }
-        e = __reduce_max_sync(0xffffffffu, e);
-        if (lane == 0)
-            atomicMax(&semax[it & 1], e);
-        __syncthreads();
-        if (threadIdx.x == 0)
-            semax[(it + 1) & 1] = 0;  // the next chunk's; this one's read below
-        if (!done) {
-            // A pair counts where km1 + |q_b|^2 - 2 q_a . q_b < 0: km1 =
-            // |q_a|^2 - floor(T) - 1 for T = t^2 (1 + 2^-20) (capped over
-            // any |q_a - q_b|^2, 4 x 16 x 127^2).
-            const float emax = __uint_as_float(semax[it & 1]);
-            int32_t km1[2][2];
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const float tt = ta[i][u] + emax;
-                    km1[i][u] = na[i][u] - (int32_t)fminf(tt * tt * (1 + 0x1p-20f), 0x1p24f) - 1;
-                }
-            for (int32_t c = 0; c < n; c += 8) {
-                const uint32_t b = reinterpret_cast<const uint32_t *>(&srec[c + g])[t];
-                const int2 nb = *reinterpret_cast<const int2 *>(&snorm[c + 2 * t]);
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    int32_t d[4];
-                    ckv_mma_s8(d, a[i][0], a[i][1], b);
-                    count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.x - 2 * d[0]) >> 31);
-                    count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.y - 2 * d[1]) >> 31);
-                    count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.x - 2 * d[2]) >> 31);
-                    count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.y - 2 * d[3]) >> 31);
-                }
+    for (int32_t item = blockIdx.x; item < items; item += gridDim.x) {
+        __syncthreads();  // the item before is done with the shared state
+        if (threadIdx.x == 0) {
+            // The item's cell: the last whose first item is not past it
+            // (first[0] = 0 <= item < first[KM_OWN_CELLS]).
+            int32_t lo = 0, hi = KM_OWN_CELLS;
+            while (hi - lo > 1) {
+                const int32_t mid = (lo + hi) / 2;
+                if (first[mid] <= item)
+                    lo = mid;
+                else
+                    hi = mid;
             }
-            bool all = true;
+            pl[0] = start[lo] + (item - first[lo]) * KM_OWN_BLOCK;
+            pl[1] = min(pl[0] + KM_OWN_BLOCK, start[lo + 1]);
+            pl[2] = lo;
+            semax[0] = 0;
+        }
+        __syncthreads();
+        if (threadIdx.x < AROUND) {
+            // Cell (b0 + threadIdx.x / 3 - 1, b1 + threadIdx.x % 3 - 1): its
+            // places whose a2 lies within the window of the item's first and
+            // last places' (clamped to the cell, so searched within its
+            // places).
+            const int32_t c = pl[2], b0 = c / KM_OWN_BANDS + (int32_t)threadIdx.x / 3 - 1,
+                          b1 = c % KM_OWN_BANDS + (int32_t)threadIdx.x % 3 - 1;
+            int32_t lo = 0, hi = 0;
+            if (b0 >= 0 && b0 < KM_OWN_BANDS && b1 >= 0 && b1 < KM_OWN_BANDS) {
+                const int32_t nc = b0 * KM_OWN_BANDS + b1;
+                const int64_t own = (int64_t)c * KM_OWN_CELL, at = (int64_t)nc * KM_OWN_CELL;
+                const int32_t c0 = start[nc], c1 = start[nc + 1];
+                lo = km_own_lower(key, c0, c1, at + max(key[pl[0]] - own - KM_OWN_WIN, (int64_t)0));
+                hi = km_own_lower(key, c0, c1,
+                                  at + min(key[pl[1] - 1] - own + KM_OWN_WIN + 1,
+                                           (int64_t)KM_OWN_CELL));
+            }
+            rs[threadIdx.x] = lo;
+            rn[threadIdx.x] = hi - lo;
+        }
+        const int32_t q = pl[0] + threadIdx.x;
+        const bool mine = q < pl[1];
+        const int32_t j = mine ? ival_out[base + q] : 0,
+                      m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
+        // Rows near before any pair start at a count of 2.
+        scount[threadIdx.x] = !mine || h[KM_OWN_BAD] || !km_unit(fnorm[base + m]) ? 2 : 0;
+        __syncthreads();
+        // Tile i's rows (of this warp's 32) g and g + 8 (half u): the A
+        // fragments, |q|^2, s w + E, and the counts (lane t = 0 holds the
+        // start).
+        uint32_t a[2][2];
+        int32_t na[2][2], count[2][2];
+        float ta[2][2];
 #pragma unroll
-            for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 2; i++)
 #pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const bool near = km_own_sum4(count[i][u]) >= 2;  // every lane shuffles
-                    all = all && near;
+            for (int u = 0; u < 2; u++) {
+                const int32_t row = threadIdx.x / 32 * 32 + 16 * i + 8 * u + g, at = pl[0] + row;
+                const int2 sd = at < pl[1] ? side[base + at] : make_int2(0, 0);
+                a[i][u] = at < pl[1] ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
+                na[i][u] = sd.x;
+                ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
+                count[i][u] = t == 0 ? scount[row] : 0;
+            }
+        bool done = false;  // every row of the warp near
+        int32_t total = 0;
+#pragma unroll
+        for (int r = 0; r < AROUND; r++)
+            total += rn[r];
+        for (int32_t c0 = 0, it = 0; c0 < total; c0 += KM_OWN_BLOCK, it++) {
+            const int32_t n = min((int32_t)KM_OWN_BLOCK, total - c0);
+            unsigned e = 0;
+            if ((int32_t)threadIdx.x < n) {
+                // Candidate c0 + threadIdx.x: its range r and place.
+                int32_t v = c0 + threadIdx.x, r = 0;
+                while (r < AROUND - 1 && v >= rn[r])
+                    v -= rn[r++];
+                const int32_t at = rs[r] + v;
+                const int2 sd = side[base + at];
+                srec[threadIdx.x] = rec[base + at];
+                snorm[threadIdx.x] = sd.x;
+                e = (unsigned)sd.y;  // E >= 0: its bits order as the floats
+            } else {
+                srec[threadIdx.x] = make_uint4(0, 0, 0, 0);
+                snorm[threadIdx.x] = FAR;
+            }
+            e = __reduce_max_sync(0xffffffffu, e);
+            if (lane == 0)
+                atomicMax(&semax[it & 1], e);
+            __syncthreads();
+            if (threadIdx.x == 0)
+                semax[(it + 1) & 1] = 0;  // the next chunk's; this one's read below
+            if (!done) {
+                // A pair counts where km1 + |q_b|^2 - 2 q_a . q_b < 0: km1 =
+                // |q_a|^2 - floor(T) - 1 for T = t^2 (1 + 2^-20) (capped over
+                // any |q_a - q_b|^2, 4 x 16 x 127^2).
+                const float emax = __uint_as_float(semax[it & 1]);
+                int32_t km1[2][2];
+#pragma unroll
+                for (int i = 0; i < 2; i++)
+#pragma unroll
+                    for (int u = 0; u < 2; u++) {
+                        const float tt = ta[i][u] + emax;
+                        km1[i][u] =
+                            na[i][u] - (int32_t)fminf(tt * tt * (1 + 0x1p-20f), 0x1p24f) - 1;
+                    }
+                for (int32_t c = 0; c < n; c += 8) {
+                    const uint32_t b = reinterpret_cast<const uint32_t *>(&srec[c + g])[t];
+                    const int2 nb = *reinterpret_cast<const int2 *>(&snorm[c + 2 * t]);
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        int32_t d[4];
+                        ckv_mma_s8(d, a[i][0], a[i][1], b);
+                        count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.x - 2 * d[0]) >> 31);
+                        count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.y - 2 * d[1]) >> 31);
+                        count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.x - 2 * d[2]) >> 31);
+                        count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.y - 2 * d[3]) >> 31);
+                    }
                 }
-            done = __all_sync(0xffffffffu, all);
-        }
-        if (__syncthreads_and(done))
-            break;
-    }
+                bool all = true;
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+                for (int i = 0; i < 2; i++)
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int32_t c = km_own_sum4(count[i][u]);
-            if (t == 0)
-                scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] = c;
+                    for (int u = 0; u < 2; u++) {
+                        const bool near = km_own_sum4(count[i][u]) >= 2;  // every lane shuffles
+                        all = all && near;
+                    }
+                done = __all_sync(0xffffffffu, all);
+            }
+            if (__syncthreads_and(done))
+                break;
         }
-    __syncwarp();
-    if (!mine)
-        return;
-    if (scount[threadIdx.x] != 1) {
-        km_to_redo(dr.redo, dr.redo_n, lh, base, m);
-        return;
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int32_t c = km_own_sum4(count[i][u]);
+                if (t == 0)
+                    scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] = c;
+            }
+        __syncwarp();
+        if (!mine)
+            continue;
+        if (scount[threadIdx.x] != 1) {
+            km_to_redo(dr.redo, dr.redo_n, lh, base, m);
+            continue;
+        }
+        km_move_row(cl, chg, nullptr, lh, base, m, j);
+        dr.top[base + m] = make_float2(1.0f, KM_OWN_S2);
+        ckv_pol_note_margin(margin + lh, KM_OWN_GAP);
+        if (own_n)
+            atomicAdd(own_n + lh, 1);
     }
-    km_move_row(cl, chg, nullptr, lh, base, m, j);
-    dr.top[base + m] = make_float2(1.0f, KM_OWN_S2);
-    ckv_pol_note_margin(margin + lh, KM_OWN_GAP);
-    if (own_n)
-        atomicAdd(own_n + lh, 1);
 }
 
 // The trace's flags (ckv_gpu_policy_trace.own_rows) after the own pass: the
@@ -2619,9 +2678,13 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                 own_rec_c, own_side_c, w->ikey_out, w->ival_out, w->own, own_side, own_hdr,
                 x->act, kp);
             CKV_CUDA_LAUNCHED();
-            // Each band's places in blocks: at most k / KM_OWN_BLOCK whole
-            // blocks and a partial one a band.
-            km_own_kernel<<<dim3(kp.k / KM_OWN_BLOCK + KM_OWN_BANDS, x->lists), KM_OWN_BLOCK, 0,
+            km_own_first_kernel<<<x->lists, KM_OWN_SCAN, 0, x->s>>>(own_hdr, x->act);
+            CKV_CUDA_LAUNCHED();
+            // A list's items: k / KM_OWN_BLOCK whole ones and a partial one
+            // for each cell that holds a centroid (up to KM_OWN_CELLS, most
+            // of them empty); a block takes every gridDim.x-th, so that the
+            // grid need not hold the empty cells' share.
+            km_own_kernel<<<dim3(ckv_pol_blocks(kp.k, KM_OWN_BLOCK), x->lists), KM_OWN_BLOCK, 0,
                             x->s>>>(w->norm, own_hdr, w->ikey_out, w->ival_out, w->own,
                                     own_side, w->cl, dr, own_n, w->margin, changed, x->act,
                                     x->x, kp);
