@@ -469,13 +469,22 @@ __global__ void __launch_bounds__(FEAT_ROWS)
         return;  // the whole block leaves together
     const int32_t d = p.d, st = km_feat_stride<Elem>(d), warp = threadIdx.x / 32,
                   lane = threadIdx.x % 32;
-    const Elem *const key = keys + (base + p.sinks + m0) * d;
+    // The block's keys, 4-byte words (the launch takes d sizeof(Elem) a
+    // multiple of 4), a row's a warp, with cp.async: every row's copies in
+    // flight at once (element loads each stored before the next row's: a
+    // third of the kernel's stall samples, run ZZ10).
+    const int32_t W = d * (int32_t)sizeof(Elem) / 4, sw = st * (int32_t)sizeof(Elem) / 4;
+    const uint32_t *const key =
+        reinterpret_cast<const uint32_t *>(keys + (base + p.sinks + m0) * d);
+    uint32_t *const smw = reinterpret_cast<uint32_t *>(sm);
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
-        for (int32_t i = lane; i < d; i += 32)
-            sm[r * st + i] = key[(size_t)r * d + i];
+        for (int32_t c = lane; c < W; c += 32)
+            ckv_cp_async4(smw + r * sw + c, key + (size_t)r * W + c, true);
+    ckv_cp_async_commit();
     int32_t *const h = o.hdr ? o.hdr + (size_t)lh * KM_OWN_HDR : nullptr;
     if (h && threadIdx.x < KM_OWN_AXES)
         ax[threadIdx.x] = h[threadIdx.x];
+    ckv_cp_async_wait<0>();
     __syncthreads();
     const int32_t row = threadIdx.x;
     if (row < rows) {
@@ -2624,6 +2633,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     }
     ckv_pol_kv(c, [&](auto *k, auto *) {
         using Elem = std::remove_pointer_t<decltype(k)>;
+        if (x->d * sizeof(Elem) % 4) {
+            st = ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                            "cuda kmeans: head_dim %d: bf16 keys' rows must be whole 4-byte words",
+                            x->d);
+            return;
+        }
         if ((st = ckv_pol_allow_smem(km_feature_kernel<Elem>, km_feat_smem<Elem>(x->d),
                                      "cuda kmeans", err)))
             return;
