@@ -381,7 +381,7 @@ static size_t km_feat_smem(int32_t d)
 // pass's coordinates all take, so that they see the same double (a feature
 // of zero norm is zero, as the CPU's).
 template <typename Elem>
-__device__ __forceinline__ double km_feat(const Elem *x, double n, size_t i)
+__device__ __forceinline__ double km_feat(const Elem *x, double n, int32_t i)
 {
     return n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, i), n);
 }
@@ -422,11 +422,11 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, const int3
     double e2 = 0, a0 = 0, a1 = 0, a2 = 0;
 #pragma unroll
     for (int a = 0; a < KM_OWN_AXES; a++) {
-        const double y = km_feat(x, n, ax[a]);
-        a0 = a == 0 ? y : a0;
-        a1 = a == 1 ? y : a1;
-        a2 = a == 2 ? y : a2;
-        const double ys = y * s, r = rint(ys);
+        const double c = km_feat(x, n, ax[a]);
+        a0 = a == 0 ? c : a0;
+        a1 = a == 1 ? c : a1;
+        a2 = a == 2 ? c : a2;
+        const double ys = c * s, r = rint(ys);
         const int32_t b = r >= 127 ? 127 : r <= -127 ? -127 : isnan(r) ? 0 : (int32_t)r;
         w[a / 4] |= (uint32_t)(b & 0xff) << 8 * (a % 4);
         n2 += b * b;
@@ -446,8 +446,12 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, const int3
         make_int2(n2, __float_as_int(__fmul_ru(__double2float_ru(sqrt(e2)), 1 + 0x1p-20f)));
 }
 
+// Ten blocks an SM at 48 registers (bf16 keys at head_dim 64, where shared
+// memory takes 11: SmolLM2's; the other forms fit 6 by their shared
+// memory): at 50 this kernel, bound by issuing its instructions, would keep
+// 9.
 template <typename Elem>
-__global__ void __launch_bounds__(FEAT_ROWS)
+__global__ void __launch_bounds__(FEAT_ROWS, 10)
     km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
                       const int32_t *T, const int32_t *M_of, km_params p)
 {
@@ -522,35 +526,43 @@ __global__ void __launch_bounds__(FEAT_ROWS)
     }
     __syncthreads();
     // Each feature is divided again here, from the same key and norm: the
-    // same double as the chain's. With fs (d 64 or 128), each pair of lanes
-    // (dimensions i, i ^ 1) swaps its splits, so that the even lane stores
-    // the pair's his and the odd its los: a warp's 32 dimensions fill 128
-    // contiguous bytes of the split with one 4-byte store a lane.
-    double *const fr = o.f + (base + m0) * d;
-    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32)
+    // same double as the chain's. With fs (d 64 or 128: every lane has a
+    // dimension at every step), each pair of lanes (dimensions i, i ^ 1)
+    // swaps its splits, so that the even lane stores the pair's his and the
+    // odd its los: a warp's 32 dimensions fill 128 contiguous bytes of the
+    // split with one 4-byte store a lane.
+    // A row's offsets and the lane's word of the split are formed once a
+    // row (formed at every step, with the row's norm and centroid read
+    // again, they were about a third of the loop's instructions: run ZZ10's
+    // source page); the word of dimension b + lane is b past the lane's, b a
+    // multiple of 16 (km_split_word).
+    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32) {
+        const Elem *const x = sm + r * st;
+        const double n = rn[r];
+        const int32_t j = own[r], at = km_split_word(lane, lane & 1);
+        // The row's feature and split start at fo, its centroid's at co.
+        const size_t fo = (base + m0 + r) * d, co = (base + (j >= 0 ? j : 0)) * d;
         for (int32_t b = 0; b < d; b += 32) {
             const int32_t i = b + lane;
             if (i >= d)
                 break;
-            const double x = km_feat(sm + (size_t)r * st, rn[r], i);
-            fr[(size_t)r * d + i] = x;
-            if (own[r] >= 0)
-                o.cen[(base + own[r]) * d + i] = x;
+            const double v = km_feat(x, n, i);
+            o.f[fo + i] = v;
+            if (j >= 0)
+                o.cen[co + i] = v;
             if (!o.fs)
                 continue;
             ckv_bf16 hi, lo;
-            km_split(x, hi, lo);
+            km_split(v, hi, lo);
             const uint32_t mine = ckv_pack_bf16(hi, lo),
-                           mask = d - b >= 32 ? 0xffffffffu : (1u << (d - b)) - 1,
-                           other = __shfl_xor_sync(mask, mine, 1);
-            const bool odd = i & 1;
-            const uint32_t w = odd ? (other >> 16) | (mine & 0xffff0000u)
-                                   : (mine & 0xffffu) | (other << 16);
-            const int32_t at = km_split_word(i, odd);
-            o.fs[(base + m0 + r) * d + at] = w;
-            if (own[r] >= 0)
-                o.cs[(base + own[r]) * d + at] = w;
+                           other = __shfl_xor_sync(0xffffffffu, mine, 1);
+            const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
+                                        : (mine & 0xffffu) | (other << 16);
+            o.fs[fo + at + b] = w;
+            if (j >= 0)
+                o.cs[co + at + b] = w;
         }
+    }
 }
 
 // The reciprocals and scales of k centroids of given norms, as the policy
