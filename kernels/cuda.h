@@ -259,6 +259,13 @@ ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32
                             int32_t sinks, int32_t recent, int32_t C, double *key, int32_t *ival,
                             int32_t *partner, double *gap, ckv_error *err);
 
+/* ckv_ddiv (kernels/cuda_ddiv.cuh), for tests: q[i] = a[i] / n[i / per]
+ * on the GPU, each divisor's reciprocal formed once for its `per`
+ * quotients, as the K-Means feature kernel divides a row (host arrays of
+ * count and count / per doubles, count a multiple of per). */
+ckv_status ckv_gpu_ddiv(const double *a, const double *n, int64_t count, int32_t per, double *q,
+                        ckv_error *err);
+
 /* K-Means's assignment (kernels/cuda_kmeans.cu) on one list, for tests: M
  * features and k centroids of d doubles (host, [M][d] and [k][d]) with the
  * norms the cosines divide by; with `estimate` (head_dim 64 and 128; others

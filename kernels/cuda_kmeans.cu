@@ -32,6 +32,7 @@
 #include "cuda_async_copy.cuh"
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
+#include "cuda_ddiv.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_policy.h"
 #include "cuda_tma.cuh"
@@ -376,14 +377,15 @@ static size_t km_feat_smem(int32_t d)
     return FEAT_ROWS * (size_t)km_feat_stride<Elem>(d) * sizeof(Elem);
 }
 
-// Dimension i of a feature, from its key x (in the cache's type) and the
-// key's norm n: the one division the feature, its norm's chain and the own
-// pass's coordinates all take, so that they see the same double (a feature
-// of zero norm is zero, as the CPU's).
+// Dimension i of a feature, from its key x (in the cache's type), the
+// key's norm n and y = ckv_ddiv_rcp(n), formed once a row: the one division
+// the feature, its norm's chain and the own pass's coordinates all take, so
+// that they see the same double, __ddiv_rn's (a feature of zero norm is
+// zero, as the CPU's).
 template <typename Elem>
-__device__ __forceinline__ double km_feat(const Elem *x, double n, int32_t i)
+__device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int32_t i)
 {
-    return n < 1e-30 ? 0 : __ddiv_rn((double)ckv_kv_get(x, i), n);
+    return n < 1e-30 ? 0 : ckv_ddiv((double)ckv_kv_get(x, i), n, y);
 }
 
 // Where km_feature_kernel writes (fs and cs NULL: no splits). With hdr (a
@@ -414,15 +416,15 @@ struct km_feat_out {
 // chain of divisions and shuffles a row); a thread's 16 divisions are
 // independent of each other, beside the chains of the block's other rows.
 template <typename Elem>
-__device__ __forceinline__ void km_own_entry(const Elem *x, double n, const int32_t *ax, double s,
-                                             size_t at, const km_feat_out &o)
+__device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, const int32_t *ax,
+                                             double s, size_t at, const km_feat_out &o)
 {
     uint32_t w[4] = {0, 0, 0, 0};
     int32_t n2 = 0;
     double e2 = 0, a0 = 0, a1 = 0, a2 = 0;
 #pragma unroll
     for (int a = 0; a < KM_OWN_AXES; a++) {
-        const double c = km_feat(x, n, ax[a]);
+        const double c = km_feat(x, n, y, ax[a]);
         a0 = a == 0 ? c : a0;
         a1 = a == 1 ? c : a1;
         a2 = a == 2 ? c : a2;
@@ -457,8 +459,8 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
 {
     extern __shared__ __align__(16) unsigned char km_feat_raw[];
     Elem *const sm = reinterpret_cast<Elem *>(km_feat_raw);
-    __shared__ double rn[FEAT_ROWS];
-    __shared__ int32_t own[FEAT_ROWS];  // the centroid a row starts, or -1
+    __shared__ double rn[FEAT_ROWS], ry[FEAT_ROWS];  // each row's key norm, its ckv_ddiv_rcp
+    __shared__ int32_t own[FEAT_ROWS];                // the centroid a row starts, or -1
     __shared__ int32_t ax[KM_OWN_AXES];  // the own pass's coordinates (with o.hdr)
     const int32_t lh = blockIdx.y, t0 = blockIdx.x * FEAT_ROWS;
     if (!act[lh] || t0 >= T[lh])
@@ -499,21 +501,23 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
             n = __dadd_rn(n, __dmul_rn(v, v));
         }
         n = sqrt(n);
+        const double y = ckv_ddiv_rcp(n);
         double s = 0;
         for (int32_t i = 0; i < d; i++) {
-            const double fr = km_feat(x, n, i);
+            const double fr = km_feat(x, n, y, i);
             s = __dadd_rn(s, __dmul_rn(fr, fr));
         }
         const double fn = sqrt(s);
         o.fnorm[base + m0 + row] = fn;
         rn[row] = n;
+        ry[row] = y;
         const int32_t m = m0 + row, j = km_own_of(m, M_of[lh], p.k);
         own[row] = j;
         if (j >= 0)
             km_set_cnorm(base + j, fn, o.cnorm, o.crec, o.cscale);
         if (h) {
             if (j >= 0) {
-                km_own_entry(x, n, ax, __int_as_float(h[KM_OWN_SCALE]), base + j, o);
+                km_own_entry(x, n, y, ax, __int_as_float(h[KM_OWN_SCALE]), base + j, o);
                 if (!(fn < 1e-30 || km_unit(fn)))
                     km_flag(h + KM_OWN_BAD);
             }
@@ -525,12 +529,12 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
         }
     }
     __syncthreads();
-    // Each feature is divided again here, from the same key and norm: the
-    // same double as the chain's. With fs (d 64 or 128: every lane has a
-    // dimension at every step), each pair of lanes (dimensions i, i ^ 1)
-    // swaps its splits, so that the even lane stores the pair's his and the
-    // odd its los: a warp's 32 dimensions fill 128 contiguous bytes of the
-    // split with one 4-byte store a lane.
+    // Each feature is divided again here, from the same key, norm and
+    // reciprocal: the same double as the chain's. With fs (d 64 or 128: every
+    // lane has a dimension at every step), each pair of lanes (dimensions i,
+    // i ^ 1) swaps its splits, so that the even lane stores the pair's his
+    // and the odd its los: a warp's 32 dimensions fill 128 contiguous bytes
+    // of the split with one 4-byte store a lane.
     // A row's offsets and the lane's word of the split are formed once a
     // row (formed at every step, with the row's norm and centroid read
     // again, they were about a third of the loop's instructions: run ZZ10's
@@ -538,7 +542,7 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
     // multiple of 16 (km_split_word).
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32) {
         const Elem *const x = sm + r * st;
-        const double n = rn[r];
+        const double n = rn[r], y = ry[r];
         const int32_t j = own[r], at = km_split_word(lane, lane & 1);
         // The row's feature and split start at fo, its centroid's at co.
         const size_t fo = (base + m0 + r) * d, co = (base + (j >= 0 ? j : 0)) * d;
@@ -546,7 +550,7 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
             const int32_t i = b + lane;
             if (i >= d)
                 break;
-            const double v = km_feat(x, n, i);
+            const double v = km_feat(x, n, y, i);
             o.f[fo + i] = v;
             if (j >= 0)
                 o.cen[co + i] = v;

@@ -852,6 +852,128 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
  * form's four stages refilled and reused, the exact kernel's walk over k >
  * M). */
 enum { KM_UNIT, KM_WIDE, KM_FULL, KM_RANGE, KM_WALK };
+/* A finite double of random bits (exponent field below 0x7ff). */
+static double random_finite(uint64_t *st)
+{
+    uint64_t u;
+    do
+        u = ckv_splitmix64(st);
+    while ((u >> 52 & 0x7ff) == 0x7ff);
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static double from_bits(uint64_t u)
+{
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* ckv_ddiv against the CPU's IEEE division, bit for bit, divisors taken
+ * PER quotients at a time as the feature kernel takes a row: bf16 and f32
+ * numerators over the norms of such rows (the kernel's operands), edge
+ * operands (signed zeros, subnormals, the words around the fast path's
+ * bounds, divisors from the smallest subnormal to infinity, significands
+ * of all ones), and random finite bit patterns, which reach __ddiv_rn's
+ * slow path. No operand pair has a NaN quotient (its bits are the
+ * machine's). */
+static void check_ddiv(void)
+{
+    enum { PER = 64, ROWS = 1 << 18, CLASSES = 4 };
+    const int64_t count = (int64_t)PER * ROWS;
+    double *a = xmalloc((size_t)count * sizeof *a), *n = xmalloc(ROWS * sizeof *n);
+    double *q = xmalloc((size_t)count * sizeof *q);
+    static const uint64_t edge_a[] = {
+        0x0000000000000000ull, 0x8000000000000000ull, 0x0000000000000001ull,
+        0x800fffffffffffffull, 0x0010000000000000ull, 0x035fffffffffffffull,
+        0x0360000000000000ull, 0x8360000000000001ull, 0x3ff0000000000000ull,
+        0x3fffffffffffffffull, 0x7fefffffffffffffull, 0xffefffffffffffffull,
+        0x7ff0000000000000ull, 0x3690000000000000ull, 0x4340000000000000ull};
+    static const uint64_t edge_n[] = {
+        0x0000000000000001ull, 0x000fffffffffffffull, 0x0010000000000000ull,
+        0x0010000000000001ull, 0x39b4484bfeebc2a0ull, 0x3ff0000000000000ull,
+        0x3fffffffffffffffull, 0x3fefffffffffffffull, 0x4000000000000000ull,
+        0x7fd0000000000000ull, 0x7fdfffffffffffffull, 0x7fefffffffffffffull,
+        0x7ff0000000000000ull, 0xbff0000000000000ull, 0x8010000000000000ull,
+        0x3cb0000000000000ull};
+    const int n_ea = (int)(sizeof edge_a / sizeof *edge_a), n_en = (int)(sizeof edge_n / sizeof *edge_n);
+    uint64_t st = 20261203;
+    for (int64_t r = 0; r < ROWS; r++) {
+        double *ar = a + r * PER;
+        const int cls = (int)(r % CLASSES);
+        if (cls < 2) {
+            /* A key row in bf16 (cls 0) or f32, and its norm. */
+            double s = 0;
+            for (int i = 0; i < PER; i++) {
+                const uint64_t u = ckv_splitmix64(&st);
+                float x;
+                if (cls == 0) {
+                    uint16_t h = (uint16_t)u;
+                    if ((h & 0x7f80) == 0x7f80)
+                        h &= 0xbfff; /* finite */
+                    x = ckv_bf16_to_f32(h);
+                } else {
+                    uint32_t w = (uint32_t)u;
+                    if ((w & 0x7f800000u) == 0x7f800000u)
+                        w &= 0xbfffffffu;
+                    memcpy(&x, &w, sizeof x);
+                }
+                if (u >> 40 & 1) /* half the rows of moderate size, as keys are */
+                    x = ldexpf(1.0f + (float)(u >> 41 & 0xffff) / 65536.0f, (int)(u >> 57) - 64) *
+                        (u >> 32 & 1 ? -1.0f : 1.0f);
+                if (cls == 0)
+                    x = ckv_bf16_to_f32(ckv_f32_to_bf16(x));
+                ar[i] = x;
+                s += ar[i] * ar[i];
+            }
+            n[r] = sqrt(s);
+            if (!(n[r] > 0 && n[r] < INFINITY))
+                n[r] = 1.0 + (double)(r % 977) / 977.0;
+        } else if (cls == 2) {
+            const uint64_t u = ckv_splitmix64(&st);
+            n[r] = u % 3 ? from_bits(edge_n[u % n_en]) : fabs(random_finite(&st)) + DBL_MIN;
+            if (u >> 8 & 1) /* a neighbour of the edge */
+                n[r] = nextafter(n[r], u >> 9 & 1 ? INFINITY : 0.0);
+            if (n[r] == 0) /* the smallest subnormal's lower neighbour */
+                n[r] = from_bits(edge_n[0]);
+            for (int i = 0; i < PER; i++) {
+                const uint64_t v = ckv_splitmix64(&st);
+                ar[i] = v % 2 ? from_bits(edge_a[v % n_ea]) : random_finite(&st);
+                if (isinf(ar[i]))
+                    ar[i] = DBL_MAX;
+            }
+        } else {
+            do
+                n[r] = random_finite(&st);
+            while (n[r] == 0);
+            for (int i = 0; i < PER; i++)
+                ar[i] = random_finite(&st);
+        }
+    }
+    CHECK(ckv_gpu_ddiv(a, n, count, PER, q, err));
+    int64_t differ = 0, at = -1;
+    for (int64_t i = 0; i < count; i++) {
+        const double want = a[i] / n[i / PER];
+        if (memcmp(&q[i], &want, sizeof want)) {
+            if (at < 0)
+                at = i;
+            differ++;
+        }
+    }
+    runs++;
+    failures += differ > 0;
+    printf("ddiv: %lld of %lld quotients differ from the CPU's IEEE division (bits)  %s\n",
+           (long long)differ, (long long)count, differ ? "FAIL" : "PASS");
+    if (at >= 0)
+        printf("  first: %a / %a = %a on the GPU, %a on the CPU\n", a[at], n[at / PER], q[at],
+               a[at] / n[at / PER]);
+    free(a);
+    free(n);
+    free(q);
+}
+
 static const char *const km_mode_name[] = {"unit", "wide", "full", "range", "walk"};
 
 static void check_kmeans_assign(int32_t d, int32_t k, int mode, bool estimate, uint64_t seed)
@@ -1178,6 +1300,7 @@ int main(int argc, char **argv)
          * largest head_dim whose tiles fit (cuda_kmeans.cu). */
         static const int32_t km_dims[] = {128, 64, 66, 148};
         if (t == first) {
+            check_ddiv();
             for (int i = 0; i < 4; i++)
                 for (int mode = KM_UNIT; mode <= KM_RANGE; mode++)
                     check_kmeans_forms(km_dims[i], 150, mode, (uint64_t)(100 + 2 * i + mode));
