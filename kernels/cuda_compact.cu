@@ -332,8 +332,12 @@ __device__ static void merge_row(Lanes<Elem, V> *kl, Lanes<Elem, V> *vl, const f
 // ascending, up to seg_e); the warp at a run's first source merges its
 // destination. The grid covers max_sources positions, not every slot: a
 // thread per slot made the kernel 0.10 ms of mostly idle threads for the 64
-// merges a list of run Y's 8K call.
-enum { MERGE_WARPS = 8 };
+// merges a list of run Y's 8K call. At most MERGE_LIST_BLOCKS blocks a list,
+// whose warps stride over the positions: K-Means knows only that a list has
+// fewer sources than middle rows, and a block per 8 of those (1,024 a list at
+// SmolLM2's 32K decode-time call, for its 64 sources) took 64 us (228 at
+// 128K) to start and leave (run ZZ12).
+enum { MERGE_WARPS = 8, MERGE_LIST_BLOCKS = 32 };
 
 template <typename Elem, int V>
 __global__ void __launch_bounds__(MERGE_WARPS * 32)
@@ -343,18 +347,21 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
                        const int32_t *seg_e, int32_t cap, int32_t d)
 {
     const int32_t lh = blockIdx.y, dv = d / V, lane = threadIdx.x & 31;
-    const int32_t p = blockIdx.x * MERGE_WARPS + (threadIdx.x >> 5);
     const size_t base = (size_t)lh * cap;
-    if (!act[lh] || base + p >= (size_t)seg_e[lh])
+    if (!act[lh])
         return;
-    const int32_t t = key[base + p];
-    if (p > 0 && key[base + p - 1] == t)
-        return;
-    const int32_t rb = run_b[base + t];
-    for (int32_t i = lane; i < dv; i += 32)
-        merge_row<Elem, V>(reinterpret_cast<Lanes<Elem, V> *>(k),
-                           reinterpret_cast<Lanes<Elem, V> *>(v), deg, score, mdeg, mscore, run_e,
-                           src, base, t, rb, i, dv);
+    const int64_t n = seg_e[lh] - (int64_t)base;
+    for (int64_t p = blockIdx.x * MERGE_WARPS + (threadIdx.x >> 5); p < n;
+         p += (int64_t)gridDim.x * MERGE_WARPS) {
+        const int32_t t = key[base + p];
+        if (p > 0 && key[base + p - 1] == t)
+            continue;
+        const int32_t rb = run_b[base + t];
+        for (int32_t i = lane; i < dv; i += 32)
+            merge_row<Elem, V>(reinterpret_cast<Lanes<Elem, V> *>(k),
+                               reinterpret_cast<Lanes<Elem, V> *>(v), deg, score, mdeg, mscore,
+                               run_e, src, base, t, rb, i, dv);
+    }
 }
 
 // A block per window of SHIFT_THREADS * SHIFT_UNROLL (row, V dimensions)
@@ -499,7 +506,8 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, ckv
     Elem *k = static_cast<Elem *>(c->k), *v = static_cast<Elem *>(c->v);
     const bool merges = max_sources > 0;
     if (merges) {
-        const dim3 grid(ckv_pol_blocks(max_sources, MERGE_WARPS), x->lists);
+        const unsigned per = ckv_pol_blocks(max_sources, MERGE_WARPS), most = MERGE_LIST_BLOCKS;
+        const dim3 grid(per < most ? per : most, x->lists);
         apply_merge_kernel<Elem, V_MERGE><<<grid, MERGE_WARPS * 32, 0, x->s>>>(
             k, v, c->deg, c->score, w->deg, w->score, w->ikey_out, w->run_b, w->run_e,
             w->ival_out, x->act, x->seg_e, x->cap, x->d);
