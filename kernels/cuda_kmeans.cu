@@ -1009,17 +1009,39 @@ static_assert(16 * WARPS_N == AN, "the warps of a row split a tile's columns 16 
 static_assert(WARPS_N * AM * sizeof(km_best) <= (AM + 2 * AN) * 4 * sizeof(double),
               "the partial bests fit in the tiles");
 
+// A row's best column, second best and a flag as a lane holds them
+// (columns in index order: an equal cosine is not a new best, and its gap
+// of 0 leaves the row to the exact path).
+struct km_top {
+    float s, second;
+    int32_t j;
+    bool bad;
+};
+
+// The wgmma estimate's pass over at most 64 rows of a list (a decode-time
+// call's: about the interval's 64) splits the list's tiles of centroids
+// among up to KM_EST_SLICES blocks (km_est_slices), the last to arrive
+// merging their tops (km_top_merge: the same bits as one walk). One block a
+// list walked every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its
+// three launches 1.34 ms of the 128K call, run ZZ12), each tile bound by
+// the tensor pipe and the epilogue, not by memory.
+enum { KM_EST_SLICES = 8, KM_EST_ROWS = 64 };
+
 // The split tiles' scratch (km_assign_kernel): tile r of list lh, slice s
 // at best[((lh KM_SPLIT_ROWS + r) KM_SPLITS + s) AM], and the count of its
-// blocks that have arrived at n[lh KM_SPLIT_ROWS + r] (0 before a launch;
-// the last block sets it back to 0).
+// blocks that have arrived at n[lh KM_SPLIT_ROWS + r]; the estimate's
+// slices (km_estimate_wg_kernel): list lh's slice s at etop[(lh
+// KM_EST_SLICES + s) KM_EST_ROWS], its count at en[lh] (each count 0
+// before a launch; the last block sets it back to 0).
 struct km_slices {
     km_best *best;
     int32_t *n;
+    km_top *etop;
+    int32_t *en;
 };
 
-// The counts of `lists` lists, and the scratch's bytes: the bests, then the
-// counts.
+// The split tiles' counts of `lists` lists, and the scratch's bytes: the
+// bests, the estimate's tops, the counts, the estimate's counts.
 __host__ __device__ inline size_t km_slices_counts(size_t lists)
 {
     return lists * KM_SPLIT_ROWS;
@@ -1027,13 +1049,16 @@ __host__ __device__ inline size_t km_slices_counts(size_t lists)
 
 __host__ __device__ inline size_t km_slices_bytes(size_t lists)
 {
-    return km_slices_counts(lists) * (KM_SPLITS * AM * sizeof(km_best) + sizeof(int32_t));
+    return km_slices_counts(lists) * (KM_SPLITS * AM * sizeof(km_best) + sizeof(int32_t)) +
+           lists * (KM_EST_SLICES * KM_EST_ROWS * sizeof(km_top) + sizeof(int32_t));
 }
 
 __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
 {
     km_best *const best = static_cast<km_best *>(scratch);
-    return {best, reinterpret_cast<int32_t *>(best + km_slices_counts(lists) * KM_SPLITS * AM)};
+    km_top *const etop = reinterpret_cast<km_top *>(best + km_slices_counts(lists) * KM_SPLITS * AM);
+    int32_t *const n = reinterpret_cast<int32_t *>(etop + lists * KM_EST_SLICES * KM_EST_ROWS);
+    return {best, n, etop, n + km_slices_counts(lists)};
 }
 
 // A warp takes MT m-tiles of 16 features x 16 centroids. At head_dim 128
@@ -1502,15 +1527,6 @@ constexpr size_t km_est_smem()
     return 2 * KN * (km_est_shape<D>::SF * sizeof(uint32_t) + sizeof(float));
 }
 
-// A row's best column, second best and a flag as a lane holds them
-// (columns in index order: an equal cosine is not a new best, and its gap
-// of 0 leaves the row to the exact path).
-struct km_top {
-    float s, second;
-    int32_t j;
-    bool bad;
-};
-
 // Selects, not branches: a branch an element (as an if took) made the
 // epilogue about 27 instructions an element, the walk's bound in both forms
 // (run QB: 880 M instructions for the 8B's 8K first assignment).
@@ -1578,6 +1594,8 @@ struct km_est_args {
     const int32_t *act;
     int32_t *chg, *touch;
     const int32_t *M_of;
+    km_slices sp;
+    int32_t slices;  // km_est_slices
     km_params p;
 };
 
@@ -1927,16 +1945,34 @@ __device__ __forceinline__ void km_wg_products(float (&acc)[KN / 8][4], float (&
     ckv_wgmma_commit();
 }
 
-template <int D>
+// SLICED: the form that cuts a pass of few rows into a.slices slices (its
+// bookkeeping kept across the walk made ptxas spill at head_dim 128, so
+// the form without it stays as it was where a.slices is 1).
+template <int D, bool SLICED>
 __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_kernel(km_est_args a)
 {
     using S = km_wg_shape<D>;
     constexpr int KS = S::KS, SF = S::SF, CH = D / 4;
     extern __shared__ __align__(16) unsigned char km_wg_raw[];
-    const int32_t lh = blockIdx.x, m0 = blockIdx.y * S::ROWS;  // km_estimate's order
+    const int32_t lh = blockIdx.x;  // km_estimate's order
     km_est_list L;
-    if (!km_est_list_of<false>(L, a, lh, m0))
+    if (!km_est_list_of<false>(L, a, lh, 0))
         return;
+    // A pass of at most KM_EST_ROWS rows: slice sl of ns of the tiles, t0 ..
+    // t0 + nt - 1, a block each; otherwise the block's rows from m0, every
+    // tile.
+    // (ns and sl are formed again after the walk: kept across it, they
+    // spilled at head_dim 128.)
+    const auto slices = [&] {
+        return SLICED && L.n <= KM_EST_ROWS ? max(1, min(a.slices, L.tiles)) : 1;
+    };
+    const int32_t ns = slices();
+    const bool sliced = ns > 1;
+    const int32_t sl = sliced ? (int32_t)blockIdx.y : 0;
+    const int32_t m0 = sliced ? 0 : (int32_t)blockIdx.y * S::ROWS;
+    if (sl >= ns || m0 >= L.n)
+        return;
+    const int32_t t0 = sl * L.tiles / ns, nt = (sl + 1) * L.tiles / ns - t0;
     const uint32_t raw = ckv_smem_addr(km_wg_raw), sb = (raw + 1023) & ~1023u;
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_wg_raw + (sb - raw));
     float *const sc = reinterpret_cast<float *>(sm) + S::STAGES * S::STAGE / 4;
@@ -2005,7 +2041,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // 32K decode-time call's first estimate 0.18 -> 0.157 ms, the 8B's 0.54
     // -> 0.47, runs YB, YC: a warp arrives for a tile only after its own
     // last one, so about two tiles overlap, not three).
-    const bool split = L.n - m0 <= 64;
+    const bool split = L.n - m0 <= KM_EST_ROWS;
     const int wg = warp / 4, rw = split ? warp % 4 : warp;  // rw: the warp's 16 rows
     __shared__ km_top wg_top[S::WGS - 1][64];
     km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
@@ -2023,11 +2059,11 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     __syncthreads();  // the stages take the features' place
 #pragma unroll
     for (int u = 0; u < S::LEAD; u++)
-        if (u < L.tiles)
-            copy_stage(u, u * KN);
+        if (u < nt)
+            copy_stage(u, (t0 + u) * KN);
         else
             ckv_cp_async_commit();  // empty groups keep the counts
-    if (L.tiles > 0)
+    if (nt > 0)
         arrive_full(0);
 
     km_top r[2];
@@ -2046,11 +2082,11 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     const bool idle = !split && m0 + 64 * wg >= L.n;
     // Tile i's next copies (LEAD tiles on) and the warp's arrival for i + 1.
     const auto advance = [&](int32_t i) {
-        if (i + S::LEAD < L.tiles)
-            copy_stage((i + S::LEAD) % S::STAGES, (i + S::LEAD) * KN);
+        if (i + S::LEAD < nt)
+            copy_stage((i + S::LEAD) % S::STAGES, (t0 + i + S::LEAD) * KN);
         else
             ckv_cp_async_commit();  // empty groups keep the counts
-        if (i + 1 < L.tiles)
+        if (i + 1 < nt)
             arrive_full((i + 1) % S::STAGES);
     };
     // Every warp waits for every tile and advances after it, in order (the
@@ -2064,7 +2100,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         }
     };
     const int32_t step = split ? S::WGS : 1;
-    for (int32_t i = idle ? L.tiles : split ? wg : 0; i < L.tiles; i += step) {
+    for (int32_t i = idle ? nt : split ? wg : 0; i < nt; i += step) {
         pass_to(i);
         const int st = i % S::STAGES;
         ckv_mbar_wait(full + 8 * st, i / S::STAGES & 1);
@@ -2080,10 +2116,10 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         km_col_scales(rc, sc + st * KN + 2 * t, cbad);
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            km_take_cols(r[h], acc, cross, rc, h, i * KN + 2 * t, L.n_col,
-                         i * KN + KN <= L.n_col);
+            km_take_cols(r[h], acc, cross, rc, h, (t0 + i) * KN + 2 * t, L.n_col,
+                         (t0 + i) * KN + KN <= L.n_col);
     }
-    pass_to(L.tiles);
+    pass_to(nt);
     ckv_cp_async_wait<0>();
     km_top x[2];
 #pragma unroll
@@ -2095,14 +2131,51 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
             for (int h = 0; h < 2; h++)
                 wg_top[wg - 1][16 * rw + g + 8 * h] = x[h];
         __syncthreads();
-        if (wg > 0)
-            return;
+        if (wg == 0)
 #pragma unroll
-        for (int h = 0; h < 2; h++)
+            for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int o = 0; o < S::WGS - 1; o++)
-                x[h] = km_top_merge(x[h], wg_top[o][16 * rw + g + 8 * h]);
+                for (int o = 0; o < S::WGS - 1; o++)
+                    x[h] = km_top_merge(x[h], wg_top[o][16 * rw + g + 8 * h]);
     }
+    if (sliced) {  // the slice's tops out; the last block to arrive merges them all
+        L.tiles = (L.n_col + KN - 1) / KN;
+        const int32_t ns = slices(), sl = blockIdx.y;
+        km_top *const tb = a.sp.etop + (size_t)lh * KM_EST_SLICES * KM_EST_ROWS;
+        if (wg == 0 && t == 0)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                tb[sl * KM_EST_ROWS + 16 * rw + g + 8 * h] = x[h];
+        __shared__ bool last;
+        __syncthreads();
+        // The block's tops before its count (a release), and the last
+        // block's reads of the others' after theirs (an acquire).
+        if (threadIdx.x == 0) {
+            __threadfence();
+            last = atomicAdd(a.sp.en + lh, 1) == ns - 1;
+            if (last)
+                __threadfence();
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        if (threadIdx.x == 0)
+            a.sp.en[lh] = 0;  // for the next launch
+        if (wg == 0)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const auto slice = [&](int32_t s2) {
+                    const km_top *const o = tb + s2 * KM_EST_ROWS + 16 * rw + g + 8 * h;
+                    return km_top{__ldcg(&o->s), __ldcg(&o->second), __ldcg(&o->j),
+                                  __ldcg(reinterpret_cast<const unsigned char *>(&o->bad)) != 0};
+                };
+                x[h] = slice(0);
+                for (int32_t s2 = 1; s2 < ns; s2++)
+                    x[h] = km_top_merge(x[h], slice(s2));
+            }
+    }
+    if (split && wg > 0)
+        return;
     if (t == 0)
 #pragma unroll
         for (int h = 0; h < 2; h++)
@@ -2428,10 +2501,13 @@ struct km_room {
 template <int D>
 static ckv_status km_allow_estimate(bool wg, ckv_error *err)
 {
-    ckv_status st = wg ? ckv_pol_allow_smem(km_estimate_wg_kernel<D>, km_wg_smem<D>(),
+    ckv_status st = wg ? ckv_pol_allow_smem(km_estimate_wg_kernel<D, false>, km_wg_smem<D>(),
                                             "cuda kmeans", err)
                        : ckv_pol_allow_smem(km_estimate_kernel<D, false>, km_est_smem<D>(),
                                             "cuda kmeans", err);
+    if (!st && wg)
+        st = ckv_pol_allow_smem(km_estimate_wg_kernel<D, true>, km_wg_smem<D>(), "cuda kmeans",
+                                err);
     return st ? st
               : ckv_pol_allow_smem(km_estimate_kernel<D, true>, km_est_smem<D>(), "cuda kmeans",
                                    err);
@@ -2480,28 +2556,51 @@ struct km_bufs {
     km_slices sp;
 };
 
+// The slices a list's pass of few rows takes (km_estimate_wg_kernel, a
+// block an SM) for `lists` lists on `sms` SMs: the fewest whose waves of
+// blocks take at most 0.9 of the time a slice each would (ceil(lists n /
+// sms) / n waves of a list's whole walk), each block's own start and end
+// being the price of a slice (SmolLM2's 90 lists on 132 SMs: 4, three
+// waves of a quarter; the 8B's 256: 1).
+static int32_t km_est_slices(int32_t lists, int sms)
+{
+    const auto cost = [&](int32_t n) {
+        return (double)(((int64_t)lists * n + sms - 1) / sms) / n;
+    };
+    int32_t best = 1;
+    for (int32_t n = 2; n <= KM_EST_SLICES; n++)
+        if (cost(n) < 0.9 * cost(best))
+            best = n;
+    return best;
+}
+
 // One pass of the estimate over every active list (up to max_m rows), the
 // lists' first blocks of rows first (the grid's x the list): a pass over a
 // few rows a list (a decode-time call's first assignment leaves about 64)
-// has one working block a list among max_m / ROWS that leave at once, and
-// with the rows' blocks first the last lists' working blocks were
-// dispatched only after the earlier lists' empty ones (SmolLM2's 32K
-// call: 90 of 3,870 blocks work; ncu's SMs' active cycles from 79% under
-// their mean to 32% over, run YE). The
+// has one working block a list among max_m / ROWS that leave at once (on
+// Hopper, where the lists are fewer than the SMs, km_est_slices blocks a
+// list, each a slice of the centroids), and with the rows' blocks first
+// the last lists' working blocks were dispatched only after the earlier
+// lists' empty ones (SmolLM2's 32K call: 90 of 3,870 blocks work; ncu's
+// SMs' active cycles from 79% under their mean to 32% over, run YE). The
 // pass over the moved centroids keeps the mma.sync form on Hopper too: its
 // walks are a tile or two, where the prologue of the wgmma form's one
 // block an SM costs more than its products save (the 8B's 8K
 // decode-time call: 0.233 ms against 0.177, runs QF, QC).
 template <int D, bool MOVED>
 static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                        int32_t *amb_n, bool wg, cudaStream_t s)
+                        int32_t *amb_n, const km_room &room, cudaStream_t s)
 {
-    const km_est_args a = {b.fs,  b.cs,  b.fnorm, b.cscale, b.cl,    b.best, b.margin, b.amb,
-                           amb_n, b.dr,  b.act,   b.chg,    b.touch, b.M_of, p};
+    const int32_t slices = km_est_slices(lists, room.sms);
+    const km_est_args a = {b.fs,   b.cs,  b.fnorm, b.cscale, b.cl,    b.best, b.margin,
+                           b.amb,  amb_n, b.dr,    b.act,    b.chg,   b.touch, b.M_of,
+                           b.sp,   slices, p};
     if constexpr (!MOVED)
-        if (wg) {
-            km_estimate_wg_kernel<D><<<dim3(lists, ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS)),
-                                       km_wg_shape<D>::THREADS, km_wg_smem<D>(), s>>>(a);
+        if (room.wg) {
+            const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS);
+            (slices > 1 ? km_estimate_wg_kernel<D, true> : km_estimate_wg_kernel<D, false>)
+                <<<dim3(lists, rows > (unsigned)slices ? rows : slices), km_wg_shape<D>::THREADS,
+                   km_wg_smem<D>(), s>>>(a);
             return;
         }
     km_estimate_kernel<D, MOVED><<<dim3(lists, ckv_pol_blocks(max_m, km_est_shape<D>::ROWS)),
@@ -2522,11 +2621,11 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
         CKV_CUDA(cudaMemsetAsync(amb_n, 0, lists * sizeof(int32_t), s));
         if (moved) {
             (p.d == 128 ? km_estimate<128, true> : km_estimate<64, true>)(b, p, lists, max_m,
-                                                                          amb_n, room.wg, s);
+                                                                          amb_n, room, s);
             CKV_CUDA_LAUNCHED();
         }
         (p.d == 128 ? km_estimate<128, false> : km_estimate<64, false>)(b, p, lists, max_m,
-                                                                        amb_n, room.wg, s);
+                                                                        amb_n, room, s);
         CKV_CUDA_LAUNCHED();
     }
     // The rows left (after the estimate: in a number the host does not
@@ -2632,6 +2731,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
     CKV_CUDA(cudaMemsetAsync(sp.n, 0, km_slices_counts(x->lists) * sizeof(int32_t), x->s));
+    CKV_CUDA(cudaMemsetAsync(sp.en, 0, x->lists * sizeof(int32_t), x->s));
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cnorm, crec,    w->cscale, fs,
                   cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp};
