@@ -14,7 +14,8 @@
 // words (the high words read as floats, compared as their bits: float
 // order for non-negative finite values, NaN patterns above 0x7f800000);
 // the rest takes __ddiv_rn itself. gpu_policy_parity checks the bits
-// against __ddiv_rn on edge and random operands.
+// against the CPU's IEEE division (correctly rounded, as __ddiv_rn is) on
+// edge and random operands.
 #ifndef CKV_KERNELS_CUDA_DDIV_CUH
 #define CKV_KERNELS_CUDA_DDIV_CUH
 
