@@ -976,9 +976,12 @@ static void check_ddiv(void)
 
 static const char *const km_mode_name[] = {"unit", "wide", "full", "range", "walk"};
 
-static void check_kmeans_assign(int32_t d, int32_t k, int mode, bool estimate, uint64_t seed)
+/* M rows: 300, or at most 64 for the wgmma estimate's sliced form (a pass of
+ * that few rows cuts the centroids among blocks); the "unit", "wide" and
+ * "range" features tie rows 0-9 and 200-209, so they take 300. */
+static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool estimate,
+                                uint64_t seed)
 {
-    const int32_t M = 300;
     double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
     double *fn = xmalloc((size_t)M * sizeof *fn), *cn = xmalloc((size_t)k * sizeof *cn);
     double *best = xmalloc((size_t)M * sizeof *best);
@@ -1121,15 +1124,15 @@ static void check_kmeans_assign(int32_t d, int32_t k, int mode, bool estimate, u
 /* check_kmeans_assign without the estimate and, at the head_dims that have
  * it, in each of its forms: the device's, and the mma.sync form where that
  * is wgmma. */
-static void check_kmeans_forms(int32_t d, int32_t k, int mode, uint64_t seed)
+static void check_kmeans_forms(int32_t d, int32_t k, int32_t M, int mode, uint64_t seed)
 {
-    check_kmeans_assign(d, k, mode, false, seed);
+    check_kmeans_assign(d, k, M, mode, false, seed);
     if (d != 64 && d != 128)
         return;
-    check_kmeans_assign(d, k, mode, true, seed);
+    check_kmeans_assign(d, k, M, mode, true, seed);
     if (ckv_cuda_wgmma()) {
         ckv_cuda_set_wgmma(false);
-        check_kmeans_assign(d, k, mode, true, seed);
+        check_kmeans_assign(d, k, M, mode, true, seed);
         ckv_cuda_set_wgmma(true);
     }
 }
@@ -1303,10 +1306,13 @@ int main(int argc, char **argv)
             check_ddiv();
             for (int i = 0; i < 4; i++)
                 for (int mode = KM_UNIT; mode <= KM_RANGE; mode++)
-                    check_kmeans_forms(km_dims[i], 150, mode, (uint64_t)(100 + 2 * i + mode));
+                    check_kmeans_forms(km_dims[i], 150, 300, mode, (uint64_t)(100 + 2 * i + mode));
             for (int i = 0; i < 2; i++) {
-                check_kmeans_forms(km_dims[i], 345, KM_FULL, (uint64_t)(120 + i));
-                check_kmeans_forms(km_dims[i], 2100, KM_WALK, (uint64_t)(130 + i));
+                check_kmeans_forms(km_dims[i], 345, 300, KM_FULL, (uint64_t)(120 + i));
+                check_kmeans_forms(km_dims[i], 2100, 300, KM_WALK, (uint64_t)(130 + i));
+                /* 50 rows over 6 and 33 tiles of centroids: the sliced estimate. */
+                check_kmeans_forms(km_dims[i], 345, 50, KM_FULL, (uint64_t)(140 + i));
+                check_kmeans_forms(km_dims[i], 2100, 50, KM_WALK, (uint64_t)(150 + i));
             }
         }
         if (run_sources(dump))
