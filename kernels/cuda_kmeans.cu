@@ -2556,16 +2556,20 @@ struct km_bufs {
     km_slices sp;
 };
 
-// The slices a list's pass of few rows takes (km_estimate_wg_kernel, a
-// block an SM) for `lists` lists on `sms` SMs: the fewest whose waves of
-// blocks take at most 0.9 of the time a slice each would (ceil(lists n /
-// sms) / n waves of a list's whole walk), each block's own start and end
-// being the price of a slice (SmolLM2's 90 lists on 132 SMs: 4, three
-// waves of a quarter; the 8B's 256: 1).
-static int32_t km_est_slices(int32_t lists, int sms)
+// The slices a list's pass of few rows over `tiles` tiles of centroids
+// takes (km_estimate_wg_kernel, a block an SM) for `lists` lists on `sms`
+// SMs: n slices cost ceil(lists n / sms) waves of tiles / n + S tiles (S:
+// a block's own start and end, the features, fragments, copies' lead and
+// merge, about 6.5 tiles' time: run ZZ15, where 4 slices took SmolLM2's
+// 32K passes (128 tiles) 122 -> 105 us and made its 8K ones (32 tiles)
+// slower); the fewest slices whose cost is at most 0.9 of the fewer's.
+// SmolLM2's 90 lists on 132 SMs: 1 at 8K, 4 at 32K and 128K; the 8B's 256
+// lists: 1; one list (the tests'): as many as the tiles allow.
+static int32_t km_est_slices(int32_t lists, int sms, int32_t tiles)
 {
     const auto cost = [&](int32_t n) {
-        return (double)(((int64_t)lists * n + sms - 1) / sms) / n;
+        const int64_t waves = ((int64_t)lists * n + sms - 1) / sms;
+        return (double)waves * ((double)tiles / n + 6.5);
     };
     int32_t best = 1;
     for (int32_t n = 2; n <= KM_EST_SLICES; n++)
@@ -2591,7 +2595,7 @@ template <int D, bool MOVED>
 static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
                         int32_t *amb_n, const km_room &room, cudaStream_t s)
 {
-    const int32_t slices = km_est_slices(lists, room.sms);
+    const int32_t slices = km_est_slices(lists, room.sms, (p.k + KN - 1) / KN);
     const km_est_args a = {b.fs,   b.cs,  b.fnorm, b.cscale, b.cl,    b.best, b.margin,
                            b.amb,  amb_n, b.dr,    b.act,    b.chg,   b.touch, b.M_of,
                            b.sp,   slices, p};
