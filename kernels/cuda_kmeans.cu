@@ -1061,6 +1061,27 @@ __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
     return {best, n, etop, n + km_slices_counts(lists)};
 }
 
+// Whether the calling block is the last of n to arrive at *count, told to
+// every thread; call from every thread once the block's part of the
+// scratch is stored. The block's stores come before its count (a release)
+// and the last block's reads of the others' after theirs (an acquire); the
+// last sets the count back to 0 for the next launch.
+__device__ __forceinline__ bool km_last_to_arrive(int32_t *count, int32_t n)
+{
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(count, 1) == n - 1;
+        if (last) {
+            __threadfence();
+            *count = 0;
+        }
+    }
+    __syncthreads();
+    return last;
+}
+
 // A warp takes MT m-tiles of 16 features x 16 centroids. At head_dim 128
 // shared memory holds one block an SM (the generic form takes the same
 // shape, for head_dims up to 148), so its rows go to 16 warps of 16 (8
@@ -1190,7 +1211,6 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     __shared__ int2 found;  // the pass's list and item (its tile of rows and slice)
     __shared__ int2 from;   // the scan's round of found's list and the items before it
     __shared__ int32_t next;
-    __shared__ bool last;  // the block is the last of its tile's slices to arrive
     const int32_t d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
     const int32_t stride = (int32_t)km_stride(d4);
     double *const fs = sm, *const cs = sm + AM * stride;
@@ -1459,17 +1479,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             km_best *const tb = sp.best + at * KM_SPLITS * AM;
             if (row < AM)
                 tb[sl * AM + row] = r;
-            __syncthreads();
-            // The block's bests before its count (a release), and the last
-            // block's reads of the others' after theirs (an acquire).
-            if (threadIdx.x == 0) {
-                __threadfence();
-                last = atomicAdd(sp.n + at, 1) == ns - 1;
-                if (last)
-                    __threadfence();
-            }
-            __syncthreads();
-            mine = mine && last;
+            mine = km_last_to_arrive(sp.n + at, ns) && mine;
             if (mine) {
                 const auto slice = [&](int32_t s2) {
                     const km_best *const o = tb + s2 * AM + row;
@@ -1479,8 +1489,6 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 for (int32_t s2 = 1; s2 < ns; s2++)
                     r = km_merge(r, slice(s2));
             }
-            if (last && threadIdx.x == 0)
-                sp.n[at] = 0;  // for the next launch
         }
         if (mine) {
             const int32_t m = row_of(m0 + row);
@@ -1961,12 +1969,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // A pass of at most KM_EST_ROWS rows: slice sl of ns of the tiles, t0 ..
     // t0 + nt - 1, a block each; otherwise the block's rows from m0, every
     // tile.
-    // (ns and sl are formed again after the walk: kept across it, they
-    // spilled at head_dim 128.)
-    const auto slices = [&] {
-        return SLICED && L.n <= KM_EST_ROWS ? max(1, min(a.slices, L.tiles)) : 1;
-    };
-    const int32_t ns = slices();
+    const int32_t ns = SLICED && L.n <= KM_EST_ROWS ? max(1, min(a.slices, L.tiles)) : 1;
     const bool sliced = ns > 1;
     const int32_t sl = sliced ? (int32_t)blockIdx.y : 0;
     const int32_t m0 = sliced ? 0 : (int32_t)blockIdx.y * S::ROWS;
@@ -2139,28 +2142,13 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
                     x[h] = km_top_merge(x[h], wg_top[o][16 * rw + g + 8 * h]);
     }
     if (sliced) {  // the slice's tops out; the last block to arrive merges them all
-        L.tiles = (L.n_col + KN - 1) / KN;
-        const int32_t ns = slices(), sl = blockIdx.y;
         km_top *const tb = a.sp.etop + (size_t)lh * KM_EST_SLICES * KM_EST_ROWS;
         if (wg == 0 && t == 0)
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 tb[sl * KM_EST_ROWS + 16 * rw + g + 8 * h] = x[h];
-        __shared__ bool last;
-        __syncthreads();
-        // The block's tops before its count (a release), and the last
-        // block's reads of the others' after theirs (an acquire).
-        if (threadIdx.x == 0) {
-            __threadfence();
-            last = atomicAdd(a.sp.en + lh, 1) == ns - 1;
-            if (last)
-                __threadfence();
-        }
-        __syncthreads();
-        if (!last)
+        if (!km_last_to_arrive(a.sp.en + lh, ns))
             return;
-        if (threadIdx.x == 0)
-            a.sp.en[lh] = 0;  // for the next launch
         if (wg == 0)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
@@ -2567,9 +2555,10 @@ struct km_bufs {
 // lists: 1; one list (the tests'): as many as the tiles allow.
 static int32_t km_est_slices(int32_t lists, int sms, int32_t tiles)
 {
+    constexpr double start_tiles = 6.5;  // S
     const auto cost = [&](int32_t n) {
         const int64_t waves = ((int64_t)lists * n + sms - 1) / sms;
-        return (double)waves * ((double)tiles / n + 6.5);
+        return (double)waves * ((double)tiles / n + start_tiles);
     };
     int32_t best = 1;
     for (int32_t n = 2; n <= KM_EST_SLICES; n++)
