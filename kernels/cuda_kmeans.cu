@@ -257,6 +257,19 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
     return j + 1 < k && km_own_row(j + 1, M, k) == m ? j + 1 : -1;
 }
 
+// Centroid j's d doubles (list base): cen's row once an update wrote it
+// (cw[base + j]), else the feature of the middle row that starts it, which
+// it is until then: km_feature_kernel stores that feature once, as the
+// row's (at a decode-time call nearly every row starts a centroid, and the
+// copy was a third of the kernel's stores: 1.56 of 4.68 GB at SmolLM2's
+// 128K call, run ZZ16).
+__device__ __forceinline__ const double *km_cen_row(const double *f, const double *cen,
+                                                    const uint8_t *cw, size_t base, int32_t j,
+                                                    int32_t M, int32_t k, int32_t d)
+{
+    return cw[base + j] ? cen + (base + j) * d : f + (base + km_own_row(j, M, k)) * d;
+}
+
 // The rows of a call's first assignment that start a centroid (the own
 // pass). Row m = km_own_row(j) starts centroid j as its own feature, so a
 // unit feature's cosine with it is 1 up to rounding, and its best is
@@ -398,7 +411,8 @@ __device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int
 struct km_feat_out {
     double *f, *fnorm;
     uint32_t *fs;
-    double *cen, *cnorm, *crec;
+    uint8_t *cw;  // km_cen_row's flags: the centroids start unwritten
+    double *cnorm, *crec;
     float *cscale;
     uint32_t *cs;
     int32_t *hdr, *ikey, *ival, *redo, *redo_n;
@@ -513,8 +527,10 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
         ry[row] = y;
         const int32_t m = m0 + row, j = km_own_of(m, M_of[lh], p.k);
         own[row] = j;
-        if (j >= 0)
+        if (j >= 0) {
             km_set_cnorm(base + j, fn, o.cnorm, o.crec, o.cscale);
+            o.cw[base + j] = 0;
+        }
         if (h) {
             if (j >= 0) {
                 km_own_entry(x, n, y, ax, __int_as_float(h[KM_OWN_SCALE]), base + j, o);
@@ -544,7 +560,7 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
         const Elem *const x = sm + r * st;
         const double n = rn[r], y = ry[r];
         const int32_t j = own[r], at = km_split_word(lane, lane & 1);
-        // The row's feature and split start at fo, its centroid's at co.
+        // The row's feature and split start at fo, its centroid's split at co.
         const size_t fo = (base + m0 + r) * d, co = (base + (j >= 0 ? j : 0)) * d;
         for (int32_t b = 0; b < d; b += 32) {
             const int32_t i = b + lane;
@@ -552,8 +568,6 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
                 break;
             const double v = km_feat(x, n, y, i);
             o.f[fo + i] = v;
-            if (j >= 0)
-                o.cen[co + i] = v;
             if (!o.fs)
                 continue;
             ckv_bf16 hi, lo;
@@ -1198,7 +1212,7 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 // each row's best and second rounded outward (km_drift).
 template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
-    km_assign_kernel(const double *f, const double *fnorm, const double *cen,
+    km_assign_kernel(const double *f, const double *fnorm, const double *cen, const uint8_t *cw,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
                      float2 *top, unsigned *margin, const int32_t *rows,
                      const int32_t *n_rows, const int32_t *act, int32_t lists, int32_t *chg,
@@ -1291,7 +1305,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 : 0;
         const auto tile_at = [&](int32_t i) { return t0 + i < tiles ? t0 + i : t0 + i - tiles; };
         const auto centroids = [&](int32_t j1) {
-            return [=](int32_t r) { return cen + (base + j1 + r) * d; };
+            return [=](int32_t r) { return km_cen_row(f, cen, cw, base, j1 + r, M, p.k, d); };
         };
         km_copy_tile<BYTES, THREADS>(
             fs, [&](int32_t r) { return f + (base + row_of(m0 + r)) * d; }, AM, min(AM, n - m0), d,
@@ -2248,10 +2262,11 @@ __device__ __forceinline__ double km_norm_chain(const double *s, int32_t d)
 // spilled the runs' bounds).
 template <int D>
 __global__ void __launch_bounds__(UPDATE_THREADS, 3)
-    km_update_kernel(const double *f, const float *deg, double *cen, double *cnorm, double *crec,
-                     float *cscale, uint32_t *cs, uint8_t *cmv, int32_t *moved, int32_t *nmoved,
-                     const int32_t *touch, const int32_t *run_b, const int32_t *run_e,
-                     const int32_t *members, const int32_t *act, km_params p)
+    km_update_kernel(const double *f, const float *deg, double *cen, uint8_t *cw, double *cnorm,
+                     double *crec, float *cscale, uint32_t *cs, uint8_t *cmv, int32_t *moved,
+                     int32_t *nmoved, const int32_t *touch, const int32_t *run_b,
+                     const int32_t *run_e, const int32_t *members, const int32_t *act,
+                     const int32_t *M_of, km_params p)
 {
     extern __shared__ double km_update_sm[];
     __shared__ double norm[UPDATE_CLUSTERS];
@@ -2311,9 +2326,11 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
         if (!on)
             re[e] = rb[e];  // no members
         first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
-        if (on && D && cs)
+        if (on && D && cs) {
+            const double *const old = km_cen_row(f, cen, cw, base, j, M_of[lh], p.k, d);
             for (int32_t i = lane; i < d; i += 32)
-                ckv_cp_async8(olds + c * st + i, cen + (base + j) * d + i, true);
+                ckv_cp_async8(olds + c * st + i, old + i, true);
+        }
     }
 #pragma unroll
     for (int e = 0; e < UPDATE_EACH; e++) {
@@ -2387,6 +2404,8 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
             s[lane + 32 * q] = x;
             cj[lane + 32 * q] = x;
         }
+        if (lane == 0)
+            cw[base + j] = 1;
         if (!cs)
             continue;
         __syncwarp();  // the lanes' x are visible to the whole warp
@@ -2408,6 +2427,20 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
         const double n = km_norm_chain<D>(km_update_sm + lane * st, d);
         km_set_cnorm(base + j0 + lane, n, cnorm, crec, cscale);
     }
+}
+
+// Each centroid of the active lists that no update wrote into cen, copied
+// there from its row (km_cen_row), for the trace.
+__global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double *f,
+                                   const int32_t *act, const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t base = (size_t)lh * p.cap;
+    if (!act[lh] || j >= p.k || cw[base + j])
+        return;
+    const double *const from = km_cen_row(f, cen, cw, base, j, M_of[lh], p.k, p.d);
+    for (int32_t i = 0; i < p.d; i++)
+        cen[(base + j) * p.d + i] = from[i];
 }
 
 // The clusters a call's first update must form (touch): all but those
@@ -2532,7 +2565,9 @@ static ckv_status km_assign_room(int32_t d, km_room *room, ckv_error *err)
 // the bookkeeping of the assignments after an update (km_drift; none
 // without the estimate).
 struct km_bufs {
-    const double *f, *fnorm, *cen, *cnorm, *crec;
+    const double *f, *fnorm, *cen;
+    const uint8_t *cw;  // km_cen_row's
+    const double *cnorm, *crec;
     const float *cscale;
     const uint32_t *fs, *cs;
     int32_t *cl, *amb;
@@ -2632,7 +2667,7 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
         (int64_t)lists * max(tiles, min(tiles, (int64_t)KM_SPLIT_ROWS) * split);
     const int32_t blocks = (int32_t)min(most, wave);
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
-        b.f, b.fnorm, b.cen, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
+        b.f, b.fnorm, b.cen, b.cw, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
         b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp, split, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
@@ -2691,6 +2726,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                                    err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->redo, w->slots * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->cmv, w->slots, err))) ||
+        (st = ckv_pol_take(x, (void **)&w->cw, w->slots, err)) ||
         (est && x->own_rows && (st = ckv_pol_take(x, (void **)&w->own_rows, w->slots, err))) ||
         (st = ckv_pol_take(x, &w->ksplit, km_slices_bytes(w->lists), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
@@ -2725,7 +2761,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
     CKV_CUDA(cudaMemsetAsync(sp.n, 0, km_slices_counts(x->lists) * sizeof(int32_t), x->s));
     CKV_CUDA(cudaMemsetAsync(sp.en, 0, x->lists * sizeof(int32_t), x->s));
-    km_bufs kb = {w->f,   w->norm,  w->cen, w->cnorm, crec,    w->cscale, fs,
+    km_bufs kb = {w->f,   w->norm,  w->cen, w->cw, w->cnorm, crec,    w->cscale, fs,
                   cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
@@ -2751,7 +2787,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         if ((st = ckv_pol_allow_smem(km_feature_kernel<Elem>, km_feat_smem<Elem>(x->d),
                                      "cuda kmeans", err)))
             return;
-        const km_feat_out o = {w->f,    w->norm, fs,        w->cen,    w->cnorm,
+        const km_feat_out o = {w->f,    w->norm, fs,        w->cw,     w->cnorm,
                                crec,    w->cscale, cs,      own_hdr,   w->ikey,
                                w->ival, w->redo, dr.redo_n, own_rec_c, own_side_c};
         km_feature_kernel<<<over_t, FEAT_ROWS, km_feat_smem<Elem>(x->d), x->s>>>(
@@ -2852,13 +2888,17 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         if ((st = ckv_pol_allow_smem(km_update_of(x->d), upd_smem, "cuda kmeans", err)))
             return st;
         km_update_of(x->d)<<<per_block, UPDATE_THREADS, upd_smem, x->s>>>(
-            w->f, c->deg, w->cen, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
-            w->touch, w->run_b, w->run_e, w->ival_out, changed, kp);
+            w->f, c->deg, w->cen, w->cw, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
+            w->touch, w->run_b, w->run_e, w->ival_out, changed, x->x, kp);
         CKV_CUDA_LAUNCHED();
     }
     // The trace's centroids: each active list's k rows of cen, as its last
-    // update left them (iters > 0: every active list takes the first).
+    // update left them (iters > 0: every active list takes the first), those
+    // it did not write from their rows first.
     if (x->centroids && iters > 0) {
+        km_cen_fill_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
+            w->cen, w->cw, w->f, x->act, x->x, kp);
+        CKV_CUDA_LAUNCHED();
         const size_t row = (size_t)kp.k * x->d;
         for (int32_t lh = 0; lh < x->lists; lh++)
             if (act[lh])
@@ -2888,6 +2928,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
 // The device buffers of ckv_gpu_kmeans_assign, in one allocation.
 struct km_test_mem {
     double *f, *cen, *fnorm, *cnorm, *crec, *best;
+    uint8_t *cw;  // every centroid given (written)
     float *cscale;
     uint32_t *fs, *cs;
     int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k, chg
@@ -2907,6 +2948,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     const float big = FLT_MAX;
     CKV_CUDA(cudaMemcpy(d.f, f, (size_t)M * dim * 8, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.cen, cen, (size_t)k * dim * 8, cudaMemcpyHostToDevice));
+    CKV_CUDA(cudaMemset(d.cw, 1, k));
     CKV_CUDA(cudaMemcpy(d.fnorm, fnorm, M * 8ul, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.cnorm, cnorm, k * 8ul, cudaMemcpyHostToDevice));
     CKV_CUDA(cudaMemcpy(d.head, head, sizeof head, cudaMemcpyHostToDevice));
@@ -2923,7 +2965,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
                                                                          d.head + 2, d.head, kp);
         CKV_CUDA_LAUNCHED();
     }
-    const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cnorm,    d.crec,
+    const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cw,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.best,   d.margin, d.head, d.head + 1,
                        d.head + 3, nullptr, {}, d.sp};
@@ -2961,7 +3003,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     // even count: the splits after them stay 16-byte aligned), the splits,
     // the scales, then ints.
     const size_t sp_bytes = (km_slices_bytes(1) + 15) / 16 * 16;
-    const size_t bytes = sp_bytes + (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 6) * 4;
+    const size_t bytes = sp_bytes + (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 6) * 4 + cap;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess)
@@ -2986,6 +3028,7 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     m.amb = m.cl + cap;  // cap rows and the count
     m.head = m.amb + cap + 1;
     m.margin = reinterpret_cast<unsigned *>(m.head + 4);
+    m.cw = reinterpret_cast<uint8_t *>(m.margin + 1);
     st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, room, cl, best,
                         margin, n_exact, changed, err);
     cudaFree(dev);

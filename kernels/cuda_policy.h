@@ -50,7 +50,9 @@ struct ckv_gpu_policy_ws {
     int32_t *shift_sync;
     size_t shift_sync_bytes;
     // K-Means: features and centroids [lists][capacity][head_dim], taken
-    // at its first use (rows elements each); split their bf16 splits for
+    // at its first use (rows elements each; a centroid's row of cen only
+    // once an update wrote it, cw, before that its starting row's feature:
+    // cuda_kmeans.cu, km_cen_row); split their bf16 splits for
     // the estimate (features, then centroids from a multiple of 4 words:
     // twice rows rounded up to 4; taken where the estimate runs), amb the
     // rows the estimate left to the exact assignment ([lists][capacity],
@@ -72,6 +74,7 @@ struct ckv_gpu_policy_ws {
     uint32_t *split;
     int32_t *cl, *amb, *chg, *touch, *moved, *redo;
     uint8_t *cmv, *own_rows;  // own_rows: the trace's flags (slots), taken where asked
+    uint8_t *cw;              // whether an update wrote a centroid's row of cen (slots)
     uint4 *own;
     void *ksplit;
     // SnapKV: window queries and per-query probabilities, grown as needed.
