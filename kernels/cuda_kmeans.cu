@@ -377,9 +377,10 @@ __device__ __forceinline__ bool km_starts(int32_t m, int32_t M, int32_t k)
 // Identity dest for the list; unit-normalised keys of the middle and their
 // norms (x: M, the middle's length); with fs, each feature's split
 // (km_split_chunk); and the initial centroids: centroid j starts at the
-// feature of middle row km_own_row(j) (policies.md), with that feature's
-// norm (the same chain over the same doubles as the update's centroid
-// norms) and, with cs, its split. Formed here, they spare two passes over
+// feature of middle row km_own_row(j) (policies.md), read from that row
+// until an update writes it (km_cen_row: its flag cleared here), with that
+// feature's norm (the same chain over the same doubles as the update's
+// centroid norms) and, with cs, its split. Formed here, they spare two passes over
 // the features (SmolLM2's 32K decode-time call: 0.14 and 0.35 ms, reading
 // 377 and 566 MB, run YD). A block takes FEAT_ROWS slots: their keys come
 // into shared memory a warp a row, in the cache's type, and the
@@ -2697,8 +2698,8 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
         (int64_t)lists * max(tiles, min(tiles, (int64_t)KM_SPLIT_ROWS) * split);
     const int32_t blocks = (int32_t)min(most, wave);
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
-        b.f, b.fnorm, b.cen, b.cw, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top, b.margin,
-        b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp, split, p);
+        b.f, b.fnorm, b.cen, b.cw, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top,
+        b.margin, b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp, split, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
