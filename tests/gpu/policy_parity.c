@@ -805,6 +805,62 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
     free(gap);
 }
 
+/* km_own_row, the middle row that starts K-Means centroid j, against
+ * policies.md's integers, ((2j + 1) M) / (2k): every j for k up to 300 and
+ * M from k to k + 294 by 7, every j at SmolLM2's decode-time and prefill
+ * shapes (the GPU forms it from a double reciprocal, corrected in
+ * integers), and random triples up to 2^31. */
+static void check_own_rows(void)
+{
+    enum { RANDOM = 1 << 22 };
+    static const int32_t shapes[][2] = {{8124, 8188},     {32700, 32764},  {32700, 131004},
+                                        {98236, 131004},  {1000000, 2000003},
+                                        {46340, 2147483000}, {2147483000, 2147483600}};
+    const int64_t cap = RANDOM + 4000000; /* the loops' 2.6M triples, then random ones */
+    int64_t n = 0;
+    int32_t *jmk = xmalloc((size_t)cap * 3 * sizeof *jmk);
+#define OWN_ADD(J, M_, K)                                                     \
+    do {                                                                      \
+        jmk[3 * n] = (J), jmk[3 * n + 1] = (M_), jmk[3 * n + 2] = (K);         \
+        n++;                                                                  \
+    } while (0)
+    for (int32_t k = 1; k <= 300; k++)
+        for (int32_t M = k; M <= k + 294; M += 7)
+            for (int32_t j = 0; j < k; j++)
+                OWN_ADD(j, M, k);
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int32_t j = 0; j < shapes[s][0] && j < 200000; j++)
+            OWN_ADD(j, shapes[s][1], shapes[s][0]);
+    uint64_t st = 20261204;
+    while (n < cap - 1) {
+        const int32_t M = 1 + (int32_t)(ckv_splitmix64(&st) % 2147483600u);
+        const int32_t k = 1 + (int32_t)(ckv_splitmix64(&st) % (uint64_t)M);
+        OWN_ADD((int32_t)(ckv_splitmix64(&st) % (uint64_t)k), M, k);
+    }
+#undef OWN_ADD
+    int32_t *row = xmalloc((size_t)n * sizeof *row);
+    CHECK(ckv_gpu_kmeans_own_rows(jmk, n, row, err));
+    int64_t differ = 0, at = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t want =
+            ((2 * (int64_t)jmk[3 * i] + 1) * jmk[3 * i + 1]) / (2 * (int64_t)jmk[3 * i + 2]);
+        if (row[i] != want) {
+            if (at < 0)
+                at = i;
+            differ++;
+        }
+    }
+    runs++;
+    failures += differ > 0;
+    printf("kmeans own rows: %lld of %lld differ from ((2j + 1) M) / (2k)  %s\n",
+           (long long)differ, (long long)n, differ ? "FAIL" : "PASS");
+    if (at >= 0)
+        printf("  first: j %d, M %d, k %d: %d on the GPU\n", jmk[3 * at], jmk[3 * at + 1],
+               jmk[3 * at + 2], row[at]);
+    free(jmk);
+    free(row);
+}
+
 /* K-Means's assignment bit for bit (ckv_gpu_kmeans_assign): policies.md's
  * cosine (the dot product over the two norms, 0 where a norm is below
  * 1e-30; a feature goes to the first centroid with the highest cosine) with
@@ -1304,6 +1360,7 @@ int main(int argc, char **argv)
         static const int32_t km_dims[] = {128, 64, 66, 148};
         if (t == first) {
             check_ddiv();
+            check_own_rows();
             for (int i = 0; i < 4; i++)
                 for (int mode = KM_UNIT; mode <= KM_RANGE; mode++)
                     check_kmeans_forms(km_dims[i], 150, 300, mode, (uint64_t)(100 + 2 * i + mode));
