@@ -273,16 +273,16 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
 }
 
 // Centroid j's d doubles (list base): cen's row once an update wrote it
-// (cw[base + j]), else the feature of the middle row that starts it, which
-// it is until then: km_feature_kernel stores that feature once, as the
-// row's (at a decode-time call nearly every row starts a centroid, and the
-// copy was a third of the kernel's stores: 1.56 of 4.68 GB at SmolLM2's
-// 128K call, run ZZ16).
+// (`written`, its flag cw[base + j]), else the feature of the middle row
+// that starts it, which it is until then: km_feature_kernel stores that
+// feature once, as the row's (at a decode-time call nearly every row starts
+// a centroid, and the copy was a third of the kernel's stores: 1.56 of 4.68
+// GB at SmolLM2's 128K call, run ZZ16). r2k: 1 / 2k (km_own_row).
 __device__ __forceinline__ const double *km_cen_row(const double *f, const double *cen,
-                                                    const uint8_t *cw, size_t base, int32_t j,
-                                                    int32_t M, int32_t k, int32_t d)
+                                                    bool written, size_t base, int32_t j,
+                                                    int32_t M, int32_t k, double r2k, int32_t d)
 {
-    return cw[base + j] ? cen + (base + j) * d : f + (base + km_own_row(j, M, k)) * d;
+    return written ? cen + (base + j) * d : f + (base + km_own_row(j, M, k, r2k)) * d;
 }
 
 // The rows of a call's first assignment that start a centroid (the own
@@ -1086,7 +1086,8 @@ __host__ __device__ inline size_t km_slices_bytes(size_t lists)
 __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
 {
     km_best *const best = static_cast<km_best *>(scratch);
-    km_top *const etop = reinterpret_cast<km_top *>(best + km_slices_counts(lists) * KM_SPLITS * AM);
+    km_top *const etop =
+        reinterpret_cast<km_top *>(best + km_slices_counts(lists) * KM_SPLITS * AM);
     int32_t *const n = reinterpret_cast<int32_t *>(etop + lists * KM_EST_SLICES * KM_EST_ROWS);
     return {best, n, etop, n + km_slices_counts(lists)};
 }
@@ -1333,9 +1334,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 cw ? __ballot_sync(0xffffffffu, lr < j1 + AN && lr < p.k && cw[base + lr]) : 0u;
             const double r2k = 1.0 / (2.0 * p.k);
             return [=](int32_t r) {
-                const int32_t j = j1 + r;
-                return wmask >> (r / WARPS) & 1 ? cen + (base + j) * d
-                                                : f + (base + km_own_row(j, M, p.k, r2k)) * d;
+                return km_cen_row(f, cen, wmask >> (r / WARPS) & 1, base, j1 + r, M, p.k, r2k, d);
             };
         };
         km_copy_tile<BYTES, THREADS>(
@@ -2358,7 +2357,8 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
             re[e] = rb[e];  // no members
         first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
         if (on && D && cs) {
-            const double *const old = km_cen_row(f, cen, cw, base, j, M_of[lh], p.k, d);
+            const double *const old =
+                km_cen_row(f, cen, cw[base + j], base, j, M_of[lh], p.k, 1.0 / (2.0 * p.k), d);
             for (int32_t i = lane; i < d; i += 32)
                 ckv_cp_async8(olds + c * st + i, old + i, true);
         }
@@ -2469,7 +2469,8 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
     const size_t base = (size_t)lh * p.cap;
     if (!act[lh] || j >= p.k || cw[base + j])
         return;
-    const double *const from = km_cen_row(f, cen, cw, base, j, M_of[lh], p.k, p.d);
+    const double *const from =
+        km_cen_row(f, cen, false, base, j, M_of[lh], p.k, 1.0 / (2.0 * p.k), p.d);
     for (int32_t i = 0; i < p.d; i++)
         cen[(base + j) * p.d + i] = from[i];
 }
@@ -2597,7 +2598,7 @@ static ckv_status km_assign_room(int32_t d, km_room *room, ckv_error *err)
 // without the estimate).
 struct km_bufs {
     const double *f, *fnorm, *cen;
-    const uint8_t *cw;  // km_cen_row's
+    const uint8_t *cw;  // km_cen_row's flags; NULL: none written (a call's first assignment)
     const double *cnorm, *crec;
     const float *cscale;
     const uint32_t *fs, *cs;
@@ -2699,7 +2700,8 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     const int32_t blocks = (int32_t)min(most, wave);
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cw, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top,
-        b.margin, b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp, split, p);
+        b.margin, b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp,
+        split, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }

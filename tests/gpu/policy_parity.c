@@ -954,7 +954,8 @@ static void check_ddiv(void)
         0x7fd0000000000000ull, 0x7fdfffffffffffffull, 0x7fefffffffffffffull,
         0x7ff0000000000000ull, 0xbff0000000000000ull, 0x8010000000000000ull,
         0x3cb0000000000000ull};
-    const int n_ea = (int)(sizeof edge_a / sizeof *edge_a), n_en = (int)(sizeof edge_n / sizeof *edge_n);
+    const int n_ea = (int)(sizeof edge_a / sizeof *edge_a),
+              n_en = (int)(sizeof edge_n / sizeof *edge_n);
     uint64_t st = 20261203;
     for (int64_t r = 0; r < ROWS; r++) {
         double *ar = a + r * PER;
