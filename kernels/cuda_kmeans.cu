@@ -272,17 +272,45 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
     return j + 1 < k && km_own_row(j + 1, M, k) == m ? j + 1 : -1;
 }
 
-// Centroid j's d doubles (list base): cen's row once an update wrote it
-// (`written`, its flag cw[base + j]), else the feature of the middle row
-// that starts it, which it is until then: km_feature_kernel stores that
-// feature once, as the row's (at a decode-time call nearly every row starts
-// a centroid, and the copy was a third of the kernel's stores: 1.56 of 4.68
-// GB at SmolLM2's 128K call, run ZZ16). r2k: 1 / 2k (km_own_row).
-__device__ __forceinline__ const double *km_cen_row(const double *f, const double *cen,
-                                                    bool written, size_t base, int32_t j,
-                                                    int32_t M, int32_t k, double r2k, int32_t d)
+// Centroid j's row of d elements (list base): cen's once an update wrote
+// it (`written`, its flag cw[base + j]), else the row of f, the features,
+// of the middle row that starts it, which it is until then. The same for
+// the splits (f the features' and cen the centroids' splits, d words a
+// row): km_feature_kernel stores a feature and its split once, as the
+// row's (at a decode-time call nearly every row starts a centroid, and the
+// copies were 1.56 and 0.75 of the kernel's 4.68 GB of stores at SmolLM2's
+// 128K call, runs ZZ16, ZZ18). r2k: 1 / 2k (km_own_row).
+template <typename T>
+__device__ __forceinline__ const T *km_cen_row(const T *f, const T *cen, bool written, size_t base,
+                                               int32_t j, int32_t M, int32_t k, double r2k,
+                                               int32_t d)
 {
     return written ? cen + (base + j) * d : f + (base + km_own_row(j, M, k, r2k)) * d;
+}
+
+// km_copy_tile's source of centroid rows j1 .. j1 + N - 1 (km_cen_row; N
+// at most THREADS): it gives warp w the tile's rows w + WARPS l, so lane l
+// forms the address of the warp's l-th row (its flag read, all the warp's
+// at once) and the copies take it by shuffle. Formed in every lane that
+// copies a piece of the row, the address had cost the exact assignment's
+// first pass at SmolLM2's 128K call 0.52 -> 0.66 ms (run ZZ20), and a flag
+// read at each row's copy 0.53 -> 0.80 ms (run ZZ17). cw NULL: none written
+// (a call's first assignment). r2k: 1 / 2k.
+template <int THREADS, int N, typename T>
+__device__ __forceinline__ auto km_cen_rows(const T *f, const T *cen, const uint8_t *cw,
+                                            size_t base, int32_t j1, int32_t M, int32_t k,
+                                            double r2k, int32_t d)
+{
+    constexpr int32_t WARPS = THREADS / 32;
+    static_assert(N <= 32 * WARPS, "a lane a row of its warp's");
+    const int32_t j = j1 + (int32_t)threadIdx.x / 32 + WARPS * ((int32_t)threadIdx.x % 32);
+    const bool in = j < j1 + N && j < k;
+    const T *const row =
+        in ? km_cen_row(f, cen, cw && cw[base + j], base, j, M, k, r2k, d) : f + base * d;
+    const unsigned long long at = reinterpret_cast<unsigned long long>(row);
+    return [=](int32_t r) {
+        return reinterpret_cast<const T *>(__shfl_sync(0xffffffffu, at, r / WARPS));
+    };
 }
 
 // The rows of a call's first assignment that start a centroid (the own
@@ -377,10 +405,10 @@ __device__ __forceinline__ bool km_starts(int32_t m, int32_t M, int32_t k)
 // Identity dest for the list; unit-normalised keys of the middle and their
 // norms (x: M, the middle's length); with fs, each feature's split
 // (km_split_chunk); and the initial centroids: centroid j starts at the
-// feature of middle row km_own_row(j) (policies.md), read from that row
-// until an update writes it (km_cen_row: its flag cleared here), with that
-// feature's norm (the same chain over the same doubles as the update's
-// centroid norms) and, with cs, its split. Formed here, they spare two passes over
+// feature of middle row km_own_row(j) (policies.md), read from that row,
+// and its split from the row's, until an update writes them (km_cen_row:
+// its flag cleared here), with that feature's norm (the same chain over
+// the same doubles as the update's centroid norms). Formed here, they spare two passes over
 // the features (SmolLM2's 32K decode-time call: 0.14 and 0.35 ms, reading
 // 377 and 566 MB, run YD). A block takes FEAT_ROWS slots: their keys come
 // into shared memory a warp a row, in the cache's type, and the
@@ -417,7 +445,7 @@ __device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int
     return n < 1e-30 ? 0 : ckv_ddiv((double)ckv_kv_get(x, i), n, y);
 }
 
-// Where km_feature_kernel writes (fs and cs NULL: no splits). With hdr (a
+// Where km_feature_kernel writes (fs NULL: no splits). With hdr (a
 // call's first assignment with the own pass; the list's axes and scale set
 // by km_own_axes_kernel before), the pass's inputs too: each centroid's sort
 // key, record and side by centroid (km_own_entry), each middle row's ival,
@@ -430,7 +458,6 @@ struct km_feat_out {
     uint8_t *cw;  // km_cen_row's flags: the centroids start unwritten
     double *cnorm, *crec;
     float *cscale;
-    uint32_t *cs;
     int32_t *hdr, *ikey, *ival, *redo, *redo_n;
     uint4 *rec_c;
     int2 *side_c;
@@ -490,7 +517,6 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
     extern __shared__ __align__(16) unsigned char km_feat_raw[];
     Elem *const sm = reinterpret_cast<Elem *>(km_feat_raw);
     __shared__ double rn[FEAT_ROWS], ry[FEAT_ROWS];  // each row's key norm, its ckv_ddiv_rcp
-    __shared__ int32_t own[FEAT_ROWS];                // the centroid a row starts, or -1
     __shared__ int32_t ax[KM_OWN_AXES];  // the own pass's coordinates (with o.hdr)
     const int32_t lh = blockIdx.y, t0 = blockIdx.x * FEAT_ROWS;
     if (!act[lh] || t0 >= T[lh])
@@ -542,7 +568,6 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
         rn[row] = n;
         ry[row] = y;
         const int32_t m = m0 + row, j = km_own_of(m, M_of[lh], p.k);
-        own[row] = j;
         if (j >= 0) {
             km_set_cnorm(base + j, fn, o.cnorm, o.crec, o.cscale);
             o.cw[base + j] = 0;
@@ -575,9 +600,8 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32) {
         const Elem *const x = sm + r * st;
         const double n = rn[r], y = ry[r];
-        const int32_t j = own[r], at = km_split_word(lane, lane & 1);
-        // The row's feature and split start at fo, its centroid's split at co.
-        const size_t fo = (base + m0 + r) * d, co = (base + (j >= 0 ? j : 0)) * d;
+        const int32_t at = km_split_word(lane, lane & 1);
+        const size_t fo = (base + m0 + r) * d;  // the row's feature and split
         for (int32_t b = 0; b < d; b += 32) {
             const int32_t i = b + lane;
             if (i >= d)
@@ -593,8 +617,6 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
             const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
                                         : (mine & 0xffffu) | (other << 16);
             o.fs[fo + at + b] = w;
-            if (j >= 0)
-                o.cs[co + at + b] = w;
         }
     }
 }
@@ -1147,22 +1169,26 @@ __host__ __device__ inline size_t km_assign_smem(int32_t d)
 // Rows [0, rows) of a tile, row r of d elements at src(r), into the first
 // tile_rows rows of dst (stride elements apart), as one copy group of
 // BYTES-byte copies (16 needs 16-byte aligned rows); rows past `rows` and
-// columns past d are zeros (d4: d rounded up to a copy).
+// columns past d are zeros (d4: d rounded up to a copy). src is called by
+// whole warps (km_cen_rows shuffles), for row 0 in place of a row past
+// `rows`.
 template <int BYTES, int THREADS, typename T, typename Src>
 __device__ __forceinline__ void km_copy_tile(T *dst, Src src, int32_t tile_rows, int32_t rows,
                                              int32_t d, int32_t d4, int32_t stride)
 {
     constexpr int W = BYTES / (int)sizeof(T);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int32_t r = warp; r < tile_rows; r += THREADS / 32)
+    for (int32_t r = warp; r < tile_rows; r += THREADS / 32) {
+        const T *const row = src(r < rows ? r : 0);
         for (int32_t i = W * lane; i < d4; i += W * 32) {
             const bool in = r < rows && i < d;
-            const T *from = src(in ? r : 0) + (in ? i : 0);
+            const T *from = row + (in ? i : 0);
             if (BYTES == 16)
                 ckv_cp_async16(dst + r * stride + i, from, in);
             else
                 ckv_cp_async8(dst + r * stride + i, from, in);
         }
+    }
     ckv_cp_async_commit();
 }
 
@@ -1321,21 +1347,9 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 ? min(tiles - 1, (int32_t)((int64_t)row_of(min(m0 + AM / 2, n - 1)) * p.k / M / AN))
                 : 0;
         const auto tile_at = [&](int32_t i) { return t0 + i < tiles ? t0 + i : t0 + i - tiles; };
-        // Centroids j1 .. j1 + AN - 1 (km_cen_row): km_copy_tile gives warp w
-        // the tile's rows w + WARPS l, so lane l reads the flag of the warp's
-        // l-th row and the warp holds them as one mask, all read at once (a
-        // flag read at each row's copy cost the exact assignment 0.53 -> 0.80
-        // ms at SmolLM2's 128K call, run ZZ17). cw NULL: none written.
+        // Centroids j1 .. j1 + AN - 1.
         const auto centroids = [&](int32_t j1) {
-            constexpr int32_t WARPS = THREADS / 32;
-            static_assert(AN <= 32 * WARPS, "a lane a row of its warp's");
-            const int32_t lr = j1 + warp + WARPS * lane;
-            const unsigned wmask =
-                cw ? __ballot_sync(0xffffffffu, lr < j1 + AN && lr < p.k && cw[base + lr]) : 0u;
-            const double r2k = 1.0 / (2.0 * p.k);
-            return [=](int32_t r) {
-                return km_cen_row(f, cen, wmask >> (r / WARPS) & 1, base, j1 + r, M, p.k, r2k, d);
-            };
+            return km_cen_rows<THREADS, AN>(f, cen, cw, base, j1, M, p.k, 1.0 / (2.0 * p.k), d);
         };
         km_copy_tile<BYTES, THREADS>(
             fs, [&](int32_t r) { return f + (base + row_of(m0 + r)) * d; }, AM, min(AM, n - m0), d,
@@ -1633,9 +1647,11 @@ __device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4
 }
 
 // An estimate pass's arguments (km_estimate_kernel's comment). fs, cs: the
-// features' and centroids' splits.
+// features' and centroids' splits, a centroid's read as km_cen_row's
+// (cw: its flags, NULL where none is written).
 struct km_est_args {
     const uint32_t *fs, *cs;
+    const uint8_t *cw;
     const double *fnorm;
     const float *cscale;
     int32_t *cl;
@@ -1815,12 +1831,22 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
     float *const sc = reinterpret_cast<float *>(sm + 2 * KN * SF);
-    // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group.
+    // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group:
+    // the moved centroids' splits from cs (an update moved them, so wrote
+    // them), every centroid's as km_cen_row's.
     const auto copy_stage = [&](int32_t st, int32_t j1) {
         km_copy_scales(sc + st * KN, a, L, base, j1);
-        km_copy_tile<16, S::THREADS>(
-            sm + st * KN * SF, [=](int32_t r) { return C + (size_t)L.col_of(j1 + r) * D; }, KN,
-            min(KN, L.n_col - j1), D, D, SF);
+        const int32_t n = min(KN, L.n_col - j1);
+        if constexpr (MOVED)
+            km_copy_tile<16, S::THREADS>(
+                sm + st * KN * SF, [=](int32_t r) { return C + (size_t)L.col_of(j1 + r) * D; },
+                KN, n, D, D, SF);
+        else
+            km_copy_tile<16, S::THREADS>(
+                sm + st * KN * SF,
+                km_cen_rows<S::THREADS, KN>(a.fs, a.cs, a.cw, base, j1, a.M_of[lh], a.p.k,
+                                            1.0 / (2.0 * a.p.k), D),
+                KN, n, D, D, SF);
     };
 
     km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
@@ -1997,6 +2023,33 @@ __device__ __forceinline__ void km_wg_products(float (&acc)[KN / 8][4], float (&
     ckv_wgmma_commit();
 }
 
+// km_own_row(j) for j, j + KN, j + 2 KN, ... in turn (the wgmma
+// estimate's copies): with (2j + 1) M = 2k q + e, 0 <= e < 2k, a step adds
+// 2 KN M to the left, so KN M / k to q and 2 (KN M mod k) to e, then
+// carries one.
+struct km_own_walk {
+    int32_t q, dq;
+    int64_t e, de, b;
+    __device__ km_own_walk(int32_t j, int32_t M, int32_t k)
+    {
+        const int64_t s = (int64_t)KN * M;
+        q = km_own_row(j, M, k);
+        b = 2 * (int64_t)k;
+        e = (2 * (int64_t)j + 1) * M - q * b;
+        dq = (int32_t)(s / k);
+        de = 2 * (s % k);
+    }
+    __device__ void step()
+    {
+        q += dq;
+        e += de;
+        if (e >= b) {
+            e -= b;
+            q++;
+        }
+    }
+};
+
 // SLICED: the form that cuts a pass of few rows into a.slices slices (its
 // bookkeeping kept across the walk made ptxas spill at head_dim 128, so
 // the form without it stays as it was where a.slices is 1).
@@ -2027,7 +2080,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
     // Centroids j1 .. j1 + KN - 1 into stage st (past n_col zeros, read
-    // from column j1's address), and their scales, one group. Thread i
+    // from the list's first feature's address), and their scales, one group. Thread i
     // copies chunk q = i % CH of centroids i / CH + RS u, its hi half to the
     // his and its lo half to the los (layout above): the chunk's place in
     // a row is the thread's own, computed once (a loop over the stage's
@@ -2035,17 +2088,41 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // instructions a chunk, near a third of a tile's: run QD's SASS).
     constexpr int RS = S::THREADS / CH, RU = (KN + RS - 1) / RS;
     static_assert(S::THREADS % CH == 0, "a thread keeps its chunk");
+    // A centroid's split is km_cen_row's. A warp copies PW rows a round u
+    // (thread i's i / CH + RS u): lane PW u + h finds where the warp's hth
+    // row of round u lies, and the copies take it by shuffle (km_cen_rows);
+    // where cw is, that lane's flag of a tile loads as the tile before is
+    // copied (fl), so that no copy waits on one, and its row's km_own_row
+    // steps from tile to tile (ow), so that none waits on its chain (each
+    // warp's copies are on its path from tile to tile: formed at each copy,
+    // the chain and shuffles of pointers took SmolLM2's 128K call's three
+    // passes 1.03 -> 1.35 ms, run ZZ21). The tiles are copied in order.
+    constexpr int PW = 32 / CH;
+    static_assert(32 % CH == 0 && RU * PW <= 32, "a lane a row");
     const int cq = threadIdx.x % CH, r0 = threadIdx.x / CH;
     const uint32_t q_at = cq / 16 * (KN * 128) + cq % 2 * 8, q_piece = cq % 16 / 2;
+    const int mr = warp * PW + lane % PW + RS * (lane / PW);  // the row it finds
+    const bool mine = lane < RU * PW && mr < KN;
+    uint8_t fl = 0;
+    km_own_walk ow(t0 * KN + mr, a.M_of[lh], a.p.k);  // from the first tile copied
+    const auto load_flag = [&](int32_t j1) {
+        fl = a.cw && mine && j1 + mr < L.n_col ? a.cw[base + j1 + mr] : 0;
+    };
     const auto copy_stage = [&](int st, int32_t j1) {
+        // The lane's row: its feature's index (>= 0) or -1 - its centroid's.
+        const int32_t at_row = mine && j1 + mr < L.n_col ? fl ? -1 - (j1 + mr) : ow.q : 0;
+        load_flag(j1 + KN);
+        ow.step();
         const uint32_t hb = sb + st * S::STAGE + q_at;
 #pragma unroll
         for (int u = 0; u < RU; u++) {
             const int r = r0 + RS * u;
             if (RS * (u + 1) > KN && r >= KN)
-                break;
+                break;  // for the whole warp (KN is a multiple of PW)
             const bool in = j1 + r < L.n_col;
-            const uint32_t *src = C + (size_t)L.col_of(in ? j1 + r : j1) * D + 4 * cq;
+            const int32_t w = __shfl_sync(0xffffffffu, at_row, PW * u + lane / CH);
+            const uint32_t *const src =
+                (w < 0 ? C + (size_t)(-1 - w) * D : F + (size_t)w * D) + 4 * cq;
             const uint32_t at = hb + ckv_swizzle128(r, q_piece);
             ckv_cp_async8(at, src, in);
             ckv_cp_async8(at + S::PART, src + 2, in);
@@ -2091,6 +2168,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     const bool split = L.n - m0 <= KM_EST_ROWS;
     const int wg = warp / 4, rw = split ? warp % 4 : warp;  // rw: the warp's 16 rows
     __shared__ km_top wg_top[S::WGS - 1][64];
+    load_flag(t0 * KN);
     km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
     // Row g (+ 8) of the warp's 16: A's k-step s, his then los (above).
     uint32_t ah[KS][4], al[KS][4];
@@ -2652,9 +2730,9 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
                         int32_t *amb_n, const km_room &room, cudaStream_t s)
 {
     const int32_t slices = km_est_slices(lists, room.sms, (p.k + KN - 1) / KN);
-    const km_est_args a = {b.fs,   b.cs,  b.fnorm, b.cscale, b.cl,    b.best, b.margin,
-                           b.amb,  amb_n, b.dr,    b.act,    b.chg,   b.touch, b.M_of,
-                           b.sp,   slices, p};
+    const km_est_args a = {b.fs,   b.cs,   b.cw,   b.fnorm, b.cscale, b.cl,    b.best,
+                           b.margin, b.amb, amb_n, b.dr,    b.act,    b.chg,   b.touch,
+                           b.M_of, b.sp,   slices, p};
     if constexpr (!MOVED)
         if (room.wg) {
             const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS);
@@ -2820,9 +2898,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         if ((st = ckv_pol_allow_smem(km_feature_kernel<Elem>, km_feat_smem<Elem>(x->d),
                                      "cuda kmeans", err)))
             return;
-        const km_feat_out o = {w->f,    w->norm, fs,        w->cw,     w->cnorm,
-                               crec,    w->cscale, cs,      own_hdr,   w->ikey,
-                               w->ival, w->redo, dr.redo_n, own_rec_c, own_side_c};
+        const km_feat_out o = {w->f,      w->norm,  fs,        w->cw,     w->cnorm,
+                               crec,      w->cscale, own_hdr,   w->ikey,   w->ival,
+                               w->redo,   dr.redo_n, own_rec_c, own_side_c};
         km_feature_kernel<<<over_t, FEAT_ROWS, km_feat_smem<Elem>(x->d), x->s>>>(
             k, o, w->dest, x->act, x->T, x->x, kp);
     });
