@@ -1170,8 +1170,8 @@ __host__ __device__ inline size_t km_assign_smem(int32_t d)
 // tile_rows rows of dst (stride elements apart), as one copy group of
 // BYTES-byte copies (16 needs 16-byte aligned rows); rows past `rows` and
 // columns past d are zeros (d4: d rounded up to a copy). src is called by
-// whole warps (km_cen_rows shuffles), for row 0 in place of a row past
-// `rows`.
+// whole warps (km_cen_rows shuffles), once a row, src(0) in place of a row
+// past `rows` (any valid address: those copies read nothing).
 template <int BYTES, int THREADS, typename T, typename Src>
 __device__ __forceinline__ void km_copy_tile(T *dst, Src src, int32_t tile_rows, int32_t rows,
                                              int32_t d, int32_t d4, int32_t stride)
@@ -1833,7 +1833,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     float *const sc = reinterpret_cast<float *>(sm + 2 * KN * SF);
     // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group:
     // the moved centroids' splits from cs (an update moved them, so wrote
-    // them), every centroid's as km_cen_row's.
+    // them); in the pass over every centroid, km_cen_row's.
     const auto copy_stage = [&](int32_t st, int32_t j1) {
         km_copy_scales(sc + st * KN, a, L, base, j1);
         const int32_t n = min(KN, L.n_col - j1);
@@ -2026,17 +2026,19 @@ __device__ __forceinline__ void km_wg_products(float (&acc)[KN / 8][4], float (&
 // km_own_row(j) for j, j + KN, j + 2 KN, ... in turn (the wgmma
 // estimate's copies): with (2j + 1) M = 2k q + e, 0 <= e < 2k, a step adds
 // 2 KN M to the left, so KN M / k to q and 2 (KN M mod k) to e, then
-// carries one.
+// carries one. q is read only for j < k, where it is below M; past that
+// (the lanes' rows beyond the tile, a step after the last tile) it may
+// wrap, so it is unsigned. A second tile means k > KN, so KN M / k < M.
 struct km_own_walk {
-    int32_t q, dq;
+    uint32_t q, dq;
     int64_t e, de, b;
     __device__ km_own_walk(int32_t j, int32_t M, int32_t k)
     {
         const int64_t s = (int64_t)KN * M;
-        q = km_own_row(j, M, k);
+        q = (uint32_t)km_own_row(j, M, k);
         b = 2 * (int64_t)k;
-        e = (2 * (int64_t)j + 1) * M - q * b;
-        dq = (int32_t)(s / k);
+        e = (2 * (int64_t)j + 1) * M - (int64_t)q * b;
+        dq = (uint32_t)(s / k);
         de = 2 * (s % k);
     }
     __device__ void step()
@@ -2098,7 +2100,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // the chain and shuffles of pointers took SmolLM2's 128K call's three
     // passes 1.03 -> 1.35 ms, run ZZ21). The tiles are copied in order.
     constexpr int PW = 32 / CH;
-    static_assert(32 % CH == 0 && RU * PW <= 32, "a lane a row");
+    static_assert(32 % CH == 0 && RU * PW <= 32 && RS % PW == 0 && KN % PW == 0,
+                  "a lane a row; a round's rows leave the tile together");
     const int cq = threadIdx.x % CH, r0 = threadIdx.x / CH;
     const uint32_t q_at = cq / 16 * (KN * 128) + cq % 2 * 8, q_piece = cq % 16 / 2;
     const int mr = warp * PW + lane % PW + RS * (lane / PW);  // the row it finds
@@ -2110,7 +2113,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     };
     const auto copy_stage = [&](int st, int32_t j1) {
         // The lane's row: its feature's index (>= 0) or -1 - its centroid's.
-        const int32_t at_row = mine && j1 + mr < L.n_col ? fl ? -1 - (j1 + mr) : ow.q : 0;
+        const int32_t at_row =
+            mine && j1 + mr < L.n_col ? fl ? -1 - (j1 + mr) : (int32_t)ow.q : 0;
         load_flag(j1 + KN);
         ow.step();
         const uint32_t hb = sb + st * S::STAGE + q_at;
@@ -2118,7 +2122,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         for (int u = 0; u < RU; u++) {
             const int r = r0 + RS * u;
             if (RS * (u + 1) > KN && r >= KN)
-                break;  // for the whole warp (KN is a multiple of PW)
+                break;  // for the whole warp (its PW rows are aligned to PW)
             const bool in = j1 + r < L.n_col;
             const int32_t w = __shfl_sync(0xffffffffu, at_row, PW * u + lane / CH);
             const uint32_t *const src =
