@@ -241,24 +241,18 @@ __device__ __forceinline__ void km_set_cnorm(size_t r, double n, double *cnorm, 
 }
 
 // The middle row whose feature starts centroid j (policies.md), floor((2j
-// + 1) M / 2k), given r2k = 1 / 2k in double: the product's quotient is
-// within one of the floor (the operands' roundings are a few ulps of a
-// quotient below M < 2^31), then corrected in integers. A 64-bit integer
-// division, about 70 instructions, at each centroid row of the exact
-// assignment's tile copies cost its first pass at SmolLM2's 128K call 0.52
-// -> 0.68 ms (run ZZ18).
-__host__ __device__ inline int32_t km_own_row(int32_t j, int32_t M, int32_t k, double r2k)
+// + 1) M / 2k): the product by 1 / 2k in double is within one of the floor
+// (the operands' roundings are a few ulps of a quotient below M < 2^31),
+// then corrected in integers. A 64-bit integer division, about 70
+// instructions, at each centroid row of the exact assignment's tile copies
+// cost its first pass at SmolLM2's 128K call 0.52 -> 0.68 ms (run ZZ18).
+__host__ __device__ inline int32_t km_own_row(int32_t j, int32_t M, int32_t k)
 {
     const int64_t a = (2 * (int64_t)j + 1) * M, b = 2 * (int64_t)k;
-    int64_t q = (int64_t)((double)a * r2k);
+    int64_t q = (int64_t)((double)a * (1.0 / (2.0 * k)));
     q -= q * b > a;
     q += (q + 1) * b <= a;
     return (int32_t)q;
-}
-
-__host__ __device__ inline int32_t km_own_row(int32_t j, int32_t M, int32_t k)
-{
-    return km_own_row(j, M, k, 1.0 / (2.0 * k));
 }
 
 // The centroid whose feature middle row m starts, or -1: km_own_row(j) = m
@@ -279,13 +273,12 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
 // row): km_feature_kernel stores a feature and its split once, as the
 // row's (at a decode-time call nearly every row starts a centroid, and the
 // copies were 1.56 and 0.75 of the kernel's 4.68 GB of stores at SmolLM2's
-// 128K call, runs ZZ16, ZZ18). r2k: 1 / 2k (km_own_row).
+// 128K call, runs ZZ16, ZZ18).
 template <typename T>
 __device__ __forceinline__ const T *km_cen_row(const T *f, const T *cen, bool written, size_t base,
-                                               int32_t j, int32_t M, int32_t k, double r2k,
-                                               int32_t d)
+                                               int32_t j, int32_t M, int32_t k, int32_t d)
 {
-    return written ? cen + (base + j) * d : f + (base + km_own_row(j, M, k, r2k)) * d;
+    return written ? cen + (base + j) * d : f + (base + km_own_row(j, M, k)) * d;
 }
 
 // km_copy_tile's source of centroid rows j1 .. j1 + N - 1 (km_cen_row; N
@@ -295,18 +288,18 @@ __device__ __forceinline__ const T *km_cen_row(const T *f, const T *cen, bool wr
 // copies a piece of the row, the address had cost the exact assignment's
 // first pass at SmolLM2's 128K call 0.52 -> 0.66 ms (run ZZ20), and a flag
 // read at each row's copy 0.53 -> 0.80 ms (run ZZ17). cw NULL: none written
-// (a call's first assignment). r2k: 1 / 2k.
+// (a call's first assignment).
 template <int THREADS, int N, typename T>
 __device__ __forceinline__ auto km_cen_rows(const T *f, const T *cen, const uint8_t *cw,
                                             size_t base, int32_t j1, int32_t M, int32_t k,
-                                            double r2k, int32_t d)
+                                            int32_t d)
 {
     constexpr int32_t WARPS = THREADS / 32;
     static_assert(N <= 32 * WARPS, "a lane a row of its warp's");
     const int32_t j = j1 + (int32_t)threadIdx.x / 32 + WARPS * ((int32_t)threadIdx.x % 32);
     const bool in = j < j1 + N && j < k;
     const T *const row =
-        in ? km_cen_row(f, cen, cw && cw[base + j], base, j, M, k, r2k, d) : f + base * d;
+        in ? km_cen_row(f, cen, cw && cw[base + j], base, j, M, k, d) : f + base * d;
     const unsigned long long at = reinterpret_cast<unsigned long long>(row);
     return [=](int32_t r) {
         return reinterpret_cast<const T *>(__shfl_sync(0xffffffffu, at, r / WARPS));
@@ -1349,7 +1342,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         const auto tile_at = [&](int32_t i) { return t0 + i < tiles ? t0 + i : t0 + i - tiles; };
         // Centroids j1 .. j1 + AN - 1.
         const auto centroids = [&](int32_t j1) {
-            return km_cen_rows<THREADS, AN>(f, cen, cw, base, j1, M, p.k, 1.0 / (2.0 * p.k), d);
+            return km_cen_rows<THREADS, AN>(f, cen, cw, base, j1, M, p.k, d);
         };
         km_copy_tile<BYTES, THREADS>(
             fs, [&](int32_t r) { return f + (base + row_of(m0 + r)) * d; }, AM, min(AM, n - m0), d,
@@ -1844,9 +1837,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
         else
             km_copy_tile<16, S::THREADS>(
                 sm + st * KN * SF,
-                km_cen_rows<S::THREADS, KN>(a.fs, a.cs, a.cw, base, j1, a.M_of[lh], a.p.k,
-                                            1.0 / (2.0 * a.p.k), D),
-                KN, n, D, D, SF);
+                km_cen_rows<S::THREADS, KN>(a.fs, a.cs, a.cw, base, j1, a.M_of[lh], a.p.k, D), KN,
+                n, D, D, SF);
     };
 
     km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
@@ -2439,8 +2431,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS, 3)
             re[e] = rb[e];  // no members
         first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
         if (on && D && cs) {
-            const double *const old =
-                km_cen_row(f, cen, cw[base + j], base, j, M_of[lh], p.k, 1.0 / (2.0 * p.k), d);
+            const double *const old = km_cen_row(f, cen, cw[base + j], base, j, M_of[lh], p.k, d);
             for (int32_t i = lane; i < d; i += 32)
                 ckv_cp_async8(olds + c * st + i, old + i, true);
         }
@@ -2551,8 +2542,7 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
     const size_t base = (size_t)lh * p.cap;
     if (!act[lh] || j >= p.k || cw[base + j])
         return;
-    const double *const from =
-        km_cen_row(f, cen, false, base, j, M_of[lh], p.k, 1.0 / (2.0 * p.k), p.d);
+    const double *const from = km_cen_row(f, cen, false, base, j, M_of[lh], p.k, p.d);
     for (int32_t i = 0; i < p.d; i++)
         cen[(base + j) * p.d + i] = from[i];
 }
