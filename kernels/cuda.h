@@ -268,8 +268,10 @@ ckv_status ckv_gpu_ddiv(const double *a, const double *n, int64_t count, int32_t
 
 /* km_own_row (kernels/cuda_kmeans.cu), the middle row that starts K-Means
  * centroid j, floor((2j + 1) M / 2k), on the GPU for n host triples (j, M,
- * k), 0 <= j < k <= M, into row[n]: for tests. */
-ckv_status ckv_gpu_kmeans_own_rows(const int32_t *jmk, int64_t n, int32_t *row, ckv_error *err);
+ * k), 0 <= j < k <= M, into row[n], and the same by km_own_walk (the wgmma
+ * estimate's, stepped to j by up to 8 tiles of 64) into walk[n]: for tests. */
+ckv_status ckv_gpu_kmeans_own_rows(const int32_t *jmk, int64_t n, int32_t *row, int32_t *walk,
+                                   ckv_error *err);
 
 /* K-Means's assignment (kernels/cuda_kmeans.cu) on one list, for tests: M
  * features and k centroids of d doubles (host, [M][d] and [k][d]) with the

@@ -3031,16 +3031,25 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     return ckv_pol_apply(x, max_m, err);
 }
 
-// The tests' entry to km_own_row: a thread a triple (j, M, k).
-static __global__ void km_own_rows_test_kernel(const int32_t *jmk, int64_t n, int32_t *row)
+// The tests' entry to km_own_row and km_own_walk: a thread a triple (j, M,
+// k), the walk started s = min(j / KN, 8) tiles before j and stepped s
+// times.
+static __global__ void km_own_rows_test_kernel(const int32_t *jmk, int64_t n, int32_t *row,
+                                               int32_t *walk)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        row[i] = km_own_row(jmk[3 * i], jmk[3 * i + 1], jmk[3 * i + 2]);
+    if (i >= n)
+        return;
+    const int32_t j = jmk[3 * i], M = jmk[3 * i + 1], k = jmk[3 * i + 2], s = min(j / KN, 8);
+    row[i] = km_own_row(j, M, k);
+    km_own_walk w(j - s * KN, M, k);
+    for (int32_t t = 0; t < s; t++)
+        w.step();
+    walk[i] = (int32_t)w.q;
 }
 
 extern "C" ckv_status ckv_gpu_kmeans_own_rows(const int32_t *jmk, int64_t n, int32_t *row,
-                                              ckv_error *err)
+                                              int32_t *walk, ckv_error *err)
 {
     for (int64_t i = 0; i < n; i++)
         if (jmk[3 * i] < 0 || jmk[3 * i + 2] < 1 || jmk[3 * i] >= jmk[3 * i + 2] ||
@@ -3048,18 +3057,20 @@ extern "C" ckv_status ckv_gpu_kmeans_own_rows(const int32_t *jmk, int64_t n, int
             return ckv_errorf(err, CKV_ERR_ARG, "kmeans_own_rows: triple %lld: j %d, M %d, k %d",
                               (long long)i, jmk[3 * i], jmk[3 * i + 1], jmk[3 * i + 2]);
     int32_t *dev = nullptr;
-    cudaError_t e = cudaMalloc(&dev, (size_t)n * 4 * sizeof(int32_t));
-    int32_t *const dr = dev + 3 * n;
+    cudaError_t e = cudaMalloc(&dev, (size_t)n * 5 * sizeof(int32_t));
+    int32_t *const dr = dev + 3 * n, *const dw = dev + 4 * n;
     if (e == cudaSuccess)
         e = cudaMemcpy(dev, jmk, (size_t)n * 3 * sizeof(int32_t), cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
-        e = cudaMemset(dr, 0xff, (size_t)n * sizeof(int32_t));
+        e = cudaMemset(dr, 0xff, (size_t)n * 2 * sizeof(int32_t));
     if (e == cudaSuccess) {
-        km_own_rows_test_kernel<<<(unsigned)((n + 255) / 256), 256>>>(dev, n, dr);
+        km_own_rows_test_kernel<<<(unsigned)((n + 255) / 256), 256>>>(dev, n, dr, dw);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
         e = cudaMemcpy(row, dr, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(walk, dw, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost);
     cudaFree(dev);
     if (e != cudaSuccess)
         return ckv_errorf(err, CKV_ERR_DEVICE, "kmeans_own_rows: %s", cudaGetErrorString(e));

@@ -809,7 +809,9 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
  * policies.md's integers, ((2j + 1) M) / (2k): every j for k up to 300 and
  * M from k to k + 294 by 7, every j at SmolLM2's decode-time and prefill
  * shapes (the GPU forms it from a double reciprocal, corrected in
- * integers), and random triples up to 2^31. */
+ * integers), and random triples up to 2^31; and km_own_walk, which the
+ * wgmma estimate steps from tile to tile, at each triple after up to 8
+ * steps. */
 static void check_own_rows(void)
 {
     enum { RANDOM = 1 << 22 };
@@ -838,13 +840,13 @@ static void check_own_rows(void)
         OWN_ADD((int32_t)(ckv_splitmix64(&st) % (uint64_t)k), M, k);
     }
 #undef OWN_ADD
-    int32_t *row = xmalloc((size_t)n * sizeof *row);
-    CHECK(ckv_gpu_kmeans_own_rows(jmk, n, row, err));
+    int32_t *row = xmalloc((size_t)n * sizeof *row), *walk = xmalloc((size_t)n * sizeof *walk);
+    CHECK(ckv_gpu_kmeans_own_rows(jmk, n, row, walk, err));
     int64_t differ = 0, at = -1;
     for (int64_t i = 0; i < n; i++) {
         const int64_t want =
             ((2 * (int64_t)jmk[3 * i] + 1) * jmk[3 * i + 1]) / (2 * (int64_t)jmk[3 * i + 2]);
-        if (row[i] != want) {
+        if (row[i] != want || walk[i] != want) {
             if (at < 0)
                 at = i;
             differ++;
@@ -852,13 +854,15 @@ static void check_own_rows(void)
     }
     runs++;
     failures += differ > 0;
-    printf("kmeans own rows: %lld of %lld differ from ((2j + 1) M) / (2k)  %s\n",
+    printf("kmeans own rows: %lld of %lld differ from ((2j + 1) M) / (2k) (direct or walked)  "
+           "%s\n",
            (long long)differ, (long long)n, differ ? "FAIL" : "PASS");
     if (at >= 0)
-        printf("  first: j %d, M %d, k %d: %d on the GPU\n", jmk[3 * at], jmk[3 * at + 1],
-               jmk[3 * at + 2], row[at]);
+        printf("  first: j %d, M %d, k %d: %d direct, %d walked on the GPU\n", jmk[3 * at],
+               jmk[3 * at + 1], jmk[3 * at + 2], row[at], walk[at]);
     free(jmk);
     free(row);
+    free(walk);
 }
 
 /* K-Means's assignment bit for bit (ckv_gpu_kmeans_assign): policies.md's
