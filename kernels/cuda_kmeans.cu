@@ -1369,6 +1369,13 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         // list's one tile (SmolLM2's 32K call's first: 0.61 -> 0.53 ms, run
         // XD).
         const bool idle = m0 + wm * 16 * MT >= n;
+        // Likewise a warp's second m-tile (MT 2) where the pass's rows end
+        // in its first: it takes neither products nor cosines (with a few
+        // rows a list only the first warps' first m-tile has any; on
+        // next/keys, whose pass read keys for doubles, this took SmolLM2's
+        // 128K call's first pass 0.741 -> 0.564 ms, run ZZ26). Predicated
+        // in one loop instead of two loops, ptxas spilled 24 bytes, not 4.
+        const bool second = MT > 1 && m0 + wm * 16 * MT + 16 < n;
         // i counts the slice's tiles, tile_at(i_lo + i) the centroids'.
         const int32_t walk = i_hi - i_lo;
         for (int32_t i = 0; i < walk; i++) {
@@ -1419,23 +1426,31 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 const double *A = fs + (wm * 16 * MT + g) * stride + t;
                 const double *B = cs + (i & 1) * AN * stride + (wn * 16 + g) * stride + t;
                 double acc[MT][2][4] = {};
+                // The first NM of the warp's m-tiles.
+                const auto products = [&](auto nm) {
+                    constexpr int NM = decltype(nm)::value;
     #pragma unroll(D == 128 ? 8 : 2)
-                for (int32_t k0 = 0; k0 < d4; k0 += 4) {
-                    double a[MT][2], bb[2];
+                    for (int32_t k0 = 0; k0 < d4; k0 += 4) {
+                        double a[NM][2], bb[2];
     #pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        a[mt][0] = A[16 * mt * stride + k0];
-                        a[mt][1] = A[(16 * mt + 8) * stride + k0];
-                    }
-    #pragma unroll
-                    for (int nt = 0; nt < 2; nt++)
-                        bb[nt] = B[8 * nt * stride + k0];
-    #pragma unroll
-                    for (int mt = 0; mt < MT; mt++)
+                        for (int mt = 0; mt < NM; mt++) {
+                            a[mt][0] = A[16 * mt * stride + k0];
+                            a[mt][1] = A[(16 * mt + 8) * stride + k0];
+                        }
     #pragma unroll
                         for (int nt = 0; nt < 2; nt++)
-                            ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
-                }
+                            bb[nt] = B[8 * nt * stride + k0];
+    #pragma unroll
+                        for (int mt = 0; mt < NM; mt++)
+    #pragma unroll
+                            for (int nt = 0; nt < 2; nt++)
+                                ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
+                    }
+                };
+                if (MT == 1 || second)
+                    products(std::integral_constant<int, MT>{});
+                else
+                    products(std::integral_constant<int, 1>{});
                 // C fragment: acc[mt][nt][2 h + e] is row g + 8 h, column 2 t + e.
                 // First the columns the row's bound q cannot rule out, then those
                 // with the exact cosine: a higher one, or an equal one of lower index,
@@ -1444,6 +1459,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 for (int mt = 0; mt < MT; mt++)
     #pragma unroll
                     for (int h = 0; h < 2; h++) {
+                        if (mt > 0 && !second)
+                            continue;
                         km_best &r = b[mt][h];
                         unsigned open = 0;
     #pragma unroll
