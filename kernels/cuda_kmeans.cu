@@ -1063,20 +1063,24 @@ struct km_top {
     bool bad;
 };
 
-// The wgmma estimate's pass over at most 64 rows of a list (a decode-time
-// call's: about the interval's 64) splits the list's tiles of centroids
-// among up to KM_EST_SLICES blocks (km_est_slices), the last to arrive
-// merging their tops (km_top_merge: the same bits as one walk). One block a
-// list walked every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its
-// three launches 1.34 ms of the 128K call, run ZZ12), each tile bound by
-// the tensor pipe and the epilogue, not by memory.
-enum { KM_EST_SLICES = 8, KM_EST_ROWS = 64 };
+// The wgmma estimate's pass over at most one block's rows of a list
+// (KM_EST_SLICE_ROWS, km_wg_shape's ROWS; a decode-time call's first: about
+// the interval's 64) splits the list's tiles of centroids among up to
+// KM_EST_SLICES blocks (km_est_slices), the last to arrive merging their
+// tops (km_top_merge: the same bits as one walk). One block a list walked
+// every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its three
+// launches 1.34 ms of the 128K call, run ZZ12), each tile bound by the
+// tensor pipe and the epilogue, not by memory (as a pass of 65 to 192
+// rows still did when slicing took only passes of 64). A pass of at most
+// KM_EST_ROWS rows a block also splits each block's tiles among its
+// warpgroups.
+enum { KM_EST_SLICES = 8, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
 
 // The split tiles' scratch (km_assign_kernel): tile r of list lh, slice s
 // at best[((lh KM_SPLIT_ROWS + r) KM_SPLITS + s) AM], and the count of its
 // blocks that have arrived at n[lh KM_SPLIT_ROWS + r]; the estimate's
 // slices (km_estimate_wg_kernel): list lh's slice s at etop[(lh
-// KM_EST_SLICES + s) KM_EST_ROWS], its count at en[lh] (each count 0
+// KM_EST_SLICES + s) KM_EST_SLICE_ROWS], its count at en[lh] (each count 0
 // before a launch; the last block sets it back to 0).
 struct km_slices {
     km_best *best;
@@ -1095,7 +1099,7 @@ __host__ __device__ inline size_t km_slices_counts(size_t lists)
 __host__ __device__ inline size_t km_slices_bytes(size_t lists)
 {
     return km_slices_counts(lists) * (KM_SPLITS * AM * sizeof(km_best) + sizeof(int32_t)) +
-           lists * (KM_EST_SLICES * KM_EST_ROWS * sizeof(km_top) + sizeof(int32_t));
+           lists * (KM_EST_SLICES * KM_EST_SLICE_ROWS * sizeof(km_top) + sizeof(int32_t));
 }
 
 __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
@@ -1103,7 +1107,8 @@ __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
     km_best *const best = static_cast<km_best *>(scratch);
     km_top *const etop =
         reinterpret_cast<km_top *>(best + km_slices_counts(lists) * KM_SPLITS * AM);
-    int32_t *const n = reinterpret_cast<int32_t *>(etop + lists * KM_EST_SLICES * KM_EST_ROWS);
+    int32_t *const n =
+        reinterpret_cast<int32_t *>(etop + lists * KM_EST_SLICES * KM_EST_SLICE_ROWS);
     return {best, n, etop, n + km_slices_counts(lists)};
 }
 
@@ -2074,10 +2079,11 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     km_est_list L;
     if (!km_est_list_of<false>(L, a, lh, 0))
         return;
-    // A pass of at most KM_EST_ROWS rows: slice sl of ns of the tiles, t0 ..
+    // A pass of at most one block's rows: slice sl of ns of the tiles, t0 ..
     // t0 + nt - 1, a block each; otherwise the block's rows from m0, every
     // tile.
-    const int32_t ns = SLICED && L.n <= KM_EST_ROWS ? max(1, min(a.slices, L.tiles)) : 1;
+    static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a slice's rows are one block's");
+    const int32_t ns = SLICED && L.n <= KM_EST_SLICE_ROWS ? max(1, min(a.slices, L.tiles)) : 1;
     const bool sliced = ns > 1;
     const int32_t sl = sliced ? (int32_t)blockIdx.y : 0;
     const int32_t m0 = sliced ? 0 : (int32_t)blockIdx.y * S::ROWS;
@@ -2277,18 +2283,21 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
                     x[h] = km_top_merge(x[h], wg_top[o][16 * rw + g + 8 * h]);
     }
     if (sliced) {  // the slice's tops out; the last block to arrive merges them all
-        km_top *const tb = a.sp.etop + (size_t)lh * KM_EST_SLICES * KM_EST_ROWS;
-        if (wg == 0 && t == 0)
+        // (the first warpgroup's warps hold the rows where the warpgroups
+        // split the tiles, every warp its own rows otherwise)
+        km_top *const tb = a.sp.etop + (size_t)lh * KM_EST_SLICES * KM_EST_SLICE_ROWS;
+        const bool holds = !split || wg == 0;
+        if (holds && t == 0)
 #pragma unroll
             for (int h = 0; h < 2; h++)
-                tb[sl * KM_EST_ROWS + 16 * rw + g + 8 * h] = x[h];
+                tb[sl * KM_EST_SLICE_ROWS + 16 * rw + g + 8 * h] = x[h];
         if (!km_last_to_arrive(a.sp.en + lh, ns))
             return;
-        if (wg == 0)
+        if (holds)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const auto slice = [&](int32_t s2) {
-                    const km_top *const o = tb + s2 * KM_EST_ROWS + 16 * rw + g + 8 * h;
+                    const km_top *const o = tb + s2 * KM_EST_SLICE_ROWS + 16 * rw + g + 8 * h;
                     return km_top{__ldcg(&o->s), __ldcg(&o->second), __ldcg(&o->j),
                                   __ldcg(reinterpret_cast<const unsigned char *>(&o->bad)) != 0};
                 };

@@ -1037,9 +1037,10 @@ static void check_ddiv(void)
 
 static const char *const km_mode_name[] = {"unit", "wide", "full", "range", "walk"};
 
-/* M rows: 300, or at most 64 for the wgmma estimate's sliced form (a pass of
- * that few rows cuts the centroids among blocks); the "unit", "wide" and
- * "range" features tie rows 0-9 and 200-209, so they take 300. */
+/* M rows: 300, or at most 192 for the wgmma estimate's sliced form (a pass of
+ * one block's rows cuts the centroids among blocks; at most 64 also splits a
+ * block's tiles among its warpgroups); the "unit", "wide" and "range"
+ * features tie rows 0-9 and 200-209, so they take 300. */
 static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool estimate,
                                 uint64_t seed)
 {
@@ -1375,6 +1376,9 @@ int main(int argc, char **argv)
                 /* 50 rows over 6 and 33 tiles of centroids: the sliced estimate. */
                 check_kmeans_forms(km_dims[i], 345, 50, KM_FULL, (uint64_t)(140 + i));
                 check_kmeans_forms(km_dims[i], 2100, 50, KM_WALK, (uint64_t)(150 + i));
+                /* 140 rows: sliced, each warpgroup its own rows (5 k / M = 75, not the
+                 * zeroed 70). */
+                check_kmeans_forms(km_dims[i], 2100, 140, KM_WALK, (uint64_t)(170 + i));
             }
         }
         if (run_sources(dump))
