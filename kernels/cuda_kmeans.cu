@@ -1089,17 +1089,30 @@ struct km_slices {
     int32_t *en;
 };
 
+// The lists the scratch holds: a list's exact items are split, or its
+// estimate's pass sliced, only where the lists are fewer than a wave of
+// blocks (two an SM at most), so none past KM_SLICE_LISTS (sized for every
+// list, the scratch took about 100 KB a list: 1 GB at the 8B's 10K lists of
+// 39 sequences).
+enum { KM_SLICE_LISTS = 512 };
+
+__host__ __device__ inline size_t km_slice_lists(size_t lists)
+{
+    return lists < (size_t)KM_SLICE_LISTS ? lists : (size_t)KM_SLICE_LISTS;
+}
+
 // The split tiles' counts of `lists` lists, and the scratch's bytes: the
 // bests, the estimate's tops, the counts, the estimate's counts.
 __host__ __device__ inline size_t km_slices_counts(size_t lists)
 {
-    return lists * KM_SPLIT_ROWS;
+    return km_slice_lists(lists) * KM_SPLIT_ROWS;
 }
 
 __host__ __device__ inline size_t km_slices_bytes(size_t lists)
 {
     return km_slices_counts(lists) * (KM_SPLITS * AM * sizeof(km_best) + sizeof(int32_t)) +
-           lists * (KM_EST_SLICES * KM_EST_SLICE_ROWS * sizeof(km_top) + sizeof(int32_t));
+           km_slice_lists(lists) *
+               (KM_EST_SLICES * KM_EST_SLICE_ROWS * sizeof(km_top) + sizeof(int32_t));
 }
 
 __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
@@ -1107,8 +1120,8 @@ __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
     km_best *const best = static_cast<km_best *>(scratch);
     km_top *const etop =
         reinterpret_cast<km_top *>(best + km_slices_counts(lists) * KM_SPLITS * AM);
-    int32_t *const n =
-        reinterpret_cast<int32_t *>(etop + lists * KM_EST_SLICES * KM_EST_SLICE_ROWS);
+    int32_t *const n = reinterpret_cast<int32_t *>(
+        etop + km_slice_lists(lists) * KM_EST_SLICES * KM_EST_SLICE_ROWS);
     return {best, n, etop, n + km_slices_counts(lists)};
 }
 
@@ -2720,6 +2733,8 @@ struct km_bufs {
 // lists: 1; one list (the tests'): as many as the tiles allow.
 static int32_t km_est_slices(int32_t lists, int sms, int32_t tiles)
 {
+    if (lists > KM_SLICE_LISTS)
+        return 1;  // (the scratch holds no more)
     constexpr double start_tiles = 6.5;  // S
     const auto cost = [&](int32_t n) {
         const int64_t waves = ((int64_t)lists * n + sms - 1) / sms;
@@ -2791,7 +2806,7 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     // blocks (km_slices), one wave of the blocks the SMs hold
     // (km_assign_blocks) for them all; most: the items there can be.
     const int64_t wave = (int64_t)room.sms * km_assign_blocks(p.d);
-    const int32_t split = lists < wave ? KM_SPLITS : 1;
+    const int32_t split = lists < wave && lists <= KM_SLICE_LISTS ? KM_SPLITS : 1;
     const int64_t tiles = ckv_pol_blocks(max_m, AM);
     const int64_t most =
         (int64_t)lists * max(tiles, min(tiles, (int64_t)KM_SPLIT_ROWS) * split);
@@ -2891,7 +2906,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
     CKV_CUDA(cudaMemsetAsync(sp.n, 0, km_slices_counts(x->lists) * sizeof(int32_t), x->s));
-    CKV_CUDA(cudaMemsetAsync(sp.en, 0, x->lists * sizeof(int32_t), x->s));
+    CKV_CUDA(cudaMemsetAsync(sp.en, 0, km_slice_lists(x->lists) * sizeof(int32_t), x->s));
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cw, w->cnorm, crec,    w->cscale, fs,
                   cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp};
