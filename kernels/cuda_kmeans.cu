@@ -1089,11 +1089,12 @@ struct km_slices {
     int32_t *en;
 };
 
-// The lists the scratch holds: a list's exact items are split, or its
-// estimate's pass sliced, only where the lists are fewer than a wave of
-// blocks (two an SM at most), so none past KM_SLICE_LISTS (sized for every
-// list, the scratch took about 100 KB a list: 1 GB at the 8B's 10K lists of
-// 39 sequences).
+// The lists the scratch holds: a list's exact items are split only where
+// the lists are fewer than a wave of blocks (two an SM at most), and its
+// estimate's pass is sliced only where km_est_slices' waves allow it; past
+// KM_SLICE_LISTS neither is (both guarded), so the scratch holds no more
+// (sized for every list it took about 100 KB a list: 1 GB at the 8B's 10K
+// lists of 39 sequences).
 enum { KM_SLICE_LISTS = 512 };
 
 __host__ __device__ inline size_t km_slice_lists(size_t lists)

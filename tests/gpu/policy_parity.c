@@ -1376,9 +1376,11 @@ int main(int argc, char **argv)
                 /* 50 rows over 6 and 33 tiles of centroids: the sliced estimate. */
                 check_kmeans_forms(km_dims[i], 345, 50, KM_FULL, (uint64_t)(140 + i));
                 check_kmeans_forms(km_dims[i], 2100, 50, KM_WALK, (uint64_t)(150 + i));
-                /* 140 rows: sliced, each warpgroup its own rows (5 k / M = 75, not the
-                 * zeroed 70). */
+                /* 140 and 100 rows: sliced, each warpgroup its own rows, the third
+                 * part-filled or idle (5 k / M = 75 or 105, not the zeroed 70; at 140
+                 * centroid 1500 is also row 100's own, which moves that row's best). */
                 check_kmeans_forms(km_dims[i], 2100, 140, KM_WALK, (uint64_t)(170 + i));
+                check_kmeans_forms(km_dims[i], 2100, 100, KM_WALK, (uint64_t)(180 + i));
             }
         }
         if (run_sources(dump))
