@@ -1071,9 +1071,10 @@ struct km_top {
 // every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its three
 // launches 1.34 ms of the 128K call, run ZZ12), each tile bound by the
 // tensor pipe and the epilogue, not by memory (as a pass of 65 to 192
-// rows still did when slicing took only passes of 64). A pass of at most
-// KM_EST_ROWS rows a block also splits each block's tiles among its
-// warpgroups.
+// rows still did when slicing took only passes of 64: sliced, the second
+// pass of SmolLM2's 128K call took 0.694 -> 0.552 ms, run ZZ28). A pass
+// of at most KM_EST_ROWS rows a block also splits each block's tiles among
+// its warpgroups.
 enum { KM_EST_SLICES = 8, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
 
 // The split tiles' scratch (km_assign_kernel): tile r of list lh, slice s
@@ -1390,9 +1391,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         const bool idle = m0 + wm * 16 * MT >= n;
         // Likewise a warp's second m-tile (MT 2) where the pass's rows end
         // in its first: it takes neither products nor cosines (with a few
-        // rows a list only the first warps' first m-tile has any; on
-        // next/keys, whose pass read keys for doubles, this took SmolLM2's
-        // 128K call's first pass 0.741 -> 0.564 ms, run ZZ26). Predicated
+        // rows a list only the first warps' first m-tile has any: SmolLM2's
+        // 128K call's first pass 0.552 -> 0.389 ms, run ZZ27). Predicated
         // in one loop instead of two loops, ptxas spilled 24 bytes, not 4.
         const bool second = MT > 1 && m0 + wm * 16 * MT + 16 < n;
         // i counts the slice's tiles, tile_at(i_lo + i) the centroids'.
