@@ -1592,11 +1592,14 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 
 // A block takes ROWS = 128 rows: its warps hold 16 MT rows each, their
 // splits as A fragments in registers for the whole walk (64 registers at
-// either head_dim), and walk every column of the list, the centroids'
-// splits streaming through shared memory KN at a time (two stages,
-// cp.async), NB n-tiles of 8 columns a pass, so that a lane keeps MT x NB
-// independent mma chains (two accumulators each: the main product and the
-// cross ones, above); each tile carries its columns' scales. A tile
+// either head_dim, loaded from global memory while the first tile's copies
+// are in flight: staged through shared memory, they had to land before
+// those copies began, two latencies in turn for the pass over the moved
+// centroids, a tile or two a block), and walk every column of the list,
+// the centroids' splits streaming through shared memory KN at a time (two
+// stages, cp.async), NB n-tiles of 8 columns a pass, so that a lane keeps
+// MT x NB independent mma chains (two accumulators each: the main product
+// and the cross ones, above); each tile carries its columns' scales. A tile
 // serves 128 rows (half the L2 reads of 64; what had bounded the walk was
 // the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
@@ -1612,7 +1615,6 @@ struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
                          NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
                          BLOCKS = D == 64 ? 4 : 2;
-    static_assert(ROWS <= 2 * KN, "the feature tile fits in the two stages");
 };
 
 // The two stages, then their columns' scales.
@@ -1877,29 +1879,28 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                 n, D, D, SF);
     };
 
-    km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
+    if (L.tiles > 0)  // none: a restricted list whose update moved no centroid
+        copy_stage(0, 0);
     // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
-    // a2, a3 the second), then lo.
+    // a2, a3 the second), then lo; zeros past the pass's rows.
     uint32_t ah[MT][KS][4], al[MT][KS][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int s = 0; s < KS; s++) {
-            const uint32_t *r = sm + (16 * (MT * warp + mt) + g) * SF + 16 * s + 4 * t;
-            const uint4 x0 = *reinterpret_cast<const uint4 *>(r);
-            const uint4 x1 = *reinterpret_cast<const uint4 *>(r + 8 * SF);
-            ah[mt][s][0] = x0.x;
-            ah[mt][s][1] = x1.x;
-            ah[mt][s][2] = x0.y;
-            ah[mt][s][3] = x1.y;
-            al[mt][s][0] = x0.z;
-            al[mt][s][1] = x1.z;
-            al[mt][s][2] = x0.w;
-            al[mt][s][3] = x1.w;
+        for (int h = 0; h < 2; h++) {
+            const int32_t i = m0 + 16 * (MT * warp + mt) + g + 8 * h;
+            const bool in = i < L.n;
+            const uint4 *const row =
+                reinterpret_cast<const uint4 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+#pragma unroll
+            for (int s = 0; s < KS; s++) {
+                const uint4 x = in ? row[4 * s] : make_uint4(0, 0, 0, 0);
+                ah[mt][s][h] = x.x;
+                ah[mt][s][2 + h] = x.y;
+                al[mt][s][h] = x.z;
+                al[mt][s][2 + h] = x.w;
+            }
         }
-    __syncthreads();  // the stages take the features' place
-    if (L.tiles > 0)  // none: a restricted list whose update moved no centroid
-        copy_stage(0, 0);
 
     // The lane's rows m0 + 16 (MT warp + mt) + g + 8 h.
     km_top r[MT][2];
