@@ -1624,6 +1624,12 @@ constexpr size_t km_est_smem()
     return 2 * KN * (km_est_shape<D>::SF * sizeof(uint32_t) + sizeof(float));
 }
 
+// Fetches the 128-byte line holding p into L2 (no register waits for it).
+__device__ __forceinline__ void km_prefetch_l2(const void *p)
+{
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // Selects, not branches: a branch an element (as an if took) made the
 // epilogue about 27 instructions an element, the walk's bound in both forms
 // (run QB: 880 M instructions for the 8B's 8K first assignment).
@@ -1911,6 +1917,20 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
         for (int h = 0; h < 2; h++)
             km_est_row_start(r[mt][h], rf[mt][h], L, a, base,
                              m0 + 16 * (MT * warp + mt) + g + 8 * h);
+    // km_est_decide's reads of the block's rows (their bounds and clusters:
+    // rows m0 on, the pass taking every row) fetched into L2 under the walk,
+    // which at a tile or two a block would otherwise wait for them after it
+    // (a line more than the rows fill, for a start within a line; none past
+    // the pass's last row).
+    if constexpr (MOVED) {
+        constexpr int TOP_ROWS = 128 / sizeof(float2), CL_ROWS = 128 / sizeof(int32_t),
+                      TOP_LINES = S::ROWS / TOP_ROWS + 1, CL_LINES = S::ROWS / CL_ROWS + 1;
+        const int32_t line = threadIdx.x, last = L.n - 1;
+        if (line < TOP_LINES)
+            km_prefetch_l2(a.dr.top + base + min(m0 + line * TOP_ROWS, last));
+        else if (line < TOP_LINES + CL_LINES)
+            km_prefetch_l2(a.cl + base + min(m0 + (line - TOP_LINES) * CL_ROWS, last));
+    }
     bool cbad = false;  // a column of the lane's outside the estimate's range (scale NaN)
     for (int32_t i = 0; i < L.tiles; i++) {
         const int32_t j0 = i * KN;
