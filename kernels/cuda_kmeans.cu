@@ -830,6 +830,7 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK)
     const int32_t items = first[KM_OWN_CELLS], lane = threadIdx.x % 32, g = lane / 4,
                   t = lane % 4;
     const float sc = __int_as_float(h[KM_OWN_SCALE]);
+    bool owned = false;  // a row of the thread's took its own centroid
     for (int32_t item = blockIdx.x; item < items; item += gridDim.x) {
         __syncthreads();  // the item before is done with the shared state
         if (threadIdx.x == 0) {
@@ -978,10 +979,15 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK)
         }
         km_move_row(cl, chg, nullptr, lh, base, m, j);
         dr.top[base + m] = make_float2(1.0f, KM_OWN_S2);
-        ckv_pol_note_margin(margin + lh, KM_OWN_GAP);
+        owned = true;
         if (own_n)
             atomicAdd(own_n + lh, 1);
     }
+    // Every row taken has the one gap: a block notes it once (an atomic a
+    // row was 32,832 on one word a list at SmolLM2's 128K call, a list's
+    // blocks running together).
+    if (__syncthreads_or(owned) && threadIdx.x == 0)
+        ckv_pol_note_margin(margin + lh, KM_OWN_GAP);
 }
 
 // The trace's flags (ckv_gpu_policy_trace.own_rows) after the own pass: the
@@ -1801,13 +1807,15 @@ __device__ __forceinline__ km_top km_est_quad(km_top x, bool cbad)
 }
 
 // Row i of the pass decided from its top x over every column of the pass
-// and its row scale rf (one lane a row).
+// and its row scale rf (one lane a row); returns the decision's gap as
+// ckv_pol_margin_bits (UINT_MAX: none), for km_note_margins.
 template <bool MOVED>
-__device__ __forceinline__ void km_est_decide(km_top x, float rf, int32_t i, const km_est_list &L,
-                                              const km_est_args &a, int32_t lh)
+__device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
+                                                  const km_est_list &L, const km_est_args &a,
+                                                  int32_t lh)
 {
     if (i >= L.n)
-        return;
+        return UINT_MAX;
     const size_t base = (size_t)lh * a.p.cap;
     const int32_t m = L.row_of(i);
     const km_drift &dr = a.dr;
@@ -1820,13 +1828,12 @@ __device__ __forceinline__ void km_est_decide(km_top x, float rf, int32_t i, con
         const float gap = __fsub_rd(s1, s2);  // NaN fails the test
         if (!x.bad && !isnan(v) && !dr.cmv[base + a.cl[base + m]] && gap > KM_CLEAR) {
             dr.top[base + m] = make_float2(s1, s2);
-            ckv_pol_note_margin(a.margin + lh, (double)gap - 2 * (double)KM_EPS);
             if (dr.kept_n)
                 atomicAdd(dr.kept_n + lh, 1);
-        } else {
-            km_to_redo(dr.redo, dr.redo_n, lh, base, m);
+            return ckv_pol_margin_bits((double)gap - 2 * (double)KM_EPS);
         }
-        return;
+        km_to_redo(dr.redo, dr.redo_n, lh, base, m);
+        return UINT_MAX;
     }
     x.s *= rf;
     x.second *= rf;
@@ -1837,10 +1844,20 @@ __device__ __forceinline__ void km_est_decide(km_top x, float rf, int32_t i, con
         km_move_row(a.cl, a.chg, a.touch, lh, base, m, x.j);
         if (dr.top)
             dr.top[base + m] = make_float2(x.s, x.second);
-        ckv_pol_note_margin(a.margin + lh, (double)gap - 2 * (double)KM_EPS);
-    } else {
-        a.amb[base + atomicAdd(a.amb_n + lh, 1)] = m;
+        return ckv_pol_margin_bits((double)gap - 2 * (double)KM_EPS);
     }
+    a.amb[base + atomicAdd(a.amb_n + lh, 1)] = m;
+    return UINT_MAX;
+}
+
+// The least of the warp's gaps (km_est_decide's; every lane of the warp
+// here) in list lh's margin: an atomic a warp, not a row (the pass over the
+// moved centroids decides nearly every row of a list on one word).
+__device__ __forceinline__ void km_note_margins(unsigned *margin, unsigned bits)
+{
+    bits = __reduce_min_sync(0xffffffffu, bits);
+    if (threadIdx.x % 32 == 0 && bits != UINT_MAX)
+        atomicMin(margin, bits);
 }
 
 // Assigns the rows the estimate decides (cl, the margin, dr.top) and
@@ -1977,16 +1994,17 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
         __syncthreads();  // every warp is done with this stage before its next copy
     }
     ckv_cp_async_wait<0>();
+    unsigned gaps = UINT_MAX;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-        {
+        for (int h = 0; h < 2; h++) {
             const km_top x = km_est_quad(r[mt][h], cbad);
+            const int32_t i = m0 + 16 * (MT * warp + mt) + g + 8 * h;
             if (t == 0)
-                km_est_decide<MOVED>(x, rf[mt][h], m0 + 16 * (MT * warp + mt) + g + 8 * h, L, a,
-                                     lh);
+                gaps = min(gaps, km_est_decide<MOVED>(x, rf[mt][h], i, L, a, lh));
         }
+    km_note_margins(a.margin + lh, gaps);
 }
 
 // The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; calls whose
@@ -2343,10 +2361,12 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     }
     if (split && wg > 0)
         return;
+    unsigned gaps = UINT_MAX;
     if (t == 0)
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            km_est_decide<false>(x[h], rf[h], m0 + 16 * rw + g + 8 * h, L, a, lh);
+            gaps = min(gaps, km_est_decide<false>(x[h], rf[h], m0 + 16 * rw + g + 8 * h, L, a, lh));
+    km_note_margins(a.margin + lh, gaps);
 }
 
 // Sort keys for grouping the middle by cluster; clusters start without a run.

@@ -184,14 +184,20 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
 ckv_status ckv_pol_h2o(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err);
 ckv_status ckv_pol_streaming(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err);
 
-// Records a decision's gap (winner minus best loser) in the list's margin,
-// as bits, which order as the gaps do for gaps of +0 and above. A gap not
-// above 0 (-0 from a best of -0 over a second of +0, a tie; NaN) records
+// A decision's gap (winner minus best loser) as the bits a list's margin
+// keeps, which order as the gaps do for gaps of +0 and above. A gap not
+// above 0 (-0 from a best of -0 over a second of +0, a tie; NaN) takes
 // +0's bits, 0: -0's would be the largest unsigned, which atomicMin drops.
-static __device__ inline void ckv_pol_note_margin(unsigned *margin, double gap)
+static __device__ inline unsigned ckv_pol_margin_bits(double gap)
 {
     const float g = gap < (double)FLT_MAX ? (float)gap : FLT_MAX;
-    atomicMin(margin, g > 0 ? __float_as_uint(g) : 0u);
+    return g > 0 ? __float_as_uint(g) : 0u;
+}
+
+// Records a decision's gap in the list's margin.
+static __device__ inline void ckv_pol_note_margin(unsigned *margin, double gap)
+{
+    atomicMin(margin, ckv_pol_margin_bits(gap));
 }
 
 #endif
