@@ -1603,11 +1603,11 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // those copies began, two latencies in turn for the pass over the moved
 // centroids, a tile or two a block; with the L2 fetch below and one margin
 // atomic a warp, that pass 0.584 -> 0.539 ms at SmolLM2's 128K call, run
-// ZZ29), and walk every column of the list,
-// the centroids' splits streaming through shared memory KN at a time (two
-// stages, cp.async), NB n-tiles of 8 columns a pass, so that a lane keeps
-// MT x NB independent mma chains (two accumulators each: the main product
-// and the cross ones, above); each tile carries its columns' scales. A tile
+// ZZ29), and walk every column of the list, the centroids' splits
+// streaming through shared memory KN at a time (two stages, cp.async), NB
+// n-tiles of 8 columns a pass, so that a lane keeps MT x NB independent
+// mma chains (two accumulators each: the main product and the cross ones,
+// above); each tile carries its columns' scales. A tile
 // serves 128 rows (half the L2 reads of 64; what had bounded the walk was
 // the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
@@ -1906,6 +1906,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
 
     if (L.tiles > 0)  // none: a restricted list whose update moved no centroid
         copy_stage(0, 0);
+    // The pass's index of the lane's row g + 8 h of its m-tile mt.
+    const auto row_at = [&](int mt, int h) { return m0 + 16 * (MT * warp + mt) + g + 8 * h; };
     // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
     // a2, a3 the second), then lo; zeros past the pass's rows.
     uint32_t ah[MT][KS][4], al[MT][KS][4];
@@ -1913,7 +1915,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int32_t i = m0 + 16 * (MT * warp + mt) + g + 8 * h;
+            const int32_t i = row_at(mt, h);
             const bool in = i < L.n;
             const uint4 *const row =
                 reinterpret_cast<const uint4 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
@@ -1927,15 +1929,14 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
             }
         }
 
-    // The lane's rows m0 + 16 (MT warp + mt) + g + 8 h.
+    // The lane's rows row_at(mt, h).
     km_top r[MT][2];
     float rf[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            km_est_row_start(r[mt][h], rf[mt][h], L, a, base,
-                             m0 + 16 * (MT * warp + mt) + g + 8 * h);
+            km_est_row_start(r[mt][h], rf[mt][h], L, a, base, row_at(mt, h));
     // km_est_decide's reads of the block's rows (their bounds and clusters:
     // rows m0 on, the pass taking every row) fetched into L2 under the walk,
     // which at a tile or two a block would otherwise wait for them after it
@@ -2002,9 +2003,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const km_top x = km_est_quad(r[mt][h], cbad);
-            const int32_t i = m0 + 16 * (MT * warp + mt) + g + 8 * h;
             if (t == 0)
-                gaps = min(gaps, km_est_decide<MOVED>(x, rf[mt][h], i, L, a, lh));
+                gaps = min(gaps, km_est_decide<MOVED>(x, rf[mt][h], row_at(mt, h), L, a, lh));
         }
     km_note_margins(a.margin + lh, gaps);
 }
