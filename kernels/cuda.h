@@ -292,6 +292,21 @@ ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm, const dou
                                  bool estimate, int32_t *cl, double *best, float *margin,
                                  int32_t *n_exact, bool *changed, ckv_error *err);
 
+/* The assignment's pass over the moved centroids (kernels/cuda_kmeans.cu,
+ * km_drift) on one list, for tests: f, fnorm, cen, cnorm, M, k as
+ * ckv_gpu_kmeans_assign's, head_dim d 64 or 128; moved[nmoved] the
+ * centroids taken as moved (1 to k / 4: the pass runs only then); cl[M]
+ * each row's cluster (0 .. k - 1). Every row's bounds start at (4, -4), so
+ * a row keeps its cluster unless that moved or a norm lies outside the
+ * estimate's range, and its second bound becomes the pass's bound on its
+ * cosines with the moved centroids: bound[M] (for a row sent on to the
+ * estimate over every centroid, that estimate's second instead; redo_n
+ * counts them). */
+ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm, const double *cen,
+                                const double *cnorm, int32_t M, int32_t k, int32_t d,
+                                const int32_t *moved, int32_t nmoved, int32_t *cl, float *bound,
+                                int32_t *redo_n, ckv_error *err);
+
 #ifdef __cplusplus
 }
 #endif

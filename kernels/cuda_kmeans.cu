@@ -179,6 +179,21 @@ constexpr double KM_NORM_LO = 0x1p-50, KM_NORM_HI = 0x1p50;
 // leaves, with no pass over moved centroids before the estimate.
 constexpr double KM_MOVE = 0x1p-24;
 constexpr float KM_TAU = 0x1p-22f;
+
+// Of the moved centroids the rule needs only a bound v on their cosines
+// with the row, against its second: the pass over them takes the main
+// products fh ch alone, each within KM_EPS_HI of the cosine (norms as
+// KM_EPS's). The dropped fh (c - ch) + (f - fh) c is at most (2^-8 +
+// 2^-24)(2 + 2^-8) |f_i c_i| a dimension (the split's hi within 2^-8 +
+// 2^-24 of x, the float step included), so the sum moves by 2^-6.99 of
+// fn cn (Cauchy-Schwarz); the sums' truncation and the roundings (KM_EPS's
+// model) add under 2^-15: 51% of KM_EPS_HI. v is the estimate raised by
+// KM_EPS_HI - KM_EPS, so that every moved cosine stays under v + KM_EPS as
+// the rule assumes; a looser bound than the three products' (a row near a
+// moved centroid may go to the estimate over every centroid instead of
+// keeping its cluster), never a wrong one, for a third of the products and
+// no second or column kept.
+constexpr float KM_EPS_HI = 0x1p-6f;
 enum { KM_MOVED_PART = 4 };
 
 // The bookkeeping above: moved[base + i] (i < nmoved[lh]) the centroids
@@ -1667,8 +1682,9 @@ __device__ __forceinline__ void km_col_scales(float2 (&rc)[NB], const float *sc,
 // every column of the tile is under n_col (only a partial last tile takes
 // a test an element). The row's scale comes after the walk, to the
 // best and second only: a product by it never reverses an order (it may
-// make a tie, which leaves the row to the exact path).
-template <int NB>
+// make a tie, which leaves the row to the exact path). BEST: the main
+// products alone (cross unread) and the best alone kept (KM_EPS_HI).
+template <int NB, bool BEST = false>
 __device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4],
                                              const float (&cross)[NB][4],
                                              const float2 (&rc)[NB], int h, int32_t j,
@@ -1679,11 +1695,14 @@ __device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4
         for (int nb = 0; nb < NB; nb++)
 #pragma unroll
             for (int e = 0; e < 2; e++)
-                if (decltype(all)::value || j + 8 * nb + e < n_col)
-                    km_take(r,
-                            (acc[nb][2 * h + e] + cross[nb][2 * h + e]) *
-                                (e ? rc[nb].y : rc[nb].x),
-                            j + 8 * nb + e);
+                if (decltype(all)::value || j + 8 * nb + e < n_col) {
+                    const float sc = e ? rc[nb].y : rc[nb].x;
+                    if constexpr (BEST)
+                        r.s = fmaxf(r.s, acc[nb][2 * h + e] * sc);  // NaN left, as km_take
+                    else
+                        km_take(r, (acc[nb][2 * h + e] + cross[nb][2 * h + e]) * sc,
+                                j + 8 * nb + e);
+                }
     };
     if (full)
         take(std::true_type{});
@@ -1822,9 +1841,10 @@ __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
     const int32_t m = L.row_of(i);
     const km_drift &dr = a.dr;
     if (MOVED) {
-        // v: the moved centroids' best estimate (none: -inf); the
-        // bounds move outward, so that km_drift's invariant holds.
-        const float v = L.tiles > 0 ? x.s * rf : -INFINITY;
+        // v: the moved centroids' best main-product estimate raised by
+        // KM_EPS_HI - KM_EPS (none: -inf); the bounds move outward, so
+        // that km_drift's invariant holds.
+        const float v = L.tiles > 0 ? __fadd_ru(x.s * rf, KM_EPS_HI - KM_EPS) : -INFINITY;
         const float2 o = dr.top[base + m];
         const float s1 = __fsub_rd(o.x, KM_TAU), s2 = fmaxf(__fadd_ru(o.y, KM_TAU), v);
         const float gap = __fsub_rd(s1, s2);  // NaN fails the test
@@ -1965,9 +1985,11 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
         for (int n0 = 0; n0 < KN / 8; n0 += NB) {
             float2 rc[NB];
             km_col_scales(rc, sc + (i & 1) * KN + 8 * n0 + 2 * t, cbad);
-            // Each k-step's three products into NB x MT independent
+            // Each k-step's three products (the main one alone over the
+            // moved centroids: KM_EPS_HI) into NB x MT independent
             // accumulators of the main product and as many of the cross
             // ones, so that a chain's next mma is NB x MT mma away.
+            constexpr int PARTS = MOVED ? 1 : 3;
             float acc[MT][NB][4] = {}, cross[MT][NB][4] = {};
 #pragma unroll
             for (int s = 0; s < KS; s++) {
@@ -1976,7 +1998,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
                 for (int nb = 0; nb < NB; nb++)
                     b[nb] = *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
 #pragma unroll
-                for (int part = 0; part < 3; part++)
+                for (int part = 0; part < PARTS; part++)
 #pragma unroll
                     for (int nb = 0; nb < NB; nb++)
 #pragma unroll
@@ -1991,8 +2013,8 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    km_take_cols(r[mt][h], acc[mt], cross[mt], rc, h, j0 + 8 * n0 + 2 * t,
-                                 L.n_col, j0 + KN <= L.n_col);
+                    km_take_cols<NB, MOVED>(r[mt][h], acc[mt], cross[mt], rc, h,
+                                            j0 + 8 * n0 + 2 * t, L.n_col, j0 + KN <= L.n_col);
         }
         __syncthreads();  // every warp is done with this stage before its next copy
     }
@@ -3162,7 +3184,8 @@ extern "C" ckv_status ckv_gpu_kmeans_own_rows(const int32_t *jmk, int64_t n, int
     return CKV_OK;
 }
 
-// The device buffers of ckv_gpu_kmeans_assign, in one allocation.
+// The device buffers of ckv_gpu_kmeans_assign and ckv_gpu_kmeans_moved, in
+// one allocation.
 struct km_test_mem {
     double *f, *cen, *fnorm, *cnorm, *crec, *best;
     uint8_t *cw;  // every centroid given (written)
@@ -3171,15 +3194,42 @@ struct km_test_mem {
     int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k, chg
     unsigned *margin;
     km_slices sp;  // one list's, its counts 0
+    float2 *top;
+    int32_t *moved, *redo, *dn;  // dn: nmoved, redo_n
+    uint8_t *cmv;
+};
+
+// Every row's bounds (4, -4), so that the pass over the moved centroids
+// keeps its cluster and its second bound becomes the moved ones' bound, and
+// the moved centroids flagged (ckv_gpu_kmeans_moved).
+__global__ void km_test_moved_kernel(float2 *top, int32_t M, uint8_t *cmv, const int32_t *moved,
+                                     int32_t n)
+{
+    const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < M)
+        top[i] = make_float2(4.0f, -4.0f);
+    if (i < n)
+        cmv[moved[i]] = 1;
+}
+
+// The moved centroids of ckv_gpu_kmeans_moved (n 0: a plain assignment)
+// and where the rows' bounds come back.
+struct km_test_moved {
+    const int32_t *j;
+    int32_t n;
+    float *bound;
+    int32_t *redo_n;
 };
 
 // Uploads one list and its previous clusters, runs km_assign over it,
-// brings cl, best, margin, the count of exact rows and the change flag back.
+// brings cl, best, margin, the count of exact rows and the change flag back;
+// with mv.n, first the pass over mv.j, every row's bounds (4, -4) so that
+// it keeps its cluster, and its bound on the moved centroids' cosines back.
 static ckv_status km_assign_test(const km_test_mem &d, const double *f, const double *fnorm,
                                  const double *cen, const double *cnorm, int32_t M, int32_t k,
                                  int32_t dim, bool estimate, const km_room &room, int32_t *cl,
                                  double *best, float *margin, int32_t *n_exact, bool *changed,
-                                 ckv_error *err)
+                                 const km_test_moved &mv, ckv_error *err)
 {
     const int32_t head[4] = {1, M, k, 0};
     const float big = FLT_MAX;
@@ -3202,15 +3252,32 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
                                                                          d.head + 2, d.head, kp);
         CKV_CUDA_LAUNCHED();
     }
+    km_drift dr = {};
+    if (mv.n) {
+        const int32_t dn[2] = {mv.n, 0};
+        CKV_CUDA(cudaMemcpy(d.moved, mv.j, mv.n * 4ul, cudaMemcpyHostToDevice));
+        CKV_CUDA(cudaMemcpy(d.dn, dn, sizeof dn, cudaMemcpyHostToDevice));
+        CKV_CUDA(cudaMemset(d.cmv, 0, k));
+        km_test_moved_kernel<<<ckv_pol_blocks(M > mv.n ? M : mv.n, 256), 256>>>(d.top, M, d.cmv,
+                                                                              d.moved, mv.n);
+        CKV_CUDA_LAUNCHED();
+        dr = {d.moved, d.dn, d.cmv, d.redo, d.dn + 1, nullptr, d.top};
+    }
     const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cw,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.best,   d.margin, d.head, d.head + 1,
-                       d.head + 3, nullptr, {}, d.sp};
-    ckv_status st = km_assign(b, kp, 1, M, false, room, nullptr, err);
+                       d.head + 3, nullptr, dr, d.sp};
+    ckv_status st = km_assign(b, kp, 1, M, mv.n > 0, room, nullptr, err);
     if (st)
         return st;
+    if (mv.n) {  // each row's second bound, top[m].y
+        CKV_CUDA(cudaMemcpy2D(mv.bound, sizeof(float), reinterpret_cast<float *>(d.top) + 1,
+                              sizeof(float2), sizeof(float), M, cudaMemcpyDeviceToHost));
+        CKV_CUDA(cudaMemcpy(mv.redo_n, d.dn + 1, 4, cudaMemcpyDeviceToHost));
+    }
     CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));
-    CKV_CUDA(cudaMemcpy(best, d.best, M * 8ul, cudaMemcpyDeviceToHost));
+    if (best)
+        CKV_CUDA(cudaMemcpy(best, d.best, M * 8ul, cudaMemcpyDeviceToHost));
     CKV_CUDA(cudaMemcpy(margin, d.margin, 4, cudaMemcpyDeviceToHost));
     int32_t chg = 0;
     CKV_CUDA(cudaMemcpy(&chg, d.head + 3, 4, cudaMemcpyDeviceToHost));
@@ -3221,11 +3288,13 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     return CKV_OK;
 }
 
-extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm,
-                                            const double *cen, const double *cnorm, int32_t M,
-                                            int32_t k, int32_t d, bool estimate, int32_t *cl,
-                                            double *best, float *margin, int32_t *n_exact,
-                                            bool *changed, ckv_error *err)
+// ckv_gpu_kmeans_assign and ckv_gpu_kmeans_moved: one list's buffers, then
+// km_assign_test.
+static ckv_status km_assign_one(const double *f, const double *fnorm, const double *cen,
+                                const double *cnorm, int32_t M, int32_t k, int32_t d,
+                                bool estimate, int32_t *cl, double *best, float *margin,
+                                int32_t *n_exact, bool *changed, const km_test_moved &mv,
+                                ckv_error *err)
 {
     if (M < 1 || k < 1 || d < 1)
         return ckv_errorf(err, CKV_ERR_ARG, "kmeans_assign: M %d, k %d, d %d", M, k, d);
@@ -3238,9 +3307,10 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     const size_t cap = (size_t)(M > k ? M : k), cd = cap * d;
     // The split tiles' scratch (its size a multiple of 16 bytes), doubles (an
     // even count: the splits after them stay 16-byte aligned), the splits,
-    // the scales, then ints.
+    // the scales, the bounds, then ints and bytes.
     const size_t sp_bytes = (km_slices_bytes(1) + 15) / 16 * 16;
-    const size_t bytes = sp_bytes + (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + (3 * cap + 6) * 4 + cap;
+    const size_t bytes = sp_bytes + (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + cap * 8 +
+                         (5 * cap + 8) * 4 + 2 * cap;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess)
@@ -3260,14 +3330,52 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
     m.best = m.crec + cap;
     m.fs = reinterpret_cast<uint32_t *>(m.best + cap);
     m.cs = m.fs + cd;
-    m.cscale = reinterpret_cast<float *>(m.cs + cd);
+    m.top = reinterpret_cast<float2 *>(m.cs + cd);
+    m.cscale = reinterpret_cast<float *>(m.top + cap);
     m.cl = reinterpret_cast<int32_t *>(m.cscale + cap);
     m.amb = m.cl + cap;  // cap rows and the count
     m.head = m.amb + cap + 1;
     m.margin = reinterpret_cast<unsigned *>(m.head + 4);
-    m.cw = reinterpret_cast<uint8_t *>(m.margin + 1);
-    st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, room, cl, best,
-                        margin, n_exact, changed, err);
+    m.moved = reinterpret_cast<int32_t *>(m.margin + 1);
+    m.redo = m.moved + cap;
+    m.dn = m.redo + cap;
+    m.cw = reinterpret_cast<uint8_t *>(m.dn + 2);
+    m.cmv = m.cw + cap;
+    st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, room, cl, best, margin,
+                        n_exact, changed, mv, err);
     cudaFree(dev);
     return st;
+}
+
+extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm,
+                                            const double *cen, const double *cnorm, int32_t M,
+                                            int32_t k, int32_t d, bool estimate, int32_t *cl,
+                                            double *best, float *margin, int32_t *n_exact,
+                                            bool *changed, ckv_error *err)
+{
+    return km_assign_one(f, fnorm, cen, cnorm, M, k, d, estimate, cl, best, margin, n_exact,
+                         changed, {nullptr, 0, nullptr, nullptr}, err);
+}
+
+extern "C" ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm,
+                                           const double *cen, const double *cnorm, int32_t M,
+                                           int32_t k, int32_t d, const int32_t *moved,
+                                           int32_t nmoved, int32_t *cl, float *bound,
+                                           int32_t *redo_n, ckv_error *err)
+{
+    if (!km_estimates(d) || nmoved < 1 || nmoved > k / KM_MOVED_PART)
+        return ckv_errorf(err, CKV_ERR_ARG, "kmeans_moved: head_dim %d, %d moved of %d", d,
+                          nmoved, k);
+    for (int32_t i = 0; i < nmoved; i++)
+        if (moved[i] < 0 || moved[i] >= k)
+            return ckv_errorf(err, CKV_ERR_ARG, "kmeans_moved: moved[%d] = %d of %d", i,
+                              moved[i], k);
+    for (int32_t m = 0; m < M; m++)
+        if (cl[m] < 0 || cl[m] >= k)
+            return ckv_errorf(err, CKV_ERR_ARG, "kmeans_moved: cl[%d] = %d of %d", m, cl[m], k);
+    float margin;
+    int32_t n_exact;
+    bool changed;
+    return km_assign_one(f, fnorm, cen, cnorm, M, k, d, true, cl, nullptr, &margin, &n_exact,
+                         &changed, {moved, nmoved, bound, redo_n}, err);
 }

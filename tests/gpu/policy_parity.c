@@ -1037,18 +1037,11 @@ static void check_ddiv(void)
 
 static const char *const km_mode_name[] = {"unit", "wide", "full", "range", "walk"};
 
-/* M rows: 300, or at most 192 for the wgmma estimate's sliced form (a pass of
- * one block's rows cuts the centroids among blocks; at most 64 also splits a
- * block's tiles among its warpgroups); the "unit", "wide" and "range"
- * features tie rows 0-9 and 200-209, so they take 300. */
-static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool estimate,
-                                uint64_t seed)
+/* check_kmeans_assign's features f[M][d] and centroids c[k][d] of a mode,
+ * and their norms. */
+static void km_test_data(int32_t d, int32_t k, int32_t M, int mode, uint64_t seed, double *f,
+                         double *c, double *fn, double *cn)
 {
-    double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
-    double *fn = xmalloc((size_t)M * sizeof *fn), *cn = xmalloc((size_t)k * sizeof *cn);
-    double *best = xmalloc((size_t)M * sizeof *best);
-    int32_t *cl = xmalloc((size_t)M * sizeof *cl), *want_cl = xmalloc((size_t)M * sizeof *cl);
-    int32_t clear_row = -1;
     uint64_t st = seed;
     for (int32_t r = 0; r < M + k; r++) {
         double *x = r < M ? f + (size_t)r * d : c + (size_t)(r - M) * d;
@@ -1092,6 +1085,31 @@ static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool 
             n += x[i] * x[i];
         *(r < M ? &fn[r] : &cn[r - M]) = sqrt(n);
     }
+}
+
+/* policies.md's cosine of feature f and centroid c, the dot product a chain
+ * of fused multiply-adds in dimension order (as the exact kernel forms it). */
+static double km_test_cos(const double *f, const double *c, double fn, double cn, int32_t d)
+{
+    double dot = 0;
+    for (int32_t i = 0; i < d; i++)
+        dot = fma(f[i], c[i], dot);
+    return fn >= 1e-30 && cn >= 1e-30 ? dot / (fn * cn) : 0;
+}
+
+/* M rows: 300, or at most 192 for the wgmma estimate's sliced form (a pass of
+ * one block's rows cuts the centroids among blocks; at most 64 also splits a
+ * block's tiles among its warpgroups); the "unit", "wide" and "range"
+ * features tie rows 0-9 and 200-209, so they take 300. */
+static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool estimate,
+                                uint64_t seed)
+{
+    double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
+    double *fn = xmalloc((size_t)M * sizeof *fn), *cn = xmalloc((size_t)k * sizeof *cn);
+    double *best = xmalloc((size_t)M * sizeof *best);
+    int32_t *cl = xmalloc((size_t)M * sizeof *cl), *want_cl = xmalloc((size_t)M * sizeof *cl);
+    int32_t clear_row = -1;
+    km_test_data(d, k, M, mode, seed, f, c, fn, cn);
     float margin = 0;
     int32_t n_exact = 0;
     bool changed = false;
@@ -1106,11 +1124,7 @@ static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool 
         double bs = -INFINITY, second = -INFINITY;
         int32_t bj = 0;
         for (int32_t j = 0; j < k; j++) {
-            double dot = 0, sim = 0;
-            for (int32_t i = 0; i < d; i++)
-                dot = fma(f[(size_t)m * d + i], c[(size_t)j * d + i], dot);
-            if (fn[m] >= 1e-30 && cn[j] >= 1e-30)
-                sim = dot / (fn[m] * cn[j]);
+            const double sim = km_test_cos(f + (size_t)m * d, c + (size_t)j * d, fn[m], cn[j], d);
             if (sim > bs) {
                 second = bs;
                 bs = sim;
@@ -1181,6 +1195,58 @@ static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool 
     free(best);
     free(cl);
     free(want_cl);
+}
+
+/* The assignment's pass over the moved centroids (ckv_gpu_kmeans_moved) on
+ * check_kmeans_assign's data: every fourth centroid (3, 7, ...) taken as
+ * moved and every row's cluster centroid 0 (not moved), so every row keeps
+ * it and returns the pass's bound v, which km_drift's rule takes to be at
+ * least each moved centroid's cosine less KM_EPS (2^-13). The largest
+ * exact cosine over the moved centroids must not lie more than 2^-13 over
+ * v: the rule's soundness. The pass forms v from the main bf16 products
+ * alone, raised by KM_EPS_HI - KM_EPS (2^-6 - 2^-13; kernels/cuda_kmeans.cu
+ * derives their error under 2^-6.98 of the cosine), so v less that lift
+ * must lie within 0x1.1p-7 of the largest exact cosine too. */
+static void check_kmeans_moved(int32_t d, int32_t k, int32_t M, int mode, uint64_t seed)
+{
+    double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
+    double *fn = xmalloc((size_t)M * sizeof *fn), *cn = xmalloc((size_t)k * sizeof *cn);
+    float *bound = xmalloc((size_t)M * sizeof *bound);
+    int32_t *cl = xmalloc((size_t)M * sizeof *cl), *moved = xmalloc((size_t)k * sizeof *moved);
+    km_test_data(d, k, M, mode, seed, f, c, fn, cn);
+    int32_t nmoved = 0, redo_n = -1;
+    for (int32_t j = 3; j < k; j += 4)
+        moved[nmoved++] = j;
+    for (int32_t m = 0; m < M; m++)
+        cl[m] = 0;
+    CHECK(ckv_gpu_kmeans_moved(f, fn, c, cn, M, k, d, moved, nmoved, cl, bound, &redo_n, err));
+    double over = -INFINITY, est_err = 0;
+    for (int32_t m = 0; m < M; m++) {
+        double bs = -INFINITY;
+        for (int32_t i = 0; i < nmoved; i++) {
+            const int32_t j = moved[i];
+            const double sim = km_test_cos(f + (size_t)m * d, c + (size_t)j * d, fn[m], cn[j], d);
+            bs = sim > bs ? sim : bs;
+        }
+        const double o = bs - bound[m], e = fabs((double)bound[m] - (0x1p-6 - 0x1p-13) - bs);
+        over = o > over || isnan(o) ? o : over;
+        est_err = e > est_err || isnan(e) ? e : est_err;
+    }
+    const bool ok = redo_n == 0 && over <= 0x1p-13 && est_err <= 0x1.1p-7;
+    runs++;
+    failures += !ok;
+    printf("     kmeans moved pass: head_dim %3d, %d of %d centroids moved, %s features: %d of "
+           "%d rows sent on (want 0); the exact best over v by %.2e (at most 2^-13); the main "
+           "products off by %.2e (at most %.2e)  %s\n",
+           d, nmoved, k, km_mode_name[mode], redo_n, M, over, est_err, 0x1.1p-7,
+           ok ? "PASS" : "FAIL");
+    free(f);
+    free(c);
+    free(fn);
+    free(cn);
+    free(bound);
+    free(cl);
+    free(moved);
 }
 
 /* check_kmeans_assign without the estimate and, at the head_dims that have
@@ -1381,6 +1447,9 @@ int main(int argc, char **argv)
                  * centroid 1500 is also row 100's own, which moves that row's best). */
                 check_kmeans_forms(km_dims[i], 2100, 140, KM_WALK, (uint64_t)(170 + i));
                 check_kmeans_forms(km_dims[i], 2100, 100, KM_WALK, (uint64_t)(180 + i));
+                for (int mode = KM_UNIT; mode <= KM_FULL; mode++)
+                    check_kmeans_moved(km_dims[i], 345, 300, mode, (uint64_t)(190 + 4 * i + mode));
+                check_kmeans_moved(km_dims[i], 2100, 300, KM_WALK, (uint64_t)(198 + i));
             }
         }
         if (run_sources(dump))
