@@ -300,8 +300,8 @@ ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm, const dou
  * a row keeps its cluster unless that moved or a norm lies outside the
  * estimate's range, and its second bound becomes the pass's bound on its
  * cosines with the moved centroids: bound[M] (for a row sent on to the
- * estimate over every centroid, that estimate's second instead; redo_n
- * counts them). */
+ * assignment over every centroid, the second bound that assignment leaves
+ * instead; redo_n counts them). */
 ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm, const double *cen,
                                 const double *cnorm, int32_t M, int32_t k, int32_t d,
                                 const int32_t *moved, int32_t nmoved, int32_t *cl, float *bound,

@@ -1698,7 +1698,7 @@ __device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4
                 if (decltype(all)::value || j + 8 * nb + e < n_col) {
                     const float sc = e ? rc[nb].y : rc[nb].x;
                     if constexpr (BEST)
-                        r.s = fmaxf(r.s, acc[nb][2 * h + e] * sc);  // NaN left, as km_take
+                        r.s = fmaxf(r.s, acc[nb][2 * h + e] * sc);  // NaN never the best
                     else
                         km_take(r, (acc[nb][2 * h + e] + cross[nb][2 * h + e]) * sc,
                                 j + 8 * nb + e);
@@ -3296,8 +3296,9 @@ static ckv_status km_assign_one(const double *f, const double *fnorm, const doub
                                 int32_t *n_exact, bool *changed, const km_test_moved &mv,
                                 ckv_error *err)
 {
+    const char *const what = mv.n ? "kmeans_moved" : "kmeans_assign";
     if (M < 1 || k < 1 || d < 1)
-        return ckv_errorf(err, CKV_ERR_ARG, "kmeans_assign: M %d, k %d, d %d", M, k, d);
+        return ckv_errorf(err, CKV_ERR_ARG, "%s: M %d, k %d, d %d", what, M, k, d);
     estimate = estimate && km_estimates(d);
     km_room room;
     ckv_status st = km_assign_room(d, &room, err);
@@ -3314,13 +3315,13 @@ static ckv_status km_assign_one(const double *f, const double *fnorm, const doub
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess)
-        return ckv_errorf(err, CKV_ERR_DEVICE, "kmeans_assign: %s", cudaGetErrorString(e));
+        return ckv_errorf(err, CKV_ERR_DEVICE, "%s: %s", what, cudaGetErrorString(e));
     km_test_mem m;
     m.sp = km_slices_at(dev, 1);
     e = cudaMemset(dev, 0, sp_bytes);
     if (e != cudaSuccess) {
         cudaFree(dev);
-        return ckv_errorf(err, CKV_ERR_DEVICE, "kmeans_assign: %s", cudaGetErrorString(e));
+        return ckv_errorf(err, CKV_ERR_DEVICE, "%s: %s", what, cudaGetErrorString(e));
     }
     m.f = reinterpret_cast<double *>(dev + sp_bytes);
     m.cen = m.f + cd;
@@ -3363,9 +3364,9 @@ extern "C" ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm,
                                            int32_t nmoved, int32_t *cl, float *bound,
                                            int32_t *redo_n, ckv_error *err)
 {
-    if (!km_estimates(d) || nmoved < 1 || nmoved > k / KM_MOVED_PART)
-        return ckv_errorf(err, CKV_ERR_ARG, "kmeans_moved: head_dim %d, %d moved of %d", d,
-                          nmoved, k);
+    if (M < 1 || k < 1 || !km_estimates(d) || nmoved < 1 || nmoved > k / KM_MOVED_PART)
+        return ckv_errorf(err, CKV_ERR_ARG, "kmeans_moved: M %d, head_dim %d, %d moved of %d", M,
+                          d, nmoved, k);
     for (int32_t i = 0; i < nmoved; i++)
         if (moved[i] < 0 || moved[i] >= k)
             return ckv_errorf(err, CKV_ERR_ARG, "kmeans_moved: moved[%d] = %d of %d", i,
