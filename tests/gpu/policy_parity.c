@@ -1204,10 +1204,11 @@ static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool 
  * so each of those keeps it and returns the pass's bound v, which
  * km_drift's rule takes to be at least each moved centroid's cosine less
  * KM_EPS (2^-13). The largest exact cosine over the moved centroids must
- * not lie more than 2^-13 over v: the rule's soundness. The pass forms v from the main bf16 products
- * alone, raised by KM_EPS_HI - KM_EPS (2^-6 - 2^-13; kernels/cuda_kmeans.cu
- * derives their error under 2^-6.98 of the cosine), so v less that lift
- * must lie within 0x1.1p-7 of the largest exact cosine too. */
+ * not lie more than 2^-13 over v: the rule's soundness. The pass forms v
+ * from the main bf16 products alone, raised by KM_EPS_HI - KM_EPS (2^-6 -
+ * 2^-13; kernels/cuda_kmeans.cu derives their error under 2^-6.98 of the
+ * cosine), so v less that lift must lie within 0x1.1p-7 of the largest
+ * exact cosine too. */
 static void check_kmeans_moved(int32_t d, int32_t k, int32_t M, int mode, uint64_t seed)
 {
     double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
