@@ -3202,8 +3202,8 @@ struct km_test_mem {
 // Every row's bounds (4, -4), so that the pass over the moved centroids
 // keeps its cluster and its second bound becomes the moved ones' bound, and
 // the moved centroids flagged (ckv_gpu_kmeans_moved).
-__global__ void km_test_moved_kernel(float2 *top, int32_t M, uint8_t *cmv, const int32_t *moved,
-                                     int32_t n)
+static __global__ void km_test_moved_kernel(float2 *top, int32_t M, uint8_t *cmv,
+                                            const int32_t *moved, int32_t n)
 {
     const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < M)
