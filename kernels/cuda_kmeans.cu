@@ -1619,7 +1619,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // centroids, a tile or two a block; with the L2 fetch below and one margin
 // atomic a warp, that pass 0.584 -> 0.539 ms at SmolLM2's 128K call, run
 // ZZ29), and walk every column of the list, the centroids' splits
-// streaming through shared memory KN at a time (two stages, cp.async), NB
+// streaming through shared memory KN at a time (STAGES stages, cp.async), NB
 // n-tiles of 8 columns a pass, so that a lane keeps MT x NB independent
 // mma chains (two accumulators each: the main product and the cross ones,
 // above); each tile carries its columns' scales. A tile
@@ -1631,20 +1631,27 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // without wgmma, and the pass over the moved centroids on Hopper too
 // (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
-template <int D>
 // BLOCKS: the blocks an SM the registers must allow (16 warps; 128
-// registers a thread, which spills a few dozen bytes: ptxas -v).
+// registers a thread, which spills a few dozen bytes: ptxas -v). MOVED:
+// the pass over the moved centroids, about a tile a list at decode time
+// (some 64 moved centroids a list), each block waiting on its rows' loads,
+// its tile's copy and its decisions in turn (820 MB in 0.42 ms, half the
+// copy rate, run ZZ30): one stage, which fits half again as many blocks an
+// SM to overlap those waits.
+template <int D, bool MOVED = false>
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
                          NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
-                         BLOCKS = D == 64 ? 4 : 2;
+                         STAGES = MOVED ? 1 : 2,
+                         BLOCKS = D == 64 ? (MOVED ? 6 : 4) : (MOVED ? 3 : 2);
 };
 
-// The two stages, then their columns' scales.
-template <int D>
+// The stages, then their columns' scales.
+template <int D, bool MOVED>
 constexpr size_t km_est_smem()
 {
-    return 2 * KN * (km_est_shape<D>::SF * sizeof(uint32_t) + sizeof(float));
+    using S = km_est_shape<D, MOVED>;
+    return S::STAGES * KN * (S::SF * sizeof(uint32_t) + sizeof(float));
 }
 
 // Fetches the 128-byte line holding p into L2 (no register waits for it).
@@ -1892,10 +1899,11 @@ __device__ __forceinline__ void km_note_margins(unsigned *margin, unsigned bits)
 // lists the row in dr.redo. best (tests): the estimate's best cosine of
 // every row. act, chg and touch as in km_assign_kernel.
 template <int D, bool MOVED>
-__global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLOCKS)
-    km_estimate_kernel(km_est_args a)
+__global__ void
+    __launch_bounds__(km_est_shape<D, MOVED>::THREADS, km_est_shape<D, MOVED>::BLOCKS)
+        km_estimate_kernel(km_est_args a)
 {
-    using S = km_est_shape<D>;
+    using S = km_est_shape<D, MOVED>;
     constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
     extern __shared__ uint4 km_est_sm[];
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
@@ -1906,7 +1914,7 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     const size_t base = (size_t)lh * a.p.cap;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
-    float *const sc = reinterpret_cast<float *>(sm + 2 * KN * SF);
+    float *const sc = reinterpret_cast<float *>(sm + S::STAGES * KN * SF);
     // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group:
     // the moved centroids' splits from cs (an update moved them, so wrote
     // them); in the pass over every centroid, km_cen_row's.
@@ -1973,18 +1981,24 @@ __global__ void __launch_bounds__(km_est_shape<D>::THREADS, km_est_shape<D>::BLO
     }
     bool cbad = false;  // a column of the lane's outside the estimate's range (scale NaN)
     for (int32_t i = 0; i < L.tiles; i++) {
-        const int32_t j0 = i * KN;
-        if (i + 1 < L.tiles)
-            copy_stage((i + 1) & 1, j0 + KN);
-        else
-            ckv_cp_async_commit();  // an empty group keeps the count below
-        ckv_cp_async_wait<1>();
+        const int32_t j0 = i * KN, st = i % S::STAGES;
+        if constexpr (S::STAGES == 1) {
+            if (i > 0)
+                copy_stage(0, j0);
+            ckv_cp_async_wait<0>();
+        } else {
+            if (i + 1 < L.tiles)
+                copy_stage((i + 1) & 1, j0 + KN);
+            else
+                ckv_cp_async_commit();  // an empty group keeps the count below
+            ckv_cp_async_wait<1>();
+        }
         __syncthreads();  // this tile's copies landed for every thread
-        const uint32_t *const B = sm + (i & 1) * KN * SF + g * SF + 4 * t;
+        const uint32_t *const B = sm + st * KN * SF + g * SF + 4 * t;
 #pragma unroll
         for (int n0 = 0; n0 < KN / 8; n0 += NB) {
             float2 rc[NB];
-            km_col_scales(rc, sc + (i & 1) * KN + 8 * n0 + 2 * t, cbad);
+            km_col_scales(rc, sc + st * KN + 8 * n0 + 2 * t, cbad);
             // Each k-step's three products (the main one alone over the
             // moved centroids: KM_EPS_HI) into NB x MT independent
             // accumulators of the main product and as many of the cross
@@ -2733,14 +2747,14 @@ static ckv_status km_allow_estimate(bool wg, ckv_error *err)
 {
     ckv_status st = wg ? ckv_pol_allow_smem(km_estimate_wg_kernel<D, false>, km_wg_smem<D>(),
                                             "cuda kmeans", err)
-                       : ckv_pol_allow_smem(km_estimate_kernel<D, false>, km_est_smem<D>(),
-                                            "cuda kmeans", err);
+                       : ckv_pol_allow_smem(km_estimate_kernel<D, false>,
+                                            km_est_smem<D, false>(), "cuda kmeans", err);
     if (!st && wg)
         st = ckv_pol_allow_smem(km_estimate_wg_kernel<D, true>, km_wg_smem<D>(), "cuda kmeans",
                                 err);
     return st ? st
-              : ckv_pol_allow_smem(km_estimate_kernel<D, true>, km_est_smem<D>(), "cuda kmeans",
-                                   err);
+              : ckv_pol_allow_smem(km_estimate_kernel<D, true>, km_est_smem<D, true>(),
+                                   "cuda kmeans", err);
 }
 
 // The room for head_dim d, its shared memory allowed on the current device
@@ -2842,8 +2856,9 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
                    km_wg_smem<D>(), s>>>(a);
             return;
         }
-    km_estimate_kernel<D, MOVED><<<dim3(lists, ckv_pol_blocks(max_m, km_est_shape<D>::ROWS)),
-                                   km_est_shape<D>::THREADS, km_est_smem<D>(), s>>>(a);
+    using S = km_est_shape<D, MOVED>;
+    km_estimate_kernel<D, MOVED><<<dim3(lists, ckv_pol_blocks(max_m, S::ROWS)), S::THREADS,
+                                   km_est_smem<D, MOVED>(), s>>>(a);
 }
 
 // Assigns the middle of every active list (up to max_m rows): the
