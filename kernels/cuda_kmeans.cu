@@ -1631,8 +1631,9 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // without wgmma, and the pass over the moved centroids on Hopper too
 // (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
-// BLOCKS: the blocks an SM the registers must allow (16 warps; 128
-// registers a thread, which spills a few dozen bytes: ptxas -v). MOVED:
+// BLOCKS: the blocks an SM the registers must allow (16 warps, 128
+// registers a thread, which spills a few dozen bytes; MOVED 24 warps at 80
+// and 78: ptxas -v). MOVED:
 // the pass over the moved centroids, about a tile a list at decode time
 // (some 64 moved centroids a list), each block waiting on its rows' loads,
 // its tile's copy and its decisions in turn (820 MB in 0.42 ms, half the
