@@ -818,8 +818,11 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
 // __dp4a's bound, a thread a row and about 15 instructions a pair, took 8.6
 // ms of the 8B's 32K decode-time call under ncu (run WA; the tensor cores'
 // 1.8). Then row km_own_row(j) takes centroid j or goes to dr.redo; own_n
-// (NULL: not counted) the rows that took their own.
-__global__ void __launch_bounds__(KM_OWN_BLOCK)
+// (NULL: not counted) the rows that took their own. Eighteen blocks an SM
+// (56 registers; it would take 64): the kernel waits on its loads and
+// barriers more than it issues, and a form at 64 registers, 16 blocks,
+// issued 12% less a cycle (run ZZ35).
+__global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
                   const int32_t *ival_out, const uint4 *rec, const int2 *side, int32_t *cl,
                   km_drift dr, int32_t *own_n, unsigned *margin, int32_t *chg,
@@ -833,9 +836,8 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK)
     __shared__ __align__(8) int32_t snorm[KM_OWN_BLOCK];  // read two at a time
     __shared__ int32_t scount[KM_OWN_BLOCK];
     __shared__ unsigned semax[2];  // a chunk's largest E (float bits), chunks alternate
-    // The item's places [pl[0], pl[1]) of cell pl[2]; the candidates' nine
-    // ranges of places, from rs[r], rn[r] long.
-    __shared__ int32_t pl[3], rs[AROUND], rn[AROUND];
+    // The candidates' nine ranges of places, from rs[r], rn[r] long.
+    __shared__ int32_t rs[AROUND], rn[AROUND];
     const int32_t lh = blockIdx.y;
     if (!act[lh])
         return;  // the whole block
@@ -848,45 +850,49 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK)
     bool owned = false;  // a row of the thread's took its own centroid
     for (int32_t item = blockIdx.x; item < items; item += gridDim.x) {
         __syncthreads();  // the item before is done with the shared state
-        if (threadIdx.x == 0) {
-            // The item's cell: the last whose first item is not past it
-            // (first[0] = 0 <= item < first[KM_OWN_CELLS]).
-            int32_t lo = 0, hi = KM_OWN_CELLS;
-            while (hi - lo > 1) {
-                const int32_t mid = (lo + hi) / 2;
-                if (first[mid] <= item)
-                    lo = mid;
-                else
-                    hi = mid;
-            }
-            pl[0] = start[lo] + (item - first[lo]) * KM_OWN_BLOCK;
-            pl[1] = min(pl[0] + KM_OWN_BLOCK, start[lo + 1]);
-            pl[2] = lo;
-            semax[0] = 0;
+        // The item's cell: the last whose first item is not past it (first[0]
+        // = 0 <= item < first[KM_OWN_CELLS]), found by each warp for itself,
+        // 32 places at a time (three rounds of loads over 2,025 cells: thread
+        // 0's binary search, eleven dependent loads while the block waited at
+        // a barrier, and the nine ranges' searches after it were a quarter of
+        // the kernel's stall samples at SmolLM2's 32K call, run ZZ32).
+        int32_t cell = 0;
+        for (int32_t hi = KM_OWN_CELLS; hi - cell > 1;) {
+            const int32_t step = (hi - cell + 31) / 32, at = cell + (lane + 1) * step;
+            const int32_t c = __popc(__ballot_sync(0xffffffffu, at < hi && first[at] <= item));
+            hi = min(hi, cell + (c + 1) * step);
+            cell += c * step;
         }
-        __syncthreads();
-        if (threadIdx.x < AROUND) {
-            // Cell (b0 + threadIdx.x / 3 - 1, b1 + threadIdx.x % 3 - 1): its
-            // places whose a2 lies within the window of the item's first and
-            // last places' (clamped to the cell, so searched within its
-            // places).
-            const int32_t c = pl[2], b0 = c / KM_OWN_BANDS + (int32_t)threadIdx.x / 3 - 1,
-                          b1 = c % KM_OWN_BANDS + (int32_t)threadIdx.x % 3 - 1;
-            int32_t lo = 0, hi = 0;
+        // The item's places [p0, p1).
+        const int32_t p0 = start[cell] + (item - first[cell]) * KM_OWN_BLOCK,
+                      p1 = min(p0 + KM_OWN_BLOCK, start[cell + 1]);
+        if (threadIdx.x < 2 * AROUND) {
+            // Cell (b0 + r / 3 - 1, b1 + r % 3 - 1): its places whose a2 lies
+            // within the window of the item's first and last places' (clamped
+            // to the cell, so searched within its places); lane r finds range
+            // r's first place and lane AROUND + r its end, at once.
+            const int32_t r = threadIdx.x % AROUND, b0 = cell / KM_OWN_BANDS + r / 3 - 1,
+                          b1 = cell % KM_OWN_BANDS + r % 3 - 1;
+            int32_t end = 0;
             if (b0 >= 0 && b0 < KM_OWN_BANDS && b1 >= 0 && b1 < KM_OWN_BANDS) {
                 const int32_t nc = b0 * KM_OWN_BANDS + b1;
-                const int64_t own = (int64_t)c * KM_OWN_CELL, at = (int64_t)nc * KM_OWN_CELL;
-                const int32_t c0 = start[nc], c1 = start[nc + 1];
-                lo = km_own_lower(key, c0, c1, at + max(key[pl[0]] - own - KM_OWN_WIN, (int64_t)0));
-                hi = km_own_lower(key, c0, c1,
-                                  at + min(key[pl[1] - 1] - own + KM_OWN_WIN + 1,
-                                           (int64_t)KM_OWN_CELL));
+                const int64_t own = (int64_t)cell * KM_OWN_CELL, at = (int64_t)nc * KM_OWN_CELL;
+                end = km_own_lower(
+                    key, start[nc], start[nc + 1],
+                    threadIdx.x < AROUND
+                        ? at + max(key[p0] - own - KM_OWN_WIN, (int64_t)0)
+                        : at + min(key[p1 - 1] - own + KM_OWN_WIN + 1, (int64_t)KM_OWN_CELL));
             }
-            rs[threadIdx.x] = lo;
-            rn[threadIdx.x] = hi - lo;
+            const int32_t last = __shfl_down_sync(0x3ffffu, end, AROUND);
+            if (threadIdx.x < AROUND) {
+                rs[r] = end;
+                rn[r] = last - end;
+            }
         }
-        const int32_t q = pl[0] + threadIdx.x;
-        const bool mine = q < pl[1];
+        if (threadIdx.x == 0)
+            semax[0] = 0;
+        const int32_t q = p0 + threadIdx.x;
+        const bool mine = q < p1;
         const int32_t j = mine ? ival_out[base + q] : 0,
                       m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
         // Rows near before any pair start at a count of 2.
@@ -902,9 +908,9 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK)
         for (int i = 0; i < 2; i++)
 #pragma unroll
             for (int u = 0; u < 2; u++) {
-                const int32_t row = threadIdx.x / 32 * 32 + 16 * i + 8 * u + g, at = pl[0] + row;
-                const int2 sd = at < pl[1] ? side[base + at] : make_int2(0, 0);
-                a[i][u] = at < pl[1] ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
+                const int32_t row = threadIdx.x / 32 * 32 + 16 * i + 8 * u + g, at = p0 + row;
+                const int2 sd = at < p1 ? side[base + at] : make_int2(0, 0);
+                a[i][u] = at < p1 ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
                 na[i][u] = sd.x;
                 ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
                 count[i][u] = t == 0 ? scount[row] : 0;
