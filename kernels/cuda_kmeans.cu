@@ -866,6 +866,27 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
         // The item's places [p0, p1).
         const int32_t p0 = start[cell] + (item - first[cell]) * KM_OWN_BLOCK,
                       p1 = min(p0 + KM_OWN_BLOCK, start[cell + 1]);
+        // The thread's row and, for tile i's rows (of this warp's 32) g and g
+        // + 8 (half u), the A fragments, |q|^2 and s w + E: loads issued
+        // before the ranges' searches and the barrier, which they outlast.
+        const int32_t q = p0 + threadIdx.x;
+        const bool mine = q < p1;
+        const int32_t j = mine ? ival_out[base + q] : 0,
+                      m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
+        const double fm = mine ? fnorm[base + m] : 0.0;
+        uint32_t a[2][2];
+        int32_t na[2][2], count[2][2];
+        float ta[2][2];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int32_t at = p0 + threadIdx.x / 32 * 32 + 16 * i + 8 * u + g;
+                const int2 sd = at < p1 ? side[base + at] : make_int2(0, 0);
+                a[i][u] = at < p1 ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
+                na[i][u] = sd.x;
+                ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
+            }
         if (threadIdx.x < 2 * AROUND) {
             // Cell (b0 + r / 3 - 1, b1 + r % 3 - 1): its places whose a2 lies
             // within the window of the item's first and last places' (clamped
@@ -891,30 +912,15 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
         }
         if (threadIdx.x == 0)
             semax[0] = 0;
-        const int32_t q = p0 + threadIdx.x;
-        const bool mine = q < p1;
-        const int32_t j = mine ? ival_out[base + q] : 0,
-                      m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
-        // Rows near before any pair start at a count of 2.
-        scount[threadIdx.x] = !mine || h[KM_OWN_BAD] || !km_unit(fnorm[base + m]) ? 2 : 0;
+        // Rows near before any pair start at a count of 2 (lane t = 0 holds
+        // a row's).
+        scount[threadIdx.x] = !mine || h[KM_OWN_BAD] || !km_unit(fm) ? 2 : 0;
         __syncthreads();
-        // Tile i's rows (of this warp's 32) g and g + 8 (half u): the A
-        // fragments, |q|^2, s w + E, and the counts (lane t = 0 holds the
-        // start).
-        uint32_t a[2][2];
-        int32_t na[2][2], count[2][2];
-        float ta[2][2];
 #pragma unroll
         for (int i = 0; i < 2; i++)
 #pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int32_t row = threadIdx.x / 32 * 32 + 16 * i + 8 * u + g, at = p0 + row;
-                const int2 sd = at < p1 ? side[base + at] : make_int2(0, 0);
-                a[i][u] = at < p1 ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
-                na[i][u] = sd.x;
-                ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
-                count[i][u] = t == 0 ? scount[row] : 0;
-            }
+            for (int u = 0; u < 2; u++)
+                count[i][u] = t == 0 ? scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] : 0;
         bool done = false;  // every row of the warp near
         int32_t total = 0;
 #pragma unroll
