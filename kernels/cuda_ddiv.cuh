@@ -31,16 +31,25 @@ __device__ __forceinline__ double ckv_ddiv_rcp(double n)
     return __fma_rn(y1, __fma_rn(-n, y1, 1.0), y1);
 }
 
-__device__ __forceinline__ double ckv_ddiv(double a, double n, double y)
+// The fast path alone: the quotient, with ok false where __ddiv_rn must
+// give it instead (a caller may test many quotients' oks at once, so that
+// their divisions overlap instead of each waiting at its own branch).
+__device__ __forceinline__ double ckv_ddiv_fast(double a, double n, double y, bool &ok)
 {
     const double q0 = __dmul_rn(a, y);
     const double q = __fma_rn(y, __fma_rn(-n, q0, a), q0);
     const uint32_t ah = (uint32_t)__double2hiint(a) & 0x7fffffffu,
                    nh = (uint32_t)__double2hiint(n) & 0x7fffffffu,
                    qh = (uint32_t)__double2hiint(q) & 0x7fffffffu;
-    const bool fast = ah >= 0x03600000u && nh < 0x7f800000u && qh > 0x00100000u &&
-                      qh <= 0x7f800000u;
-    return fast ? q : __ddiv_rn(a, n);
+    ok = ah >= 0x03600000u && nh < 0x7f800000u && qh > 0x00100000u && qh <= 0x7f800000u;
+    return q;
+}
+
+__device__ __forceinline__ double ckv_ddiv(double a, double n, double y)
+{
+    bool ok;
+    const double q = ckv_ddiv_fast(a, n, y, ok);
+    return ok ? q : __ddiv_rn(a, n);
 }
 
 #endif
