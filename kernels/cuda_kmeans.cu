@@ -628,21 +628,39 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
         const double n = rn[r], y = ry[r];
         const int32_t at = km_split_word(lane, lane & 1);
         const size_t fo = (base + m0 + r) * d;  // the row's feature and split
-        for (int32_t b = 0; b < d; b += 32) {
-            const int32_t i = b + lane;
-            if (i >= d)
-                break;
-            const double v = km_feat(x, n, y, i);
-            o.f[fo + i] = v;
-            if (!o.fs)
-                continue;
-            ckv_bf16 hi, lo;
-            km_split(v, hi, lo);
-            const uint32_t mine = ckv_pack_bf16(hi, lo),
-                           other = __shfl_xor_sync(0xffffffffu, mine, 1);
-            const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
-                                        : (mine & 0xffffu) | (other << 16);
-            o.fs[fo + at + b] = w;
+        for (int32_t b0 = 0; b0 < d; b0 += 32 * KM_FEAT_GROUP) {
+            // The lane's dimensions b0 + lane, + 32, ...: their divisions at
+            // once, as the chain's.
+            double q[KM_FEAT_GROUP];
+            bool ok = true;
+#pragma unroll
+            for (int32_t g = 0; g < KM_FEAT_GROUP; g++) {
+                bool fast;
+                const int32_t i = min(b0 + 32 * g + lane, d - 1);
+                q[g] = ckv_ddiv_fast((double)ckv_kv_get(x, i), n, y, fast);
+                ok = ok && fast;
+            }
+            if (!ok || n < 1e-30)
+#pragma unroll
+                for (int32_t g = 0; g < KM_FEAT_GROUP; g++)
+                    q[g] = km_feat(x, n, y, min(b0 + 32 * g + lane, d - 1));
+#pragma unroll
+            for (int32_t g = 0; g < KM_FEAT_GROUP; g++) {
+                const int32_t b = b0 + 32 * g, i = b + lane;
+                if (i >= d)
+                    break;
+                const double v = q[g];
+                o.f[fo + i] = v;
+                if (!o.fs)
+                    continue;
+                ckv_bf16 hi, lo;
+                km_split(v, hi, lo);
+                const uint32_t mine = ckv_pack_bf16(hi, lo),
+                               other = __shfl_xor_sync(0xffffffffu, mine, 1);
+                const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
+                                            : (mine & 0xffffu) | (other << 16);
+                o.fs[fo + at + b] = w;
+            }
         }
     }
 }
