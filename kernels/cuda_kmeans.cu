@@ -513,6 +513,50 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, 
         make_int2(n2, __float_as_int(__fmul_ru(__double2float_ru(sqrt(e2)), 1 + 0x1p-20f)));
 }
 
+// A warp's store of one row's feature and split (see km_feature_kernel):
+// the lane's dimensions b0 + lane, + 32, ... + 32 (G - 1) divided at once,
+// one test of their fast paths, as the chain's. G divides d / 32 where it
+// can, so that no division is of a dimension past d (group 4 at SmolLM2's
+// head_dim 64 would divide each row twice over).
+template <int32_t G, typename Elem>
+__device__ __forceinline__ void km_feat_store(const Elem *x, double n, double y, int32_t d,
+                                              int32_t lane, int32_t at, size_t fo,
+                                              const km_feat_out &o)
+{
+    for (int32_t b0 = 0; b0 < d; b0 += 32 * G) {
+        double q[G];
+        bool ok = true;
+#pragma unroll
+        for (int32_t g = 0; g < G; g++) {
+            bool fast;
+            const int32_t i = min(b0 + 32 * g + lane, d - 1);
+            q[g] = ckv_ddiv_fast((double)ckv_kv_get(x, i), n, y, fast);
+            ok = ok && fast;
+        }
+        if (!ok || n < 1e-30)
+#pragma unroll
+            for (int32_t g = 0; g < G; g++)
+                q[g] = km_feat(x, n, y, min(b0 + 32 * g + lane, d - 1));
+#pragma unroll
+        for (int32_t g = 0; g < G; g++) {
+            const int32_t b = b0 + 32 * g, i = b + lane;
+            if (i >= d)
+                break;
+            const double v = q[g];
+            o.f[fo + i] = v;
+            if (!o.fs)
+                continue;
+            ckv_bf16 hi, lo;
+            km_split(v, hi, lo);
+            const uint32_t mine = ckv_pack_bf16(hi, lo),
+                           other = __shfl_xor_sync(0xffffffffu, mine, 1);
+            const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
+                                        : (mine & 0xffffu) | (other << 16);
+            o.fs[fo + at + b] = w;
+        }
+    }
+}
+
 // Ten blocks an SM at 48 registers (bf16 keys at head_dim 64, where shared
 // memory takes 11: SmolLM2's; the other forms fit 6 by their shared
 // memory): at 50 this kernel, bound by issuing its instructions, would keep
@@ -628,40 +672,12 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
         const double n = rn[r], y = ry[r];
         const int32_t at = km_split_word(lane, lane & 1);
         const size_t fo = (base + m0 + r) * d;  // the row's feature and split
-        for (int32_t b0 = 0; b0 < d; b0 += 32 * KM_FEAT_GROUP) {
-            // The lane's dimensions b0 + lane, + 32, ...: their divisions at
-            // once, as the chain's.
-            double q[KM_FEAT_GROUP];
-            bool ok = true;
-#pragma unroll
-            for (int32_t g = 0; g < KM_FEAT_GROUP; g++) {
-                bool fast;
-                const int32_t i = min(b0 + 32 * g + lane, d - 1);
-                q[g] = ckv_ddiv_fast((double)ckv_kv_get(x, i), n, y, fast);
-                ok = ok && fast;
-            }
-            if (!ok || n < 1e-30)
-#pragma unroll
-                for (int32_t g = 0; g < KM_FEAT_GROUP; g++)
-                    q[g] = km_feat(x, n, y, min(b0 + 32 * g + lane, d - 1));
-#pragma unroll
-            for (int32_t g = 0; g < KM_FEAT_GROUP; g++) {
-                const int32_t b = b0 + 32 * g, i = b + lane;
-                if (i >= d)
-                    break;
-                const double v = q[g];
-                o.f[fo + i] = v;
-                if (!o.fs)
-                    continue;
-                ckv_bf16 hi, lo;
-                km_split(v, hi, lo);
-                const uint32_t mine = ckv_pack_bf16(hi, lo),
-                               other = __shfl_xor_sync(0xffffffffu, mine, 1);
-                const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
-                                            : (mine & 0xffffu) | (other << 16);
-                o.fs[fo + at + b] = w;
-            }
-        }
+        if (d % 128 == 0)
+            km_feat_store<4>(x, n, y, d, lane, at, fo, o);
+        else if (d % 64 == 0)
+            km_feat_store<2>(x, n, y, d, lane, at, fo, o);
+        else
+            km_feat_store<1>(x, n, y, d, lane, at, fo, o);
     }
 }
 
