@@ -427,7 +427,7 @@ __device__ __forceinline__ bool km_starts(int32_t m, int32_t M, int32_t k)
 // and writing its own row took 2.2 ms at the 8B's 8K decode-time shape, run
 // MG; bf16 keys held as floats took twice the shared memory, half the
 // blocks an SM, for a kernel that waits on its chains: run WC.)
-enum { FEAT_ROWS = 128, KM_FEAT_GROUP = 4 };
+enum { FEAT_ROWS = 128 };
 
 template <typename Elem>
 __host__ __device__ inline int32_t km_feat_stride(int32_t d)
@@ -557,12 +557,14 @@ __device__ __forceinline__ void km_feat_store(const Elem *x, double n, double y,
     }
 }
 
-// Ten blocks an SM at 48 registers (bf16 keys at head_dim 64, where shared
-// memory takes 11: SmolLM2's; the other forms fit 6 by their shared
-// memory): at 50 this kernel, bound by issuing its instructions, would keep
-// 9.
-template <typename Elem>
-__global__ void __launch_bounds__(FEAT_ROWS, 10)
+// Two forms (km_feat_launch): BLOCKS = 10 at 48 registers where shared
+// memory lets more than 6 blocks an SM (bf16 keys at head_dim 64, 11:
+// SmolLM2's; at 50 registers this kernel, bound by issuing its
+// instructions, would keep 9), and BLOCKS = 6 at 80 where it lets 6 or
+// fewer (the 8B's), whose registers cost no blocks and take the chain's
+// divisions CG = 8 at once (4 in the 48: 8 spill 220 bytes there).
+template <typename Elem, int32_t CG, int32_t BLOCKS>
+__global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
                       const int32_t *T, const int32_t *M_of, km_params p)
 {
@@ -610,26 +612,26 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
         }
         n = sqrt(n);
         const double y = ckv_ddiv_rcp(n);
-        // KM_FEAT_GROUP divisions at once, one test of their fast paths (a
+        // CG divisions at once, one test of their fast paths (a
         // division's own branch kept each in turn: the 8B's 128K call, its
         // feature kernel at 6 blocks an SM, 23.41 -> 22.92 and 23.04 ms, runs
         // ZZ41, ZZ42); past d, dimension d - 1 again, unused.
         double s = 0;
-        for (int32_t b = 0; b < d; b += KM_FEAT_GROUP) {
-            double q[KM_FEAT_GROUP];
+        for (int32_t b = 0; b < d; b += CG) {
+            double q[CG];
             bool ok = true;
 #pragma unroll
-            for (int32_t i = 0; i < KM_FEAT_GROUP; i++) {
+            for (int32_t i = 0; i < CG; i++) {
                 bool fast;
                 q[i] = ckv_ddiv_fast((double)ckv_kv_get(x, min(b + i, d - 1)), n, y, fast);
                 ok = ok && fast;
             }
             if (!ok || n < 1e-30)
 #pragma unroll
-                for (int32_t i = 0; i < KM_FEAT_GROUP; i++)
+                for (int32_t i = 0; i < CG; i++)
                     q[i] = km_feat(x, n, y, min(b + i, d - 1));
 #pragma unroll
-            for (int32_t i = 0; i < KM_FEAT_GROUP; i++)
+            for (int32_t i = 0; i < CG; i++)
                 if (b + i < d)
                     s = __dadd_rn(s, __dmul_rn(q[i], q[i]));
         }
@@ -679,6 +681,32 @@ __global__ void __launch_bounds__(FEAT_ROWS, 10)
         else
             km_feat_store<1>(x, n, y, d, lane, at, fo, o);
     }
+}
+
+// km_feature_kernel in the form its shared memory suits: the 80-register
+// one where the 48-register one fits no more than 6 blocks an SM.
+template <typename Elem>
+static ckv_status km_feat_launch(const Elem *keys, const km_feat_out &o, int32_t *dest,
+                                 const ckv_pol *x, dim3 grid, const km_params &kp,
+                                 ckv_error *err)
+{
+    const size_t smem = km_feat_smem<Elem>(x->d);
+    ckv_status st = ckv_pol_allow_smem(km_feature_kernel<Elem, 4, 10>, smem, "cuda kmeans", err);
+    if (st)
+        return st;
+    int blocks = 0;
+    CKV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, km_feature_kernel<Elem, 4, 10>,
+                                                           FEAT_ROWS, smem));
+    if (blocks > 6) {
+        km_feature_kernel<Elem, 4, 10>
+            <<<grid, FEAT_ROWS, smem, x->s>>>(keys, o, dest, x->act, x->T, x->x, kp);
+        return CKV_OK;
+    }
+    if ((st = ckv_pol_allow_smem(km_feature_kernel<Elem, 8, 6>, smem, "cuda kmeans", err)))
+        return st;
+    km_feature_kernel<Elem, 8, 6>
+        <<<grid, FEAT_ROWS, smem, x->s>>>(keys, o, dest, x->act, x->T, x->x, kp);
+    return CKV_OK;
 }
 
 // The reciprocals and scales of k centroids of given norms, as the policy
@@ -3080,14 +3108,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                             x->d);
             return;
         }
-        if ((st = ckv_pol_allow_smem(km_feature_kernel<Elem>, km_feat_smem<Elem>(x->d),
-                                     "cuda kmeans", err)))
-            return;
         const km_feat_out o = {w->f,      w->norm,  fs,        w->cw,     w->cnorm,
                                crec,      w->cscale, own_hdr,   w->ikey,   w->ival,
                                w->redo,   dr.redo_n, own_rec_c, own_side_c};
-        km_feature_kernel<<<over_t, FEAT_ROWS, km_feat_smem<Elem>(x->d), x->s>>>(
-            k, o, w->dest, x->act, x->T, x->x, kp);
+        st = km_feat_launch(k, o, w->dest, x, over_t, kp, err);
     });
     if (st)
         return st;
