@@ -515,9 +515,10 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, 
 
 // A warp's store of one row's feature and split (see km_feature_kernel):
 // the lane's dimensions b0 + lane, + 32, ... + 32 (G - 1) divided at once,
-// one test of their fast paths, as the chain's. G divides d / 32 where it
-// can, so that no division is of a dimension past d (group 4 at SmolLM2's
-// head_dim 64 would divide each row twice over).
+// one test of their fast paths, as the chain's (the 8B's 128K call 22.9 ->
+// 22.55 ms, run ZZ43). G divides d / 32 where it can, so that no division
+// is of a dimension past d (group 4 at SmolLM2's head_dim 64 divided each
+// row twice over: its 128K call 5.46-5.51 -> 5.56 ms, run ZZ44).
 template <int32_t G, typename Elem>
 __device__ __forceinline__ void km_feat_store(const Elem *x, double n, double y, int32_t d,
                                               int32_t lane, int32_t at, size_t fo,
@@ -562,7 +563,8 @@ __device__ __forceinline__ void km_feat_store(const Elem *x, double n, double y,
 // SmolLM2's; at 50 registers this kernel, bound by issuing its
 // instructions, would keep 9), and BLOCKS = 6 at 80 where it lets 6 or
 // fewer (the 8B's), whose registers cost no blocks and take the chain's
-// divisions CG = 8 at once (4 in the 48: 8 spill 220 bytes there).
+// divisions CG = 8 at once (4 in the 48: 8 spill 220 bytes there): the
+// 8B's 128K call 22.5 -> 22.2 ms (run ZZ45).
 template <typename Elem, int32_t CG, int32_t BLOCKS>
 __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
