@@ -453,6 +453,27 @@ __device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int
     return n < 1e-30 ? 0 : ckv_ddiv((double)ckv_kv_get(x, i), n, y);
 }
 
+// Dimensions at(0) .. at(G - 1) of a feature (km_feat's doubles), their
+// divisions issued together with one test of their fast paths: a
+// division's own branch keeps each in turn, a dependent FP64 chain (the
+// 8B's 128K call 23.41 -> 22.92 ms with the norm's chain in fours, runs
+// ZZ41, ZZ42).
+template <int32_t G, typename Elem, typename At>
+__device__ __forceinline__ void km_feats(const Elem *x, double n, double y, At at, double (&q)[G])
+{
+    bool ok = !(n < 1e-30);
+#pragma unroll
+    for (int32_t g = 0; g < G; g++) {
+        bool fast;
+        q[g] = ckv_ddiv_fast((double)ckv_kv_get(x, at(g)), n, y, fast);
+        ok = ok && fast;
+    }
+    if (!ok)
+#pragma unroll
+        for (int32_t g = 0; g < G; g++)
+            q[g] = km_feat(x, n, y, at(g));
+}
+
 // Where km_feature_kernel writes (fs NULL: no splits). With hdr (a
 // call's first assignment with the own pass; the list's axes and scale set
 // by km_own_axes_kernel before), the pass's inputs too: each centroid's sort
@@ -515,10 +536,10 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, 
 
 // A warp's store of one row's feature and split (see km_feature_kernel):
 // the lane's dimensions b0 + lane, + 32, ... + 32 (G - 1) divided at once,
-// one test of their fast paths, as the chain's (the 8B's 128K call 22.9 ->
-// 22.55 ms, run ZZ43). G divides d / 32 where it can, so that no division
-// is of a dimension past d (group 4 at SmolLM2's head_dim 64 divided each
-// row twice over: its 128K call 5.46-5.51 -> 5.56 ms, run ZZ44).
+// as the chain's (km_feats; the 8B's 128K call 22.9 -> 22.55 ms, run
+// ZZ43). G divides d / 32 where it can, so that no division is of a
+// dimension past d (group 4 at SmolLM2's head_dim 64 divided each row
+// twice over: its 128K call 5.46-5.51 -> 5.56 ms, run ZZ44).
 template <int32_t G, typename Elem>
 __device__ __forceinline__ void km_feat_store(const Elem *x, double n, double y, int32_t d,
                                               int32_t lane, int32_t at, size_t fo,
@@ -526,18 +547,7 @@ __device__ __forceinline__ void km_feat_store(const Elem *x, double n, double y,
 {
     for (int32_t b0 = 0; b0 < d; b0 += 32 * G) {
         double q[G];
-        bool ok = true;
-#pragma unroll
-        for (int32_t g = 0; g < G; g++) {
-            bool fast;
-            const int32_t i = min(b0 + 32 * g + lane, d - 1);
-            q[g] = ckv_ddiv_fast((double)ckv_kv_get(x, i), n, y, fast);
-            ok = ok && fast;
-        }
-        if (!ok || n < 1e-30)
-#pragma unroll
-            for (int32_t g = 0; g < G; g++)
-                q[g] = km_feat(x, n, y, min(b0 + 32 * g + lane, d - 1));
+        km_feats(x, n, y, [=](int32_t g) { return min(b0 + 32 * g + lane, d - 1); }, q);
 #pragma unroll
         for (int32_t g = 0; g < G; g++) {
             const int32_t b = b0 + 32 * g, i = b + lane;
@@ -614,24 +624,12 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
         }
         n = sqrt(n);
         const double y = ckv_ddiv_rcp(n);
-        // CG divisions at once, one test of their fast paths (a
-        // division's own branch kept each in turn: the 8B's 128K call, its
-        // feature kernel at 6 blocks an SM, 23.41 -> 22.92 and 23.04 ms, runs
-        // ZZ41, ZZ42); past d, dimension d - 1 again, unused.
+        // CG divisions at once (km_feats); past d, dimension d - 1 again,
+        // unused.
         double s = 0;
         for (int32_t b = 0; b < d; b += CG) {
             double q[CG];
-            bool ok = true;
-#pragma unroll
-            for (int32_t i = 0; i < CG; i++) {
-                bool fast;
-                q[i] = ckv_ddiv_fast((double)ckv_kv_get(x, min(b + i, d - 1)), n, y, fast);
-                ok = ok && fast;
-            }
-            if (!ok || n < 1e-30)
-#pragma unroll
-                for (int32_t i = 0; i < CG; i++)
-                    q[i] = km_feat(x, n, y, min(b + i, d - 1));
+            km_feats(x, n, y, [=](int32_t i) { return min(b + i, d - 1); }, q);
 #pragma unroll
             for (int32_t i = 0; i < CG; i++)
                 if (b + i < d)
