@@ -12,6 +12,7 @@
 
 #include <cub/cub.cuh>
 
+#include "cuda_async_copy.cuh"
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_policy.h"
@@ -365,8 +366,11 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
 }
 
 // A block per window of SHIFT_THREADS * SHIFT_UNROLL (row, V dimensions)
-// elements of a list: each thread loads its elements, the block meets, then
-// each stores them at the new slot. One block walking a list's windows in
+// elements of a list: each thread copies its elements into shared memory
+// (cp.async: no registers held, so six blocks an SM keep loads in flight
+// while others wait on their flags; in registers, at 64 a thread, two
+// blocks of 512 did, 74% of copy: run ZZ35), the block meets, then each
+// stores them at the new slot. One block walking a list's windows in
 // turn left SmolLM2's 90 lists on 90 SMs a window at a time (0.20 ms of its
 // 32K decode-time K-Means call under ncu, 45% of copy bandwidth: run ZH).
 // A row only moves left (newslot[t] <= t), so a window's stores land on
@@ -378,7 +382,7 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
 // Rows that neither move nor merged are not touched. Elements only move: a
 // bf16 row is half an fp32 row's bytes, and 8 bf16 fill the 16 bytes a
 // thread moves as 4 floats do.
-enum { SHIFT_THREADS = 512, SHIFT_UNROLL = 4, SHIFT_WINDOW = SHIFT_THREADS * SHIFT_UNROLL };
+enum { SHIFT_THREADS = 256, SHIFT_UNROLL = 4, SHIFT_WINDOW = SHIFT_THREADS * SHIFT_UNROLL };
 
 // What the shift moves for V elements: the same bytes as 32-bit words where
 // they fill whole words, so 8 bf16 move as 4 floats do (as 16-bit lanes
@@ -388,16 +392,32 @@ using ShiftLanes = typename std::conditional<sizeof(Elem) * V % 4 == 0,
                                              Lanes<uint32_t, sizeof(Elem) * V / 4>,
                                              Lanes<Elem, V>>::type;
 
+// One element's copy into shared memory: cp.async where it takes the size
+// (4, 8 or 16 bytes); a bf16 element alone (odd head_dims) by a load.
+template <typename L>
+__device__ __forceinline__ void shift_stage(L *dst, const L *src)
+{
+    if constexpr (sizeof(L) == 16)
+        ckv_cp_async16(dst, src, true);
+    else if constexpr (sizeof(L) == 8)
+        ckv_cp_async8(dst, src, true);
+    else if constexpr (sizeof(L) == 4)
+        ckv_cp_async4(dst, src, true);
+    else
+        *dst = *src;
+}
+
 // sync: the ticket, then a flag per window ([lists][windows]), zero at the
 // launch.
 template <typename Elem, int V>
-__global__ void __launch_bounds__(SHIFT_THREADS, 2)
+__global__ void __launch_bounds__(SHIFT_THREADS, 6)
     apply_shift_kernel(Elem *k, Elem *v, float *deg, float *score, const float *mdeg,
                        const float *mscore, const int32_t *dest, const int32_t *newslot,
                        const int32_t *run_b, const int32_t *act, const int32_t *T, int32_t *sync,
                        int32_t windows, int32_t cap, int32_t d, bool merges)
 {
     typedef ShiftLanes<Elem, V> L;
+    __shared__ L ks[SHIFT_UNROLL][SHIFT_THREADS], vs[SHIFT_UNROLL][SHIFT_THREADS];
     __shared__ int32_t ticket;
     __shared__ uint32_t reach;  // the lowest element this window stores
     if (threadIdx.x == 0) {
@@ -415,7 +435,6 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 2)
     const uint32_t elems = (uint32_t)T[lh] * (uint32_t)dv, w0 = (uint32_t)win * SHIFT_WINDOW;
     if (w0 >= elems)
         return;  // so are the list's later windows: none waits on this one
-    L kr[SHIFT_UNROLL], vr[SHIFT_UNROLL];
     int32_t to[SHIFT_UNROLL], row_to[SHIFT_UNROLL];  // -1: nothing to store
     bool merged[SHIFT_UNROLL];
     float dg[SHIFT_UNROLL], sc[SHIFT_UNROLL];
@@ -439,14 +458,16 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 2)
         const uint32_t idx = w0 + u * SHIFT_THREADS + threadIdx.x;
         const int32_t t = (int32_t)(idx / dv), i = (int32_t)(idx % dv);
         if (to[u] >= 0) {
-            kr[u] = kl[(size_t)t * dv + i];
-            vr[u] = vl[(size_t)t * dv + i];
+            shift_stage(&ks[u][threadIdx.x], kl + (size_t)t * dv + i);
+            shift_stage(&vs[u][threadIdx.x], vl + (size_t)t * dv + i);
         }
         if (row_to[u] >= 0) {
             dg[u] = merged[u] ? mdeg[base + t] : deg[base + t];
             sc[u] = score ? (merged[u] ? mscore[base + t] : score[base + t]) : 0.0f;
         }
     }
+    ckv_cp_async_commit();
+    ckv_cp_async_wait<0>();
     if (low != UINT32_MAX)
         atomicMin(&reach, low);
     __syncthreads();
@@ -472,8 +493,8 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 2)
     for (int u = 0; u < SHIFT_UNROLL; u++) {
         const int32_t i = (int32_t)((w0 + u * SHIFT_THREADS + threadIdx.x) % (uint32_t)dv);
         if (to[u] >= 0) {
-            kl[(size_t)to[u] * dv + i] = kr[u];
-            vl[(size_t)to[u] * dv + i] = vr[u];
+            kl[(size_t)to[u] * dv + i] = ks[u][threadIdx.x];
+            vl[(size_t)to[u] * dv + i] = vs[u][threadIdx.x];
         }
         if (row_to[u] >= 0) {
             deg[base + row_to[u]] = dg[u];
@@ -516,6 +537,11 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, ckv
     // shift_sync holds these (ckv_pol_apply took it for one element a lane).
     const int32_t windows = shift_windows(x, max_t, V_SHIFT);
     CKV_CUDA(cudaMemsetAsync(w->shift_sync, 0, shift_sync_bytes(x, windows), x->s));
+    // Six blocks' 32 KB of windows an SM only with the largest carveout
+    // (the driver's own choice may stop at five).
+    ckv_status st = ckv_pol_allow_smem(apply_shift_kernel<Elem, V_SHIFT>, 0, "cuda compact", err);
+    if (st)
+        return st;
     apply_shift_kernel<Elem, V_SHIFT><<<x->lists * windows, SHIFT_THREADS, 0, x->s>>>(
         k, v, c->deg, c->score, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act, x->T,
         w->shift_sync, windows, x->cap, x->d, merges);
