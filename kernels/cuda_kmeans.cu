@@ -1441,7 +1441,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 const int32_t lh = l + lane, nr = (rows_in(lh) + AM - 1) / AM,
                               n = nr * slices(nr);
                 int32_t incl = n;
-    #pragma unroll
+#pragma unroll
                 for (int off = 1; off < 32; off *= 2) {
                     const int32_t o = __shfl_up_sync(0xffffffffu, incl, off);
                     if (lane >= off)
@@ -1490,9 +1490,9 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         // The lane's rows wm 16 MT + 16 mt + g + 8 h and their norms.
         double fn[MT][2], lb[MT][2], q[MT][2];
         km_best b[MT][2];
-    #pragma unroll
+#pragma unroll
         for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
+#pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int32_t i = m0 + wm * 16 * MT + 16 * mt + g + 8 * h;
                 fn[mt][h] = i < n ? fnorm[base + row_of(i)] : 0.0;
@@ -1529,13 +1529,13 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             // can take it in every lane. q, the row's bound, is formed again
             // only where lb or the lane's second best changed.
             if (i > 0 && km_shares(i - 1) && !idle) {
-    #pragma unroll
+#pragma unroll
                 for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
+#pragma unroll
                     for (int h = 0; h < 2; h++) {
                         const int row = wm * 16 * MT + 16 * mt + g + 8 * h;
                         double s1 = -INFINITY, s2 = -INFINITY;
-    #pragma unroll
+#pragma unroll
                         for (int w = 0; w < WARPS_N; w++) {
                             const double2 o = tops[w * AM + row];
                             km_top2(s1, s2, o.x, o.y);
@@ -1547,9 +1547,9 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             // The lane's columns j0 + wn 16 + 8 nt + 2 t + e, their norms and
             // reciprocals.
             double cn[2][2], rc[2][2];
-    #pragma unroll
+#pragma unroll
             for (int nt = 0; nt < 2; nt++)
-    #pragma unroll
+#pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
                     cn[nt][e] = j < p.k && !idle ? cnorm[base + j] : 0.0;
@@ -1567,17 +1567,17 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     #pragma unroll(D == 128 ? 8 : 2)
                     for (int32_t k0 = 0; k0 < d4; k0 += 4) {
                         double a[NM][2], bb[2];
-    #pragma unroll
+#pragma unroll
                         for (int mt = 0; mt < NM; mt++) {
                             a[mt][0] = A[16 * mt * stride + k0];
                             a[mt][1] = A[(16 * mt + 8) * stride + k0];
                         }
-    #pragma unroll
+#pragma unroll
                         for (int nt = 0; nt < 2; nt++)
                             bb[nt] = B[8 * nt * stride + k0];
-    #pragma unroll
+#pragma unroll
                         for (int mt = 0; mt < NM; mt++)
-    #pragma unroll
+#pragma unroll
                             for (int nt = 0; nt < 2; nt++)
                                 ckv_mma_f64_m16(acc[mt][nt], a[mt][0], a[mt][1], bb[nt]);
                     }
@@ -1590,15 +1590,15 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                 // First the columns the row's bound q cannot rule out, then those
                 // with the exact cosine: a higher one, or an equal one of lower index,
                 // is the new best (the order of the columns does not matter).
-    #pragma unroll
+#pragma unroll
                 for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
+#pragma unroll
                     for (int h = 0; h < 2; h++) {
                         if (mt > 0 && !second)
                             continue;
                         km_best &r = b[mt][h];
                         unsigned open = 0;
-    #pragma unroll
+#pragma unroll
                         for (int c = 0; c < 4; c++) {
                             const int nt = c / 2, e = c % 2;
                             const int32_t j = j0 + wn * 16 + 8 * nt + 2 * t + e;
@@ -1607,7 +1607,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                         }
                         if (!open)
                             continue;
-    #pragma unroll
+#pragma unroll
                         for (int c = 0; c < 4; c++) {
                             const int nt = c / 2, e = c % 2;
                             if (!(open >> c & 1))
@@ -1628,12 +1628,12 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
                     }
                 // The warp's two best a row, for the next tile's bounds (lb above).
                 if (km_shares(i) && i + 1 < walk) {
-    #pragma unroll
+#pragma unroll
                     for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
+#pragma unroll
                         for (int h = 0; h < 2; h++) {
                             double s1 = b[mt][h].s, s2 = b[mt][h].second;
-    #pragma unroll
+#pragma unroll
                             for (int off = 1; off < 4; off *= 2) {
                                 const double o1 = __shfl_xor_sync(0xffffffffu, s1, off);
                                 const double o2 = __shfl_xor_sync(0xffffffffu, s2, off);
@@ -1651,12 +1651,12 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         ckv_cp_async_wait<0>();
         __syncthreads();  // sm is reused for the partial bests
         km_best *part = reinterpret_cast<km_best *>(sm);
-    #pragma unroll
+#pragma unroll
         for (int mt = 0; mt < MT; mt++)
-    #pragma unroll
+#pragma unroll
             for (int h = 0; h < 2; h++) {
                 km_best r = b[mt][h];
-    #pragma unroll
+#pragma unroll
                 for (int off = 1; off < 4; off *= 2) {
                     const km_best o = {__shfl_xor_sync(0xffffffffu, r.s, off),
                                        __shfl_xor_sync(0xffffffffu, r.second, off),
@@ -1727,19 +1727,25 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
 // BLOCKS: the blocks an SM the registers must allow (16 warps, 128
-// registers a thread, which spills a few dozen bytes; MOVED 24 warps at 80
-// and 78: ptxas -v). MOVED:
+// registers a thread, which spills a few dozen bytes; MOVED 24 warps at 80,
+// a few dozen bytes spilled outside the products: ptxas -v). MOVED:
 // the pass over the moved centroids, about a tile a list at decode time
 // (some 64 moved centroids a list), each block waiting on its rows' loads,
 // its tile's copy and its decisions in turn (820 MB in 0.42 ms, half the
 // copy rate, run ZZ30): one stage, so that more blocks an SM overlap those
 // waits (six at head_dim 64 where registers and two stages held five:
 // 0.419 -> 0.387 ms, ZZ31).
+// RB: the blocks of ROWS rows a block takes in turn, its tile kept where
+// the list has one (MOVED: a block's life was a chain of waits, the rows'
+// loads only its last part, 2.7 TB/s at the 8B's 128K call, run ZZ32; the
+// next block of rows fetched into L2 under a block's walk and decisions
+// keeps DRAM busy through them, and the tile's copy serves RB blocks of
+// rows; 2 at head_dim 64, whose 90 lists would leave a longer tail).
 template <int D, bool MOVED = false>
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
                          NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
-                         STAGES = MOVED ? 1 : 2,
+                         STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
                          BLOCKS = D == 64 ? (MOVED ? 6 : 4) : (MOVED ? 3 : 2);
 };
 
@@ -2004,9 +2010,9 @@ __global__ void
     constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
     extern __shared__ uint4 km_est_sm[];
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
-    const int32_t lh = blockIdx.x, m0 = blockIdx.y * S::ROWS;  // km_estimate's order
+    const int32_t lh = blockIdx.x, b0 = blockIdx.y * S::RB;  // km_estimate's order
     km_est_list L;
-    if (!km_est_list_of<MOVED>(L, a, lh, m0))
+    if (!km_est_list_of<MOVED>(L, a, lh, b0 * S::ROWS))
         return;
     const size_t base = (size_t)lh * a.p.cap;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -2031,115 +2037,133 @@ __global__ void
 
     if (L.tiles > 0)  // none: a restricted list whose update moved no centroid
         copy_stage(0, 0);
-    // The pass's index of the lane's row g + 8 h of its m-tile mt.
-    const auto row_at = [&](int mt, int h) { return m0 + 16 * (MT * warp + mt) + g + 8 * h; };
-    // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
-    // a2, a3 the second), then lo; zeros past the pass's rows.
-    uint32_t ah[MT][KS][4], al[MT][KS][4];
+    for (int32_t rb = 0; rb < S::RB; rb++) {
+        const int32_t m0 = (b0 + rb) * S::ROWS;
+        if (m0 >= L.n)
+            break;  // the whole block together
+        if (rb > 0 && L.tiles > 1)
+            copy_stage(0, 0);  // the walk left its last tile there
+        // The pass's index of the lane's row g + 8 h of its m-tile mt.
+        const auto row_at = [&](int mt, int h) { return m0 + 16 * (MT * warp + mt) + g + 8 * h; };
+        // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
+        // a2, a3 the second), then lo; zeros past the pass's rows.
+        uint32_t ah[MT][KS][4], al[MT][KS][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int32_t i = row_at(mt, h);
-            const bool in = i < L.n;
-            const uint4 *const row =
-                reinterpret_cast<const uint4 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+            for (int h = 0; h < 2; h++) {
+                const int32_t i = row_at(mt, h);
+                const bool in = i < L.n;
+                const uint4 *const row =
+                    reinterpret_cast<const uint4 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
 #pragma unroll
-            for (int s = 0; s < KS; s++) {
-                const uint4 x = in ? row[4 * s] : make_uint4(0, 0, 0, 0);
-                ah[mt][s][h] = x.x;
-                ah[mt][s][2 + h] = x.y;
-                al[mt][s][h] = x.z;
-                al[mt][s][2 + h] = x.w;
+                for (int s = 0; s < KS; s++) {
+                    const uint4 x = in ? row[4 * s] : make_uint4(0, 0, 0, 0);
+                    ah[mt][s][h] = x.x;
+                    ah[mt][s][2 + h] = x.y;
+                    al[mt][s][h] = x.z;
+                    al[mt][s][2 + h] = x.w;
+                }
+            }
+
+        // The lane's rows row_at(mt, h).
+        km_top r[MT][2];
+        float rf[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                km_est_row_start(r[mt][h], rf[mt][h], L, a, base, row_at(mt, h));
+        // km_est_decide's reads of the block's rows (their bounds and clusters:
+        // rows m0 on, the pass taking every row) fetched into L2 under the walk,
+        // which at a tile or two a block would otherwise wait for them after it
+        // (a line more than the rows fill, for a start within a line; none past
+        // the pass's last row).
+        if constexpr (MOVED) {
+            constexpr int TOP_ROWS = 128 / sizeof(float2), CL_ROWS = 128 / sizeof(int32_t),
+                          TOP_LINES = S::ROWS / TOP_ROWS + 1, CL_LINES = S::ROWS / CL_ROWS + 1;
+            const int32_t line = threadIdx.x, last = L.n - 1;
+            if (line < TOP_LINES)
+                km_prefetch_l2(a.dr.top + base + min(m0 + line * TOP_ROWS, last));
+            else if (line < TOP_LINES + CL_LINES)
+                km_prefetch_l2(a.cl + base + min(m0 + (line - TOP_LINES) * CL_ROWS, last));
+        }
+        // The next block of rows' splits and norms into L2 under this one's walk.
+        if (rb + 1 < S::RB) {
+            constexpr int LINE_WORDS = 128 / sizeof(uint32_t), ROW_LINES = D / LINE_WORDS;
+            const int32_t n1 = min(S::ROWS, L.n - m0 - S::ROWS);
+            for (int32_t l = threadIdx.x; l < n1 * ROW_LINES; l += S::THREADS) {
+                const int32_t m = L.row_of(m0 + S::ROWS + l / ROW_LINES);
+                km_prefetch_l2(F + (size_t)m * D + l % ROW_LINES * LINE_WORDS);
+                if (l % ROW_LINES == 0)
+                    km_prefetch_l2(a.fnorm + base + m);
             }
         }
-
-    // The lane's rows row_at(mt, h).
-    km_top r[MT][2];
-    float rf[MT][2];
+        bool cbad = false;  // a column of the lane's outside the estimate's range (scale NaN)
+        for (int32_t i = 0; i < L.tiles; i++) {
+            const int32_t j0 = i * KN, st = i % S::STAGES;
+            if constexpr (S::STAGES == 1) {
+                if (i > 0)
+                    copy_stage(0, j0);
+                ckv_cp_async_wait<0>();
+            } else {
+                if (i + 1 < L.tiles)
+                    copy_stage((i + 1) & 1, j0 + KN);
+                else
+                    ckv_cp_async_commit();  // an empty group keeps the count below
+                ckv_cp_async_wait<1>();
+            }
+            __syncthreads();  // this tile's copies landed for every thread
+            const uint32_t *const B = sm + st * KN * SF + g * SF + 4 * t;
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
+            for (int n0 = 0; n0 < KN / 8; n0 += NB) {
+                float2 rc[NB];
+                km_col_scales(rc, sc + st * KN + 8 * n0 + 2 * t, cbad);
+                // Each k-step's three products (the main one alone over the
+                // moved centroids: KM_EPS_HI) into NB x MT independent
+                // accumulators of the main product and as many of the cross
+                // ones, so that a chain's next mma is NB x MT mma away.
+                constexpr int PARTS = MOVED ? 1 : 3;
+                float acc[MT][NB][4] = {}, cross[MT][NB][4] = {};
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-            km_est_row_start(r[mt][h], rf[mt][h], L, a, base, row_at(mt, h));
-    // km_est_decide's reads of the block's rows (their bounds and clusters:
-    // rows m0 on, the pass taking every row) fetched into L2 under the walk,
-    // which at a tile or two a block would otherwise wait for them after it
-    // (a line more than the rows fill, for a start within a line; none past
-    // the pass's last row).
-    if constexpr (MOVED) {
-        constexpr int TOP_ROWS = 128 / sizeof(float2), CL_ROWS = 128 / sizeof(int32_t),
-                      TOP_LINES = S::ROWS / TOP_ROWS + 1, CL_LINES = S::ROWS / CL_ROWS + 1;
-        const int32_t line = threadIdx.x, last = L.n - 1;
-        if (line < TOP_LINES)
-            km_prefetch_l2(a.dr.top + base + min(m0 + line * TOP_ROWS, last));
-        else if (line < TOP_LINES + CL_LINES)
-            km_prefetch_l2(a.cl + base + min(m0 + (line - TOP_LINES) * CL_ROWS, last));
-    }
-    bool cbad = false;  // a column of the lane's outside the estimate's range (scale NaN)
-    for (int32_t i = 0; i < L.tiles; i++) {
-        const int32_t j0 = i * KN, st = i % S::STAGES;
-        if constexpr (S::STAGES == 1) {
-            if (i > 0)
-                copy_stage(0, j0);
-            ckv_cp_async_wait<0>();
-        } else {
-            if (i + 1 < L.tiles)
-                copy_stage((i + 1) & 1, j0 + KN);
-            else
-                ckv_cp_async_commit();  // an empty group keeps the count below
-            ckv_cp_async_wait<1>();
-        }
-        __syncthreads();  // this tile's copies landed for every thread
-        const uint32_t *const B = sm + st * KN * SF + g * SF + 4 * t;
-#pragma unroll
-        for (int n0 = 0; n0 < KN / 8; n0 += NB) {
-            float2 rc[NB];
-            km_col_scales(rc, sc + st * KN + 8 * n0 + 2 * t, cbad);
-            // Each k-step's three products (the main one alone over the
-            // moved centroids: KM_EPS_HI) into NB x MT independent
-            // accumulators of the main product and as many of the cross
-            // ones, so that a chain's next mma is NB x MT mma away.
-            constexpr int PARTS = MOVED ? 1 : 3;
-            float acc[MT][NB][4] = {}, cross[MT][NB][4] = {};
-#pragma unroll
-            for (int s = 0; s < KS; s++) {
-                uint4 b[NB];
-#pragma unroll
-                for (int nb = 0; nb < NB; nb++)
-                    b[nb] = *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
-#pragma unroll
-                for (int part = 0; part < PARTS; part++)
+                for (int s = 0; s < KS; s++) {
+                    uint4 b[NB];
 #pragma unroll
                     for (int nb = 0; nb < NB; nb++)
+                        b[nb] = *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
 #pragma unroll
-                        for (int mt = 0; mt < MT; mt++) {
-                            const uint32_t *a = part < 2 ? ah[mt][s] : al[mt][s];
-                            ckv_mma_bf16(part ? cross[mt][nb] : acc[mt][nb], a[0], a[1], a[2],
-                                         a[3], part == 1 ? b[nb].z : b[nb].x,
-                                         part == 1 ? b[nb].w : b[nb].y);
-                        }
+                    for (int part = 0; part < PARTS; part++)
+#pragma unroll
+                        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                            for (int mt = 0; mt < MT; mt++) {
+                                const uint32_t *a = part < 2 ? ah[mt][s] : al[mt][s];
+                                ckv_mma_bf16(part ? cross[mt][nb] : acc[mt][nb], a[0], a[1], a[2],
+                                             a[3], part == 1 ? b[nb].z : b[nb].x,
+                                             part == 1 ? b[nb].w : b[nb].y);
+                            }
+                }
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        km_take_cols<NB, MOVED>(r[mt][h], acc[mt], cross[mt], rc, h,
+                                                j0 + 8 * n0 + 2 * t, L.n_col, j0 + KN <= L.n_col);
             }
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    km_take_cols<NB, MOVED>(r[mt][h], acc[mt], cross[mt], rc, h,
-                                            j0 + 8 * n0 + 2 * t, L.n_col, j0 + KN <= L.n_col);
+            __syncthreads();  // every warp is done with this stage before its next copy
         }
-        __syncthreads();  // every warp is done with this stage before its next copy
+        ckv_cp_async_wait<0>();
+        unsigned gaps = UINT_MAX;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const km_top x = km_est_quad(r[mt][h], cbad);
+                if (t == 0)
+                    gaps = min(gaps, km_est_decide<MOVED>(x, rf[mt][h], row_at(mt, h), L, a, lh));
+            }
+        km_note_margins(a.margin + lh, gaps);
     }
-    ckv_cp_async_wait<0>();
-    unsigned gaps = UINT_MAX;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const km_top x = km_est_quad(r[mt][h], cbad);
-            if (t == 0)
-                gaps = min(gaps, km_est_decide<MOVED>(x, rf[mt][h], row_at(mt, h), L, a, lh));
-        }
-    km_note_margins(a.margin + lh, gaps);
 }
 
 // The estimate on Hopper's warpgroup MMA (cuda_wgmma.cuh; calls whose
@@ -2954,8 +2978,8 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
             return;
         }
     using S = km_est_shape<D, MOVED>;
-    km_estimate_kernel<D, MOVED><<<dim3(lists, ckv_pol_blocks(max_m, S::ROWS)), S::THREADS,
-                                   km_est_smem<D, MOVED>(), s>>>(a);
+    km_estimate_kernel<D, MOVED><<<dim3(lists, ckv_pol_blocks(max_m, S::ROWS * S::RB)),
+                                   S::THREADS, km_est_smem<D, MOVED>(), s>>>(a);
 }
 
 // Assigns the middle of every active list (up to max_m rows): the
