@@ -1209,7 +1209,8 @@ static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool 
  * 2^-13; kernels/cuda_kmeans.cu derives their error under 2^-6.98 of the
  * cosine), so v less that lift must lie within 0x1.1p-7 of the largest
  * exact cosine too. */
-static void check_kmeans_moved(int32_t d, int32_t k, int32_t M, int mode, uint64_t seed)
+static void check_kmeans_moved(int32_t d, int32_t k, int32_t M, int32_t step, int mode,
+                               uint64_t seed)
 {
     double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
     double *fn = xmalloc((size_t)M * sizeof *fn), *cn = xmalloc((size_t)k * sizeof *cn);
@@ -1217,7 +1218,7 @@ static void check_kmeans_moved(int32_t d, int32_t k, int32_t M, int mode, uint64
     int32_t *cl = xmalloc((size_t)M * sizeof *cl), *moved = xmalloc((size_t)k * sizeof *moved);
     km_test_data(d, k, M, mode, seed, f, c, fn, cn);
     int32_t nmoved = 0, redo_n = -1;
-    for (int32_t j = 3; j < k; j += 4)
+    for (int32_t j = 3; j < k; j += step)
         moved[nmoved++] = j;
     int32_t want_redo = 0;
     for (int32_t m = 0; m < M; m++) {
@@ -1455,8 +1456,12 @@ int main(int argc, char **argv)
                 check_kmeans_forms(km_dims[i], 2100, 140, KM_WALK, (uint64_t)(170 + i));
                 check_kmeans_forms(km_dims[i], 2100, 100, KM_WALK, (uint64_t)(180 + i));
                 for (int mode = KM_UNIT; mode <= KM_FULL; mode++)
-                    check_kmeans_moved(km_dims[i], 345, 300, mode, (uint64_t)(190 + 4 * i + mode));
-                check_kmeans_moved(km_dims[i], 2100, 300, KM_WALK, (uint64_t)(198 + i));
+                    check_kmeans_moved(km_dims[i], 345, 300, 4, mode,
+                                       (uint64_t)(190 + 4 * i + mode));
+                check_kmeans_moved(km_dims[i], 2100, 300, 4, KM_WALK, (uint64_t)(198 + i));
+                /* 43 moved (one tile, kept across a block's blocks of rows) over
+                 * 513 rows: a block's last block of rows full, then one row. */
+                check_kmeans_moved(km_dims[i], 345, 513, 8, KM_FULL, (uint64_t)(200 + i));
             }
         }
         if (run_sources(dump))
