@@ -453,25 +453,27 @@ __device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int
     return n < 1e-30 ? 0 : ckv_ddiv((double)ckv_kv_get(x, i), n, y);
 }
 
-// Dimensions at(0) .. at(G - 1) of a feature (km_feat's doubles), their
-// divisions issued together with one test of their fast paths: a
-// division's own branch keeps each in turn, a dependent FP64 chain (the
-// 8B's 128K call 23.41 -> 22.92 ms with the norm's chain in fours, runs
-// ZZ41, ZZ42).
-template <int32_t G, typename Elem, typename At>
-__device__ __forceinline__ void km_feats(const Elem *x, double n, double y, At at, double (&q)[G])
+// Dimensions at(0) .. at(G - 1) of R features (km_feat's doubles; row s's
+// key x[s], norm n[s], reciprocal y[s]; q[s * G + g]), their divisions
+// issued together with one test of their fast paths: a division's own
+// branch keeps each in turn, a dependent FP64 chain (the 8B's 128K call
+// 23.41 -> 22.92 ms with the norm's chain in fours, runs ZZ41, ZZ42).
+template <int32_t R, int32_t K, typename Elem, typename At>
+__device__ __forceinline__ void km_feats(const Elem *const *x, const double *n, const double *y,
+                                         At at, double (&q)[K])
 {
-    bool ok = !(n < 1e-30);
+    constexpr int32_t G = K / R;
+    bool ok = true;
 #pragma unroll
-    for (int32_t g = 0; g < G; g++) {
+    for (int32_t k = 0; k < K; k++) {
         bool fast;
-        q[g] = ckv_ddiv_fast((double)ckv_kv_get(x, at(g)), n, y, fast);
-        ok = ok && fast;
+        q[k] = ckv_ddiv_fast((double)ckv_kv_get(x[k / G], at(k % G)), n[k / G], y[k / G], fast);
+        ok = ok && fast && !(n[k / G] < 1e-30);
     }
     if (!ok)
 #pragma unroll
-        for (int32_t g = 0; g < G; g++)
-            q[g] = km_feat(x, n, y, at(g));
+        for (int32_t k = 0; k < K; k++)
+            q[k] = km_feat(x[k / G], n[k / G], y[k / G], at(k % G));
 }
 
 // Where km_feature_kernel writes (fs NULL: no splits). With hdr (a
@@ -534,36 +536,54 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, 
         make_int2(n2, __float_as_int(__fmul_ru(__double2float_ru(sqrt(e2)), 1 + 0x1p-20f)));
 }
 
-// A warp's store of one row's feature and split (see km_feature_kernel):
-// the lane's dimensions b0 + lane, + 32, ... + 32 (G - 1) divided at once,
-// as the chain's (km_feats; the 8B's 128K call 22.9 -> 22.55 ms, run
-// ZZ43). G divides d / 32 where it can, so that no division is of a
-// dimension past d (group 4 at SmolLM2's head_dim 64 divided each row
-// twice over: its 128K call 5.46-5.51 -> 5.56 ms, run ZZ44).
-template <int32_t G, typename Elem>
-__device__ __forceinline__ void km_feat_store(const Elem *x, double n, double y, int32_t d,
-                                              int32_t lane, int32_t at, size_t fo,
+// A warp's store of SR rows' features and splits (see km_feature_kernel):
+// rows r, r + FEAT_ROWS / 32, ... (one past the block's rows: row r again,
+// not stored), the lane's dimensions b0 + lane, + 32, ... + 32 (G - 1) of
+// each divided at once, one test of their fast paths, as the chain's (the
+// 8B's 128K call 22.9 -> 22.55 ms, run ZZ43). G divides d / 32 where it
+// can, so that no division is of a dimension past d (group 4 at SmolLM2's
+// head_dim 64 divided each row twice over: its 128K call 5.46-5.51 -> 5.56
+// ms, run ZZ44).
+template <int32_t G, int32_t SR, typename Elem>
+__device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const double *rn,
+                                              const double *ry, int32_t r, int32_t rows,
+                                              int32_t d, int32_t lane, int32_t at, size_t f0,
                                               const km_feat_out &o)
 {
-    for (int32_t b0 = 0; b0 < d; b0 += 32 * G) {
-        double q[G];
-        km_feats(x, n, y, [=](int32_t g) { return min(b0 + 32 * g + lane, d - 1); }, q);
+    const Elem *x[SR];
+    double n[SR], y[SR];
 #pragma unroll
-        for (int32_t g = 0; g < G; g++) {
-            const int32_t b = b0 + 32 * g, i = b + lane;
-            if (i >= d)
+    for (int32_t s = 0; s < SR; s++) {
+        const int32_t rr = r + s * (FEAT_ROWS / 32) < rows ? r + s * (FEAT_ROWS / 32) : r;
+        x[s] = sm + rr * st;
+        n[s] = rn[rr];
+        y[s] = ry[rr];
+    }
+    for (int32_t b0 = 0; b0 < d; b0 += 32 * G) {
+        double q[SR * G];
+        km_feats<SR>(x, n, y, [=](int32_t g) { return min(b0 + 32 * g + lane, d - 1); }, q);
+#pragma unroll
+        for (int32_t s = 0; s < SR; s++) {
+            if (r + s * (FEAT_ROWS / 32) >= rows)
                 break;
-            const double v = q[g];
-            o.f[fo + i] = v;
-            if (!o.fs)
-                continue;
-            ckv_bf16 hi, lo;
-            km_split(v, hi, lo);
-            const uint32_t mine = ckv_pack_bf16(hi, lo),
-                           other = __shfl_xor_sync(0xffffffffu, mine, 1);
-            const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
-                                        : (mine & 0xffffu) | (other << 16);
-            o.fs[fo + at + b] = w;
+            const size_t fo = f0 + (size_t)(r + s * (FEAT_ROWS / 32)) * d;
+#pragma unroll
+            for (int32_t g = 0; g < G; g++) {
+                const int32_t b = b0 + 32 * g, i = b + lane;
+                if (i >= d)
+                    break;
+                const double v = q[s * G + g];
+                o.f[fo + i] = v;
+                if (!o.fs)
+                    continue;
+                ckv_bf16 hi, lo;
+                km_split(v, hi, lo);
+                const uint32_t mine = ckv_pack_bf16(hi, lo),
+                               other = __shfl_xor_sync(0xffffffffu, mine, 1);
+                const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
+                                            : (mine & 0xffffu) | (other << 16);
+                o.fs[fo + at + b] = w;
+            }
         }
     }
 }
@@ -574,8 +594,9 @@ __device__ __forceinline__ void km_feat_store(const Elem *x, double n, double y,
 // instructions, would keep 9), and BLOCKS = 6 at 80 where it lets 6 or
 // fewer (the 8B's), whose registers cost no blocks and take the chain's
 // divisions CG = 8 at once (4 in the 48: 8 spill 220 bytes there): the
-// 8B's 128K call 22.5 -> 22.2 ms (run ZZ45).
-template <typename Elem, int32_t CG, int32_t BLOCKS>
+// 8B's 128K call 22.5 -> 22.2 ms (run ZZ45); and its store's SR = 2 rows
+// at once.
+template <typename Elem, int32_t CG, int32_t SR, int32_t BLOCKS>
 __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
                       const int32_t *T, const int32_t *M_of, km_params p)
@@ -629,7 +650,7 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
         double s = 0;
         for (int32_t b = 0; b < d; b += CG) {
             double q[CG];
-            km_feats(x, n, y, [=](int32_t i) { return min(b + i, d - 1); }, q);
+            km_feats<1>(&x, &n, &y, [=](int32_t i) { return min(b + i, d - 1); }, q);
 #pragma unroll
             for (int32_t i = 0; i < CG; i++)
                 if (b + i < d)
@@ -669,17 +690,15 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     // again, they were about a third of the loop's instructions: run ZZ10's
     // source page); the word of dimension b + lane is b past the lane's, b a
     // multiple of 16 (km_split_word).
-    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32) {
-        const Elem *const x = sm + r * st;
-        const double n = rn[r], y = ry[r];
-        const int32_t at = km_split_word(lane, lane & 1);
-        const size_t fo = (base + m0 + r) * d;  // the row's feature and split
+    const int32_t at = km_split_word(lane, lane & 1);
+    const size_t f0 = (base + m0) * d;  // the block's first row's feature and split
+    for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32 * SR) {
         if (d % 128 == 0)
-            km_feat_store<4>(x, n, y, d, lane, at, fo, o);
+            km_feat_store<4, SR>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
         else if (d % 64 == 0)
-            km_feat_store<2>(x, n, y, d, lane, at, fo, o);
+            km_feat_store<2, SR>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
         else
-            km_feat_store<1>(x, n, y, d, lane, at, fo, o);
+            km_feat_store<1, SR>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
     }
 }
 
@@ -691,21 +710,19 @@ static ckv_status km_feat_launch(const Elem *keys, const km_feat_out &o, int32_t
                                  ckv_error *err)
 {
     const size_t smem = km_feat_smem<Elem>(x->d);
-    ckv_status st = ckv_pol_allow_smem(km_feature_kernel<Elem, 4, 10>, smem, "cuda kmeans", err);
+    const auto narrow = km_feature_kernel<Elem, 4, 1, 10>, wide = km_feature_kernel<Elem, 8, 2, 6>;
+    ckv_status st = ckv_pol_allow_smem(narrow, smem, "cuda kmeans", err);
     if (st)
         return st;
     int blocks = 0;
-    CKV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, km_feature_kernel<Elem, 4, 10>,
-                                                           FEAT_ROWS, smem));
+    CKV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, narrow, FEAT_ROWS, smem));
     if (blocks > 6) {
-        km_feature_kernel<Elem, 4, 10>
-            <<<grid, FEAT_ROWS, smem, x->s>>>(keys, o, dest, x->act, x->T, x->x, kp);
+        narrow<<<grid, FEAT_ROWS, smem, x->s>>>(keys, o, dest, x->act, x->T, x->x, kp);
         return CKV_OK;
     }
-    if ((st = ckv_pol_allow_smem(km_feature_kernel<Elem, 8, 6>, smem, "cuda kmeans", err)))
+    if ((st = ckv_pol_allow_smem(wide, smem, "cuda kmeans", err)))
         return st;
-    km_feature_kernel<Elem, 8, 6>
-        <<<grid, FEAT_ROWS, smem, x->s>>>(keys, o, dest, x->act, x->T, x->x, kp);
+    wide<<<grid, FEAT_ROWS, smem, x->s>>>(keys, o, dest, x->act, x->T, x->x, kp);
     return CKV_OK;
 }
 
