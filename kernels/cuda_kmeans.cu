@@ -1758,8 +1758,8 @@ enum { KN = 64 };
 // next block of rows fetched into L2 under a block's walk and decisions
 // keeps DRAM busy through them, and the tile's copy serves RB blocks of
 // rows; 2 at head_dim 64, whose 90 lists would leave a longer tail): the
-// 8B's 128K pass 1.835 -> 1.70 ms, though it reads 5.92 GB for 4.96
-// (prefetched lines evicted before their loads), SmolLM2's flat (run ZZ47).
+// 8B's 128K pass 1.835 -> 1.70 ms, SmolLM2's flat (run ZZ47), then 1.59
+// with the rows' loads evict-first (ZZ49).
 template <int D, bool MOVED = false>
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
@@ -2079,8 +2079,10 @@ __global__ void
                 for (int s = 0; s < KS; s++) {
                     // MOVED: evict-first, so that these lines, dead once in
                     // registers, leave L2 before the next block of rows'
-                    // prefetched ones (in LRU order those are the older: the
-                    // pass read 5.92 GB for 4.96 at the 8B's 128K, run ZZ47).
+                    // prefetched ones (in LRU order those are the older): at
+                    // the 8B's 128K the pass read 5.92 GB in 1.70 ms, now
+                    // 4.84 in 1.59 (runs ZZ47, ZZ49; the prefetch at
+                    // evict-last too: 4.96 GB, 1.61 ms).
                     const uint4 x = !in ? make_uint4(0, 0, 0, 0)
                                     : MOVED ? __ldcs(row + 4 * s)
                                             : row[4 * s];
