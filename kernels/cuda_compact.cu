@@ -370,10 +370,10 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
 // (cp.async: no registers held, so six blocks an SM keep loads in flight
 // while others wait on their flags: 83% of copy, the 8B's 128K shift 2.47
 // -> 2.24 ms, run ZZ47; in registers, at 64 a thread, two blocks of 512
-// did, 74%: run ZZ35), the block meets, then each
-// stores them at the new slot. One block walking a list's windows in
-// turn left SmolLM2's 90 lists on 90 SMs a window at a time (0.20 ms of its
-// 32K decode-time K-Means call under ncu, 45% of copy bandwidth: run ZH).
+// did, 74%: run ZZ35), the block meets, then each stores them at the new
+// slot. One block walking a list's windows in turn left SmolLM2's 90 lists
+// on 90 SMs a window at a time (0.20 ms of its 32K decode-time K-Means call
+// under ncu, 45% of copy bandwidth: run ZH).
 // A row only moves left (newslot[t] <= t), so a window's stores land on
 // rows of its own window (loaded before the barrier) or of earlier ones:
 // each block flags its loads done, then waits for the flags of the windows
