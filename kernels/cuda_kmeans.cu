@@ -2572,15 +2572,19 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
     }
 }
 
-// Lloyd step for UPDATE_CLUSTERS clusters a block: each one's normalised
+// Lloyd step for UPDATE_CLUSTERS clusters an item: each one's normalised
 // degree-weighted mean of its members' features, members in slot order;
-// empty clusters and means of norm below 1e-30 keep their centroid, as does
-// a cluster the last assignment did not touch (the same members in the same
-// order would give the same bits); a lone member's feature is its mean, as
-// it is (the CPU's update), so at the first update a cluster that kept only
-// the row that started it is left too (km_first_touch); a block with no
-// cluster touched leaves after its flags. Each sum runs over the members, then
-// the dimensions, in the CPU's order:
+// empty clusters and means of norm below 1e-30 keep their centroid. Only
+// the clusters km_touch_list_kernel listed are formed: a cluster the last
+// assignment did not touch keeps its centroid (the same members in the
+// same order would give the same bits), and a lone member's feature is its
+// mean, as it is (the CPU's update), so at the first update a cluster that
+// kept only the row that started it is left too. An item is 32 of a list's
+// listed clusters, in the list's order; a block takes every gridDim.x-th
+// item (a block for each 32 clusters of every list, nearly all of them
+// leaving after their flags, took 0.739 ms of the 8B's 128K decode-time call
+// for about 64 touched clusters a list, ZZ49). Each sum runs over the
+// members, then the dimensions, in the CPU's order:
 //  - a warp a cluster forms the mean, lane i taking dimensions i, i + 32,
 //    ..., so that a member's feature row is read coalesced (a thread per
 //    cluster read 32 rows a warp load: 5.2 ms an iteration of the 8B's
@@ -2608,6 +2612,21 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 enum { UPDATE_THREADS = 256, UPDATE_WARPS = UPDATE_THREADS / 32, UPDATE_CLUSTERS = 32 };
 constexpr int UPDATE_EACH = UPDATE_CLUSTERS / UPDATE_WARPS;  // a warp's clusters
 
+// touch's buffer: the flags (slots), then the update's list (slots), its
+// counts (1 + lists) and its items (a list's at most km_touch_items(cap),
+// so slots / 32 + lists in all).
+static size_t km_touch_bytes(const ckv_gpu_policy_ws *w)
+{
+    return (2 * w->slots + 1 + 2 * w->lists + w->slots / UPDATE_CLUSTERS) * sizeof(int32_t);
+}
+
+// The items a list of cap slots can have at most (its k <= cap clusters
+// listed), so that item q of list lh is numbered lh times this plus q.
+__host__ __device__ __forceinline__ int32_t km_touch_items(int32_t cap)
+{
+    return (cap + UPDATE_CLUSTERS - 1) / UPDATE_CLUSTERS;
+}
+
 // The block's rows of d doubles, one over d so that lane c's walk down its
 // row and the lanes' reads across one hit distinct banks: the means, then,
 // where there are splits (olds), the old centroids.
@@ -2630,173 +2649,171 @@ __device__ __forceinline__ double km_norm_chain(const double *s, int32_t d)
 }
 
 // Three blocks an SM (80 registers; left to itself ptxas took 64 and
-// spilled the runs' bounds).
+// spilled the runs' bounds), four at head_dim 64 (64 registers: with the
+// items' loop it took 80 there). tl, items and tn as km_touch_list_kernel
+// leaves them.
 template <int D>
-__global__ void __launch_bounds__(UPDATE_THREADS, 3)
+__global__ void __launch_bounds__(UPDATE_THREADS, D == 64 ? 4 : 3)
     km_update_kernel(const double *f, const float *deg, double *cen, uint8_t *cw, double *cnorm,
                      double *crec, float *cscale, uint32_t *cs, uint8_t *cmv, int32_t *moved,
-                     int32_t *nmoved, const int32_t *touch, const int32_t *run_b,
-                     const int32_t *run_e, const int32_t *members, const int32_t *act,
+                     int32_t *nmoved, const int32_t *tl, const int32_t *items, const int32_t *tn,
+                     const int32_t *run_b, const int32_t *run_e, const int32_t *members,
                      const int32_t *M_of, km_params p)
 {
     extern __shared__ double km_update_sm[];
     __shared__ double norm[UPDATE_CLUSTERS];
     __shared__ bool live[UPDATE_CLUSTERS];
-    const int32_t lh = blockIdx.y, j0 = blockIdx.x * UPDATE_CLUSTERS;
-    if (!act[lh] || j0 >= p.k)
-        return;  // the whole block
+    __shared__ int32_t js[UPDATE_CLUSTERS];
     const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, d = D ? D : p.d, st = d + 1;
-    const size_t base = (size_t)lh * p.cap;
-    const float *w = deg + base + p.sinks;
-    // A block none of whose clusters was touched leaves at once (at a
-    // decode-time call's first update nearly all of them: km_first_touch),
-    // its clusters marked unmoved, as the rest of the kernel marks an
-    // untouched one (a stale cmv sends the next assignment over every
-    // centroid: 4.8 ms against 2.2 for SmolLM2's 32K call, run ZZ5).
-    bool tc[UPDATE_EACH], mine = false;
-#pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const int32_t j = j0 + warp + UPDATE_WARPS * e;
-        tc[e] = j < p.k && touch[base + j];
-        mine |= tc[e];
-    }
-    if (!__syncthreads_or(mine)) {
-        if (cs && threadIdx.x < UPDATE_CLUSTERS && j0 + (int32_t)threadIdx.x < p.k)
-            cmv[base + j0 + threadIdx.x] = 0;
-        return;
-    }
-    // The warp's clusters are c = warp + UPDATE_WARPS e: their runs' bounds
-    // and touch flags, then their first members, then those members'
-    // weights and features (into the means' rows) and the old centroids
-    // (for the move, where cs is; into olds) all load before the means, so
-    // that the clusters wait on their loads together. The rows go by
-    // cp.async, a lane the dimensions it later reads, so they hold no
-    // registers: the first members' features had loaded a cluster at a
-    // time, in the means' loop (run YC: 0.73 ms for SmolLM2's first update
-    // at 32K, whose bytes take 0.31; 0.58 ms so, run YD; the 8B's 2.77 ms
-    // did not move: it issues too few instructions a cycle, run YE).
+    const int32_t per_list = km_touch_items(p.cap), n_items = tn[0];
     constexpr int KQ = D ? D / 32 : 1;  // a lane's dimensions of a row at a time
     double *const olds = km_update_sm + UPDATE_CLUSTERS * st;
-    int32_t rb[UPDATE_EACH], re[UPDATE_EACH], first[UPDATE_EACH];
-    double wf[UPDATE_EACH];  // the first members' weights
-    bool one[UPDATE_EACH];   // a lone member of nonzero weight: its feature is the mean
+    for (int32_t item = blockIdx.x; item < n_items; item += gridDim.x) {
+        const int32_t at = items[item], lh = at / per_list, c0 = at % per_list * UPDATE_CLUSTERS;
+        const size_t base = (size_t)lh * p.cap;
+        const float *w = deg + base + p.sinks;
+        // The warp's clusters are c = warp + UPDATE_WARPS e (-1 past the
+        // list's last): their runs' bounds, then their first members, then
+        // those members' weights and features (into the means' rows) and
+        // the old centroids (for the move, where cs is; into olds) all load
+        // before the means, so that the clusters wait on their loads
+        // together. The rows go by cp.async, a lane the dimensions it later
+        // reads, so they hold no registers: the first members' features had
+        // loaded a cluster at a time, in the means' loop (run YC: 0.73 ms for
+        // SmolLM2's first update at 32K, whose bytes take 0.31; 0.58 ms so,
+        // run YD; the 8B's 2.77 ms did not move: it issues too few
+        // instructions a cycle, run YE).
+        const int32_t n = tn[1 + lh] - c0;
+        int32_t jc[UPDATE_EACH], rb[UPDATE_EACH], re[UPDATE_EACH], first[UPDATE_EACH];
+        double wf[UPDATE_EACH];  // the first members' weights
+        bool one[UPDATE_EACH];   // a lone member of nonzero weight: its feature is the mean
 #pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const int32_t j = j0 + warp + UPDATE_WARPS * e;
-        rb[e] = j < p.k ? run_b[base + j] : -1;
-        // run_e is at least 1 wherever run_b >= 0 (runs_kernel), so re >= 0
-        // stands for the touch flag below (where run_b is -1 it is stale).
-        re[e] = tc[e] ? run_e[base + j] : -1;
-    }
-#pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const int32_t c = warp + UPDATE_WARPS * e, j = j0 + c;
-        const bool on = rb[e] >= 0 && re[e] >= 0;
-        if (lane == 0)
-            live[c] = on;
-        if (!on)
-            re[e] = rb[e];  // no members
-        first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
-        if (on && D && cs) {
-            const double *const old = km_cen_row(f, cen, cw[base + j], base, j, M_of[lh], p.k, d);
-            for (int32_t i = lane; i < d; i += 32)
-                ckv_cp_async8(olds + c * st + i, old + i, true);
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            const int32_t c = warp + UPDATE_WARPS * e;
+            jc[e] = c < n ? tl[base + c0 + c] : -1;
         }
-    }
 #pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const bool any = re[e] > rb[e];
-        wf[e] = any ? (double)w[first[e]] : 0.0;
-        one[e] = re[e] - rb[e] == 1 && wf[e] != 0;
-        if (any)
-            for (int32_t i = lane; i < d; i += 32)
-                ckv_cp_async8(km_update_sm + (warp + UPDATE_WARPS * e) * st + i,
-                              f + (base + first[e]) * d + i, true);
-    }
-    ckv_cp_async_commit();
-    ckv_cp_async_wait<0>();  // each lane reads only the dimensions it copied
-    // The later members' weights and KQ dimensions load together, for
-    // every chunk of 32 KQ dimensions (one where D is given; each sum over
-    // the members in slot order as before, so the same bits): a lane had
-    // waited on each of its dimensions' loads in turn.
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            // run_e is at least 1 wherever run_b >= 0 (runs_kernel), so re
+            // >= 0 stands for a listed cluster below (where run_b is -1 it
+            // is stale).
+            rb[e] = jc[e] >= 0 ? run_b[base + jc[e]] : -1;
+            re[e] = jc[e] >= 0 ? run_e[base + jc[e]] : -1;
+        }
 #pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        double *const s = km_update_sm + (warp + UPDATE_WARPS * e) * st;
-        for (int32_t i0 = 0; re[e] > rb[e] && !one[e] && i0 < d; i0 += 32 * KQ) {
-            // The first member's terms from its feature in s (0 + x, as a
-            // sum from 0 forms it); wsum: every lane the same sum.
-            double wsum = __dadd_rn(0.0, wf[e]), a[KQ];
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            const int32_t c = warp + UPDATE_WARPS * e, j = jc[e];
+            const bool on = rb[e] >= 0 && re[e] >= 0;
+            if (lane == 0) {
+                live[c] = on;
+                js[c] = j;
+            }
+            if (!on)
+                re[e] = rb[e];  // no members
+            first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
+            if (on && D && cs) {
+                const double *const old =
+                    km_cen_row(f, cen, cw[base + j], base, j, M_of[lh], p.k, d);
+                for (int32_t i = lane; i < d; i += 32)
+                    ckv_cp_async8(olds + c * st + i, old + i, true);
+            }
+        }
 #pragma unroll
-            for (int q = 0; q < KQ; q++)
-                a[q] = i0 + lane + 32 * q < d ? s[i0 + lane + 32 * q] : 0.0;
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            const bool any = re[e] > rb[e];
+            wf[e] = any ? (double)w[first[e]] : 0.0;
+            one[e] = re[e] - rb[e] == 1 && wf[e] != 0;
+            if (any)
+                for (int32_t i = lane; i < d; i += 32)
+                    ckv_cp_async8(km_update_sm + (warp + UPDATE_WARPS * e) * st + i,
+                                  f + (base + first[e]) * d + i, true);
+        }
+        ckv_cp_async_commit();
+        ckv_cp_async_wait<0>();  // each lane reads only the dimensions it copied
+        // The later members' weights and KQ dimensions load together, for
+        // every chunk of 32 KQ dimensions (one where D is given; each sum
+        // over the members in slot order as before, so the same bits): a
+        // lane had waited on each of its dimensions' loads in turn.
 #pragma unroll
-            for (int q = 0; q < KQ; q++)
-                a[q] = __dadd_rn(0.0, __dmul_rn(wf[e], a[q]));
-            for (int32_t r = rb[e] + 1; r < re[e]; r++) {
-                const int32_t m = members[r];
-                const double wm = (double)w[m];
-                const double *const fm = f + (base + m) * d;  // indexed under the guard
-                wsum = __dadd_rn(wsum, wm);
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            double *const s = km_update_sm + (warp + UPDATE_WARPS * e) * st;
+            for (int32_t i0 = 0; re[e] > rb[e] && !one[e] && i0 < d; i0 += 32 * KQ) {
+                // The first member's terms from its feature in s (0 + x, as
+                // a sum from 0 forms it); wsum: every lane the same sum.
+                double wsum = __dadd_rn(0.0, wf[e]), a[KQ];
+#pragma unroll
+                for (int q = 0; q < KQ; q++)
+                    a[q] = i0 + lane + 32 * q < d ? s[i0 + lane + 32 * q] : 0.0;
+#pragma unroll
+                for (int q = 0; q < KQ; q++)
+                    a[q] = __dadd_rn(0.0, __dmul_rn(wf[e], a[q]));
+                for (int32_t r = rb[e] + 1; r < re[e]; r++) {
+                    const int32_t m = members[r];
+                    const double wm = (double)w[m];
+                    const double *const fm = f + (base + m) * d;  // indexed under the guard
+                    wsum = __dadd_rn(wsum, wm);
+#pragma unroll
+                    for (int q = 0; q < KQ; q++)
+                        if (i0 + lane + 32 * q < d)
+                            a[q] = __dadd_rn(a[q], __dmul_rn(wm, fm[i0 + lane + 32 * q]));
+                }
 #pragma unroll
                 for (int q = 0; q < KQ; q++)
                     if (i0 + lane + 32 * q < d)
-                        a[q] = __dadd_rn(a[q], __dmul_rn(wm, fm[i0 + lane + 32 * q]));
+                        s[i0 + lane + 32 * q] = __ddiv_rn(a[q], wsum);
             }
-#pragma unroll
-            for (int q = 0; q < KQ; q++)
-                if (i0 + lane + 32 * q < d)
-                    s[i0 + lane + 32 * q] = __ddiv_rn(a[q], wsum);
         }
-    }
-    __syncthreads();
-    if (warp == 0 && live[lane])
-        norm[lane] = km_norm_chain<D>(km_update_sm + lane * st, d);
-    __syncthreads();
+        __syncthreads();
+        if (warp == 0 && live[lane])
+            norm[lane] = km_norm_chain<D>(km_update_sm + lane * st, d);
+        __syncthreads();
 #pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const int32_t c = warp + UPDATE_WARPS * e, j = j0 + c;
-        if (j >= p.k)
-            break;
-        const bool on = live[c] && !(norm[c] < 1e-30);  // NaN goes on, as the CPU's
-        if (cs && lane == 0 && !on)
-            cmv[base + j] = 0;  // kept: its bits, so its cosines, unchanged
-        if (!on)
-            continue;
-        const double n = norm[c];
-        double *const s = km_update_sm + c * st, *const cj = cen + (base + j) * d;
-        double move = 0;
-        const double *const o = olds + c * st;
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            const int32_t c = warp + UPDATE_WARPS * e, j = jc[e];
+            if (j < 0)
+                break;  // the list's clusters fill an item's slots in order
+            const bool on = live[c] && !(norm[c] < 1e-30);  // NaN goes on, as the CPU's
+            if (cs && lane == 0 && !on)
+                cmv[base + j] = 0;  // kept: its bits, so its cosines, unchanged
+            if (!on)
+                continue;
+            const double nc = norm[c];
+            double *const s = km_update_sm + c * st, *const cj = cen + (base + j) * d;
+            double move = 0;
+            const double *const o = olds + c * st;
 #pragma unroll(D ? D / 32 : 1)
-        for (int32_t q = 0; lane + 32 * q < d; q++) {
-            // A lone member's feature is already unit (the CPU's update).
-            const double x = one[e] ? s[lane + 32 * q] : __ddiv_rn(s[lane + 32 * q], n);
-            if (D && cs)
-                move += (x - o[lane + 32 * q]) * (x - o[lane + 32 * q]);
-            s[lane + 32 * q] = x;
-            cj[lane + 32 * q] = x;
+            for (int32_t q = 0; lane + 32 * q < d; q++) {
+                // A lone member's feature is already unit (the CPU's update).
+                const double x = one[e] ? s[lane + 32 * q] : __ddiv_rn(s[lane + 32 * q], nc);
+                if (D && cs)
+                    move += (x - o[lane + 32 * q]) * (x - o[lane + 32 * q]);
+                s[lane + 32 * q] = x;
+                cj[lane + 32 * q] = x;
+            }
+            if (lane == 0)
+                cw[base + j] = 1;
+            if (!cs)
+                continue;
+            __syncwarp();  // the lanes' x are visible to the whole warp
+            for (int32_t q = lane; q < d / 4; q += 32)
+                reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(s, q);
+            for (int off = 16; off > 0; off /= 2)
+                move += __shfl_xor_sync(0xffffffffu, move, off);
+            // The squared distance's roundings are far below KM_MOVE's margin
+            // to KM_TAU (a factor of 2); NaN counts as moved.
+            if (lane == 0) {
+                const bool mv = !(move <= KM_MOVE * KM_MOVE);
+                cmv[base + j] = mv;
+                if (mv)
+                    moved[base + atomicAdd(nmoved + lh, 1)] = j;
+            }
         }
-        if (lane == 0)
-            cw[base + j] = 1;
-        if (!cs)
-            continue;
-        __syncwarp();  // the lanes' x are visible to the whole warp
-        for (int32_t q = lane; q < d / 4; q += 32)
-            reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(s, q);
-        for (int off = 16; off > 0; off /= 2)
-            move += __shfl_xor_sync(0xffffffffu, move, off);
-        // The squared distance's roundings are far below KM_MOVE's margin to
-        // KM_TAU (a factor of 2); NaN counts as moved.
-        if (lane == 0) {
-            const bool mv = !(move <= KM_MOVE * KM_MOVE);
-            cmv[base + j] = mv;
-            if (mv)
-                moved[base + atomicAdd(nmoved + lh, 1)] = j;
+        __syncthreads();
+        if (warp == 0 && live[lane] && !(norm[lane] < 1e-30)) {
+            const double nc = km_norm_chain<D>(km_update_sm + lane * st, d);
+            km_set_cnorm(base + js[lane], nc, cnorm, crec, cscale);
         }
-    }
-    __syncthreads();
-    if (warp == 0 && live[lane] && !(norm[lane] < 1e-30)) {
-        const double n = km_norm_chain<D>(km_update_sm + lane * st, d);
-        km_set_cnorm(base + j0 + lane, n, cnorm, crec, cscale);
+        __syncthreads();  // the item's rows and flags read before the next one's
     }
 }
 
@@ -2814,23 +2831,78 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
         cen[(base + j) * p.d + i] = from[i];
 }
 
-// The clusters a call's first update must form (touch): all but those
-// whose only member is the row that started them, whose mean is that row's
-// feature (taken as it is, as the CPU's update takes a lone member's), the
-// centroid they have, with its norms and split. At a decode-time call,
-// B + interval rows into about B clusters, that is nearly every cluster:
-// SmolLM2's 32K call's first update spent 0.49 ms on them (run ZZ3).
-__global__ void km_first_touch_kernel(int32_t *touch, const int32_t *run_b, const int32_t *run_e,
-                                      const int32_t *members, const int32_t *act,
-                                      const int32_t *M_of, km_params p)
+// The clusters an update forms, listed for it (km_update_kernel): those
+// the assignment before it touched, or (touch NULL) a call's first update's,
+// all but those whose only member is the row that started them, whose mean
+// is that row's feature (taken as it is, as the CPU's update takes a lone
+// member's), the centroid they have, with its norms and split. At a
+// decode-time call, B + interval rows into about B clusters, the first
+// update forms about interval clusters a list; without it, nearly every
+// cluster (SmolLM2's 32K call's first update spent 0.49 ms on them, run
+// ZZ3). A list's clusters go to tl[base + i], i < tn[1 + lh], a block's in
+// cluster order from a place it takes with one atomic, and each 32 of
+// them, from i = 32 q, to an item, lh km_touch_items(cap) + q, items[i] for
+// i < tn[0] (tn zeroed before; the items a block starts also take one
+// atomic, so that where every cluster is listed the counter's atomics are a
+// block's, not a warp's). An untouched cluster is marked unmoved here (cmv
+// NULL: not kept), as the update marks a listed one it keeps (a stale cmv
+// sends the next assignment over every centroid: 4.8 ms against 2.2 for
+// SmolLM2's 32K call, run ZZ5).
+enum { TOUCH_THREADS = 256, TOUCH_WARPS = TOUCH_THREADS / 32 };
+__global__ void __launch_bounds__(TOUCH_THREADS)
+    km_touch_list_kernel(int32_t *tl, int32_t *items, int32_t *tn, uint8_t *cmv,
+                         const int32_t *touch, const int32_t *run_b, const int32_t *run_e,
+                         const int32_t *members, const int32_t *act, const int32_t *M_of,
+                         km_params p)
 {
-    const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || j >= p.k)
-        return;
+    __shared__ int32_t at[TOUCH_WARPS];  // the warps' places in the list
+    const int32_t lh = blockIdx.y, j = blockIdx.x * TOUCH_THREADS + threadIdx.x;
+    const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (!act[lh])
+        return;  // the whole block
     const size_t base = (size_t)lh * p.cap;
-    const int32_t rb = run_b[base + j];  // -1: empty (run_e stale)
-    touch[base + j] = rb >= 0 && !(run_e[base + j] - rb == 1 &&
-                                   members[rb] == km_own_row(j, M_of[lh], p.k));
+    bool t = false;
+    if (j < p.k) {
+        if (touch) {
+            t = touch[base + j] != 0;
+        } else {
+            const int32_t rb = run_b[base + j];  // -1: empty (run_e stale)
+            t = rb >= 0 && !(run_e[base + j] - rb == 1 &&
+                             members[rb] == km_own_row(j, M_of[lh], p.k));
+        }
+        if (cmv && !t)
+            cmv[base + j] = 0;
+    }
+    const unsigned mask = __ballot_sync(0xffffffffu, t);
+    if (lane == 0)
+        at[warp] = __popc(mask);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t n = 0;
+#pragma unroll
+        for (int v = 0; v < TOUCH_WARPS; v++) {
+            const int32_t c = at[v];
+            at[v] = n;
+            n += c;
+        }
+        if (n) {
+            const int32_t i = atomicAdd(tn + 1 + lh, n);
+            // The items whose first place, a multiple of 32, is the block's.
+            const int32_t q0 = (i + UPDATE_CLUSTERS - 1) / UPDATE_CLUSTERS;
+            const int32_t q1 = (i + n + UPDATE_CLUSTERS - 1) / UPDATE_CLUSTERS;
+            if (q1 > q0) {
+                const int32_t it = atomicAdd(tn, q1 - q0);
+                for (int32_t q = q0; q < q1; q++)
+                    items[it + q - q0] = lh * km_touch_items(p.cap) + q;
+            }
+#pragma unroll
+            for (int v = 0; v < TOUCH_WARPS; v++)
+                at[v] += i;
+        }
+    }
+    __syncthreads();
+    if (t)
+        tl[base + at[warp] + __popc(mask & ((1u << lane) - 1))] = j;
 }
 
 // Each cluster collapses into its smallest member slot.
@@ -3091,7 +3163,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
-        (st = ckv_pol_take(x, (void **)&w->touch, w->slots * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->touch, km_touch_bytes(w), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
                                    (w->slots + 4 * w->lists) * sizeof(int32_t), err))) ||
@@ -3141,7 +3213,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                   nullptr, nullptr, dr, sp};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
-    const dim3 per_block(ckv_pol_blocks(kp.k, UPDATE_CLUSTERS), x->lists);
+    const dim3 over_k(ckv_pol_blocks(kp.k, TOUCH_THREADS), x->lists);
     if (est) {
         // The own pass's axes before the features (km_feature_kernel forms
         // the records); both counts (moved, redo) start at 0 for it.
@@ -3184,6 +3256,18 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // checks test the skip.
     int32_t *changed = w->chg;
     const size_t touch_bytes = (size_t)x->lists * x->cap * sizeof(int32_t);
+    // The update's list, counts and items after the flags (km_touch_bytes).
+    int32_t *const tl = w->touch + w->slots, *const tn = tl + w->slots;
+    int32_t *const items = tn + 1 + w->lists;
+    // The update's grid: one wave of the blocks the SMs hold, each taking
+    // every upd_wave-th item.
+    const size_t upd_smem = km_update_smem(x->d, cs != nullptr);
+    if ((st = ckv_pol_allow_smem(km_update_of(x->d), upd_smem, "cuda kmeans", err)))
+        return st;
+    int upd_sm = 0;
+    CKV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&upd_sm, km_update_of(x->d),
+                                                           UPDATE_THREADS, upd_smem));
+    const int32_t upd_wave = room.sms * upd_sm;
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
         changed = w->chg + (it & 1) * x->lists;
@@ -3192,8 +3276,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         else
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
-        // touch: the clusters the assignment moves a row from or to; at the
-        // first, km_first_touch's after it.
+        // touch: the clusters the assignment moves a row from or to; none at
+        // the first (km_touch_list_kernel's rule for the first update).
         if (it)
             CKV_CUDA(cudaMemsetAsync(w->touch, 0, touch_bytes, x->s));
         kb.act = live;
@@ -3249,19 +3333,16 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             return st;
         if (it == iters)
             break;  // the final assignment: no update after it
-        if (!it) {
-            km_first_touch_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
-                w->touch, w->run_b, w->run_e, w->ival_out, x->act, x->x, kp);
-            CKV_CUDA_LAUNCHED();
-        }
+        CKV_CUDA(cudaMemsetAsync(tn, 0, (1 + x->lists) * sizeof(int32_t), x->s));
+        km_touch_list_kernel<<<over_k, TOUCH_THREADS, 0, x->s>>>(
+            tl, items, tn, cs ? w->cmv : nullptr, it ? w->touch : nullptr, w->run_b, w->run_e,
+            w->ival_out, changed, x->x, kp);
+        CKV_CUDA_LAUNCHED();
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
-        const size_t upd_smem = km_update_smem(x->d, cs != nullptr);
-        if ((st = ckv_pol_allow_smem(km_update_of(x->d), upd_smem, "cuda kmeans", err)))
-            return st;
-        km_update_of(x->d)<<<per_block, UPDATE_THREADS, upd_smem, x->s>>>(
+        km_update_of(x->d)<<<upd_wave, UPDATE_THREADS, upd_smem, x->s>>>(
             w->f, c->deg, w->cen, w->cw, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
-            w->touch, w->run_b, w->run_e, w->ival_out, changed, x->x, kp);
+            tl, items, tn, w->run_b, w->run_e, w->ival_out, x->x, kp);
         CKV_CUDA_LAUNCHED();
     }
     // The trace's centroids: each active list's k rows of cen, as its last

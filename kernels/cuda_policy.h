@@ -58,8 +58,9 @@ struct ckv_gpu_policy_ws {
     // rows the estimate left to the exact assignment ([lists][capacity],
     // then a count per list), chg two rows of flags a list (an assignment
     // changed a cluster), touch a flag a cluster (an assignment moved a
-    // row from or to it: slots). Where the estimate runs, for the assignments
-    // after an update (cuda_kmeans.cu, km_drift): top each row's two best
+    // row from or to it: slots), then the clusters an update forms, listed
+    // (cuda_kmeans.cu, km_touch_list_kernel). Where the estimate runs, for
+    // the assignments after an update (cuda_kmeans.cu, km_drift): top each row's two best
     // bounds (slots), moved the centroids the update moved (slots, then
     // four counts a list: moved centroids, redo's rows, rows kept, rows
     // the own pass assigned), redo the rows to assign over every centroid
