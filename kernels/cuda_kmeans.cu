@@ -281,6 +281,14 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
     return j + 1 < k && km_own_row(j + 1, M, k) == m ? j + 1 : -1;
 }
 
+// Whether middle row m starts centroid j (km_own_row(j, M, k) == m): 2km <=
+// (2j + 1) M < 2k(m + 1), in integers.
+__device__ __forceinline__ bool km_own_is(int32_t j, int32_t m, int32_t M, int32_t k)
+{
+    const int64_t a = (2 * (int64_t)j + 1) * M, b = 2 * (int64_t)k * m;
+    return b <= a && a < b + 2 * (int64_t)k;
+}
+
 // Centroid j's row of d elements (list base): cen's once an update wrote
 // it (`written`, its flag cw[base + j]), else the row of f, the features,
 // of the middle row that starts it, which it is until then. The same for
@@ -2555,20 +2563,226 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     km_note_margins(a.margin + lh, gaps);
 }
 
-// Sort keys for grouping the middle by cluster; clusters start without a run.
-__global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *ival,
-                                     int32_t *run_b, const int32_t *act, const int32_t *M_of,
-                                     km_params p)
+// The group step: each cluster's members in slot order (ival_out), a run a
+// cluster (run_b, -1 where empty, and run_e: absolute places), as cub's
+// stable sort by cluster gives them, a block a list in two kernels around
+// that sort. At a decode-time call nearly every row m keeps the centroid j
+// it starts (cl[m] = j, km_own_row(j) = m: a home row), so in the sort's
+// order the home rows keep their slot order and the few others (displaced:
+// the rows that start none, those that left their own) fall among them:
+// their places are counted, not sorted. The prep, the sort, the runs and the
+// first update's flags took 0.041 + 0.381 + 0.044 + 0.060 ms of the 8B's
+// 128K call (run ZZ49: cub's fallback, a block a list, six passes of 6
+// bits). A list of more than GROUP_MOST displaced rows (a prefill-time
+// call's) goes to the sort as before.
+enum { GROUP_THREADS = 512, GROUP_EACH = 8, GROUP_MOST = 1024, GROUP_CHUNKS = 1024 };
+
+// [lists] each: the sort's segment ends (empty where the list is counted),
+// the displaced rows' counts; [lists][GROUP_MOST] each: those rows, their
+// clusters.
+struct km_group {
+    int32_t *e, *n, *m, *c;
+};
+
+static size_t km_group_bytes(size_t lists)
 {
-    const int32_t lh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    return lists * (2 + 2 * (size_t)GROUP_MOST) * sizeof(int32_t);
+}
+
+static km_group km_group_at(int32_t *g, size_t lists)
+{
+    return {g, g + lists, g + 2 * lists, g + (2 + GROUP_MOST) * lists};
+}
+
+// A list's displaced rows (in any order); where they are too many, the
+// sort's inputs and no runs yet.
+__global__ void __launch_bounds__(GROUP_THREADS)
+    km_group_scan_kernel(const int32_t *__restrict__ cl, int32_t *__restrict__ ikey,
+                         int32_t *__restrict__ ival, int32_t *__restrict__ run_b, km_group g,
+                         const int32_t *act, const int32_t *seg_b, const int32_t *M_of,
+                         km_params p)
+{
+    __shared__ int32_t n;
+    const int32_t lh = blockIdx.x, lane = threadIdx.x % 32;
+    if (!act[lh]) {
+        if (threadIdx.x == 0)
+            g.e[lh] = seg_b[lh];  // nothing to sort
+        return;
+    }
+    const int32_t M = M_of[lh];
+    const size_t base = (size_t)lh * p.cap, at0 = (size_t)lh * GROUP_MOST;
+    if (threadIdx.x == 0)
+        n = 0;
+    __syncthreads();
+    // GROUP_EACH rows a thread at a time, their loads in flight together.
+    for (int32_t m0 = 0; m0 < M; m0 += GROUP_THREADS * GROUP_EACH) {
+        int32_t c[GROUP_EACH];
+#pragma unroll
+        for (int e = 0; e < GROUP_EACH; e++) {
+            const int32_t m = m0 + e * GROUP_THREADS + threadIdx.x;
+            c[e] = m < M ? cl[base + m] : 0;
+        }
+#pragma unroll
+        for (int e = 0; e < GROUP_EACH; e++) {
+            const int32_t m = m0 + e * GROUP_THREADS + threadIdx.x;
+            const bool out = m < M && !km_own_is(c[e], m, M, p.k);
+            const unsigned b = __ballot_sync(0xffffffffu, out);
+            if (!b)
+                continue;
+            int32_t at = 0;
+            if (lane == 0)
+                at = atomicAdd(&n, __popc(b));
+            at = __shfl_sync(0xffffffffu, at, 0) + __popc(b & ((1u << lane) - 1));
+            if (out && at < GROUP_MOST) {
+                g.m[at0 + at] = m;
+                g.c[at0 + at] = c[e];
+            }
+        }
+    }
+    __syncthreads();
+    const bool sort = n > GROUP_MOST;
+    if (threadIdx.x == 0) {
+        g.n[lh] = n;
+        g.e[lh] = seg_b[lh] + (sort ? M : 0);
+    }
+    if (!sort)
+        return;
+    for (int32_t m = threadIdx.x; m < M; m += GROUP_THREADS) {
+        ikey[base + m] = cl[base + m];
+        ival[base + m] = m;
+    }
+    for (int32_t j = threadIdx.x; j < p.k; j += GROUP_THREADS)
+        run_b[base + j] = -1;
+}
+
+// The first of a[0, n) (ascending) not below v.
+__device__ __forceinline__ int32_t km_lower(const int32_t *a, int32_t n, int32_t v)
+{
+    int32_t lo = 0;
+    while (n > 0) {
+        const int32_t h = n / 2;
+        if (a[lo + h] < v) {
+            lo += h + 1;
+            n -= h + 1;
+        } else {
+            n = h;
+        }
+    }
+    return lo;
+}
+
+// The runs and members of each list km_group_scan_kernel counted, the runs
+// of each it left to the sort; with touch (a call's first assignment), the
+// first update's flags: every cluster but one whose only member is the row
+// that started it (its mean is that row's feature, the centroid it has).
+//
+// The places of a counted list (cl below k for every row): the orphans are
+// the centroids whose row is displaced (sorted by row, so by centroid), the
+// entries the displaced rows sorted by (cluster, row). Before cluster j's
+// run come j - (orphans below j) home rows and the entries of clusters below
+// j; its members are its home row unless j is an orphan, then its entries.
+// An entry (c, m) of rank r has the r entries before it and c - (orphans
+// below c) home rows, one more where c has its home row and that row is
+// below m.
+__global__ void __launch_bounds__(GROUP_THREADS, 2)
+    km_group_runs_kernel(km_group g, const int32_t *__restrict__ ikey_out,
+                         int32_t *__restrict__ ival_out, int32_t *__restrict__ run_b,
+                         int32_t *__restrict__ run_e, int32_t *__restrict__ touch,
+                         const int32_t *act, const int32_t *M_of, km_params p)
+{
+    __shared__ int32_t row[GROUP_MOST], clu[GROUP_MOST], own[GROUP_MOST];  // as scanned
+    __shared__ int32_t kc[GROUP_MOST], km[GROUP_MOST], oc[GROUP_MOST];     // entries, orphans
+    // Chunks of 2^sh clusters: each one's first entry and orphan (one past
+    // the last chunk: their counts).
+    __shared__ int32_t ks[GROUP_CHUNKS + 1], os[GROUP_CHUNKS + 1];
+    __shared__ int32_t n_o;
+    const int32_t lh = blockIdx.x;
     if (!act[lh])
         return;
-    const size_t base = (size_t)lh * p.cap;
-    if (i < p.k)
-        run_b[base + i] = -1;
-    if (i < M_of[lh]) {
-        ikey[base + i] = cl[base + i];
-        ival[base + i] = i;
+    const int32_t M = M_of[lh], k = p.k, D = g.n[lh];
+    const size_t base = (size_t)lh * p.cap, at0 = (size_t)lh * GROUP_MOST;
+    if (D > GROUP_MOST) {  // sorted: its runs as ckv_pol_runs marks them
+        for (int32_t i = threadIdx.x; i < M; i += GROUP_THREADS)
+            ckv_pol_run_mark(ikey_out, base, base + M, base + i, run_b + base, run_e + base);
+        if (!touch)
+            return;
+        __syncthreads();  // the block's bounds before they are read
+        for (int32_t j = threadIdx.x; j < k; j += GROUP_THREADS) {
+            const int32_t rb = run_b[base + j];  // -1: empty (run_e stale)
+            touch[base + j] = rb >= 0 && !(run_e[base + j] - rb == 1 &&
+                                           ival_out[rb] == km_own_row(j, M, k));
+        }
+        return;
+    }
+    if (threadIdx.x == 0)
+        n_o = 0;
+    for (int32_t t = threadIdx.x; t < D; t += GROUP_THREADS) {
+        row[t] = g.m[at0 + t];
+        clu[t] = g.c[at0 + t];
+        own[t] = km_own_of(row[t], M, k);
+    }
+    __syncthreads();
+    for (int32_t t = threadIdx.x; t < D; t += GROUP_THREADS) {
+        const int32_t m = row[t], c = clu[t];
+        int32_t r = 0, ro = 0;
+        for (int32_t s = 0; s < D; s++) {
+            r += clu[s] < c || (clu[s] == c && row[s] < m);
+            ro += own[s] >= 0 && row[s] < m;
+        }
+        kc[r] = c;
+        km[r] = m;
+        if (own[t] >= 0) {
+            oc[ro] = own[t];
+            atomicAdd(&n_o, 1);
+        }
+    }
+    __syncthreads();
+    int32_t sh = 5;  // a warp's 32 clusters in one chunk
+    while (((k - 1) >> sh) >= GROUP_CHUNKS)
+        sh++;
+    const int32_t chunks = ((k - 1) >> sh) + 1, O = n_o;
+    for (int32_t ch = threadIdx.x; ch <= chunks; ch += GROUP_THREADS) {
+        ks[ch] = km_lower(kc, D, ch << sh);
+        os[ch] = km_lower(oc, O, ch << sh);
+    }
+    __syncthreads();
+    // The orphans below cluster c (no) and whether c has its home row.
+    const auto orphans = [&](int32_t c, int32_t &no) {
+        const int32_t ch = c >> sh;
+        no = os[ch];
+        while (no < os[ch + 1] && oc[no] < c)
+            no++;
+        return !(no < os[ch + 1] && oc[no] == c);
+    };
+    const int32_t first = (int32_t)base;
+    for (int32_t j = threadIdx.x; j < k; j += GROUP_THREADS) {
+        int32_t no;
+        const bool home = orphans(j, no);
+        const int32_t ch = j >> sh;
+        int32_t kb = ks[ch];
+        while (kb < ks[ch + 1] && kc[kb] < j)
+            kb++;
+        int32_t ke = kb;
+        while (ke < ks[ch + 1] && kc[ke] == j)
+            ke++;
+        const int32_t at = j - no + kb, n = home + ke - kb;  // the run's place in the list, size
+        run_b[base + j] = n ? first + at : -1;
+        run_e[base + j] = first + at + n;
+        if (home) {
+            const int32_t r = km_own_row(j, M, k);
+            int32_t q = kb;
+            while (q < ke && km[q] < r)
+                q++;
+            ival_out[base + at + q - kb] = r;
+        }
+        if (touch)
+            touch[base + j] = ke > kb;
+    }
+    for (int32_t t = threadIdx.x; t < D; t += GROUP_THREADS) {
+        const int32_t c = kc[t], m = km[t];
+        int32_t no;
+        const bool home = orphans(c, no);
+        ival_out[base + t + c - no + (home && km_own_row(c, M, k) < m)] = m;
     }
 }
 
@@ -2579,7 +2793,8 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 // assignment did not touch keeps its centroid (the same members in the
 // same order would give the same bits), and a lone member's feature is its
 // mean, as it is (the CPU's update), so at the first update a cluster that
-// kept only the row that started it is left too. An item is 32 of a list's
+// kept only the row that started it is left too (km_group_runs_kernel's
+// flags). An item is 32 of a list's
 // listed clusters, in the list's order; a block takes every gridDim.x-th
 // item (a block for each 32 clusters of every list, nearly all of them
 // leaving after their flags, took 0.739 ms of the 8B's 128K decode-time call
@@ -2832,14 +3047,8 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
 }
 
 // The clusters an update forms, listed for it (km_update_kernel): those
-// the assignment before it touched, or (touch NULL) a call's first update's,
-// all but those whose only member is the row that started them, whose mean
-// is that row's feature (taken as it is, as the CPU's update takes a lone
-// member's), the centroid they have, with its norms and split. At a
-// decode-time call, B + interval rows into about B clusters, the first
-// update forms about interval clusters a list; without it, nearly every
-// cluster (SmolLM2's 32K call's first update spent 0.49 ms on them, run
-// ZZ3). A list's clusters go to tl[base + i], i < tn[1 + lh], a block's in
+// whose touch flag is set (by the assignment before it, or at a call's
+// first update by km_group_runs_kernel). A list's clusters go to tl[base + i], i < tn[1 + lh], a block's in
 // cluster order from a place it takes with one atomic, and each 32 of
 // them, from i = 32 q, to an item, lh km_touch_items(cap) + q, items[i] for
 // i < tn[0] (tn zeroed before; the items a block starts also take one
@@ -2851,9 +3060,7 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
 enum { TOUCH_THREADS = 256, TOUCH_WARPS = TOUCH_THREADS / 32 };
 __global__ void __launch_bounds__(TOUCH_THREADS)
     km_touch_list_kernel(int32_t *tl, int32_t *items, int32_t *tn, uint8_t *cmv,
-                         const int32_t *touch, const int32_t *run_b, const int32_t *run_e,
-                         const int32_t *members, const int32_t *act, const int32_t *M_of,
-                         km_params p)
+                         const int32_t *touch, const int32_t *act, km_params p)
 {
     __shared__ int32_t at[TOUCH_WARPS];  // the warps' places in the list
     const int32_t lh = blockIdx.y, j = blockIdx.x * TOUCH_THREADS + threadIdx.x;
@@ -2863,13 +3070,7 @@ __global__ void __launch_bounds__(TOUCH_THREADS)
     const size_t base = (size_t)lh * p.cap;
     bool t = false;
     if (j < p.k) {
-        if (touch) {
-            t = touch[base + j] != 0;
-        } else {
-            const int32_t rb = run_b[base + j];  // -1: empty (run_e stale)
-            t = rb >= 0 && !(run_e[base + j] - rb == 1 &&
-                             members[rb] == km_own_row(j, M_of[lh], p.k));
-        }
+        t = touch[base + j] != 0;
         if (cmv && !t)
             cmv[base + j] = 0;
     }
@@ -3176,6 +3377,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cw, w->slots, err)) ||
         (est && x->own_rows && (st = ckv_pol_take(x, (void **)&w->own_rows, w->slots, err))) ||
         (st = ckv_pol_take(x, &w->ksplit, km_slices_bytes(w->lists), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->grp, km_group_bytes(w->lists), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
@@ -3205,6 +3407,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                                  x->s));
     // The workspace's lists (its largest cache's): the scratch's layout.
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
+    const km_group grp = km_group_at(w->grp, w->lists);
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
     CKV_CUDA(cudaMemsetAsync(sp.n, 0, km_slices_counts(x->lists) * sizeof(int32_t), x->s));
     CKV_CUDA(cudaMemsetAsync(sp.en, 0, km_slice_lists(x->lists) * sizeof(int32_t), x->s));
@@ -3212,7 +3415,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                   cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
-    const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, TOUCH_THREADS), x->lists);
     if (est) {
         // The own pass's axes before the features (km_feature_kernel forms
@@ -3276,8 +3478,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         else
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
-        // touch: the clusters the assignment moves a row from or to; none at
-        // the first (km_touch_list_kernel's rule for the first update).
+        // touch: the clusters the assignment moves a row from or to; at the
+        // first, km_group_runs_kernel's after it.
         if (it)
             CKV_CUDA(cudaMemsetAsync(w->touch, 0, touch_bytes, x->s));
         kb.act = live;
@@ -3288,7 +3490,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         kb.touch = it ? w->touch : nullptr;
         kb.cw = it ? w->cw : nullptr;  // no update has written a centroid before the first
         if (!it && est) {
-            if ((st = ckv_pol_sort_int(x, err)))
+            if ((st = ckv_pol_sort_int(x, x->seg_e, err)))
                 return st;
             km_own_rec_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
                 own_rec_c, own_side_c, w->ikey_out, w->ival_out, w->own, own_side, own_hdr,
@@ -3325,18 +3527,22 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             if (lh == x->lists)
                 break;
         }
-        // Members of each cluster in slot order: a stable sort by cluster.
-        km_group_prep_kernel<<<over_m, 256, 0, x->s>>>(w->cl, w->ikey, w->ival, w->run_b, x->act,
-                                                       x->x, kp);
+        // Members of each cluster in slot order, as a stable sort by cluster
+        // (km_group_runs_kernel), and the first update's flags.
+        km_group_scan_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
+            w->cl, w->ikey, w->ival, w->run_b, grp, x->act, x->seg_b, x->x, kp);
         CKV_CUDA_LAUNCHED();
-        if ((st = ckv_pol_sort_int(x, err)) || (st = ckv_pol_runs(x, max_m, err)))
+        if ((st = ckv_pol_sort_int(x, grp.e, err)))
             return st;
+        km_group_runs_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
+            grp, w->ikey_out, w->ival_out, w->run_b, w->run_e,
+            !it && iters > 0 ? w->touch : nullptr, x->act, x->x, kp);
+        CKV_CUDA_LAUNCHED();
         if (it == iters)
             break;  // the final assignment: no update after it
         CKV_CUDA(cudaMemsetAsync(tn, 0, (1 + x->lists) * sizeof(int32_t), x->s));
         km_touch_list_kernel<<<over_k, TOUCH_THREADS, 0, x->s>>>(
-            tl, items, tn, cs ? w->cmv : nullptr, it ? w->touch : nullptr, w->run_b, w->run_e,
-            w->ival_out, changed, x->x, kp);
+            tl, items, tn, cs ? w->cmv : nullptr, w->touch, changed, kp);
         CKV_CUDA_LAUNCHED();
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
