@@ -2572,8 +2572,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
 // the rows that start none, those that left their own) fall among them:
 // their places are counted, not sorted. The prep, the sort, the runs and the
 // first update's flags took 0.041 + 0.381 + 0.044 + 0.060 ms of the 8B's
-// 128K call (run ZZ49: cub's fallback, a block a list, six passes of 6
-// bits). A list of more than GROUP_MOST displaced rows (a prefill-time
+// 128K call (run ZZ49: cub's fallback, a block a list, six passes over
+// the keys' 32 bits). A list of more than GROUP_MOST displaced rows (a prefill-time
 // call's) goes to the sort as before.
 enum { GROUP_THREADS = 512, GROUP_EACH = 8, GROUP_MOST = 1024, GROUP_CHUNKS = 1024 };
 
@@ -2909,9 +2909,9 @@ __global__ void __launch_bounds__(UPDATE_THREADS, D == 64 ? 4 : 3)
         }
 #pragma unroll
         for (int e = 0; e < UPDATE_EACH; e++) {
-            // run_e is at least 1 wherever run_b >= 0 (runs_kernel), so re
-            // >= 0 stands for a listed cluster below (where run_b is -1 it
-            // is stale).
+            // run_e is at least 1 wherever run_b >= 0 (ckv_pol_run_mark,
+            // km_group_runs_kernel), so re >= 0 stands for a listed cluster
+            // below (where run_b is -1, run_e is not read).
             rb[e] = jc[e] >= 0 ? run_b[base + jc[e]] : -1;
             re[e] = jc[e] >= 0 ? run_e[base + jc[e]] : -1;
         }
@@ -3048,15 +3048,15 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
 
 // The clusters an update forms, listed for it (km_update_kernel): those
 // whose touch flag is set (by the assignment before it, or at a call's
-// first update by km_group_runs_kernel). A list's clusters go to tl[base + i], i < tn[1 + lh], a block's in
-// cluster order from a place it takes with one atomic, and each 32 of
-// them, from i = 32 q, to an item, lh km_touch_items(cap) + q, items[i] for
-// i < tn[0] (tn zeroed before; the items a block starts also take one
-// atomic, so that where every cluster is listed the counter's atomics are a
-// block's, not a warp's). An untouched cluster is marked unmoved here (cmv
-// NULL: not kept), as the update marks a listed one it keeps (a stale cmv
-// sends the next assignment over every centroid: 4.8 ms against 2.2 for
-// SmolLM2's 32K call, run ZZ5).
+// first update by km_group_runs_kernel). A list's clusters go to tl[base +
+// i], i < tn[1 + lh], a block's in cluster order from a place it takes with
+// one atomic, and each 32 of them, from i = 32 q, to an item, lh
+// km_touch_items(cap) + q, items[i] for i < tn[0] (tn zeroed before; the
+// items a block starts also take one atomic, so that where every cluster is
+// listed the counter's atomics are a block's, not a warp's). An untouched
+// cluster is marked unmoved here (cmv NULL: not kept), as the update marks
+// a listed one it keeps (a stale cmv sends the next assignment over every
+// centroid: 4.8 ms against 2.2 for SmolLM2's 32K call, run ZZ5).
 enum { TOUCH_THREADS = 256, TOUCH_WARPS = TOUCH_THREADS / 32 };
 __global__ void __launch_bounds__(TOUCH_THREADS)
     km_touch_list_kernel(int32_t *tl, int32_t *items, int32_t *tn, uint8_t *cmv,
