@@ -2790,16 +2790,15 @@ __global__ void __launch_bounds__(GROUP_THREADS, 2)
 // degree-weighted mean of its members' features, members in slot order;
 // empty clusters and means of norm below 1e-30 keep their centroid. Only
 // the clusters km_touch_list_kernel listed are formed: a cluster the last
-// assignment did not touch keeps its centroid (the same members in the
-// same order would give the same bits), and a lone member's feature is its
-// mean, as it is (the CPU's update), so at the first update a cluster that
-// kept only the row that started it is left too (km_group_runs_kernel's
-// flags). An item is 32 of a list's
-// listed clusters, in the list's order; a block takes every gridDim.x-th
-// item (a block for each 32 clusters of every list, nearly all of them
-// leaving after their flags, took 0.739 ms of the 8B's 128K decode-time call
-// for about 64 touched clusters a list, ZZ49). Each sum runs over the
-// members, then the dimensions, in the CPU's order:
+// assignment did not touch keeps its centroid (the same members in the same
+// order would give the same bits), and a lone member's feature is its mean,
+// as it is (the CPU's update), so at the first update a cluster that kept
+// only the row that started it is left too (km_group_runs_kernel's flags).
+// An item is 32 of a list's listed clusters, in the list's order; a block
+// takes every gridDim.x-th item (a block for each 32 clusters of every
+// list, nearly all of them leaving after their flags, took 0.739 ms of the
+// 8B's 128K decode-time call for about 64 touched clusters a list, ZZ49).
+// Each sum runs over the members, then the dimensions, in the CPU's order:
 //  - a warp a cluster forms the mean, lane i taking dimensions i, i + 32,
 //    ..., so that a member's feature row is read coalesced (a thread per
 //    cluster read 32 rows a warp load: 5.2 ms an iteration of the 8B's
@@ -2909,16 +2908,15 @@ __global__ void __launch_bounds__(UPDATE_THREADS, D == 64 ? 4 : 3)
         }
 #pragma unroll
         for (int e = 0; e < UPDATE_EACH; e++) {
-            // run_e is at least 1 wherever run_b >= 0 (ckv_pol_run_mark,
-            // km_group_runs_kernel), so re >= 0 stands for a listed cluster
-            // below (where run_b is -1, run_e is not read).
+            // A listed cluster's run: run_b -1 where it has no members (its
+            // run_e then unused); both loads issue together.
             rb[e] = jc[e] >= 0 ? run_b[base + jc[e]] : -1;
             re[e] = jc[e] >= 0 ? run_e[base + jc[e]] : -1;
         }
 #pragma unroll
         for (int e = 0; e < UPDATE_EACH; e++) {
             const int32_t c = warp + UPDATE_WARPS * e, j = jc[e];
-            const bool on = rb[e] >= 0 && re[e] >= 0;
+            const bool on = rb[e] >= 0;
             if (lane == 0) {
                 live[c] = on;
                 js[c] = j;

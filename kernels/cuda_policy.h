@@ -49,26 +49,25 @@ struct ckv_gpu_policy_ws {
     // The shift's ticket and window flags (cuda_compact.cu), grown as needed.
     int32_t *shift_sync;
     size_t shift_sync_bytes;
-    // K-Means: features and centroids [lists][capacity][head_dim], taken
-    // at its first use (rows elements each; a centroid's row of cen only
-    // once an update wrote it, cw, before that its starting row's feature:
-    // cuda_kmeans.cu, km_cen_row); split their bf16 splits for
-    // the estimate (features, then centroids from a multiple of 4 words:
-    // twice rows rounded up to 4; taken where the estimate runs), amb the
-    // rows the estimate left to the exact assignment ([lists][capacity],
-    // then a count per list), chg two rows of flags a list (an assignment
-    // changed a cluster), touch a flag a cluster (an assignment moved a
-    // row from or to it: slots), then the clusters an update forms, listed
-    // (cuda_kmeans.cu, km_touch_list_kernel). Where the estimate runs, for
-    // the assignments after an update (cuda_kmeans.cu, km_drift): top each row's two best
-    // bounds (slots), moved the centroids the update moved (slots, then
-    // four counts a list: moved centroids, redo's rows, rows kept, rows
-    // the own pass assigned), redo the rows to assign over every centroid
-    // (slots), cmv a flag a centroid (slots), own the own pass's records
-    // by place and by centroid (slots each), their sides likewise (an int2
-    // a slot), then a header a list; ksplit
-    // the exact kernel's split tiles' bests and counts (cuda_kmeans.cu,
-    // km_slices).
+    // K-Means: features and centroids [lists][capacity][head_dim], taken at
+    // its first use (rows elements each; a centroid's row of cen only once an
+    // update wrote it, cw, before that its starting row's feature:
+    // cuda_kmeans.cu, km_cen_row); split their bf16 splits for the estimate
+    // (features, then centroids from a multiple of 4 words: twice rows
+    // rounded up to 4; taken where the estimate runs), amb the rows the
+    // estimate left to the exact assignment ([lists][capacity], then a count
+    // per list), chg two rows of flags a list (an assignment changed a
+    // cluster), touch a flag a cluster (an assignment moved a row from or to
+    // it: slots), then the clusters an update forms, listed (cuda_kmeans.cu,
+    // km_touch_list_kernel). Where the estimate runs, for the assignments
+    // after an update (cuda_kmeans.cu, km_drift): top each row's two best
+    // bounds (slots), moved the centroids the update moved (slots, then four
+    // counts a list: moved centroids, redo's rows, rows kept, rows the own
+    // pass assigned), redo the rows to assign over every centroid (slots),
+    // cmv a flag a centroid (slots), own the own pass's records by place and
+    // by centroid (slots each), their sides likewise (an int2 a slot), then a
+    // header a list; ksplit the exact kernel's split tiles' bests and counts
+    // (cuda_kmeans.cu, km_slices).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
