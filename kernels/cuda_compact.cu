@@ -150,12 +150,12 @@ ckv_status ckv_pol_top_desc(ckv_pol *x, const int32_t *count, int32_t extra, ckv
 }
 
 // ckv_pol_sort_int's sort (tmp NULL: cub's room into bytes).
-static cudaError_t sort_int_call(ckv_pol *x, void *tmp, size_t &bytes)
+static cudaError_t sort_int_call(ckv_pol *x, const int32_t *seg_e, void *tmp, size_t &bytes)
 {
     ckv_gpu_policy_ws *w = x->ws;
     return cub::DeviceSegmentedSort::StableSortPairs(tmp, bytes, w->ikey, w->ikey_out, w->ival,
                                                      w->ival_out, (int64_t)w->slots,
-                                                     (int64_t)x->lists, x->seg_b, x->seg_e, x->s);
+                                                     (int64_t)x->lists, x->seg_b, seg_e, x->s);
 }
 
 // cub's room for ckv_pol_sort_int: its query depends on the sizes only, so
@@ -163,17 +163,17 @@ static cudaError_t sort_int_call(ckv_pol *x, void *tmp, size_t &bytes)
 static ckv_status sort_int_room(ckv_pol *x, ckv_error *err)
 {
     size_t bytes = 0;
-    CKV_CUDA(sort_int_call(x, NULL, bytes));
+    CKV_CUDA(sort_int_call(x, x->seg_e, NULL, bytes));
     return cub_room(x, bytes, err);
 }
 
-ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err)
+ckv_status ckv_pol_sort_int(ckv_pol *x, const int32_t *seg_e, ckv_error *err)
 {
     ckv_status st = sort_int_room(x, err);
     if (st)
         return st;
     size_t bytes = x->ws->cub_bytes;
-    CKV_CUDA(sort_int_call(x, x->ws->cub, bytes));
+    CKV_CUDA(sort_int_call(x, seg_e, x->ws->cub, bytes));
     return CKV_OK;
 }
 
@@ -188,14 +188,8 @@ __global__ void runs_kernel(const int32_t *key, int32_t *run_b, int32_t *run_e,
         return;
     const int64_t b = seg_b[lh], e = seg_e[lh];
     const int64_t i = b + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= e)
-        return;
-    const int32_t k = key[i];
-    const size_t base = (size_t)lh * cap;
-    if (i == b || key[i - 1] != k)
-        run_b[base + k] = (int32_t)i;
-    if (i == e - 1 || key[i + 1] != k)
-        run_e[base + k] = (int32_t)(i + 1);
+    if (i < e)
+        ckv_pol_run_mark(key, b, e, i, run_b + (size_t)lh * cap, run_e + (size_t)lh * cap);
 }
 
 ckv_status ckv_pol_runs(ckv_pol *x, int32_t max_seg, ckv_error *err)
@@ -618,7 +612,7 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
                                                           merges, x->act, x->T, x->cap);
     CKV_CUDA_LAUNCHED();
     if (merges &&
-        ((st = ckv_pol_sort_int(x, err)) || (st = ckv_pol_runs(x, max_sources, err))))
+        ((st = ckv_pol_sort_int(x, x->seg_e, err)) || (st = ckv_pol_runs(x, max_sources, err))))
         return st;
     if ((st = apply_rows_of(x, max_sources, max_t, err)))
         return st;

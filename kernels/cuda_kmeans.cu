@@ -281,6 +281,14 @@ __device__ __forceinline__ int32_t km_own_of(int32_t m, int32_t M, int32_t k)
     return j + 1 < k && km_own_row(j + 1, M, k) == m ? j + 1 : -1;
 }
 
+// Whether middle row m starts centroid j (km_own_row(j, M, k) == m): 2km <=
+// (2j + 1) M < 2k(m + 1), in integers.
+__device__ __forceinline__ bool km_own_is(int32_t j, int32_t m, int32_t M, int32_t k)
+{
+    const int64_t a = (2 * (int64_t)j + 1) * M, b = 2 * (int64_t)k * m;
+    return b <= a && a < b + 2 * (int64_t)k;
+}
+
 // Centroid j's row of d elements (list base): cen's once an update wrote
 // it (`written`, its flag cw[base + j]), else the row of f, the features,
 // of the middle row that starts it, which it is until then. The same for
@@ -2555,32 +2563,242 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     km_note_margins(a.margin + lh, gaps);
 }
 
-// Sort keys for grouping the middle by cluster; clusters start without a run.
-__global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *ival,
-                                     int32_t *run_b, const int32_t *act, const int32_t *M_of,
-                                     km_params p)
+// The group step: each cluster's members in slot order (ival_out), a run a
+// cluster (run_b, -1 where empty, and run_e: absolute places), as cub's
+// stable sort by cluster gives them, a block a list in two kernels around
+// that sort. At a decode-time call nearly every row m keeps the centroid j
+// it starts (cl[m] = j, km_own_row(j) = m: a home row), so in the sort's
+// order the home rows keep their slot order and the few others (displaced:
+// the rows that start none, those that left their own) fall among them:
+// their places are counted, not sorted. The prep, the sort, the runs and the
+// first update's flags took 0.041 + 0.381 + 0.044 + 0.060 ms of the 8B's
+// 128K call (run ZZ49: cub's fallback, a block a list, six passes over
+// the keys' 32 bits). A list of more than GROUP_MOST displaced rows (a prefill-time
+// call's) goes to the sort as before.
+enum { GROUP_THREADS = 512, GROUP_EACH = 8, GROUP_MOST = 1024, GROUP_CHUNKS = 1024 };
+
+// [lists] each: the sort's segment ends (empty where the list is counted),
+// the displaced rows' counts; [lists][GROUP_MOST] each: those rows, their
+// clusters.
+struct km_group {
+    int32_t *e, *n, *m, *c;
+};
+
+static size_t km_group_bytes(size_t lists)
 {
-    const int32_t lh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    return lists * (2 + 2 * (size_t)GROUP_MOST) * sizeof(int32_t);
+}
+
+static km_group km_group_at(int32_t *g, size_t lists)
+{
+    return {g, g + lists, g + 2 * lists, g + (2 + GROUP_MOST) * lists};
+}
+
+// A list's displaced rows (in any order); where they are too many, the
+// sort's inputs and no runs yet.
+__global__ void __launch_bounds__(GROUP_THREADS)
+    km_group_scan_kernel(const int32_t *__restrict__ cl, int32_t *__restrict__ ikey,
+                         int32_t *__restrict__ ival, int32_t *__restrict__ run_b, km_group g,
+                         const int32_t *act, const int32_t *seg_b, const int32_t *M_of,
+                         km_params p)
+{
+    __shared__ int32_t n;
+    const int32_t lh = blockIdx.x, lane = threadIdx.x % 32;
+    if (!act[lh]) {
+        if (threadIdx.x == 0)
+            g.e[lh] = seg_b[lh];  // nothing to sort
+        return;
+    }
+    const int32_t M = M_of[lh];
+    const size_t base = (size_t)lh * p.cap, at0 = (size_t)lh * GROUP_MOST;
+    if (threadIdx.x == 0)
+        n = 0;
+    __syncthreads();
+    // GROUP_EACH rows a thread at a time, their loads in flight together.
+    for (int32_t m0 = 0; m0 < M; m0 += GROUP_THREADS * GROUP_EACH) {
+        int32_t c[GROUP_EACH];
+#pragma unroll
+        for (int e = 0; e < GROUP_EACH; e++) {
+            const int32_t m = m0 + e * GROUP_THREADS + threadIdx.x;
+            c[e] = m < M ? cl[base + m] : 0;
+        }
+#pragma unroll
+        for (int e = 0; e < GROUP_EACH; e++) {
+            const int32_t m = m0 + e * GROUP_THREADS + threadIdx.x;
+            const bool out = m < M && !km_own_is(c[e], m, M, p.k);
+            const unsigned b = __ballot_sync(0xffffffffu, out);
+            if (!b)
+                continue;
+            int32_t at = 0;
+            if (lane == 0)
+                at = atomicAdd(&n, __popc(b));
+            at = __shfl_sync(0xffffffffu, at, 0) + __popc(b & ((1u << lane) - 1));
+            if (out && at < GROUP_MOST) {
+                g.m[at0 + at] = m;
+                g.c[at0 + at] = c[e];
+            }
+        }
+    }
+    __syncthreads();
+    const bool sort = n > GROUP_MOST;
+    if (threadIdx.x == 0) {
+        g.n[lh] = n;
+        g.e[lh] = seg_b[lh] + (sort ? M : 0);
+    }
+    if (!sort)
+        return;
+    for (int32_t m = threadIdx.x; m < M; m += GROUP_THREADS) {
+        ikey[base + m] = cl[base + m];
+        ival[base + m] = m;
+    }
+    for (int32_t j = threadIdx.x; j < p.k; j += GROUP_THREADS)
+        run_b[base + j] = -1;
+}
+
+// The first of a[0, n) (ascending) not below v.
+__device__ __forceinline__ int32_t km_lower(const int32_t *a, int32_t n, int32_t v)
+{
+    int32_t lo = 0;
+    while (n > 0) {
+        const int32_t h = n / 2;
+        if (a[lo + h] < v) {
+            lo += h + 1;
+            n -= h + 1;
+        } else {
+            n = h;
+        }
+    }
+    return lo;
+}
+
+// The runs and members of each list km_group_scan_kernel counted, the runs
+// of each it left to the sort; with touch (a call's first assignment), the
+// first update's flags: every cluster but one whose only member is the row
+// that started it (its mean is that row's feature, the centroid it has).
+//
+// The places of a counted list (cl below k for every row): the orphans are
+// the centroids whose row is displaced (sorted by row, so by centroid), the
+// entries the displaced rows sorted by (cluster, row). Before cluster j's
+// run come j - (orphans below j) home rows and the entries of clusters below
+// j; its members are its home row unless j is an orphan, then its entries.
+// An entry (c, m) of rank r has the r entries before it and c - (orphans
+// below c) home rows, one more where c has its home row and that row is
+// below m.
+__global__ void __launch_bounds__(GROUP_THREADS, 2)
+    km_group_runs_kernel(km_group g, const int32_t *__restrict__ ikey_out,
+                         int32_t *__restrict__ ival_out, int32_t *__restrict__ run_b,
+                         int32_t *__restrict__ run_e, int32_t *__restrict__ touch,
+                         const int32_t *act, const int32_t *M_of, km_params p)
+{
+    __shared__ int32_t row[GROUP_MOST], clu[GROUP_MOST], own[GROUP_MOST];  // as scanned
+    __shared__ int32_t kc[GROUP_MOST], km[GROUP_MOST], oc[GROUP_MOST];     // entries, orphans
+    // Chunks of 2^sh clusters: each one's first entry and orphan (one past
+    // the last chunk: their counts).
+    __shared__ int32_t ks[GROUP_CHUNKS + 1], os[GROUP_CHUNKS + 1];
+    __shared__ int32_t n_o;
+    const int32_t lh = blockIdx.x;
     if (!act[lh])
         return;
-    const size_t base = (size_t)lh * p.cap;
-    if (i < p.k)
-        run_b[base + i] = -1;
-    if (i < M_of[lh]) {
-        ikey[base + i] = cl[base + i];
-        ival[base + i] = i;
+    const int32_t M = M_of[lh], k = p.k, D = g.n[lh];
+    const size_t base = (size_t)lh * p.cap, at0 = (size_t)lh * GROUP_MOST;
+    if (D > GROUP_MOST) {  // sorted: its runs as ckv_pol_runs marks them
+        for (int32_t i = threadIdx.x; i < M; i += GROUP_THREADS)
+            ckv_pol_run_mark(ikey_out, base, base + M, base + i, run_b + base, run_e + base);
+        if (!touch)
+            return;
+        __syncthreads();  // the block's bounds before they are read
+        for (int32_t j = threadIdx.x; j < k; j += GROUP_THREADS) {
+            const int32_t rb = run_b[base + j];  // -1: empty (run_e stale)
+            touch[base + j] = rb >= 0 && !(run_e[base + j] - rb == 1 &&
+                                           ival_out[rb] == km_own_row(j, M, k));
+        }
+        return;
+    }
+    if (threadIdx.x == 0)
+        n_o = 0;
+    for (int32_t t = threadIdx.x; t < D; t += GROUP_THREADS) {
+        row[t] = g.m[at0 + t];
+        clu[t] = g.c[at0 + t];
+        own[t] = km_own_of(row[t], M, k);
+    }
+    __syncthreads();
+    for (int32_t t = threadIdx.x; t < D; t += GROUP_THREADS) {
+        const int32_t m = row[t], c = clu[t];
+        int32_t r = 0, ro = 0;
+        for (int32_t s = 0; s < D; s++) {
+            r += clu[s] < c || (clu[s] == c && row[s] < m);
+            ro += own[s] >= 0 && row[s] < m;
+        }
+        kc[r] = c;
+        km[r] = m;
+        if (own[t] >= 0) {
+            oc[ro] = own[t];
+            atomicAdd(&n_o, 1);
+        }
+    }
+    __syncthreads();
+    int32_t sh = 5;  // a warp's 32 clusters in one chunk
+    while (((k - 1) >> sh) >= GROUP_CHUNKS)
+        sh++;
+    const int32_t chunks = ((k - 1) >> sh) + 1, O = n_o;
+    for (int32_t ch = threadIdx.x; ch <= chunks; ch += GROUP_THREADS) {
+        ks[ch] = km_lower(kc, D, ch << sh);
+        os[ch] = km_lower(oc, O, ch << sh);
+    }
+    __syncthreads();
+    // The orphans below cluster c (no) and whether c has its home row.
+    const auto orphans = [&](int32_t c, int32_t &no) {
+        const int32_t ch = c >> sh;
+        no = os[ch];
+        while (no < os[ch + 1] && oc[no] < c)
+            no++;
+        return !(no < os[ch + 1] && oc[no] == c);
+    };
+    const int32_t first = (int32_t)base;
+    for (int32_t j = threadIdx.x; j < k; j += GROUP_THREADS) {
+        int32_t no;
+        const bool home = orphans(j, no);
+        const int32_t ch = j >> sh;
+        int32_t kb = ks[ch];
+        while (kb < ks[ch + 1] && kc[kb] < j)
+            kb++;
+        int32_t ke = kb;
+        while (ke < ks[ch + 1] && kc[ke] == j)
+            ke++;
+        const int32_t at = j - no + kb, n = home + ke - kb;  // the run's place in the list, size
+        run_b[base + j] = n ? first + at : -1;
+        run_e[base + j] = first + at + n;
+        if (home) {
+            const int32_t r = km_own_row(j, M, k);
+            int32_t q = kb;
+            while (q < ke && km[q] < r)
+                q++;
+            ival_out[base + at + q - kb] = r;
+        }
+        if (touch)
+            touch[base + j] = ke > kb;
+    }
+    for (int32_t t = threadIdx.x; t < D; t += GROUP_THREADS) {
+        const int32_t c = kc[t], m = km[t];
+        int32_t no;
+        const bool home = orphans(c, no);
+        ival_out[base + t + c - no + (home && km_own_row(c, M, k) < m)] = m;
     }
 }
 
-// Lloyd step for UPDATE_CLUSTERS clusters a block: each one's normalised
+// Lloyd step for UPDATE_CLUSTERS clusters an item: each one's normalised
 // degree-weighted mean of its members' features, members in slot order;
-// empty clusters and means of norm below 1e-30 keep their centroid, as does
-// a cluster the last assignment did not touch (the same members in the same
-// order would give the same bits); a lone member's feature is its mean, as
-// it is (the CPU's update), so at the first update a cluster that kept only
-// the row that started it is left too (km_first_touch); a block with no
-// cluster touched leaves after its flags. Each sum runs over the members, then
-// the dimensions, in the CPU's order:
+// empty clusters and means of norm below 1e-30 keep their centroid. Only
+// the clusters km_touch_list_kernel listed are formed: a cluster the last
+// assignment did not touch keeps its centroid (the same members in the same
+// order would give the same bits), and a lone member's feature is its mean,
+// as it is (the CPU's update), so at the first update a cluster that kept
+// only the row that started it is left too (km_group_runs_kernel's flags).
+// An item is 32 of a list's listed clusters, in the list's order; a block
+// takes every gridDim.x-th item (a block for each 32 clusters of every
+// list, nearly all of them leaving after their flags, took 0.739 ms of the
+// 8B's 128K decode-time call for about 64 touched clusters a list, ZZ49).
+// Each sum runs over the members, then the dimensions, in the CPU's order:
 //  - a warp a cluster forms the mean, lane i taking dimensions i, i + 32,
 //    ..., so that a member's feature row is read coalesced (a thread per
 //    cluster read 32 rows a warp load: 5.2 ms an iteration of the 8B's
@@ -2608,6 +2826,21 @@ __global__ void km_group_prep_kernel(const int32_t *cl, int32_t *ikey, int32_t *
 enum { UPDATE_THREADS = 256, UPDATE_WARPS = UPDATE_THREADS / 32, UPDATE_CLUSTERS = 32 };
 constexpr int UPDATE_EACH = UPDATE_CLUSTERS / UPDATE_WARPS;  // a warp's clusters
 
+// touch's buffer: the flags (slots), then the update's list (slots), its
+// counts (1 + lists) and its items (a list's at most km_touch_items(cap),
+// so slots / 32 + lists in all).
+static size_t km_touch_bytes(const ckv_gpu_policy_ws *w)
+{
+    return (2 * w->slots + 1 + 2 * w->lists + w->slots / UPDATE_CLUSTERS) * sizeof(int32_t);
+}
+
+// The items a list of cap slots can have at most (its k <= cap clusters
+// listed), so that item q of list lh is numbered lh times this plus q.
+__host__ __device__ __forceinline__ int32_t km_touch_items(int32_t cap)
+{
+    return (cap + UPDATE_CLUSTERS - 1) / UPDATE_CLUSTERS;
+}
+
 // The block's rows of d doubles, one over d so that lane c's walk down its
 // row and the lanes' reads across one hit distinct banks: the means, then,
 // where there are splits (olds), the old centroids.
@@ -2630,173 +2863,170 @@ __device__ __forceinline__ double km_norm_chain(const double *s, int32_t d)
 }
 
 // Three blocks an SM (80 registers; left to itself ptxas took 64 and
-// spilled the runs' bounds).
+// spilled the runs' bounds), four at head_dim 64 (64 registers: with the
+// items' loop it took 80 there). tl, items and tn as km_touch_list_kernel
+// leaves them.
 template <int D>
-__global__ void __launch_bounds__(UPDATE_THREADS, 3)
+__global__ void __launch_bounds__(UPDATE_THREADS, D == 64 ? 4 : 3)
     km_update_kernel(const double *f, const float *deg, double *cen, uint8_t *cw, double *cnorm,
                      double *crec, float *cscale, uint32_t *cs, uint8_t *cmv, int32_t *moved,
-                     int32_t *nmoved, const int32_t *touch, const int32_t *run_b,
-                     const int32_t *run_e, const int32_t *members, const int32_t *act,
+                     int32_t *nmoved, const int32_t *tl, const int32_t *items, const int32_t *tn,
+                     const int32_t *run_b, const int32_t *run_e, const int32_t *members,
                      const int32_t *M_of, km_params p)
 {
     extern __shared__ double km_update_sm[];
     __shared__ double norm[UPDATE_CLUSTERS];
     __shared__ bool live[UPDATE_CLUSTERS];
-    const int32_t lh = blockIdx.y, j0 = blockIdx.x * UPDATE_CLUSTERS;
-    if (!act[lh] || j0 >= p.k)
-        return;  // the whole block
+    __shared__ int32_t js[UPDATE_CLUSTERS];
     const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, d = D ? D : p.d, st = d + 1;
-    const size_t base = (size_t)lh * p.cap;
-    const float *w = deg + base + p.sinks;
-    // A block none of whose clusters was touched leaves at once (at a
-    // decode-time call's first update nearly all of them: km_first_touch),
-    // its clusters marked unmoved, as the rest of the kernel marks an
-    // untouched one (a stale cmv sends the next assignment over every
-    // centroid: 4.8 ms against 2.2 for SmolLM2's 32K call, run ZZ5).
-    bool tc[UPDATE_EACH], mine = false;
-#pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const int32_t j = j0 + warp + UPDATE_WARPS * e;
-        tc[e] = j < p.k && touch[base + j];
-        mine |= tc[e];
-    }
-    if (!__syncthreads_or(mine)) {
-        if (cs && threadIdx.x < UPDATE_CLUSTERS && j0 + (int32_t)threadIdx.x < p.k)
-            cmv[base + j0 + threadIdx.x] = 0;
-        return;
-    }
-    // The warp's clusters are c = warp + UPDATE_WARPS e: their runs' bounds
-    // and touch flags, then their first members, then those members'
-    // weights and features (into the means' rows) and the old centroids
-    // (for the move, where cs is; into olds) all load before the means, so
-    // that the clusters wait on their loads together. The rows go by
-    // cp.async, a lane the dimensions it later reads, so they hold no
-    // registers: the first members' features had loaded a cluster at a
-    // time, in the means' loop (run YC: 0.73 ms for SmolLM2's first update
-    // at 32K, whose bytes take 0.31; 0.58 ms so, run YD; the 8B's 2.77 ms
-    // did not move: it issues too few instructions a cycle, run YE).
+    const int32_t per_list = km_touch_items(p.cap), n_items = tn[0];
     constexpr int KQ = D ? D / 32 : 1;  // a lane's dimensions of a row at a time
     double *const olds = km_update_sm + UPDATE_CLUSTERS * st;
-    int32_t rb[UPDATE_EACH], re[UPDATE_EACH], first[UPDATE_EACH];
-    double wf[UPDATE_EACH];  // the first members' weights
-    bool one[UPDATE_EACH];   // a lone member of nonzero weight: its feature is the mean
+    for (int32_t item = blockIdx.x; item < n_items; item += gridDim.x) {
+        const int32_t at = items[item], lh = at / per_list, c0 = at % per_list * UPDATE_CLUSTERS;
+        const size_t base = (size_t)lh * p.cap;
+        const float *w = deg + base + p.sinks;
+        // The warp's clusters are c = warp + UPDATE_WARPS e (-1 past the
+        // list's last): their runs' bounds, then their first members, then
+        // those members' weights and features (into the means' rows) and
+        // the old centroids (for the move, where cs is; into olds) all load
+        // before the means, so that the clusters wait on their loads
+        // together. The rows go by cp.async, a lane the dimensions it later
+        // reads, so they hold no registers: the first members' features had
+        // loaded a cluster at a time, in the means' loop (run YC: 0.73 ms for
+        // SmolLM2's first update at 32K, whose bytes take 0.31; 0.58 ms so,
+        // run YD; the 8B's 2.77 ms did not move: it issues too few
+        // instructions a cycle, run YE).
+        const int32_t n = tn[1 + lh] - c0;
+        int32_t jc[UPDATE_EACH], rb[UPDATE_EACH], re[UPDATE_EACH], first[UPDATE_EACH];
+        double wf[UPDATE_EACH];  // the first members' weights
+        bool one[UPDATE_EACH];   // a lone member of nonzero weight: its feature is the mean
 #pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const int32_t j = j0 + warp + UPDATE_WARPS * e;
-        rb[e] = j < p.k ? run_b[base + j] : -1;
-        // run_e is at least 1 wherever run_b >= 0 (runs_kernel), so re >= 0
-        // stands for the touch flag below (where run_b is -1 it is stale).
-        re[e] = tc[e] ? run_e[base + j] : -1;
-    }
-#pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const int32_t c = warp + UPDATE_WARPS * e, j = j0 + c;
-        const bool on = rb[e] >= 0 && re[e] >= 0;
-        if (lane == 0)
-            live[c] = on;
-        if (!on)
-            re[e] = rb[e];  // no members
-        first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
-        if (on && D && cs) {
-            const double *const old = km_cen_row(f, cen, cw[base + j], base, j, M_of[lh], p.k, d);
-            for (int32_t i = lane; i < d; i += 32)
-                ckv_cp_async8(olds + c * st + i, old + i, true);
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            const int32_t c = warp + UPDATE_WARPS * e;
+            jc[e] = c < n ? tl[base + c0 + c] : -1;
         }
-    }
 #pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const bool any = re[e] > rb[e];
-        wf[e] = any ? (double)w[first[e]] : 0.0;
-        one[e] = re[e] - rb[e] == 1 && wf[e] != 0;
-        if (any)
-            for (int32_t i = lane; i < d; i += 32)
-                ckv_cp_async8(km_update_sm + (warp + UPDATE_WARPS * e) * st + i,
-                              f + (base + first[e]) * d + i, true);
-    }
-    ckv_cp_async_commit();
-    ckv_cp_async_wait<0>();  // each lane reads only the dimensions it copied
-    // The later members' weights and KQ dimensions load together, for
-    // every chunk of 32 KQ dimensions (one where D is given; each sum over
-    // the members in slot order as before, so the same bits): a lane had
-    // waited on each of its dimensions' loads in turn.
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            // A listed cluster's run: run_b -1 where it has no members (its
+            // run_e then unused); both loads issue together.
+            rb[e] = jc[e] >= 0 ? run_b[base + jc[e]] : -1;
+            re[e] = jc[e] >= 0 ? run_e[base + jc[e]] : -1;
+        }
 #pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        double *const s = km_update_sm + (warp + UPDATE_WARPS * e) * st;
-        for (int32_t i0 = 0; re[e] > rb[e] && !one[e] && i0 < d; i0 += 32 * KQ) {
-            // The first member's terms from its feature in s (0 + x, as a
-            // sum from 0 forms it); wsum: every lane the same sum.
-            double wsum = __dadd_rn(0.0, wf[e]), a[KQ];
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            const int32_t c = warp + UPDATE_WARPS * e, j = jc[e];
+            const bool on = rb[e] >= 0;
+            if (lane == 0) {
+                live[c] = on;
+                js[c] = j;
+            }
+            if (!on)
+                re[e] = rb[e];  // no members
+            first[e] = re[e] > rb[e] ? members[rb[e]] : 0;
+            if (on && D && cs) {
+                const double *const old =
+                    km_cen_row(f, cen, cw[base + j], base, j, M_of[lh], p.k, d);
+                for (int32_t i = lane; i < d; i += 32)
+                    ckv_cp_async8(olds + c * st + i, old + i, true);
+            }
+        }
 #pragma unroll
-            for (int q = 0; q < KQ; q++)
-                a[q] = i0 + lane + 32 * q < d ? s[i0 + lane + 32 * q] : 0.0;
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            const bool any = re[e] > rb[e];
+            wf[e] = any ? (double)w[first[e]] : 0.0;
+            one[e] = re[e] - rb[e] == 1 && wf[e] != 0;
+            if (any)
+                for (int32_t i = lane; i < d; i += 32)
+                    ckv_cp_async8(km_update_sm + (warp + UPDATE_WARPS * e) * st + i,
+                                  f + (base + first[e]) * d + i, true);
+        }
+        ckv_cp_async_commit();
+        ckv_cp_async_wait<0>();  // each lane reads only the dimensions it copied
+        // The later members' weights and KQ dimensions load together, for
+        // every chunk of 32 KQ dimensions (one where D is given; each sum
+        // over the members in slot order as before, so the same bits): a
+        // lane had waited on each of its dimensions' loads in turn.
 #pragma unroll
-            for (int q = 0; q < KQ; q++)
-                a[q] = __dadd_rn(0.0, __dmul_rn(wf[e], a[q]));
-            for (int32_t r = rb[e] + 1; r < re[e]; r++) {
-                const int32_t m = members[r];
-                const double wm = (double)w[m];
-                const double *const fm = f + (base + m) * d;  // indexed under the guard
-                wsum = __dadd_rn(wsum, wm);
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            double *const s = km_update_sm + (warp + UPDATE_WARPS * e) * st;
+            for (int32_t i0 = 0; re[e] > rb[e] && !one[e] && i0 < d; i0 += 32 * KQ) {
+                // The first member's terms from its feature in s (0 + x, as
+                // a sum from 0 forms it); wsum: every lane the same sum.
+                double wsum = __dadd_rn(0.0, wf[e]), a[KQ];
+#pragma unroll
+                for (int q = 0; q < KQ; q++)
+                    a[q] = i0 + lane + 32 * q < d ? s[i0 + lane + 32 * q] : 0.0;
+#pragma unroll
+                for (int q = 0; q < KQ; q++)
+                    a[q] = __dadd_rn(0.0, __dmul_rn(wf[e], a[q]));
+                for (int32_t r = rb[e] + 1; r < re[e]; r++) {
+                    const int32_t m = members[r];
+                    const double wm = (double)w[m];
+                    const double *const fm = f + (base + m) * d;  // indexed under the guard
+                    wsum = __dadd_rn(wsum, wm);
+#pragma unroll
+                    for (int q = 0; q < KQ; q++)
+                        if (i0 + lane + 32 * q < d)
+                            a[q] = __dadd_rn(a[q], __dmul_rn(wm, fm[i0 + lane + 32 * q]));
+                }
 #pragma unroll
                 for (int q = 0; q < KQ; q++)
                     if (i0 + lane + 32 * q < d)
-                        a[q] = __dadd_rn(a[q], __dmul_rn(wm, fm[i0 + lane + 32 * q]));
+                        s[i0 + lane + 32 * q] = __ddiv_rn(a[q], wsum);
             }
-#pragma unroll
-            for (int q = 0; q < KQ; q++)
-                if (i0 + lane + 32 * q < d)
-                    s[i0 + lane + 32 * q] = __ddiv_rn(a[q], wsum);
         }
-    }
-    __syncthreads();
-    if (warp == 0 && live[lane])
-        norm[lane] = km_norm_chain<D>(km_update_sm + lane * st, d);
-    __syncthreads();
+        __syncthreads();
+        if (warp == 0 && live[lane])
+            norm[lane] = km_norm_chain<D>(km_update_sm + lane * st, d);
+        __syncthreads();
 #pragma unroll
-    for (int e = 0; e < UPDATE_EACH; e++) {
-        const int32_t c = warp + UPDATE_WARPS * e, j = j0 + c;
-        if (j >= p.k)
-            break;
-        const bool on = live[c] && !(norm[c] < 1e-30);  // NaN goes on, as the CPU's
-        if (cs && lane == 0 && !on)
-            cmv[base + j] = 0;  // kept: its bits, so its cosines, unchanged
-        if (!on)
-            continue;
-        const double n = norm[c];
-        double *const s = km_update_sm + c * st, *const cj = cen + (base + j) * d;
-        double move = 0;
-        const double *const o = olds + c * st;
+        for (int e = 0; e < UPDATE_EACH; e++) {
+            const int32_t c = warp + UPDATE_WARPS * e, j = jc[e];
+            if (j < 0)
+                break;  // the list's clusters fill an item's slots in order
+            const bool on = live[c] && !(norm[c] < 1e-30);  // NaN goes on, as the CPU's
+            if (cs && lane == 0 && !on)
+                cmv[base + j] = 0;  // kept: its bits, so its cosines, unchanged
+            if (!on)
+                continue;
+            const double nc = norm[c];
+            double *const s = km_update_sm + c * st, *const cj = cen + (base + j) * d;
+            double move = 0;
+            const double *const o = olds + c * st;
 #pragma unroll(D ? D / 32 : 1)
-        for (int32_t q = 0; lane + 32 * q < d; q++) {
-            // A lone member's feature is already unit (the CPU's update).
-            const double x = one[e] ? s[lane + 32 * q] : __ddiv_rn(s[lane + 32 * q], n);
-            if (D && cs)
-                move += (x - o[lane + 32 * q]) * (x - o[lane + 32 * q]);
-            s[lane + 32 * q] = x;
-            cj[lane + 32 * q] = x;
+            for (int32_t q = 0; lane + 32 * q < d; q++) {
+                // A lone member's feature is already unit (the CPU's update).
+                const double x = one[e] ? s[lane + 32 * q] : __ddiv_rn(s[lane + 32 * q], nc);
+                if (D && cs)
+                    move += (x - o[lane + 32 * q]) * (x - o[lane + 32 * q]);
+                s[lane + 32 * q] = x;
+                cj[lane + 32 * q] = x;
+            }
+            if (lane == 0)
+                cw[base + j] = 1;
+            if (!cs)
+                continue;
+            __syncwarp();  // the lanes' x are visible to the whole warp
+            for (int32_t q = lane; q < d / 4; q += 32)
+                reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(s, q);
+            for (int off = 16; off > 0; off /= 2)
+                move += __shfl_xor_sync(0xffffffffu, move, off);
+            // The squared distance's roundings are far below KM_MOVE's margin
+            // to KM_TAU (a factor of 2); NaN counts as moved.
+            if (lane == 0) {
+                const bool mv = !(move <= KM_MOVE * KM_MOVE);
+                cmv[base + j] = mv;
+                if (mv)
+                    moved[base + atomicAdd(nmoved + lh, 1)] = j;
+            }
         }
-        if (lane == 0)
-            cw[base + j] = 1;
-        if (!cs)
-            continue;
-        __syncwarp();  // the lanes' x are visible to the whole warp
-        for (int32_t q = lane; q < d / 4; q += 32)
-            reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(s, q);
-        for (int off = 16; off > 0; off /= 2)
-            move += __shfl_xor_sync(0xffffffffu, move, off);
-        // The squared distance's roundings are far below KM_MOVE's margin to
-        // KM_TAU (a factor of 2); NaN counts as moved.
-        if (lane == 0) {
-            const bool mv = !(move <= KM_MOVE * KM_MOVE);
-            cmv[base + j] = mv;
-            if (mv)
-                moved[base + atomicAdd(nmoved + lh, 1)] = j;
+        __syncthreads();
+        if (warp == 0 && live[lane] && !(norm[lane] < 1e-30)) {
+            const double nc = km_norm_chain<D>(km_update_sm + lane * st, d);
+            km_set_cnorm(base + js[lane], nc, cnorm, crec, cscale);
         }
-    }
-    __syncthreads();
-    if (warp == 0 && live[lane] && !(norm[lane] < 1e-30)) {
-        const double n = km_norm_chain<D>(km_update_sm + lane * st, d);
-        km_set_cnorm(base + j0 + lane, n, cnorm, crec, cscale);
+        __syncthreads();  // the item's rows and flags read before the next one's
     }
 }
 
@@ -2814,23 +3044,64 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
         cen[(base + j) * p.d + i] = from[i];
 }
 
-// The clusters a call's first update must form (touch): all but those
-// whose only member is the row that started them, whose mean is that row's
-// feature (taken as it is, as the CPU's update takes a lone member's), the
-// centroid they have, with its norms and split. At a decode-time call,
-// B + interval rows into about B clusters, that is nearly every cluster:
-// SmolLM2's 32K call's first update spent 0.49 ms on them (run ZZ3).
-__global__ void km_first_touch_kernel(int32_t *touch, const int32_t *run_b, const int32_t *run_e,
-                                      const int32_t *members, const int32_t *act,
-                                      const int32_t *M_of, km_params p)
+// The clusters an update forms, listed for it (km_update_kernel): those
+// whose touch flag is set (by the assignment before it, or at a call's
+// first update by km_group_runs_kernel). A list's clusters go to tl[base +
+// i], i < tn[1 + lh], a block's in cluster order from a place it takes with
+// one atomic, and each 32 of them, from i = 32 q, to an item, lh
+// km_touch_items(cap) + q, items[i] for i < tn[0] (tn zeroed before; the
+// items a block starts also take one atomic, so that where every cluster is
+// listed the counter's atomics are a block's, not a warp's). An untouched
+// cluster is marked unmoved here (cmv NULL: not kept), as the update marks
+// a listed one it keeps (a stale cmv sends the next assignment over every
+// centroid: 4.8 ms against 2.2 for SmolLM2's 32K call, run ZZ5).
+enum { TOUCH_THREADS = 256, TOUCH_WARPS = TOUCH_THREADS / 32 };
+__global__ void __launch_bounds__(TOUCH_THREADS)
+    km_touch_list_kernel(int32_t *tl, int32_t *items, int32_t *tn, uint8_t *cmv,
+                         const int32_t *touch, const int32_t *act, km_params p)
 {
-    const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || j >= p.k)
-        return;
+    __shared__ int32_t at[TOUCH_WARPS];  // the warps' places in the list
+    const int32_t lh = blockIdx.y, j = blockIdx.x * TOUCH_THREADS + threadIdx.x;
+    const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (!act[lh])
+        return;  // the whole block
     const size_t base = (size_t)lh * p.cap;
-    const int32_t rb = run_b[base + j];  // -1: empty (run_e stale)
-    touch[base + j] = rb >= 0 && !(run_e[base + j] - rb == 1 &&
-                                   members[rb] == km_own_row(j, M_of[lh], p.k));
+    bool t = false;
+    if (j < p.k) {
+        t = touch[base + j] != 0;
+        if (cmv && !t)
+            cmv[base + j] = 0;
+    }
+    const unsigned mask = __ballot_sync(0xffffffffu, t);
+    if (lane == 0)
+        at[warp] = __popc(mask);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t n = 0;
+#pragma unroll
+        for (int v = 0; v < TOUCH_WARPS; v++) {
+            const int32_t c = at[v];
+            at[v] = n;
+            n += c;
+        }
+        if (n) {
+            const int32_t i = atomicAdd(tn + 1 + lh, n);
+            // The items whose first place, a multiple of 32, is the block's.
+            const int32_t q0 = (i + UPDATE_CLUSTERS - 1) / UPDATE_CLUSTERS;
+            const int32_t q1 = (i + n + UPDATE_CLUSTERS - 1) / UPDATE_CLUSTERS;
+            if (q1 > q0) {
+                const int32_t it = atomicAdd(tn, q1 - q0);
+                for (int32_t q = q0; q < q1; q++)
+                    items[it + q - q0] = lh * km_touch_items(p.cap) + q;
+            }
+#pragma unroll
+            for (int v = 0; v < TOUCH_WARPS; v++)
+                at[v] += i;
+        }
+    }
+    __syncthreads();
+    if (t)
+        tl[base + at[warp] + __popc(mask & ((1u << lane) - 1))] = j;
 }
 
 // Each cluster collapses into its smallest member slot.
@@ -3091,7 +3362,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
-        (st = ckv_pol_take(x, (void **)&w->touch, w->slots * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->touch, km_touch_bytes(w), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
                                    (w->slots + 4 * w->lists) * sizeof(int32_t), err))) ||
@@ -3104,6 +3375,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cw, w->slots, err)) ||
         (est && x->own_rows && (st = ckv_pol_take(x, (void **)&w->own_rows, w->slots, err))) ||
         (st = ckv_pol_take(x, &w->ksplit, km_slices_bytes(w->lists), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->grp, km_group_bytes(w->lists), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
 
@@ -3133,6 +3405,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                                  x->s));
     // The workspace's lists (its largest cache's): the scratch's layout.
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
+    const km_group grp = km_group_at(w->grp, w->lists);
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
     CKV_CUDA(cudaMemsetAsync(sp.n, 0, km_slices_counts(x->lists) * sizeof(int32_t), x->s));
     CKV_CUDA(cudaMemsetAsync(sp.en, 0, km_slice_lists(x->lists) * sizeof(int32_t), x->s));
@@ -3140,8 +3413,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                   cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
-    const dim3 over_m(ckv_pol_blocks(max_m > kp.k ? max_m : kp.k, 256), x->lists);
-    const dim3 per_block(ckv_pol_blocks(kp.k, UPDATE_CLUSTERS), x->lists);
+    const dim3 over_k(ckv_pol_blocks(kp.k, TOUCH_THREADS), x->lists);
     if (est) {
         // The own pass's axes before the features (km_feature_kernel forms
         // the records); both counts (moved, redo) start at 0 for it.
@@ -3184,6 +3456,18 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // checks test the skip.
     int32_t *changed = w->chg;
     const size_t touch_bytes = (size_t)x->lists * x->cap * sizeof(int32_t);
+    // The update's list, counts and items after the flags (km_touch_bytes).
+    int32_t *const tl = w->touch + w->slots, *const tn = tl + w->slots;
+    int32_t *const items = tn + 1 + w->lists;
+    // The update's grid: one wave of the blocks the SMs hold, each taking
+    // every upd_wave-th item.
+    const size_t upd_smem = km_update_smem(x->d, cs != nullptr);
+    if ((st = ckv_pol_allow_smem(km_update_of(x->d), upd_smem, "cuda kmeans", err)))
+        return st;
+    int upd_sm = 0;
+    CKV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&upd_sm, km_update_of(x->d),
+                                                           UPDATE_THREADS, upd_smem));
+    const int32_t upd_wave = room.sms * upd_sm;
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
         changed = w->chg + (it & 1) * x->lists;
@@ -3193,7 +3477,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             CKV_CUDA(cudaMemcpyAsync(changed, x->act, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, x->s));
         // touch: the clusters the assignment moves a row from or to; at the
-        // first, km_first_touch's after it.
+        // first, km_group_runs_kernel's after it.
         if (it)
             CKV_CUDA(cudaMemsetAsync(w->touch, 0, touch_bytes, x->s));
         kb.act = live;
@@ -3204,7 +3488,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         kb.touch = it ? w->touch : nullptr;
         kb.cw = it ? w->cw : nullptr;  // no update has written a centroid before the first
         if (!it && est) {
-            if ((st = ckv_pol_sort_int(x, err)))
+            if ((st = ckv_pol_sort_int(x, x->seg_e, err)))
                 return st;
             km_own_rec_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
                 own_rec_c, own_side_c, w->ikey_out, w->ival_out, w->own, own_side, own_hdr,
@@ -3241,27 +3525,28 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             if (lh == x->lists)
                 break;
         }
-        // Members of each cluster in slot order: a stable sort by cluster.
-        km_group_prep_kernel<<<over_m, 256, 0, x->s>>>(w->cl, w->ikey, w->ival, w->run_b, x->act,
-                                                       x->x, kp);
+        // Members of each cluster in slot order, as a stable sort by cluster
+        // (km_group_runs_kernel), and the first update's flags.
+        km_group_scan_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
+            w->cl, w->ikey, w->ival, w->run_b, grp, x->act, x->seg_b, x->x, kp);
         CKV_CUDA_LAUNCHED();
-        if ((st = ckv_pol_sort_int(x, err)) || (st = ckv_pol_runs(x, max_m, err)))
+        if ((st = ckv_pol_sort_int(x, grp.e, err)))
             return st;
+        km_group_runs_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
+            grp, w->ikey_out, w->ival_out, w->run_b, w->run_e,
+            !it && iters > 0 ? w->touch : nullptr, x->act, x->x, kp);
+        CKV_CUDA_LAUNCHED();
         if (it == iters)
             break;  // the final assignment: no update after it
-        if (!it) {
-            km_first_touch_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
-                w->touch, w->run_b, w->run_e, w->ival_out, x->act, x->x, kp);
-            CKV_CUDA_LAUNCHED();
-        }
+        CKV_CUDA(cudaMemsetAsync(tn, 0, (1 + x->lists) * sizeof(int32_t), x->s));
+        km_touch_list_kernel<<<over_k, TOUCH_THREADS, 0, x->s>>>(
+            tl, items, tn, cs ? w->cmv : nullptr, w->touch, changed, kp);
+        CKV_CUDA_LAUNCHED();
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
-        const size_t upd_smem = km_update_smem(x->d, cs != nullptr);
-        if ((st = ckv_pol_allow_smem(km_update_of(x->d), upd_smem, "cuda kmeans", err)))
-            return st;
-        km_update_of(x->d)<<<per_block, UPDATE_THREADS, upd_smem, x->s>>>(
+        km_update_of(x->d)<<<upd_wave, UPDATE_THREADS, upd_smem, x->s>>>(
             w->f, c->deg, w->cen, w->cw, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
-            w->touch, w->run_b, w->run_e, w->ival_out, changed, x->x, kp);
+            tl, items, tn, w->run_b, w->run_e, w->ival_out, x->x, kp);
         CKV_CUDA_LAUNCHED();
     }
     // The trace's centroids: each active list's k rows of cen, as its last

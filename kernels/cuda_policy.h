@@ -49,30 +49,31 @@ struct ckv_gpu_policy_ws {
     // The shift's ticket and window flags (cuda_compact.cu), grown as needed.
     int32_t *shift_sync;
     size_t shift_sync_bytes;
-    // K-Means: features and centroids [lists][capacity][head_dim], taken
-    // at its first use (rows elements each; a centroid's row of cen only
-    // once an update wrote it, cw, before that its starting row's feature:
-    // cuda_kmeans.cu, km_cen_row); split their bf16 splits for
-    // the estimate (features, then centroids from a multiple of 4 words:
-    // twice rows rounded up to 4; taken where the estimate runs), amb the
-    // rows the estimate left to the exact assignment ([lists][capacity],
-    // then a count per list), chg two rows of flags a list (an assignment
-    // changed a cluster), touch a flag a cluster (an assignment moved a
-    // row from or to it: slots). Where the estimate runs, for the assignments
+    // K-Means: features and centroids [lists][capacity][head_dim], taken at
+    // its first use (rows elements each; a centroid's row of cen only once an
+    // update wrote it, cw, before that its starting row's feature:
+    // cuda_kmeans.cu, km_cen_row); split their bf16 splits for the estimate
+    // (features, then centroids from a multiple of 4 words: twice rows
+    // rounded up to 4; taken where the estimate runs), amb the rows the
+    // estimate left to the exact assignment ([lists][capacity], then a count
+    // per list), chg two rows of flags a list (an assignment changed a
+    // cluster), touch a flag a cluster (an assignment moved a row from or to
+    // it: slots), then the clusters an update forms, listed (cuda_kmeans.cu,
+    // km_touch_list_kernel). Where the estimate runs, for the assignments
     // after an update (cuda_kmeans.cu, km_drift): top each row's two best
-    // bounds (slots), moved the centroids the update moved (slots, then
-    // four counts a list: moved centroids, redo's rows, rows kept, rows
-    // the own pass assigned), redo the rows to assign over every centroid
-    // (slots), cmv a flag a centroid (slots), own the own pass's records
-    // by place and by centroid (slots each), their sides likewise (an int2
-    // a slot), then a header a list; ksplit
-    // the exact kernel's split tiles' bests and counts (cuda_kmeans.cu,
-    // km_slices).
+    // bounds (slots), moved the centroids the update moved (slots, then four
+    // counts a list: moved centroids, redo's rows, rows kept, rows the own
+    // pass assigned), redo the rows to assign over every centroid (slots),
+    // cmv a flag a centroid (slots), own the own pass's records by place and
+    // by centroid (slots each), their sides likewise (an int2 a slot), then a
+    // header a list; ksplit the exact kernel's split tiles' bests and counts
+    // (cuda_kmeans.cu, km_slices).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
     uint32_t *split;
     int32_t *cl, *amb, *chg, *touch, *moved, *redo;
+    int32_t *grp;  // the group step's displaced rows (cuda_kmeans.cu, km_group)
     uint8_t *cmv, *own_rows;  // own_rows: the trace's flags (slots), taken where asked
     uint8_t *cw;              // whether an update wrote a centroid's row of cen (slots)
     uint4 *own;
@@ -162,10 +163,22 @@ ckv_status ckv_pol_sort_desc(ckv_pol *x, ckv_error *err);
 // CKV_POL_TOP_MAX; the positions after them are left as they were.
 enum { CKV_POL_TOP_MAX = 512 };
 ckv_status ckv_pol_top_desc(ckv_pol *x, const int32_t *count, int32_t extra, ckv_error *err);
-// (ikey, ival) -> (ikey_out, ival_out) ascending, stable.
-ckv_status ckv_pol_sort_int(ckv_pol *x, ckv_error *err);
+// (ikey, ival) -> (ikey_out, ival_out) ascending, stable, in the segments
+// [seg_b, seg_e) (seg_e: the plan's or a device row of the caller's).
+ckv_status ckv_pol_sort_int(ckv_pol *x, const int32_t *seg_e, ckv_error *err);
 // run_b/run_e[list][key]: the run of each key in ikey_out's segments.
 ckv_status ckv_pol_runs(ckv_pol *x, int32_t max_seg, ckv_error *err);
+// Position i's part of those runs in a sorted segment [b, e) of key
+// (absolute positions), run_b/run_e the list's.
+static __device__ inline void ckv_pol_run_mark(const int32_t *key, int64_t b, int64_t e,
+                                               int64_t i, int32_t *run_b, int32_t *run_e)
+{
+    const int32_t k = key[i];
+    if (i == b || key[i - 1] != k)
+        run_b[k] = (int32_t)i;
+    if (i == e - 1 || key[i + 1] != k)
+        run_e[k] = (int32_t)(i + 1);
+}
 // Keeps the last `recent` slots and the top budget - recent of the key
 // ranking over slots [0, T - recent) (key, ival set by the caller), then
 // compacts. Twin: ckv_list_keep_top.
