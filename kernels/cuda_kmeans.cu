@@ -2655,22 +2655,6 @@ __global__ void __launch_bounds__(GROUP_THREADS)
         run_b[base + j] = -1;
 }
 
-// The first of a[0, n) (ascending) not below v.
-__device__ __forceinline__ int32_t km_lower(const int32_t *a, int32_t n, int32_t v)
-{
-    int32_t lo = 0;
-    while (n > 0) {
-        const int32_t h = n / 2;
-        if (a[lo + h] < v) {
-            lo += h + 1;
-            n -= h + 1;
-        } else {
-            n = h;
-        }
-    }
-    return lo;
-}
-
 // The runs and members of each list km_group_scan_kernel counted, the runs
 // of each it left to the sort; with touch (a call's first assignment), the
 // first update's flags: every cluster but one whose only member is the row
@@ -2742,8 +2726,8 @@ __global__ void __launch_bounds__(GROUP_THREADS, 2)
         sh++;
     const int32_t chunks = ((k - 1) >> sh) + 1, O = n_o;
     for (int32_t ch = threadIdx.x; ch <= chunks; ch += GROUP_THREADS) {
-        ks[ch] = km_lower(kc, D, ch << sh);
-        os[ch] = km_lower(oc, O, ch << sh);
+        ks[ch] = km_own_lower(kc, 0, D, ch << sh);
+        os[ch] = km_own_lower(oc, 0, O, ch << sh);
     }
     __syncthreads();
     // The orphans below cluster c (no) and whether c has its home row.
