@@ -214,39 +214,63 @@ __global__ void apply_prep_kernel(int32_t *run_b, const int32_t *act, const int3
 // the list's sources in slot order, compacted for the sort by destination:
 // ikey their destinations, ival their slots, seg_e the segment's end (a
 // sort of every slot, most of them no source, was 0.12 ms of run AA's 32K
-// CSM call). One block per list.
-enum { SCAN_THREADS = 1024 };
+// CSM call). One block per list, SCAN_EACH consecutive slots a thread: a
+// 32,832-slot list takes 9 rounds of loads, scans and stores, not 33 of
+// one slot a thread. Two blocks an SM (64 registers): the 8B's 256 lists
+// in one wave.
+enum { SCAN_THREADS = 512, SCAN_EACH = 8, SCAN_TILE = SCAN_THREADS * SCAN_EACH };
 
-__global__ void __launch_bounds__(SCAN_THREADS)
+__global__ void __launch_bounds__(SCAN_THREADS, 2)
     apply_scan_kernel(const int32_t *dest, int32_t *newslot, int32_t *newlen, int32_t *len_d,
                       int32_t *ikey, int32_t *ival, int32_t *seg_e, bool merges,
                       const int32_t *act, const int32_t *T, int32_t cap)
 {
+    typedef cub::BlockLoad<int32_t, SCAN_THREADS, SCAN_EACH, cub::BLOCK_LOAD_WARP_TRANSPOSE>
+        Load;
+    typedef cub::BlockStore<int32_t, SCAN_THREADS, SCAN_EACH, cub::BLOCK_STORE_WARP_TRANSPOSE>
+        Store;
     typedef cub::BlockScan<int32_t, SCAN_THREADS> Scan;
-    __shared__ typename Scan::TempStorage tmp;
+    __shared__ union {
+        typename Load::TempStorage load;
+        typename Store::TempStorage store;
+        typename Scan::TempStorage scan;
+    } tmp;
     const int32_t lh = blockIdx.x;
     if (!act[lh])
         return;
     const int32_t n = T[lh];
     const size_t base = (size_t)lh * cap;
-    const int32_t *D = dest + base;
-    int32_t *N = newslot + base;
     int32_t kept = 0, sources = 0;
-    for (int32_t t0 = 0; t0 < n; t0 += SCAN_THREADS) {
-        const int32_t t = t0 + threadIdx.x, d = t < n ? D[t] : -1;
-        int32_t ex, total;
-        Scan(tmp).ExclusiveSum(t < n && d == t, ex, total);
-        if (t < n)
-            N[t] = kept + ex;
+    for (int32_t t0 = 0; t0 < n; t0 += SCAN_TILE) {
+        // Blocked: slots t .. t + SCAN_EACH - 1 are this thread's; past n
+        // d is -1, neither kept nor a source.
+        const int32_t valid = min(n - t0, (int32_t)SCAN_TILE);
+        const int32_t t = t0 + (int32_t)threadIdx.x * SCAN_EACH;
+        int32_t d[SCAN_EACH], v[SCAN_EACH], ex[SCAN_EACH], total;
+        Load(tmp.load).Load(dest + base + t0, d, valid, -1);
+        __syncthreads();  // tmp is reused by each step below
+#pragma unroll
+        for (int i = 0; i < SCAN_EACH; i++)
+            v[i] = d[i] == t + i;
+        Scan(tmp.scan).ExclusiveSum(v, ex, total);
+#pragma unroll
+        for (int i = 0; i < SCAN_EACH; i++)
+            ex[i] += kept;
         kept += total;
-        __syncthreads();  // tmp is reused next
+        __syncthreads();
+        Store(tmp.store).Store(newslot + base + t0, ex, valid);
+        __syncthreads();
         if (merges) {
-            const bool src = d >= 0 && d != t;
-            Scan(tmp).ExclusiveSum(src, ex, total);
-            if (src) {
-                ikey[base + sources + ex] = d;
-                ival[base + sources + ex] = t;
-            }
+#pragma unroll
+            for (int i = 0; i < SCAN_EACH; i++)
+                v[i] = d[i] >= 0 && d[i] != t + i;
+            Scan(tmp.scan).ExclusiveSum(v, ex, total);
+#pragma unroll
+            for (int i = 0; i < SCAN_EACH; i++)
+                if (v[i]) {
+                    ikey[base + sources + ex[i]] = d[i];
+                    ival[base + sources + ex[i]] = t + i;
+                }
             sources += total;
             __syncthreads();
         }
