@@ -210,11 +210,12 @@ struct km_drift {
     float2 *top;
 };
 
-// Whether list lh takes the estimate over every centroid for redo's rows
-// alone (after the pass over the moved centroids, or after the own pass).
-__device__ __forceinline__ bool km_restricted(const km_drift &dr, int32_t lh, int32_t k)
+// Whether a list whose update moved nmoved centroids takes the estimate
+// over every centroid for redo's rows alone (after the pass over the moved
+// centroids, or after the own pass).
+__device__ __forceinline__ bool km_restricted(const km_drift &dr, int32_t nmoved, int32_t k)
 {
-    return dr.nmoved && dr.nmoved[lh] <= k / KM_MOVED_PART;
+    return dr.nmoved && nmoved <= k / KM_MOVED_PART;
 }
 
 // Row m of list lh to the estimate over every centroid (km_drift's redo,
@@ -1878,19 +1879,25 @@ struct km_est_list {
 };
 
 // The pass over list lh for the block of rows from m0: false where the
-// block has nothing to do (the whole block leaves together).
+// block has nothing to do (the whole block leaves together). Every load the
+// exit needs is issued before the first test, so that an empty block (most
+// of a pass's grid) waits for one trip to L2, not three in turn; the moved
+// pass takes no redo_n (it walks every row).
 template <bool MOVED>
 __device__ __forceinline__ bool km_est_list_of(km_est_list &L, const km_est_args &a,
                                                int32_t lh, int32_t m0)
 {
-    if (!a.act[lh])
+    const int32_t on = a.act[lh], M = a.M_of[lh];
+    const int32_t nmoved = a.dr.nmoved ? a.dr.nmoved[lh] : 0;
+    const int32_t redo_n = !MOVED && a.dr.redo_n ? a.dr.redo_n[lh] : 0;
+    if (!on)
         return false;
-    const bool restricted = km_restricted(a.dr, lh, a.p.k), every = MOVED || !restricted;
+    const bool restricted = km_restricted(a.dr, nmoved, a.p.k), every = MOVED || !restricted;
     if (MOVED && !restricted)
         return false;
     const size_t base = (size_t)lh * a.p.cap;
-    L.n = every ? a.M_of[lh] : a.dr.redo_n[lh];
-    L.n_col = MOVED ? a.dr.nmoved[lh] : a.p.k;
+    L.n = every ? M : redo_n;
+    L.n_col = MOVED ? nmoved : a.p.k;
     L.tiles = (L.n_col + KN - 1) / KN;
     L.rows = every ? nullptr : a.dr.redo + base;
     L.cols = MOVED ? a.dr.moved + base : nullptr;
