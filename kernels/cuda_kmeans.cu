@@ -177,9 +177,10 @@ constexpr double KM_NORM_LO = 0x1p-50, KM_NORM_HI = 0x1p50;
 // km_est_decide). The other rows take the estimate over every centroid
 // (and the exact kernel where it leaves them). A list where more than a
 // quarter of the centroids moved has every row assigned so (a
-// prefill-time call's second assignment: 86% moved in the probe). At a call's first assignment every list is
-// restricted (no centroid moved) and redo holds the rows the own pass
-// leaves, with no pass over moved centroids before the estimate.
+// prefill-time call's second assignment: 86% moved in the probe). At a
+// call's first assignment every list is restricted (no centroid moved) and
+// redo holds the rows the own pass leaves, with no pass over moved
+// centroids before the estimate.
 constexpr double KM_MOVE = 0x1p-24;
 constexpr float KM_TAU = 0x1p-22f;
 
