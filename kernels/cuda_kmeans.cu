@@ -1824,7 +1824,7 @@ __device__ __forceinline__ void km_col_scales(float2 (&rc)[NB], const float *sc,
 // every column of the tile is under n_col (only a partial last tile takes
 // a test an element). The row's scale comes after the walk, to the
 // best and second only: a product by it never reverses an order (it may
-// make a tie, which leaves the row to the exact path). BEST: the main
+// make a tie, which leaves the row to the exact path). MAIN: the main
 // products alone (cross unread: KM_EPS_HI).
 template <int NB, bool MAIN = false>
 __device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4],
@@ -2043,7 +2043,8 @@ __device__ __forceinline__ void km_note_margins(unsigned *margin, unsigned bits)
 // centroid, or for a list restricted to its moved centroids
 // (km_restricted) the rows in dr.redo. With MOVED, the pass before that
 // over a restricted list: every row against the moved centroids only,
-// which keeps a row's cluster by km_drift's rule (its bounds updated) or
+// which keeps a row's cluster by km_drift's rule, or gives a row whose
+// cluster moved the best moved one (its bounds updated either way), or
 // lists the row in dr.redo. best (tests): the estimate's best cosine of
 // every row. act, chg and touch as in km_assign_kernel.
 template <int D, bool MOVED>
