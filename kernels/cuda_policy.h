@@ -63,11 +63,11 @@ struct ckv_gpu_policy_ws {
     // after an update (cuda_kmeans.cu, km_drift): top each row's two best
     // bounds (slots), moved the centroids the update moved (slots, then five
     // counts a list: moved centroids, redo's rows, rows kept, rows the own
-    // pass assigned, rows joined), redo the rows to assign over every centroid (slots),
-    // cmv a flag a centroid (slots), own the own pass's records by place and
-    // by centroid (slots each), their sides likewise (an int2 a slot), then a
-    // header a list; ksplit the exact kernel's split tiles' bests and counts
-    // (cuda_kmeans.cu, km_slices).
+    // pass assigned, rows joined), redo the rows to assign over every
+    // centroid (slots), cmv a flag a centroid (slots), own the own pass's
+    // records by place and by centroid (slots each), their sides likewise
+    // (an int2 a slot), then a header a list; ksplit the exact kernel's split
+    // tiles' bests and counts (cuda_kmeans.cu, km_slices).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
