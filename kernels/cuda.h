@@ -219,6 +219,10 @@ typedef struct {
      * where iters > 0; every other list's rows, and every row of other
      * policies and of iters = 0, left as they were. NULL: not reported. */
     double *centroids;
+    /* Host, one value: of `kept`, the rows whose own centroid the update
+     * moved, which took the best moved one (kernels/cuda_kmeans.cu,
+     * km_est_decide); 0 for other policies. NULL: not counted. */
+    int64_t *joined;
 } ckv_gpu_policy_trace;
 
 /* As ckv_policy_compress(p, host copy, budget, qw, assign, err) on the GPU
@@ -296,16 +300,21 @@ ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm, const dou
  * km_drift) on one list, for tests: f, fnorm, cen, cnorm, M, k as
  * ckv_gpu_kmeans_assign's, head_dim d 64 or 128; moved[nmoved] the
  * centroids taken as moved (1 to k / 4: the pass runs only then); cl[M]
- * each row's cluster (0 .. k - 1). Every row's bounds start at (4, -4), so
- * a row keeps its cluster unless that moved or a norm lies outside the
- * estimate's range, and its second bound becomes the pass's bound on its
- * cosines with the moved centroids: bound[M] (for a row sent on to the
+ * each row's cluster (0 .. k - 1). A row whose cluster did not move starts
+ * at bounds (4, -4), so it keeps its cluster unless a norm lies outside
+ * the estimate's range, and its second bound becomes the pass's bound on
+ * its cosines with the moved centroids: bound[M] (for a row sent on to the
  * assignment over every centroid, the second bound that assignment leaves
- * instead; redo_n counts them). */
+ * instead; redo_n counts them, redo[redo_n] lists them in no order, redo
+ * NULL: not listed). A row whose cluster moved starts at (4, 4), which
+ * sends it on, or with join at (4, -4): every unmoved centroid taken as far
+ * below, so that the pass gives it the best moved centroid where that
+ * clears the second moved one (a joined row). cl[M] on return: each row's
+ * cluster after the pass and the assignment over every centroid. */
 ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm, const double *cen,
                                 const double *cnorm, int32_t M, int32_t k, int32_t d,
-                                const int32_t *moved, int32_t nmoved, int32_t *cl, float *bound,
-                                int32_t *redo_n, ckv_error *err);
+                                const int32_t *moved, int32_t nmoved, bool join, int32_t *cl,
+                                float *bound, int32_t *redo, int32_t *redo_n, ckv_error *err);
 
 #ifdef __cplusplus
 }

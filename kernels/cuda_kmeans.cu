@@ -170,29 +170,33 @@ constexpr double KM_NORM_LO = 0x1p-50, KM_NORM_HI = 0x1p50;
 // <= 2 |c' - c| / |c| < KM_TAU. Then a row whose centroid did not move
 // keeps it where, with v the estimate's best over the moved centroids,
 // (s1 - KM_TAU) - max(s2 + KM_TAU, v) > KM_CLEAR: its exact gap stays over
-// 2 KM_EPS, as the estimate's own rule gives. The other rows take the
-// estimate over every centroid (and the exact kernel where it leaves
-// them). A list where more than a quarter of the centroids moved has
-// every row assigned so (a prefill-time call's second assignment: 86%
-// moved in the probe). At a call's first assignment every list is
-// restricted (no centroid moved) and redo holds the rows the own pass
-// leaves, with no pass over moved centroids before the estimate.
+// 2 KM_EPS, as the estimate's own rule gives. A row whose centroid moved
+// (its old best) takes the best moved one where, with v1 and v2 the moved
+// ones' best and second estimates, (v1 - KM_EPS_HI + KM_EPS) - max(s2 +
+// KM_TAU, v2 + KM_EPS_HI - KM_EPS) > KM_CLEAR (a joined row,
+// km_est_decide). The other rows take the estimate over every centroid
+// (and the exact kernel where it leaves them). A list where more than a
+// quarter of the centroids moved has every row assigned so (a
+// prefill-time call's second assignment: 86% moved in the probe). At a
+// call's first assignment every list is restricted (no centroid moved) and
+// redo holds the rows the own pass leaves, with no pass over moved
+// centroids before the estimate.
 constexpr double KM_MOVE = 0x1p-24;
 constexpr float KM_TAU = 0x1p-22f;
 
-// Of the moved centroids the rule needs only a bound v on their cosines
-// with the row, against its second: the pass over them takes the main
+// Of the moved centroids the rule needs only bounds on their cosines with
+// the row, the best's and the second's: the pass over them takes the main
 // products fh ch alone, each within KM_EPS_HI of the cosine (norms as
 // KM_EPS's). The dropped fh (c - ch) + (f - fh) c is at most (2^-8 +
 // 2^-24)(2 + 2^-8) |f_i c_i| a dimension (the split's hi within 2^-8 +
 // 2^-24 of x, the float step included), so the sum moves by 2^-6.99 of
 // fn cn (Cauchy-Schwarz); the sums' truncation and the roundings (KM_EPS's
-// model) add under 2^-15: 51% of KM_EPS_HI. v is the estimate raised by
-// KM_EPS_HI - KM_EPS, so that every moved cosine stays under v + KM_EPS as
-// the rule assumes; a looser bound than the three products' (a row near a
-// moved centroid may go to the estimate over every centroid instead of
-// keeping its cluster), never a wrong one, for a third of the products and
-// no second or column kept.
+// model) add under 2^-15: 51% of KM_EPS_HI. The rule raises an estimate by
+// KM_EPS_HI - KM_EPS, so that a moved cosine stays under it + KM_EPS, and
+// lowers a joined row's best as much: looser bounds than the three
+// products' (a row near a moved centroid may go to the estimate over
+// every centroid instead of keeping or joining a cluster), never wrong
+// ones, for a third of the products.
 constexpr float KM_EPS_HI = 0x1p-6f;
 enum { KM_MOVED_PART = 4 };
 
@@ -202,11 +206,12 @@ enum { KM_MOVED_PART = 4 };
 // NULL (the tests' single assignment): every row of every list goes
 // there; top NULL (the tests' single
 // assignment): no bounds kept; kept_n (NULL: not counted) the rows a list
-// kept by the rule, for the parity checks (ckv_gpu_policy_trace).
+// kept by the rule, joined_n (NULL: not counted) those of them whose
+// cluster moved, for the parity checks (ckv_gpu_policy_trace).
 struct km_drift {
     const int32_t *moved, *nmoved;
     const uint8_t *cmv;
-    int32_t *redo, *redo_n, *kept_n;
+    int32_t *redo, *redo_n, *kept_n, *joined_n;
     float2 *top;
 };
 
@@ -1820,9 +1825,9 @@ __device__ __forceinline__ void km_col_scales(float2 (&rc)[NB], const float *sc,
 // every column of the tile is under n_col (only a partial last tile takes
 // a test an element). The row's scale comes after the walk, to the
 // best and second only: a product by it never reverses an order (it may
-// make a tie, which leaves the row to the exact path). BEST: the main
-// products alone (cross unread) and the best alone kept (KM_EPS_HI).
-template <int NB, bool BEST = false>
+// make a tie, which leaves the row to the exact path). MAIN: the main
+// products alone (cross unread: KM_EPS_HI).
+template <int NB, bool MAIN = false>
 __device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4],
                                              const float (&cross)[NB][4],
                                              const float2 (&rc)[NB], int h, int32_t j,
@@ -1834,12 +1839,10 @@ __device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4
 #pragma unroll
             for (int e = 0; e < 2; e++)
                 if (decltype(all)::value || j + 8 * nb + e < n_col) {
-                    const float sc = e ? rc[nb].y : rc[nb].x;
-                    if constexpr (BEST)
-                        r.s = fmaxf(r.s, acc[nb][2 * h + e] * sc);  // NaN never the best
-                    else
-                        km_take(r, (acc[nb][2 * h + e] + cross[nb][2 * h + e]) * sc,
-                                j + 8 * nb + e);
+                    const float sc = e ? rc[nb].y : rc[nb].x,
+                                v = MAIN ? acc[nb][2 * h + e]
+                                         : acc[nb][2 * h + e] + cross[nb][2 * h + e];
+                    km_take(r, v * sc, j + 8 * nb + e);
                 }
     };
     if (full)
@@ -1985,14 +1988,29 @@ __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
     const int32_t m = L.row_of(i);
     const km_drift &dr = a.dr;
     if (MOVED) {
-        // v: the moved centroids' best main-product estimate raised by
-        // KM_EPS_HI - KM_EPS (none: -inf); the bounds move outward, so
-        // that km_drift's invariant holds.
-        const float v = L.tiles > 0 ? __fadd_ru(x.s * rf, KM_EPS_HI - KM_EPS) : -INFINITY;
+        // A row keeps its cluster where no moved centroid comes near
+        // (km_drift); one whose cluster moved (joined) takes the best moved
+        // one where that clears both the row's second and the second moved:
+        // every unmoved centroid lies within KM_TAU of its old bounds (its
+        // old best the moved cluster), every other moved one under t +
+        // KM_EPS, t the second's estimate (the best's, for a kept row)
+        // raised by KM_EPS_HI - KM_EPS, and the chosen one over s1 -
+        // KM_EPS. The bounds move outward, so that km_drift's invariant
+        // holds (a row that changes cluster takes new bounds); none: -inf.
+        constexpr float lift = KM_EPS_HI - KM_EPS;
+        const bool joined = dr.cmv[base + a.cl[base + m]];
         const float2 o = dr.top[base + m];
-        const float s1 = __fsub_rd(o.x, KM_TAU), s2 = fmaxf(__fadd_ru(o.y, KM_TAU), v);
+        const float t =
+            L.tiles > 0 ? __fadd_ru((joined ? x.second : x.s) * rf, lift) : -INFINITY;
+        const float s1 = joined ? __fsub_rd(x.s * rf, lift) : __fsub_rd(o.x, KM_TAU),
+                    s2 = fmaxf(__fadd_ru(o.y, KM_TAU), t);
         const float gap = __fsub_rd(s1, s2);  // NaN fails the test
-        if (!x.bad && !isnan(v) && !dr.cmv[base + a.cl[base + m]] && gap > KM_CLEAR) {
+        if (!x.bad && !isnan(t) && !isnan(o.y) && gap > KM_CLEAR) {
+            if (joined) {
+                km_move_row(a.cl, a.chg, a.touch, lh, base, m, L.col_of(x.j));
+                if (dr.joined_n)
+                    atomicAdd(dr.joined_n + lh, 1);
+            }
             dr.top[base + m] = make_float2(s1, s2);
             if (dr.kept_n)
                 atomicAdd(dr.kept_n + lh, 1);
@@ -2032,7 +2050,8 @@ __device__ __forceinline__ void km_note_margins(unsigned *margin, unsigned bits)
 // centroid, or for a list restricted to its moved centroids
 // (km_restricted) the rows in dr.redo. With MOVED, the pass before that
 // over a restricted list: every row against the moved centroids only,
-// which keeps a row's cluster by km_drift's rule (its bounds updated) or
+// which keeps a row's cluster by km_drift's rule, or gives a row whose
+// cluster moved the best moved one (its bounds updated either way), or
 // lists the row in dr.redo. best (tests): the estimate's best cosine of
 // every row. act, chg and touch as in km_assign_kernel.
 template <int D, bool MOVED>
@@ -3356,7 +3375,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->touch, km_touch_bytes(w), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
-                                   (w->slots + 4 * w->lists) * sizeof(int32_t), err))) ||
+                                   (w->slots + 5 * w->lists) * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->own,
                                    2 * w->slots * (sizeof(uint4) + sizeof(int2)) +
                                        w->lists * KM_OWN_HDR * sizeof(int32_t),
@@ -3373,11 +3392,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
     // The splits, the centroids' after the features' (none without the estimate).
     uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + half : nullptr;
-    // The counts of moved centroids, of redo's rows, of the rows kept and of
-    // those the own pass assigned, a list each.
+    // The counts of moved centroids, of redo's rows, of the rows kept, of
+    // those the own pass assigned and of the joined rows, a list each.
     int32_t *const nmoved = est ? w->moved + (size_t)x->lists * x->cap : nullptr;
     int32_t *const kept_n = est && x->kept ? nmoved + 2 * x->lists : nullptr;
     int32_t *const own_n = est && x->own ? nmoved + 3 * x->lists : nullptr;
+    int32_t *const joined_n = est && x->joined ? nmoved + 4 * x->lists : nullptr;
     uint8_t *const own_rows = est && x->own_rows ? w->own_rows : nullptr;
     const size_t own_bytes = (size_t)x->lists * x->cap;  // the trace's layout, lh * cap + m
     if (own_rows)
@@ -3390,9 +3410,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     int32_t *const own_hdr = est ? reinterpret_cast<int32_t *>(own_side_c + w->slots) : nullptr;
     km_drift dr = {};  // none without the estimate
     if (est)
-        dr = {w->moved, nmoved, w->cmv, w->redo, nmoved + x->lists, kept_n, w->top};
-    if (kept_n || own_n)
-        CKV_CUDA(cudaMemsetAsync(nmoved + 2 * x->lists, 0, 2 * x->lists * sizeof(int32_t),
+        dr = {w->moved, nmoved, w->cmv, w->redo, nmoved + x->lists, kept_n, joined_n, w->top};
+    if (kept_n || own_n || joined_n)
+        CKV_CUDA(cudaMemsetAsync(nmoved + 2 * x->lists, 0, 3 * x->lists * sizeof(int32_t),
                                  x->s));
     // The workspace's lists (its largest cache's): the scratch's layout.
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
@@ -3566,7 +3586,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             *to += h[lh];
         return CKV_OK;
     };
-    if ((kept_n && (st = count(kept_n, x->kept))) || (own_n && (st = count(own_n, x->own))))
+    if ((kept_n && (st = count(kept_n, x->kept))) || (own_n && (st = count(own_n, x->own))) ||
+        (joined_n && (st = count(joined_n, x->joined))))
         return st;
     if (own_rows)  // synchronized at ckv_gpu_policy_compress's end
         CKV_CUDA(cudaMemcpyAsync(x->own_rows, own_rows, own_bytes, cudaMemcpyDeviceToHost, x->s));
@@ -3634,32 +3655,39 @@ struct km_test_mem {
     uint8_t *cmv;
 };
 
-// Every row's bounds (4, -4), so that the pass over the moved centroids
-// keeps its cluster and its second bound becomes the moved ones' bound, and
-// the moved centroids flagged (ckv_gpu_kmeans_moved).
-static __global__ void km_test_moved_kernel(float2 *top, int32_t M, uint8_t *cmv,
-                                            const int32_t *moved, int32_t n)
+// Every row's bounds, (4, -4) (so that the pass over the moved centroids
+// keeps its cluster and its second bound becomes the moved ones' bound)
+// but (4, 4) where its cluster moved and not join (sent on), and the moved
+// centroids flagged (ckv_gpu_kmeans_moved).
+static __global__ void km_test_moved_kernel(float2 *top, const int32_t *cl, int32_t M,
+                                            uint8_t *cmv, const int32_t *moved, int32_t n,
+                                            bool join)
 {
     const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < M)
-        top[i] = make_float2(4.0f, -4.0f);
+    if (i < M) {
+        bool on = false;
+        for (int32_t q = 0; q < n && !join; q++)
+            on |= moved[q] == cl[i];
+        top[i] = make_float2(4.0f, on ? 4.0f : -4.0f);
+    }
     if (i < n)
         cmv[moved[i]] = 1;
 }
 
-// The moved centroids of ckv_gpu_kmeans_moved (n 0: a plain assignment)
-// and where the rows' bounds come back.
+// The moved centroids of ckv_gpu_kmeans_moved (n 0: a plain assignment),
+// join as its, and where the rows' bounds and those sent on come back.
 struct km_test_moved {
     const int32_t *j;
     int32_t n;
+    bool join;
     float *bound;
-    int32_t *redo_n;
+    int32_t *redo, *redo_n;
 };
 
 // Uploads one list and its previous clusters, runs km_assign over it,
 // brings cl, best, margin, the count of exact rows and the change flag back;
-// with mv.n, first the pass over mv.j, every row's bounds (4, -4) so that
-// it keeps its cluster, and its bound on the moved centroids' cosines back.
+// with mv.n, first the pass over mv.j from km_test_moved_kernel's bounds,
+// and the rows' second bounds and those sent on back.
 static ckv_status km_assign_test(const km_test_mem &d, const double *f, const double *fnorm,
                                  const double *cen, const double *cnorm, int32_t M, int32_t k,
                                  int32_t dim, bool estimate, const km_room &room, int32_t *cl,
@@ -3693,10 +3721,10 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
         CKV_CUDA(cudaMemcpy(d.moved, mv.j, mv.n * 4ul, cudaMemcpyHostToDevice));
         CKV_CUDA(cudaMemcpy(d.dn, dn, sizeof dn, cudaMemcpyHostToDevice));
         CKV_CUDA(cudaMemset(d.cmv, 0, k));
-        km_test_moved_kernel<<<ckv_pol_blocks(M > mv.n ? M : mv.n, 256), 256>>>(d.top, M, d.cmv,
-                                                                              d.moved, mv.n);
+        km_test_moved_kernel<<<ckv_pol_blocks(M > mv.n ? M : mv.n, 256), 256>>>(
+            d.top, d.cl, M, d.cmv, d.moved, mv.n, mv.join);
         CKV_CUDA_LAUNCHED();
-        dr = {d.moved, d.dn, d.cmv, d.redo, d.dn + 1, nullptr, d.top};
+        dr = {d.moved, d.dn, d.cmv, d.redo, d.dn + 1, nullptr, nullptr, d.top};
     }
     const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cw,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
@@ -3709,6 +3737,8 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
         CKV_CUDA(cudaMemcpy2D(mv.bound, sizeof(float), reinterpret_cast<float *>(d.top) + 1,
                               sizeof(float2), sizeof(float), M, cudaMemcpyDeviceToHost));
         CKV_CUDA(cudaMemcpy(mv.redo_n, d.dn + 1, 4, cudaMemcpyDeviceToHost));
+        if (mv.redo)
+            CKV_CUDA(cudaMemcpy(mv.redo, d.redo, *mv.redo_n * 4ul, cudaMemcpyDeviceToHost));
     }
     CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));
     if (best)
@@ -3790,14 +3820,14 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
                                             bool *changed, ckv_error *err)
 {
     return km_assign_one(f, fnorm, cen, cnorm, M, k, d, estimate, cl, best, margin, n_exact,
-                         changed, {nullptr, 0, nullptr, nullptr}, err);
+                         changed, {nullptr, 0, false, nullptr, nullptr, nullptr}, err);
 }
 
 extern "C" ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm,
                                            const double *cen, const double *cnorm, int32_t M,
                                            int32_t k, int32_t d, const int32_t *moved,
-                                           int32_t nmoved, int32_t *cl, float *bound,
-                                           int32_t *redo_n, ckv_error *err)
+                                           int32_t nmoved, bool join, int32_t *cl, float *bound,
+                                           int32_t *redo, int32_t *redo_n, ckv_error *err)
 {
     if (M < 1 || k < 1 || !km_estimates(d) || nmoved < 1 || nmoved > k / KM_MOVED_PART)
         return ckv_errorf(err, CKV_ERR_ARG, "kmeans_moved: M %d, head_dim %d, %d moved of %d", M,
@@ -3813,5 +3843,5 @@ extern "C" ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm,
     int32_t n_exact;
     bool changed;
     return km_assign_one(f, fnorm, cen, cnorm, M, k, d, true, cl, nullptr, &margin, &n_exact,
-                         &changed, {moved, nmoved, bound, redo_n}, err);
+                         &changed, {moved, nmoved, join, bound, redo, redo_n}, err);
 }

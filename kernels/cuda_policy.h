@@ -61,13 +61,13 @@ struct ckv_gpu_policy_ws {
     // it: slots), then the clusters an update forms, listed (cuda_kmeans.cu,
     // km_touch_list_kernel). Where the estimate runs, for the assignments
     // after an update (cuda_kmeans.cu, km_drift): top each row's two best
-    // bounds (slots), moved the centroids the update moved (slots, then four
+    // bounds (slots), moved the centroids the update moved (slots, then five
     // counts a list: moved centroids, redo's rows, rows kept, rows the own
-    // pass assigned), redo the rows to assign over every centroid (slots),
-    // cmv a flag a centroid (slots), own the own pass's records by place and
-    // by centroid (slots each), their sides likewise (an int2 a slot), then a
-    // header a list; ksplit the exact kernel's split tiles' bests and counts
-    // (cuda_kmeans.cu, km_slices).
+    // pass assigned, rows joined), redo the rows to assign over every
+    // centroid (slots), cmv a flag a centroid (slots), own the own pass's
+    // records by place and by centroid (slots each), their sides likewise
+    // (an int2 a slot), then a header a list; ksplit the exact kernel's split
+    // tiles' bests and counts (cuda_kmeans.cu, km_slices).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
@@ -91,9 +91,9 @@ struct ckv_pol {
     cudaStream_t s;
     int32_t lists, cap, d;
     bool track_assign;
-    int64_t *kept, *own;  // ckv_gpu_policy_trace's, NULL where not counted
-    uint8_t *own_rows;    // ckv_gpu_policy_trace's (host, slots), NULL where not reported
-    double *centroids;    // ckv_gpu_policy_trace's (host), NULL where not reported
+    int64_t *kept, *own, *joined;  // ckv_gpu_policy_trace's, NULL where not counted
+    uint8_t *own_rows;              // ckv_gpu_policy_trace's (host, slots), NULL where not reported
+    double *centroids;              // ckv_gpu_policy_trace's (host), NULL where not reported
     // Device rows of the plan.
     int32_t *act, *T, *seg_b, *seg_e, *x, *y;
 };
