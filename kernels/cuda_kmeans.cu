@@ -1221,8 +1221,9 @@ enum { KM_EST_SLICES = 8, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
 // The exact pass over the candidate tiles. The first exact pass walked
 // every centroid for the 1-3 near-tie rows a list the estimate leaves (the
 // 8B's 128K call: 2.73 ms, 6.67 GB). A call's first wgmma estimate, where
-// a list's pass has at most KM_EST_SLICE_ROWS rows (one block's, m0 = 0)
-// and at most KM_CAND_TILES tiles of centroids, flags (row, tile) in a
+// a list's pass has at most KM_EST_SLICE_ROWS rows (one block's, m0 = 0),
+// at most KM_CAND_TILES tiles of centroids and the lists are at most
+// KM_SLICE_LISTS (the scratch's, km_slices), flags (row, tile) in a
 // bitmap a (list, pass row) where the quad's best estimate m of the tile
 // lies within W = KM_CAND_W of its running best s after it: fmaf(m, rf,
 // W) >= s rf (rf > 0, the row's scale). A near-tie row records its pass
