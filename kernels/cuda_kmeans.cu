@@ -1224,17 +1224,44 @@ struct km_top {
 // its warpgroups.
 enum { KM_EST_SLICES = 8, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
 
+// The exact pass over the candidate tiles. The first exact pass walked
+// every centroid for the 1-3 near-tie rows a list the estimate leaves (the
+// 8B's 128K call: 2.73 ms, 6.67 GB). A call's first wgmma estimate, where
+// a list's pass has at most KM_EST_SLICE_ROWS rows (one block's, m0 = 0),
+// at most KM_CAND_TILES tiles of centroids and the lists are at most
+// KM_SLICE_LISTS (the scratch's, km_slices), flags (row, tile) in a
+// bitmap a (list, pass row) where the quad's best estimate m of the tile
+// lies within W = KM_CAND_W of its running best s after it: fmaf(m, rf,
+// W) >= s rf (rf > 0, the row's scale). A near-tie row records its pass
+// row beside its amb entry (crow; -1 where it has no bitmap: a bad row, rf
+// 0, or a pass that did not flag), and the exact kernel walks, for an item
+// whose rows all have bitmaps, only the union of their flagged tiles.
+// Sound: the quad's running best is at most the row's best estimate B
+// (over a subset of its columns), and rounding is monotone, so an
+// unflagged tile's columns lie under B rf - W, their cosines under B rf -
+// W + KM_EPS; the row's best and second columns (gap at most KM_CLEAR, or
+// it would not be amb's) have cosines over B rf - KM_CLEAR - KM_EPS, and
+// W > KM_CLEAR + 2 KM_EPS, so every skipped column lies under both: the
+// chosen column, its cosine, the second and the margin are the full
+// walk's, bit for bit.
+constexpr float KM_CAND_W = 8 * KM_EPS;
+static_assert(KM_CAND_W > KM_CLEAR + 2 * KM_EPS, "a skipped column is under a near-tie's second");
+enum { KM_CAND_TILES = 512, KM_CAND_WORDS = KM_CAND_TILES / 32 };
+
 // The split tiles' scratch (km_assign_kernel): tile r of list lh, slice s
 // at best[((lh KM_SPLIT_ROWS + r) KM_SPLITS + s) AM], and the count of its
 // blocks that have arrived at n[lh KM_SPLIT_ROWS + r]; the estimate's
 // slices (km_estimate_wg_kernel): list lh's slice s at etop[(lh
 // KM_EST_SLICES + s) KM_EST_SLICE_ROWS], its count at en[lh] (each count 0
-// before a launch; the last block sets it back to 0).
+// before a launch; the last block sets it back to 0); the candidate tiles'
+// bitmaps: list lh's pass row i at cand[(lh KM_EST_SLICE_ROWS + i)
+// KM_CAND_WORDS] (cleared before the pass that flags them).
 struct km_slices {
     km_best *best;
     int32_t *n;
     km_top *etop;
     int32_t *en;
+    uint32_t *cand;
 };
 
 // The lists the scratch holds: a list's exact items are split only where
@@ -1250,18 +1277,25 @@ __host__ __device__ inline size_t km_slice_lists(size_t lists)
     return lists < (size_t)KM_SLICE_LISTS ? lists : (size_t)KM_SLICE_LISTS;
 }
 
-// The split tiles' counts of `lists` lists, and the scratch's bytes: the
-// bests, the estimate's tops, the counts, the estimate's counts.
+// The split tiles' counts of `lists` lists, the candidate bitmaps' words,
+// and the scratch's bytes: the bests, the estimate's tops, the bitmaps, the
+// counts, the estimate's counts.
 __host__ __device__ inline size_t km_slices_counts(size_t lists)
 {
     return km_slice_lists(lists) * KM_SPLIT_ROWS;
+}
+
+__host__ __device__ inline size_t km_cand_words(size_t lists)
+{
+    return km_slice_lists(lists) * KM_EST_SLICE_ROWS * KM_CAND_WORDS;
 }
 
 __host__ __device__ inline size_t km_slices_bytes(size_t lists)
 {
     return km_slices_counts(lists) * (KM_SPLITS * AM * sizeof(km_best) + sizeof(int32_t)) +
            km_slice_lists(lists) *
-               (KM_EST_SLICES * KM_EST_SLICE_ROWS * sizeof(km_top) + sizeof(int32_t));
+               (KM_EST_SLICES * KM_EST_SLICE_ROWS * sizeof(km_top) + sizeof(int32_t)) +
+           km_cand_words(lists) * sizeof(uint32_t);
 }
 
 __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
@@ -1269,9 +1303,10 @@ __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
     km_best *const best = static_cast<km_best *>(scratch);
     km_top *const etop =
         reinterpret_cast<km_top *>(best + km_slices_counts(lists) * KM_SPLITS * AM);
-    int32_t *const n = reinterpret_cast<int32_t *>(
+    uint32_t *const cand = reinterpret_cast<uint32_t *>(
         etop + km_slice_lists(lists) * KM_EST_SLICES * KM_EST_SLICE_ROWS);
-    return {best, n, etop, n + km_slices_counts(lists)};
+    int32_t *const n = reinterpret_cast<int32_t *>(cand + km_cand_words(lists));
+    return {best, n, etop, n + km_slices_counts(lists), cand};
 }
 
 // Whether the calling block is the last of n to arrive at *count, told to
@@ -1413,11 +1448,17 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 // clusters, whatever they are) and touch (NULL: not kept) where its old
 // and new clusters' members changed (km_move_row). top (NULL: not kept):
 // each row's best and second rounded outward (km_drift).
+//
+// crow (NULL: none): each of rows' pass row in the candidate bitmaps
+// (sp.cand; KM_CAND_W), -1 where it has none. An item whose rows all have
+// one walks only the union of their flagged tiles, its slices cutting
+// that union as they would every tile (every block of the item forms the
+// same union).
 template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen, const uint8_t *cw,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
-                     float2 *top, unsigned *margin, const int32_t *rows,
+                     float2 *top, unsigned *margin, const int32_t *rows, const int32_t *crow,
                      const int32_t *n_rows, const int32_t *act, int32_t lists, int32_t *chg,
                      int32_t *touch, const int32_t *M_of, km_slices sp, int32_t split,
                      km_params p)
@@ -1428,6 +1469,11 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     __shared__ int2 found;  // the pass's list and item (its tile of rows and slice)
     __shared__ int2 from;   // the scan's round of found's list and the items before it
     __shared__ int32_t next;
+    // The item's candidate tiles in order, and their count (-1: the item
+    // walks every tile). The generic form has no estimate (crow NULL), and
+    // its tiles at head_dim 148 leave no room for the list.
+    __shared__ uint16_t cand[D ? KM_CAND_TILES : 1];
+    __shared__ int32_t cand_n;
     const int32_t d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
     const int32_t stride = (int32_t)km_stride(d4);
     double *const fs = sm, *const cs = sm + AM * stride;
@@ -1491,8 +1537,46 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             break;
         const int32_t lh = found.x, n = rows_in(lh), M = M_of[lh];
         const int32_t ns = slices((n + AM - 1) / AM), rt = found.y / ns, sl = found.y % ns;
-        const int32_t m0 = rt * AM, i_lo = sl * tiles / ns, i_hi = (sl + 1) * tiles / ns;
+        const int32_t m0 = rt * AM;
         const size_t base = (size_t)lh * p.cap;
+        if (D && crow && warp == 0) {
+            // Lane l ORs word w = l % KM_CAND_WORDS of every RS-th row's
+            // bitmap from row l / KM_CAND_WORDS, the warp the RS lanes' of
+            // each word; then lane w lists its word's tiles from the count
+            // of the words before it.
+            constexpr int RS = 32 / KM_CAND_WORDS;
+            static_assert(32 % KM_CAND_WORDS == 0, "a word's lanes are RS apart");
+            const int32_t w = lane % KM_CAND_WORDS;
+            uint32_t u = 0;
+            bool all = true;
+            for (int32_t r = m0 + lane / KM_CAND_WORDS; r < min(m0 + AM, n); r += RS) {
+                const int32_t c = crow[base + r];
+                all = all && c >= 0;
+                if (c >= 0)
+                    u |= sp.cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w];
+            }
+            all = __all_sync(0xffffffffu, all);
+#pragma unroll
+            for (int o = KM_CAND_WORDS; o < 32; o *= 2)
+                u |= __shfl_xor_sync(0xffffffffu, u, o);
+            int32_t at = __popc(u);
+#pragma unroll
+            for (int o = 1; o < KM_CAND_WORDS; o *= 2) {
+                const int32_t v = __shfl_up_sync(0xffffffffu, at, o);
+                at += w >= o ? v : 0;
+            }
+            if (lane == KM_CAND_WORDS - 1)
+                cand_n = all ? at : -1;
+            at -= __popc(u);
+            for (; lane < KM_CAND_WORDS && u; u &= u - 1)
+                cand[at++] = (uint16_t)(32 * w + __ffs(u) - 1);
+        }
+        if (D && crow)
+            __syncthreads();  // the list seen by every thread
+        // The walk's tiles: the candidates, or every tile.
+        const int32_t nc = D && crow ? cand_n : -1;
+        const int32_t i_lo = sl * (nc < 0 ? tiles : nc) / ns,
+                      i_hi = (sl + 1) * (nc < 0 ? tiles : nc) / ns;
         const auto row_of = [&](int32_t i) { return rows ? rows[base + i] : i; };
         // The tiles in the order t0, t0 + 1, ..., wrapping round, t0 the tile
         // of the centroids the block's features most likely join: centroid j
@@ -1501,12 +1585,19 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         // from the first tiles and few columns need the exact cosine (in index
         // order most columns up to a row's best were new records: run KG). The
         // running best below does not depend on the order (nor on it being a
-        // good guess: the rows the estimate leaves come in no order).
+        // good guess: the rows the estimate leaves come in no order). t0 -1:
+        // the candidates in order (nc apart from t0 in the walk took D = 128
+        // from no spill to 8 bytes).
         const int32_t t0 =
-            tiles > 0
-                ? min(tiles - 1, (int32_t)((int64_t)row_of(min(m0 + AM / 2, n - 1)) * p.k / M / AN))
-                : 0;
-        const auto tile_at = [&](int32_t i) { return t0 + i < tiles ? t0 + i : t0 + i - tiles; };
+            nc >= 0      ? -1
+            : tiles > 0 ? min(tiles - 1,
+                              (int32_t)((int64_t)row_of(min(m0 + AM / 2, n - 1)) * p.k / M / AN))
+                        : 0;
+        const auto tile_at = [&](int32_t i) {
+            if (t0 < 0)
+                return (int32_t)cand[i];
+            return t0 + i < tiles ? t0 + i : t0 + i - tiles;
+        };
         // Centroids j1 .. j1 + AN - 1.
         const auto centroids = [&](int32_t j1) {
             return km_cen_rows<THREADS, AN>(f, cen, cw, base, j1, M, p.k, d);
@@ -1826,13 +1917,15 @@ __device__ __forceinline__ void km_col_scales(float2 (&rc)[NB], const float *sc,
 // a test an element). The row's scale comes after the walk, to the
 // best and second only: a product by it never reverses an order (it may
 // make a tie, which leaves the row to the exact path). MAIN: the main
-// products alone (cross unread: KM_EPS_HI).
+// products alone (cross unread: KM_EPS_HI). Returns the best of these
+// columns' estimates (-inf: none), for the candidate flags (km_cand_flag).
 template <int NB, bool MAIN = false>
-__device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4],
-                                             const float (&cross)[NB][4],
-                                             const float2 (&rc)[NB], int h, int32_t j,
-                                             int32_t n_col, bool full)
+__device__ __forceinline__ float km_take_cols(km_top &r, const float (&acc)[NB][4],
+                                              const float (&cross)[NB][4],
+                                              const float2 (&rc)[NB], int h, int32_t j,
+                                              int32_t n_col, bool full)
 {
+    float m = -INFINITY;
     const auto take = [&](auto all) {
 #pragma unroll
         for (int nb = 0; nb < NB; nb++)
@@ -1840,15 +1933,35 @@ __device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4
             for (int e = 0; e < 2; e++)
                 if (decltype(all)::value || j + 8 * nb + e < n_col) {
                     const float sc = e ? rc[nb].y : rc[nb].x,
-                                v = MAIN ? acc[nb][2 * h + e]
-                                         : acc[nb][2 * h + e] + cross[nb][2 * h + e];
-                    km_take(r, v * sc, j + 8 * nb + e);
+                                v = (MAIN ? acc[nb][2 * h + e]
+                                          : acc[nb][2 * h + e] + cross[nb][2 * h + e]) *
+                                    sc;
+                    km_take(r, v, j + 8 * nb + e);
+                    m = fmaxf(m, v);
                 }
     };
     if (full)
         take(std::true_type{});
     else
         take(std::false_type{});
+    return m;
+}
+
+// The candidate flag of a tile for a row (KM_CAND_W), every lane of the
+// row's quad calling: m the best estimate of the lane's columns of the
+// tile, s its running best after it, rf the row's scale, at the row's
+// bitmap's first word in sp.cand (-1: none kept). The quad's best is
+// within W of the quad's running best where some lane's m is (fmaf is
+// monotone in m).
+__device__ __forceinline__ void km_cand_flag(uint32_t *cand, int32_t at, float m, float s,
+                                             float rf, int32_t tile)
+{
+    s = fmaxf(s, __shfl_xor_sync(0xffffffffu, s, 1));
+    s = fmaxf(s, __shfl_xor_sync(0xffffffffu, s, 2));
+    const unsigned near =
+        __ballot_sync(0xffffffffu, rf > 0 && __fmaf_rn(m, rf, KM_CAND_W) >= s * rf);
+    if (threadIdx.x % 4 == 0 && at >= 0 && (near >> threadIdx.x % 32 & 0xfu))
+        atomicOr(cand + at + tile / 32, 1u << tile % 32);
 }
 
 // An estimate pass's arguments (km_estimate_kernel's comment). fs, cs: the
@@ -1863,6 +1976,7 @@ struct km_est_args {
     double *best;
     unsigned *margin;
     int32_t *amb, *amb_n;
+    int32_t *crow;  // NULL but where the pass flags candidate tiles (km_assign_kernel's)
     km_drift dr;
     const int32_t *act;
     int32_t *chg, *touch;
@@ -1976,11 +2090,13 @@ __device__ __forceinline__ km_top km_est_quad(km_top x, bool cbad)
 
 // Row i of the pass decided from its top x over every column of the pass
 // and its row scale rf (one lane a row); returns the decision's gap as
-// ckv_pol_margin_bits (UINT_MAX: none), for km_note_margins.
+// ckv_pol_margin_bits (UINT_MAX: none), for km_note_margins. flagged: the
+// pass kept the row's candidate flags (at pass row i), which an amb entry
+// names in a.crow where they hold (not bad, rf > 0).
 template <bool MOVED>
 __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
                                                   const km_est_list &L, const km_est_args &a,
-                                                  int32_t lh)
+                                                  int32_t lh, bool flagged = false)
 {
     if (i >= L.n)
         return UINT_MAX;
@@ -2030,7 +2146,10 @@ __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
             dr.top[base + m] = make_float2(x.s, x.second);
         return ckv_pol_margin_bits((double)gap - 2 * (double)KM_EPS);
     }
-    a.amb[base + atomicAdd(a.amb_n + lh, 1)] = m;
+    const int32_t at = atomicAdd(a.amb_n + lh, 1);
+    a.amb[base + at] = m;
+    if (a.crow)
+        a.crow[base + at] = flagged && !x.bad && rf > 0 ? i : -1;
     return UINT_MAX;
 }
 
@@ -2341,8 +2460,12 @@ struct km_own_walk {
 
 // SLICED: the form that cuts a pass of few rows into a.slices slices (its
 // bookkeeping kept across the walk made ptxas spill at head_dim 128, so
-// the form without it stays as it was where a.slices is 1).
-template <int D, bool SLICED>
+// the form without it stays as it was where a.slices is 1). FLAGS: the
+// form that flags the candidate tiles (KM_CAND_W) of a list whose pass has
+// at most KM_EST_SLICE_ROWS rows and KM_CAND_TILES tiles, a call's first
+// (the flags' work and registers in its tile loop: the later passes keep
+// the form without).
+template <int D, bool SLICED, bool FLAGS>
 __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_kernel(km_est_args a)
 {
     using S = km_wg_shape<D>;
@@ -2488,6 +2611,10 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
 #pragma unroll
     for (int h = 0; h < 2; h++)
         km_est_row_start(r[h], rf[h], L, a, base, m0 + 16 * rw + g + 8 * h);
+    // The lane's row g's bitmap in a.sp.cand (row g + 8's 8 rows on), -1
+    // where the pass keeps none (m0 is 0 where it does).
+    const bool flags = FLAGS && L.n <= KM_EST_SLICE_ROWS && L.tiles <= KM_CAND_TILES;
+    const int32_t cand_at = flags ? (lh * KM_EST_SLICE_ROWS + 16 * rw + g) * KM_CAND_WORDS : -1;
     bool cbad = false;
     const uint64_t d0 = ckv_wgmma_desc(sb, 16);  // the stages' start, K-major
     // A warpgroup none of whose 64 rows is the pass's (no split) only copies
@@ -2532,9 +2659,13 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         float2 rc[KN / 8];
         km_col_scales(rc, sc + st * KN + 2 * t, cbad);
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-            km_take_cols(r[h], acc, cross, rc, h, (t0 + i) * KN + 2 * t, L.n_col,
-                         (t0 + i) * KN + KN <= L.n_col);
+        for (int h = 0; h < 2; h++) {
+            const float m = km_take_cols(r[h], acc, cross, rc, h, (t0 + i) * KN + 2 * t, L.n_col,
+                                         (t0 + i) * KN + KN <= L.n_col);
+            if constexpr (FLAGS)
+                km_cand_flag(a.sp.cand, cand_at < 0 ? -1 : cand_at + 8 * KM_CAND_WORDS * h, m,
+                             r[h].s, rf[h], t0 + i);
+        }
     }
     pass_to(nt);
     ckv_cp_async_wait<0>();
@@ -2585,7 +2716,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     if (t == 0)
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            gaps = min(gaps, km_est_decide<false>(x[h], rf[h], m0 + 16 * rw + g + 8 * h, L, a, lh));
+            gaps = min(gaps, km_est_decide<false>(x[h], rf[h], m0 + 16 * rw + g + 8 * h, L, a,
+                                                  lh, flags));
     km_note_margins(a.margin + lh, gaps);
 }
 
@@ -3169,18 +3301,28 @@ struct km_room {
     bool wg;
 };
 
+// The wgmma estimate's form (km_estimate_wg_kernel) for head_dim D.
+template <int D>
+static auto km_estimate_wg_of(bool sliced, bool flags)
+{
+    return sliced ? flags ? km_estimate_wg_kernel<D, true, true>
+                          : km_estimate_wg_kernel<D, true, false>
+                  : flags ? km_estimate_wg_kernel<D, false, true>
+                          : km_estimate_wg_kernel<D, false, false>;
+}
+
 // The estimate's shared memory allowed, for head_dim D (both passes, in
 // the forms km_estimate takes).
 template <int D>
 static ckv_status km_allow_estimate(bool wg, ckv_error *err)
 {
-    ckv_status st = wg ? ckv_pol_allow_smem(km_estimate_wg_kernel<D, false>, km_wg_smem<D>(),
-                                            "cuda kmeans", err)
-                       : ckv_pol_allow_smem(km_estimate_kernel<D, false>,
-                                            km_est_smem<D, false>(), "cuda kmeans", err);
-    if (!st && wg)
-        st = ckv_pol_allow_smem(km_estimate_wg_kernel<D, true>, km_wg_smem<D>(), "cuda kmeans",
-                                err);
+    ckv_status st = CKV_OK;
+    for (int form = 0; wg && !st && form < 4; form++)
+        st = ckv_pol_allow_smem(km_estimate_wg_of<D>(form & 1, form & 2), km_wg_smem<D>(),
+                                "cuda kmeans", err);
+    if (!st && !wg)
+        st = ckv_pol_allow_smem(km_estimate_kernel<D, false>, km_est_smem<D, false>(),
+                                "cuda kmeans", err);
     return st ? st
               : ckv_pol_allow_smem(km_estimate_kernel<D, true>, km_est_smem<D, true>(),
                                    "cuda kmeans", err);
@@ -3211,7 +3353,8 @@ static ckv_status km_assign_room(int32_t d, km_room *room, ckv_error *err)
 }
 
 // One assignment's buffers: fs and cs the splits (NULL fs: no estimate),
-// amb [lists][cap] rows, then a count per list, best NULL but in tests;
+// amb [lists][cap] rows, then a count per list, crow [lists][cap] beside
+// amb's rows (km_assign_kernel's; with the estimate), best NULL but in tests;
 // act the lists to assign, chg[lh] set where one changes a cluster, touch
 // the clusters whose members it changed (NULL: not kept); dr
 // the bookkeeping of the assignments after an update (km_drift; none
@@ -3222,7 +3365,7 @@ struct km_bufs {
     const double *cnorm, *crec;
     const float *cscale;
     const uint32_t *fs, *cs;
-    int32_t *cl, *amb;
+    int32_t *cl, *amb, *crow;
     double *best;
     unsigned *margin;
     const int32_t *act, *M_of;
@@ -3268,21 +3411,26 @@ static int32_t km_est_slices(int32_t lists, int sms, int32_t tiles)
 // pass over the moved centroids keeps the mma.sync form on Hopper too: its
 // walks are a tile or two, where the prologue of the wgmma form's one
 // block an SM costs more than its products save (the 8B's 8K
-// decode-time call: 0.233 ms against 0.177, runs QF, QC).
+// decode-time call: 0.233 ms against 0.177, runs QF, QC). cand: the wgmma
+// form flags the candidate tiles (km_assign: room.wg), naming them in
+// b.crow.
 template <int D, bool MOVED>
 static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                        int32_t *amb_n, const km_room &room, cudaStream_t s)
+                        int32_t *amb_n, const km_room &room, bool cand, cudaStream_t s)
 {
     const int32_t slices = km_est_slices(lists, room.sms, (p.k + KN - 1) / KN);
-    const km_est_args a = {b.fs,   b.cs,   b.cw,   b.fnorm, b.cscale, b.cl,    b.best,
-                           b.margin, b.amb, amb_n, b.dr,    b.act,    b.chg,   b.touch,
-                           b.M_of, b.sp,   slices, p};
+    const km_est_args a = {b.fs,     b.cs,   b.cw,    b.fnorm,  b.cscale,
+                           b.cl,     b.best, b.margin, b.amb,   amb_n,
+                           cand ? b.crow : nullptr,   b.dr,    b.act,
+                           b.chg,    b.touch, b.M_of, b.sp,     slices,
+                           p};
     if constexpr (!MOVED)
         if (room.wg) {
             const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS);
-            (slices > 1 ? km_estimate_wg_kernel<D, true> : km_estimate_wg_kernel<D, false>)
-                <<<dim3(lists, rows > (unsigned)slices ? rows : slices), km_wg_shape<D>::THREADS,
-                   km_wg_smem<D>(), s>>>(a);
+            km_estimate_wg_of<D>(slices > 1, cand)<<<dim3(lists, rows > (unsigned)slices ? rows
+                                                                                       : slices),
+                                                    km_wg_shape<D>::THREADS, km_wg_smem<D>(),
+                                                    s>>>(a);
             return;
         }
     using S = km_est_shape<D, MOVED>;
@@ -3295,20 +3443,28 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
 // list's count allows, km_restricted; moved: first the pass over the moved
 // centroids, km_drift, which fills redo), then the exact kernel over the
 // rows it left; without fs the exact kernel over every row. best: the
-// estimate's where it ran. room from km_assign_room.
+// estimate's where it ran. room from km_assign_room. first: a call's
+// first assignment, whose wgmma estimate flags the candidate tiles
+// (KM_CAND_W) where the scratch holds the lists' bitmaps and the tiles are
+// at most KM_CAND_TILES.
 static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                            bool moved, const km_room &room, cudaStream_t s, ckv_error *err)
+                            bool moved, bool first, const km_room &room, cudaStream_t s,
+                            ckv_error *err)
 {
     int32_t *const amb_n = b.amb + (size_t)lists * p.cap;
+    const bool cand = b.fs && first && room.wg && lists <= KM_SLICE_LISTS &&
+                      (p.k + KN - 1) / KN <= KM_CAND_TILES;
     if (b.fs) {
         CKV_CUDA(cudaMemsetAsync(amb_n, 0, lists * sizeof(int32_t), s));
         if (moved) {
             (p.d == 128 ? km_estimate<128, true> : km_estimate<64, true>)(b, p, lists, max_m,
-                                                                          amb_n, room, s);
+                                                                          amb_n, room, false, s);
             CKV_CUDA_LAUNCHED();
         }
+        if (cand)
+            CKV_CUDA(cudaMemsetAsync(b.sp.cand, 0, km_cand_words(lists) * sizeof(uint32_t), s));
         (p.d == 128 ? km_estimate<128, false> : km_estimate<64, false>)(b, p, lists, max_m,
-                                                                        amb_n, room, s);
+                                                                        amb_n, room, cand, s);
         CKV_CUDA_LAUNCHED();
     }
     // The rows left (after the estimate: in a number the host does not
@@ -3323,8 +3479,8 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     const int32_t blocks = (int32_t)min(most, wave);
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cw, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top,
-        b.margin, b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp,
-        split, p);
+        b.margin, b.fs ? b.amb : nullptr, cand ? b.crow : nullptr, amb_n, b.act, lists, b.chg,
+        b.touch, b.M_of, b.sp, split, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
@@ -3370,7 +3526,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cscale, w->slots * sizeof(float), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->split, 2 * half * sizeof(uint32_t), err))) ||
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
-        (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->amb, (2 * w->slots + w->lists) * sizeof(int32_t),
+                           err)) ||
         (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->touch, km_touch_bytes(w), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
@@ -3420,8 +3577,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
     CKV_CUDA(cudaMemsetAsync(sp.n, 0, km_slices_counts(x->lists) * sizeof(int32_t), x->s));
     CKV_CUDA(cudaMemsetAsync(sp.en, 0, km_slice_lists(x->lists) * sizeof(int32_t), x->s));
-    km_bufs kb = {w->f,   w->norm,  w->cen, w->cw, w->cnorm, crec,    w->cscale, fs,
-                  cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
+    // The candidate tiles' pass rows after amb's rows and counts.
+    int32_t *const crow = est ? w->amb + w->slots + w->lists : nullptr;
+    km_bufs kb = {w->f,   w->norm,  w->cen, w->cw,   w->cnorm,  crec,   w->cscale, fs,
+                  cs,     w->cl,    w->amb, crow,    nullptr,   w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, TOUCH_THREADS), x->lists);
@@ -3522,7 +3681,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                 CKV_CUDA_LAUNCHED();
             }
         }
-        if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, room, x->s, err)))
+        if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, it == 0, room, x->s, err)))
             return st;
         if (it) {
             // A host plan row no K-Means kernel reads (nor apply, which uploads it).
@@ -3648,6 +3807,7 @@ struct km_test_mem {
     float *cscale;
     uint32_t *fs, *cs;
     int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k, chg
+    int32_t *crow;             // beside amb's rows
     unsigned *margin;
     km_slices sp;  // one list's, its counts 0
     float2 *top;
@@ -3728,9 +3888,10 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     }
     const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cw,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
-                       d.amb,    d.best,   d.margin, d.head, d.head + 1,
+                       d.amb,    d.crow,   d.best, d.margin, d.head, d.head + 1,
                        d.head + 3, nullptr, dr, d.sp};
-    ckv_status st = km_assign(b, kp, 1, M, mv.n > 0, room, nullptr, err);
+    // The plain assignment is a first (its exact pass over the candidate tiles).
+    ckv_status st = km_assign(b, kp, 1, M, mv.n > 0, mv.n == 0, room, nullptr, err);
     if (st)
         return st;
     if (mv.n) {  // each row's second bound, top[m].y
@@ -3776,7 +3937,7 @@ static ckv_status km_assign_one(const double *f, const double *fnorm, const doub
     // the scales, the bounds, then ints and bytes.
     const size_t sp_bytes = (km_slices_bytes(1) + 15) / 16 * 16;
     const size_t bytes = sp_bytes + (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + cap * 8 +
-                         (5 * cap + 8) * 4 + 2 * cap;
+                         (6 * cap + 8) * 4 + 2 * cap;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess)
@@ -3805,7 +3966,8 @@ static ckv_status km_assign_one(const double *f, const double *fnorm, const doub
     m.moved = reinterpret_cast<int32_t *>(m.margin + 1);
     m.redo = m.moved + cap;
     m.dn = m.redo + cap;
-    m.cw = reinterpret_cast<uint8_t *>(m.dn + 2);
+    m.crow = m.dn + 2;
+    m.cw = reinterpret_cast<uint8_t *>(m.crow + cap);
     m.cmv = m.cw + cap;
     st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, room, cl, best, margin,
                         n_exact, changed, mv, err);

@@ -56,7 +56,8 @@ struct ckv_gpu_policy_ws {
     // (features, then centroids from a multiple of 4 words: twice rows
     // rounded up to 4; taken where the estimate runs), amb the rows the
     // estimate left to the exact assignment ([lists][capacity], then a count
-    // per list), chg two rows of flags a list (an assignment changed a
+    // per list, then each row's pass row in the candidate bitmaps, slots:
+    // cuda_kmeans.cu, KM_CAND_W), chg two rows of flags a list (an assignment changed a
     // cluster), touch a flag a cluster (an assignment moved a row from or to
     // it: slots), then the clusters an update forms, listed (cuda_kmeans.cu,
     // km_touch_list_kernel). Where the estimate runs, for the assignments
@@ -67,7 +68,8 @@ struct ckv_gpu_policy_ws {
     // centroid (slots), cmv a flag a centroid (slots), own the own pass's
     // records by place and by centroid (slots each), their sides likewise
     // (an int2 a slot), then a header a list; ksplit the exact kernel's split
-    // tiles' bests and counts (cuda_kmeans.cu, km_slices).
+    // tiles' bests and counts, and the candidate bitmaps (cuda_kmeans.cu,
+    // km_slices).
     double *f, *cen, *cnorm;
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;

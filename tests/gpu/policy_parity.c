@@ -891,6 +891,21 @@ static void check_own_rows(void)
  * nearest (centroid 35, tile 0): a tie whose lower index must win across
  * 22 tiles (written for a walk that skipped tiles by their cones, e23c94d,
  * reverted; any such skip must keep these). M and k leave partial tiles.
+ * "near" and "tie" (8,400 centroids, 132 tiles, 50 to 140 rows) have items
+ * of the exact pass over the candidate tiles (kernels/cuda_kmeans.cu,
+ * KM_CAND_W) that skip most tiles: the rows and the planted centroids lie
+ * in the first d / 2 coordinates, 1 plus a "full" value each; every other
+ * centroid j has -j / k there and its "full" values scaled to norm sqrt(d /
+ * 2) in the rest, so its cosine with any row falls with j by more than
+ * 2^-10 a tile, and a walk over a slice of the tiles flags its first tile
+ * and then only those with planted centroids. Row m is hub centroid 1,050 +
+ * 2,100 (m % 4) plus noise of 2^-10 (clear of every other centroid), but
+ * rows 7, 24, ..., 126 (m % 17 = 7, q = m / 17), the exact kernel's, lie on
+ * planted centroids a = 150 + 1,031 q and b = a + 4,217 (mod k), of tiles
+ * in different slices: in "near" the row is the sum of the two unit
+ * vectors, b's scaled by 1 + (q + 1) 2^-20 (alternately up and down), a
+ * gap of about 2^-23 (q + 1) whose second the margin checks; in "tie" b is
+ * a copy of a and the row a plus noise, where the lower index must win.
  *
  * With `estimate` (head_dim 64 and 128), as the policy assigns: the bf16
  * estimate decides the rows whose best stands clear of their second
@@ -914,7 +929,7 @@ static void check_own_rows(void)
  * (six tiles of 64, the last partial, more than the 300 features: the wgmma
  * form's four stages refilled and reused, the exact kernel's walk over k >
  * M). */
-enum { KM_UNIT, KM_WIDE, KM_FULL, KM_RANGE, KM_WALK };
+enum { KM_UNIT, KM_WIDE, KM_FULL, KM_RANGE, KM_WALK, KM_NEAR, KM_TIE };
 /* A finite double of random bits (exponent field below 0x7ff). */
 static double random_finite(uint64_t *st)
 {
@@ -1038,7 +1053,63 @@ static void check_ddiv(void)
     free(q);
 }
 
-static const char *const km_mode_name[] = {"unit", "wide", "full", "range", "walk"};
+static const char *const km_mode_name[] = {"unit", "wide", "full",
+                                           "range", "walk", "near", "tie"};
+
+/* Row m's planted centroids a, b in "near" and "tie", where it has them
+ * (check_kmeans_assign's comment). */
+static bool km_planted(int32_t m, int32_t k, int32_t *a, int32_t *b)
+{
+    const int32_t q = m / 17;
+    *a = 150 + 1031 * q;
+    *b = (*a + 4217) % k;
+    return m % 17 == 7 && q < 8;
+}
+
+/* "near" and "tie" from "full" values (check_kmeans_assign's comment). */
+static void km_near_data(int32_t d, int32_t k, int32_t M, int mode, double *f, double *c)
+{
+    const int32_t h = d / 2;
+    int32_t own[4 + 2 * 8], n_own = 0, a, b;
+    for (int32_t q = 0; q < 4; q++)
+        own[n_own++] = 1050 + 2100 * q;
+    for (int32_t m = 0; m < M; m++)
+        if (km_planted(m, k, &a, &b)) {
+            own[n_own++] = a;
+            own[n_own++] = b;
+        }
+    for (int32_t j = 0; j < k; j++) {
+        bool planted = false;
+        for (int32_t o = 0; o < n_own; o++)
+            planted |= own[o] == j;
+        double *x = c + (size_t)j * d, n = 0;
+        for (int32_t i = h; i < d; i++)
+            n += x[i] * x[i];
+        for (int32_t i = 0; i < d; i++)
+            x[i] = planted ? (i < h ? 1 + x[i] : 0) : i < h ? -(double)j / k : x[i] * sqrt(h / n);
+    }
+    for (int32_t m = 0; m < M; m++) {
+        double *x = f + (size_t)m * d;
+        const bool two = km_planted(m, k, &a, &b);
+        const double *ca = c + (size_t)(two ? a : 1050 + 2100 * (m % 4)) * d;
+        double *cb = c + (size_t)b * d;
+        if (two && mode == KM_NEAR) {
+            double na = 0, nb = 0;
+            for (int32_t i = 0; i < d; i++) {
+                na += ca[i] * ca[i];
+                nb += cb[i] * cb[i];
+            }
+            const double up = 1 + (m / 17 % 2 ? -1 : 1) * ldexp(m / 17 + 1, -20);
+            for (int32_t i = 0; i < d; i++)
+                x[i] = ca[i] / sqrt(na) + up * cb[i] / sqrt(nb);
+            continue;
+        }
+        if (two)
+            memcpy(cb, ca, (size_t)d * sizeof *cb);
+        for (int32_t i = 0; i < d; i++)
+            x[i] = ca[i] + (i < h ? ldexp(x[i], -10) : 0);
+    }
+}
 
 /* check_kmeans_assign's features f[M][d] and centroids c[k][d] of a mode,
  * and their norms. */
@@ -1071,6 +1142,8 @@ static void km_test_data(int32_t d, int32_t k, int32_t M, int mode, uint64_t see
         memset(c + (size_t)70 * d, 0, (size_t)d * sizeof *c);
         memset(f + (size_t)20 * d, 0, (size_t)d * sizeof *f);
     }
+    if (mode >= KM_NEAR)
+        km_near_data(d, k, M, mode, f, c);
     if (mode < KM_FULL) {
         memcpy(c + (size_t)37 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
         memcpy(c + (size_t)100 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
@@ -1183,8 +1256,15 @@ static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool 
     const bool margin_ok = !estimate || want_margin < clear
                                ? margin == want_margin
                                : margin >= clear && margin <= want_margin;
-    /* At least the tied rows: 21 in "unit" and "wide", feature 20 (zero) and 5 in "walk". */
-    const int32_t tied = mode == KM_WALK ? 2 : mode == KM_FULL ? 0 : 21;
+    /* At least the tied rows: 21 in "unit" and "wide", feature 20 (zero) and 5 in "walk",
+     * the planted rows of "near" and "tie". */
+    int32_t tied = mode == KM_WALK ? 2 : mode == KM_FULL ? 0 : 21;
+    if (mode >= KM_NEAR) {
+        int32_t a, b;
+        tied = 0;
+        for (int32_t m = 0; m < M; m++)
+            tied += km_planted(m, k, &a, &b);
+    }
     const bool exact_ok = !estimate || (mode == KM_RANGE ? n_exact == M
                                                          : n_exact < M && n_exact >= tied);
     /* In "range" every row is the exact kernel's: the estimate's values there mean nothing.
@@ -1520,6 +1600,14 @@ int main(int argc, char **argv)
                      * 513 rows: a block's last block of rows full, then one row. */
                     check_kmeans_moved(km_dims[i], 345, 513, 8, KM_FULL, join,
                                        (uint64_t)(200 + i));
+                }
+                /* The exact pass over the candidate tiles: 50 rows (the
+                 * warpgroups split the tiles) and 140 (each its own rows). */
+                for (int mode = KM_NEAR; mode <= KM_TIE; mode++) {
+                    check_kmeans_forms(km_dims[i], 8400, 50, mode,
+                                       (uint64_t)(210 + 4 * i + 2 * (mode - KM_NEAR)));
+                    check_kmeans_forms(km_dims[i], 8400, 140, mode,
+                                       (uint64_t)(211 + 4 * i + 2 * (mode - KM_NEAR)));
                 }
             }
         }
