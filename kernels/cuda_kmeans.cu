@@ -12,8 +12,8 @@
 // agree to ~1e-16 and a decision can differ only at a near-tie (the margin
 // the trace reports). At a call's first assignment the own pass first
 // gives each row that starts a centroid that centroid where no other can
-// be as near (km_own_kernel), and the estimate takes the other rows. After
-// an update, a list where few centroids moved
+// be as near (km_own_kernel, km_own_decide_kernel), and the estimate
+// takes the other rows. After an update, a list where few centroids moved
 // takes the estimate over those centroids only for every row, and over
 // every centroid for the rows that this cannot keep (km_drift). A list's
 // iterations stop at Lloyd's fixed point, an assignment that changes none
@@ -1001,7 +1001,8 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
 #pragma unroll
             for (int u = 0; u < 2; u++) {
                 const int32_t at = p0 + threadIdx.x / 32 * 32 + 16 * i + 8 * u + g;
-                const int2 sd = at < p1 ? side[base + at] : make_int2(0, 0);
+                // A pad row's |q|^2 FAR too: it counts no column, so marks none.
+                const int2 sd = at < p1 ? side[base + at] : make_int2(FAR, 0);
                 a[i][u] = at < p1 ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
                 na[i][u] = sd.x;
                 ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
@@ -1177,8 +1178,8 @@ __global__ void km_own_decide_kernel(uint8_t *cw, int32_t *cl, km_drift dr, int3
 }
 
 // The trace's flags (ckv_gpu_policy_trace.own_rows) after the own pass: the
-// rows that start a centroid and are not in dr.redo, which km_own_kernel
-// gave their own centroid; a block a list. A separate kernel, so that the
+// rows that start a centroid and are not in dr.redo, which
+// km_own_decide_kernel gave their own centroid; a block a list. A separate kernel, so that the
 // own kernel is the same code with or without a trace (a flag stored there
 // took ptxas's allocation from 58 registers to 48).
 __global__ void km_own_rows_kernel(uint8_t *flags, const int32_t *redo, const int32_t *redo_n,
