@@ -1179,9 +1179,10 @@ __global__ void km_own_decide_kernel(uint8_t *cw, int32_t *cl, km_drift dr, int3
 
 // The trace's flags (ckv_gpu_policy_trace.own_rows) after the own pass: the
 // rows that start a centroid and are not in dr.redo, which
-// km_own_decide_kernel gave their own centroid; a block a list. A separate kernel, so that the
-// own kernel is the same code with or without a trace (a flag stored there
-// took ptxas's allocation from 58 registers to 48).
+// km_own_decide_kernel gave their own centroid; a block a list. A separate
+// kernel, so that the own passes are the same code with or without a trace
+// (a flag stored in the own kernel took ptxas's allocation from 58
+// registers to 48).
 __global__ void km_own_rows_kernel(uint8_t *flags, const int32_t *redo, const int32_t *redo_n,
                                    const int32_t *act, const int32_t *M_of, km_params p)
 {
