@@ -12,8 +12,8 @@
 // agree to ~1e-16 and a decision can differ only at a near-tie (the margin
 // the trace reports). At a call's first assignment the own pass first
 // gives each row that starts a centroid that centroid where no other can
-// be as near (km_own_kernel), and the estimate takes the other rows. After
-// an update, a list where few centroids moved
+// be as near (km_own_kernel, km_own_decide_kernel), and the estimate
+// takes the other rows. After an update, a list where few centroids moved
 // takes the estimate over those centroids only for every row, and over
 // every centroid for the rows that this cannot keep (km_drift). A list's
 // iterations stop at Lloyd's fixed point, an assignment that changes none
@@ -907,48 +907,60 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
 }
 
 // An item is up to KM_OWN_BLOCK consecutive places q of one cell of the
-// sort (a warp 32 of them, two m16 tiles), bounded against every centroid
-// of that cell and the eight around it whose a2 key lies within KM_OWN_WIN
-// of the item's places' (a cell's keys are sorted by a2), those staged
-// through shared memory KM_OWN_BLOCK at a time: the int8 products on the
-// tensor cores (ckv_mma_s8, a record's 16 coordinates one k16 step), and a
-// pair counted where |q_a - q_b|^2 = |q_a|^2 + |q_b|^2 - 2 q_a . q_b <= t^2
-// (1 + 2^-20), t = s w (1 + 2^-20) + E_a + E with E the largest of the
-// staged records' (at least E_b: a looser bound, never an unsound one; the
-// slack covers t's float roundings). A centroid outside a row's nine cells
-// and a2 window lies farther than w by a0, a1 or a2 alone; the bound may
-// count it, and the row then goes to the estimate, never wrongly taken. A
-// row counts itself (its own place lies in the middle range, distance 0),
-// so it is clear where its count is 1. A block takes a list's items
-// blockIdx.x, + gridDim.x, ..., finding each one's cell from the cells'
-// first items (km_own_first_kernel's). Bands of a0 with a1 sorted, blocks of
-// 128 places (this kernel up to the forty-second session), bounded 7.08% of
-// k^2 pairs at SmolLM2's 128K call on the bench's keys, these cells 4.31%
-// in blocks of 128 and 2.48% in blocks of 32 (`scripts/kmeans-cone-count
-// --own`); a0's window alone, blocks of 256, twice the bands' at 32K.
-// __dp4a's bound, a thread a row and about 15 instructions a pair, took 8.6
-// ms of the 8B's 32K decode-time call under ncu (run WA; the tensor cores'
-// 1.8). Then row km_own_row(j) takes centroid j or goes to dr.redo; own_n
-// (NULL: not counted) the rows that took their own. Eighteen blocks an SM
-// (56 registers; it would take 64): the kernel waits on its loads and
-// barriers more than it issues, and a form at 64 registers, 16 blocks,
-// issued 12% less a cycle (run ZZ35).
+// sort (a warp 32 of them, two m16 tiles), and each pair of centroids that
+// may lie within w is bounded by one item alone: its own places first, as
+// one chunk (its pairs bounded both ways), then its cell's places after
+// its last and the four "forward" cells (0, +1), (+1, -1), (+1, 0) and (+1,
+// +1), those whose a2 key lies within KM_OWN_WIN of the item's places' (a
+// cell's keys are sorted by a2); a pair within w of items in two cells is
+// reached from the one whose offset to the other is forward (of an offset
+// and its negation exactly one is), and the window is symmetric. The
+// candidates are staged through shared memory KM_OWN_BLOCK at a time: the
+// int8 products on the tensor cores (ckv_mma_s8, a record's 16 coordinates
+// one k16 step), and a pair counted where |q_a - q_b|^2 = |q_a|^2 + |q_b|^2
+// - 2 q_a . q_b <= t^2 (1 + 2^-20), t = s w (1 + 2^-20) + E_a + E with E
+// the largest of the staged records' (at least E_b: a looser bound, never
+// an unsound one; the slack covers t's float roundings; symmetric in a and
+// b, so a pair within w counts from either side). A centroid outside a
+// row's nine cells and a2 window lies farther than w by a0, a1 or a2
+// alone; the bound may count it, and the row then goes to the estimate,
+// never wrongly taken. A row counts itself (its own place is in the first
+// chunk, distance 0), so it is clear of its item's view where its count is
+// 1; one whose count is not marks its centroid (cw), and a chunk after the
+// first that counts a pair is bounded again with the same comparisons to
+// mark its columns found near (the other side of the pair, whose item
+// never sees it). km_own_decide_kernel then gives each centroid's row
+// km_own_row(j) its centroid or the estimate. No early exit: an item whose
+// rows are all near may still have columns to mark. A block takes a list's
+// items blockIdx.x, + gridDim.x, ..., finding each one's cell from the
+// cells' first items (km_own_first_kernel's). Bands of a0 with a1 sorted,
+// blocks of 128 places (this kernel up to the forty-second session),
+// bounded 7.08% of k^2 pairs at SmolLM2's 128K call on the bench's keys,
+// nine cells 4.31% in blocks of 128 and 2.48% in blocks of 32
+// (`scripts/kmeans-cone-count --own`); a0's window alone, blocks of 256,
+// twice the bands' at 32K. __dp4a's bound, a thread a row and about 15
+// instructions a pair, took 8.6 ms of the 8B's 32K decode-time call under
+// ncu (run WA; the tensor cores' 1.8). Eighteen blocks an SM (56
+// registers; it would take 64): the kernel waits on its loads and barriers
+// more than it issues, and a form at 64 registers, 16 blocks, issued 12%
+// less a cycle (run ZZ35).
 __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
-                  const int32_t *ival_out, const uint4 *rec, const int2 *side, int32_t *cl,
-                  km_drift dr, int32_t *own_n, unsigned *margin, int32_t *chg,
+                  const int32_t *ival_out, const uint4 *rec, const int2 *side, uint8_t *cw,
                   const int32_t *act, const int32_t *M_of, km_params p)
 {
     // A pad column's |q|^2 (its record zero): over T's cap, 2^24, by more
     // than any |q_a|^2, so never counted.
     constexpr int32_t FAR = 1 << 26;
-    constexpr int32_t AROUND = 9;  // a cell and the eight around it
+    constexpr int32_t RANGES = 6;  // the item's places, its cell's after, four cells
     __shared__ uint4 srec[KM_OWN_BLOCK];
     __shared__ __align__(8) int32_t snorm[KM_OWN_BLOCK];  // read two at a time
     __shared__ int32_t scount[KM_OWN_BLOCK];
+    __shared__ int32_t splace[KM_OWN_BLOCK];  // a staged column's place, for its mark
     __shared__ unsigned semax[2];  // a chunk's largest E (float bits), chunks alternate
-    // The candidates' nine ranges of places, from rs[r], rn[r] long.
-    __shared__ int32_t rs[AROUND], rn[AROUND];
+    // The candidates' ranges of places, from rs[r], rn[r] long, and their
+    // count (in shared memory: a register held over the chunks spilled).
+    __shared__ int32_t rs[RANGES], rn[RANGES], stotal;
     const int32_t lh = blockIdx.y;
     if (!act[lh])
         return;  // the whole block
@@ -958,7 +970,6 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
     const int32_t items = first[KM_OWN_CELLS], lane = threadIdx.x % 32, g = lane / 4,
                   t = lane % 4;
     const float sc = __int_as_float(h[KM_OWN_SCALE]);
-    bool owned = false;  // a row of the thread's took its own centroid
     for (int32_t item = blockIdx.x; item < items; item += gridDim.x) {
         __syncthreads();  // the item before is done with the shared state
         // The item's cell: the last whose first item is not past it (first[0]
@@ -996,36 +1007,48 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
 #pragma unroll
             for (int u = 0; u < 2; u++) {
                 const int32_t at = p0 + threadIdx.x / 32 * 32 + 16 * i + 8 * u + g;
-                const int2 sd = at < p1 ? side[base + at] : make_int2(0, 0);
+                // A pad row's |q|^2 FAR too: it counts no column, so marks none.
+                const int2 sd = at < p1 ? side[base + at] : make_int2(FAR, 0);
                 a[i][u] = at < p1 ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
                 na[i][u] = sd.x;
                 ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
             }
-        if (threadIdx.x < 2 * AROUND) {
-            // Cell (b0 + r / 3 - 1, b1 + r % 3 - 1): its places whose a2 lies
-            // within the window of the item's first and last places' (clamped
-            // to the cell, so searched within its places); lane r finds range
-            // r's first place and lane AROUND + r its end, at once.
-            const int32_t r = threadIdx.x % AROUND, b0 = cell / KM_OWN_BANDS + r / 3 - 1,
-                          b1 = cell % KM_OWN_BANDS + r % 3 - 1;
+        if (threadIdx.x < 2 * RANGES) {
+            // Range r: lane r finds its first place and lane RANGES + r its
+            // end, at once. Range 0 is the item's places, range 1 its cell's
+            // after them, ranges 2 to 5 cells (b0, b1 + 1), (b0 + 1, b1 - 1 ..
+            // b1 + 1); those end (range 1) or lie (2 to 5) within the window
+            // of the item's first and last places' a2 (clamped to the cell,
+            // so searched within its places).
+            const int32_t r = threadIdx.x % RANGES, b0 = cell / KM_OWN_BANDS + (r >= 3),
+                          b1 = cell % KM_OWN_BANDS + (r < 2 ? 0 : r == 2 ? 1 : r - 4);
+            const bool lo = threadIdx.x < RANGES;
             int32_t end = 0;
-            if (b0 >= 0 && b0 < KM_OWN_BANDS && b1 >= 0 && b1 < KM_OWN_BANDS) {
+            if (r == 0 || (r == 1 && lo)) {
+                end = r == 0 && lo ? p0 : p1;
+            } else if (b0 < KM_OWN_BANDS && b1 >= 0 && b1 < KM_OWN_BANDS) {
                 const int32_t nc = b0 * KM_OWN_BANDS + b1;
                 const int64_t own = (int64_t)cell * KM_OWN_CELL, at = (int64_t)nc * KM_OWN_CELL;
                 end = km_own_lower(
                     key, start[nc], start[nc + 1],
-                    threadIdx.x < AROUND
-                        ? at + max(key[p0] - own - KM_OWN_WIN, (int64_t)0)
-                        : at + min(key[p1 - 1] - own + KM_OWN_WIN + 1, (int64_t)KM_OWN_CELL));
+                    lo ? at + max(key[p0] - own - KM_OWN_WIN, (int64_t)0)
+                       : at + min(key[p1 - 1] - own + KM_OWN_WIN + 1, (int64_t)KM_OWN_CELL));
             }
-            const int32_t last = __shfl_down_sync(0x3ffffu, end, AROUND);
-            if (threadIdx.x < AROUND) {
+            const int32_t last = __shfl_down_sync(0xfffu, end, RANGES);
+            if (lo) {
                 rs[r] = end;
                 rn[r] = last - end;
             }
         }
-        if (threadIdx.x == 0)
+        __syncwarp();  // warp 0's lanes wrote the ranges
+        if (threadIdx.x == 0) {
+            int32_t total = 0;
+#pragma unroll
+            for (int r = 0; r < RANGES; r++)
+                total += rn[r];
+            stotal = total;
             semax[0] = 0;
+        }
         // Rows near before any pair start at a count of 2 (lane t = 0 holds
         // a row's).
         scount[threadIdx.x] = !mine || h[KM_OWN_BAD] || !km_unit(fm) ? 2 : 0;
@@ -1035,23 +1058,21 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
 #pragma unroll
             for (int u = 0; u < 2; u++)
                 count[i][u] = t == 0 ? scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] : 0;
-        bool done = false;  // every row of the warp near
-        int32_t total = 0;
-#pragma unroll
-        for (int r = 0; r < AROUND; r++)
-            total += rn[r];
-        for (int32_t c0 = 0, it = 0; c0 < total; c0 += KM_OWN_BLOCK, it++) {
-            const int32_t n = min((int32_t)KM_OWN_BLOCK, total - c0);
+        // Chunk 0 the item's places (rn[0] of them), then KM_OWN_BLOCK at a
+        // time.
+        for (int32_t c0 = 0, it = 0, n = rn[0]; c0 < stotal;
+             c0 += n, it++, n = min((int32_t)KM_OWN_BLOCK, stotal - c0)) {
             unsigned e = 0;
             if ((int32_t)threadIdx.x < n) {
                 // Candidate c0 + threadIdx.x: its range r and place.
                 int32_t v = c0 + threadIdx.x, r = 0;
-                while (r < AROUND - 1 && v >= rn[r])
+                while (r < RANGES - 1 && v >= rn[r])
                     v -= rn[r++];
                 const int32_t at = rs[r] + v;
                 const int2 sd = side[base + at];
                 srec[threadIdx.x] = rec[base + at];
                 snorm[threadIdx.x] = sd.x;
+                splace[threadIdx.x] = at;
                 e = (unsigned)sd.y;  // E >= 0: its bits order as the floats
             } else {
                 srec[threadIdx.x] = make_uint4(0, 0, 0, 0);
@@ -1063,45 +1084,53 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
             __syncthreads();
             if (threadIdx.x == 0)
                 semax[(it + 1) & 1] = 0;  // the next chunk's; this one's read below
-            if (!done) {
-                // A pair counts where km1 + |q_b|^2 - 2 q_a . q_b < 0: km1 =
-                // |q_a|^2 - floor(T) - 1 for T = t^2 (1 + 2^-20) (capped over
-                // any |q_a - q_b|^2, 4 x 16 x 127^2).
-                const float emax = __uint_as_float(semax[it & 1]);
-                int32_t km1[2][2];
+            // A pair counts where km1 + |q_b|^2 - 2 q_a . q_b < 0: km1 =
+            // |q_a|^2 - floor(T) - 1 for T = t^2 (1 + 2^-20) (capped over
+            // any |q_a - q_b|^2, 4 x 16 x 127^2).
+            const float emax = __uint_as_float(semax[it & 1]);
+            int32_t km1[2][2];
 #pragma unroll
-                for (int i = 0; i < 2; i++)
+            for (int i = 0; i < 2; i++)
 #pragma unroll
-                    for (int u = 0; u < 2; u++) {
-                        const float tt = ta[i][u] + emax;
-                        km1[i][u] =
-                            na[i][u] - (int32_t)fminf(tt * tt * (1 + 0x1p-20f), 0x1p24f) - 1;
-                    }
-                for (int32_t c = 0; c < n; c += 8) {
-                    const uint32_t b = reinterpret_cast<const uint32_t *>(&srec[c + g])[t];
-                    const int2 nb = *reinterpret_cast<const int2 *>(&snorm[c + 2 * t]);
-#pragma unroll
-                    for (int i = 0; i < 2; i++) {
-                        int32_t d[4];
-                        ckv_mma_s8(d, a[i][0], a[i][1], b);
-                        count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.x - 2 * d[0]) >> 31);
-                        count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.y - 2 * d[1]) >> 31);
-                        count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.x - 2 * d[2]) >> 31);
-                        count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.y - 2 * d[3]) >> 31);
-                    }
+                for (int u = 0; u < 2; u++) {
+                    const float tt = ta[i][u] + emax;
+                    km1[i][u] = na[i][u] - (int32_t)fminf(tt * tt * (1 + 0x1p-20f), 0x1p24f) - 1;
                 }
-                bool all = true;
+            // The pairs of columns c .. c + 7 with the warp's rows: f(i, u,
+            // x, v) for tile i's row half u and column c + 2t + x, counted
+            // where v < 0.
+            const auto pairs = [&](int32_t c, auto &&f) {
+                const uint32_t b = reinterpret_cast<const uint32_t *>(&srec[c + g])[t];
+                const int2 nb = *reinterpret_cast<const int2 *>(&snorm[c + 2 * t]);
 #pragma unroll
-                for (int i = 0; i < 2; i++)
-#pragma unroll
-                    for (int u = 0; u < 2; u++) {
-                        const bool near = km_own_sum4(count[i][u]) >= 2;  // every lane shuffles
-                        all = all && near;
-                    }
-                done = __all_sync(0xffffffffu, all);
+                for (int i = 0; i < 2; i++) {
+                    int32_t d[4];
+                    ckv_mma_s8(d, a[i][0], a[i][1], b);
+                    f(i, 0, 0, km1[i][0] + nb.x - 2 * d[0]);
+                    f(i, 0, 1, km1[i][0] + nb.y - 2 * d[1]);
+                    f(i, 1, 0, km1[i][1] + nb.x - 2 * d[2]);
+                    f(i, 1, 1, km1[i][1] + nb.y - 2 * d[3]);
+                }
+            };
+            // The thread's count before the chunk, held in its own slot of
+            // scount (free over the chunks; a register here spilled).
+            scount[threadIdx.x] = count[0][0] + count[0][1] + count[1][0] + count[1][1];
+            for (int32_t c = 0; c < n; c += 8)
+                pairs(c, [&](int i, int u, int, int32_t v) {
+                    count[i][u] += (int32_t)((uint32_t)v >> 31);
+                });
+            // A chunk after the first that counted a pair: its columns found
+            // near marked (the barrier also ends the chunk's reads).
+            const bool grew = it && count[0][0] + count[0][1] + count[1][0] + count[1][1] !=
+                                        scount[threadIdx.x];
+            if (__syncthreads_or(grew)) {
+                for (int32_t c = 0; c < n; c += 8)
+                    pairs(c, [&](int, int, int x, int32_t v) {
+                        if (v < 0)
+                            cw[base + ival_out[base + splace[c + 2 * t + x]]] = 1;
+                    });
+                __syncthreads();
             }
-            if (__syncthreads_and(done))
-                break;
         }
 #pragma unroll
         for (int i = 0; i < 2; i++)
@@ -1112,30 +1141,54 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
                     scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] = c;
             }
         __syncwarp();
-        if (!mine)
-            continue;
-        if (scount[threadIdx.x] != 1) {
-            km_to_redo(dr.redo, dr.redo_n, lh, base, m);
-            continue;
-        }
-        km_move_row(cl, chg, nullptr, lh, base, m, j);
-        dr.top[base + m] = make_float2(1.0f, KM_OWN_S2);
-        owned = true;
-        if (own_n)
-            atomicAdd(own_n + lh, 1);
+        if (mine && scount[threadIdx.x] != 1)
+            cw[base + j] = 1;
     }
-    // Every row taken has the one gap: a block notes it once, not each row
-    // (32,832 atomics on one word a list at SmolLM2's 128K call; the kernel
-    // took the same time either way, run ZZ29).
-    if (__syncthreads_or(owned) && threadIdx.x == 0)
+}
+
+// After km_own_kernel, a thread a centroid j: its row km_own_row(j) takes
+// centroid j where no item marked it (cw), else goes to dr.redo; own_n
+// (NULL: not counted) the rows that took their own. The marks are cleared
+// for the update after the pass: cw is zero before it (the feature kernel
+// clears it), unread until the first update, and that update writes only
+// the centroids it touches.
+__global__ void km_own_decide_kernel(uint8_t *cw, int32_t *cl, km_drift dr, int32_t *own_n,
+                                     unsigned *margin, int32_t *chg, const int32_t *act,
+                                     const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh])
+        return;  // the whole block
+    const size_t base = (size_t)lh * p.cap;
+    bool owned = false;
+    if (j < p.k) {
+        const int32_t m = km_own_row(j, M_of[lh], p.k);
+        if (cw[base + j]) {
+            km_to_redo(dr.redo, dr.redo_n, lh, base, m);
+            cw[base + j] = 0;
+        } else {
+            km_move_row(cl, chg, nullptr, lh, base, m, j);
+            dr.top[base + m] = make_float2(1.0f, KM_OWN_S2);
+            owned = true;
+        }
+    }
+    // Every row taken has the one gap: a block notes it (and its count)
+    // once, not each row (32,832 atomics on one word a list at SmolLM2's
+    // 128K call; the own kernel took the same time either way, run ZZ29).
+    const int32_t n = __syncthreads_count(owned);
+    if (n && threadIdx.x == 0) {
         ckv_pol_note_margin(margin + lh, KM_OWN_GAP);
+        if (own_n)
+            atomicAdd(own_n + lh, n);
+    }
 }
 
 // The trace's flags (ckv_gpu_policy_trace.own_rows) after the own pass: the
-// rows that start a centroid and are not in dr.redo, which km_own_kernel
-// gave their own centroid; a block a list. A separate kernel, so that the
-// own kernel is the same code with or without a trace (a flag stored there
-// took ptxas's allocation from 58 registers to 48).
+// rows that start a centroid and are not in dr.redo, which
+// km_own_decide_kernel gave their own centroid; a block a list. A separate
+// kernel, so that the own passes are the same code with or without a trace
+// (a flag stored in the own kernel took ptxas's allocation from 58
+// registers to 48).
 __global__ void km_own_rows_kernel(uint8_t *flags, const int32_t *redo, const int32_t *redo_n,
                                    const int32_t *act, const int32_t *M_of, km_params p)
 {
@@ -3672,8 +3725,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             // grid need not hold the empty cells' share.
             km_own_kernel<<<dim3(ckv_pol_blocks(kp.k, KM_OWN_BLOCK), x->lists), KM_OWN_BLOCK, 0,
                             x->s>>>(w->norm, own_hdr, w->ikey_out, w->ival_out, w->own,
-                                    own_side, w->cl, dr, own_n, w->margin, changed, x->act,
-                                    x->x, kp);
+                                    own_side, w->cw, x->act, x->x, kp);
+            CKV_CUDA_LAUNCHED();
+            km_own_decide_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
+                w->cw, w->cl, dr, own_n, w->margin, changed, x->act, x->x, kp);
             CKV_CUDA_LAUNCHED();
             if (own_rows) {
                 km_own_rows_kernel<<<x->lists, 256, 0, x->s>>>(own_rows, w->redo, dr.redo_n,
