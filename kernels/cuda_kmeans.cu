@@ -401,14 +401,16 @@ enum {
     // bits), a flag (a centroid of neither unit nor zero norm), each cell's
     // first place in the sort (KM_OWN_CELLS + 1 of them, the last k), and
     // each cell's first item of the own kernel (KM_OWN_CELLS + 1, the last
-    // the list's count of items).
+    // the list's count of items), and each cell's largest E (float bits,
+    // KM_OWN_CELLS).
     KM_OWN_SCALE = KM_OWN_AXES,
     KM_OWN_BAD,
     KM_OWN_START,
     KM_OWN_FIRST = KM_OWN_START + KM_OWN_CELLS + 1,
-    KM_OWN_HDR = 4096  // 16 KB a list
+    KM_OWN_EMAX = KM_OWN_FIRST + KM_OWN_CELLS + 1,
+    KM_OWN_HDR = 6144  // 24 KB a list
 };
-static_assert(KM_OWN_FIRST + KM_OWN_CELLS + 1 <= KM_OWN_HDR, "the header holds the starts");
+static_assert(KM_OWN_EMAX + KM_OWN_CELLS <= KM_OWN_HDR, "the header holds the cells' entries");
 
 // A feature's norm as the pass takes it for a unit vector's (a feature is
 // its key over the key's norm in double: within a few ulps of 1; so tight
@@ -752,7 +754,8 @@ __global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale
 // A list's coordinates (the KM_OWN_AXES of largest variance over the
 // sampled centroids, ties the lower, a0 the first) and s = 127 over their
 // largest magnitude there (a centroid beyond saturates, which its E
-// covers); clears the list's flag. It runs before km_feature_kernel, which
+// covers); clears the list's flag and its cells' largest E (which
+// km_own_rec_kernel takes). It runs before km_feature_kernel, which
 // forms the records with them, so the sampled centroids' features are
 // formed here from their keys, in float: any coordinates and scale give
 // valid bounds, so these need not be the features' exact doubles. A warp a
@@ -806,6 +809,8 @@ __global__ void __launch_bounds__(512)
     }
     __syncthreads();
     int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    for (int32_t c = threadIdx.x; c < KM_OWN_CELLS; c += 512)
+        h[KM_OWN_EMAX + c] = 0;
     if (pt == 0) {
         int32_t rank = 0;
         for (int32_t e = 0; e < 128; e++)
@@ -827,31 +832,52 @@ __global__ void __launch_bounds__(512)
 }
 
 // Each centroid's record and side at its place q in the sort (ival_out: the
-// centroids by key, ikey_out their keys), and the cells' first places: place
-// q starts the cells after its predecessor's up to its own (the last place
-// also those past its cell, at k). Found here once a list, they spare each
-// item of km_own_kernel a search a cell.
+// centroids by key, ikey_out their keys), the cells' first places: place q
+// starts the cells after its predecessor's up to its own (the last place
+// also those past its cell, at k), and each cell's largest E, which bounds
+// every pair km_own_kernel stages from the cell. Found here once a list,
+// they spare each item of km_own_kernel a search a cell and the largest E
+// of each chunk it stages.
 __global__ void km_own_rec_kernel(const uint4 *rec_c, const int2 *side_c,
                                   const int32_t *ikey_out, const int32_t *ival_out, uint4 *rec,
                                   int2 *side, int32_t *hdr, const int32_t *act, km_params p)
 {
     const int32_t lh = blockIdx.y, q = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || q >= p.k)
-        return;
+    if (!act[lh])
+        return;  // the whole block
     const size_t base = (size_t)lh * p.cap;
-    const int32_t j = ival_out[base + q];
-    rec[base + q] = rec_c[base + j];
-    side[base + q] = side_c[base + j];
-    // A centroid's key is below KM_OWN_CELLS x KM_OWN_CELL, never negative;
-    // clamped all the same, so that no key could write past the starts.
-    const auto cell_at = [&](int32_t at) {
-        return min(ikey_out[base + at] / KM_OWN_CELL, (int32_t)KM_OWN_CELLS);
-    };
-    const int32_t cell = cell_at(q), prev = q ? cell_at(q - 1) : -1,
-                  last = q == p.k - 1 ? KM_OWN_CELLS : cell;
-    int32_t *const start = hdr + (size_t)lh * KM_OWN_HDR + KM_OWN_START;
-    for (int32_t c = prev + 1; c <= last; c++)
-        start[c] = c <= cell ? q : p.k;
+    int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    int32_t cell = -1;  // a place past k: no cell, E 0
+    unsigned e = 0;
+    if (q < p.k) {
+        const int32_t j = ival_out[base + q];
+        const int2 sd = side_c[base + j];
+        rec[base + q] = rec_c[base + j];
+        side[base + q] = sd;
+        e = (unsigned)sd.y;  // E >= 0: its bits order as the floats
+        // A centroid's key is below KM_OWN_CELLS x KM_OWN_CELL, never
+        // negative; clamped all the same, so that no key could write past
+        // the starts.
+        const auto cell_at = [&](int32_t at) {
+            return min(ikey_out[base + at] / KM_OWN_CELL, (int32_t)KM_OWN_CELLS);
+        };
+        cell = cell_at(q);
+        const int32_t prev = q ? cell_at(q - 1) : -1, last = q == p.k - 1 ? KM_OWN_CELLS : cell;
+        for (int32_t c = prev + 1; c <= last; c++)
+            h[KM_OWN_START + c] = c <= cell ? q : p.k;
+    }
+    // A warp's places of one cell are consecutive lanes (the sort): each
+    // run's largest E gathered into its first lane (from the lanes after
+    // it while they hold the same cell), one atomic a run.
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned eo = __shfl_down_sync(0xffffffffu, e, o);
+        if (__shfl_down_sync(0xffffffffu, cell, o) == cell)
+            e = max(e, eo);
+    }
+    const int32_t lane = threadIdx.x % 32, before = __shfl_up_sync(0xffffffffu, cell, 1);
+    if (cell >= 0 && cell < KM_OWN_CELLS && (lane == 0 || before != cell))
+        atomicMax(reinterpret_cast<unsigned *>(h + KM_OWN_EMAX + cell), e);
 }
 
 // Each cell's first item of km_own_kernel (a cell's places in items of
