@@ -945,32 +945,40 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
 // int8 products on the tensor cores (ckv_mma_s8, a record's 16 coordinates
 // one k16 step), and a pair counted where |q_a - q_b|^2 = |q_a|^2 + |q_b|^2
 // - 2 q_a . q_b <= t^2 (1 + 2^-20), t = s w (1 + 2^-20) + E_a + E with E
-// the largest of the staged records' (at least E_b: a looser bound, never
-// an unsound one; the slack covers t's float roundings; symmetric in a and
-// b, so a pair within w counts from either side). A centroid outside a
-// row's nine cells and a2 window lies farther than w by a0, a1 or a2
-// alone; the bound may count it, and the row then goes to the estimate,
-// never wrongly taken. A row counts itself (its own place is in the first
-// chunk, distance 0), so it is clear of its item's view where its count is
-// 1; one whose count is not marks its centroid (cw), and a chunk after the
-// first that counts a pair is bounded again with the same comparisons to
-// mark its columns found near (the other side of the pair, whose item
-// never sees it). km_own_decide_kernel then gives each centroid's row
-// km_own_row(j) its centroid or the estimate. No early exit: an item whose
-// rows are all near may still have columns to mark. A block takes a list's
-// items blockIdx.x, + gridDim.x, ..., finding each one's cell from the
-// cells' first items (km_own_first_kernel's). Bands of a0 with a1 sorted,
-// blocks of 128 places (this kernel up to the forty-second session),
-// bounded 7.08% of k^2 pairs at SmolLM2's 128K call on the bench's keys,
-// nine cells 4.31% in blocks of 128 and 2.48% in blocks of 32
-// (`scripts/kmeans-cone-count --own`); a0's window alone, blocks of 256,
-// twice the bands' at 32K. __dp4a's bound, a thread a row and about 15
-// instructions a pair, took 8.6 ms of the 8B's 32K decode-time call under
-// ncu (run WA; the tensor cores' 1.8). Eighteen blocks an SM (56
-// registers; it would take 64): the kernel waits on its loads and barriers
-// more than it issues, and a form at 64 registers, 16 blocks, issued 12%
-// less a cycle (run ZZ35).
-__global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
+// the largest of the cells whose places the item stages (km_own_rec_kernel's
+// maxima, taken once an item: every staged place lies in one of them, so E
+// >= E_b, a looser bound, never an unsound one; the slack covers t's float
+// roundings; symmetric in a and b, so a pair within w counts from either
+// side). A centroid outside a row's nine cells and a2 window lies farther
+// than w by a0, a1 or a2 alone; the bound may count it, and the row then
+// goes to the estimate, never wrongly taken. A row counts itself (its own
+// place is in the first chunk, distance 0), so it is clear of its item's
+// view where its count is 1; one whose count is not marks its centroid
+// (cw), and where a chunk after the first counts a pair of a warp's rows,
+// the warp bounds it again with the same comparisons to mark its columns
+// found near (the other side of the pair, whose item never sees it).
+// km_own_decide_kernel then gives each centroid's row km_own_row(j) its
+// centroid or the estimate. No early exit: an item whose rows are all near
+// may still have columns to mark. A chunk's cost is its pairs': each
+// thread keeps its candidate's range from chunk to chunk (the ranges' ends
+// summed once an item), the chunks go to two buffers in turn (a chunk's
+// stores to the one whose reads the barrier of the chunk before ended: one
+// barrier a chunk), and the pair loop takes two k8 groups a step, to the
+// chunk's length rounded up to 16 (every slot staged, the pads counting
+// nothing). A block takes a list's items blockIdx.x, + gridDim.x, ...,
+// finding each one's cell from the cells' first items
+// (km_own_first_kernel's). Bands of a0 with a1 sorted, blocks of 128
+// places (this kernel up to the forty-second session), bounded 7.08% of
+// k^2 pairs at SmolLM2's 128K call on the bench's keys, nine cells 4.31%
+// in blocks of 128 and 2.48% in blocks of 32 (`scripts/kmeans-cone-count
+// --own`); a0's window alone, blocks of 256, twice the bands' at 32K.
+// __dp4a's bound, a thread a row and about 15 instructions a pair, took
+// 8.6 ms of the 8B's 32K decode-time call under ncu (run WA; the tensor
+// cores' 1.8). Twenty blocks an SM (48 registers, what it takes uncapped;
+// 21 fit): the kernel waits on its loads and barriers more than it issues,
+// and a form at 64 registers, 16 blocks, issued 12% less a cycle (run
+// ZZ35).
+__global__ void __launch_bounds__(KM_OWN_BLOCK, 20)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
                   const int32_t *ival_out, const uint4 *rec, const int2 *side, uint8_t *cw,
                   const int32_t *act, const int32_t *M_of, km_params p)
@@ -979,14 +987,15 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
     // than any |q_a|^2, so never counted.
     constexpr int32_t FAR = 1 << 26;
     constexpr int32_t RANGES = 6;  // the item's places, its cell's after, four cells
-    __shared__ uint4 srec[KM_OWN_BLOCK];
-    __shared__ __align__(8) int32_t snorm[KM_OWN_BLOCK];  // read two at a time
+    // The staged candidates, two chunks' buffers.
+    __shared__ uint4 srec[2][KM_OWN_BLOCK];
+    __shared__ __align__(8) int32_t snorm[2][KM_OWN_BLOCK];  // read two at a time
+    __shared__ int32_t splace[2][KM_OWN_BLOCK];  // a staged column's place, for its mark
     __shared__ int32_t scount[KM_OWN_BLOCK];
-    __shared__ int32_t splace[KM_OWN_BLOCK];  // a staged column's place, for its mark
-    __shared__ unsigned semax[2];  // a chunk's largest E (float bits), chunks alternate
-    // The candidates' ranges of places, from rs[r], rn[r] long, and their
-    // count (in shared memory: a register held over the chunks spilled).
-    __shared__ int32_t rs[RANGES], rn[RANGES], stotal;
+    __shared__ unsigned semax;  // the item's E (float bits)
+    // The candidates' ranges: range r holds candidates rend[r - 1] (0 for r
+    // = 0) .. rend[r] - 1, candidate v at place roff[r] + v.
+    __shared__ int32_t rend[RANGES], roff[RANGES];
     const int32_t lh = blockIdx.y;
     if (!act[lh])
         return;  // the whole block
@@ -1026,7 +1035,7 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
                       m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
         const double fm = mine ? fnorm[base + m] : 0.0;
         uint32_t a[2][2];
-        int32_t na[2][2], count[2][2];
+        int32_t na[2][2];
         float ta[2][2];
 #pragma unroll
         for (int i = 0; i < 2; i++)
@@ -1045,89 +1054,85 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
             // after them, ranges 2 to 5 cells (b0, b1 + 1), (b0 + 1, b1 - 1 ..
             // b1 + 1); those end (range 1) or lie (2 to 5) within the window
             // of the item's first and last places' a2 (clamped to the cell,
-            // so searched within its places).
+            // so searched within its places). Lane r also loads its cell's
+            // largest E (ranges 0 and 1: the item's cell) before the search.
             const int32_t r = threadIdx.x % RANGES, b0 = cell / KM_OWN_BANDS + (r >= 3),
-                          b1 = cell % KM_OWN_BANDS + (r < 2 ? 0 : r == 2 ? 1 : r - 4);
-            const bool lo = threadIdx.x < RANGES;
+                          b1 = cell % KM_OWN_BANDS + (r < 2 ? 0 : r == 2 ? 1 : r - 4),
+                          nc = b0 * KM_OWN_BANDS + b1;
+            const bool lo = threadIdx.x < RANGES,
+                       in = b0 < KM_OWN_BANDS && b1 >= 0 && b1 < KM_OWN_BANDS;
+            const unsigned ce = lo && in ? (unsigned)h[KM_OWN_EMAX + nc] : 0;
             int32_t end = 0;
             if (r == 0 || (r == 1 && lo)) {
                 end = r == 0 && lo ? p0 : p1;
-            } else if (b0 < KM_OWN_BANDS && b1 >= 0 && b1 < KM_OWN_BANDS) {
-                const int32_t nc = b0 * KM_OWN_BANDS + b1;
+            } else if (in) {
                 const int64_t own = (int64_t)cell * KM_OWN_CELL, at = (int64_t)nc * KM_OWN_CELL;
                 end = km_own_lower(
                     key, start[nc], start[nc + 1],
                     lo ? at + max(key[p0] - own - KM_OWN_WIN, (int64_t)0)
                        : at + min(key[p1 - 1] - own + KM_OWN_WIN + 1, (int64_t)KM_OWN_CELL));
             }
-            const int32_t last = __shfl_down_sync(0xfffu, end, RANGES);
-            if (lo) {
-                rs[r] = end;
-                rn[r] = last - end;
-            }
-        }
-        __syncwarp();  // warp 0's lanes wrote the ranges
-        if (threadIdx.x == 0) {
-            int32_t total = 0;
+            const int32_t last = __shfl_down_sync(0xfffu, end, RANGES), len = lo ? last - end : 0;
+            // The ranges' ends (lanes 0 .. r's lengths summed) and the item's
+            // E, the largest of the cells whose ranges stage a place.
+            int32_t sum = len;
 #pragma unroll
-            for (int r = 0; r < RANGES; r++)
-                total += rn[r];
-            stotal = total;
-            semax[0] = 0;
+            for (int o = 1; o < RANGES; o <<= 1) {
+                const int32_t s = __shfl_up_sync(0xfffu, sum, o);
+                sum += lane >= o ? s : 0;
+            }
+            const unsigned e = __reduce_max_sync(0xfffu, len > 0 ? ce : 0u);
+            if (lo) {
+                rend[r] = sum;
+                roff[r] = end - (sum - len);
+            }
+            if (threadIdx.x == 0)
+                semax = e;
         }
         // Rows near before any pair start at a count of 2 (lane t = 0 holds
         // a row's).
         scount[threadIdx.x] = !mine || h[KM_OWN_BAD] || !km_unit(fm) ? 2 : 0;
         __syncthreads();
+        // A pair counts where km1 + |q_b|^2 - 2 q_a . q_b < 0: km1 = |q_a|^2
+        // - floor(T) - 1 for T = t^2 (1 + 2^-20) (capped over any |q_a -
+        // q_b|^2, 4 x 16 x 127^2), formed once an item.
+        const float emax = __uint_as_float(semax);
+        int32_t km1[2][2], count[2][2];
 #pragma unroll
         for (int i = 0; i < 2; i++)
 #pragma unroll
-            for (int u = 0; u < 2; u++)
+            for (int u = 0; u < 2; u++) {
                 count[i][u] = t == 0 ? scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] : 0;
-        // Chunk 0 the item's places (rn[0] of them), then KM_OWN_BLOCK at a
-        // time.
-        for (int32_t c0 = 0, it = 0, n = rn[0]; c0 < stotal;
-             c0 += n, it++, n = min((int32_t)KM_OWN_BLOCK, stotal - c0)) {
-            unsigned e = 0;
-            if ((int32_t)threadIdx.x < n) {
-                // Candidate c0 + threadIdx.x: its range r and place.
-                int32_t v = c0 + threadIdx.x, r = 0;
-                while (r < RANGES - 1 && v >= rn[r])
-                    v -= rn[r++];
-                const int32_t at = rs[r] + v;
-                const int2 sd = side[base + at];
-                srec[threadIdx.x] = rec[base + at];
-                snorm[threadIdx.x] = sd.x;
-                splace[threadIdx.x] = at;
-                e = (unsigned)sd.y;  // E >= 0: its bits order as the floats
-            } else {
-                srec[threadIdx.x] = make_uint4(0, 0, 0, 0);
-                snorm[threadIdx.x] = FAR;
+                const float tt = ta[i][u] + emax;
+                km1[i][u] = na[i][u] - (int32_t)fminf(tt * tt * (1 + 0x1p-20f), 0x1p24f) - 1;
             }
-            e = __reduce_max_sync(0xffffffffu, e);
-            if (lane == 0)
-                atomicMax(&semax[it & 1], e);
+        // Chunk 0 the item's places (rend[0] of them), then KM_OWN_BLOCK at
+        // a time, into buffer sb; r the range of the thread's candidate.
+        const int32_t total = rend[RANGES - 1];
+        int32_t r = 0;
+        for (int32_t c0 = 0, n = rend[0], sb = 0; c0 < total;
+             c0 += n, n = min((int32_t)KM_OWN_BLOCK, total - c0), sb ^= 1) {
+            if ((int32_t)threadIdx.x < n) {
+                // Candidate v < total = rend[RANGES - 1]: the search ends.
+                const int32_t v = c0 + threadIdx.x;
+                while (v >= rend[r])
+                    r++;
+                const int32_t at = roff[r] + v;
+                const int2 sd = side[base + at];
+                srec[sb][threadIdx.x] = rec[base + at];
+                snorm[sb][threadIdx.x] = sd.x;
+                splace[sb][threadIdx.x] = at;
+            } else {
+                srec[sb][threadIdx.x] = make_uint4(0, 0, 0, 0);
+                snorm[sb][threadIdx.x] = FAR;
+            }
             __syncthreads();
-            if (threadIdx.x == 0)
-                semax[(it + 1) & 1] = 0;  // the next chunk's; this one's read below
-            // A pair counts where km1 + |q_b|^2 - 2 q_a . q_b < 0: km1 =
-            // |q_a|^2 - floor(T) - 1 for T = t^2 (1 + 2^-20) (capped over
-            // any |q_a - q_b|^2, 4 x 16 x 127^2).
-            const float emax = __uint_as_float(semax[it & 1]);
-            int32_t km1[2][2];
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const float tt = ta[i][u] + emax;
-                    km1[i][u] = na[i][u] - (int32_t)fminf(tt * tt * (1 + 0x1p-20f), 0x1p24f) - 1;
-                }
             // The pairs of columns c .. c + 7 with the warp's rows: f(i, u,
             // x, v) for tile i's row half u and column c + 2t + x, counted
             // where v < 0.
             const auto pairs = [&](int32_t c, auto &&f) {
-                const uint32_t b = reinterpret_cast<const uint32_t *>(&srec[c + g])[t];
-                const int2 nb = *reinterpret_cast<const int2 *>(&snorm[c + 2 * t]);
+                const uint32_t b = reinterpret_cast<const uint32_t *>(&srec[sb][c + g])[t];
+                const int2 nb = *reinterpret_cast<const int2 *>(&snorm[sb][c + 2 * t]);
 #pragma unroll
                 for (int i = 0; i < 2; i++) {
                     int32_t d[4];
@@ -1138,25 +1143,23 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
                     f(i, 1, 1, km1[i][1] + nb.y - 2 * d[3]);
                 }
             };
-            // The thread's count before the chunk, held in its own slot of
-            // scount (free over the chunks; a register here spilled).
-            scount[threadIdx.x] = count[0][0] + count[0][1] + count[1][0] + count[1][1];
-            for (int32_t c = 0; c < n; c += 8)
-                pairs(c, [&](int i, int u, int, int32_t v) {
-                    count[i][u] += (int32_t)((uint32_t)v >> 31);
-                });
-            // A chunk after the first that counted a pair: its columns found
-            // near marked (the barrier also ends the chunk's reads).
-            const bool grew = it && count[0][0] + count[0][1] + count[1][0] + count[1][1] !=
-                                        scount[threadIdx.x];
-            if (__syncthreads_or(grew)) {
+            const auto add = [&](int i, int u, int, int32_t v) {
+                count[i][u] += (int32_t)((uint32_t)v >> 31);
+            };
+            const int32_t before = count[0][0] + count[0][1] + count[1][0] + count[1][1];
+            for (int32_t c = 0; c < n; c += 16) {
+                pairs(c, add);
+                pairs(c + 8, add);
+            }
+            // A chunk after the first that counted a pair of the warp's
+            // rows: its columns found near marked.
+            const int32_t now = count[0][0] + count[0][1] + count[1][0] + count[1][1];
+            if (__any_sync(0xffffffffu, c0 && now != before))
                 for (int32_t c = 0; c < n; c += 8)
                     pairs(c, [&](int, int, int x, int32_t v) {
                         if (v < 0)
-                            cw[base + ival_out[base + splace[c + 2 * t + x]]] = 1;
+                            cw[base + ival_out[base + splace[sb][c + 2 * t + x]]] = 1;
                     });
-                __syncthreads();
-            }
         }
 #pragma unroll
         for (int i = 0; i < 2; i++)
