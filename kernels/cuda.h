@@ -231,9 +231,11 @@ typedef struct {
  * Work is queued on `stream` (NULL: the default stream, after waiting for
  * all work queued on the device) and finished before returning. Scratch
  * (about 90 bytes per cache slot plus a copy of the key/value storage;
- * K-Means adds 3 x 8 bytes per key element and 73 per slot, SnapKV 8 x group x W bytes per
- * slot) is one per device for the process, taken at the first call, grown
- * for a larger cache and kept: one host thread per device at a time.
+ * K-Means adds 3 x 8 bytes per key element, 73 per slot and, with the
+ * estimate, 24 KB per list (the own pass's header), SnapKV 8 x group x W
+ * bytes per slot) is one per device for the process, taken at the first
+ * call, grown for a larger cache and kept: one host thread per device at a
+ * time.
  * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
  * implement: the caller may fall back to the CPU. */
 ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,

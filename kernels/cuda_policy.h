@@ -67,7 +67,8 @@ struct ckv_gpu_policy_ws {
     // pass assigned, rows joined), redo the rows to assign over every
     // centroid (slots), cmv a flag a centroid (slots), own the own pass's
     // records by place and by centroid (slots each), their sides likewise
-    // (an int2 a slot), then a header a list; ksplit the exact kernel's split
+    // (an int2 a slot), then a header a list (KM_OWN_HDR: 24 KB, the cells'
+    // starts, first items and largest E); ksplit the exact kernel's split
     // tiles' bests and counts, and the candidate bitmaps (cuda_kmeans.cu,
     // km_slices).
     double *f, *cen, *cnorm;
