@@ -81,7 +81,9 @@ __device__ __forceinline__ void km_split(double x, ckv_bf16 &hi, ckv_bf16 &lo)
 // Chunk q of a row's split (q < d / 4; d a multiple of 16), as the
 // estimate's mma fragments take it: dimensions k, k + 1, k + 8, k + 9 for k
 // = 16 (q / 4) + 2 (q % 4), the his as two bf16 pairs, then the los: lane
-// t of a k-step's B (or of its A rows) loads its four registers as one.
+// t of a k-step's B loads its four registers as one from shared memory,
+// where km_copy_split_tile lays a tile's rows out so (its A rows' his and
+// los, two words each, from the halves in global memory: km_split_put).
 // (The wgmma form copies each half to its own B operand and reads A a word
 // at a time: km_estimate_wg_kernel.)
 __device__ __forceinline__ uint4 km_split_chunk(const double *x, int32_t q)
@@ -96,13 +98,28 @@ __device__ __forceinline__ uint4 km_split_chunk(const double *x, int32_t q)
                       ckv_pack_bf16(l[0], l[1]), ckv_pack_bf16(l[2], l[3]));
 }
 
-// The word of a row's split that dimension i's pair {i, i ^ 1} fills with
-// its his (lo false) or its los: km_split_chunk's layout inverted (chunk q
-// = 4 (i / 16) + (i % 8) / 2 holds the pairs at i % 16 < 8 in its words 0
-// and 2, the others in 1 and 3).
-__device__ __forceinline__ int32_t km_split_word(int32_t i, bool lo)
+// In global memory a row's split is its d / 2 hi words, then its d / 2 lo
+// words: chunk q's hi half at words 2 q, 2 q + 1, its lo half d / 2 on.
+// The pass over the moved centroids multiplies only the his, and a 32-byte
+// sector of chunks had held his and los: 4.84 GB read in 1.59 ms at the
+// 8B's 128K call (run ZZ49); with the his in whole lines (a row's start a
+// multiple of 32 words: d 64 or 128, and the centroids' splits placed so)
+// its copies and L2 prefetches bring no lo.
+// The word of a row's split (d words) that dimension i's pair {i, i ^ 1}
+// fills with its his (lo false) or its los: chunk q = 4 (i / 16) + (i % 8)
+// / 2 holds the pairs at i % 16 < 8 in its halves' first words, the others
+// in their second.
+__device__ __forceinline__ int32_t km_split_word(int32_t i, bool lo, int32_t d)
 {
-    return 4 * (4 * (i / 16) + (i % 8) / 2) + (i % 16 >= 8) + 2 * lo;
+    return 2 * (4 * (i / 16) + (i % 8) / 2) + (i % 16 >= 8) + (lo ? d / 2 : 0);
+}
+
+// Stores chunk q of the split of row x (d doubles) into its row y.
+__device__ __forceinline__ void km_split_put(uint32_t *y, const double *x, int32_t q, int32_t d)
+{
+    const uint4 c = km_split_chunk(x, q);
+    reinterpret_cast<uint2 *>(y)[q] = make_uint2(c.x, c.y);
+    reinterpret_cast<uint2 *>(y + d / 2)[q] = make_uint2(c.z, c.w);
 }
 
 // The splits of the first n[lh] rows of each active list (d doubles, then
@@ -116,8 +133,7 @@ __global__ void km_split_kernel(const double *x, uint32_t *y, const int32_t *n,
     if (!act[lh] || c >= n[lh] * chunks)
         return;
     const size_t row = (size_t)lh * p.cap + c / chunks;
-    reinterpret_cast<uint4 *>(y + row * p.d)[c % chunks] =
-        km_split_chunk(x + row * p.d, (int32_t)(c % chunks));
+    km_split_put(y + row * p.d, x + row * p.d, (int32_t)(c % chunks), p.d);
 }
 
 // The estimate: every cosine of a row as dot x (1/fn) x (1/cn) in fp32,
@@ -310,14 +326,14 @@ __device__ __forceinline__ const T *km_cen_row(const T *f, const T *cen, bool wr
     return written ? cen + (base + j) * d : f + (base + km_own_row(j, M, k)) * d;
 }
 
-// km_copy_tile's source of centroid rows j1 .. j1 + N - 1 (km_cen_row; N
-// at most THREADS): it gives warp w the tile's rows w + WARPS l, so lane l
-// forms the address of the warp's l-th row (its flag read, all the warp's
-// at once) and the copies take it by shuffle. Formed in every lane that
-// copies a piece of the row, the address had cost the exact assignment's
-// first pass at SmolLM2's 128K call 0.52 -> 0.66 ms (run ZZ20), and a flag
-// read at each row's copy 0.53 -> 0.80 ms (run ZZ17). cw NULL: none written
-// (a call's first assignment).
+// km_copy_tile's (and km_copy_split_tile's) source of centroid rows j1 ..
+// j1 + N - 1 (km_cen_row; N at most THREADS): it gives warp w the tile's
+// rows w + WARPS l, so lane l forms the address of the warp's l-th row (its
+// flag read, all the warp's at once) and the copies take it by shuffle.
+// Formed in every lane that copies a piece of the row, the address had
+// cost the exact assignment's first pass at SmolLM2's 128K call 0.52 ->
+// 0.66 ms (run ZZ20), and a flag read at each row's copy 0.53 -> 0.80 ms
+// (run ZZ17). cw NULL: none written (a call's first assignment).
 template <int THREADS, int N, typename T>
 __device__ __forceinline__ auto km_cen_rows(const T *f, const T *cen, const uint8_t *cw,
                                             size_t base, int32_t j1, int32_t M, int32_t k,
@@ -428,7 +444,7 @@ __device__ __forceinline__ bool km_starts(int32_t m, int32_t M, int32_t k)
 
 // Identity dest for the list; unit-normalised keys of the middle and their
 // norms (x: M, the middle's length); with fs, each feature's split
-// (km_split_chunk); and the initial centroids: centroid j starts at the
+// (km_split_word); and the initial centroids: centroid j starts at the
 // feature of middle row km_own_row(j) (policies.md), read from that row,
 // and its split from the row's, until an update writes them (km_cen_row:
 // its flag cleared here), with that feature's norm (the same chain over
@@ -598,7 +614,7 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
                                other = __shfl_xor_sync(0xffffffffu, mine, 1);
                 const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
                                             : (mine & 0xffffu) | (other << 16);
-                o.fs[fo + at + b] = w;
+                o.fs[fo + at + b / 2] = w;
             }
         }
     }
@@ -699,14 +715,14 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     // reciprocal: the same double as the chain's. With fs (d 64 or 128: every
     // lane has a dimension at every step), each pair of lanes (dimensions i,
     // i ^ 1) swaps its splits, so that the even lane stores the pair's his
-    // and the odd its los: a warp's 32 dimensions fill 128 contiguous bytes
-    // of the split with one 4-byte store a lane.
+    // and the odd its los: a warp's 32 dimensions fill 64 contiguous bytes
+    // of the split's his and 64 of its los with one 4-byte store a lane.
     // A row's offsets and the lane's word of the split are formed once a
     // row (formed at every step, with the row's norm and centroid read
     // again, they were about a third of the loop's instructions: run ZZ10's
-    // source page); the word of dimension b + lane is b past the lane's, b a
-    // multiple of 16 (km_split_word).
-    const int32_t at = km_split_word(lane, lane & 1);
+    // source page); the word of dimension b + lane is b / 2 past the lane's,
+    // b a multiple of 16 (km_split_word).
+    const int32_t at = km_split_word(lane, lane & 1, d);
     const size_t f0 = (base + m0) * d;  // the block's first row's feature and split
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32 * SR) {
         if (d % 128 == 0)
@@ -1469,6 +1485,26 @@ __device__ __forceinline__ void km_copy_tile(T *dst, Src src, int32_t tile_rows,
     ckv_cp_async_commit();
 }
 
+// km_copy_tile for rows of splits (D words each; HI: their his alone):
+// each row as its chunks (km_split_chunk, the mma fragments' layout) from
+// its halves (km_split_put), a lane a chunk. Without HI, every word of the
+// tile's rows is written.
+template <int THREADS, int D, bool HI, typename Src>
+__device__ __forceinline__ void km_copy_split_tile(uint32_t *dst, Src src, int32_t tile_rows,
+                                                   int32_t rows, int32_t stride)
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int32_t r = warp; r < tile_rows; r += THREADS / 32) {
+        const uint32_t *const row = src(r < rows ? r : 0);
+        for (int32_t q = lane; q < D / 4; q += 32) {
+            ckv_cp_async8(dst + r * stride + 4 * q, row + 2 * q, r < rows);
+            if (!HI)
+                ckv_cp_async8(dst + r * stride + 4 * q + 2, row + D / 2 + 2 * q, r < rows);
+        }
+    }
+    ckv_cp_async_commit();
+}
+
 // A bound q on a column's dot x (1/cn) below which the row's cosine
 // dot / (fn cn) is certainly under `second`, a cosine the row's final
 // second best cannot be under (the lane's own running second best, or the
@@ -2116,15 +2152,15 @@ __device__ __forceinline__ void km_copy_scales(float *sc, const km_est_args &a,
 }
 
 // The splits of the block's ROWS rows from m0 (D words a row, F the list's)
-// into sm, SF words apart, zeros past the pass's rows; landed for every
-// thread.
+// into sm as chunks (km_copy_split_tile), SF words apart, zeros past the
+// pass's rows; landed for every thread.
 template <int THREADS, int ROWS, int D, int SF>
 __device__ __forceinline__ void km_load_features(uint32_t *sm, const uint32_t *F,
                                                  const km_est_list &L, int32_t m0)
 {
-    km_copy_tile<16, THREADS>(
+    km_copy_split_tile<THREADS, D, false>(
         sm, [=](int32_t r) { return F + (size_t)L.row_of(m0 + r) * D; }, ROWS,
-        min(ROWS, L.n - m0), D, D, SF);
+        min(ROWS, L.n - m0), SF);
     ckv_cp_async_wait<0>();
     __syncthreads();
 }
@@ -2274,19 +2310,20 @@ __global__ void
     float *const sc = reinterpret_cast<float *>(sm + S::STAGES * KN * SF);
     // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group:
     // the moved centroids' splits from cs (an update moved them, so wrote
-    // them); in the pass over every centroid, km_cen_row's.
+    // them), their his alone (the main product's); in the pass over every
+    // centroid, km_cen_row's.
     const auto copy_stage = [&](int32_t st, int32_t j1) {
         km_copy_scales(sc + st * KN, a, L, base, j1);
         const int32_t n = min(KN, L.n_col - j1);
         if constexpr (MOVED)
-            km_copy_tile<16, S::THREADS>(
+            km_copy_split_tile<S::THREADS, D, true>(
                 sm + st * KN * SF, [=](int32_t r) { return C + (size_t)L.col_of(j1 + r) * D; },
-                KN, n, D, D, SF);
+                KN, n, SF);
         else
-            km_copy_tile<16, S::THREADS>(
+            km_copy_split_tile<S::THREADS, D, false>(
                 sm + st * KN * SF,
                 km_cen_rows<S::THREADS, KN>(a.fs, a.cs, a.cw, base, j1, a.M_of[lh], a.p.k, D), KN,
-                n, D, D, SF);
+                n, SF);
     };
 
     if (L.tiles > 0)  // none: a restricted list whose update moved no centroid
@@ -2300,7 +2337,9 @@ __global__ void
         // The pass's index of the lane's row g + 8 h of its m-tile mt.
         const auto row_at = [&](int mt, int h) { return m0 + 16 * (MT * warp + mt) + g + 8 * h; };
         // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
-        // a2, a3 the second), then lo; zeros past the pass's rows.
+        // a2, a3 the second), then lo (none in MOVED: the main product's
+        // alone); zeros past the pass's rows. Chunk 4 s + t's halves
+        // (km_split_put).
         uint32_t ah[MT][KS][4], al[MT][KS][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
@@ -2308,23 +2347,25 @@ __global__ void
             for (int h = 0; h < 2; h++) {
                 const int32_t i = row_at(mt, h);
                 const bool in = i < L.n;
-                const uint4 *const row =
-                    reinterpret_cast<const uint4 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+                const uint2 *const hi =
+                    reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+                const uint2 *const lo = hi + D / 4;
 #pragma unroll
                 for (int s = 0; s < KS; s++) {
                     // MOVED: evict-first, so that these lines, dead once in
                     // registers, leave L2 before the next block of rows'
                     // prefetched ones (in LRU order those are the older): at
-                    // the 8B's 128K the pass read 5.92 GB in 1.70 ms, now
+                    // the 8B's 128K the pass read 5.92 GB in 1.70 ms, then
                     // 4.84 in 1.59 (runs ZZ47, ZZ49; the prefetch at
                     // evict-last too: 4.96 GB, 1.61 ms).
-                    const uint4 x = !in ? make_uint4(0, 0, 0, 0)
-                                    : MOVED ? __ldcs(row + 4 * s)
-                                            : row[4 * s];
+                    const uint2 x = !in ? make_uint2(0, 0)
+                                    : MOVED ? __ldcs(hi + 4 * s)
+                                            : hi[4 * s];
+                    const uint2 y = !in || MOVED ? make_uint2(0, 0) : lo[4 * s];
                     ah[mt][s][h] = x.x;
                     ah[mt][s][2 + h] = x.y;
-                    al[mt][s][h] = x.z;
-                    al[mt][s][2 + h] = x.w;
+                    al[mt][s][h] = y.x;
+                    al[mt][s][2 + h] = y.y;
                 }
             }
 
@@ -2350,9 +2391,11 @@ __global__ void
             else if (line < TOP_LINES + CL_LINES)
                 km_prefetch_l2(a.cl + base + min(m0 + (line - TOP_LINES) * CL_ROWS, last));
         }
-        // The next block of rows' splits and norms into L2 under this one's walk.
+        // The next block of rows' splits (MOVED: their his, the walk's) and
+        // norms into L2 under this one's walk.
         if (rb + 1 < S::RB) {
-            constexpr int LINE_WORDS = 128 / sizeof(uint32_t), ROW_LINES = D / LINE_WORDS;
+            constexpr int LINE_WORDS = 128 / sizeof(uint32_t),
+                          ROW_LINES = (MOVED ? D / 2 : D) / LINE_WORDS;
             const int32_t n1 = min(S::ROWS, L.n - m0 - S::ROWS);
             for (int32_t l = threadIdx.x; l < n1 * ROW_LINES; l += S::THREADS) {
                 const int32_t m = L.row_of(m0 + S::ROWS + l / ROW_LINES);
@@ -2618,11 +2661,11 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
                 break;  // for the whole warp (its PW rows are aligned to PW)
             const bool in = j1 + r < L.n_col;
             const int32_t w = __shfl_sync(0xffffffffu, at_row, PW * u + lane / CH);
-            const uint32_t *const src =
-                (w < 0 ? C + (size_t)(-1 - w) * D : F + (size_t)w * D) + 4 * cq;
+            const uint32_t *const src =  // chunk cq's hi half (km_split_put)
+                (w < 0 ? C + (size_t)(-1 - w) * D : F + (size_t)w * D) + 2 * cq;
             const uint32_t at = hb + ckv_swizzle128(r, q_piece);
             ckv_cp_async8(at, src, in);
-            ckv_cp_async8(at + S::PART, src + 2, in);
+            ckv_cp_async8(at + S::PART, src + D / 2, in);
         }
         km_copy_scales(sc + st * KN, a, L, base, j1);
         ckv_cp_async_commit();
@@ -3040,7 +3083,7 @@ __global__ void __launch_bounds__(GROUP_THREADS, 2)
 //    chains' barrier: 2.75 ms once a warp's four clusters load together
 //    (below; run XC). An earlier form, a warp walking 32 clusters one after
 //    another for all of it, waited on each one's loads (run MD);
-//  - with cs, the new centroid's split (km_split_chunk), a lane a chunk,
+//  - with cs, the new centroid's split (km_split_put), a lane a chunk,
 //    and whether it moved (km_drift: cmv, and the list moved, nmoved[lh]
 //    of them, in no particular order), against the old centroid loaded
 //    before the block's stores (when each old value was read beside its
@@ -3233,7 +3276,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS, D == 64 ? 4 : 3)
                 continue;
             __syncwarp();  // the lanes' x are visible to the whole warp
             for (int32_t q = lane; q < d / 4; q += 32)
-                reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(s, q);
+                km_split_put(cs + (base + j) * d, s, q, d);
             for (int off = 16; off > 0; off /= 2)
                 move += __shfl_xor_sync(0xffffffffu, move, off);
             // The squared distance's roundings are far below KM_MOVE's margin
@@ -3597,11 +3640,11 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     ckv_status st = km_assign_room(x->d, &room, err);
     if (st)
         return st;
-    // The centroids' splits start at a multiple of 4 words: their rows are
-    // copied and stored 16 bytes at a time (the scratch's rows are the
-    // largest cache's, of any head_dim).
+    // The centroids' splits start at a multiple of 32 words, so that their
+    // rows' his lie in whole 128-byte lines (km_split_put; the scratch's
+    // rows are the largest cache's, of any head_dim).
     const bool est = km_estimates(x->d);
-    const size_t half = (w->rows + 3) / 4 * 4;
+    const size_t half = (w->rows + 31) / 32 * 32;
     if ((st = ckv_pol_take(x, (void **)&w->f, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cen, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cnorm, 2 * w->slots * sizeof(double), err)) ||

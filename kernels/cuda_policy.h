@@ -53,8 +53,8 @@ struct ckv_gpu_policy_ws {
     // its first use (rows elements each; a centroid's row of cen only once an
     // update wrote it, cw, before that its starting row's feature:
     // cuda_kmeans.cu, km_cen_row); split their bf16 splits for the estimate
-    // (features, then centroids from a multiple of 4 words: twice rows
-    // rounded up to 4; taken where the estimate runs), amb the rows the
+    // (features, then centroids from a multiple of 32 words: twice rows
+    // rounded up to 32; taken where the estimate runs), amb the rows the
     // estimate left to the exact assignment ([lists][capacity], then a count
     // per list, then each row's pass row in the candidate bitmaps, slots:
     // cuda_kmeans.cu, KM_CAND_W), chg two rows of flags a list (an assignment changed a
