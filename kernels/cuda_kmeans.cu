@@ -3293,26 +3293,21 @@ __global__ void __launch_bounds__(256)
 {
     static_assert(KN == AN, "the candidate bitmaps' tiles are the exact kernel's");
     __shared__ uint32_t u[KM_CAND_WORDS];
-    __shared__ int32_t all;
     const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0;
     if (!act[lh] || (amb_n && !n))
         return;  // no item: the whole block leaves
     const size_t base = (size_t)lh * p.cap;
     for (int32_t w = threadIdx.x; w < KM_CAND_WORDS; w += blockDim.x)
         u[w] = 0;
-    if (threadIdx.x == 0)
-        all = !crow;
     __syncthreads();
+    bool miss = !crow;  // a row without a bitmap: every tile
     for (int32_t i = threadIdx.x; crow && i < n; i += blockDim.x) {
         const int32_t c = crow[base + i];
-        if (c < 0) {
-            all = 1;
-            continue;
-        }
-        for (int32_t w = 0; w < KM_CAND_WORDS; w++)
+        miss = miss || c < 0;
+        for (int32_t w = 0; c >= 0 && w < KM_CAND_WORDS; w++)
             atomicOr(u + w, cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w]);
     }
-    __syncthreads();
+    const bool all = __syncthreads_or(miss);
     const int32_t warps = blockDim.x / 32, gw = blockIdx.x * warps + threadIdx.x / 32,
                   nw = gridDim.x * warps;
     for (int32_t i = gw; i < n; i += nw)
@@ -3639,7 +3634,7 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     const int64_t most =
         (int64_t)lists * max(tiles, min(tiles, (int64_t)KM_SPLIT_ROWS) * split);
     const int32_t blocks = (int32_t)min(most, wave);
-    const ckv_status st = mat(b.fs ? amb_n : nullptr, cand ? b.crow : nullptr);
+    const ckv_status st = mat(amb_n, cand ? b.crow : nullptr);
     if (st)
         return st;
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
