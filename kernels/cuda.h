@@ -251,8 +251,9 @@ typedef struct {
  * Work is queued on `stream` (NULL: the default stream, after waiting for
  * all work queued on the device) and finished before returning. Scratch
  * (about 90 bytes per cache slot plus a copy of the key/value storage;
- * K-Means adds 3 x 8 bytes per key element and 73 per slot, SnapKV 8 x group x W bytes per
- * slot) is one per device for the process, taken at the first call, grown
+ * K-Means adds 3 x 8 bytes per key element and 73 per slot (81 once a
+ * call took its lazy features), SnapKV 8 x group x W bytes per slot) is
+ * one per device for the process, taken at the first call, grown
  * for a larger cache and kept: one host thread per device at a time.
  * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
  * implement: the caller may fall back to the CPU. */
