@@ -56,6 +56,18 @@ void ckv_cuda_set_wgmma(bool on);
  * capability 9.0. */
 bool ckv_cuda_wgmma(void);
 
+/* K-Means's lazy features (kernels/cuda_kmeans.cu, km_lazy_call): a call
+ * that stores no f64 feature but each key's norm, and forms, right before
+ * each kernel that reads features, exactly the rows it reads. OFF: never;
+ * ON: every call with the estimate (head_dim 64 or 128), at any shape (the
+ * tests'); AUTO (the default): decode-time calls whose features are mostly
+ * unread. CKV_KM_LAZY=0 / 1 at the first use gives OFF / ON; process-wide;
+ * takes effect for the calls that follow. Results are bit-identical either
+ * way. */
+typedef enum { CKV_KM_LAZY_OFF = 0, CKV_KM_LAZY_ON = 1, CKV_KM_LAZY_AUTO = 2 } ckv_km_lazy;
+void ckv_cuda_set_km_lazy(ckv_km_lazy mode);
+ckv_km_lazy ckv_cuda_km_lazy(void);
+
 /* The decoder on one GPU: the model's weights dequantised once (from the
  * host fp32 copy in ckv_model) to bf16 for cuBLAS (fp32 accumulation);
  * norms, biases, the embedding table and all activations between GEMMs in
@@ -223,6 +235,14 @@ typedef struct {
      * moved, which took the best moved one (kernels/cuda_kmeans.cu,
      * km_est_decide); 0 for other policies. NULL: not counted. */
     int64_t *joined;
+    /* In, for the tests: a K-Means call that takes the lazy features first
+     * fills every feature with NaN, so that a row read before it was formed
+     * shows in the results. */
+    bool poison_lazy;
+    /* Host, one value: whether K-Means took the lazy features
+     * (ckv_cuda_set_km_lazy); false for other policies. NULL: not
+     * reported. */
+    bool *lazy;
 } ckv_gpu_policy_trace;
 
 /* As ckv_policy_compress(p, host copy, budget, qw, assign, err) on the GPU
@@ -231,11 +251,11 @@ typedef struct {
  * Work is queued on `stream` (NULL: the default stream, after waiting for
  * all work queued on the device) and finished before returning. Scratch
  * (about 90 bytes per cache slot plus a copy of the key/value storage;
- * K-Means adds 3 x 8 bytes per key element, 73 per slot and, with the
- * estimate, 24 KB per list (the own pass's header), SnapKV 8 x group x W
- * bytes per slot) is one per device for the process, taken at the first
- * call, grown for a larger cache and kept: one host thread per device at a
- * time.
+ * K-Means adds 3 x 8 bytes per key element, 73 per slot (81 once a call
+ * took its lazy features) and, with the estimate, 24 KB per list (the own
+ * pass's header), SnapKV 8 x group x W bytes per slot) is one per device
+ * for the process, taken at the first call, grown for a larger cache and
+ * kept: one host thread per device at a time.
  * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
  * implement: the caller may fall back to the CPU. */
 ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,

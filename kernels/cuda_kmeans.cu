@@ -517,6 +517,8 @@ __device__ __forceinline__ void km_feats(const Elem *const *x, const double *n, 
 // zero norm.
 struct km_feat_out {
     double *f, *fnorm;
+    double *kn;  // the lazy form's key norms (km_lazy_call), NULL in the eager
+
     uint32_t *fs;
     uint8_t *cw;  // km_cen_row's flags: the centroids start unwritten
     double *cnorm, *crec;
@@ -575,8 +577,8 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, 
 // 8B's 128K call 22.9 -> 22.55 ms, run ZZ43). G divides d / 32 where it
 // can, so that no division is of a dimension past d (group 4 at SmolLM2's
 // head_dim 64 divided each row twice over: its 128K call 5.46-5.51 -> 5.56
-// ms, run ZZ44).
-template <int32_t G, int32_t SR, typename Elem>
+// ms, run ZZ44). LAZY: the splits alone (km_lazy_call).
+template <int32_t G, int32_t SR, bool LAZY, typename Elem>
 __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const double *rn,
                                               const double *ry, int32_t r, int32_t rows,
                                               int32_t d, int32_t lane, int32_t at, size_t f0,
@@ -605,7 +607,8 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
                 if (i >= d)
                     break;
                 const double v = q[s * G + g];
-                o.f[fo + i] = v;
+                if constexpr (!LAZY)
+                    o.f[fo + i] = v;
                 if (!o.fs)
                     continue;
                 ckv_bf16 hi, lo;
@@ -627,8 +630,10 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
 // fewer (the 8B's), whose registers cost no blocks and take the chain's
 // divisions CG = 8 at once (4 in the 48: 8 spill 220 bytes there): the
 // 8B's 128K call 22.5 -> 22.2 ms (run ZZ45); and its store's SR = 2 rows
-// at once (the kernel 4.29 -> 4.18 ms there, run ZZ47).
-template <typename Elem, int32_t CG, int32_t SR, int32_t BLOCKS>
+// at once (the kernel 4.29 -> 4.18 ms there, run ZZ47). LAZY (with the
+// splits, km_lazy_call): no f64 feature stored but each row's key norm, from
+// which km_mat_row forms a row's features where a kernel reads them.
+template <typename Elem, int32_t CG, int32_t SR, int32_t BLOCKS, bool LAZY>
 __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
                       const int32_t *T, const int32_t *M_of, km_params p)
@@ -690,6 +695,8 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
         }
         const double fn = sqrt(s);
         o.fnorm[base + m0 + row] = fn;
+        if constexpr (LAZY)
+            o.kn[base + m0 + row] = n;
         rn[row] = n;
         ry[row] = y;
         const int32_t m = m0 + row, j = km_own_of(m, M_of[lh], p.k);
@@ -726,23 +733,24 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     const size_t f0 = (base + m0) * d;  // the block's first row's feature and split
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32 * SR) {
         if (d % 128 == 0)
-            km_feat_store<4, SR>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
+            km_feat_store<4, SR, LAZY>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
         else if (d % 64 == 0)
-            km_feat_store<2, SR>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
+            km_feat_store<2, SR, LAZY>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
         else
-            km_feat_store<1, SR>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
+            km_feat_store<1, SR, LAZY>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
     }
 }
 
 // km_feature_kernel in the form its shared memory suits: the 80-register
 // one where the 48-register one fits no more than 6 blocks an SM.
-template <typename Elem>
+template <typename Elem, bool LAZY>
 static ckv_status km_feat_launch(const Elem *keys, const km_feat_out &o, int32_t *dest,
                                  const ckv_pol *x, dim3 grid, const km_params &kp,
                                  ckv_error *err)
 {
     const size_t smem = km_feat_smem<Elem>(x->d);
-    const auto narrow = km_feature_kernel<Elem, 4, 1, 10>, wide = km_feature_kernel<Elem, 8, 2, 6>;
+    const auto narrow = km_feature_kernel<Elem, 4, 1, 10, LAZY>,
+               wide = km_feature_kernel<Elem, 8, 2, 6, LAZY>;
     ckv_status st = ckv_pol_allow_smem(narrow, smem, "cuda kmeans", err);
     if (st)
         return st;
@@ -3311,6 +3319,99 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
         cen[(base + j) * p.d + i] = from[i];
 }
 
+// The lazy form's materializers (km_lazy_call): right before each reader of
+// f, the rows it will read. km_mat_row forms middle row m of list base once
+// a call (bit base + m of fb, cleared at the call's start; a warp's, its
+// lanes converged), by the eager store's code: km_feat from the key, its
+// norm kn and ckv_ddiv_rcp(kn), so the same doubles.
+template <typename Elem>
+__device__ __forceinline__ void km_mat_row(const Elem *keys, const double *kn, uint32_t *fb,
+                                           double *f, size_t base, int32_t m, const km_params &p)
+{
+    const int32_t lane = threadIdx.x % 32;
+    const size_t at = base + m;
+    const uint32_t bit = 1u << (at % 32);
+    uint32_t was = 0;
+    if (lane == 0)
+        was = atomicOr(fb + at / 32, bit);
+    if (__shfl_sync(0xffffffffu, was, 0) & bit)
+        return;
+    const double n = kn[at], y = ckv_ddiv_rcp(n);
+    const Elem *const x = keys + (at + p.sinks) * p.d;
+    for (int32_t i = lane; i < p.d; i += 32)
+        f[at * p.d + i] = km_feat(x, n, y, i);
+}
+
+struct km_mat_src {
+    const double *kn;
+    uint32_t *fb;
+    double *f;
+};
+
+// Before an exact pass (km_assign_kernel): the rows the estimate left it
+// (amb's n = amb_n[lh]) and the starting rows of the unwritten centroids
+// (cw NULL: none written) of every tile any item walks. An item walks every
+// tile where one of its rows has no candidate bitmap (crow -1, or crow
+// NULL), else the union of its rows' flagged tiles: here the list's union
+// of them all where every row has one, else every tile, a superset. The
+// kernel's rule is written again here, not shared (sharing it moved the
+// exact kernel's registers): keep the two in step. amb_n NULL: no rows,
+// every tile (the trace's centroid fill, km_cen_fill_kernel).
+template <typename Elem>
+__global__ void __launch_bounds__(256)
+    km_mat_exact_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *amb,
+                        const int32_t *amb_n, const int32_t *crow, const uint32_t *cand,
+                        const int32_t *act, const int32_t *M_of, km_params p)
+{
+    static_assert(KN == AN, "the candidate bitmaps' tiles are the exact kernel's");
+    __shared__ uint32_t u[KM_CAND_WORDS];
+    const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0;
+    if (!act[lh] || (amb_n && !n))
+        return;  // no item: the whole block leaves
+    const size_t base = (size_t)lh * p.cap;
+    for (int32_t w = threadIdx.x; w < KM_CAND_WORDS; w += blockDim.x)
+        u[w] = 0;
+    __syncthreads();
+    bool miss = !crow;  // a row without a bitmap: every tile
+    for (int32_t i = threadIdx.x; crow && i < n; i += blockDim.x) {
+        const int32_t c = crow[base + i];
+        miss = miss || c < 0;
+        for (int32_t w = 0; c >= 0 && w < KM_CAND_WORDS; w++)
+            atomicOr(u + w, cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w]);
+    }
+    const bool all = __syncthreads_or(miss);
+    const int32_t warps = blockDim.x / 32, gw = blockIdx.x * warps + threadIdx.x / 32,
+                  nw = gridDim.x * warps;
+    for (int32_t i = gw; i < n; i += nw)
+        km_mat_row(keys, s.kn, s.fb, s.f, base, amb[base + i], p);
+    for (int32_t j = gw; j < p.k; j += nw) {
+        const int32_t t = j / AN;
+        if ((all || u[t / 32] >> t % 32 & 1) && !(cw && cw[base + j]))
+            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k), p);
+    }
+}
+
+// Before an update (km_update_kernel, tl and tn as km_touch_list_kernel
+// leaves them): each listed cluster's members and, unwritten, its old
+// centroid's starting row; a warp a cluster.
+template <typename Elem>
+__global__ void __launch_bounds__(256)
+    km_mat_update_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *tl,
+                         const int32_t *tn, const int32_t *run_b, const int32_t *run_e,
+                         const int32_t *members, const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.y, warps = blockDim.x / 32;
+    const size_t base = (size_t)lh * p.cap;
+    for (int32_t c = blockIdx.x * warps + threadIdx.x / 32; c < tn[1 + lh];
+         c += gridDim.x * warps) {
+        const int32_t j = tl[base + c], rb = run_b[base + j];
+        for (int32_t r = rb; rb >= 0 && r < run_e[base + j]; r++)
+            km_mat_row(keys, s.kn, s.fb, s.f, base, members[r], p);
+        if (!cw[base + j])
+            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k), p);
+    }
+}
+
 // The clusters an update forms, listed for it (km_update_kernel): those
 // whose touch flag is set (by the assignment before it, or at a call's
 // first update by km_group_runs_kernel). A list's clusters go to tl[base +
@@ -3571,10 +3672,13 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
 // estimate's where it ran. room from km_assign_room. first: a call's
 // first assignment, whose wgmma estimate flags the candidate tiles
 // (KM_CAND_W) where the scratch holds the lists' bitmaps and the tiles are
-// at most KM_CAND_TILES.
+// at most KM_CAND_TILES. mat(amb_n, crow): the lazy form's materializer
+// before the exact kernel (km_mat_exact_kernel), given the kernel's counts
+// and candidate rows.
+template <typename Mat>
 static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
                             bool moved, bool first, const km_room &room, cudaStream_t s,
-                            ckv_error *err)
+                            Mat mat, ckv_error *err)
 {
     int32_t *const amb_n = b.amb + (size_t)lists * p.cap;
     const bool cand = b.fs && first && room.wg && lists <= KM_SLICE_LISTS &&
@@ -3602,12 +3706,40 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     const int64_t most =
         (int64_t)lists * max(tiles, min(tiles, (int64_t)KM_SPLIT_ROWS) * split);
     const int32_t blocks = (int32_t)min(most, wave);
+    const ckv_status st = mat(amb_n, cand ? b.crow : nullptr);
+    if (st)
+        return st;
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cw, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top,
         b.margin, b.fs ? b.amb : nullptr, cand ? b.crow : nullptr, amb_n, b.act, lists, b.chg,
         b.touch, b.M_of, b.sp, split, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
+}
+
+// Whether a call takes the lazy form (km_feature_kernel's LAZY and the
+// materializers after it): only with the estimate (its rows left in amb);
+// ON at any shape, AUTO where few rows' features are read: a decode-time
+// call (the largest M - k at most KM_EST_SLICE_ROWS, 192) whose first pass
+// takes the wgmma estimate and its candidate tiles (the exact pass forms
+// the centroids of the flagged tiles, not of all) and whose key rows are at
+// least 256 bytes (bf16 head_dim 128, f32 64 or more: where the feature
+// kernel's bytes, not its instructions, bound it). A prefill-time call
+// reads every row's features: eager.
+static bool km_lazy_call(const ckv_pol *x, const km_params &kp, const int32_t *act,
+                         const int32_t *M_of, const km_room &room, size_t elem)
+{
+    const ckv_km_lazy mode = ckv_cuda_km_lazy();
+    if (mode == CKV_KM_LAZY_OFF || !km_estimates(x->d))
+        return false;
+    if (mode == CKV_KM_LAZY_ON)
+        return true;
+    int32_t most = 0;
+    for (int32_t lh = 0; lh < x->lists; lh++)
+        if (act[lh] && M_of[lh] - kp.k > most)
+            most = M_of[lh] - kp.k;
+    return room.wg && x->lists <= KM_SLICE_LISTS && (kp.k + KN - 1) / KN <= KM_CAND_TILES &&
+           most <= KM_EST_SLICE_ROWS && x->d * elem >= 256;
 }
 
 ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err)
@@ -3670,6 +3802,25 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->grp, km_group_bytes(w->lists), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
+    bool lazy = false;
+    ckv_pol_kv(c, [&](auto *k, auto *) {
+        lazy = km_lazy_call(x, kp, act, M_of, room, sizeof(*k));
+    });
+    // The lazy form's key norms (slots) and formed rows' bits (km_mat_row),
+    // cleared for the call; the tests' poison (trace) fills the features
+    // with NaN, so that a row a reader takes unformed shows in the results.
+    const size_t fb_words = ((size_t)x->lists * x->cap + 31) / 32;
+    if (lazy &&
+        ((st = ckv_pol_take(x, (void **)&w->kn, w->slots * sizeof(double), err)) ||
+         (st = ckv_pol_take(x, (void **)&w->fb, (w->slots + 31) / 32 * sizeof(uint32_t), err))))
+        return st;
+    if (lazy)
+        CKV_CUDA(cudaMemsetAsync(w->fb, 0, fb_words * sizeof(uint32_t), x->s));
+    if (lazy && x->poison_lazy)
+        CKV_CUDA(cudaMemsetAsync(w->f, 0xff, (size_t)x->lists * x->cap * x->d * sizeof(double),
+                                 x->s));
+    if (x->lazy)
+        *x->lazy = lazy;
 
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
     // The splits, the centroids' after the features' (none without the estimate).
@@ -3698,6 +3849,21 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                                  x->s));
     // The workspace's lists (its largest cache's): the scratch's layout.
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
+    const km_mat_src ms = {w->kn, w->fb, w->f};
+    // The materializer before an exact pass over the lists on (amb_n NULL:
+    // every unwritten centroid, for the trace's fill).
+    const auto mat_exact = [&](const int32_t *on, const uint8_t *cw, const int32_t *amb_n,
+                               const int32_t *crow) -> ckv_status {
+        if (!lazy)
+            return CKV_OK;
+        const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), x->lists);
+        ckv_pol_kv(c, [&](auto *k, auto *) {
+            km_mat_exact_kernel<<<grid, 256, 0, x->s>>>(k, ms, cw, w->amb, amb_n, crow, sp.cand,
+                                                        on, x->x, kp);
+        });
+        CKV_CUDA_LAUNCHED();
+        return CKV_OK;
+    };
     const km_group grp = km_group_at(w->grp, w->lists);
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
     CKV_CUDA(cudaMemsetAsync(sp.n, 0, km_slices_counts(x->lists) * sizeof(int32_t), x->s));
@@ -3726,10 +3892,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                             x->d);
             return;
         }
-        const km_feat_out o = {w->f,      w->norm,  fs,        w->cw,     w->cnorm,
-                               crec,      w->cscale, own_hdr,   w->ikey,   w->ival,
+        const km_feat_out o = {w->f,      w->norm,  lazy ? w->kn : nullptr,
+                               fs,        w->cw,     w->cnorm,  crec,
+                               w->cscale, own_hdr,   w->ikey,   w->ival,
                                w->redo,   dr.redo_n, own_rec_c, own_side_c};
-        st = km_feat_launch(k, o, w->dest, x, over_t, kp, err);
+        st = (lazy ? km_feat_launch<Elem, true> : km_feat_launch<Elem, false>)(
+            k, o, w->dest, x, over_t, kp, err);
     });
     if (st)
         return st;
@@ -3808,7 +3976,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                 CKV_CUDA_LAUNCHED();
             }
         }
-        if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, it == 0, room, x->s, err)))
+        const auto mat = [&](const int32_t *amb_n, const int32_t *crow) {
+            return mat_exact(live, kb.cw, amb_n, crow);
+        };
+        if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, it == 0, room, x->s, mat, err)))
             return st;
         if (it) {
             // A host plan row no K-Means kernel reads (nor apply, which uploads it).
@@ -3841,6 +4012,13 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         CKV_CUDA_LAUNCHED();
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
+        if (lazy) {
+            ckv_pol_kv(c, [&](auto *k, auto *) {
+                km_mat_update_kernel<<<over_k, 256, 0, x->s>>>(k, ms, w->cw, tl, tn, w->run_b,
+                                                              w->run_e, w->ival_out, x->x, kp);
+            });
+            CKV_CUDA_LAUNCHED();
+        }
         km_update_of(x->d)<<<upd_wave, UPDATE_THREADS, upd_smem, x->s>>>(
             w->f, c->deg, w->cen, w->cw, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
             tl, items, tn, w->run_b, w->run_e, w->ival_out, x->x, kp);
@@ -3850,6 +4028,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // update left them (iters > 0: every active list takes the first), those
     // it did not write from their rows first.
     if (x->centroids && iters > 0) {
+        if ((st = mat_exact(x->act, w->cw, nullptr, nullptr)))
+            return st;
         km_cen_fill_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
             w->cen, w->cw, w->f, x->act, x->x, kp);
         CKV_CUDA_LAUNCHED();
@@ -4017,8 +4197,10 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.crow,   d.best, d.margin, d.head, d.head + 1,
                        d.head + 3, nullptr, dr, d.sp};
-    // The plain assignment is a first (its exact pass over the candidate tiles).
-    ckv_status st = km_assign(b, kp, 1, M, mv.n > 0, mv.n == 0, room, nullptr, err);
+    // The plain assignment is a first (its exact pass over the candidate
+    // tiles); the features are given, so eager.
+    const auto eager = [](const int32_t *, const int32_t *) { return CKV_OK; };
+    ckv_status st = km_assign(b, kp, 1, M, mv.n > 0, mv.n == 0, room, nullptr, eager, err);
     if (st)
         return st;
     if (mv.n) {  // each row's second bound, top[m].y

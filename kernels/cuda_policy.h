@@ -72,6 +72,8 @@ struct ckv_gpu_policy_ws {
     // tiles' bests and counts, and the candidate bitmaps (cuda_kmeans.cu,
     // km_slices).
     double *f, *cen, *cnorm;
+    double *kn;    // the lazy form's key norms (slots; cuda_kmeans.cu, km_lazy_call)
+    uint32_t *fb;  // its formed rows, a bit a slot (km_mat_row)
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
     uint32_t *split;
@@ -97,6 +99,8 @@ struct ckv_pol {
     int64_t *kept, *own, *joined;  // ckv_gpu_policy_trace's, NULL where not counted
     uint8_t *own_rows;              // ckv_gpu_policy_trace's (host, slots), NULL where not reported
     double *centroids;              // ckv_gpu_policy_trace's (host), NULL where not reported
+    bool poison_lazy;               // ckv_gpu_policy_trace's: NaN features in a lazy call
+    bool *lazy;                     // ckv_gpu_policy_trace's (host), NULL where not reported
     // Device rows of the plan.
     int32_t *act, *T, *seg_b, *seg_e, *x, *y;
 };

@@ -58,6 +58,10 @@ static int failures, near_ties, runs;
 /* K-Means lists whose centroids were compared, over the program: a run
  * where none was would have checked nothing of them. */
 static int64_t centroid_lists;
+/* The forced lazy block (run_lazy): its K-Means calls' features start as
+ * NaN (the trace's poison_lazy), and its calls that took the lazy form. */
+static bool poison_lazy;
+static int64_t lazy_calls;
 /* How the sources store keys and values, on both sides. */
 static ckv_kv_dtype kv_dtype = CKV_KV_F32;
 
@@ -407,10 +411,20 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
                             : ckv_policy_compress(p, cpu, budget, qwp, a_cpu, &ec);
     double c_ms = cpu_ms() - c0;
     int64_t kept = 0, own = 0, joined = 0, cen_lists = -1;
-    ckv_gpu_policy_trace tr = {a_gpu, margin, &kept, &own, own_rows, cen_gpu, &joined};
+    bool lazy = false;
+    ckv_gpu_policy_trace tr = {.assign = a_gpu,
+                               .margin = margin,
+                               .kept = &kept,
+                               .own = &own,
+                               .own_rows = own_rows,
+                               .centroids = cen_gpu,
+                               .joined = &joined,
+                               .poison_lazy = poison_lazy,
+                               .lazy = &lazy};
     double g0 = wall_ms();
     ckv_status sg = ckv_gpu_policy_compress(s->g, p, budget, qwp, &tr, NULL, &eg);
     double g_ms = wall_ms() - g0;
+    lazy_calls += lazy;
     verdict v;
     memset(&v, 0, sizeof v);
     if (sc || sg) {
@@ -670,6 +684,28 @@ static void run_source(source *s, bool all_budgets, const char *only)
         for (size_t b = 0; b < sizeof budgets_ppm / sizeof budgets_ppm[0]; b++)
             if (all_budgets || b == 1 || b == 3)
                 run_case(s, pc, budgets_ppm[b]);
+    }
+}
+
+/* s's K-Means runs with the lazy features forced (ckv_cuda_set_km_lazy
+ * ON: the rule would leave these small shapes eager) and poisoned, so that
+ * a row a reader takes before it was formed shows as a mismatch; the
+ * source fails if no call took the lazy form (a test of the eager form
+ * under this name). The caller's mode is restored. */
+static void run_lazy(source *s)
+{
+    const ckv_km_lazy was = ckv_cuda_km_lazy();
+    ckv_cuda_set_km_lazy(CKV_KM_LAZY_ON);
+    poison_lazy = true;
+    lazy_calls = 0;
+    run_source(s, true, "kmeans");
+    poison_lazy = false;
+    ckv_cuda_set_km_lazy(was);
+    if (!lazy_calls) {
+        printf("%-4s %-12s FAIL: no K-Means call took the lazy features\n",
+               ckv_kv_dtype_name(kv_dtype), s->name);
+        runs++;
+        failures++;
     }
 }
 
@@ -1455,6 +1491,21 @@ static int run_sources(const char *dump)
     source_free(&s);
     duplicated(&s, "synth-dup128", 4 * SYN_KV, 2 * SYN_D, 10);
     run_source(&s, true, "kmeans");
+    source_free(&s);
+    /* K-Means's lazy features, forced and poisoned (run_lazy), at both
+     * head_dims the estimate takes, on ragged keys and on the duplicated
+     * ones (the own pass leaves their near rows to the exact passes). */
+    synthetic(&s, "synth-lazy", true, SYN_KV, SYN_HEADS, SYN_D, 11);
+    run_lazy(&s);
+    source_free(&s);
+    synthetic(&s, "synth-lazy128", true, SYN_KV, 4 * SYN_KV, 2 * SYN_D, 12);
+    run_lazy(&s);
+    source_free(&s);
+    duplicated(&s, "synth-lazydup", SYN_HEADS, SYN_D, 13);
+    run_lazy(&s);
+    source_free(&s);
+    duplicated(&s, "synth-lazydup128", 4 * SYN_KV, 2 * SYN_D, 14);
+    run_lazy(&s);
     source_free(&s);
     compressed_once(&s);
     run_source(&s, true, NULL);
