@@ -56,6 +56,18 @@ void ckv_cuda_set_wgmma(bool on);
  * capability 9.0. */
 bool ckv_cuda_wgmma(void);
 
+/* K-Means's lazy features (kernels/cuda_kmeans.cu, km_lazy_call): a call
+ * that stores no f64 feature but each key's norm, and forms, right before
+ * each kernel that reads features, exactly the rows it reads. OFF: never;
+ * ON: every call with the estimate (head_dim 64 or 128), at any shape (the
+ * tests'); AUTO (the default): decode-time calls whose features are mostly
+ * unread. CKV_KM_LAZY=0 / 1 at the first use gives OFF / ON; process-wide;
+ * takes effect for the calls that follow. Results are bit-identical either
+ * way. */
+typedef enum { CKV_KM_LAZY_OFF = 0, CKV_KM_LAZY_ON = 1, CKV_KM_LAZY_AUTO = 2 } ckv_km_lazy;
+void ckv_cuda_set_km_lazy(ckv_km_lazy mode);
+ckv_km_lazy ckv_cuda_km_lazy(void);
+
 /* The decoder on one GPU: the model's weights dequantised once (from the
  * host fp32 copy in ckv_model) to bf16 for cuBLAS (fp32 accumulation);
  * norms, biases, the embedding table and all activations between GEMMs in
@@ -219,6 +231,18 @@ typedef struct {
      * where iters > 0; every other list's rows, and every row of other
      * policies and of iters = 0, left as they were. NULL: not reported. */
     double *centroids;
+    /* Host, one value: of `kept`, the rows whose own centroid the update
+     * moved, which took the best moved one (kernels/cuda_kmeans.cu,
+     * km_est_decide); 0 for other policies. NULL: not counted. */
+    int64_t *joined;
+    /* In, for the tests: a K-Means call that takes the lazy features first
+     * fills every feature with NaN, so that a row read before it was formed
+     * shows in the results. */
+    bool poison_lazy;
+    /* Host, one value: whether K-Means took the lazy features
+     * (ckv_cuda_set_km_lazy); false for other policies. NULL: not
+     * reported. */
+    bool *lazy;
 } ckv_gpu_policy_trace;
 
 /* As ckv_policy_compress(p, host copy, budget, qw, assign, err) on the GPU
@@ -227,9 +251,11 @@ typedef struct {
  * Work is queued on `stream` (NULL: the default stream, after waiting for
  * all work queued on the device) and finished before returning. Scratch
  * (about 90 bytes per cache slot plus a copy of the key/value storage;
- * K-Means adds 3 x 8 bytes per key element and 73 per slot, SnapKV 8 x group x W bytes per
- * slot) is one per device for the process, taken at the first call, grown
- * for a larger cache and kept: one host thread per device at a time.
+ * K-Means adds 3 x 8 bytes per key element, 73 per slot (81 once a call
+ * took its lazy features) and, with the estimate, 24 KB per list (the own
+ * pass's header), SnapKV 8 x group x W bytes per slot) is one per device
+ * for the process, taken at the first call, grown for a larger cache and
+ * kept: one host thread per device at a time.
  * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
  * implement: the caller may fall back to the CPU. */
 ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,
@@ -296,16 +322,21 @@ ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm, const dou
  * km_drift) on one list, for tests: f, fnorm, cen, cnorm, M, k as
  * ckv_gpu_kmeans_assign's, head_dim d 64 or 128; moved[nmoved] the
  * centroids taken as moved (1 to k / 4: the pass runs only then); cl[M]
- * each row's cluster (0 .. k - 1). Every row's bounds start at (4, -4), so
- * a row keeps its cluster unless that moved or a norm lies outside the
- * estimate's range, and its second bound becomes the pass's bound on its
- * cosines with the moved centroids: bound[M] (for a row sent on to the
+ * each row's cluster (0 .. k - 1). A row whose cluster did not move starts
+ * at bounds (4, -4), so it keeps its cluster unless a norm lies outside
+ * the estimate's range, and its second bound becomes the pass's bound on
+ * its cosines with the moved centroids: bound[M] (for a row sent on to the
  * assignment over every centroid, the second bound that assignment leaves
- * instead; redo_n counts them). */
+ * instead; redo_n counts them, redo[redo_n] lists them in no order, redo
+ * NULL: not listed). A row whose cluster moved starts at (4, 4), which
+ * sends it on, or with join at (4, -4): every unmoved centroid taken as far
+ * below, so that the pass gives it the best moved centroid where that
+ * clears the second moved one (a joined row). cl[M] on return: each row's
+ * cluster after the pass and the assignment over every centroid. */
 ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm, const double *cen,
                                 const double *cnorm, int32_t M, int32_t k, int32_t d,
-                                const int32_t *moved, int32_t nmoved, int32_t *cl, float *bound,
-                                int32_t *redo_n, ckv_error *err);
+                                const int32_t *moved, int32_t nmoved, bool join, int32_t *cl,
+                                float *bound, int32_t *redo, int32_t *redo_n, ckv_error *err);
 
 #ifdef __cplusplus
 }

@@ -149,32 +149,86 @@ ckv_status ckv_pol_top_desc(ckv_pol *x, const int32_t *count, int32_t extra, ckv
     return CKV_OK;
 }
 
-// ckv_pol_sort_int's sort (tmp NULL: cub's room into bytes).
-static cudaError_t sort_int_call(ckv_pol *x, const int32_t *seg_e, void *tmp, size_t &bytes)
+// cub's segmented sort policy for sm_86 on (Policy860 of its tuning for
+// int keys and values) with ITEMS keys a thread in the radix sort of a
+// large segment. At cub's 23 a block holds 256 x 23 = 5,888 keys (one pass
+// for a segment that fits) and one block an SM; at 11 it takes 128
+// registers and two blocks an SM, so the 8B's 256 lists of multi-pass
+// segments run in one wave, not two (a probe's, fifty-fourth session).
+template <int ITEMS>
+struct sort_hub {
+    struct Policy : cub::ChainedPolicy<860, Policy, Policy> {
+        static constexpr int BLOCK_THREADS = 256;
+        static constexpr int PARTITIONING_THRESHOLD = 500;
+        using LargeSegmentPolicy =
+            cub::AgentRadixSortDownsweepPolicy<BLOCK_THREADS, ITEMS, int32_t,
+                                               cub::BLOCK_LOAD_TRANSPOSE, cub::LOAD_DEFAULT,
+                                               cub::RADIX_RANK_MEMOIZE,
+                                               cub::BLOCK_SCAN_WARP_SCANS, 6>;
+        static constexpr int ITEMS_PER_SMALL_THREAD = 9;
+        static constexpr int ITEMS_PER_MEDIUM_THREAD = 7;
+        using SmallAndMediumSegmentedSortPolicyT = cub::AgentSmallAndMediumSegmentedSortPolicy<
+            BLOCK_THREADS,
+            cub::AgentSubWarpMergeSortPolicy<2, ITEMS_PER_SMALL_THREAD, cub::WARP_LOAD_TRANSPOSE,
+                                             cub::LOAD_LDG>,
+            cub::AgentSubWarpMergeSortPolicy<16, ITEMS_PER_MEDIUM_THREAD,
+                                             cub::WARP_LOAD_TRANSPOSE, cub::LOAD_LDG>>;
+    };
+    using MaxPolicy = Policy;
+};
+enum { SORT_ONE_PASS = 256 * 23 };
+
+// ckv_pol_sort_int's sort (tmp NULL: cub's room into bytes), stable, with
+// ITEMS keys a thread (sort_hub).
+template <int ITEMS>
+static cudaError_t sort_int_items(ckv_pol *x, const int32_t *seg_e, void *tmp, size_t &bytes)
 {
     ckv_gpu_policy_ws *w = x->ws;
-    return cub::DeviceSegmentedSort::StableSortPairs(tmp, bytes, w->ikey, w->ikey_out, w->ival,
-                                                     w->ival_out, (int64_t)w->slots,
-                                                     (int64_t)x->lists, x->seg_b, seg_e, x->s);
+    using Offset = cub::detail::choose_signed_offset_t<int32_t>;
+    using Sort = cub::DispatchSegmentedSort<cub::SortOrder::Ascending, int32_t, int32_t, Offset,
+                                            const int32_t *, const int32_t *, sort_hub<ITEMS>>;
+    cub::DoubleBuffer<int32_t> keys(w->ikey, w->ikey_out), vals(w->ival, w->ival_out);
+    return Sort::Dispatch(tmp, bytes, keys, vals, (int64_t)w->slots, (int64_t)x->lists,
+                          x->seg_b, seg_e, false, x->s);
 }
 
-// cub's room for ckv_pol_sort_int: its query depends on the sizes only, so
-// a caller can grow it before anything changes the cache.
+// ckv_pol_sort_int in cub's room: the 11 where more lists than SMs have a
+// segment past the 23's one pass by the host plan's segments (K-Means's:
+// each at least the sorted one), the 23 otherwise (the apply's: the plan's
+// are empty there, the sources counted on the device).
+static ckv_status sort_int_call(ckv_pol *x, const int32_t *seg_e, ckv_error *err)
+{
+    int dev, sms;
+    CKV_CUDA(cudaGetDevice(&dev));
+    CKV_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int32_t *act = ckv_pol_h(x, PLAN_ACT), *sb = ckv_pol_h(x, PLAN_SEG_B),
+                  *se = ckv_pol_h(x, PLAN_SEG_E);
+    int32_t long_segs = 0;
+    for (int32_t lh = 0; lh < x->lists; lh++)
+        long_segs += act[lh] && se[lh] - sb[lh] > SORT_ONE_PASS;
+    size_t bytes = x->ws->cub_bytes;
+    if (long_segs > sms)
+        CKV_CUDA(sort_int_items<11>(x, seg_e, x->ws->cub, bytes));
+    else
+        CKV_CUDA(sort_int_items<23>(x, seg_e, x->ws->cub, bytes));
+    return CKV_OK;
+}
+
+// cub's room for ckv_pol_sort_int, either form's: its query depends on
+// the sizes only, so a caller can grow it before anything changes the
+// cache or the plan.
 static ckv_status sort_int_room(ckv_pol *x, ckv_error *err)
 {
-    size_t bytes = 0;
-    CKV_CUDA(sort_int_call(x, x->seg_e, NULL, bytes));
-    return cub_room(x, bytes, err);
+    size_t b11 = 0, b23 = 0;
+    CKV_CUDA(sort_int_items<11>(x, x->seg_e, NULL, b11));
+    CKV_CUDA(sort_int_items<23>(x, x->seg_e, NULL, b23));
+    return cub_room(x, b11 > b23 ? b11 : b23, err);
 }
 
 ckv_status ckv_pol_sort_int(ckv_pol *x, const int32_t *seg_e, ckv_error *err)
 {
     ckv_status st = sort_int_room(x, err);
-    if (st)
-        return st;
-    size_t bytes = x->ws->cub_bytes;
-    CKV_CUDA(sort_int_call(x, seg_e, x->ws->cub, bytes));
-    return CKV_OK;
+    return st ? st : sort_int_call(x, seg_e, err);
 }
 
 // Marks where each key's run begins and ends in the sorted keys of a
@@ -214,39 +268,63 @@ __global__ void apply_prep_kernel(int32_t *run_b, const int32_t *act, const int3
 // the list's sources in slot order, compacted for the sort by destination:
 // ikey their destinations, ival their slots, seg_e the segment's end (a
 // sort of every slot, most of them no source, was 0.12 ms of run AA's 32K
-// CSM call). One block per list.
-enum { SCAN_THREADS = 1024 };
+// CSM call). One block per list, SCAN_EACH consecutive slots a thread: a
+// 32,832-slot list takes 9 rounds of loads, scans and stores, not 33 of
+// one slot a thread. Two blocks an SM (64 registers): the 8B's 256 lists
+// in one wave.
+enum { SCAN_THREADS = 512, SCAN_EACH = 8, SCAN_TILE = SCAN_THREADS * SCAN_EACH };
 
-__global__ void __launch_bounds__(SCAN_THREADS)
+__global__ void __launch_bounds__(SCAN_THREADS, 2)
     apply_scan_kernel(const int32_t *dest, int32_t *newslot, int32_t *newlen, int32_t *len_d,
                       int32_t *ikey, int32_t *ival, int32_t *seg_e, bool merges,
                       const int32_t *act, const int32_t *T, int32_t cap)
 {
+    typedef cub::BlockLoad<int32_t, SCAN_THREADS, SCAN_EACH, cub::BLOCK_LOAD_WARP_TRANSPOSE>
+        Load;
+    typedef cub::BlockStore<int32_t, SCAN_THREADS, SCAN_EACH, cub::BLOCK_STORE_WARP_TRANSPOSE>
+        Store;
     typedef cub::BlockScan<int32_t, SCAN_THREADS> Scan;
-    __shared__ typename Scan::TempStorage tmp;
+    __shared__ union {
+        typename Load::TempStorage load;
+        typename Store::TempStorage store;
+        typename Scan::TempStorage scan;
+    } tmp;
     const int32_t lh = blockIdx.x;
     if (!act[lh])
         return;
     const int32_t n = T[lh];
     const size_t base = (size_t)lh * cap;
-    const int32_t *D = dest + base;
-    int32_t *N = newslot + base;
     int32_t kept = 0, sources = 0;
-    for (int32_t t0 = 0; t0 < n; t0 += SCAN_THREADS) {
-        const int32_t t = t0 + threadIdx.x, d = t < n ? D[t] : -1;
-        int32_t ex, total;
-        Scan(tmp).ExclusiveSum(t < n && d == t, ex, total);
-        if (t < n)
-            N[t] = kept + ex;
+    for (int32_t t0 = 0; t0 < n; t0 += SCAN_TILE) {
+        // Blocked: slots t .. t + SCAN_EACH - 1 are this thread's; past n
+        // d is -1, neither kept nor a source.
+        const int32_t valid = min(n - t0, (int32_t)SCAN_TILE);
+        const int32_t t = t0 + (int32_t)threadIdx.x * SCAN_EACH;
+        int32_t d[SCAN_EACH], v[SCAN_EACH], ex[SCAN_EACH], total;
+        Load(tmp.load).Load(dest + base + t0, d, valid, -1);
+        __syncthreads();  // tmp is reused by each step below
+#pragma unroll
+        for (int i = 0; i < SCAN_EACH; i++)
+            v[i] = d[i] == t + i;
+        Scan(tmp.scan).ExclusiveSum(v, ex, total);
+#pragma unroll
+        for (int i = 0; i < SCAN_EACH; i++)
+            ex[i] += kept;
         kept += total;
-        __syncthreads();  // tmp is reused next
+        __syncthreads();
+        Store(tmp.store).Store(newslot + base + t0, ex, valid);
+        __syncthreads();
         if (merges) {
-            const bool src = d >= 0 && d != t;
-            Scan(tmp).ExclusiveSum(src, ex, total);
-            if (src) {
-                ikey[base + sources + ex] = d;
-                ival[base + sources + ex] = t;
-            }
+#pragma unroll
+            for (int i = 0; i < SCAN_EACH; i++)
+                v[i] = d[i] >= 0 && d[i] != t + i;
+            Scan(tmp.scan).ExclusiveSum(v, ex, total);
+#pragma unroll
+            for (int i = 0; i < SCAN_EACH; i++)
+                if (v[i]) {
+                    ikey[base + sources + ex[i]] = d[i];
+                    ival[base + sources + ex[i]] = t + i;
+                }
             sources += total;
             __syncthreads();
         }

@@ -12,8 +12,8 @@
 // agree to ~1e-16 and a decision can differ only at a near-tie (the margin
 // the trace reports). At a call's first assignment the own pass first
 // gives each row that starts a centroid that centroid where no other can
-// be as near (km_own_kernel), and the estimate takes the other rows. After
-// an update, a list where few centroids moved
+// be as near (km_own_kernel, km_own_decide_kernel), and the estimate
+// takes the other rows. After an update, a list where few centroids moved
 // takes the estimate over those centroids only for every row, and over
 // every centroid for the rows that this cannot keep (km_drift). A list's
 // iterations stop at Lloyd's fixed point, an assignment that changes none
@@ -81,7 +81,9 @@ __device__ __forceinline__ void km_split(double x, ckv_bf16 &hi, ckv_bf16 &lo)
 // Chunk q of a row's split (q < d / 4; d a multiple of 16), as the
 // estimate's mma fragments take it: dimensions k, k + 1, k + 8, k + 9 for k
 // = 16 (q / 4) + 2 (q % 4), the his as two bf16 pairs, then the los: lane
-// t of a k-step's B (or of its A rows) loads its four registers as one.
+// t of a k-step's B loads its four registers as one from shared memory,
+// where km_copy_split_tile lays a tile's rows out so (its A rows' his and
+// los, two words each, from the halves in global memory: km_split_put).
 // (The wgmma form copies each half to its own B operand and reads A a word
 // at a time: km_estimate_wg_kernel.)
 __device__ __forceinline__ uint4 km_split_chunk(const double *x, int32_t q)
@@ -96,13 +98,28 @@ __device__ __forceinline__ uint4 km_split_chunk(const double *x, int32_t q)
                       ckv_pack_bf16(l[0], l[1]), ckv_pack_bf16(l[2], l[3]));
 }
 
-// The word of a row's split that dimension i's pair {i, i ^ 1} fills with
-// its his (lo false) or its los: km_split_chunk's layout inverted (chunk q
-// = 4 (i / 16) + (i % 8) / 2 holds the pairs at i % 16 < 8 in its words 0
-// and 2, the others in 1 and 3).
-__device__ __forceinline__ int32_t km_split_word(int32_t i, bool lo)
+// In global memory a row's split is its d / 2 hi words, then its d / 2 lo
+// words: chunk q's hi half at words 2 q, 2 q + 1, its lo half d / 2 on.
+// The pass over the moved centroids multiplies only the his, and a 32-byte
+// sector of chunks had held his and los: 4.84 GB read in 1.59 ms at the
+// 8B's 128K call (run ZZ49); with the his in whole lines (a row's start a
+// multiple of 32 words: d 64 or 128, and the centroids' splits placed so)
+// its copies and L2 prefetches bring no lo.
+// The word of a row's split (d words) that dimension i's pair {i, i ^ 1}
+// fills with its his (lo false) or its los: chunk q = 4 (i / 16) + (i % 8)
+// / 2 holds the pairs at i % 16 < 8 in its halves' first words, the others
+// in their second.
+__device__ __forceinline__ int32_t km_split_word(int32_t i, bool lo, int32_t d)
 {
-    return 4 * (4 * (i / 16) + (i % 8) / 2) + (i % 16 >= 8) + 2 * lo;
+    return 2 * (4 * (i / 16) + (i % 8) / 2) + (i % 16 >= 8) + (lo ? d / 2 : 0);
+}
+
+// Stores chunk q of the split of row x (d doubles) into its row y.
+__device__ __forceinline__ void km_split_put(uint32_t *y, const double *x, int32_t q, int32_t d)
+{
+    const uint4 c = km_split_chunk(x, q);
+    reinterpret_cast<uint2 *>(y)[q] = make_uint2(c.x, c.y);
+    reinterpret_cast<uint2 *>(y + d / 2)[q] = make_uint2(c.z, c.w);
 }
 
 // The splits of the first n[lh] rows of each active list (d doubles, then
@@ -116,8 +133,7 @@ __global__ void km_split_kernel(const double *x, uint32_t *y, const int32_t *n,
     if (!act[lh] || c >= n[lh] * chunks)
         return;
     const size_t row = (size_t)lh * p.cap + c / chunks;
-    reinterpret_cast<uint4 *>(y + row * p.d)[c % chunks] =
-        km_split_chunk(x + row * p.d, (int32_t)(c % chunks));
+    km_split_put(y + row * p.d, x + row * p.d, (int32_t)(c % chunks), p.d);
 }
 
 // The estimate: every cosine of a row as dot x (1/fn) x (1/cn) in fp32,
@@ -170,29 +186,33 @@ constexpr double KM_NORM_LO = 0x1p-50, KM_NORM_HI = 0x1p50;
 // <= 2 |c' - c| / |c| < KM_TAU. Then a row whose centroid did not move
 // keeps it where, with v the estimate's best over the moved centroids,
 // (s1 - KM_TAU) - max(s2 + KM_TAU, v) > KM_CLEAR: its exact gap stays over
-// 2 KM_EPS, as the estimate's own rule gives. The other rows take the
-// estimate over every centroid (and the exact kernel where it leaves
-// them). A list where more than a quarter of the centroids moved has
-// every row assigned so (a prefill-time call's second assignment: 86%
-// moved in the probe). At a call's first assignment every list is
-// restricted (no centroid moved) and redo holds the rows the own pass
-// leaves, with no pass over moved centroids before the estimate.
+// 2 KM_EPS, as the estimate's own rule gives. A row whose centroid moved
+// (its old best) takes the best moved one where, with v1 and v2 the moved
+// ones' best and second estimates, (v1 - KM_EPS_HI + KM_EPS) - max(s2 +
+// KM_TAU, v2 + KM_EPS_HI - KM_EPS) > KM_CLEAR (a joined row,
+// km_est_decide). The other rows take the estimate over every centroid
+// (and the exact kernel where it leaves them). A list where more than a
+// quarter of the centroids moved has every row assigned so (a
+// prefill-time call's second assignment: 86% moved in the probe). At a
+// call's first assignment every list is restricted (no centroid moved) and
+// redo holds the rows the own pass leaves, with no pass over moved
+// centroids before the estimate.
 constexpr double KM_MOVE = 0x1p-24;
 constexpr float KM_TAU = 0x1p-22f;
 
-// Of the moved centroids the rule needs only a bound v on their cosines
-// with the row, against its second: the pass over them takes the main
+// Of the moved centroids the rule needs only bounds on their cosines with
+// the row, the best's and the second's: the pass over them takes the main
 // products fh ch alone, each within KM_EPS_HI of the cosine (norms as
 // KM_EPS's). The dropped fh (c - ch) + (f - fh) c is at most (2^-8 +
 // 2^-24)(2 + 2^-8) |f_i c_i| a dimension (the split's hi within 2^-8 +
 // 2^-24 of x, the float step included), so the sum moves by 2^-6.99 of
 // fn cn (Cauchy-Schwarz); the sums' truncation and the roundings (KM_EPS's
-// model) add under 2^-15: 51% of KM_EPS_HI. v is the estimate raised by
-// KM_EPS_HI - KM_EPS, so that every moved cosine stays under v + KM_EPS as
-// the rule assumes; a looser bound than the three products' (a row near a
-// moved centroid may go to the estimate over every centroid instead of
-// keeping its cluster), never a wrong one, for a third of the products and
-// no second or column kept.
+// model) add under 2^-15: 51% of KM_EPS_HI. The rule raises an estimate by
+// KM_EPS_HI - KM_EPS, so that a moved cosine stays under it + KM_EPS, and
+// lowers a joined row's best as much: looser bounds than the three
+// products' (a row near a moved centroid may go to the estimate over
+// every centroid instead of keeping or joining a cluster), never wrong
+// ones, for a third of the products.
 constexpr float KM_EPS_HI = 0x1p-6f;
 enum { KM_MOVED_PART = 4 };
 
@@ -202,19 +222,21 @@ enum { KM_MOVED_PART = 4 };
 // NULL (the tests' single assignment): every row of every list goes
 // there; top NULL (the tests' single
 // assignment): no bounds kept; kept_n (NULL: not counted) the rows a list
-// kept by the rule, for the parity checks (ckv_gpu_policy_trace).
+// kept by the rule, joined_n (NULL: not counted) those of them whose
+// cluster moved, for the parity checks (ckv_gpu_policy_trace).
 struct km_drift {
     const int32_t *moved, *nmoved;
     const uint8_t *cmv;
-    int32_t *redo, *redo_n, *kept_n;
+    int32_t *redo, *redo_n, *kept_n, *joined_n;
     float2 *top;
 };
 
-// Whether list lh takes the estimate over every centroid for redo's rows
-// alone (after the pass over the moved centroids, or after the own pass).
-__device__ __forceinline__ bool km_restricted(const km_drift &dr, int32_t lh, int32_t k)
+// Whether a list whose update moved nmoved centroids takes the estimate
+// over every centroid for redo's rows alone (after the pass over the moved
+// centroids, or after the own pass).
+__device__ __forceinline__ bool km_restricted(const km_drift &dr, int32_t nmoved, int32_t k)
 {
-    return dr.nmoved && dr.nmoved[lh] <= k / KM_MOVED_PART;
+    return dr.nmoved && nmoved <= k / KM_MOVED_PART;
 }
 
 // Row m of list lh to the estimate over every centroid (km_drift's redo,
@@ -304,14 +326,14 @@ __device__ __forceinline__ const T *km_cen_row(const T *f, const T *cen, bool wr
     return written ? cen + (base + j) * d : f + (base + km_own_row(j, M, k)) * d;
 }
 
-// km_copy_tile's source of centroid rows j1 .. j1 + N - 1 (km_cen_row; N
-// at most THREADS): it gives warp w the tile's rows w + WARPS l, so lane l
-// forms the address of the warp's l-th row (its flag read, all the warp's
-// at once) and the copies take it by shuffle. Formed in every lane that
-// copies a piece of the row, the address had cost the exact assignment's
-// first pass at SmolLM2's 128K call 0.52 -> 0.66 ms (run ZZ20), and a flag
-// read at each row's copy 0.53 -> 0.80 ms (run ZZ17). cw NULL: none written
-// (a call's first assignment).
+// km_copy_tile's (and km_copy_split_tile's) source of centroid rows j1 ..
+// j1 + N - 1 (km_cen_row; N at most THREADS): it gives warp w the tile's
+// rows w + WARPS l, so lane l forms the address of the warp's l-th row (its
+// flag read, all the warp's at once) and the copies take it by shuffle.
+// Formed in every lane that copies a piece of the row, the address had
+// cost the exact assignment's first pass at SmolLM2's 128K call 0.52 ->
+// 0.66 ms (run ZZ20), and a flag read at each row's copy 0.53 -> 0.80 ms
+// (run ZZ17). cw NULL: none written (a call's first assignment).
 template <int THREADS, int N, typename T>
 __device__ __forceinline__ auto km_cen_rows(const T *f, const T *cen, const uint8_t *cw,
                                             size_t base, int32_t j1, int32_t M, int32_t k,
@@ -395,14 +417,16 @@ enum {
     // bits), a flag (a centroid of neither unit nor zero norm), each cell's
     // first place in the sort (KM_OWN_CELLS + 1 of them, the last k), and
     // each cell's first item of the own kernel (KM_OWN_CELLS + 1, the last
-    // the list's count of items).
+    // the list's count of items), and each cell's largest E (float bits,
+    // KM_OWN_CELLS).
     KM_OWN_SCALE = KM_OWN_AXES,
     KM_OWN_BAD,
     KM_OWN_START,
     KM_OWN_FIRST = KM_OWN_START + KM_OWN_CELLS + 1,
-    KM_OWN_HDR = 4096  // 16 KB a list
+    KM_OWN_EMAX = KM_OWN_FIRST + KM_OWN_CELLS + 1,
+    KM_OWN_HDR = 6144  // 24 KB a list
 };
-static_assert(KM_OWN_FIRST + KM_OWN_CELLS + 1 <= KM_OWN_HDR, "the header holds the starts");
+static_assert(KM_OWN_EMAX + KM_OWN_CELLS <= KM_OWN_HDR, "the header holds the cells' entries");
 
 // A feature's norm as the pass takes it for a unit vector's (a feature is
 // its key over the key's norm in double: within a few ulps of 1; so tight
@@ -420,7 +444,7 @@ __device__ __forceinline__ bool km_starts(int32_t m, int32_t M, int32_t k)
 
 // Identity dest for the list; unit-normalised keys of the middle and their
 // norms (x: M, the middle's length); with fs, each feature's split
-// (km_split_chunk); and the initial centroids: centroid j starts at the
+// (km_split_word); and the initial centroids: centroid j starts at the
 // feature of middle row km_own_row(j) (policies.md), read from that row,
 // and its split from the row's, until an update writes them (km_cen_row:
 // its flag cleared here), with that feature's norm (the same chain over
@@ -493,6 +517,8 @@ __device__ __forceinline__ void km_feats(const Elem *const *x, const double *n, 
 // zero norm.
 struct km_feat_out {
     double *f, *fnorm;
+    double *kn;  // the lazy form's key norms (km_lazy_call), NULL in the eager
+
     uint32_t *fs;
     uint8_t *cw;  // km_cen_row's flags: the centroids start unwritten
     double *cnorm, *crec;
@@ -551,8 +577,8 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, 
 // 8B's 128K call 22.9 -> 22.55 ms, run ZZ43). G divides d / 32 where it
 // can, so that no division is of a dimension past d (group 4 at SmolLM2's
 // head_dim 64 divided each row twice over: its 128K call 5.46-5.51 -> 5.56
-// ms, run ZZ44).
-template <int32_t G, int32_t SR, typename Elem>
+// ms, run ZZ44). LAZY: the splits alone (km_lazy_call).
+template <int32_t G, int32_t SR, bool LAZY, typename Elem>
 __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const double *rn,
                                               const double *ry, int32_t r, int32_t rows,
                                               int32_t d, int32_t lane, int32_t at, size_t f0,
@@ -581,7 +607,8 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
                 if (i >= d)
                     break;
                 const double v = q[s * G + g];
-                o.f[fo + i] = v;
+                if constexpr (!LAZY)
+                    o.f[fo + i] = v;
                 if (!o.fs)
                     continue;
                 ckv_bf16 hi, lo;
@@ -590,7 +617,7 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
                                other = __shfl_xor_sync(0xffffffffu, mine, 1);
                 const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
                                             : (mine & 0xffffu) | (other << 16);
-                o.fs[fo + at + b] = w;
+                o.fs[fo + at + b / 2] = w;
             }
         }
     }
@@ -603,8 +630,10 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
 // fewer (the 8B's), whose registers cost no blocks and take the chain's
 // divisions CG = 8 at once (4 in the 48: 8 spill 220 bytes there): the
 // 8B's 128K call 22.5 -> 22.2 ms (run ZZ45); and its store's SR = 2 rows
-// at once (the kernel 4.29 -> 4.18 ms there, run ZZ47).
-template <typename Elem, int32_t CG, int32_t SR, int32_t BLOCKS>
+// at once (the kernel 4.29 -> 4.18 ms there, run ZZ47). LAZY (with the
+// splits, km_lazy_call): no f64 feature stored but each row's key norm, from
+// which km_mat_row forms a row's features where a kernel reads them.
+template <typename Elem, int32_t CG, int32_t SR, int32_t BLOCKS, bool LAZY>
 __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
                       const int32_t *T, const int32_t *M_of, km_params p)
@@ -666,6 +695,8 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
         }
         const double fn = sqrt(s);
         o.fnorm[base + m0 + row] = fn;
+        if constexpr (LAZY)
+            o.kn[base + m0 + row] = n;
         rn[row] = n;
         ry[row] = y;
         const int32_t m = m0 + row, j = km_own_of(m, M_of[lh], p.k);
@@ -691,34 +722,35 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     // reciprocal: the same double as the chain's. With fs (d 64 or 128: every
     // lane has a dimension at every step), each pair of lanes (dimensions i,
     // i ^ 1) swaps its splits, so that the even lane stores the pair's his
-    // and the odd its los: a warp's 32 dimensions fill 128 contiguous bytes
-    // of the split with one 4-byte store a lane.
+    // and the odd its los: a warp's 32 dimensions fill 64 contiguous bytes
+    // of the split's his and 64 of its los with one 4-byte store a lane.
     // A row's offsets and the lane's word of the split are formed once a
     // row (formed at every step, with the row's norm and centroid read
     // again, they were about a third of the loop's instructions: run ZZ10's
-    // source page); the word of dimension b + lane is b past the lane's, b a
-    // multiple of 16 (km_split_word).
-    const int32_t at = km_split_word(lane, lane & 1);
+    // source page); the word of dimension b + lane is b / 2 past the lane's,
+    // b a multiple of 16 (km_split_word).
+    const int32_t at = km_split_word(lane, lane & 1, d);
     const size_t f0 = (base + m0) * d;  // the block's first row's feature and split
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32 * SR) {
         if (d % 128 == 0)
-            km_feat_store<4, SR>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
+            km_feat_store<4, SR, LAZY>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
         else if (d % 64 == 0)
-            km_feat_store<2, SR>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
+            km_feat_store<2, SR, LAZY>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
         else
-            km_feat_store<1, SR>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
+            km_feat_store<1, SR, LAZY>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
     }
 }
 
 // km_feature_kernel in the form its shared memory suits: the 80-register
 // one where the 48-register one fits no more than 6 blocks an SM.
-template <typename Elem>
+template <typename Elem, bool LAZY>
 static ckv_status km_feat_launch(const Elem *keys, const km_feat_out &o, int32_t *dest,
                                  const ckv_pol *x, dim3 grid, const km_params &kp,
                                  ckv_error *err)
 {
     const size_t smem = km_feat_smem<Elem>(x->d);
-    const auto narrow = km_feature_kernel<Elem, 4, 1, 10>, wide = km_feature_kernel<Elem, 8, 2, 6>;
+    const auto narrow = km_feature_kernel<Elem, 4, 1, 10, LAZY>,
+               wide = km_feature_kernel<Elem, 8, 2, 6, LAZY>;
     ckv_status st = ckv_pol_allow_smem(narrow, smem, "cuda kmeans", err);
     if (st)
         return st;
@@ -746,7 +778,8 @@ __global__ void km_given_cnorm_kernel(double *cnorm, double *crec, float *cscale
 // A list's coordinates (the KM_OWN_AXES of largest variance over the
 // sampled centroids, ties the lower, a0 the first) and s = 127 over their
 // largest magnitude there (a centroid beyond saturates, which its E
-// covers); clears the list's flag. It runs before km_feature_kernel, which
+// covers); clears the list's flag and its cells' largest E (which
+// km_own_rec_kernel takes). It runs before km_feature_kernel, which
 // forms the records with them, so the sampled centroids' features are
 // formed here from their keys, in float: any coordinates and scale give
 // valid bounds, so these need not be the features' exact doubles. A warp a
@@ -800,6 +833,8 @@ __global__ void __launch_bounds__(512)
     }
     __syncthreads();
     int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    for (int32_t c = threadIdx.x; c < KM_OWN_CELLS; c += 512)
+        h[KM_OWN_EMAX + c] = 0;
     if (pt == 0) {
         int32_t rank = 0;
         for (int32_t e = 0; e < 128; e++)
@@ -821,31 +856,52 @@ __global__ void __launch_bounds__(512)
 }
 
 // Each centroid's record and side at its place q in the sort (ival_out: the
-// centroids by key, ikey_out their keys), and the cells' first places: place
-// q starts the cells after its predecessor's up to its own (the last place
-// also those past its cell, at k). Found here once a list, they spare each
-// item of km_own_kernel a search a cell.
+// centroids by key, ikey_out their keys), the cells' first places: place q
+// starts the cells after its predecessor's up to its own (the last place
+// also those past its cell, at k), and each cell's largest E, which bounds
+// every pair km_own_kernel stages from the cell. Found here once a list,
+// they spare each item of km_own_kernel a search a cell and the largest E
+// of each chunk it stages.
 __global__ void km_own_rec_kernel(const uint4 *rec_c, const int2 *side_c,
                                   const int32_t *ikey_out, const int32_t *ival_out, uint4 *rec,
                                   int2 *side, int32_t *hdr, const int32_t *act, km_params p)
 {
     const int32_t lh = blockIdx.y, q = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!act[lh] || q >= p.k)
-        return;
+    if (!act[lh])
+        return;  // the whole block
     const size_t base = (size_t)lh * p.cap;
-    const int32_t j = ival_out[base + q];
-    rec[base + q] = rec_c[base + j];
-    side[base + q] = side_c[base + j];
-    // A centroid's key is below KM_OWN_CELLS x KM_OWN_CELL, never negative;
-    // clamped all the same, so that no key could write past the starts.
-    const auto cell_at = [&](int32_t at) {
-        return min(ikey_out[base + at] / KM_OWN_CELL, (int32_t)KM_OWN_CELLS);
-    };
-    const int32_t cell = cell_at(q), prev = q ? cell_at(q - 1) : -1,
-                  last = q == p.k - 1 ? KM_OWN_CELLS : cell;
-    int32_t *const start = hdr + (size_t)lh * KM_OWN_HDR + KM_OWN_START;
-    for (int32_t c = prev + 1; c <= last; c++)
-        start[c] = c <= cell ? q : p.k;
+    int32_t *const h = hdr + (size_t)lh * KM_OWN_HDR;
+    int32_t cell = -1;  // a place past k: no cell, E 0
+    unsigned e = 0;
+    if (q < p.k) {
+        const int32_t j = ival_out[base + q];
+        const int2 sd = side_c[base + j];
+        rec[base + q] = rec_c[base + j];
+        side[base + q] = sd;
+        e = (unsigned)sd.y;  // E >= 0: its bits order as the floats
+        // A centroid's key is below KM_OWN_CELLS x KM_OWN_CELL, never
+        // negative; clamped all the same, so that no key could write past
+        // the starts.
+        const auto cell_at = [&](int32_t at) {
+            return min(ikey_out[base + at] / KM_OWN_CELL, (int32_t)KM_OWN_CELLS);
+        };
+        cell = cell_at(q);
+        const int32_t prev = q ? cell_at(q - 1) : -1, last = q == p.k - 1 ? KM_OWN_CELLS : cell;
+        for (int32_t c = prev + 1; c <= last; c++)
+            h[KM_OWN_START + c] = c <= cell ? q : p.k;
+    }
+    // A warp's places of one cell are consecutive lanes (the sort): each
+    // run's largest E gathered into its first lane (from the lanes after
+    // it while they hold the same cell), one atomic a run.
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned eo = __shfl_down_sync(0xffffffffu, e, o);
+        if (__shfl_down_sync(0xffffffffu, cell, o) == cell)
+            e = max(e, eo);
+    }
+    const int32_t lane = threadIdx.x % 32, before = __shfl_up_sync(0xffffffffu, cell, 1);
+    if (cell >= 0 && cell < KM_OWN_CELLS && (lane == 0 || before != cell))
+        atomicMax(reinterpret_cast<unsigned *>(h + KM_OWN_EMAX + cell), e);
 }
 
 // Each cell's first item of km_own_kernel (a cell's places in items of
@@ -901,48 +957,69 @@ __device__ __forceinline__ int32_t km_own_sum4(int32_t c)
 }
 
 // An item is up to KM_OWN_BLOCK consecutive places q of one cell of the
-// sort (a warp 32 of them, two m16 tiles), bounded against every centroid
-// of that cell and the eight around it whose a2 key lies within KM_OWN_WIN
-// of the item's places' (a cell's keys are sorted by a2), those staged
-// through shared memory KM_OWN_BLOCK at a time: the int8 products on the
-// tensor cores (ckv_mma_s8, a record's 16 coordinates one k16 step), and a
-// pair counted where |q_a - q_b|^2 = |q_a|^2 + |q_b|^2 - 2 q_a . q_b <= t^2
-// (1 + 2^-20), t = s w (1 + 2^-20) + E_a + E with E the largest of the
-// staged records' (at least E_b: a looser bound, never an unsound one; the
-// slack covers t's float roundings). A centroid outside a row's nine cells
-// and a2 window lies farther than w by a0, a1 or a2 alone; the bound may
-// count it, and the row then goes to the estimate, never wrongly taken. A
-// row counts itself (its own place lies in the middle range, distance 0),
-// so it is clear where its count is 1. A block takes a list's items
-// blockIdx.x, + gridDim.x, ..., finding each one's cell from the cells'
-// first items (km_own_first_kernel's). Bands of a0 with a1 sorted, blocks of
-// 128 places (this kernel up to the forty-second session), bounded 7.08% of
-// k^2 pairs at SmolLM2's 128K call on the bench's keys, these cells 4.31%
+// sort (a warp 32 of them, two m16 tiles), and each pair of centroids that
+// may lie within w is bounded by one item alone: its own places first, as
+// one chunk (its pairs bounded both ways), then its cell's places after
+// its last and the four "forward" cells (0, +1), (+1, -1), (+1, 0) and (+1,
+// +1), those whose a2 key lies within KM_OWN_WIN of the item's places' (a
+// cell's keys are sorted by a2); a pair within w of items in two cells is
+// reached from the one whose offset to the other is forward (of an offset
+// and its negation exactly one is), and the window is symmetric. The
+// candidates are staged through shared memory KM_OWN_BLOCK at a time: the
+// int8 products on the tensor cores (ckv_mma_s8, a record's 16 coordinates
+// one k16 step), and a pair counted where |q_a - q_b|^2 = |q_a|^2 + |q_b|^2
+// - 2 q_a . q_b <= t^2 (1 + 2^-20), t = s w (1 + 2^-20) + E_a + E with E
+// the largest of the cells whose places the item stages (km_own_rec_kernel's
+// maxima, taken once an item: every staged place lies in one of them, so E
+// >= E_b, a looser bound, never an unsound one; the slack covers t's float
+// roundings; symmetric in a and b, so a pair within w counts from either
+// side). A centroid outside a row's nine cells and a2 window lies farther
+// than w by a0, a1 or a2 alone; the bound may count it, and the row then
+// goes to the estimate, never wrongly taken. A row counts itself (its own
+// place is in the first chunk, distance 0), so it is clear of its item's
+// view where its count is 1; one whose count is not marks its centroid
+// (cw), and where a chunk after the first counts a pair of a warp's rows,
+// the warp bounds it again with the same comparisons to mark its columns
+// found near (the other side of the pair, whose item never sees it).
+// km_own_decide_kernel then gives each centroid's row km_own_row(j) its
+// centroid or the estimate. No early exit: an item whose rows are all near
+// may still have columns to mark. A chunk's cost is its pairs': each
+// thread keeps its candidate's range from chunk to chunk (the ranges' ends
+// summed once an item), the chunks go to two buffers in turn (a chunk's
+// stores to the one whose reads the barrier of the chunk before ended: one
+// barrier a chunk), and the pair loop takes two k8 groups a step, to the
+// chunk's length rounded up to 16 (every slot staged, the pads counting
+// nothing). A block takes a list's items blockIdx.x, + gridDim.x, ...,
+// finding each one's cell from the cells' first items
+// (km_own_first_kernel's). Bands of a0 with a1 sorted, blocks of 128
+// places (this kernel up to the forty-second session), bounded 7.08% of
+// k^2 pairs at SmolLM2's 128K call on the bench's keys, nine cells 4.31%
 // in blocks of 128 and 2.48% in blocks of 32 (`scripts/kmeans-cone-count
 // --own`); a0's window alone, blocks of 256, twice the bands' at 32K.
-// __dp4a's bound, a thread a row and about 15 instructions a pair, took 8.6
-// ms of the 8B's 32K decode-time call under ncu (run WA; the tensor cores'
-// 1.8). Then row km_own_row(j) takes centroid j or goes to dr.redo; own_n
-// (NULL: not counted) the rows that took their own. Eighteen blocks an SM
-// (56 registers; it would take 64): the kernel waits on its loads and
-// barriers more than it issues, and a form at 64 registers, 16 blocks,
-// issued 12% less a cycle (run ZZ35).
-__global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
+// __dp4a's bound, a thread a row and about 15 instructions a pair, took
+// 8.6 ms of the 8B's 32K decode-time call under ncu (run WA; the tensor
+// cores' 1.8). Twenty blocks an SM (48 registers, what it takes uncapped;
+// 21 fit): the kernel waits on its loads and barriers more than it issues,
+// and a form at 64 registers, 16 blocks, issued 12% less a cycle (run
+// ZZ35).
+__global__ void __launch_bounds__(KM_OWN_BLOCK, 20)
     km_own_kernel(const double *fnorm, const int32_t *hdr, const int32_t *ikey_out,
-                  const int32_t *ival_out, const uint4 *rec, const int2 *side, int32_t *cl,
-                  km_drift dr, int32_t *own_n, unsigned *margin, int32_t *chg,
+                  const int32_t *ival_out, const uint4 *rec, const int2 *side, uint8_t *cw,
                   const int32_t *act, const int32_t *M_of, km_params p)
 {
     // A pad column's |q|^2 (its record zero): over T's cap, 2^24, by more
     // than any |q_a|^2, so never counted.
     constexpr int32_t FAR = 1 << 26;
-    constexpr int32_t AROUND = 9;  // a cell and the eight around it
-    __shared__ uint4 srec[KM_OWN_BLOCK];
-    __shared__ __align__(8) int32_t snorm[KM_OWN_BLOCK];  // read two at a time
+    constexpr int32_t RANGES = 6;  // the item's places, its cell's after, four cells
+    // The staged candidates, two chunks' buffers.
+    __shared__ uint4 srec[2][KM_OWN_BLOCK];
+    __shared__ __align__(8) int32_t snorm[2][KM_OWN_BLOCK];  // read two at a time
+    __shared__ int32_t splace[2][KM_OWN_BLOCK];  // a staged column's place, for its mark
     __shared__ int32_t scount[KM_OWN_BLOCK];
-    __shared__ unsigned semax[2];  // a chunk's largest E (float bits), chunks alternate
-    // The candidates' nine ranges of places, from rs[r], rn[r] long.
-    __shared__ int32_t rs[AROUND], rn[AROUND];
+    __shared__ unsigned semax;  // the item's E (float bits)
+    // The candidates' ranges: range r holds candidates rend[r - 1] (0 for r
+    // = 0) .. rend[r] - 1, candidate v at place roff[r] + v.
+    __shared__ int32_t rend[RANGES], roff[RANGES];
     const int32_t lh = blockIdx.y;
     if (!act[lh])
         return;  // the whole block
@@ -952,7 +1029,6 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
     const int32_t items = first[KM_OWN_CELLS], lane = threadIdx.x % 32, g = lane / 4,
                   t = lane % 4;
     const float sc = __int_as_float(h[KM_OWN_SCALE]);
-    bool owned = false;  // a row of the thread's took its own centroid
     for (int32_t item = blockIdx.x; item < items; item += gridDim.x) {
         __syncthreads();  // the item before is done with the shared state
         // The item's cell: the last whose first item is not past it (first[0]
@@ -983,119 +1059,131 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
                       m = mine ? km_own_row(j, M_of[lh], p.k) : 0;
         const double fm = mine ? fnorm[base + m] : 0.0;
         uint32_t a[2][2];
-        int32_t na[2][2], count[2][2];
+        int32_t na[2][2];
         float ta[2][2];
 #pragma unroll
         for (int i = 0; i < 2; i++)
 #pragma unroll
             for (int u = 0; u < 2; u++) {
                 const int32_t at = p0 + threadIdx.x / 32 * 32 + 16 * i + 8 * u + g;
-                const int2 sd = at < p1 ? side[base + at] : make_int2(0, 0);
+                // A pad row's |q|^2 FAR too: it counts no column, so marks none.
+                const int2 sd = at < p1 ? side[base + at] : make_int2(FAR, 0);
                 a[i][u] = at < p1 ? reinterpret_cast<const uint32_t *>(rec + base + at)[t] : 0;
                 na[i][u] = sd.x;
                 ta[i][u] = __fmaf_rn((float)(KM_OWN_W * (1 + 0x1p-20)), sc, __int_as_float(sd.y));
             }
-        if (threadIdx.x < 2 * AROUND) {
-            // Cell (b0 + r / 3 - 1, b1 + r % 3 - 1): its places whose a2 lies
-            // within the window of the item's first and last places' (clamped
-            // to the cell, so searched within its places); lane r finds range
-            // r's first place and lane AROUND + r its end, at once.
-            const int32_t r = threadIdx.x % AROUND, b0 = cell / KM_OWN_BANDS + r / 3 - 1,
-                          b1 = cell % KM_OWN_BANDS + r % 3 - 1;
+        if (threadIdx.x < 2 * RANGES) {
+            // Range r: lane r finds its first place and lane RANGES + r its
+            // end, at once. Range 0 is the item's places, range 1 its cell's
+            // after them, ranges 2 to 5 cells (b0, b1 + 1), (b0 + 1, b1 - 1 ..
+            // b1 + 1); those end (range 1) or lie (2 to 5) within the window
+            // of the item's first and last places' a2 (clamped to the cell,
+            // so searched within its places). Lane r also loads its cell's
+            // largest E (ranges 0 and 1: the item's cell) before the search.
+            const int32_t r = threadIdx.x % RANGES, b0 = cell / KM_OWN_BANDS + (r >= 3),
+                          b1 = cell % KM_OWN_BANDS + (r < 2 ? 0 : r == 2 ? 1 : r - 4),
+                          nc = b0 * KM_OWN_BANDS + b1;
+            const bool lo = threadIdx.x < RANGES,
+                       in = b0 < KM_OWN_BANDS && b1 >= 0 && b1 < KM_OWN_BANDS;
+            const unsigned ce = lo && in ? (unsigned)h[KM_OWN_EMAX + nc] : 0;
             int32_t end = 0;
-            if (b0 >= 0 && b0 < KM_OWN_BANDS && b1 >= 0 && b1 < KM_OWN_BANDS) {
-                const int32_t nc = b0 * KM_OWN_BANDS + b1;
+            if (r == 0 || (r == 1 && lo)) {
+                end = r == 0 && lo ? p0 : p1;
+            } else if (in) {
                 const int64_t own = (int64_t)cell * KM_OWN_CELL, at = (int64_t)nc * KM_OWN_CELL;
                 end = km_own_lower(
                     key, start[nc], start[nc + 1],
-                    threadIdx.x < AROUND
-                        ? at + max(key[p0] - own - KM_OWN_WIN, (int64_t)0)
-                        : at + min(key[p1 - 1] - own + KM_OWN_WIN + 1, (int64_t)KM_OWN_CELL));
+                    lo ? at + max(key[p0] - own - KM_OWN_WIN, (int64_t)0)
+                       : at + min(key[p1 - 1] - own + KM_OWN_WIN + 1, (int64_t)KM_OWN_CELL));
             }
-            const int32_t last = __shfl_down_sync(0x3ffffu, end, AROUND);
-            if (threadIdx.x < AROUND) {
-                rs[r] = end;
-                rn[r] = last - end;
+            const int32_t last = __shfl_down_sync(0xfffu, end, RANGES), len = lo ? last - end : 0;
+            // The ranges' ends (lanes 0 .. r's lengths summed) and the item's
+            // E, the largest of the cells whose ranges stage a place.
+            int32_t sum = len;
+#pragma unroll
+            for (int o = 1; o < RANGES; o <<= 1) {
+                const int32_t s = __shfl_up_sync(0xfffu, sum, o);
+                sum += lane >= o ? s : 0;
             }
+            const unsigned e = __reduce_max_sync(0xfffu, len > 0 ? ce : 0u);
+            if (lo) {
+                rend[r] = sum;
+                roff[r] = end - (sum - len);
+            }
+            if (threadIdx.x == 0)
+                semax = e;
         }
-        if (threadIdx.x == 0)
-            semax[0] = 0;
         // Rows near before any pair start at a count of 2 (lane t = 0 holds
         // a row's).
         scount[threadIdx.x] = !mine || h[KM_OWN_BAD] || !km_unit(fm) ? 2 : 0;
         __syncthreads();
+        // A pair counts where km1 + |q_b|^2 - 2 q_a . q_b < 0: km1 = |q_a|^2
+        // - floor(T) - 1 for T = t^2 (1 + 2^-20) (capped over any |q_a -
+        // q_b|^2, 4 x 16 x 127^2), formed once an item.
+        const float emax = __uint_as_float(semax);
+        int32_t km1[2][2], count[2][2];
 #pragma unroll
         for (int i = 0; i < 2; i++)
 #pragma unroll
-            for (int u = 0; u < 2; u++)
+            for (int u = 0; u < 2; u++) {
                 count[i][u] = t == 0 ? scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] : 0;
-        bool done = false;  // every row of the warp near
-        int32_t total = 0;
-#pragma unroll
-        for (int r = 0; r < AROUND; r++)
-            total += rn[r];
-        for (int32_t c0 = 0, it = 0; c0 < total; c0 += KM_OWN_BLOCK, it++) {
-            const int32_t n = min((int32_t)KM_OWN_BLOCK, total - c0);
-            unsigned e = 0;
+                const float tt = ta[i][u] + emax;
+                km1[i][u] = na[i][u] - (int32_t)fminf(tt * tt * (1 + 0x1p-20f), 0x1p24f) - 1;
+            }
+        // Chunk 0 the item's places (rend[0] of them), then KM_OWN_BLOCK at
+        // a time, into buffer sb; r the range of the thread's candidate.
+        const int32_t total = rend[RANGES - 1];
+        int32_t r = 0;
+        for (int32_t c0 = 0, n = rend[0], sb = 0; c0 < total;
+             c0 += n, n = min((int32_t)KM_OWN_BLOCK, total - c0), sb ^= 1) {
             if ((int32_t)threadIdx.x < n) {
-                // Candidate c0 + threadIdx.x: its range r and place.
-                int32_t v = c0 + threadIdx.x, r = 0;
-                while (r < AROUND - 1 && v >= rn[r])
-                    v -= rn[r++];
-                const int32_t at = rs[r] + v;
+                // Candidate v < total = rend[RANGES - 1]: the search ends.
+                const int32_t v = c0 + threadIdx.x;
+                while (v >= rend[r])
+                    r++;
+                const int32_t at = roff[r] + v;
                 const int2 sd = side[base + at];
-                srec[threadIdx.x] = rec[base + at];
-                snorm[threadIdx.x] = sd.x;
-                e = (unsigned)sd.y;  // E >= 0: its bits order as the floats
+                srec[sb][threadIdx.x] = rec[base + at];
+                snorm[sb][threadIdx.x] = sd.x;
+                splace[sb][threadIdx.x] = at;
             } else {
-                srec[threadIdx.x] = make_uint4(0, 0, 0, 0);
-                snorm[threadIdx.x] = FAR;
+                srec[sb][threadIdx.x] = make_uint4(0, 0, 0, 0);
+                snorm[sb][threadIdx.x] = FAR;
             }
-            e = __reduce_max_sync(0xffffffffu, e);
-            if (lane == 0)
-                atomicMax(&semax[it & 1], e);
             __syncthreads();
-            if (threadIdx.x == 0)
-                semax[(it + 1) & 1] = 0;  // the next chunk's; this one's read below
-            if (!done) {
-                // A pair counts where km1 + |q_b|^2 - 2 q_a . q_b < 0: km1 =
-                // |q_a|^2 - floor(T) - 1 for T = t^2 (1 + 2^-20) (capped over
-                // any |q_a - q_b|^2, 4 x 16 x 127^2).
-                const float emax = __uint_as_float(semax[it & 1]);
-                int32_t km1[2][2];
+            // The pairs of columns c .. c + 7 with the warp's rows: f(i, u,
+            // x, v) for tile i's row half u and column c + 2t + x, counted
+            // where v < 0.
+            const auto pairs = [&](int32_t c, auto &&f) {
+                const uint32_t b = reinterpret_cast<const uint32_t *>(&srec[sb][c + g])[t];
+                const int2 nb = *reinterpret_cast<const int2 *>(&snorm[sb][c + 2 * t]);
 #pragma unroll
-                for (int i = 0; i < 2; i++)
-#pragma unroll
-                    for (int u = 0; u < 2; u++) {
-                        const float tt = ta[i][u] + emax;
-                        km1[i][u] =
-                            na[i][u] - (int32_t)fminf(tt * tt * (1 + 0x1p-20f), 0x1p24f) - 1;
-                    }
-                for (int32_t c = 0; c < n; c += 8) {
-                    const uint32_t b = reinterpret_cast<const uint32_t *>(&srec[c + g])[t];
-                    const int2 nb = *reinterpret_cast<const int2 *>(&snorm[c + 2 * t]);
-#pragma unroll
-                    for (int i = 0; i < 2; i++) {
-                        int32_t d[4];
-                        ckv_mma_s8(d, a[i][0], a[i][1], b);
-                        count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.x - 2 * d[0]) >> 31);
-                        count[i][0] += (int32_t)((uint32_t)(km1[i][0] + nb.y - 2 * d[1]) >> 31);
-                        count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.x - 2 * d[2]) >> 31);
-                        count[i][1] += (int32_t)((uint32_t)(km1[i][1] + nb.y - 2 * d[3]) >> 31);
-                    }
+                for (int i = 0; i < 2; i++) {
+                    int32_t d[4];
+                    ckv_mma_s8(d, a[i][0], a[i][1], b);
+                    f(i, 0, 0, km1[i][0] + nb.x - 2 * d[0]);
+                    f(i, 0, 1, km1[i][0] + nb.y - 2 * d[1]);
+                    f(i, 1, 0, km1[i][1] + nb.x - 2 * d[2]);
+                    f(i, 1, 1, km1[i][1] + nb.y - 2 * d[3]);
                 }
-                bool all = true;
-#pragma unroll
-                for (int i = 0; i < 2; i++)
-#pragma unroll
-                    for (int u = 0; u < 2; u++) {
-                        const bool near = km_own_sum4(count[i][u]) >= 2;  // every lane shuffles
-                        all = all && near;
-                    }
-                done = __all_sync(0xffffffffu, all);
+            };
+            const auto add = [&](int i, int u, int, int32_t v) {
+                count[i][u] += (int32_t)((uint32_t)v >> 31);
+            };
+            const int32_t before = count[0][0] + count[0][1] + count[1][0] + count[1][1];
+            for (int32_t c = 0; c < n; c += 16) {
+                pairs(c, add);
+                pairs(c + 8, add);
             }
-            if (__syncthreads_and(done))
-                break;
+            // A chunk after the first that counted a pair of the warp's
+            // rows: its columns found near marked.
+            const int32_t now = count[0][0] + count[0][1] + count[1][0] + count[1][1];
+            if (__any_sync(0xffffffffu, c0 && now != before))
+                for (int32_t c = 0; c < n; c += 8)
+                    pairs(c, [&](int, int, int x, int32_t v) {
+                        if (v < 0)
+                            cw[base + ival_out[base + splace[sb][c + 2 * t + x]]] = 1;
+                    });
         }
 #pragma unroll
         for (int i = 0; i < 2; i++)
@@ -1106,30 +1194,54 @@ __global__ void __launch_bounds__(KM_OWN_BLOCK, 18)
                     scount[threadIdx.x / 32 * 32 + 16 * i + 8 * u + g] = c;
             }
         __syncwarp();
-        if (!mine)
-            continue;
-        if (scount[threadIdx.x] != 1) {
-            km_to_redo(dr.redo, dr.redo_n, lh, base, m);
-            continue;
-        }
-        km_move_row(cl, chg, nullptr, lh, base, m, j);
-        dr.top[base + m] = make_float2(1.0f, KM_OWN_S2);
-        owned = true;
-        if (own_n)
-            atomicAdd(own_n + lh, 1);
+        if (mine && scount[threadIdx.x] != 1)
+            cw[base + j] = 1;
     }
-    // Every row taken has the one gap: a block notes it once, not each row
-    // (32,832 atomics on one word a list at SmolLM2's 128K call; the kernel
-    // took the same time either way, run ZZ29).
-    if (__syncthreads_or(owned) && threadIdx.x == 0)
+}
+
+// After km_own_kernel, a thread a centroid j: its row km_own_row(j) takes
+// centroid j where no item marked it (cw), else goes to dr.redo; own_n
+// (NULL: not counted) the rows that took their own. The marks are cleared
+// for the update after the pass: cw is zero before it (the feature kernel
+// clears it), unread until the first update, and that update writes only
+// the centroids it touches.
+__global__ void km_own_decide_kernel(uint8_t *cw, int32_t *cl, km_drift dr, int32_t *own_n,
+                                     unsigned *margin, int32_t *chg, const int32_t *act,
+                                     const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh])
+        return;  // the whole block
+    const size_t base = (size_t)lh * p.cap;
+    bool owned = false;
+    if (j < p.k) {
+        const int32_t m = km_own_row(j, M_of[lh], p.k);
+        if (cw[base + j]) {
+            km_to_redo(dr.redo, dr.redo_n, lh, base, m);
+            cw[base + j] = 0;
+        } else {
+            km_move_row(cl, chg, nullptr, lh, base, m, j);
+            dr.top[base + m] = make_float2(1.0f, KM_OWN_S2);
+            owned = true;
+        }
+    }
+    // Every row taken has the one gap: a block notes it (and its count)
+    // once, not each row (32,832 atomics on one word a list at SmolLM2's
+    // 128K call; the own kernel took the same time either way, run ZZ29).
+    const int32_t n = __syncthreads_count(owned);
+    if (n && threadIdx.x == 0) {
         ckv_pol_note_margin(margin + lh, KM_OWN_GAP);
+        if (own_n)
+            atomicAdd(own_n + lh, n);
+    }
 }
 
 // The trace's flags (ckv_gpu_policy_trace.own_rows) after the own pass: the
-// rows that start a centroid and are not in dr.redo, which km_own_kernel
-// gave their own centroid; a block a list. A separate kernel, so that the
-// own kernel is the same code with or without a trace (a flag stored there
-// took ptxas's allocation from 58 registers to 48).
+// rows that start a centroid and are not in dr.redo, which
+// km_own_decide_kernel gave their own centroid; a block a list. A separate
+// kernel, so that the own passes are the same code with or without a trace
+// (a flag stored in the own kernel took ptxas's allocation from 58
+// registers to 48).
 __global__ void km_own_rows_kernel(uint8_t *flags, const int32_t *redo, const int32_t *redo_n,
                                    const int32_t *act, const int32_t *M_of, km_params p)
 {
@@ -1218,17 +1330,44 @@ struct km_top {
 // its warpgroups.
 enum { KM_EST_SLICES = 8, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
 
+// The exact pass over the candidate tiles. The first exact pass walked
+// every centroid for the 1-3 near-tie rows a list the estimate leaves (the
+// 8B's 128K call: 2.73 ms, 6.67 GB). A call's first wgmma estimate, where
+// a list's pass has at most KM_EST_SLICE_ROWS rows (one block's, m0 = 0),
+// at most KM_CAND_TILES tiles of centroids and the lists are at most
+// KM_SLICE_LISTS (the scratch's, km_slices), flags (row, tile) in a
+// bitmap a (list, pass row) where the quad's best estimate m of the tile
+// lies within W = KM_CAND_W of its running best s after it: fmaf(m, rf,
+// W) >= s rf (rf > 0, the row's scale). A near-tie row records its pass
+// row beside its amb entry (crow; -1 where it has no bitmap: a bad row, rf
+// 0, or a pass that did not flag), and the exact kernel walks, for an item
+// whose rows all have bitmaps, only the union of their flagged tiles.
+// Sound: the quad's running best is at most the row's best estimate B
+// (over a subset of its columns), and rounding is monotone, so an
+// unflagged tile's columns lie under B rf - W, their cosines under B rf -
+// W + KM_EPS; the row's best and second columns (gap at most KM_CLEAR, or
+// it would not be amb's) have cosines over B rf - KM_CLEAR - KM_EPS, and
+// W > KM_CLEAR + 2 KM_EPS, so every skipped column lies under both: the
+// chosen column, its cosine, the second and the margin are the full
+// walk's, bit for bit.
+constexpr float KM_CAND_W = 8 * KM_EPS;
+static_assert(KM_CAND_W > KM_CLEAR + 2 * KM_EPS, "a skipped column is under a near-tie's second");
+enum { KM_CAND_TILES = 512, KM_CAND_WORDS = KM_CAND_TILES / 32 };
+
 // The split tiles' scratch (km_assign_kernel): tile r of list lh, slice s
 // at best[((lh KM_SPLIT_ROWS + r) KM_SPLITS + s) AM], and the count of its
 // blocks that have arrived at n[lh KM_SPLIT_ROWS + r]; the estimate's
 // slices (km_estimate_wg_kernel): list lh's slice s at etop[(lh
 // KM_EST_SLICES + s) KM_EST_SLICE_ROWS], its count at en[lh] (each count 0
-// before a launch; the last block sets it back to 0).
+// before a launch; the last block sets it back to 0); the candidate tiles'
+// bitmaps: list lh's pass row i at cand[(lh KM_EST_SLICE_ROWS + i)
+// KM_CAND_WORDS] (cleared before the pass that flags them).
 struct km_slices {
     km_best *best;
     int32_t *n;
     km_top *etop;
     int32_t *en;
+    uint32_t *cand;
 };
 
 // The lists the scratch holds: a list's exact items are split only where
@@ -1244,18 +1383,25 @@ __host__ __device__ inline size_t km_slice_lists(size_t lists)
     return lists < (size_t)KM_SLICE_LISTS ? lists : (size_t)KM_SLICE_LISTS;
 }
 
-// The split tiles' counts of `lists` lists, and the scratch's bytes: the
-// bests, the estimate's tops, the counts, the estimate's counts.
+// The split tiles' counts of `lists` lists, the candidate bitmaps' words,
+// and the scratch's bytes: the bests, the estimate's tops, the bitmaps, the
+// counts, the estimate's counts.
 __host__ __device__ inline size_t km_slices_counts(size_t lists)
 {
     return km_slice_lists(lists) * KM_SPLIT_ROWS;
+}
+
+__host__ __device__ inline size_t km_cand_words(size_t lists)
+{
+    return km_slice_lists(lists) * KM_EST_SLICE_ROWS * KM_CAND_WORDS;
 }
 
 __host__ __device__ inline size_t km_slices_bytes(size_t lists)
 {
     return km_slices_counts(lists) * (KM_SPLITS * AM * sizeof(km_best) + sizeof(int32_t)) +
            km_slice_lists(lists) *
-               (KM_EST_SLICES * KM_EST_SLICE_ROWS * sizeof(km_top) + sizeof(int32_t));
+               (KM_EST_SLICES * KM_EST_SLICE_ROWS * sizeof(km_top) + sizeof(int32_t)) +
+           km_cand_words(lists) * sizeof(uint32_t);
 }
 
 __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
@@ -1263,9 +1409,10 @@ __host__ __device__ inline km_slices km_slices_at(void *scratch, size_t lists)
     km_best *const best = static_cast<km_best *>(scratch);
     km_top *const etop =
         reinterpret_cast<km_top *>(best + km_slices_counts(lists) * KM_SPLITS * AM);
-    int32_t *const n = reinterpret_cast<int32_t *>(
+    uint32_t *const cand = reinterpret_cast<uint32_t *>(
         etop + km_slice_lists(lists) * KM_EST_SLICES * KM_EST_SLICE_ROWS);
-    return {best, n, etop, n + km_slices_counts(lists)};
+    int32_t *const n = reinterpret_cast<int32_t *>(cand + km_cand_words(lists));
+    return {best, n, etop, n + km_slices_counts(lists), cand};
 }
 
 // Whether the calling block is the last of n to arrive at *count, told to
@@ -1346,6 +1493,26 @@ __device__ __forceinline__ void km_copy_tile(T *dst, Src src, int32_t tile_rows,
     ckv_cp_async_commit();
 }
 
+// km_copy_tile for rows of splits (D words each; HI: their his alone):
+// each row as its chunks (km_split_chunk, the mma fragments' layout) from
+// its halves (km_split_put), a lane a chunk. Without HI, every word of the
+// tile's rows is written.
+template <int THREADS, int D, bool HI, typename Src>
+__device__ __forceinline__ void km_copy_split_tile(uint32_t *dst, Src src, int32_t tile_rows,
+                                                   int32_t rows, int32_t stride)
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int32_t r = warp; r < tile_rows; r += THREADS / 32) {
+        const uint32_t *const row = src(r < rows ? r : 0);
+        for (int32_t q = lane; q < D / 4; q += 32) {
+            ckv_cp_async8(dst + r * stride + 4 * q, row + 2 * q, r < rows);
+            if (!HI)
+                ckv_cp_async8(dst + r * stride + 4 * q + 2, row + D / 2 + 2 * q, r < rows);
+        }
+    }
+    ckv_cp_async_commit();
+}
+
 // A bound q on a column's dot x (1/cn) below which the row's cosine
 // dot / (fn cn) is certainly under `second`, a cosine the row's final
 // second best cannot be under (the lane's own running second best, or the
@@ -1407,11 +1574,17 @@ __device__ __forceinline__ bool km_shares(int32_t i)
 // clusters, whatever they are) and touch (NULL: not kept) where its old
 // and new clusters' members changed (km_move_row). top (NULL: not kept):
 // each row's best and second rounded outward (km_drift).
+//
+// crow (NULL: none): each of rows' pass row in the candidate bitmaps
+// (sp.cand; KM_CAND_W), -1 where it has none. An item whose rows all have
+// one walks only the union of their flagged tiles, its slices cutting
+// that union as they would every tile (every block of the item forms the
+// same union).
 template <int D>
 __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     km_assign_kernel(const double *f, const double *fnorm, const double *cen, const uint8_t *cw,
                      const double *cnorm, const double *crec, int32_t *cl, double *best,
-                     float2 *top, unsigned *margin, const int32_t *rows,
+                     float2 *top, unsigned *margin, const int32_t *rows, const int32_t *crow,
                      const int32_t *n_rows, const int32_t *act, int32_t lists, int32_t *chg,
                      int32_t *touch, const int32_t *M_of, km_slices sp, int32_t split,
                      km_params p)
@@ -1422,6 +1595,11 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
     __shared__ int2 found;  // the pass's list and item (its tile of rows and slice)
     __shared__ int2 from;   // the scan's round of found's list and the items before it
     __shared__ int32_t next;
+    // The item's candidate tiles in order, and their count (-1: the item
+    // walks every tile). The generic form has no estimate (crow NULL), and
+    // its tiles at head_dim 148 leave no room for the list.
+    __shared__ uint16_t cand[D ? KM_CAND_TILES : 1];
+    __shared__ int32_t cand_n;
     const int32_t d = D ? D : p.d, d4 = (d + 3) / 4 * 4;
     const int32_t stride = (int32_t)km_stride(d4);
     double *const fs = sm, *const cs = sm + AM * stride;
@@ -1485,8 +1663,46 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             break;
         const int32_t lh = found.x, n = rows_in(lh), M = M_of[lh];
         const int32_t ns = slices((n + AM - 1) / AM), rt = found.y / ns, sl = found.y % ns;
-        const int32_t m0 = rt * AM, i_lo = sl * tiles / ns, i_hi = (sl + 1) * tiles / ns;
+        const int32_t m0 = rt * AM;
         const size_t base = (size_t)lh * p.cap;
+        if (D && crow && warp == 0) {
+            // Lane l ORs word w = l % KM_CAND_WORDS of every RS-th row's
+            // bitmap from row l / KM_CAND_WORDS, the warp the RS lanes' of
+            // each word; then lane w lists its word's tiles from the count
+            // of the words before it.
+            constexpr int RS = 32 / KM_CAND_WORDS;
+            static_assert(32 % KM_CAND_WORDS == 0, "a word's lanes are RS apart");
+            const int32_t w = lane % KM_CAND_WORDS;
+            uint32_t u = 0;
+            bool all = true;
+            for (int32_t r = m0 + lane / KM_CAND_WORDS; r < min(m0 + AM, n); r += RS) {
+                const int32_t c = crow[base + r];
+                all = all && c >= 0;
+                if (c >= 0)
+                    u |= sp.cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w];
+            }
+            all = __all_sync(0xffffffffu, all);
+#pragma unroll
+            for (int o = KM_CAND_WORDS; o < 32; o *= 2)
+                u |= __shfl_xor_sync(0xffffffffu, u, o);
+            int32_t at = __popc(u);
+#pragma unroll
+            for (int o = 1; o < KM_CAND_WORDS; o *= 2) {
+                const int32_t v = __shfl_up_sync(0xffffffffu, at, o);
+                at += w >= o ? v : 0;
+            }
+            if (lane == KM_CAND_WORDS - 1)
+                cand_n = all ? at : -1;
+            at -= __popc(u);
+            for (; lane < KM_CAND_WORDS && u; u &= u - 1)
+                cand[at++] = (uint16_t)(32 * w + __ffs(u) - 1);
+        }
+        if (D && crow)
+            __syncthreads();  // the list seen by every thread
+        // The walk's tiles: the candidates, or every tile.
+        const int32_t nc = D && crow ? cand_n : -1;
+        const int32_t i_lo = sl * (nc < 0 ? tiles : nc) / ns,
+                      i_hi = (sl + 1) * (nc < 0 ? tiles : nc) / ns;
         const auto row_of = [&](int32_t i) { return rows ? rows[base + i] : i; };
         // The tiles in the order t0, t0 + 1, ..., wrapping round, t0 the tile
         // of the centroids the block's features most likely join: centroid j
@@ -1495,12 +1711,19 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
         // from the first tiles and few columns need the exact cosine (in index
         // order most columns up to a row's best were new records: run KG). The
         // running best below does not depend on the order (nor on it being a
-        // good guess: the rows the estimate leaves come in no order).
+        // good guess: the rows the estimate leaves come in no order). t0 -1:
+        // the candidates in order (nc apart from t0 in the walk took D = 128
+        // from no spill to 8 bytes).
         const int32_t t0 =
-            tiles > 0
-                ? min(tiles - 1, (int32_t)((int64_t)row_of(min(m0 + AM / 2, n - 1)) * p.k / M / AN))
-                : 0;
-        const auto tile_at = [&](int32_t i) { return t0 + i < tiles ? t0 + i : t0 + i - tiles; };
+            nc >= 0      ? -1
+            : tiles > 0 ? min(tiles - 1,
+                              (int32_t)((int64_t)row_of(min(m0 + AM / 2, n - 1)) * p.k / M / AN))
+                        : 0;
+        const auto tile_at = [&](int32_t i) {
+            if (t0 < 0)
+                return (int32_t)cand[i];
+            return t0 + i < tiles ? t0 + i : t0 + i - tiles;
+        };
         // Centroids j1 .. j1 + AN - 1.
         const auto centroids = [&](int32_t j1) {
             return km_cen_rows<THREADS, AN>(f, cen, cw, base, j1, M, p.k, d);
@@ -1819,32 +2042,52 @@ __device__ __forceinline__ void km_col_scales(float2 (&rc)[NB], const float *sc,
 // every column of the tile is under n_col (only a partial last tile takes
 // a test an element). The row's scale comes after the walk, to the
 // best and second only: a product by it never reverses an order (it may
-// make a tie, which leaves the row to the exact path). BEST: the main
-// products alone (cross unread) and the best alone kept (KM_EPS_HI).
-template <int NB, bool BEST = false>
-__device__ __forceinline__ void km_take_cols(km_top &r, const float (&acc)[NB][4],
-                                             const float (&cross)[NB][4],
-                                             const float2 (&rc)[NB], int h, int32_t j,
-                                             int32_t n_col, bool full)
+// make a tie, which leaves the row to the exact path). MAIN: the main
+// products alone (cross unread: KM_EPS_HI). Returns the best of these
+// columns' estimates (-inf: none), for the candidate flags (km_cand_flag).
+template <int NB, bool MAIN = false>
+__device__ __forceinline__ float km_take_cols(km_top &r, const float (&acc)[NB][4],
+                                              const float (&cross)[NB][4],
+                                              const float2 (&rc)[NB], int h, int32_t j,
+                                              int32_t n_col, bool full)
 {
+    float m = -INFINITY;
     const auto take = [&](auto all) {
 #pragma unroll
         for (int nb = 0; nb < NB; nb++)
 #pragma unroll
             for (int e = 0; e < 2; e++)
                 if (decltype(all)::value || j + 8 * nb + e < n_col) {
-                    const float sc = e ? rc[nb].y : rc[nb].x;
-                    if constexpr (BEST)
-                        r.s = fmaxf(r.s, acc[nb][2 * h + e] * sc);  // NaN never the best
-                    else
-                        km_take(r, (acc[nb][2 * h + e] + cross[nb][2 * h + e]) * sc,
-                                j + 8 * nb + e);
+                    const float sc = e ? rc[nb].y : rc[nb].x,
+                                v = (MAIN ? acc[nb][2 * h + e]
+                                          : acc[nb][2 * h + e] + cross[nb][2 * h + e]) *
+                                    sc;
+                    km_take(r, v, j + 8 * nb + e);
+                    m = fmaxf(m, v);
                 }
     };
     if (full)
         take(std::true_type{});
     else
         take(std::false_type{});
+    return m;
+}
+
+// The candidate flag of a tile for a row (KM_CAND_W), every lane of the
+// row's quad calling: m the best estimate of the lane's columns of the
+// tile, s its running best after it, rf the row's scale, at the row's
+// bitmap's first word in sp.cand (-1: none kept). The quad's best is
+// within W of the quad's running best where some lane's m is (fmaf is
+// monotone in m).
+__device__ __forceinline__ void km_cand_flag(uint32_t *cand, int32_t at, float m, float s,
+                                             float rf, int32_t tile)
+{
+    s = fmaxf(s, __shfl_xor_sync(0xffffffffu, s, 1));
+    s = fmaxf(s, __shfl_xor_sync(0xffffffffu, s, 2));
+    const unsigned near =
+        __ballot_sync(0xffffffffu, rf > 0 && __fmaf_rn(m, rf, KM_CAND_W) >= s * rf);
+    if (threadIdx.x % 4 == 0 && at >= 0 && (near >> threadIdx.x % 32 & 0xfu))
+        atomicOr(cand + at + tile / 32, 1u << tile % 32);
 }
 
 // An estimate pass's arguments (km_estimate_kernel's comment). fs, cs: the
@@ -1859,6 +2102,7 @@ struct km_est_args {
     double *best;
     unsigned *margin;
     int32_t *amb, *amb_n;
+    int32_t *crow;  // NULL but where the pass flags candidate tiles (km_assign_kernel's)
     km_drift dr;
     const int32_t *act;
     int32_t *chg, *touch;
@@ -1878,19 +2122,25 @@ struct km_est_list {
 };
 
 // The pass over list lh for the block of rows from m0: false where the
-// block has nothing to do (the whole block leaves together).
+// block has nothing to do (the whole block leaves together). Every load the
+// exit needs is issued before the first test, so that an empty block (most
+// of a pass's grid) waits for one trip to L2, not three in turn; the moved
+// pass takes no redo_n (it walks every row).
 template <bool MOVED>
 __device__ __forceinline__ bool km_est_list_of(km_est_list &L, const km_est_args &a,
                                                int32_t lh, int32_t m0)
 {
-    if (!a.act[lh])
+    const int32_t on = a.act[lh], M = a.M_of[lh];
+    const int32_t nmoved = a.dr.nmoved ? a.dr.nmoved[lh] : 0;
+    const int32_t redo_n = !MOVED && a.dr.redo_n ? a.dr.redo_n[lh] : 0;
+    if (!on)
         return false;
-    const bool restricted = km_restricted(a.dr, lh, a.p.k), every = MOVED || !restricted;
+    const bool restricted = km_restricted(a.dr, nmoved, a.p.k), every = MOVED || !restricted;
     if (MOVED && !restricted)
         return false;
     const size_t base = (size_t)lh * a.p.cap;
-    L.n = every ? a.M_of[lh] : a.dr.redo_n[lh];
-    L.n_col = MOVED ? a.dr.nmoved[lh] : a.p.k;
+    L.n = every ? M : redo_n;
+    L.n_col = MOVED ? nmoved : a.p.k;
     L.tiles = (L.n_col + KN - 1) / KN;
     L.rows = every ? nullptr : a.dr.redo + base;
     L.cols = MOVED ? a.dr.moved + base : nullptr;
@@ -1910,15 +2160,15 @@ __device__ __forceinline__ void km_copy_scales(float *sc, const km_est_args &a,
 }
 
 // The splits of the block's ROWS rows from m0 (D words a row, F the list's)
-// into sm, SF words apart, zeros past the pass's rows; landed for every
-// thread.
+// into sm as chunks (km_copy_split_tile), SF words apart, zeros past the
+// pass's rows; landed for every thread.
 template <int THREADS, int ROWS, int D, int SF>
 __device__ __forceinline__ void km_load_features(uint32_t *sm, const uint32_t *F,
                                                  const km_est_list &L, int32_t m0)
 {
-    km_copy_tile<16, THREADS>(
+    km_copy_split_tile<THREADS, D, false>(
         sm, [=](int32_t r) { return F + (size_t)L.row_of(m0 + r) * D; }, ROWS,
-        min(ROWS, L.n - m0), D, D, SF);
+        min(ROWS, L.n - m0), SF);
     ckv_cp_async_wait<0>();
     __syncthreads();
 }
@@ -1966,11 +2216,13 @@ __device__ __forceinline__ km_top km_est_quad(km_top x, bool cbad)
 
 // Row i of the pass decided from its top x over every column of the pass
 // and its row scale rf (one lane a row); returns the decision's gap as
-// ckv_pol_margin_bits (UINT_MAX: none), for km_note_margins.
+// ckv_pol_margin_bits (UINT_MAX: none), for km_note_margins. flagged: the
+// pass kept the row's candidate flags (at pass row i), which an amb entry
+// names in a.crow where they hold (not bad, rf > 0).
 template <bool MOVED>
 __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
                                                   const km_est_list &L, const km_est_args &a,
-                                                  int32_t lh)
+                                                  int32_t lh, bool flagged = false)
 {
     if (i >= L.n)
         return UINT_MAX;
@@ -1978,14 +2230,29 @@ __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
     const int32_t m = L.row_of(i);
     const km_drift &dr = a.dr;
     if (MOVED) {
-        // v: the moved centroids' best main-product estimate raised by
-        // KM_EPS_HI - KM_EPS (none: -inf); the bounds move outward, so
-        // that km_drift's invariant holds.
-        const float v = L.tiles > 0 ? __fadd_ru(x.s * rf, KM_EPS_HI - KM_EPS) : -INFINITY;
+        // A row keeps its cluster where no moved centroid comes near
+        // (km_drift); one whose cluster moved (joined) takes the best moved
+        // one where that clears both the row's second and the second moved:
+        // every unmoved centroid lies within KM_TAU of its old bounds (its
+        // old best the moved cluster), every other moved one under t +
+        // KM_EPS, t the second's estimate (the best's, for a kept row)
+        // raised by KM_EPS_HI - KM_EPS, and the chosen one over s1 -
+        // KM_EPS. The bounds move outward, so that km_drift's invariant
+        // holds (a row that changes cluster takes new bounds); none: -inf.
+        constexpr float lift = KM_EPS_HI - KM_EPS;
+        const bool joined = dr.cmv[base + a.cl[base + m]];
         const float2 o = dr.top[base + m];
-        const float s1 = __fsub_rd(o.x, KM_TAU), s2 = fmaxf(__fadd_ru(o.y, KM_TAU), v);
+        const float t =
+            L.tiles > 0 ? __fadd_ru((joined ? x.second : x.s) * rf, lift) : -INFINITY;
+        const float s1 = joined ? __fsub_rd(x.s * rf, lift) : __fsub_rd(o.x, KM_TAU),
+                    s2 = fmaxf(__fadd_ru(o.y, KM_TAU), t);
         const float gap = __fsub_rd(s1, s2);  // NaN fails the test
-        if (!x.bad && !isnan(v) && !dr.cmv[base + a.cl[base + m]] && gap > KM_CLEAR) {
+        if (!x.bad && !isnan(t) && !isnan(o.y) && gap > KM_CLEAR) {
+            if (joined) {
+                km_move_row(a.cl, a.chg, a.touch, lh, base, m, L.col_of(x.j));
+                if (dr.joined_n)
+                    atomicAdd(dr.joined_n + lh, 1);
+            }
             dr.top[base + m] = make_float2(s1, s2);
             if (dr.kept_n)
                 atomicAdd(dr.kept_n + lh, 1);
@@ -2005,7 +2272,10 @@ __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
             dr.top[base + m] = make_float2(x.s, x.second);
         return ckv_pol_margin_bits((double)gap - 2 * (double)KM_EPS);
     }
-    a.amb[base + atomicAdd(a.amb_n + lh, 1)] = m;
+    const int32_t at = atomicAdd(a.amb_n + lh, 1);
+    a.amb[base + at] = m;
+    if (a.crow)
+        a.crow[base + at] = flagged && !x.bad && rf > 0 ? i : -1;
     return UINT_MAX;
 }
 
@@ -2025,7 +2295,8 @@ __device__ __forceinline__ void km_note_margins(unsigned *margin, unsigned bits)
 // centroid, or for a list restricted to its moved centroids
 // (km_restricted) the rows in dr.redo. With MOVED, the pass before that
 // over a restricted list: every row against the moved centroids only,
-// which keeps a row's cluster by km_drift's rule (its bounds updated) or
+// which keeps a row's cluster by km_drift's rule, or gives a row whose
+// cluster moved the best moved one (its bounds updated either way), or
 // lists the row in dr.redo. best (tests): the estimate's best cosine of
 // every row. act, chg and touch as in km_assign_kernel.
 template <int D, bool MOVED>
@@ -2047,19 +2318,20 @@ __global__ void
     float *const sc = reinterpret_cast<float *>(sm + S::STAGES * KN * SF);
     // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group:
     // the moved centroids' splits from cs (an update moved them, so wrote
-    // them); in the pass over every centroid, km_cen_row's.
+    // them), their his alone (the main product's); in the pass over every
+    // centroid, km_cen_row's.
     const auto copy_stage = [&](int32_t st, int32_t j1) {
         km_copy_scales(sc + st * KN, a, L, base, j1);
         const int32_t n = min(KN, L.n_col - j1);
         if constexpr (MOVED)
-            km_copy_tile<16, S::THREADS>(
+            km_copy_split_tile<S::THREADS, D, true>(
                 sm + st * KN * SF, [=](int32_t r) { return C + (size_t)L.col_of(j1 + r) * D; },
-                KN, n, D, D, SF);
+                KN, n, SF);
         else
-            km_copy_tile<16, S::THREADS>(
+            km_copy_split_tile<S::THREADS, D, false>(
                 sm + st * KN * SF,
                 km_cen_rows<S::THREADS, KN>(a.fs, a.cs, a.cw, base, j1, a.M_of[lh], a.p.k, D), KN,
-                n, D, D, SF);
+                n, SF);
     };
 
     if (L.tiles > 0)  // none: a restricted list whose update moved no centroid
@@ -2073,7 +2345,9 @@ __global__ void
         // The pass's index of the lane's row g + 8 h of its m-tile mt.
         const auto row_at = [&](int mt, int h) { return m0 + 16 * (MT * warp + mt) + g + 8 * h; };
         // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
-        // a2, a3 the second), then lo; zeros past the pass's rows.
+        // a2, a3 the second), then lo (none in MOVED: the main product's
+        // alone); zeros past the pass's rows. Chunk 4 s + t's halves
+        // (km_split_put).
         uint32_t ah[MT][KS][4], al[MT][KS][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
@@ -2081,23 +2355,25 @@ __global__ void
             for (int h = 0; h < 2; h++) {
                 const int32_t i = row_at(mt, h);
                 const bool in = i < L.n;
-                const uint4 *const row =
-                    reinterpret_cast<const uint4 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+                const uint2 *const hi =
+                    reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+                const uint2 *const lo = hi + D / 4;
 #pragma unroll
                 for (int s = 0; s < KS; s++) {
                     // MOVED: evict-first, so that these lines, dead once in
                     // registers, leave L2 before the next block of rows'
                     // prefetched ones (in LRU order those are the older): at
-                    // the 8B's 128K the pass read 5.92 GB in 1.70 ms, now
+                    // the 8B's 128K the pass read 5.92 GB in 1.70 ms, then
                     // 4.84 in 1.59 (runs ZZ47, ZZ49; the prefetch at
                     // evict-last too: 4.96 GB, 1.61 ms).
-                    const uint4 x = !in ? make_uint4(0, 0, 0, 0)
-                                    : MOVED ? __ldcs(row + 4 * s)
-                                            : row[4 * s];
+                    const uint2 x = !in ? make_uint2(0, 0)
+                                    : MOVED ? __ldcs(hi + 4 * s)
+                                            : hi[4 * s];
+                    const uint2 y = !in || MOVED ? make_uint2(0, 0) : lo[4 * s];
                     ah[mt][s][h] = x.x;
                     ah[mt][s][2 + h] = x.y;
-                    al[mt][s][h] = x.z;
-                    al[mt][s][2 + h] = x.w;
+                    al[mt][s][h] = y.x;
+                    al[mt][s][2 + h] = y.y;
                 }
             }
 
@@ -2123,9 +2399,11 @@ __global__ void
             else if (line < TOP_LINES + CL_LINES)
                 km_prefetch_l2(a.cl + base + min(m0 + (line - TOP_LINES) * CL_ROWS, last));
         }
-        // The next block of rows' splits and norms into L2 under this one's walk.
+        // The next block of rows' splits (MOVED: their his, the walk's) and
+        // norms into L2 under this one's walk.
         if (rb + 1 < S::RB) {
-            constexpr int LINE_WORDS = 128 / sizeof(uint32_t), ROW_LINES = D / LINE_WORDS;
+            constexpr int LINE_WORDS = 128 / sizeof(uint32_t),
+                          ROW_LINES = (MOVED ? D / 2 : D) / LINE_WORDS;
             const int32_t n1 = min(S::ROWS, L.n - m0 - S::ROWS);
             for (int32_t l = threadIdx.x; l < n1 * ROW_LINES; l += S::THREADS) {
                 const int32_t m = L.row_of(m0 + S::ROWS + l / ROW_LINES);
@@ -2315,8 +2593,12 @@ struct km_own_walk {
 
 // SLICED: the form that cuts a pass of few rows into a.slices slices (its
 // bookkeeping kept across the walk made ptxas spill at head_dim 128, so
-// the form without it stays as it was where a.slices is 1).
-template <int D, bool SLICED>
+// the form without it stays as it was where a.slices is 1). FLAGS: the
+// form that flags the candidate tiles (KM_CAND_W) of a list whose pass has
+// at most KM_EST_SLICE_ROWS rows and KM_CAND_TILES tiles, a call's first
+// (the flags' work and registers in its tile loop: the later passes keep
+// the form without).
+template <int D, bool SLICED, bool FLAGS>
 __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_kernel(km_est_args a)
 {
     using S = km_wg_shape<D>;
@@ -2387,11 +2669,11 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
                 break;  // for the whole warp (its PW rows are aligned to PW)
             const bool in = j1 + r < L.n_col;
             const int32_t w = __shfl_sync(0xffffffffu, at_row, PW * u + lane / CH);
-            const uint32_t *const src =
-                (w < 0 ? C + (size_t)(-1 - w) * D : F + (size_t)w * D) + 4 * cq;
+            const uint32_t *const src =  // chunk cq's hi half (km_split_put)
+                (w < 0 ? C + (size_t)(-1 - w) * D : F + (size_t)w * D) + 2 * cq;
             const uint32_t at = hb + ckv_swizzle128(r, q_piece);
             ckv_cp_async8(at, src, in);
-            ckv_cp_async8(at + S::PART, src + 2, in);
+            ckv_cp_async8(at + S::PART, src + D / 2, in);
         }
         km_copy_scales(sc + st * KN, a, L, base, j1);
         ckv_cp_async_commit();
@@ -2462,6 +2744,10 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
 #pragma unroll
     for (int h = 0; h < 2; h++)
         km_est_row_start(r[h], rf[h], L, a, base, m0 + 16 * rw + g + 8 * h);
+    // The lane's row g's bitmap in a.sp.cand (row g + 8's 8 rows on), -1
+    // where the pass keeps none (m0 is 0 where it does).
+    const bool flags = FLAGS && L.n <= KM_EST_SLICE_ROWS && L.tiles <= KM_CAND_TILES;
+    const int32_t cand_at = flags ? (lh * KM_EST_SLICE_ROWS + 16 * rw + g) * KM_CAND_WORDS : -1;
     bool cbad = false;
     const uint64_t d0 = ckv_wgmma_desc(sb, 16);  // the stages' start, K-major
     // A warpgroup none of whose 64 rows is the pass's (no split) only copies
@@ -2506,9 +2792,13 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         float2 rc[KN / 8];
         km_col_scales(rc, sc + st * KN + 2 * t, cbad);
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-            km_take_cols(r[h], acc, cross, rc, h, (t0 + i) * KN + 2 * t, L.n_col,
-                         (t0 + i) * KN + KN <= L.n_col);
+        for (int h = 0; h < 2; h++) {
+            const float m = km_take_cols(r[h], acc, cross, rc, h, (t0 + i) * KN + 2 * t, L.n_col,
+                                         (t0 + i) * KN + KN <= L.n_col);
+            if constexpr (FLAGS)
+                km_cand_flag(a.sp.cand, cand_at < 0 ? -1 : cand_at + 8 * KM_CAND_WORDS * h, m,
+                             r[h].s, rf[h], t0 + i);
+        }
     }
     pass_to(nt);
     ckv_cp_async_wait<0>();
@@ -2559,7 +2849,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     if (t == 0)
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            gaps = min(gaps, km_est_decide<false>(x[h], rf[h], m0 + 16 * rw + g + 8 * h, L, a, lh));
+            gaps = min(gaps, km_est_decide<false>(x[h], rf[h], m0 + 16 * rw + g + 8 * h, L, a,
+                                                  lh, flags));
     km_note_margins(a.margin + lh, gaps);
 }
 
@@ -2800,7 +3091,7 @@ __global__ void __launch_bounds__(GROUP_THREADS, 2)
 //    chains' barrier: 2.75 ms once a warp's four clusters load together
 //    (below; run XC). An earlier form, a warp walking 32 clusters one after
 //    another for all of it, waited on each one's loads (run MD);
-//  - with cs, the new centroid's split (km_split_chunk), a lane a chunk,
+//  - with cs, the new centroid's split (km_split_put), a lane a chunk,
 //    and whether it moved (km_drift: cmv, and the list moved, nmoved[lh]
 //    of them, in no particular order), against the old centroid loaded
 //    before the block's stores (when each old value was read beside its
@@ -2993,7 +3284,7 @@ __global__ void __launch_bounds__(UPDATE_THREADS, D == 64 ? 4 : 3)
                 continue;
             __syncwarp();  // the lanes' x are visible to the whole warp
             for (int32_t q = lane; q < d / 4; q += 32)
-                reinterpret_cast<uint4 *>(cs + (base + j) * d)[q] = km_split_chunk(s, q);
+                km_split_put(cs + (base + j) * d, s, q, d);
             for (int off = 16; off > 0; off /= 2)
                 move += __shfl_xor_sync(0xffffffffu, move, off);
             // The squared distance's roundings are far below KM_MOVE's margin
@@ -3026,6 +3317,99 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
     const double *const from = km_cen_row(f, cen, false, base, j, M_of[lh], p.k, p.d);
     for (int32_t i = 0; i < p.d; i++)
         cen[(base + j) * p.d + i] = from[i];
+}
+
+// The lazy form's materializers (km_lazy_call): right before each reader of
+// f, the rows it will read. km_mat_row forms middle row m of list base once
+// a call (bit base + m of fb, cleared at the call's start; a warp's, its
+// lanes converged), by the eager store's code: km_feat from the key, its
+// norm kn and ckv_ddiv_rcp(kn), so the same doubles.
+template <typename Elem>
+__device__ __forceinline__ void km_mat_row(const Elem *keys, const double *kn, uint32_t *fb,
+                                           double *f, size_t base, int32_t m, const km_params &p)
+{
+    const int32_t lane = threadIdx.x % 32;
+    const size_t at = base + m;
+    const uint32_t bit = 1u << (at % 32);
+    uint32_t was = 0;
+    if (lane == 0)
+        was = atomicOr(fb + at / 32, bit);
+    if (__shfl_sync(0xffffffffu, was, 0) & bit)
+        return;
+    const double n = kn[at], y = ckv_ddiv_rcp(n);
+    const Elem *const x = keys + (at + p.sinks) * p.d;
+    for (int32_t i = lane; i < p.d; i += 32)
+        f[at * p.d + i] = km_feat(x, n, y, i);
+}
+
+struct km_mat_src {
+    const double *kn;
+    uint32_t *fb;
+    double *f;
+};
+
+// Before an exact pass (km_assign_kernel): the rows the estimate left it
+// (amb's n = amb_n[lh]) and the starting rows of the unwritten centroids
+// (cw NULL: none written) of every tile any item walks. An item walks every
+// tile where one of its rows has no candidate bitmap (crow -1, or crow
+// NULL), else the union of its rows' flagged tiles: here the list's union
+// of them all where every row has one, else every tile, a superset. The
+// kernel's rule is written again here, not shared (sharing it moved the
+// exact kernel's registers): keep the two in step. amb_n NULL: no rows,
+// every tile (the trace's centroid fill, km_cen_fill_kernel).
+template <typename Elem>
+__global__ void __launch_bounds__(256)
+    km_mat_exact_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *amb,
+                        const int32_t *amb_n, const int32_t *crow, const uint32_t *cand,
+                        const int32_t *act, const int32_t *M_of, km_params p)
+{
+    static_assert(KN == AN, "the candidate bitmaps' tiles are the exact kernel's");
+    __shared__ uint32_t u[KM_CAND_WORDS];
+    const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0;
+    if (!act[lh] || (amb_n && !n))
+        return;  // no item: the whole block leaves
+    const size_t base = (size_t)lh * p.cap;
+    for (int32_t w = threadIdx.x; w < KM_CAND_WORDS; w += blockDim.x)
+        u[w] = 0;
+    __syncthreads();
+    bool miss = !crow;  // a row without a bitmap: every tile
+    for (int32_t i = threadIdx.x; crow && i < n; i += blockDim.x) {
+        const int32_t c = crow[base + i];
+        miss = miss || c < 0;
+        for (int32_t w = 0; c >= 0 && w < KM_CAND_WORDS; w++)
+            atomicOr(u + w, cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w]);
+    }
+    const bool all = __syncthreads_or(miss);
+    const int32_t warps = blockDim.x / 32, gw = blockIdx.x * warps + threadIdx.x / 32,
+                  nw = gridDim.x * warps;
+    for (int32_t i = gw; i < n; i += nw)
+        km_mat_row(keys, s.kn, s.fb, s.f, base, amb[base + i], p);
+    for (int32_t j = gw; j < p.k; j += nw) {
+        const int32_t t = j / AN;
+        if ((all || u[t / 32] >> t % 32 & 1) && !(cw && cw[base + j]))
+            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k), p);
+    }
+}
+
+// Before an update (km_update_kernel, tl and tn as km_touch_list_kernel
+// leaves them): each listed cluster's members and, unwritten, its old
+// centroid's starting row; a warp a cluster.
+template <typename Elem>
+__global__ void __launch_bounds__(256)
+    km_mat_update_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *tl,
+                         const int32_t *tn, const int32_t *run_b, const int32_t *run_e,
+                         const int32_t *members, const int32_t *M_of, km_params p)
+{
+    const int32_t lh = blockIdx.y, warps = blockDim.x / 32;
+    const size_t base = (size_t)lh * p.cap;
+    for (int32_t c = blockIdx.x * warps + threadIdx.x / 32; c < tn[1 + lh];
+         c += gridDim.x * warps) {
+        const int32_t j = tl[base + c], rb = run_b[base + j];
+        for (int32_t r = rb; rb >= 0 && r < run_e[base + j]; r++)
+            km_mat_row(keys, s.kn, s.fb, s.f, base, members[r], p);
+        if (!cw[base + j])
+            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k), p);
+    }
 }
 
 // The clusters an update forms, listed for it (km_update_kernel): those
@@ -3143,18 +3527,28 @@ struct km_room {
     bool wg;
 };
 
+// The wgmma estimate's form (km_estimate_wg_kernel) for head_dim D.
+template <int D>
+static auto km_estimate_wg_of(bool sliced, bool flags)
+{
+    return sliced ? flags ? km_estimate_wg_kernel<D, true, true>
+                          : km_estimate_wg_kernel<D, true, false>
+                  : flags ? km_estimate_wg_kernel<D, false, true>
+                          : km_estimate_wg_kernel<D, false, false>;
+}
+
 // The estimate's shared memory allowed, for head_dim D (both passes, in
 // the forms km_estimate takes).
 template <int D>
 static ckv_status km_allow_estimate(bool wg, ckv_error *err)
 {
-    ckv_status st = wg ? ckv_pol_allow_smem(km_estimate_wg_kernel<D, false>, km_wg_smem<D>(),
-                                            "cuda kmeans", err)
-                       : ckv_pol_allow_smem(km_estimate_kernel<D, false>,
-                                            km_est_smem<D, false>(), "cuda kmeans", err);
-    if (!st && wg)
-        st = ckv_pol_allow_smem(km_estimate_wg_kernel<D, true>, km_wg_smem<D>(), "cuda kmeans",
-                                err);
+    ckv_status st = CKV_OK;
+    for (int form = 0; wg && !st && form < 4; form++)
+        st = ckv_pol_allow_smem(km_estimate_wg_of<D>(form & 1, form & 2), km_wg_smem<D>(),
+                                "cuda kmeans", err);
+    if (!st && !wg)
+        st = ckv_pol_allow_smem(km_estimate_kernel<D, false>, km_est_smem<D, false>(),
+                                "cuda kmeans", err);
     return st ? st
               : ckv_pol_allow_smem(km_estimate_kernel<D, true>, km_est_smem<D, true>(),
                                    "cuda kmeans", err);
@@ -3185,7 +3579,8 @@ static ckv_status km_assign_room(int32_t d, km_room *room, ckv_error *err)
 }
 
 // One assignment's buffers: fs and cs the splits (NULL fs: no estimate),
-// amb [lists][cap] rows, then a count per list, best NULL but in tests;
+// amb [lists][cap] rows, then a count per list, crow [lists][cap] beside
+// amb's rows (km_assign_kernel's; with the estimate), best NULL but in tests;
 // act the lists to assign, chg[lh] set where one changes a cluster, touch
 // the clusters whose members it changed (NULL: not kept); dr
 // the bookkeeping of the assignments after an update (km_drift; none
@@ -3196,7 +3591,7 @@ struct km_bufs {
     const double *cnorm, *crec;
     const float *cscale;
     const uint32_t *fs, *cs;
-    int32_t *cl, *amb;
+    int32_t *cl, *amb, *crow;
     double *best;
     unsigned *margin;
     const int32_t *act, *M_of;
@@ -3242,21 +3637,26 @@ static int32_t km_est_slices(int32_t lists, int sms, int32_t tiles)
 // pass over the moved centroids keeps the mma.sync form on Hopper too: its
 // walks are a tile or two, where the prologue of the wgmma form's one
 // block an SM costs more than its products save (the 8B's 8K
-// decode-time call: 0.233 ms against 0.177, runs QF, QC).
+// decode-time call: 0.233 ms against 0.177, runs QF, QC). cand: the wgmma
+// form flags the candidate tiles (km_assign: room.wg), naming them in
+// b.crow.
 template <int D, bool MOVED>
 static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                        int32_t *amb_n, const km_room &room, cudaStream_t s)
+                        int32_t *amb_n, const km_room &room, bool cand, cudaStream_t s)
 {
     const int32_t slices = km_est_slices(lists, room.sms, (p.k + KN - 1) / KN);
-    const km_est_args a = {b.fs,   b.cs,   b.cw,   b.fnorm, b.cscale, b.cl,    b.best,
-                           b.margin, b.amb, amb_n, b.dr,    b.act,    b.chg,   b.touch,
-                           b.M_of, b.sp,   slices, p};
+    const km_est_args a = {b.fs,     b.cs,   b.cw,    b.fnorm,  b.cscale,
+                           b.cl,     b.best, b.margin, b.amb,   amb_n,
+                           cand ? b.crow : nullptr,   b.dr,    b.act,
+                           b.chg,    b.touch, b.M_of, b.sp,     slices,
+                           p};
     if constexpr (!MOVED)
         if (room.wg) {
             const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS);
-            (slices > 1 ? km_estimate_wg_kernel<D, true> : km_estimate_wg_kernel<D, false>)
-                <<<dim3(lists, rows > (unsigned)slices ? rows : slices), km_wg_shape<D>::THREADS,
-                   km_wg_smem<D>(), s>>>(a);
+            km_estimate_wg_of<D>(slices > 1, cand)<<<dim3(lists, rows > (unsigned)slices ? rows
+                                                                                       : slices),
+                                                    km_wg_shape<D>::THREADS, km_wg_smem<D>(),
+                                                    s>>>(a);
             return;
         }
     using S = km_est_shape<D, MOVED>;
@@ -3269,20 +3669,31 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
 // list's count allows, km_restricted; moved: first the pass over the moved
 // centroids, km_drift, which fills redo), then the exact kernel over the
 // rows it left; without fs the exact kernel over every row. best: the
-// estimate's where it ran. room from km_assign_room.
+// estimate's where it ran. room from km_assign_room. first: a call's
+// first assignment, whose wgmma estimate flags the candidate tiles
+// (KM_CAND_W) where the scratch holds the lists' bitmaps and the tiles are
+// at most KM_CAND_TILES. mat(amb_n, crow): the lazy form's materializer
+// before the exact kernel (km_mat_exact_kernel), given the kernel's counts
+// and candidate rows.
+template <typename Mat>
 static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                            bool moved, const km_room &room, cudaStream_t s, ckv_error *err)
+                            bool moved, bool first, const km_room &room, cudaStream_t s,
+                            Mat mat, ckv_error *err)
 {
     int32_t *const amb_n = b.amb + (size_t)lists * p.cap;
+    const bool cand = b.fs && first && room.wg && lists <= KM_SLICE_LISTS &&
+                      (p.k + KN - 1) / KN <= KM_CAND_TILES;
     if (b.fs) {
         CKV_CUDA(cudaMemsetAsync(amb_n, 0, lists * sizeof(int32_t), s));
         if (moved) {
             (p.d == 128 ? km_estimate<128, true> : km_estimate<64, true>)(b, p, lists, max_m,
-                                                                          amb_n, room, s);
+                                                                          amb_n, room, false, s);
             CKV_CUDA_LAUNCHED();
         }
+        if (cand)
+            CKV_CUDA(cudaMemsetAsync(b.sp.cand, 0, km_cand_words(lists) * sizeof(uint32_t), s));
         (p.d == 128 ? km_estimate<128, false> : km_estimate<64, false>)(b, p, lists, max_m,
-                                                                        amb_n, room, s);
+                                                                        amb_n, room, cand, s);
         CKV_CUDA_LAUNCHED();
     }
     // The rows left (after the estimate: in a number the host does not
@@ -3295,12 +3706,40 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     const int64_t most =
         (int64_t)lists * max(tiles, min(tiles, (int64_t)KM_SPLIT_ROWS) * split);
     const int32_t blocks = (int32_t)min(most, wave);
+    const ckv_status st = mat(amb_n, cand ? b.crow : nullptr);
+    if (st)
+        return st;
     km_assign_of(p.d)<<<blocks, km_assign_threads(p.d), room.smem, s>>>(
         b.f, b.fnorm, b.cen, b.cw, b.cnorm, b.crec, b.cl, b.fs ? nullptr : b.best, b.dr.top,
-        b.margin, b.fs ? b.amb : nullptr, amb_n, b.act, lists, b.chg, b.touch, b.M_of, b.sp,
-        split, p);
+        b.margin, b.fs ? b.amb : nullptr, cand ? b.crow : nullptr, amb_n, b.act, lists, b.chg,
+        b.touch, b.M_of, b.sp, split, p);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
+}
+
+// Whether a call takes the lazy form (km_feature_kernel's LAZY and the
+// materializers after it): only with the estimate (its rows left in amb);
+// ON at any shape, AUTO where few rows' features are read: a decode-time
+// call (the largest M - k at most KM_EST_SLICE_ROWS, 192) whose first pass
+// takes the wgmma estimate and its candidate tiles (the exact pass forms
+// the centroids of the flagged tiles, not of all) and whose key rows are at
+// least 256 bytes (bf16 head_dim 128, f32 64 or more: where the feature
+// kernel's bytes, not its instructions, bound it). A prefill-time call
+// reads every row's features: eager.
+static bool km_lazy_call(const ckv_pol *x, const km_params &kp, const int32_t *act,
+                         const int32_t *M_of, const km_room &room, size_t elem)
+{
+    const ckv_km_lazy mode = ckv_cuda_km_lazy();
+    if (mode == CKV_KM_LAZY_OFF || !km_estimates(x->d))
+        return false;
+    if (mode == CKV_KM_LAZY_ON)
+        return true;
+    int32_t most = 0;
+    for (int32_t lh = 0; lh < x->lists; lh++)
+        if (act[lh] && M_of[lh] - kp.k > most)
+            most = M_of[lh] - kp.k;
+    return room.wg && x->lists <= KM_SLICE_LISTS && (kp.k + KN - 1) / KN <= KM_CAND_TILES &&
+           most <= KM_EST_SLICE_ROWS && x->d * elem >= 256;
 }
 
 ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err)
@@ -3333,23 +3772,24 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     ckv_status st = km_assign_room(x->d, &room, err);
     if (st)
         return st;
-    // The centroids' splits start at a multiple of 4 words: their rows are
-    // copied and stored 16 bytes at a time (the scratch's rows are the
-    // largest cache's, of any head_dim).
+    // The centroids' splits start at a multiple of 32 words, so that their
+    // rows' his lie in whole 128-byte lines (km_split_put; the scratch's
+    // rows are the largest cache's, of any head_dim).
     const bool est = km_estimates(x->d);
-    const size_t half = (w->rows + 3) / 4 * 4;
+    const size_t half = (w->rows + 31) / 32 * 32;
     if ((st = ckv_pol_take(x, (void **)&w->f, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cen, w->rows * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cnorm, 2 * w->slots * sizeof(double), err)) ||
         (st = ckv_pol_take(x, (void **)&w->cscale, w->slots * sizeof(float), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->split, 2 * half * sizeof(uint32_t), err))) ||
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
-        (st = ckv_pol_take(x, (void **)&w->amb, (w->slots + w->lists) * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->amb, (2 * w->slots + w->lists) * sizeof(int32_t),
+                           err)) ||
         (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->touch, km_touch_bytes(w), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
-                                   (w->slots + 4 * w->lists) * sizeof(int32_t), err))) ||
+                                   (w->slots + 5 * w->lists) * sizeof(int32_t), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->own,
                                    2 * w->slots * (sizeof(uint4) + sizeof(int2)) +
                                        w->lists * KM_OWN_HDR * sizeof(int32_t),
@@ -3362,15 +3802,35 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->grp, km_group_bytes(w->lists), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
+    bool lazy = false;
+    ckv_pol_kv(c, [&](auto *k, auto *) {
+        lazy = km_lazy_call(x, kp, act, M_of, room, sizeof(*k));
+    });
+    // The lazy form's key norms (slots) and formed rows' bits (km_mat_row),
+    // cleared for the call; the tests' poison (trace) fills the features
+    // with NaN, so that a row a reader takes unformed shows in the results.
+    const size_t fb_words = ((size_t)x->lists * x->cap + 31) / 32;
+    if (lazy &&
+        ((st = ckv_pol_take(x, (void **)&w->kn, w->slots * sizeof(double), err)) ||
+         (st = ckv_pol_take(x, (void **)&w->fb, (w->slots + 31) / 32 * sizeof(uint32_t), err))))
+        return st;
+    if (lazy)
+        CKV_CUDA(cudaMemsetAsync(w->fb, 0, fb_words * sizeof(uint32_t), x->s));
+    if (lazy && x->poison_lazy)
+        CKV_CUDA(cudaMemsetAsync(w->f, 0xff, (size_t)x->lists * x->cap * x->d * sizeof(double),
+                                 x->s));
+    if (x->lazy)
+        *x->lazy = lazy;
 
     double *const crec = w->cnorm + w->slots;  // the reciprocals after the norms
     // The splits, the centroids' after the features' (none without the estimate).
     uint32_t *const fs = est ? w->split : nullptr, *const cs = est ? w->split + half : nullptr;
-    // The counts of moved centroids, of redo's rows, of the rows kept and of
-    // those the own pass assigned, a list each.
+    // The counts of moved centroids, of redo's rows, of the rows kept, of
+    // those the own pass assigned and of the joined rows, a list each.
     int32_t *const nmoved = est ? w->moved + (size_t)x->lists * x->cap : nullptr;
     int32_t *const kept_n = est && x->kept ? nmoved + 2 * x->lists : nullptr;
     int32_t *const own_n = est && x->own ? nmoved + 3 * x->lists : nullptr;
+    int32_t *const joined_n = est && x->joined ? nmoved + 4 * x->lists : nullptr;
     uint8_t *const own_rows = est && x->own_rows ? w->own_rows : nullptr;
     const size_t own_bytes = (size_t)x->lists * x->cap;  // the trace's layout, lh * cap + m
     if (own_rows)
@@ -3383,18 +3843,35 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     int32_t *const own_hdr = est ? reinterpret_cast<int32_t *>(own_side_c + w->slots) : nullptr;
     km_drift dr = {};  // none without the estimate
     if (est)
-        dr = {w->moved, nmoved, w->cmv, w->redo, nmoved + x->lists, kept_n, w->top};
-    if (kept_n || own_n)
-        CKV_CUDA(cudaMemsetAsync(nmoved + 2 * x->lists, 0, 2 * x->lists * sizeof(int32_t),
+        dr = {w->moved, nmoved, w->cmv, w->redo, nmoved + x->lists, kept_n, joined_n, w->top};
+    if (kept_n || own_n || joined_n)
+        CKV_CUDA(cudaMemsetAsync(nmoved + 2 * x->lists, 0, 3 * x->lists * sizeof(int32_t),
                                  x->s));
     // The workspace's lists (its largest cache's): the scratch's layout.
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
+    const km_mat_src ms = {w->kn, w->fb, w->f};
+    // The materializer before an exact pass over the lists on (amb_n NULL:
+    // every unwritten centroid, for the trace's fill).
+    const auto mat_exact = [&](const int32_t *on, const uint8_t *cw, const int32_t *amb_n,
+                               const int32_t *crow) -> ckv_status {
+        if (!lazy)
+            return CKV_OK;
+        const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), x->lists);
+        ckv_pol_kv(c, [&](auto *k, auto *) {
+            km_mat_exact_kernel<<<grid, 256, 0, x->s>>>(k, ms, cw, w->amb, amb_n, crow, sp.cand,
+                                                        on, x->x, kp);
+        });
+        CKV_CUDA_LAUNCHED();
+        return CKV_OK;
+    };
     const km_group grp = km_group_at(w->grp, w->lists);
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
     CKV_CUDA(cudaMemsetAsync(sp.n, 0, km_slices_counts(x->lists) * sizeof(int32_t), x->s));
     CKV_CUDA(cudaMemsetAsync(sp.en, 0, km_slice_lists(x->lists) * sizeof(int32_t), x->s));
-    km_bufs kb = {w->f,   w->norm,  w->cen, w->cw, w->cnorm, crec,    w->cscale, fs,
-                  cs,     w->cl,    w->amb, nullptr,  w->margin, x->act, x->x,
+    // The candidate tiles' pass rows after amb's rows and counts.
+    int32_t *const crow = est ? w->amb + w->slots + w->lists : nullptr;
+    km_bufs kb = {w->f,   w->norm,  w->cen, w->cw,   w->cnorm,  crec,   w->cscale, fs,
+                  cs,     w->cl,    w->amb, crow,    nullptr,   w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, TOUCH_THREADS), x->lists);
@@ -3415,10 +3892,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                             x->d);
             return;
         }
-        const km_feat_out o = {w->f,      w->norm,  fs,        w->cw,     w->cnorm,
-                               crec,      w->cscale, own_hdr,   w->ikey,   w->ival,
+        const km_feat_out o = {w->f,      w->norm,  lazy ? w->kn : nullptr,
+                               fs,        w->cw,     w->cnorm,  crec,
+                               w->cscale, own_hdr,   w->ikey,   w->ival,
                                w->redo,   dr.redo_n, own_rec_c, own_side_c};
-        st = km_feat_launch(k, o, w->dest, x, over_t, kp, err);
+        st = (lazy ? km_feat_launch<Elem, true> : km_feat_launch<Elem, false>)(
+            k, o, w->dest, x, over_t, kp, err);
     });
     if (st)
         return st;
@@ -3486,8 +3965,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             // grid need not hold the empty cells' share.
             km_own_kernel<<<dim3(ckv_pol_blocks(kp.k, KM_OWN_BLOCK), x->lists), KM_OWN_BLOCK, 0,
                             x->s>>>(w->norm, own_hdr, w->ikey_out, w->ival_out, w->own,
-                                    own_side, w->cl, dr, own_n, w->margin, changed, x->act,
-                                    x->x, kp);
+                                    own_side, w->cw, x->act, x->x, kp);
+            CKV_CUDA_LAUNCHED();
+            km_own_decide_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
+                w->cw, w->cl, dr, own_n, w->margin, changed, x->act, x->x, kp);
             CKV_CUDA_LAUNCHED();
             if (own_rows) {
                 km_own_rows_kernel<<<x->lists, 256, 0, x->s>>>(own_rows, w->redo, dr.redo_n,
@@ -3495,7 +3976,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                 CKV_CUDA_LAUNCHED();
             }
         }
-        if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, room, x->s, err)))
+        const auto mat = [&](const int32_t *amb_n, const int32_t *crow) {
+            return mat_exact(live, kb.cw, amb_n, crow);
+        };
+        if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, it == 0, room, x->s, mat, err)))
             return st;
         if (it) {
             // A host plan row no K-Means kernel reads (nor apply, which uploads it).
@@ -3528,6 +4012,13 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         CKV_CUDA_LAUNCHED();
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
+        if (lazy) {
+            ckv_pol_kv(c, [&](auto *k, auto *) {
+                km_mat_update_kernel<<<over_k, 256, 0, x->s>>>(k, ms, w->cw, tl, tn, w->run_b,
+                                                              w->run_e, w->ival_out, x->x, kp);
+            });
+            CKV_CUDA_LAUNCHED();
+        }
         km_update_of(x->d)<<<upd_wave, UPDATE_THREADS, upd_smem, x->s>>>(
             w->f, c->deg, w->cen, w->cw, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,
             tl, items, tn, w->run_b, w->run_e, w->ival_out, x->x, kp);
@@ -3537,6 +4028,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // update left them (iters > 0: every active list takes the first), those
     // it did not write from their rows first.
     if (x->centroids && iters > 0) {
+        if ((st = mat_exact(x->act, w->cw, nullptr, nullptr)))
+            return st;
         km_cen_fill_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
             w->cen, w->cw, w->f, x->act, x->x, kp);
         CKV_CUDA_LAUNCHED();
@@ -3559,7 +4052,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             *to += h[lh];
         return CKV_OK;
     };
-    if ((kept_n && (st = count(kept_n, x->kept))) || (own_n && (st = count(own_n, x->own))))
+    if ((kept_n && (st = count(kept_n, x->kept))) || (own_n && (st = count(own_n, x->own))) ||
+        (joined_n && (st = count(joined_n, x->joined))))
         return st;
     if (own_rows)  // synchronized at ckv_gpu_policy_compress's end
         CKV_CUDA(cudaMemcpyAsync(x->own_rows, own_rows, own_bytes, cudaMemcpyDeviceToHost, x->s));
@@ -3620,6 +4114,7 @@ struct km_test_mem {
     float *cscale;
     uint32_t *fs, *cs;
     int32_t *cl, *amb, *head;  // amb: cap rows, then the count; head: act, M, k, chg
+    int32_t *crow;             // beside amb's rows
     unsigned *margin;
     km_slices sp;  // one list's, its counts 0
     float2 *top;
@@ -3627,32 +4122,39 @@ struct km_test_mem {
     uint8_t *cmv;
 };
 
-// Every row's bounds (4, -4), so that the pass over the moved centroids
-// keeps its cluster and its second bound becomes the moved ones' bound, and
-// the moved centroids flagged (ckv_gpu_kmeans_moved).
-static __global__ void km_test_moved_kernel(float2 *top, int32_t M, uint8_t *cmv,
-                                            const int32_t *moved, int32_t n)
+// Every row's bounds, (4, -4) (so that the pass over the moved centroids
+// keeps its cluster and its second bound becomes the moved ones' bound)
+// but (4, 4) where its cluster moved and not join (sent on), and the moved
+// centroids flagged (ckv_gpu_kmeans_moved).
+static __global__ void km_test_moved_kernel(float2 *top, const int32_t *cl, int32_t M,
+                                            uint8_t *cmv, const int32_t *moved, int32_t n,
+                                            bool join)
 {
     const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < M)
-        top[i] = make_float2(4.0f, -4.0f);
+    if (i < M) {
+        bool on = false;
+        for (int32_t q = 0; q < n && !join; q++)
+            on |= moved[q] == cl[i];
+        top[i] = make_float2(4.0f, on ? 4.0f : -4.0f);
+    }
     if (i < n)
         cmv[moved[i]] = 1;
 }
 
-// The moved centroids of ckv_gpu_kmeans_moved (n 0: a plain assignment)
-// and where the rows' bounds come back.
+// The moved centroids of ckv_gpu_kmeans_moved (n 0: a plain assignment),
+// join as its, and where the rows' bounds and those sent on come back.
 struct km_test_moved {
     const int32_t *j;
     int32_t n;
+    bool join;
     float *bound;
-    int32_t *redo_n;
+    int32_t *redo, *redo_n;
 };
 
 // Uploads one list and its previous clusters, runs km_assign over it,
 // brings cl, best, margin, the count of exact rows and the change flag back;
-// with mv.n, first the pass over mv.j, every row's bounds (4, -4) so that
-// it keeps its cluster, and its bound on the moved centroids' cosines back.
+// with mv.n, first the pass over mv.j from km_test_moved_kernel's bounds,
+// and the rows' second bounds and those sent on back.
 static ckv_status km_assign_test(const km_test_mem &d, const double *f, const double *fnorm,
                                  const double *cen, const double *cnorm, int32_t M, int32_t k,
                                  int32_t dim, bool estimate, const km_room &room, int32_t *cl,
@@ -3686,22 +4188,27 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
         CKV_CUDA(cudaMemcpy(d.moved, mv.j, mv.n * 4ul, cudaMemcpyHostToDevice));
         CKV_CUDA(cudaMemcpy(d.dn, dn, sizeof dn, cudaMemcpyHostToDevice));
         CKV_CUDA(cudaMemset(d.cmv, 0, k));
-        km_test_moved_kernel<<<ckv_pol_blocks(M > mv.n ? M : mv.n, 256), 256>>>(d.top, M, d.cmv,
-                                                                              d.moved, mv.n);
+        km_test_moved_kernel<<<ckv_pol_blocks(M > mv.n ? M : mv.n, 256), 256>>>(
+            d.top, d.cl, M, d.cmv, d.moved, mv.n, mv.join);
         CKV_CUDA_LAUNCHED();
-        dr = {d.moved, d.dn, d.cmv, d.redo, d.dn + 1, nullptr, d.top};
+        dr = {d.moved, d.dn, d.cmv, d.redo, d.dn + 1, nullptr, nullptr, d.top};
     }
     const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cw,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
-                       d.amb,    d.best,   d.margin, d.head, d.head + 1,
+                       d.amb,    d.crow,   d.best, d.margin, d.head, d.head + 1,
                        d.head + 3, nullptr, dr, d.sp};
-    ckv_status st = km_assign(b, kp, 1, M, mv.n > 0, room, nullptr, err);
+    // The plain assignment is a first (its exact pass over the candidate
+    // tiles); the features are given, so eager.
+    const auto eager = [](const int32_t *, const int32_t *) { return CKV_OK; };
+    ckv_status st = km_assign(b, kp, 1, M, mv.n > 0, mv.n == 0, room, nullptr, eager, err);
     if (st)
         return st;
     if (mv.n) {  // each row's second bound, top[m].y
         CKV_CUDA(cudaMemcpy2D(mv.bound, sizeof(float), reinterpret_cast<float *>(d.top) + 1,
                               sizeof(float2), sizeof(float), M, cudaMemcpyDeviceToHost));
         CKV_CUDA(cudaMemcpy(mv.redo_n, d.dn + 1, 4, cudaMemcpyDeviceToHost));
+        if (mv.redo)
+            CKV_CUDA(cudaMemcpy(mv.redo, d.redo, *mv.redo_n * 4ul, cudaMemcpyDeviceToHost));
     }
     CKV_CUDA(cudaMemcpy(cl, d.cl, M * 4ul, cudaMemcpyDeviceToHost));
     if (best)
@@ -3739,7 +4246,7 @@ static ckv_status km_assign_one(const double *f, const double *fnorm, const doub
     // the scales, the bounds, then ints and bytes.
     const size_t sp_bytes = (km_slices_bytes(1) + 15) / 16 * 16;
     const size_t bytes = sp_bytes + (2 * cd + 4 * cap) * 8 + 2 * cd * 4 + cap * 8 +
-                         (5 * cap + 8) * 4 + 2 * cap;
+                         (6 * cap + 8) * 4 + 2 * cap;
     char *dev = nullptr;
     cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess)
@@ -3768,7 +4275,8 @@ static ckv_status km_assign_one(const double *f, const double *fnorm, const doub
     m.moved = reinterpret_cast<int32_t *>(m.margin + 1);
     m.redo = m.moved + cap;
     m.dn = m.redo + cap;
-    m.cw = reinterpret_cast<uint8_t *>(m.dn + 2);
+    m.crow = m.dn + 2;
+    m.cw = reinterpret_cast<uint8_t *>(m.crow + cap);
     m.cmv = m.cw + cap;
     st = km_assign_test(m, f, fnorm, cen, cnorm, M, k, d, estimate, room, cl, best, margin,
                         n_exact, changed, mv, err);
@@ -3783,14 +4291,14 @@ extern "C" ckv_status ckv_gpu_kmeans_assign(const double *f, const double *fnorm
                                             bool *changed, ckv_error *err)
 {
     return km_assign_one(f, fnorm, cen, cnorm, M, k, d, estimate, cl, best, margin, n_exact,
-                         changed, {nullptr, 0, nullptr, nullptr}, err);
+                         changed, {nullptr, 0, false, nullptr, nullptr, nullptr}, err);
 }
 
 extern "C" ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm,
                                            const double *cen, const double *cnorm, int32_t M,
                                            int32_t k, int32_t d, const int32_t *moved,
-                                           int32_t nmoved, int32_t *cl, float *bound,
-                                           int32_t *redo_n, ckv_error *err)
+                                           int32_t nmoved, bool join, int32_t *cl, float *bound,
+                                           int32_t *redo, int32_t *redo_n, ckv_error *err)
 {
     if (M < 1 || k < 1 || !km_estimates(d) || nmoved < 1 || nmoved > k / KM_MOVED_PART)
         return ckv_errorf(err, CKV_ERR_ARG, "kmeans_moved: M %d, head_dim %d, %d moved of %d", M,
@@ -3806,5 +4314,5 @@ extern "C" ckv_status ckv_gpu_kmeans_moved(const double *f, const double *fnorm,
     int32_t n_exact;
     bool changed;
     return km_assign_one(f, fnorm, cen, cnorm, M, k, d, true, cl, nullptr, &margin, &n_exact,
-                         &changed, {moved, nmoved, bound, redo_n}, err);
+                         &changed, {moved, nmoved, join, bound, redo, redo_n}, err);
 }

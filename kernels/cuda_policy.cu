@@ -234,6 +234,10 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
         *trace->kept = 0;
     if (trace && trace->own)
         *trace->own = 0;
+    if (trace && trace->joined)
+        *trace->joined = 0;
+    if (trace && trace->lazy)
+        *trace->lazy = false;
     if (trace && trace->own_rows)
         memset(trace->own_rows, 0, (size_t)lists * c->capacity);
     if (!strcmp(name, "full"))
@@ -252,8 +256,11 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
     x.track_assign = trace && trace->assign;
     x.kept = trace ? trace->kept : NULL;
     x.own = trace ? trace->own : NULL;
+    x.joined = trace ? trace->joined : NULL;
     x.own_rows = trace ? trace->own_rows : NULL;
     x.centroids = trace ? trace->centroids : NULL;
+    x.poison_lazy = trace && trace->poison_lazy;
+    x.lazy = trace ? trace->lazy : NULL;
     int32_t *const plan = x.ws->plan;
     x.act = plan + (size_t)PLAN_ACT * lists;
     x.T = plan + (size_t)PLAN_T * lists;

@@ -53,22 +53,27 @@ struct ckv_gpu_policy_ws {
     // its first use (rows elements each; a centroid's row of cen only once an
     // update wrote it, cw, before that its starting row's feature:
     // cuda_kmeans.cu, km_cen_row); split their bf16 splits for the estimate
-    // (features, then centroids from a multiple of 4 words: twice rows
-    // rounded up to 4; taken where the estimate runs), amb the rows the
+    // (features, then centroids from a multiple of 32 words: twice rows
+    // rounded up to 32; taken where the estimate runs), amb the rows the
     // estimate left to the exact assignment ([lists][capacity], then a count
-    // per list), chg two rows of flags a list (an assignment changed a
+    // per list, then each row's pass row in the candidate bitmaps, slots:
+    // cuda_kmeans.cu, KM_CAND_W), chg two rows of flags a list (an assignment changed a
     // cluster), touch a flag a cluster (an assignment moved a row from or to
     // it: slots), then the clusters an update forms, listed (cuda_kmeans.cu,
     // km_touch_list_kernel). Where the estimate runs, for the assignments
     // after an update (cuda_kmeans.cu, km_drift): top each row's two best
-    // bounds (slots), moved the centroids the update moved (slots, then four
+    // bounds (slots), moved the centroids the update moved (slots, then five
     // counts a list: moved centroids, redo's rows, rows kept, rows the own
-    // pass assigned), redo the rows to assign over every centroid (slots),
-    // cmv a flag a centroid (slots), own the own pass's records by place and
-    // by centroid (slots each), their sides likewise (an int2 a slot), then a
-    // header a list; ksplit the exact kernel's split tiles' bests and counts
-    // (cuda_kmeans.cu, km_slices).
+    // pass assigned, rows joined), redo the rows to assign over every
+    // centroid (slots), cmv a flag a centroid (slots), own the own pass's
+    // records by place and by centroid (slots each), their sides likewise
+    // (an int2 a slot), then a header a list (KM_OWN_HDR: 24 KB, the cells'
+    // starts, first items and largest E); ksplit the exact kernel's split
+    // tiles' bests and counts, and the candidate bitmaps (cuda_kmeans.cu,
+    // km_slices).
     double *f, *cen, *cnorm;
+    double *kn;    // the lazy form's key norms (slots; cuda_kmeans.cu, km_lazy_call)
+    uint32_t *fb;  // its formed rows, a bit a slot (km_mat_row)
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
     uint32_t *split;
@@ -91,9 +96,11 @@ struct ckv_pol {
     cudaStream_t s;
     int32_t lists, cap, d;
     bool track_assign;
-    int64_t *kept, *own;  // ckv_gpu_policy_trace's, NULL where not counted
-    uint8_t *own_rows;    // ckv_gpu_policy_trace's (host, slots), NULL where not reported
-    double *centroids;    // ckv_gpu_policy_trace's (host), NULL where not reported
+    int64_t *kept, *own, *joined;  // ckv_gpu_policy_trace's, NULL where not counted
+    uint8_t *own_rows;              // ckv_gpu_policy_trace's (host, slots), NULL where not reported
+    double *centroids;              // ckv_gpu_policy_trace's (host), NULL where not reported
+    bool poison_lazy;               // ckv_gpu_policy_trace's: NaN features in a lazy call
+    bool *lazy;                     // ckv_gpu_policy_trace's (host), NULL where not reported
     // Device rows of the plan.
     int32_t *act, *T, *seg_b, *seg_e, *x, *y;
 };

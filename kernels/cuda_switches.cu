@@ -1,9 +1,11 @@
 // The CUDA backend's process-wide switches and their C boundary (cuda.h):
 // programmatic dependent launch (cuda_pdl.cuh) and the wgmma forms of the
 // bf16 prefill attention (cuda_attention_prefill.cu) and of K-Means's
-// estimate (cuda_kmeans.cu). Each is on unless its environment variable is
-// 0 at the first use (for A/B runs of whole programs), and active only on a
-// device that has the feature.
+// estimate (cuda_kmeans.cu), and K-Means's lazy features. Each reads its
+// environment variable once, at the first use (for A/B runs of whole
+// programs): the first two are on unless it is 0, and active only on a
+// device that has the feature; the lazy features' mode is OFF at 0, ON at 1,
+// else AUTO.
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,32 +16,44 @@
 
 namespace {
 
+// A mode read from env_ once: exactly "0" gives 0, "1" gives 1 where ones_
+// is set, anything else (or no variable) fallback_.
 class Switch {
 public:
-    explicit constexpr Switch(const char *env) : env_(env) {}
-    bool on()
+    constexpr Switch(const char *env, int fallback, bool ones)
+        : env_(env), fallback_(fallback), ones_(ones)
+    {
+    }
+    int mode()
     {
         int v = state_.load(std::memory_order_relaxed);
         if (v < 0) {
             const char *s = getenv(env_);
-            v = !s || strcmp(s, "0") != 0;
+            v = s && strcmp(s, "0") == 0 ? 0 : s && ones_ && strcmp(s, "1") == 0 ? 1 : fallback_;
             int unread = -1;  // a set() in between wins
             if (!state_.compare_exchange_strong(unread, v, std::memory_order_relaxed))
                 v = unread;
         }
-        return v != 0;
+        return v;
     }
-    void set(bool on)
+    bool on()
     {
-        state_.store(on ? 1 : 0, std::memory_order_relaxed);
+        return mode() != 0;
+    }
+    void set(int mode)
+    {
+        state_.store(mode, std::memory_order_relaxed);
     }
 
 private:
     const char *env_;
+    int fallback_;
+    bool ones_;
     std::atomic<int> state_{-1};  // -1: the environment not read yet
 };
 
-Switch pdl{"CKV_PDL"}, wgmma{"CKV_WGMMA"};
+Switch pdl{"CKV_PDL", 1, false}, wgmma{"CKV_WGMMA", 1, false},
+    km_lazy{"CKV_KM_LAZY", CKV_KM_LAZY_AUTO, true};
 
 // The current device's compute capability (10 x major + minor), asked once at
 // the first use: the GPUs of one process are one model (as the decode
@@ -79,6 +93,16 @@ extern "C" bool ckv_cuda_pdl(void)
 extern "C" void ckv_cuda_set_wgmma(bool on)
 {
     wgmma.set(on);
+}
+
+extern "C" void ckv_cuda_set_km_lazy(ckv_km_lazy mode)
+{
+    km_lazy.set(mode == CKV_KM_LAZY_OFF || mode == CKV_KM_LAZY_ON ? mode : CKV_KM_LAZY_AUTO);
+}
+
+extern "C" ckv_km_lazy ckv_cuda_km_lazy(void)
+{
+    return (ckv_km_lazy)km_lazy.mode();
 }
 
 // The sm_90a code runs on compute capability 9.0 only; a build without it

@@ -85,8 +85,9 @@ static void help(FILE *fp)
             "Table on stdout, then the issue's targets (a CSM round >= 20x faster than\n"
             "K-Means at 32768 tokens; compression < 5%% of decode time at interval 64);\n"
             "HDF5 file with a /compress table (and /decode_share on the GPU) and the\n"
-            "date, device, command, git revision and K-Means's estimate form (wgmma,\n"
-            "mma.sync or cpu: the form head_dim 64 and 128 take) as attributes.\n\n"
+            "date, device, command, git revision, K-Means's estimate form (wgmma,\n"
+            "mma.sync or cpu: the form head_dim 64 and 128 take) and its lazy features'\n"
+            "mode (off, on, auto or cpu; CKV_KM_LAZY) as attributes.\n\n"
             "Options:\n"
             "  --synthetic       use synthetic caches instead of a dump\n"
             "  --tokens LIST     synthetic cache lengths, e.g. 8192,32768,131072 (required\n"
@@ -773,6 +774,9 @@ static int run(int argc, char **argv, const opts *o)
     /* The form of K-Means's estimate (head_dim 64 and 128; other head_dims
      * assign exactly): its times depend on it (docs/gpu.md, "kmeans"). */
     const char *km_form = "cpu";
+    /* K-Means's lazy features' mode (ckv_cuda_set_km_lazy): which calls
+     * form their features only where read. */
+    const char *km_lazy = "cpu";
     const char *shape = NULL;
     bench_utc_now(date);
     if (!rows || !sh || !cmdline) {
@@ -793,14 +797,17 @@ static int run(int argc, char **argv, const opts *o)
         }
         snprintf(device, sizeof device, "%s", dev.name);
         km_form = ckv_cuda_wgmma() ? "wgmma" : "mma.sync";
+        const ckv_km_lazy lazy = ckv_cuda_km_lazy();
+        km_lazy = lazy == CKV_KM_LAZY_OFF ? "off" : lazy == CKV_KM_LAZY_ON ? "on" : "auto";
 #else
         fprintf(stderr, "ckv bench: built without CUDA (configure with -Dcuda=enabled)\n");
         rc = CLI_FAIL;
         goto done;
 #endif
     }
-    printf("device: %s; %s; budget %s; K-Means iters=%s, estimate %s; median of %lld\n", device,
-           date, o->budget_s, KMEANS_ITERS, km_form, o->repeats);
+    printf("device: %s; %s; budget %s; K-Means iters=%s, estimate %s, lazy features %s; "
+           "median of %lld\n",
+           device, date, o->budget_s, KMEANS_ITERS, km_form, km_lazy, o->repeats);
     for (int t = 0; t < o->n_tokens && !rc; t++) {
         ckv_kvdump d;
         ckv_status st = load_cache(o, t, &d, &err);
@@ -839,7 +846,8 @@ static int run(int argc, char **argv, const opts *o)
     const char *attrs[] = {"format", "ckv-bench-compress", "version", "1", "date", date,
                            "device", device, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "budget", o->budget_s, "repeats", repeats, "kmeans_iters",
-                           KMEANS_ITERS, "kmeans_estimate", km_form, "kv_dtype",
+                           KMEANS_ITERS, "kmeans_estimate", km_form, "kmeans_lazy", km_lazy,
+                           "kv_dtype",
                            ckv_kv_dtype_name(o->kv_dtype)};
     const ckv_h5_table tables[] = {
         {"/compress", compress_fields, sizeof compress_fields / sizeof compress_fields[0],

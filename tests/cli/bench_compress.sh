@@ -68,10 +68,12 @@ check "  HDF5 rows and attributes" python3 - "$h5" <<'EOF'
 import sys
 import h5py
 with h5py.File(sys.argv[1], "r") as f:
-    for a in ("date", "device", "command", "git_rev", "kmeans_iters", "kmeans_estimate"):
+    for a in ("date", "device", "command", "git_rev", "kmeans_iters", "kmeans_estimate",
+              "kmeans_lazy"):
         assert a in f.attrs, a
     assert f.attrs["device"] in ("cpu", b"cpu"), f.attrs["device"]
     assert f.attrs["kmeans_estimate"] in ("cpu", b"cpu"), f.attrs["kmeans_estimate"]
+    assert f.attrs["kmeans_lazy"] in ("cpu", b"cpu"), f.attrs["kmeans_lazy"]
     r = f["compress"][:]
     s = lambda x: x.decode() if isinstance(x, bytes) else x
     rows = {(int(x["tokens"]), s(x["policy"]), s(x["measure"])): x for x in r}

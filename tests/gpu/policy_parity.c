@@ -58,6 +58,10 @@ static int failures, near_ties, runs;
 /* K-Means lists whose centroids were compared, over the program: a run
  * where none was would have checked nothing of them. */
 static int64_t centroid_lists;
+/* The forced lazy block (run_lazy): its K-Means calls' features start as
+ * NaN (the trace's poison_lazy), and its calls that took the lazy form. */
+static bool poison_lazy;
+static int64_t lazy_calls;
 /* How the sources store keys and values, on both sides. */
 static ckv_kv_dtype kv_dtype = CKV_KV_F32;
 
@@ -230,17 +234,18 @@ static void compare(const ckv_cache *got, const ckv_cache *want, const int32_t *
         fail_with(v, "values differ beyond tolerance");
 }
 
-/* kept, own: the trace's counts; cen_lists: the lists whose centroids were
- * compared (negative: no comparison asked). Printed where one is asked or
- * a count is not 0. */
+/* kept, joined, own: the trace's counts; cen_lists: the lists whose
+ * centroids were compared (negative: no comparison asked). Printed where
+ * one is asked or a count is not 0. */
 static void print_row(const char *src, const char *desc, int32_t budget, size_t lists,
-                      const verdict *v, double g_ms, double c_ms, int64_t kept, int64_t own,
-                      int64_t cen_lists)
+                      const verdict *v, double g_ms, double c_ms, int64_t kept, int64_t joined,
+                      int64_t own, int64_t cen_lists)
 {
-    char k[100] = "";
+    char k[120] = "";
     if (kept || own || cen_lists >= 0)
-        snprintf(k, sizeof k, " (kept %lld, own %lld, centroids %s%lld lists)", (long long)kept,
-                 (long long)own, cen_lists >= 0 ? "of " : "not compared: ",
+        snprintf(k, sizeof k, " (kept %lld, joined %lld, own %lld, centroids %s%lld lists)",
+                 (long long)kept, (long long)joined, (long long)own,
+                 cen_lists >= 0 ? "of " : "not compared: ",
                  (long long)(cen_lists > 0 ? cen_lists : 0));
     printf("%-4s %-12s %-58s %6d %5zu %7lld %4d/%-4d %9.2e %9.2f %9.2f  %s%s%s%s\n",
            ckv_kv_dtype_name(kv_dtype), src, desc, budget, lists, (long long)v->slots_differ,
@@ -405,11 +410,21 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
     ckv_status sc = cen_cpu ? ckv_kmeans_compress(p, cpu, budget, a_cpu, cen_cpu, &ec)
                             : ckv_policy_compress(p, cpu, budget, qwp, a_cpu, &ec);
     double c_ms = cpu_ms() - c0;
-    int64_t kept = 0, own = 0, cen_lists = -1;
-    ckv_gpu_policy_trace tr = {a_gpu, margin, &kept, &own, own_rows, cen_gpu};
+    int64_t kept = 0, own = 0, joined = 0, cen_lists = -1;
+    bool lazy = false;
+    ckv_gpu_policy_trace tr = {.assign = a_gpu,
+                               .margin = margin,
+                               .kept = &kept,
+                               .own = &own,
+                               .own_rows = own_rows,
+                               .centroids = cen_gpu,
+                               .joined = &joined,
+                               .poison_lazy = poison_lazy,
+                               .lazy = &lazy};
     double g0 = wall_ms();
     ckv_status sg = ckv_gpu_policy_compress(s->g, p, budget, qwp, &tr, NULL, &eg);
     double g_ms = wall_ms() - g0;
+    lazy_calls += lazy;
     verdict v;
     memset(&v, 0, sizeof v);
     if (sc || sg) {
@@ -425,6 +440,8 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
         if (want_kept && !kept)
             fail_with(&v, "no row kept by the moved-centroid bound: the pass over the moved "
                           "centroids did not run");
+        if (joined > kept)
+            fail_with(&v, "the trace's joined rows outnumber its kept rows");
         if (want_own && !own)
             fail_with(&v, "no row given its own centroid: the own pass did not run");
         char why[300];
@@ -443,7 +460,7 @@ static void step(source *s, const ckv_policy *p, const char *desc, int32_t budge
                 fail_with(&v, why);
         }
     }
-    print_row(s->name, desc, budget, lists, &v, g_ms, c_ms, kept, own, cen_lists);
+    print_row(s->name, desc, budget, lists, &v, g_ms, c_ms, kept, joined, own, cen_lists);
     free(margin);
     free(cen_cpu);
     free(cen_gpu);
@@ -670,6 +687,28 @@ static void run_source(source *s, bool all_budgets, const char *only)
     }
 }
 
+/* s's K-Means runs with the lazy features forced (ckv_cuda_set_km_lazy
+ * ON: the rule would leave these small shapes eager) and poisoned, so that
+ * a row a reader takes before it was formed shows as a mismatch; the
+ * source fails if no call took the lazy form (a test of the eager form
+ * under this name). The caller's mode is restored. */
+static void run_lazy(source *s)
+{
+    const ckv_km_lazy was = ckv_cuda_km_lazy();
+    ckv_cuda_set_km_lazy(CKV_KM_LAZY_ON);
+    poison_lazy = true;
+    lazy_calls = 0;
+    run_source(s, true, "kmeans");
+    poison_lazy = false;
+    ckv_cuda_set_km_lazy(was);
+    if (!lazy_calls) {
+        printf("%-4s %-12s FAIL: no K-Means call took the lazy features\n",
+               ckv_kv_dtype_name(kv_dtype), s->name);
+        runs++;
+        failures++;
+    }
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -888,6 +927,21 @@ static void check_own_rows(void)
  * nearest (centroid 35, tile 0): a tie whose lower index must win across
  * 22 tiles (written for a walk that skipped tiles by their cones, e23c94d,
  * reverted; any such skip must keep these). M and k leave partial tiles.
+ * "near" and "tie" (8,400 centroids, 132 tiles, 50 to 140 rows) have items
+ * of the exact pass over the candidate tiles (kernels/cuda_kmeans.cu,
+ * KM_CAND_W) that skip most tiles: the rows and the planted centroids lie
+ * in the first d / 2 coordinates, 1 plus a "full" value each; every other
+ * centroid j has -j / k there and its "full" values scaled to norm sqrt(d /
+ * 2) in the rest, so its cosine with any row falls with j by more than
+ * 2^-10 a tile, and a walk over a slice of the tiles flags its first tile
+ * and then only those with planted centroids. Row m is hub centroid 1,050 +
+ * 2,100 (m % 4) plus noise of 2^-10 (clear of every other centroid), but
+ * rows 7, 24, ..., 126 (m % 17 = 7, q = m / 17), the exact kernel's, lie on
+ * planted centroids a = 150 + 1,031 q and b = a + 4,217 (mod k), of tiles
+ * in different slices: in "near" the row is the sum of the two unit
+ * vectors, b's scaled by 1 + (q + 1) 2^-20 (alternately up and down), a
+ * gap of about 2^-23 (q + 1) whose second the margin checks; in "tie" b is
+ * a copy of a and the row a plus noise, where the lower index must win.
  *
  * With `estimate` (head_dim 64 and 128), as the policy assigns: the bf16
  * estimate decides the rows whose best stands clear of their second
@@ -911,7 +965,7 @@ static void check_own_rows(void)
  * (six tiles of 64, the last partial, more than the 300 features: the wgmma
  * form's four stages refilled and reused, the exact kernel's walk over k >
  * M). */
-enum { KM_UNIT, KM_WIDE, KM_FULL, KM_RANGE, KM_WALK };
+enum { KM_UNIT, KM_WIDE, KM_FULL, KM_RANGE, KM_WALK, KM_NEAR, KM_TIE };
 /* A finite double of random bits (exponent field below 0x7ff). */
 static double random_finite(uint64_t *st)
 {
@@ -1035,7 +1089,63 @@ static void check_ddiv(void)
     free(q);
 }
 
-static const char *const km_mode_name[] = {"unit", "wide", "full", "range", "walk"};
+static const char *const km_mode_name[] = {"unit", "wide", "full",
+                                           "range", "walk", "near", "tie"};
+
+/* Row m's planted centroids a, b in "near" and "tie", where it has them
+ * (check_kmeans_assign's comment). */
+static bool km_planted(int32_t m, int32_t k, int32_t *a, int32_t *b)
+{
+    const int32_t q = m / 17;
+    *a = 150 + 1031 * q;
+    *b = (*a + 4217) % k;
+    return m % 17 == 7 && q < 8;
+}
+
+/* "near" and "tie" from "full" values (check_kmeans_assign's comment). */
+static void km_near_data(int32_t d, int32_t k, int32_t M, int mode, double *f, double *c)
+{
+    const int32_t h = d / 2;
+    int32_t own[4 + 2 * 8], n_own = 0, a, b;
+    for (int32_t q = 0; q < 4; q++)
+        own[n_own++] = 1050 + 2100 * q;
+    for (int32_t m = 0; m < M; m++)
+        if (km_planted(m, k, &a, &b)) {
+            own[n_own++] = a;
+            own[n_own++] = b;
+        }
+    for (int32_t j = 0; j < k; j++) {
+        bool planted = false;
+        for (int32_t o = 0; o < n_own; o++)
+            planted |= own[o] == j;
+        double *x = c + (size_t)j * d, n = 0;
+        for (int32_t i = h; i < d; i++)
+            n += x[i] * x[i];
+        for (int32_t i = 0; i < d; i++)
+            x[i] = planted ? (i < h ? 1 + x[i] : 0) : i < h ? -(double)j / k : x[i] * sqrt(h / n);
+    }
+    for (int32_t m = 0; m < M; m++) {
+        double *x = f + (size_t)m * d;
+        const bool two = km_planted(m, k, &a, &b);
+        const double *ca = c + (size_t)(two ? a : 1050 + 2100 * (m % 4)) * d;
+        double *cb = c + (size_t)b * d;
+        if (two && mode == KM_NEAR) {
+            double na = 0, nb = 0;
+            for (int32_t i = 0; i < d; i++) {
+                na += ca[i] * ca[i];
+                nb += cb[i] * cb[i];
+            }
+            const double up = 1 + (m / 17 % 2 ? -1 : 1) * ldexp(m / 17 + 1, -20);
+            for (int32_t i = 0; i < d; i++)
+                x[i] = ca[i] / sqrt(na) + up * cb[i] / sqrt(nb);
+            continue;
+        }
+        if (two)
+            memcpy(cb, ca, (size_t)d * sizeof *cb);
+        for (int32_t i = 0; i < d; i++)
+            x[i] = ca[i] + (i < h ? ldexp(x[i], -10) : 0);
+    }
+}
 
 /* check_kmeans_assign's features f[M][d] and centroids c[k][d] of a mode,
  * and their norms. */
@@ -1068,6 +1178,8 @@ static void km_test_data(int32_t d, int32_t k, int32_t M, int mode, uint64_t see
         memset(c + (size_t)70 * d, 0, (size_t)d * sizeof *c);
         memset(f + (size_t)20 * d, 0, (size_t)d * sizeof *f);
     }
+    if (mode >= KM_NEAR)
+        km_near_data(d, k, M, mode, f, c);
     if (mode < KM_FULL) {
         memcpy(c + (size_t)37 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
         memcpy(c + (size_t)100 * d, c + (size_t)5 * d, (size_t)d * sizeof *c);
@@ -1097,6 +1209,30 @@ static double km_test_cos(const double *f, const double *c, double fn, double cn
     return fn >= 1e-30 && cn >= 1e-30 ? dot / (fn * cn) : 0;
 }
 
+/* Row m's best cosine over the centroids cols[0 .. n) (NULL: 0 .. n - 1),
+ * its centroid *bj (the first of a tie, as the policy takes the lowest
+ * index) and the second best *second (-inf where n is 1). */
+static double km_test_best(const double *f, const double *c, const double *fn, const double *cn,
+                           int32_t d, int32_t m, const int32_t *cols, int32_t n, int32_t *bj,
+                           double *second)
+{
+    double bs = -INFINITY;
+    *second = -INFINITY;
+    *bj = cols ? cols[0] : 0;  /* where every cosine is NaN */
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t j = cols ? cols[i] : i;
+        const double sim = km_test_cos(f + (size_t)m * d, c + (size_t)j * d, fn[m], cn[j], d);
+        if (sim > bs) {
+            *second = bs;
+            bs = sim;
+            *bj = j;
+        } else if (sim > *second) {
+            *second = sim;
+        }
+    }
+    return bs;
+}
+
 /* M rows: 300, or at most 192 for the wgmma estimate's sliced form (a pass of
  * one block's rows cuts the centroids among blocks; at most 64 also splits a
  * block's tiles among its warpgroups); the "unit", "wide" and "range"
@@ -1121,18 +1257,9 @@ static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool 
     float want_margin = FLT_MAX;
     double est_err = 0;
     for (int32_t m = 0; m < M; m++) {
-        double bs = -INFINITY, second = -INFINITY;
-        int32_t bj = 0;
-        for (int32_t j = 0; j < k; j++) {
-            const double sim = km_test_cos(f + (size_t)m * d, c + (size_t)j * d, fn[m], cn[j], d);
-            if (sim > bs) {
-                second = bs;
-                bs = sim;
-                bj = j;
-            } else if (sim > second) {
-                second = sim;
-            }
-        }
+        double second;
+        int32_t bj;
+        const double bs = km_test_best(f, c, fn, cn, d, m, NULL, k, &bj, &second);
         const float g = (float)(bs - second);
         want_margin = g < want_margin ? g : want_margin;
         if (estimate) {
@@ -1165,8 +1292,15 @@ static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool 
     const bool margin_ok = !estimate || want_margin < clear
                                ? margin == want_margin
                                : margin >= clear && margin <= want_margin;
-    /* At least the tied rows: 21 in "unit" and "wide", feature 20 (zero) and 5 in "walk". */
-    const int32_t tied = mode == KM_WALK ? 2 : mode == KM_FULL ? 0 : 21;
+    /* At least the tied rows: 21 in "unit" and "wide", feature 20 (zero) and 5 in "walk",
+     * the planted rows of "near" and "tie". */
+    int32_t tied = mode == KM_WALK ? 2 : mode == KM_FULL ? 0 : 21;
+    if (mode >= KM_NEAR) {
+        int32_t a, b;
+        tied = 0;
+        for (int32_t m = 0; m < M; m++)
+            tied += km_planted(m, k, &a, &b);
+    }
     const bool exact_ok = !estimate || (mode == KM_RANGE ? n_exact == M
                                                          : n_exact < M && n_exact >= tied);
     /* In "range" every row is the exact kernel's: the estimate's values there mean nothing.
@@ -1199,55 +1333,89 @@ static void check_kmeans_assign(int32_t d, int32_t k, int32_t M, int mode, bool 
 
 /* The assignment's pass over the moved centroids (ckv_gpu_kmeans_moved) on
  * check_kmeans_assign's data: every fourth centroid (3, 7, ...) taken as
- * moved, rows 7, 57, ... in cluster 3 (moved: each must be sent on to the
- * assignment over every centroid) and the others in cluster 0 (not moved),
- * so each of those keeps it and returns the pass's bound v, which
- * km_drift's rule takes to be at least each moved centroid's cosine less
- * KM_EPS (2^-13). The largest exact cosine over the moved centroids must
- * not lie more than 2^-13 over v: the rule's soundness. The pass forms v
- * from the main bf16 products alone, raised by KM_EPS_HI - KM_EPS (2^-6 -
+ * moved. Without join, rows 7, 57, ... in cluster 3 (moved: each must be
+ * sent on to the assignment over every centroid) and the others in cluster
+ * 0 (not moved), so each of those keeps it and returns the pass's bound v,
+ * which km_drift's rule takes to be at least each moved centroid's cosine
+ * less KM_EPS (2^-13). The largest exact cosine over the moved centroids
+ * must not lie more than 2^-13 over v: the rule's soundness. The pass forms
+ * v from the main bf16 products alone, raised by KM_EPS_HI - KM_EPS (2^-6 -
  * 2^-13; kernels/cuda_kmeans.cu derives their error under 2^-6.98 of the
  * cosine), so v less that lift must lie within 0x1.1p-7 of the largest
- * exact cosine too. */
+ * exact cosine too. With join every row starts in a moved cluster, its
+ * unmoved centroids taken as far below (the joined rows' rule over the
+ * moved ones alone): each row sent on must hold the exact best over every
+ * centroid, each other the exact best over the moved ones, over their
+ * second by at least 2^-12 (the rule's exact gap, 2 KM_EPS under its
+ * KM_CLEAR); at least one row decided there (109-291 a run by a model of
+ * these data, but none in "walk", whose moved centroids lie closer to each
+ * other than the rule's 2^-5 of slack). */
 static void check_kmeans_moved(int32_t d, int32_t k, int32_t M, int32_t step, int mode,
-                               uint64_t seed)
+                               bool join, uint64_t seed)
 {
     double *f = xmalloc((size_t)M * d * sizeof *f), *c = xmalloc((size_t)k * d * sizeof *c);
     double *fn = xmalloc((size_t)M * sizeof *fn), *cn = xmalloc((size_t)k * sizeof *cn);
     float *bound = xmalloc((size_t)M * sizeof *bound);
     int32_t *cl = xmalloc((size_t)M * sizeof *cl), *moved = xmalloc((size_t)k * sizeof *moved);
+    int32_t *redo = xmalloc((size_t)M * sizeof *redo);
+    bool *on = xmalloc((size_t)M * sizeof *on);
     km_test_data(d, k, M, mode, seed, f, c, fn, cn);
     int32_t nmoved = 0, redo_n = -1;
     for (int32_t j = 3; j < k; j += step)
         moved[nmoved++] = j;
     int32_t want_redo = 0;
     for (int32_t m = 0; m < M; m++) {
-        cl[m] = m % 50 == 7 ? 3 : 0;
+        cl[m] = join ? moved[m % nmoved] : m % 50 == 7 ? 3 : 0;
         want_redo += m % 50 == 7;
+        on[m] = false;
     }
-    CHECK(ckv_gpu_kmeans_moved(f, fn, c, cn, M, k, d, moved, nmoved, cl, bound, &redo_n, err));
-    double over = -INFINITY, est_err = 0;
+    CHECK(ckv_gpu_kmeans_moved(f, fn, c, cn, M, k, d, moved, nmoved, join, cl, bound, redo,
+                               &redo_n, err));
+    double over = -INFINITY, est_err = 0, least = INFINITY;
+    int32_t wrong = 0;  /* rows off their exact best, or listed wrongly */
+    for (int32_t i = 0; i < redo_n && i < M; i++) {
+        const bool in = redo[i] >= 0 && redo[i] < M;
+        wrong += !in || on[redo[i]];
+        if (in)
+            on[redo[i]] = true;
+    }
     for (int32_t m = 0; m < M; m++) {
+        double second;
+        int32_t bj;
+        if (join) {
+            /* Sent on: the best of all; joined: of the moved, by its gap. */
+            const double bs = km_test_best(f, c, fn, cn, d, m, on[m] ? NULL : moved,
+                                           on[m] ? k : nmoved, &bj, &second);
+            wrong += cl[m] != bj;
+            if (!on[m])
+                least = bs - second < least || isnan(bs - second) ? bs - second : least;
+            continue;
+        }
         if (m % 50 == 7)
             continue;
-        double bs = -INFINITY;
-        for (int32_t i = 0; i < nmoved; i++) {
-            const int32_t j = moved[i];
-            const double sim = km_test_cos(f + (size_t)m * d, c + (size_t)j * d, fn[m], cn[j], d);
-            bs = sim > bs ? sim : bs;
-        }
+        const double bs = km_test_best(f, c, fn, cn, d, m, moved, nmoved, &bj, &second);
         const double o = bs - bound[m], e = fabs((double)bound[m] - (0x1p-6 - 0x1p-13) - bs);
         over = o > over || isnan(o) ? o : over;
         est_err = e > est_err || isnan(e) ? e : est_err;
     }
-    const bool ok = redo_n == want_redo && over <= 0x1p-13 && est_err <= 0x1.1p-7;
+    bool ok;
+    if (join) {
+        ok = redo_n >= 0 && (redo_n < M || mode == KM_WALK) && !wrong && least >= 0x1p-12;
+        printf("     kmeans moved pass, joined rows: head_dim %3d, %d of %d centroids moved, %s "
+               "features: %d of %d rows decided there, the least exact gap %.2e (at least "
+               "2^-12); %d rows off the exact best  %s\n",
+               d, nmoved, k, km_mode_name[mode], M - redo_n, M, least, wrong,
+               ok ? "PASS" : "FAIL");
+    } else {
+        ok = redo_n == want_redo && over <= 0x1p-13 && est_err <= 0x1.1p-7;
+        printf("     kmeans moved pass: head_dim %3d, %d of %d centroids moved, %s features: %d "
+               "of %d rows sent on (want %d); the exact best over v by %.2e (at most 2^-13); "
+               "the main products off by %.2e (at most %.2e)  %s\n",
+               d, nmoved, k, km_mode_name[mode], redo_n, M, want_redo, over, est_err, 0x1.1p-7,
+               ok ? "PASS" : "FAIL");
+    }
     runs++;
     failures += !ok;
-    printf("     kmeans moved pass: head_dim %3d, %d of %d centroids moved, %s features: %d of "
-           "%d rows sent on (want %d); the exact best over v by %.2e (at most 2^-13); the main "
-           "products off by %.2e (at most %.2e)  %s\n",
-           d, nmoved, k, km_mode_name[mode], redo_n, M, want_redo, over, est_err, 0x1.1p-7,
-           ok ? "PASS" : "FAIL");
     free(f);
     free(c);
     free(fn);
@@ -1255,6 +1423,8 @@ static void check_kmeans_moved(int32_t d, int32_t k, int32_t M, int32_t step, in
     free(bound);
     free(cl);
     free(moved);
+    free(redo);
+    free(on);
 }
 
 /* check_kmeans_assign without the estimate and, at the head_dims that have
@@ -1321,6 +1491,21 @@ static int run_sources(const char *dump)
     source_free(&s);
     duplicated(&s, "synth-dup128", 4 * SYN_KV, 2 * SYN_D, 10);
     run_source(&s, true, "kmeans");
+    source_free(&s);
+    /* K-Means's lazy features, forced and poisoned (run_lazy), at both
+     * head_dims the estimate takes, on ragged keys and on the duplicated
+     * ones (the own pass leaves their near rows to the exact passes). */
+    synthetic(&s, "synth-lazy", true, SYN_KV, SYN_HEADS, SYN_D, 11);
+    run_lazy(&s);
+    source_free(&s);
+    synthetic(&s, "synth-lazy128", true, SYN_KV, 4 * SYN_KV, 2 * SYN_D, 12);
+    run_lazy(&s);
+    source_free(&s);
+    duplicated(&s, "synth-lazydup", SYN_HEADS, SYN_D, 13);
+    run_lazy(&s);
+    source_free(&s);
+    duplicated(&s, "synth-lazydup128", 4 * SYN_KV, 2 * SYN_D, 14);
+    run_lazy(&s);
     source_free(&s);
     compressed_once(&s);
     run_source(&s, true, NULL);
@@ -1455,13 +1640,26 @@ int main(int argc, char **argv)
                  * centroid 1500 is also row 100's own, which moves that row's best). */
                 check_kmeans_forms(km_dims[i], 2100, 140, KM_WALK, (uint64_t)(170 + i));
                 check_kmeans_forms(km_dims[i], 2100, 100, KM_WALK, (uint64_t)(180 + i));
-                for (int mode = KM_UNIT; mode <= KM_FULL; mode++)
-                    check_kmeans_moved(km_dims[i], 345, 300, 4, mode,
-                                       (uint64_t)(190 + 4 * i + mode));
-                check_kmeans_moved(km_dims[i], 2100, 300, 4, KM_WALK, (uint64_t)(198 + i));
-                /* 43 moved (one tile, kept across a block's blocks of rows) over
-                 * 513 rows: a block's last block of rows full, then one row. */
-                check_kmeans_moved(km_dims[i], 345, 513, 8, KM_FULL, (uint64_t)(200 + i));
+                /* Each without and with the joined rows' rule. */
+                for (int join = 0; join < 2; join++) {
+                    for (int mode = KM_UNIT; mode <= KM_FULL; mode++)
+                        check_kmeans_moved(km_dims[i], 345, 300, 4, mode, join,
+                                           (uint64_t)(190 + 4 * i + mode));
+                    check_kmeans_moved(km_dims[i], 2100, 300, 4, KM_WALK, join,
+                                       (uint64_t)(198 + i));
+                    /* 43 moved (one tile, kept across a block's blocks of rows) over
+                     * 513 rows: a block's last block of rows full, then one row. */
+                    check_kmeans_moved(km_dims[i], 345, 513, 8, KM_FULL, join,
+                                       (uint64_t)(200 + i));
+                }
+                /* The exact pass over the candidate tiles: 50 rows (the
+                 * warpgroups split the tiles) and 140 (each its own rows). */
+                for (int mode = KM_NEAR; mode <= KM_TIE; mode++) {
+                    check_kmeans_forms(km_dims[i], 8400, 50, mode,
+                                       (uint64_t)(210 + 4 * i + 2 * (mode - KM_NEAR)));
+                    check_kmeans_forms(km_dims[i], 8400, 140, mode,
+                                       (uint64_t)(211 + 4 * i + 2 * (mode - KM_NEAR)));
+                }
             }
         }
         if (run_sources(dump))
