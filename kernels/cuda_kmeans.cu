@@ -483,7 +483,8 @@ static size_t km_feat_smem(int32_t d)
 // key's norm n and y = ckv_ddiv_rcp(n), formed once a row: the one division
 // the feature, its norm's chain and the own pass's coordinates all take, so
 // that they see the same double, __ddiv_rn's (a feature of zero norm is
-// zero, as the CPU's).
+// zero, as the CPU's; a quick row's chain and coordinates see a -0 as +0:
+// km_quick).
 template <typename Elem>
 __device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int32_t i)
 {
@@ -568,10 +569,11 @@ struct km_feat_out {
 // coordinates): its sort key (its cell of a0 and a1, then a2: KM_OWN_KEY), and its
 // record, the coordinates times s rounded and saturated to int8, with side
 // = (|q|^2, E rounded up as float bits). Each coordinate is the same double
-// as the feature's. A warp a row after the feature chains cost the feature
-// kernel 0.175 ms at SmolLM2's 32K call under ncu (run ZO: one dependent
-// chain of divisions and shuffles a row); a thread's 16 divisions are
-// independent of each other, beside the chains of the block's other rows.
+// as the feature's (a quick row's -0 as +0, the same entries). A warp a
+// row after the feature chains cost the feature kernel 0.175 ms at
+// SmolLM2's 32K call under ncu (run ZO: one dependent chain of divisions
+// and shuffles a row); a thread's 16 divisions are independent of each
+// other, beside the chains of the block's other rows.
 template <typename Elem>
 __device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, bool quick,
                                              const int32_t *ax, double s, size_t at,
