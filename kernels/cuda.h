@@ -62,8 +62,10 @@ bool ckv_cuda_wgmma(void);
  * ON: every call with the estimate (head_dim 64 or 128), at any shape (the
  * tests'); AUTO (the default): decode-time calls whose features are mostly
  * unread. CKV_KM_LAZY=0 / 1 at the first use gives OFF / ON; process-wide;
- * takes effect for the calls that follow. Results are bit-identical either
- * way. */
+ * takes effect for the calls that follow. The compressed caches are
+ * bit-identical either way: a lazy call's bf16 splits, which only the
+ * estimate and the pass over moved centroids read, may differ in their last
+ * bits, inside their bounds. */
 typedef enum { CKV_KM_LAZY_OFF = 0, CKV_KM_LAZY_ON = 1, CKV_KM_LAZY_AUTO = 2 } ckv_km_lazy;
 void ckv_cuda_set_km_lazy(ckv_km_lazy mode);
 ckv_km_lazy ckv_cuda_km_lazy(void);

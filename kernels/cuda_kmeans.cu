@@ -69,13 +69,16 @@ __device__ __forceinline__ void km_move_row(int32_t *cl, int32_t *chg, int32_t *
     cl[base + m] = j;
 }
 
-// An operand of the estimate: x as hi + lo, hi x rounded to bf16 (through
-// float) and lo the rest rounded to bf16: |lo| <= 2^-8 |x| and hi + lo
-// within 2^-16 |x| of x where both stay normal (bf16 keeps 8 bits).
-__device__ __forceinline__ void km_split(double x, ckv_bf16 &hi, ckv_bf16 &lo)
+// An operand of the estimate: x as hi + lo, hi x rounded to bf16 and lo
+// the rest (exact in float) rounded to bf16: |lo| <= 2^-8 |x| and hi + lo
+// within 2^-16 |x| of x where both stay normal (bf16 keeps 8 bits). A
+// double's caller passes it rounded to float (one conversion, at an eighth
+// of the FP32 rate on Hopper, where the rest in double took three), which
+// moves hi + lo by 2^-24 |x| more: the estimate's bounds below take it.
+__device__ __forceinline__ void km_split(float x, ckv_bf16 &hi, ckv_bf16 &lo)
 {
-    hi = ckv_to_bf16((float)x);
-    lo = ckv_to_bf16((float)(x - (double)ckv_from_bf16(hi)));
+    hi = ckv_to_bf16(x);
+    lo = ckv_to_bf16(x - ckv_from_bf16(hi));
 }
 
 // Chunk q of a row's split (q < d / 4; d a multiple of 16), as the
@@ -90,10 +93,10 @@ __device__ __forceinline__ uint4 km_split_chunk(const double *x, int32_t q)
 {
     const int32_t k = 16 * (q / 4) + 2 * (q % 4);
     ckv_bf16 h[4], l[4];
-    km_split(x[k], h[0], l[0]);
-    km_split(x[k + 1], h[1], l[1]);
-    km_split(x[k + 8], h[2], l[2]);
-    km_split(x[k + 9], h[3], l[3]);
+    km_split((float)x[k], h[0], l[0]);
+    km_split((float)x[k + 1], h[1], l[1]);
+    km_split((float)x[k + 8], h[2], l[2]);
+    km_split((float)x[k + 9], h[3], l[3]);
     return make_uint4(ckv_pack_bf16(h[0], h[1]), ckv_pack_bf16(h[2], h[3]),
                       ckv_pack_bf16(l[0], l[1]), ckv_pack_bf16(l[2], l[3]));
 }
@@ -141,9 +144,11 @@ __global__ void km_split_kernel(const double *x, uint32_t *y, const int32_t *n,
 // (km_split: f = fh + fl, c = ch + cl) as fh ch + (fh cl + fl ch), the
 // cross products summed apart. Where both norms lie in [2^-50, 2^50] it
 // is within KM_EPS of the cosine:
-//  - the dropped fl cl (2^-16) and the splits' two rests (2^-16 each)
-//    move each product by at most about 3 x 2^-16 |f_i c_i|, so the sum by
-//    2^-14.4 of sum |f_i c_i| <= fn cn (Cauchy-Schwarz); the 3 D products
+//  - the dropped fl cl (2^-16) and the splits' two rests (2^-16 each, and
+//    2^-22.9 more where a split is a lazy call's float product or a
+//    double's rounding to float: km_split, km_quick) move each product by
+//    at most about 3 x 2^-16 + 2^-21.9 |f_i c_i|, so the sum by 2^-14.4 of
+//    sum |f_i c_i| <= fn cn (Cauchy-Schwarz); the 3 D products
 //    flushed below 2^-126 by 2^-117.4 against fn cn >= 2^-100;
 //  - the products are exact in fp32. If each mma step's 17 addends (an
 //    m16n8k16 of mma.sync or a k16 step of wgmma) were truncated by up to an
@@ -204,15 +209,15 @@ constexpr float KM_TAU = 0x1p-22f;
 // the row, the best's and the second's: the pass over them takes the main
 // products fh ch alone, each within KM_EPS_HI of the cosine (norms as
 // KM_EPS's). The dropped fh (c - ch) + (f - fh) c is at most (2^-8 +
-// 2^-24)(2 + 2^-8) |f_i c_i| a dimension (the split's hi within 2^-8 +
-// 2^-24 of x, the float step included), so the sum moves by 2^-6.99 of
-// fn cn (Cauchy-Schwarz); the sums' truncation and the roundings (KM_EPS's
-// model) add under 2^-15: 51% of KM_EPS_HI. The rule raises an estimate by
-// KM_EPS_HI - KM_EPS, so that a moved cosine stays under it + KM_EPS, and
-// lowers a joined row's best as much: looser bounds than the three
-// products' (a row near a moved centroid may go to the estimate over
-// every centroid instead of keeping or joining a cluster), never wrong
-// ones, for a third of the products.
+// 2^-22.9)(2 + 2^-8) |f_i c_i| a dimension (the split's hi within 2^-8 +
+// 2^-22.9 of x, the float step or a lazy call's product included), so
+// the sum moves by 2^-6.99 of fn cn (Cauchy-Schwarz); the sums' truncation
+// and the roundings (KM_EPS's model) add under 2^-15: 51% of KM_EPS_HI.
+// The rule raises an estimate by KM_EPS_HI - KM_EPS, so that a moved
+// cosine stays under it + KM_EPS, and lowers a joined row's best as much:
+// looser bounds than the three products' (a row near a moved centroid may
+// go to the estimate over every centroid instead of keeping or joining a
+// cluster), never wrong ones, for a third of the products.
 constexpr float KM_EPS_HI = 0x1p-6f;
 enum { KM_MOVED_PART = 4 };
 
@@ -478,11 +483,35 @@ static size_t km_feat_smem(int32_t d)
 // key's norm n and y = ckv_ddiv_rcp(n), formed once a row: the one division
 // the feature, its norm's chain and the own pass's coordinates all take, so
 // that they see the same double, __ddiv_rn's (a feature of zero norm is
-// zero, as the CPU's).
+// zero, as the CPU's; a quick row's chain and coordinates see a -0 as +0:
+// km_quick).
 template <typename Elem>
 __device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int32_t i)
 {
     return n < 1e-30 ? 0 : ckv_ddiv((double)ckv_kv_get(x, i), n, y);
+}
+
+// A row is quick where its key norm n lies in [2^-60, 2^60]. Then every
+// nonzero key element (bf16 or fp32: at least 2^-149, at most n) has a
+// quotient in [2^-209, 1], so ckv_ddiv's fast path holds and its quotient
+// is __ddiv_rn's, without the tests (km_feat_quick); a zero element gives
+// +0 where __ddiv_rn keeps a -0's sign, which the norm's chain squares away
+// and the own pass's coordinates never see (its products, roundings and
+// bands take -0 as +0). And a lazy call's store takes the row's splits from
+// key x (float)ckv_ddiv_rcp(n) in float (normal, and no product overflows):
+// within 2^-22.9 |x / n| of the feature (the reciprocal within 2^-51 of 1 /
+// n, two roundings of 2^-24; 2^-150 absolute below 2^-126), which the
+// estimate's bounds take.
+__device__ __forceinline__ bool km_quick(double n)
+{
+    return n >= 0x1p-60 && n <= 0x1p60;
+}
+
+template <typename Elem>
+__device__ __forceinline__ double km_feat_quick(const Elem *x, double n, double y, int32_t i)
+{
+    bool ok;
+    return ckv_ddiv_fast((double)ckv_kv_get(x, i), n, y, ok);
 }
 
 // Dimensions at(0) .. at(G - 1) of R features (km_feat's doubles; row s's
@@ -490,11 +519,18 @@ __device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int
 // issued together with one test of their fast paths: a division's own
 // branch keeps each in turn, a dependent FP64 chain (the 8B's 128K call
 // 23.41 -> 22.92 ms with the norm's chain in fours, runs ZZ41, ZZ42).
-template <int32_t R, int32_t K, typename Elem, typename At>
+// QUICK: rows that are (km_quick), without the tests.
+template <int32_t R, bool QUICK = false, int32_t K, typename Elem, typename At>
 __device__ __forceinline__ void km_feats(const Elem *const *x, const double *n, const double *y,
                                          At at, double (&q)[K])
 {
     constexpr int32_t G = K / R;
+    if constexpr (QUICK) {
+#pragma unroll
+        for (int32_t k = 0; k < K; k++)
+            q[k] = km_feat_quick(x[k / G], n[k / G], y[k / G], at(k % G));
+        return;
+    }
     bool ok = true;
 #pragma unroll
     for (int32_t k = 0; k < K; k++) {
@@ -533,20 +569,22 @@ struct km_feat_out {
 // coordinates): its sort key (its cell of a0 and a1, then a2: KM_OWN_KEY), and its
 // record, the coordinates times s rounded and saturated to int8, with side
 // = (|q|^2, E rounded up as float bits). Each coordinate is the same double
-// as the feature's. A warp a row after the feature chains cost the feature
-// kernel 0.175 ms at SmolLM2's 32K call under ncu (run ZO: one dependent
-// chain of divisions and shuffles a row); a thread's 16 divisions are
-// independent of each other, beside the chains of the block's other rows.
+// as the feature's (a quick row's -0 as +0, the same entries). A warp a
+// row after the feature chains cost the feature kernel 0.175 ms at
+// SmolLM2's 32K call under ncu (run ZO: one dependent chain of divisions
+// and shuffles a row); a thread's 16 divisions are independent of each
+// other, beside the chains of the block's other rows.
 template <typename Elem>
-__device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, const int32_t *ax,
-                                             double s, size_t at, const km_feat_out &o)
+__device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, bool quick,
+                                             const int32_t *ax, double s, size_t at,
+                                             const km_feat_out &o)
 {
     uint32_t w[4] = {0, 0, 0, 0};
     int32_t n2 = 0;
     double e2 = 0, a0 = 0, a1 = 0, a2 = 0;
 #pragma unroll
     for (int a = 0; a < KM_OWN_AXES; a++) {
-        const double c = km_feat(x, n, y, ax[a]);
+        const double c = quick ? km_feat_quick(x, n, y, ax[a]) : km_feat(x, n, y, ax[a]);
         a0 = a == 0 ? c : a0;
         a1 = a == 1 ? c : a1;
         a2 = a == 2 ? c : a2;
@@ -570,6 +608,19 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, 
         make_int2(n2, __float_as_int(__fmul_ru(__double2float_ru(sqrt(e2)), 1 + 0x1p-20f)));
 }
 
+// The split of a warp's dimension b + lane of a row (b a multiple of 32,
+// d 64 or 128: every lane has one) into fs at the lane's word at: each pair
+// of lanes (dimensions i, i ^ 1) swaps its splits, so that the even lane
+// stores the pair's his and the odd its los, one 4-byte store a lane
+// (km_split_word).
+__device__ __forceinline__ void km_split_store(float v, int32_t lane, uint32_t *at)
+{
+    ckv_bf16 hi, lo;
+    km_split(v, hi, lo);
+    const uint32_t mine = ckv_pack_bf16(hi, lo), other = __shfl_xor_sync(0xffffffffu, mine, 1);
+    *at = lane & 1 ? (other >> 16) | (mine & 0xffff0000u) : (mine & 0xffffu) | (other << 16);
+}
+
 // A warp's store of SR rows' features and splits (see km_feature_kernel):
 // rows r, r + FEAT_ROWS / 32, ... (one past the block's rows: row r again,
 // not stored), the lane's dimensions b0 + lane, + 32, ... + 32 (G - 1) of
@@ -577,7 +628,9 @@ __device__ __forceinline__ void km_own_entry(const Elem *x, double n, double y, 
 // 8B's 128K call 22.9 -> 22.55 ms, run ZZ43). G divides d / 32 where it
 // can, so that no division is of a dimension past d (group 4 at SmolLM2's
 // head_dim 64 divided each row twice over: its 128K call 5.46-5.51 -> 5.56
-// ms, run ZZ44). LAZY: the splits alone (km_lazy_call).
+// ms, run ZZ44). LAZY: the splits alone (km_lazy_call), from float
+// products where every row of the warp's is quick (km_quick; the same rows
+// in every lane, so the branch is the warp's), else divided.
 template <int32_t G, int32_t SR, bool LAZY, typename Elem>
 __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const double *rn,
                                               const double *ry, int32_t r, int32_t rows,
@@ -586,12 +639,33 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
 {
     const Elem *x[SR];
     double n[SR], y[SR];
+    bool quick = LAZY;
 #pragma unroll
     for (int32_t s = 0; s < SR; s++) {
         const int32_t rr = r + s * (FEAT_ROWS / 32) < rows ? r + s * (FEAT_ROWS / 32) : r;
         x[s] = sm + rr * st;
         n[s] = rn[rr];
         y[s] = ry[rr];
+        quick = quick && km_quick(n[s]);
+    }
+    if (LAZY && quick) {
+        float yf[SR];
+#pragma unroll
+        for (int32_t s = 0; s < SR; s++)
+            yf[s] = (float)y[s];
+        for (int32_t b0 = 0; b0 < d; b0 += 32 * G)
+#pragma unroll
+            for (int32_t s = 0; s < SR; s++) {
+                if (r + s * (FEAT_ROWS / 32) >= rows)
+                    break;
+                uint32_t *const fs = o.fs + f0 + (size_t)(r + s * (FEAT_ROWS / 32)) * d + at;
+#pragma unroll
+                for (int32_t g = 0; g < G; g++) {
+                    const int32_t b = b0 + 32 * g;
+                    km_split_store(ckv_kv_get(x[s], b + lane) * yf[s], lane, fs + b / 2);
+                }
+            }
+        return;
     }
     for (int32_t b0 = 0; b0 < d; b0 += 32 * G) {
         double q[SR * G];
@@ -609,15 +683,8 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
                 const double v = q[s * G + g];
                 if constexpr (!LAZY)
                     o.f[fo + i] = v;
-                if (!o.fs)
-                    continue;
-                ckv_bf16 hi, lo;
-                km_split(v, hi, lo);
-                const uint32_t mine = ckv_pack_bf16(hi, lo),
-                               other = __shfl_xor_sync(0xffffffffu, mine, 1);
-                const uint32_t w = lane & 1 ? (other >> 16) | (mine & 0xffff0000u)
-                                            : (mine & 0xffffu) | (other << 16);
-                o.fs[fo + at + b / 2] = w;
+                if (o.fs)
+                    km_split_store((float)v, lane, o.fs + fo + at + b / 2);
             }
         }
     }
@@ -632,8 +699,12 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
 // 8B's 128K call 22.5 -> 22.2 ms (run ZZ45); and its store's SR = 2 rows
 // at once (the kernel 4.29 -> 4.18 ms there, run ZZ47). LAZY (with the
 // splits, km_lazy_call): no f64 feature stored but each row's key norm, from
-// which km_mat_row forms a row's features where a kernel reads them.
-template <typename Elem, int32_t CG, int32_t SR, int32_t BLOCKS, bool LAZY>
+// which km_mat_row forms a row's features where a kernel reads them. D: the
+// head_dim where it is one of the estimate's, 64 or 128 (the lazy forms
+// only), so that the copies, the chains' bounds and the store's dispatch
+// fold (read at run time, d was dispatched on again at every row); 0
+// elsewhere, p.d at run time.
+template <typename Elem, int32_t D, int32_t CG, int32_t SR, int32_t BLOCKS, bool LAZY>
 __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     km_feature_kernel(const Elem *keys, km_feat_out o, int32_t *dest, const int32_t *act,
                       const int32_t *T, const int32_t *M_of, km_params p)
@@ -653,7 +724,8 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     const int32_t rows = min(t0 + FEAT_ROWS - p.sinks, M_of[lh]) - m0;
     if (rows <= 0)
         return;  // the whole block leaves together
-    const int32_t d = p.d, st = km_feat_stride<Elem>(d), warp = threadIdx.x / 32,
+    static_assert(!LAZY || D, "the lazy form is the estimate's: head_dim 64 or 128");
+    const int32_t d = D ? D : p.d, st = km_feat_stride<Elem>(d), warp = threadIdx.x / 32,
                   lane = threadIdx.x % 32;
     // The block's keys, 4-byte words (the launch takes d sizeof(Elem) a
     // multiple of 4), a row's a warp, with cp.async: every row's copies in
@@ -683,11 +755,17 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
         n = sqrt(n);
         const double y = ckv_ddiv_rcp(n);
         // CG divisions at once (km_feats); past d, dimension d - 1 again,
-        // unused.
+        // unused. A quick row's without the tests (at D alone: in the
+        // generic form the arm spilled 100 bytes in a trial build).
+        const bool quick = D != 0 && km_quick(n);
         double s = 0;
         for (int32_t b = 0; b < d; b += CG) {
             double q[CG];
-            km_feats<1>(&x, &n, &y, [=](int32_t i) { return min(b + i, d - 1); }, q);
+            const auto at = [=](int32_t i) { return min(b + i, d - 1); };
+            if (quick)
+                km_feats<1, true>(&x, &n, &y, at, q);
+            else
+                km_feats<1>(&x, &n, &y, at, q);
 #pragma unroll
             for (int32_t i = 0; i < CG; i++)
                 if (b + i < d)
@@ -706,7 +784,8 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
         }
         if (h) {
             if (j >= 0) {
-                km_own_entry(x, n, y, ax, __int_as_float(h[KM_OWN_SCALE]), base + j, o);
+                km_own_entry(x, n, y, quick, ax, __int_as_float(h[KM_OWN_SCALE]), base + j,
+                             o);
                 if (!(fn < 1e-30 || km_unit(fn)))
                     km_flag(h + KM_OWN_BAD);
             }
@@ -719,11 +798,10 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     }
     __syncthreads();
     // Each feature is divided again here, from the same key, norm and
-    // reciprocal: the same double as the chain's. With fs (d 64 or 128: every
-    // lane has a dimension at every step), each pair of lanes (dimensions i,
-    // i ^ 1) swaps its splits, so that the even lane stores the pair's his
-    // and the odd its los: a warp's 32 dimensions fill 64 contiguous bytes
-    // of the split's his and 64 of its los with one 4-byte store a lane.
+    // reciprocal: the same double as the chain's (but a lazy call's quick
+    // rows, km_feat_store). With fs (d 64 or 128: every lane has a
+    // dimension at every step), a warp's 32 dimensions fill 64 contiguous
+    // bytes of the split's his and 64 of its los (km_split_store).
     // A row's offsets and the lane's word of the split are formed once a
     // row (formed at every step, with the row's norm and centroid read
     // again, they were about a third of the loop's instructions: run ZZ10's
@@ -732,7 +810,9 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
     const int32_t at = km_split_word(lane, lane & 1, d);
     const size_t f0 = (base + m0) * d;  // the block's first row's feature and split
     for (int32_t r = warp; r < rows; r += FEAT_ROWS / 32 * SR) {
-        if (d % 128 == 0)
+        if constexpr (D)
+            km_feat_store<D / 32, SR, LAZY>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
+        else if (d % 128 == 0)
             km_feat_store<4, SR, LAZY>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
         else if (d % 64 == 0)
             km_feat_store<2, SR, LAZY>(sm, st, rn, ry, r, rows, d, lane, at, f0, o);
@@ -743,14 +823,14 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
 
 // km_feature_kernel in the form its shared memory suits: the 80-register
 // one where the 48-register one fits no more than 6 blocks an SM.
-template <typename Elem, bool LAZY>
+template <typename Elem, int32_t D, bool LAZY>
 static ckv_status km_feat_launch(const Elem *keys, const km_feat_out &o, int32_t *dest,
                                  const ckv_pol *x, dim3 grid, const km_params &kp,
                                  ckv_error *err)
 {
     const size_t smem = km_feat_smem<Elem>(x->d);
-    const auto narrow = km_feature_kernel<Elem, 4, 1, 10, LAZY>,
-               wide = km_feature_kernel<Elem, 8, 2, 6, LAZY>;
+    const auto narrow = km_feature_kernel<Elem, D, 4, 1, 10, LAZY>,
+               wide = km_feature_kernel<Elem, D, 8, 2, 6, LAZY>;
     ckv_status st = ckv_pol_allow_smem(narrow, smem, "cuda kmeans", err);
     if (st)
         return st;
@@ -764,6 +844,21 @@ static ckv_status km_feat_launch(const Elem *keys, const km_feat_out &o, int32_t
         return st;
     wide<<<grid, FEAT_ROWS, smem, x->s>>>(keys, o, dest, x->act, x->T, x->x, kp);
     return CKV_OK;
+}
+
+// The feature kernel's form for the call: its head_dim a constant at the
+// estimate's (the lazy form only there: km_lazy_call).
+template <typename Elem>
+static ckv_status km_features(bool lazy, const Elem *keys, const km_feat_out &o, int32_t *dest,
+                              const ckv_pol *x, dim3 grid, const km_params &kp, ckv_error *err)
+{
+    if (x->d == 64)
+        return (lazy ? km_feat_launch<Elem, 64, true> : km_feat_launch<Elem, 64, false>)(
+            keys, o, dest, x, grid, kp, err);
+    if (x->d == 128)
+        return (lazy ? km_feat_launch<Elem, 128, true> : km_feat_launch<Elem, 128, false>)(
+            keys, o, dest, x, grid, kp, err);
+    return km_feat_launch<Elem, 0, false>(keys, o, dest, x, grid, kp, err);
 }
 
 // The reciprocals and scales of k centroids of given norms, as the policy
@@ -3722,12 +3817,12 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
 // ON at any shape, AUTO where few rows' features are read: a decode-time
 // call (the largest M - k at most KM_EST_SLICE_ROWS, 192) whose first pass
 // takes the wgmma estimate and its candidate tiles (the exact pass forms
-// the centroids of the flagged tiles, not of all) and whose key rows are at
-// least 256 bytes (bf16 head_dim 128, f32 64 or more: where the feature
-// kernel's bytes, not its instructions, bound it). A prefill-time call
-// reads every row's features: eager.
+// the centroids of the flagged tiles, not of all). At head_dim 64 too:
+// there the feature kernel is bound by its instructions, and a lazy
+// call's splits from float products (km_feat_store) save most of the
+// store's. A prefill-time call reads every row's features: eager.
 static bool km_lazy_call(const ckv_pol *x, const km_params &kp, const int32_t *act,
-                         const int32_t *M_of, const km_room &room, size_t elem)
+                         const int32_t *M_of, const km_room &room)
 {
     const ckv_km_lazy mode = ckv_cuda_km_lazy();
     if (mode == CKV_KM_LAZY_OFF || !km_estimates(x->d))
@@ -3739,7 +3834,7 @@ static bool km_lazy_call(const ckv_pol *x, const km_params &kp, const int32_t *a
         if (act[lh] && M_of[lh] - kp.k > most)
             most = M_of[lh] - kp.k;
     return room.wg && x->lists <= KM_SLICE_LISTS && (kp.k + KN - 1) / KN <= KM_CAND_TILES &&
-           most <= KM_EST_SLICE_ROWS && x->d * elem >= 256;
+           most <= KM_EST_SLICE_ROWS;
 }
 
 ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err)
@@ -3802,10 +3897,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->grp, km_group_bytes(w->lists), err)) ||
         (st = ckv_pol_upload_plan(x, err)))
         return st;
-    bool lazy = false;
-    ckv_pol_kv(c, [&](auto *k, auto *) {
-        lazy = km_lazy_call(x, kp, act, M_of, room, sizeof(*k));
-    });
+    const bool lazy = km_lazy_call(x, kp, act, M_of, room);
     // The lazy form's key norms (slots) and formed rows' bits (km_mat_row),
     // cleared for the call; the tests' poison (trace) fills the features
     // with NaN, so that a row a reader takes unformed shows in the results.
@@ -3896,8 +3988,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                                fs,        w->cw,     w->cnorm,  crec,
                                w->cscale, own_hdr,   w->ikey,   w->ival,
                                w->redo,   dr.redo_n, own_rec_c, own_side_c};
-        st = (lazy ? km_feat_launch<Elem, true> : km_feat_launch<Elem, false>)(
-            k, o, w->dest, x, over_t, kp, err);
+        st = km_features(lazy, k, o, w->dest, x, over_t, kp, err);
     });
     if (st)
         return st;
