@@ -554,7 +554,6 @@ __device__ __forceinline__ void km_feats(const Elem *const *x, const double *n, 
 struct km_feat_out {
     double *f, *fnorm;
     double *kn;  // the lazy form's key norms (km_lazy_call), NULL in the eager
-
     uint32_t *fs;
     uint8_t *cw;  // km_cen_row's flags: the centroids start unwritten
     double *cnorm, *crec;
@@ -756,7 +755,7 @@ __global__ void __launch_bounds__(FEAT_ROWS, BLOCKS)
         const double y = ckv_ddiv_rcp(n);
         // CG divisions at once (km_feats); past d, dimension d - 1 again,
         // unused. A quick row's without the tests (at D alone: in the
-        // generic form the arm spilled 100 bytes in a trial build).
+        // generic form, fp32's narrow kernel then spills 100 bytes, ptxas).
         const bool quick = D != 0 && km_quick(n);
         double s = 0;
         for (int32_t b = 0; b < d; b += CG) {

@@ -688,10 +688,10 @@ static void run_source(source *s, bool all_budgets, const char *only)
 }
 
 /* s's K-Means runs with the lazy features forced (ckv_cuda_set_km_lazy
- * ON: the rule would leave these small shapes eager) and poisoned, so that
- * a row a reader takes before it was formed shows as a mismatch; the
- * source fails if no call took the lazy form (a test of the eager form
- * under this name). The caller's mode is restored. */
+ * ON: the rule leaves some of these small shapes' calls eager) and
+ * poisoned, so that a row a reader takes before it was formed shows as a
+ * mismatch; the source fails if no call took the lazy form (a test of the
+ * eager form under this name). The caller's mode is restored. */
 static void run_lazy(source *s)
 {
     const ckv_km_lazy was = ckv_cuda_km_lazy();
