@@ -3450,7 +3450,11 @@ struct km_mat_src {
 // of them all where every row has one, else every tile, a superset. The
 // kernel's rule is written again here, not shared (sharing it moved the
 // exact kernel's registers): keep the two in step. amb_n NULL: no rows,
-// every tile (the trace's centroid fill, km_cen_fill_kernel).
+// every tile (the trace's centroid fill, km_cen_fill_kernel). The bitmaps'
+// words are ORed a thread a word of a row, and the centroids tested a lane
+// each, the warp then forming the ones its ballot found: a warp testing one
+// centroid at a time waited on each cw load in turn, 64 a warp at
+// SmolLM2's 128K call (the kernel 0.07 ms a launch there, run ZZ58).
 template <typename Elem>
 __global__ void __launch_bounds__(256)
     km_mat_exact_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *amb,
@@ -3467,21 +3471,24 @@ __global__ void __launch_bounds__(256)
         u[w] = 0;
     __syncthreads();
     bool miss = !crow;  // a row without a bitmap: every tile
-    for (int32_t i = threadIdx.x; crow && i < n; i += blockDim.x) {
-        const int32_t c = crow[base + i];
+    for (int32_t e = threadIdx.x; crow && e < n * KM_CAND_WORDS; e += blockDim.x) {
+        const int32_t c = crow[base + e / KM_CAND_WORDS], w = e % KM_CAND_WORDS;
         miss = miss || c < 0;
-        for (int32_t w = 0; c >= 0 && w < KM_CAND_WORDS; w++)
+        if (c >= 0)
             atomicOr(u + w, cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w]);
     }
     const bool all = __syncthreads_or(miss);
     const int32_t warps = blockDim.x / 32, gw = blockIdx.x * warps + threadIdx.x / 32,
-                  nw = gridDim.x * warps;
+                  nw = gridDim.x * warps, lane = threadIdx.x % 32;
     for (int32_t i = gw; i < n; i += nw)
         km_mat_row(keys, s.kn, s.fb, s.f, base, amb[base + i], p);
-    for (int32_t j = gw; j < p.k; j += nw) {
-        const int32_t t = j / AN;
-        if ((all || u[t / 32] >> t % 32 & 1) && !(cw && cw[base + j]))
-            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k), p);
+    for (int32_t j0 = 32 * gw; j0 < p.k; j0 += 32 * nw) {
+        const int32_t j = j0 + lane, t = j / AN;
+        const bool need =
+            j < p.k && (all || u[t / 32] >> t % 32 & 1) && !(cw && cw[base + j]);
+        for (uint32_t m = __ballot_sync(0xffffffffu, need); m; m &= m - 1)
+            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j0 + __ffs(m) - 1, M_of[lh], p.k),
+                       p);
     }
 }
 
