@@ -3453,8 +3453,9 @@ struct km_mat_src {
 // every tile (the trace's centroid fill, km_cen_fill_kernel). The bitmaps'
 // words are ORed a thread a word of a row, and the centroids tested a lane
 // each, the warp then forming the ones its ballot found: a warp testing one
-// centroid at a time waited on each cw load in turn, 64 a warp at
-// SmolLM2's 128K call (the kernel 0.07 ms a launch there, run ZZ58).
+// centroid at a time, 64 a warp at SmolLM2's 128K call, took 0.07 ms a
+// launch there while reading little (run ZZ58: bound by latency, by the
+// count of its loads in turn).
 template <typename Elem>
 __global__ void __launch_bounds__(256)
     km_mat_exact_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *amb,
