@@ -698,7 +698,7 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
 // 8B's 128K call 22.5 -> 22.2 ms (run ZZ45); and its store's SR = 2 rows
 // at once (the kernel 4.29 -> 4.18 ms there, run ZZ47). LAZY (with the
 // splits, km_lazy_call): no f64 feature stored but each row's key norm, from
-// which km_mat_row forms a row's features where a kernel reads them. D: the
+// which km_mat_rows forms a row's features where a kernel reads them. D: the
 // head_dim where it is one of the estimate's, 64 or 128 (the lazy forms
 // only), so that the copies, the chains' bounds and the store's dispatch
 // fold (read at run time, d was dispatched on again at every row); 0
@@ -3414,26 +3414,33 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
 }
 
 // The lazy form's materializers (km_lazy_call): right before each reader of
-// f, the rows it will read. km_mat_row forms middle row m of list base once
-// a call (bit base + m of fb, cleared at the call's start; a warp's, its
-// lanes converged), by the eager store's code: km_feat from the key, its
-// norm kn and ckv_ddiv_rcp(kn), so the same doubles.
+// f, the rows it will read. km_mat_rows forms, once a call, middle row m of
+// list base offered by each lane where want (its bit base + m of fb,
+// cleared at the call's start; a warp's, its lanes converged): each lane
+// claims its row with one atomic, all at once, and the warp forms in turn
+// the rows its lanes claimed first (two lanes offering one row: one claims
+// it), by the eager store's code: km_feat from the key, its norm kn and
+// ckv_ddiv_rcp(kn), so the same doubles. A lane's claim takes one atomic's
+// latency where a warp claiming one row at a time took one a row.
 template <typename Elem>
-__device__ __forceinline__ void km_mat_row(const Elem *keys, const double *kn, uint32_t *fb,
-                                           double *f, size_t base, int32_t m, const km_params &p)
+__device__ __forceinline__ void km_mat_rows(const Elem *keys, const double *kn, uint32_t *fb,
+                                            double *f, size_t base, int32_t m, bool want,
+                                            const km_params &p)
 {
     const int32_t lane = threadIdx.x % 32;
-    const size_t at = base + m;
-    const uint32_t bit = 1u << (at % 32);
-    uint32_t was = 0;
-    if (lane == 0)
-        was = atomicOr(fb + at / 32, bit);
-    if (__shfl_sync(0xffffffffu, was, 0) & bit)
-        return;
-    const double n = kn[at], y = ckv_ddiv_rcp(n);
-    const Elem *const x = keys + (at + p.sinks) * p.d;
-    for (int32_t i = lane; i < p.d; i += 32)
-        f[at * p.d + i] = km_feat(x, n, y, i);
+    bool first = false;
+    if (want) {
+        const size_t at = base + m;
+        const uint32_t bit = 1u << (at % 32);
+        first = !(atomicOr(fb + at / 32, bit) & bit);
+    }
+    for (uint32_t b = __ballot_sync(0xffffffffu, first); b; b &= b - 1) {
+        const size_t at = base + __shfl_sync(0xffffffffu, m, __ffs(b) - 1);
+        const double n = kn[at], y = ckv_ddiv_rcp(n);
+        const Elem *const x = keys + (at + p.sinks) * p.d;
+        for (int32_t i = lane; i < p.d; i += 32)
+            f[at * p.d + i] = km_feat(x, n, y, i);
+    }
 }
 
 struct km_mat_src {
@@ -3451,8 +3458,8 @@ struct km_mat_src {
 // kernel's rule is written again here, not shared (sharing it moved the
 // exact kernel's registers): keep the two in step. amb_n NULL: no rows,
 // every tile (the trace's centroid fill, km_cen_fill_kernel). The bitmaps'
-// words are ORed a thread a word of a row, and the centroids tested a lane
-// each, the warp then forming the ones its ballot found: a warp testing one
+// words are ORed a thread a word of a row, and the centroids tested and
+// claimed a lane each, the warp then forming the ones claimed: a warp testing one
 // centroid at a time, 64 a warp at SmolLM2's 128K call, took 0.07 ms a
 // launch there while reading little (run ZZ58: bound by latency, by the
 // count of its loads in turn).
@@ -3482,35 +3489,36 @@ __global__ void __launch_bounds__(256)
     const int32_t warps = blockDim.x / 32, gw = blockIdx.x * warps + threadIdx.x / 32,
                   nw = gridDim.x * warps, lane = threadIdx.x % 32;
     for (int32_t i = gw; i < n; i += nw)
-        km_mat_row(keys, s.kn, s.fb, s.f, base, amb[base + i], p);
+        km_mat_rows(keys, s.kn, s.fb, s.f, base, amb[base + i], lane == 0, p);
     for (int32_t j0 = 32 * gw; j0 < p.k; j0 += 32 * nw) {
         const int32_t j = j0 + lane, t = j / AN;
         const bool need =
             j < p.k && (all || u[t / 32] >> t % 32 & 1) && !(cw && cw[base + j]);
-        for (uint32_t m = __ballot_sync(0xffffffffu, need); m; m &= m - 1)
-            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j0 + __ffs(m) - 1, M_of[lh], p.k),
-                       p);
+        km_mat_rows(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k), need, p);
     }
 }
 
 // Before an update (km_update_kernel, tl and tn as km_touch_list_kernel
 // leaves them): each listed cluster's members and, unwritten, its old
-// centroid's starting row; a warp a cluster.
+// centroid's starting row; a warp a cluster, its lanes 32 members each
+// turn (km_mat_rows).
 template <typename Elem>
 __global__ void __launch_bounds__(256)
     km_mat_update_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *tl,
                          const int32_t *tn, const int32_t *run_b, const int32_t *run_e,
                          const int32_t *members, const int32_t *M_of, km_params p)
 {
-    const int32_t lh = blockIdx.y, warps = blockDim.x / 32;
+    const int32_t lh = blockIdx.y, warps = blockDim.x / 32, lane = threadIdx.x % 32;
     const size_t base = (size_t)lh * p.cap;
     for (int32_t c = blockIdx.x * warps + threadIdx.x / 32; c < tn[1 + lh];
          c += gridDim.x * warps) {
-        const int32_t j = tl[base + c], rb = run_b[base + j];
-        for (int32_t r = rb; rb >= 0 && r < run_e[base + j]; r++)
-            km_mat_row(keys, s.kn, s.fb, s.f, base, members[r], p);
-        if (!cw[base + j])
-            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k), p);
+        const int32_t j = tl[base + c], rb = run_b[base + j], re = rb >= 0 ? run_e[base + j] : 0;
+        for (int32_t r0 = rb; r0 < re; r0 += 32) {
+            const int32_t r = r0 + lane;
+            km_mat_rows(keys, s.kn, s.fb, s.f, base, r < re ? members[r] : 0, r < re, p);
+        }
+        km_mat_rows(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k),
+                    lane == 0 && !cw[base + j], p);
     }
 }
 
@@ -3905,7 +3913,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_upload_plan(x, err)))
         return st;
     const bool lazy = km_lazy_call(x, kp, act, M_of, room);
-    // The lazy form's key norms (slots) and formed rows' bits (km_mat_row),
+    // The lazy form's key norms (slots) and formed rows' bits (km_mat_rows),
     // cleared for the call; the tests' poison (trace) fills the features
     // with NaN, so that a row a reader takes unformed shows in the results.
     const size_t fb_words = ((size_t)x->lists * x->cap + 31) / 32;
