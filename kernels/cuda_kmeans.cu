@@ -3457,37 +3457,59 @@ struct km_mat_src {
 // of them all where every row has one, else every tile, a superset. The
 // kernel's rule is written again here, not shared (sharing it moved the
 // exact kernel's registers): keep the two in step. amb_n NULL: no rows,
-// every tile (the trace's centroid fill, km_cen_fill_kernel). The bitmaps'
-// words are ORed a thread a word of a row, and the centroids tested and
-// claimed a lane each, the warp then forming the ones claimed: a warp testing one
-// centroid at a time, 64 a warp at SmolLM2's 128K call, took 0.07 ms a
-// launch there while reading little (run ZZ58: bound by latency, by the
-// count of its loads in turn).
+// every tile (the trace's centroid fill, km_cen_fill_kernel). The union
+// is of the bitmap rows the list's rows name (at most KM_EST_SLICE_ROWS of
+// them, marked first, a bit each): each thread ORing each of its rows'
+// words waited on two dependent loads a row, n / 16 in turn, in each of a
+// list's blocks (SmolLM2's 128K call: 0.2 ms a launch, run ZZ60). The
+// centroids are tested and claimed a lane each (km_mat_rows).
+enum { MAT_THREADS = 256 };
 template <typename Elem>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(MAT_THREADS)
     km_mat_exact_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *amb,
                         const int32_t *amb_n, const int32_t *crow, const uint32_t *cand,
                         const int32_t *act, const int32_t *M_of, km_params p)
 {
     static_assert(KN == AN, "the candidate bitmaps' tiles are the exact kernel's");
-    __shared__ uint32_t u[KM_CAND_WORDS];
-    const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0;
+    static_assert(MAT_THREADS % KM_CAND_WORDS == 0, "a thread ORs one word");
+    constexpr int32_t UW = (KM_EST_SLICE_ROWS + 31) / 32;
+    __shared__ uint32_t u[KM_CAND_WORDS], used[UW];
+    const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0, lane = threadIdx.x % 32;
     if (!act[lh] || (amb_n && !n))
         return;  // no item: the whole block leaves
     const size_t base = (size_t)lh * p.cap;
-    for (int32_t w = threadIdx.x; w < KM_CAND_WORDS; w += blockDim.x)
-        u[w] = 0;
+    for (int32_t w = threadIdx.x; w < KM_CAND_WORDS + UW; w += MAT_THREADS)
+        (w < KM_CAND_WORDS ? u[w] : used[w - KM_CAND_WORDS]) = 0;
     __syncthreads();
     bool miss = !crow;  // a row without a bitmap: every tile
-    for (int32_t e = threadIdx.x; crow && e < n * KM_CAND_WORDS; e += blockDim.x) {
-        const int32_t c = crow[base + e / KM_CAND_WORDS], w = e % KM_CAND_WORDS;
+    uint32_t mine[UW] = {};
+    for (int32_t i = threadIdx.x; crow && i < n; i += MAT_THREADS) {
+        const int32_t c = crow[base + i];
         miss = miss || c < 0;
-        if (c >= 0)
-            atomicOr(u + w, cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w]);
+#pragma unroll
+        for (int32_t q = 0; q < UW; q++)
+            mine[q] |= c >= 0 && c / 32 == q ? 1u << c % 32 : 0u;
+    }
+#pragma unroll
+    for (int32_t q = 0; q < UW; q++) {
+        const uint32_t v = __reduce_or_sync(0xffffffffu, mine[q]);
+        if (lane == 0 && v)
+            atomicOr(used + q, v);
     }
     const bool all = __syncthreads_or(miss);
-    const int32_t warps = blockDim.x / 32, gw = blockIdx.x * warps + threadIdx.x / 32,
-                  nw = gridDim.x * warps, lane = threadIdx.x % 32;
+    if (!all) {
+        const int32_t w = threadIdx.x % KM_CAND_WORDS;
+        uint32_t acc = 0;
+        for (int32_t c = threadIdx.x / KM_CAND_WORDS; c < KM_EST_SLICE_ROWS;
+             c += MAT_THREADS / KM_CAND_WORDS)
+            if (used[c / 32] >> c % 32 & 1)
+                acc |= cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w];
+        if (acc)
+            atomicOr(u + w, acc);
+    }
+    __syncthreads();
+    const int32_t warps = MAT_THREADS / 32, gw = blockIdx.x * warps + threadIdx.x / 32,
+                  nw = gridDim.x * warps;
     for (int32_t i = gw; i < n; i += nw)
         km_mat_rows(keys, s.kn, s.fb, s.f, base, amb[base + i], lane == 0, p);
     for (int32_t j0 = 32 * gw; j0 < p.k; j0 += 32 * nw) {
@@ -3512,7 +3534,7 @@ __global__ void __launch_bounds__(256)
     const size_t base = (size_t)lh * p.cap;
     for (int32_t c = blockIdx.x * warps + threadIdx.x / 32; c < tn[1 + lh];
          c += gridDim.x * warps) {
-        const int32_t j = tl[base + c], rb = run_b[base + j], re = rb >= 0 ? run_e[base + j] : 0;
+        const int32_t j = tl[base + c], rb = run_b[base + j], re = rb >= 0 ? run_e[base + j] : rb;
         for (int32_t r0 = rb; r0 < re; r0 += 32) {
             const int32_t r = r0 + lane;
             km_mat_rows(keys, s.kn, s.fb, s.f, base, r < re ? members[r] : 0, r < re, p);
@@ -3965,7 +3987,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             return CKV_OK;
         const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), x->lists);
         ckv_pol_kv(c, [&](auto *k, auto *) {
-            km_mat_exact_kernel<<<grid, 256, 0, x->s>>>(k, ms, cw, w->amb, amb_n, crow, sp.cand,
+            km_mat_exact_kernel<<<grid, MAT_THREADS, 0, x->s>>>(k, ms, cw, w->amb, amb_n, crow, sp.cand,
                                                         on, x->x, kp);
         });
         CKV_CUDA_LAUNCHED();
