@@ -73,7 +73,8 @@ struct ckv_gpu_policy_ws {
     // km_slices).
     double *f, *cen, *cnorm;
     double *kn;    // the lazy form's key norms (slots; cuda_kmeans.cu, km_lazy_call)
-    uint32_t *fb;  // its formed rows, a bit a slot (km_mat_rows)
+    uint32_t *fb;  // its formed rows, a bit a slot
+    int32_t *mq;   // its rows claimed, to be formed (slots, then a count a list; km_mat_src)
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
     uint32_t *split;
