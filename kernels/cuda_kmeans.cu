@@ -485,10 +485,16 @@ static size_t km_feat_smem(int32_t d)
 // that they see the same double, __ddiv_rn's (a feature of zero norm is
 // zero, as the CPU's; a quick row's chain and coordinates see a -0 as +0:
 // km_quick).
+// km_feat_of: the same from the key's element a, loaded before.
+__device__ __forceinline__ double km_feat_of(float a, double n, double y)
+{
+    return n < 1e-30 ? 0 : ckv_ddiv((double)a, n, y);
+}
+
 template <typename Elem>
 __device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int32_t i)
 {
-    return n < 1e-30 ? 0 : ckv_ddiv((double)ckv_kv_get(x, i), n, y);
+    return km_feat_of(ckv_kv_get(x, i), n, y);
 }
 
 // A row is quick where its key norm n lies in [2^-60, 2^60]. Then every
@@ -698,8 +704,8 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
 // 8B's 128K call 22.5 -> 22.2 ms (run ZZ45); and its store's SR = 2 rows
 // at once (the kernel 4.29 -> 4.18 ms there, run ZZ47). LAZY (with the
 // splits, km_lazy_call): no f64 feature stored but each row's key norm, from
-// which the materializers form a row's features where a kernel reads them. D: the
-// head_dim where it is one of the estimate's, 64 or 128 (the lazy forms
+// which the materializers form a row's features where a kernel reads them.
+// D: the head_dim where it is one of the estimate's, 64 or 128 (the lazy forms
 // only), so that the copies, the chains' bounds and the store's dispatch
 // fold (read at run time, d was dispatched on again at every row); 0
 // elsewhere, p.d at run time.
@@ -3419,8 +3425,8 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
 // (km_mat_claim), and lists the rows it claimed first in q, list lh's
 // middle rows at q[lh cap + i], i < qn[lh] (qn zeroed before it); then
 // km_mat_form_kernel forms them, element by element, by the eager store's
-// code: km_feat from the key, its norm kn and ckv_ddiv_rcp(kn), so the same
-// doubles. Where each warp formed the rows it claimed, one after another,
+// code: km_feat_of the key's element, its norm kn and ckv_ddiv_rcp(kn), so
+// the same doubles. Where each warp formed the rows it claimed, one after another,
 // the exact materializer took 0.2 ms of SmolLM2's 128K call whatever its
 // tests, claims and union cost (runs ZZ60, ZZ61): a flagged tile's 64
 // centroids fell to two warps (the cause read from that, not measured).
@@ -3431,17 +3437,19 @@ struct km_mat_src {
     int32_t *q, *qn;
 };
 
-// Middle row m of list lh claimed where want (a warp's, its lanes
-// converged; two lanes offering one row: one claims it).
-__device__ __forceinline__ void km_mat_claim(const km_mat_src &s, int32_t lh, size_t base,
+// Middle row m of list lh claimed where want, and listed in q where this
+// call had not claimed it before (a warp's, its lanes converged; two lanes
+// offering one row: one claims it).
+__device__ __forceinline__ void km_mat_claim(const km_mat_src &s, int32_t lh, int32_t cap,
                                              int32_t m, bool want)
 {
     const int32_t lane = threadIdx.x % 32;
+    const size_t base = (size_t)lh * cap;
     bool first = false;
     if (want) {
-        const size_t at = base + m;
-        const uint32_t bit = 1u << (at % 32);
-        first = !(atomicOr(s.fb + at / 32, bit) & bit);
+        const size_t slot = base + m;
+        const uint32_t bit = 1u << (slot % 32);
+        first = !(atomicOr(s.fb + slot / 32, bit) & bit);
     }
     const uint32_t b = __ballot_sync(0xffffffffu, first);
     if (!b)
@@ -3455,33 +3463,40 @@ __device__ __forceinline__ void km_mat_claim(const km_mat_src &s, int32_t lh, si
 }
 
 // The rows the claim kernel before listed, formed (grid: blocks, lists), a
-// thread U elements at once (their loads in flight together: one element
-// a thread at a time waits on its q, then kn and key loads in turn). D: the
-// head_dim, 64 or 128 (the lazy form's, km_estimates).
+// thread U elements at once in three rounds (their q loads, then their kn
+// and key loads, then the divisions and stores), so that each round's
+// loads are in flight together: an element's whole chain at a time kept
+// them one after another (km_feat's tests and branches between them). D:
+// the head_dim, 64 or 128 (the lazy form's, km_estimates).
+enum { FORM_THREADS = 256, FORM_BLOCKS = 5 };
 template <typename Elem, int D>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(FORM_THREADS, FORM_BLOCKS)
     km_mat_form_kernel(const Elem *keys, km_mat_src s, km_params p)
 {
     constexpr int U = 4;
     const size_t base = (size_t)blockIdx.y * p.cap, n = (size_t)s.qn[blockIdx.y] * D,
-                 step = (size_t)gridDim.x * blockDim.x;
-    for (size_t e0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e0 < n; e0 += U * step) {
-        size_t at[U];
-        double v[U];
+                 step = (size_t)gridDim.x * FORM_THREADS;
+    for (size_t e0 = (size_t)blockIdx.x * FORM_THREADS + threadIdx.x; e0 < n; e0 += U * step) {
+        size_t row[U];
+        double kn[U];
+        float a[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const size_t e = e0 + u * step;
-            if (e < n) {
-                at[u] = (base + s.q[base + e / D]) * D + e % D;
-                const double kn = s.kn[at[u] / D];
-                v[u] = km_feat(keys + (at[u] / D + p.sinks) * D, kn, ckv_ddiv_rcp(kn),
-                               (int32_t)(e % D));
-            }
+            row[u] = base + (e < n ? s.q[base + e / D] : 0);
         }
 #pragma unroll
-        for (int u = 0; u < U; u++)
-            if (e0 + u * step < n)
-                s.f[at[u]] = v[u];
+        for (int u = 0; u < U; u++) {
+            const size_t e = e0 + u * step;
+            kn[u] = e < n ? s.kn[row[u]] : 1;
+            a[u] = e < n ? ckv_kv_get(keys + (row[u] + p.sinks) * D, e % D) : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t e = e0 + u * step;
+            if (e < n)
+                s.f[row[u] * D + e % D] = km_feat_of(a[u], kn[u], ckv_ddiv_rcp(kn[u]));
+        }
     }
 }
 
@@ -3546,13 +3561,13 @@ __global__ void __launch_bounds__(MAT_THREADS)
                   nw = gridDim.x * warps;
     for (int32_t i0 = 32 * gw; i0 < n; i0 += 32 * nw) {
         const int32_t i = i0 + lane;
-        km_mat_claim(s, lh, base, i < n ? amb[base + i] : 0, i < n);
+        km_mat_claim(s, lh, p.cap, i < n ? amb[base + i] : 0, i < n);
     }
     for (int32_t j0 = 32 * gw; j0 < p.k; j0 += 32 * nw) {
         const int32_t j = j0 + lane, t = j / AN;
         const bool need =
             j < p.k && (all || u[t / 32] >> t % 32 & 1) && !(cw && cw[base + j]);
-        km_mat_claim(s, lh, base, km_own_row(j, M_of[lh], p.k), need);
+        km_mat_claim(s, lh, p.cap, km_own_row(j, M_of[lh], p.k), need);
     }
 }
 
@@ -3572,9 +3587,9 @@ __global__ void __launch_bounds__(256)
         const int32_t j = tl[base + c], rb = run_b[base + j], re = rb >= 0 ? run_e[base + j] : rb;
         for (int32_t r0 = rb; r0 < re; r0 += 32) {
             const int32_t r = r0 + lane;
-            km_mat_claim(s, lh, base, r < re ? members[r] : 0, r < re);
+            km_mat_claim(s, lh, p.cap, r < re ? members[r] : 0, r < re);
         }
-        km_mat_claim(s, lh, base, km_own_row(j, M_of[lh], p.k), lane == 0 && !cw[base + j]);
+        km_mat_claim(s, lh, p.cap, km_own_row(j, M_of[lh], p.k), lane == 0 && !cw[base + j]);
     }
 }
 
@@ -4015,14 +4030,14 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // The workspace's lists (its largest cache's): the scratch's layout.
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
     // The lazy form's claimed rows, a list's from lh cap, then their counts.
-    const km_mat_src ms = {w->kn, w->fb, w->f, w->mq, w->mq + w->slots};
+    const km_mat_src ms = {w->kn, w->fb, w->f, w->mq, lazy ? w->mq + w->slots : nullptr};
     // The rows a claim kernel listed, formed: a wave of blocks over the lists.
     const auto mat_form = [&]() -> ckv_status {
-        const dim3 grid(max(8 * room.sms / x->lists, 1), x->lists);
+        const dim3 grid(max(FORM_BLOCKS * room.sms / x->lists, 1), x->lists);
         ckv_pol_kv(c, [&](auto *k, auto *) {
             using Elem = std::remove_pointer_t<decltype(k)>;
             (x->d == 64 ? km_mat_form_kernel<Elem, 64> : km_mat_form_kernel<Elem, 128>)
-                <<<grid, 256, 0, x->s>>>(k, ms, kp);
+                <<<grid, FORM_THREADS, 0, x->s>>>(k, ms, kp);
         });
         CKV_CUDA_LAUNCHED();
         return CKV_OK;

@@ -21,7 +21,7 @@
 // [lists][capacity] scratch arrays), X and Y two numbers of the policy's.
 enum { PLAN_ACT, PLAN_T, PLAN_SEG_B, PLAN_SEG_E, PLAN_X, PLAN_Y, PLAN_ROWS };
 
-enum { WS_MAX_BUFFERS = 48 };
+enum { WS_MAX_BUFFERS = 64 };
 
 // One per device for the whole process (calls are synchronous, so caches
 // take turns), sized for the largest cache seen: at least `lists` lists,
