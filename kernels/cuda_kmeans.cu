@@ -484,8 +484,8 @@ static size_t km_feat_smem(int32_t d)
 // the feature, its norm's chain and the own pass's coordinates all take, so
 // that they see the same double, __ddiv_rn's (a feature of zero norm is
 // zero, as the CPU's; a quick row's chain and coordinates see a -0 as +0:
-// km_quick).
-// km_feat_of: the same from the key's element a, loaded before.
+// km_quick). km_feat_of: the same from the key's element a, loaded before
+// (km_mat_form_kernel).
 __device__ __forceinline__ double km_feat_of(float a, double n, double y)
 {
     return n < 1e-30 ? 0 : ckv_ddiv((double)a, n, y);
@@ -3511,8 +3511,9 @@ __global__ void __launch_bounds__(FORM_THREADS, FORM_BLOCKS)
 // every tile (the trace's centroid fill, km_cen_fill_kernel). The union
 // is of the bitmap rows the list's rows name (at most KM_EST_SLICE_ROWS of
 // them, marked first, a bit each), so that a thread does not wait on two
-// dependent loads for each of its rows' words. The rows are offered and
-// the centroids tested a lane each.
+// dependent loads for each of its rows' words; the rows are offered and
+// the centroids tested a lane each. Neither was seen to save time while
+// each warp formed its rows (runs ZZ59-ZZ61: the forming hid them).
 enum { MAT_THREADS = 256 };
 __global__ void __launch_bounds__(MAT_THREADS)
     km_mat_exact_kernel(km_mat_src s, const uint8_t *cw, const int32_t *amb,
