@@ -484,11 +484,17 @@ static size_t km_feat_smem(int32_t d)
 // the feature, its norm's chain and the own pass's coordinates all take, so
 // that they see the same double, __ddiv_rn's (a feature of zero norm is
 // zero, as the CPU's; a quick row's chain and coordinates see a -0 as +0:
-// km_quick).
+// km_quick). km_feat_of: the same from the key's element a, loaded before
+// (km_mat_form_kernel).
+__device__ __forceinline__ double km_feat_of(float a, double n, double y)
+{
+    return n < 1e-30 ? 0 : ckv_ddiv((double)a, n, y);
+}
+
 template <typename Elem>
 __device__ __forceinline__ double km_feat(const Elem *x, double n, double y, int32_t i)
 {
-    return n < 1e-30 ? 0 : ckv_ddiv((double)ckv_kv_get(x, i), n, y);
+    return km_feat_of(ckv_kv_get(x, i), n, y);
 }
 
 // A row is quick where its key norm n lies in [2^-60, 2^60]. Then every
@@ -698,8 +704,8 @@ __device__ __forceinline__ void km_feat_store(const Elem *sm, int32_t st, const 
 // 8B's 128K call 22.5 -> 22.2 ms (run ZZ45); and its store's SR = 2 rows
 // at once (the kernel 4.29 -> 4.18 ms there, run ZZ47). LAZY (with the
 // splits, km_lazy_call): no f64 feature stored but each row's key norm, from
-// which km_mat_row forms a row's features where a kernel reads them. D: the
-// head_dim where it is one of the estimate's, 64 or 128 (the lazy forms
+// which the materializers form a row's features where a kernel reads them.
+// D: the head_dim where it is one of the estimate's, 64 or 128 (the lazy forms
 // only), so that the copies, the chains' bounds and the store's dispatch
 // fold (read at run time, d was dispatched on again at every row); 0
 // elsewhere, p.d at run time.
@@ -3414,33 +3420,85 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
 }
 
 // The lazy form's materializers (km_lazy_call): right before each reader of
-// f, the rows it will read. km_mat_row forms middle row m of list base once
-// a call (bit base + m of fb, cleared at the call's start; a warp's, its
-// lanes converged), by the eager store's code: km_feat from the key, its
-// norm kn and ckv_ddiv_rcp(kn), so the same doubles.
-template <typename Elem>
-__device__ __forceinline__ void km_mat_row(const Elem *keys, const double *kn, uint32_t *fb,
-                                           double *f, size_t base, int32_t m, const km_params &p)
-{
-    const int32_t lane = threadIdx.x % 32;
-    const size_t at = base + m;
-    const uint32_t bit = 1u << (at % 32);
-    uint32_t was = 0;
-    if (lane == 0)
-        was = atomicOr(fb + at / 32, bit);
-    if (__shfl_sync(0xffffffffu, was, 0) & bit)
-        return;
-    const double n = kn[at], y = ckv_ddiv_rcp(n);
-    const Elem *const x = keys + (at + p.sinks) * p.d;
-    for (int32_t i = lane; i < p.d; i += 32)
-        f[at * p.d + i] = km_feat(x, n, y, i);
-}
-
+// f, the rows it will read, formed once a call (a bit a slot of fb,
+// cleared at the call's start). A claim kernel offers rows, a lane a row
+// (km_mat_claim), and lists the rows it claimed first in q, list lh's
+// middle rows at q[lh cap + i], i < qn[lh] (qn zeroed before it); then
+// km_mat_form_kernel forms them, element by element, by the eager store's
+// code: km_feat_of the key's element, its norm kn and ckv_ddiv_rcp(kn), so
+// the same doubles. Where each warp formed the rows it claimed, one after another,
+// the exact materializer took 0.2 ms of SmolLM2's 128K call whatever its
+// tests, claims and union cost (runs ZZ60, ZZ61): a flagged tile's 64
+// centroids fell to two warps (the cause read from that, not measured).
 struct km_mat_src {
     const double *kn;
     uint32_t *fb;
     double *f;
+    int32_t *q, *qn;
 };
+
+// Middle row m of list lh claimed where want, and listed in q where this
+// call had not claimed it before (a warp's, its lanes converged; two lanes
+// offering one row: one claims it).
+__device__ __forceinline__ void km_mat_claim(const km_mat_src &s, int32_t lh, int32_t cap,
+                                             int32_t m, bool want)
+{
+    const int32_t lane = threadIdx.x % 32;
+    const size_t base = (size_t)lh * cap;
+    bool first = false;
+    if (want) {
+        const size_t slot = base + m;
+        const uint32_t bit = 1u << (slot % 32);
+        first = !(atomicOr(s.fb + slot / 32, bit) & bit);
+    }
+    const uint32_t b = __ballot_sync(0xffffffffu, first);
+    if (!b)
+        return;
+    int32_t at = 0;
+    if (lane == 0)
+        at = atomicAdd(s.qn + lh, __popc(b));
+    at = __shfl_sync(0xffffffffu, at, 0);
+    if (first)
+        s.q[base + at + __popc(b & ((1u << lane) - 1))] = m;
+}
+
+// The rows the claim kernel before listed, formed (grid: blocks, lists), a
+// thread U elements at once in three rounds (their q loads, then their kn
+// and key loads, then the divisions and stores), so that each round's
+// loads are in flight together: an element's whole chain at a time kept
+// them one after another (km_feat's tests and branches between them). D:
+// the head_dim, 64 or 128 (the lazy form's, km_estimates).
+enum { FORM_THREADS = 256, FORM_BLOCKS = 5 };
+template <typename Elem, int D>
+__global__ void __launch_bounds__(FORM_THREADS, FORM_BLOCKS)
+    km_mat_form_kernel(const Elem *keys, km_mat_src s, km_params p)
+{
+    constexpr int U = 4;
+    const size_t base = (size_t)blockIdx.y * p.cap, n = (size_t)s.qn[blockIdx.y] * D,
+                 step = (size_t)gridDim.x * FORM_THREADS;
+    for (size_t e0 = (size_t)blockIdx.x * FORM_THREADS + threadIdx.x; e0 < n; e0 += U * step) {
+        size_t row[U];
+        double kn[U];
+        float a[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t e = e0 + u * step;
+            row[u] = base + (e < n ? s.q[base + e / D] : 0);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t e = e0 + u * step;
+            kn[u] = e < n ? s.kn[row[u]] : 1;
+            a[u] = e < n ? ckv_kv_get(keys + (row[u] + p.sinks) * D, e % D) : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t e = e0 + u * step;
+            if (e < n)
+                s.f[row[u] * D + e % D] = km_feat_of(a[u], kn[u], ckv_ddiv_rcp(kn[u]));
+        }
+    }
+}
 
 // Before an exact pass (km_assign_kernel): the rows the estimate left it
 // (amb's n = amb_n[lh]) and the starting rows of the unwritten centroids
@@ -3450,59 +3508,89 @@ struct km_mat_src {
 // of them all where every row has one, else every tile, a superset. The
 // kernel's rule is written again here, not shared (sharing it moved the
 // exact kernel's registers): keep the two in step. amb_n NULL: no rows,
-// every tile (the trace's centroid fill, km_cen_fill_kernel).
-template <typename Elem>
-__global__ void __launch_bounds__(256)
-    km_mat_exact_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *amb,
+// every tile (the trace's centroid fill, km_cen_fill_kernel). The union
+// is of the bitmap rows the list's rows name (at most KM_EST_SLICE_ROWS of
+// them, marked first, a bit each), so that a thread does not wait on two
+// dependent loads for each of its rows' words; the rows are offered and
+// the centroids tested a lane each. Neither was seen to save time while
+// each warp formed its rows (runs ZZ59-ZZ61: the forming hid them).
+enum { MAT_THREADS = 256 };
+__global__ void __launch_bounds__(MAT_THREADS)
+    km_mat_exact_kernel(km_mat_src s, const uint8_t *cw, const int32_t *amb,
                         const int32_t *amb_n, const int32_t *crow, const uint32_t *cand,
                         const int32_t *act, const int32_t *M_of, km_params p)
 {
     static_assert(KN == AN, "the candidate bitmaps' tiles are the exact kernel's");
-    __shared__ uint32_t u[KM_CAND_WORDS];
-    const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0;
+    static_assert(MAT_THREADS % KM_CAND_WORDS == 0, "a thread ORs one word");
+    constexpr int32_t UW = (KM_EST_SLICE_ROWS + 31) / 32;
+    __shared__ uint32_t u[KM_CAND_WORDS], used[UW];
+    const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0, lane = threadIdx.x % 32;
     if (!act[lh] || (amb_n && !n))
         return;  // no item: the whole block leaves
     const size_t base = (size_t)lh * p.cap;
-    for (int32_t w = threadIdx.x; w < KM_CAND_WORDS; w += blockDim.x)
-        u[w] = 0;
+    for (int32_t w = threadIdx.x; w < KM_CAND_WORDS + UW; w += MAT_THREADS)
+        (w < KM_CAND_WORDS ? u[w] : used[w - KM_CAND_WORDS]) = 0;
     __syncthreads();
     bool miss = !crow;  // a row without a bitmap: every tile
-    for (int32_t i = threadIdx.x; crow && i < n; i += blockDim.x) {
+    uint32_t mine[UW] = {};
+    for (int32_t i = threadIdx.x; crow && i < n; i += MAT_THREADS) {
         const int32_t c = crow[base + i];
         miss = miss || c < 0;
-        for (int32_t w = 0; c >= 0 && w < KM_CAND_WORDS; w++)
-            atomicOr(u + w, cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w]);
+#pragma unroll
+        for (int32_t q = 0; q < UW; q++)
+            mine[q] |= c >= 0 && c / 32 == q ? 1u << c % 32 : 0u;
+    }
+#pragma unroll
+    for (int32_t q = 0; q < UW; q++) {
+        const uint32_t v = __reduce_or_sync(0xffffffffu, mine[q]);
+        if (lane == 0 && v)
+            atomicOr(used + q, v);
     }
     const bool all = __syncthreads_or(miss);
-    const int32_t warps = blockDim.x / 32, gw = blockIdx.x * warps + threadIdx.x / 32,
+    if (!all) {
+        const int32_t w = threadIdx.x % KM_CAND_WORDS;
+        uint32_t acc = 0;
+        for (int32_t c = threadIdx.x / KM_CAND_WORDS; c < KM_EST_SLICE_ROWS;
+             c += MAT_THREADS / KM_CAND_WORDS)
+            if (used[c / 32] >> c % 32 & 1)
+                acc |= cand[((size_t)lh * KM_EST_SLICE_ROWS + c) * KM_CAND_WORDS + w];
+        if (acc)
+            atomicOr(u + w, acc);
+    }
+    __syncthreads();
+    const int32_t warps = MAT_THREADS / 32, gw = blockIdx.x * warps + threadIdx.x / 32,
                   nw = gridDim.x * warps;
-    for (int32_t i = gw; i < n; i += nw)
-        km_mat_row(keys, s.kn, s.fb, s.f, base, amb[base + i], p);
-    for (int32_t j = gw; j < p.k; j += nw) {
-        const int32_t t = j / AN;
-        if ((all || u[t / 32] >> t % 32 & 1) && !(cw && cw[base + j]))
-            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k), p);
+    for (int32_t i0 = 32 * gw; i0 < n; i0 += 32 * nw) {
+        const int32_t i = i0 + lane;
+        km_mat_claim(s, lh, p.cap, i < n ? amb[base + i] : 0, i < n);
+    }
+    for (int32_t j0 = 32 * gw; j0 < p.k; j0 += 32 * nw) {
+        const int32_t j = j0 + lane, t = j / AN;
+        const bool need =
+            j < p.k && (all || u[t / 32] >> t % 32 & 1) && !(cw && cw[base + j]);
+        km_mat_claim(s, lh, p.cap, km_own_row(j, M_of[lh], p.k), need);
     }
 }
 
 // Before an update (km_update_kernel, tl and tn as km_touch_list_kernel
 // leaves them): each listed cluster's members and, unwritten, its old
-// centroid's starting row; a warp a cluster.
-template <typename Elem>
+// centroid's starting row; a warp a cluster, its lanes 32 members each
+// turn.
 __global__ void __launch_bounds__(256)
-    km_mat_update_kernel(const Elem *keys, km_mat_src s, const uint8_t *cw, const int32_t *tl,
+    km_mat_update_kernel(km_mat_src s, const uint8_t *cw, const int32_t *tl,
                          const int32_t *tn, const int32_t *run_b, const int32_t *run_e,
                          const int32_t *members, const int32_t *M_of, km_params p)
 {
-    const int32_t lh = blockIdx.y, warps = blockDim.x / 32;
+    const int32_t lh = blockIdx.y, warps = blockDim.x / 32, lane = threadIdx.x % 32;
     const size_t base = (size_t)lh * p.cap;
     for (int32_t c = blockIdx.x * warps + threadIdx.x / 32; c < tn[1 + lh];
          c += gridDim.x * warps) {
-        const int32_t j = tl[base + c], rb = run_b[base + j];
-        for (int32_t r = rb; rb >= 0 && r < run_e[base + j]; r++)
-            km_mat_row(keys, s.kn, s.fb, s.f, base, members[r], p);
-        if (!cw[base + j])
-            km_mat_row(keys, s.kn, s.fb, s.f, base, km_own_row(j, M_of[lh], p.k), p);
+        const int32_t j = tl[base + c], rb = run_b[base + j], re = rb >= 0 ? run_e[base + j] : rb;
+        for (int32_t r0 = rb; r0 < re; r0 += 32) {
+            const int32_t r = r0 + lane;
+            km_mat_claim(s, lh, p.cap, r < re ? members[r] : 0, r < re);
+        }
+        km_mat_claim(s, lh, p.cap, km_own_row(j, M_of[lh], p.k), lane == 0 && !cw[base + j]);
     }
 }
 
@@ -3897,13 +3985,15 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_upload_plan(x, err)))
         return st;
     const bool lazy = km_lazy_call(x, kp, act, M_of, room);
-    // The lazy form's key norms (slots) and formed rows' bits (km_mat_row),
-    // cleared for the call; the tests' poison (trace) fills the features
-    // with NaN, so that a row a reader takes unformed shows in the results.
+    // The lazy form's key norms (slots), formed rows' bits (cleared for the
+    // call) and claimed rows (km_mat_src); the tests' poison (trace) fills
+    // the features with NaN, so that a row a reader takes unformed shows in
+    // the results.
     const size_t fb_words = ((size_t)x->lists * x->cap + 31) / 32;
     if (lazy &&
         ((st = ckv_pol_take(x, (void **)&w->kn, w->slots * sizeof(double), err)) ||
-         (st = ckv_pol_take(x, (void **)&w->fb, (w->slots + 31) / 32 * sizeof(uint32_t), err))))
+         (st = ckv_pol_take(x, (void **)&w->fb, (w->slots + 31) / 32 * sizeof(uint32_t), err)) ||
+         (st = ckv_pol_take(x, (void **)&w->mq, (w->slots + w->lists) * sizeof(int32_t), err))))
         return st;
     if (lazy)
         CKV_CUDA(cudaMemsetAsync(w->fb, 0, fb_words * sizeof(uint32_t), x->s));
@@ -3940,20 +4030,31 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                                  x->s));
     // The workspace's lists (its largest cache's): the scratch's layout.
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
-    const km_mat_src ms = {w->kn, w->fb, w->f};
+    // The lazy form's claimed rows, a list's from lh cap, then their counts.
+    const km_mat_src ms = {w->kn, w->fb, w->f, w->mq, lazy ? w->mq + w->slots : nullptr};
+    // The rows a claim kernel listed, formed: a wave of blocks over the lists.
+    const auto mat_form = [&]() -> ckv_status {
+        const dim3 grid(max(FORM_BLOCKS * room.sms / x->lists, 1), x->lists);
+        ckv_pol_kv(c, [&](auto *k, auto *) {
+            using Elem = std::remove_pointer_t<decltype(k)>;
+            (x->d == 64 ? km_mat_form_kernel<Elem, 64> : km_mat_form_kernel<Elem, 128>)
+                <<<grid, FORM_THREADS, 0, x->s>>>(k, ms, kp);
+        });
+        CKV_CUDA_LAUNCHED();
+        return CKV_OK;
+    };
     // The materializer before an exact pass over the lists on (amb_n NULL:
     // every unwritten centroid, for the trace's fill).
     const auto mat_exact = [&](const int32_t *on, const uint8_t *cw, const int32_t *amb_n,
                                const int32_t *crow) -> ckv_status {
         if (!lazy)
             return CKV_OK;
+        CKV_CUDA(cudaMemsetAsync(ms.qn, 0, x->lists * sizeof(int32_t), x->s));
         const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), x->lists);
-        ckv_pol_kv(c, [&](auto *k, auto *) {
-            km_mat_exact_kernel<<<grid, 256, 0, x->s>>>(k, ms, cw, w->amb, amb_n, crow, sp.cand,
-                                                        on, x->x, kp);
-        });
+        km_mat_exact_kernel<<<grid, MAT_THREADS, 0, x->s>>>(ms, cw, w->amb, amb_n, crow, sp.cand,
+                                                            on, x->x, kp);
         CKV_CUDA_LAUNCHED();
-        return CKV_OK;
+        return mat_form();
     };
     const km_group grp = km_group_at(w->grp, w->lists);
     // The split tiles' counts start at 0 (each launch's last blocks leave them so).
@@ -4103,11 +4204,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
         if (lazy) {
-            ckv_pol_kv(c, [&](auto *k, auto *) {
-                km_mat_update_kernel<<<over_k, 256, 0, x->s>>>(k, ms, w->cw, tl, tn, w->run_b,
-                                                              w->run_e, w->ival_out, x->x, kp);
-            });
+            CKV_CUDA(cudaMemsetAsync(ms.qn, 0, x->lists * sizeof(int32_t), x->s));
+            km_mat_update_kernel<<<over_k, 256, 0, x->s>>>(ms, w->cw, tl, tn, w->run_b, w->run_e,
+                                                          w->ival_out, x->x, kp);
             CKV_CUDA_LAUNCHED();
+            if ((st = mat_form()))
+                return st;
         }
         km_update_of(x->d)<<<upd_wave, UPDATE_THREADS, upd_smem, x->s>>>(
             w->f, c->deg, w->cen, w->cw, w->cnorm, crec, w->cscale, cs, w->cmv, w->moved, nmoved,

@@ -21,7 +21,7 @@
 // [lists][capacity] scratch arrays), X and Y two numbers of the policy's.
 enum { PLAN_ACT, PLAN_T, PLAN_SEG_B, PLAN_SEG_E, PLAN_X, PLAN_Y, PLAN_ROWS };
 
-enum { WS_MAX_BUFFERS = 48 };
+enum { WS_MAX_BUFFERS = 64 };
 
 // One per device for the whole process (calls are synchronous, so caches
 // take turns), sized for the largest cache seen: at least `lists` lists,
@@ -73,7 +73,8 @@ struct ckv_gpu_policy_ws {
     // km_slices).
     double *f, *cen, *cnorm;
     double *kn;    // the lazy form's key norms (slots; cuda_kmeans.cu, km_lazy_call)
-    uint32_t *fb;  // its formed rows, a bit a slot (km_mat_row)
+    uint32_t *fb;  // its formed rows, a bit a slot
+    int32_t *mq;   // its rows claimed, to be formed (slots, then a count a list; km_mat_src)
     float *cscale;  // the centroids' scales for the estimate (slots)
     float2 *top;
     uint32_t *split;
