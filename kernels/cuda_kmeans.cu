@@ -3420,16 +3420,15 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
 }
 
 // The lazy form's materializers (km_lazy_call): right before each reader of
-// f, the rows it will read, formed once a call (a bit a slot of fb,
-// cleared at the call's start). A claim kernel offers rows, a lane a row
+// f, the rows it will read, formed once a call (a bit a slot of fb, cleared
+// at the call's start). A claim kernel offers rows, a lane a row
 // (km_mat_claim), and lists the rows it claimed first in q, list lh's
 // middle rows at q[lh cap + i], i < qn[lh] (qn zeroed before it); then
-// km_mat_form_kernel forms them, element by element, by the eager store's
-// code: km_feat_of the key's element, its norm kn and ckv_ddiv_rcp(kn), so
-// the same doubles. Where each warp formed the rows it claimed, one after another,
-// the exact materializer took 0.2 ms of SmolLM2's 128K call whatever its
-// tests, claims and union cost (runs ZZ60, ZZ61): a flagged tile's 64
-// centroids fell to two warps (the cause read from that, not measured).
+// km_mat_form_kernel forms them, a warp a row, by the eager store's code:
+// km_feat_of the key's element, its norm kn and ckv_ddiv_rcp(kn), so the
+// same doubles. Where each warp formed the rows it claimed, one after
+// another, the exact materializer took 0.2 ms of SmolLM2's 128K call
+// whatever its tests, claims and union cost (runs ZZ60, ZZ61).
 struct km_mat_src {
     const double *kn;
     uint32_t *fb;
@@ -3464,18 +3463,19 @@ __device__ __forceinline__ void km_mat_claim(const km_mat_src &s, int32_t lh, in
 
 // The rows the claim kernel before listed, formed: the lists' rows taken as
 // one run (a block scans the lists' counts qn into its shared memory), each
-// warp a stretch of it, so that the blocks share the work evenly (a grid a
-// list each left most of the first form's blocks idle behind the longest
-// lists: run ZZ62, achieved occupancy half the theoretical). A warp finds
-// its first row's list by bisection and walks on from there; it takes a row
-// at a time, a lane D / 32 elements of it, so that the row's list, q entry,
-// norm and reciprocal are found once for its D elements (an element a
-// thread, each found them again: run ZZ63, the first form 94 M
-// instructions, 178 K a scheduler in its 288 K cycles). U rows at once, in
+// warp a stretch of it, so that the blocks share the work evenly (a grid of
+// a list's blocks for each list ran at half its theoretical occupancy, the
+// blocks of the longest lists working on after the rest: run ZZ62). A warp
+// finds its first row's list by bisection and walks on from there; it takes
+// a row at a time, a lane D / 32 elements of it, so that the row's list, q
+// entry, norm and reciprocal are found once for its D elements (the one run
+// with an element a thread, each thread finding them again, issued 94 M
+// instructions in the first form, 178 K a scheduler in its 288 K cycles,
+// and ran slower than a grid a list each: run ZZ63). U rows at once, in
 // three rounds (their q loads, then their kn and key loads, then the
 // divisions and stores), so that each round's loads are in flight together.
 // D: the head_dim, 64 or 128 (the lazy form's, km_estimates). Shared
-// memory: lists + 1 counts, within the 48 KB a launch takes unasked
+// memory: lists + 1 prefix sums, within the 48 KB a launch takes unasked
 // (FORM_LISTS; km_lazy_call).
 enum { FORM_THREADS = 256, FORM_BLOCKS = 4, FORM_LISTS = 48 * 1024 / 4 - 1 };
 template <typename Elem, int D>
