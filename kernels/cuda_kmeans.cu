@@ -3420,16 +3420,15 @@ __global__ void km_cen_fill_kernel(double *cen, const uint8_t *cw, const double 
 }
 
 // The lazy form's materializers (km_lazy_call): right before each reader of
-// f, the rows it will read, formed once a call (a bit a slot of fb,
-// cleared at the call's start). A claim kernel offers rows, a lane a row
+// f, the rows it will read, formed once a call (a bit a slot of fb, cleared
+// at the call's start). A claim kernel offers rows, a lane a row
 // (km_mat_claim), and lists the rows it claimed first in q, list lh's
 // middle rows at q[lh cap + i], i < qn[lh] (qn zeroed before it); then
-// km_mat_form_kernel forms them, element by element, by the eager store's
-// code: km_feat_of the key's element, its norm kn and ckv_ddiv_rcp(kn), so
-// the same doubles. Where each warp formed the rows it claimed, one after another,
-// the exact materializer took 0.2 ms of SmolLM2's 128K call whatever its
-// tests, claims and union cost (runs ZZ60, ZZ61): a flagged tile's 64
-// centroids fell to two warps (the cause read from that, not measured).
+// km_mat_form_kernel forms them, a warp a row, by the eager store's code:
+// km_feat_of the key's element, its norm kn and ckv_ddiv_rcp(kn), so the
+// same doubles. Where each warp formed the rows it claimed, one after
+// another, the exact materializer took 0.2 ms of SmolLM2's 128K call
+// whatever its tests, claims and union cost (runs ZZ60, ZZ61).
 struct km_mat_src {
     const double *kn;
     uint32_t *fb;
@@ -3462,40 +3461,86 @@ __device__ __forceinline__ void km_mat_claim(const km_mat_src &s, int32_t lh, in
         s.q[base + at + __popc(b & ((1u << lane) - 1))] = m;
 }
 
-// The rows the claim kernel before listed, formed (grid: blocks, lists), a
-// thread U elements at once in three rounds (their q loads, then their kn
-// and key loads, then the divisions and stores), so that each round's
-// loads are in flight together: an element's whole chain at a time kept
-// them one after another (km_feat's tests and branches between them). D:
-// the head_dim, 64 or 128 (the lazy form's, km_estimates).
-enum { FORM_THREADS = 256, FORM_BLOCKS = 5 };
+// The rows the claim kernel before listed, formed: the lists' rows taken as
+// one run (a block scans the lists' counts qn into its shared memory), each
+// warp a stretch of it, so that the blocks share the work evenly (a grid of
+// a list's blocks for each list ran at half its theoretical occupancy, the
+// blocks of the longest lists working on after the rest: run ZZ62). A warp
+// finds its first row's list by bisection and walks on from there; it takes
+// a row at a time, a lane D / 32 elements of it, so that the row's list, q
+// entry, norm and reciprocal are found once for its D elements (the one run
+// with an element a thread, each thread finding them again, issued 94 M
+// instructions in the first form, 178 K a scheduler in its 288 K cycles,
+// and ran slower than a grid a list each: run ZZ63). U rows at once, in
+// three rounds (their q loads, then their kn and key loads, then the
+// divisions and stores), so that each round's loads are in flight together.
+// D: the head_dim, 64 or 128 (the lazy form's, km_estimates). Shared
+// memory: lists + 1 prefix sums, within the 48 KB a launch takes unasked
+// (FORM_LISTS; km_lazy_call).
+enum { FORM_THREADS = 256, FORM_BLOCKS = 4, FORM_LISTS = 48 * 1024 / 4 - 1 };
 template <typename Elem, int D>
 __global__ void __launch_bounds__(FORM_THREADS, FORM_BLOCKS)
-    km_mat_form_kernel(const Elem *keys, km_mat_src s, km_params p)
+    km_mat_form_kernel(const Elem *keys, km_mat_src s, int32_t lists, km_params p)
 {
-    constexpr int U = 4;
-    const size_t base = (size_t)blockIdx.y * p.cap, n = (size_t)s.qn[blockIdx.y] * D,
-                 step = (size_t)gridDim.x * FORM_THREADS;
-    for (size_t e0 = (size_t)blockIdx.x * FORM_THREADS + threadIdx.x; e0 < n; e0 += U * step) {
+    constexpr int U = 4, E = D / 32;
+    extern __shared__ int32_t pre[];  // pre[l]: the rows of the lists before l
+    const int32_t lane = threadIdx.x % 32;
+    if (threadIdx.x < 32) {
+        int32_t carry = 0;
+        for (int32_t l0 = 0; l0 < lists; l0 += 32) {
+            int32_t v = l0 + lane < lists ? s.qn[l0 + lane] : 0;
+            for (int32_t o = 1; o < 32; o *= 2) {
+                const int32_t t = __shfl_up_sync(0xffffffffu, v, o);
+                v += lane >= o ? t : 0;
+            }
+            if (l0 + lane < lists)
+                pre[l0 + lane + 1] = carry + v;
+            carry += __shfl_sync(0xffffffffu, v, 31);
+        }
+        if (lane == 0)
+            pre[0] = 0;
+    }
+    __syncthreads();
+    constexpr int32_t WARPS = FORM_THREADS / 32;
+    const int32_t rows = pre[lists], nw = gridDim.x * WARPS, per = (rows + nw - 1) / nw,
+                  g0 = (blockIdx.x * WARPS + threadIdx.x / 32) * per, g1 = min(g0 + per, rows);
+    if (g0 >= g1)
+        return;
+    int32_t l = 0, hi = lists - 1;  // the last list with pre[l] <= g0: g0's
+    while (l < hi) {
+        const int32_t mid = (l + hi + 1) / 2;
+        if (pre[mid] <= g0)
+            l = mid;
+        else
+            hi = mid - 1;
+    }
+    for (int32_t g = g0; g < g1; g += U) {
         size_t row[U];
         double kn[U];
-        float a[U];
+        float a[U][E];
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const size_t e = e0 + u * step;
-            row[u] = base + (e < n ? s.q[base + e / D] : 0);
+            while (g + u < g1 && pre[l + 1] <= g + u)
+                l++;
+            const size_t base = (size_t)l * p.cap;
+            row[u] = base + (g + u < g1 ? s.q[base + g + u - pre[l]] : 0);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const size_t e = e0 + u * step;
-            kn[u] = e < n ? s.kn[row[u]] : 1;
-            a[u] = e < n ? ckv_kv_get(keys + (row[u] + p.sinks) * D, e % D) : 0;
+            kn[u] = g + u < g1 ? s.kn[row[u]] : 1;
+#pragma unroll
+            for (int i = 0; i < E; i++)
+                a[u][i] =
+                    g + u < g1 ? ckv_kv_get(keys + (row[u] + p.sinks) * D, lane + 32 * i) : 0;
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const size_t e = e0 + u * step;
-            if (e < n)
-                s.f[row[u] * D + e % D] = km_feat_of(a[u], kn[u], ckv_ddiv_rcp(kn[u]));
+            if (g + u >= g1)
+                break;
+            const double y = ckv_ddiv_rcp(kn[u]);
+#pragma unroll
+            for (int i = 0; i < E; i++)
+                s.f[row[u] * D + lane + 32 * i] = km_feat_of(a[u][i], kn[u], y);
         }
     }
 }
@@ -3901,9 +3946,10 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
 
 // Whether a call takes the lazy form (km_feature_kernel's LAZY and the
 // materializers after it): only with the estimate (its rows left in amb);
-// ON at any shape, AUTO where few rows' features are read: a decode-time
-// call (the largest M - k at most KM_EST_SLICE_ROWS, 192) whose first pass
-// takes the wgmma estimate and its candidate tiles (the exact pass forms
+// ON at any shape of at most FORM_LISTS lists (the form kernel's), AUTO
+// where few rows' features are read: a decode-time call (the largest M - k
+// at most KM_EST_SLICE_ROWS, 192) whose first pass takes the wgmma
+// estimate and its candidate tiles (the exact pass forms
 // the centroids of the flagged tiles, not of all). At head_dim 64 too:
 // there the feature kernel is bound by its instructions, and a lazy
 // call's splits from float products (km_feat_store) save most of the
@@ -3912,7 +3958,7 @@ static bool km_lazy_call(const ckv_pol *x, const km_params &kp, const int32_t *a
                          const int32_t *M_of, const km_room &room)
 {
     const ckv_km_lazy mode = ckv_cuda_km_lazy();
-    if (mode == CKV_KM_LAZY_OFF || !km_estimates(x->d))
+    if (mode == CKV_KM_LAZY_OFF || !km_estimates(x->d) || x->lists > FORM_LISTS)
         return false;
     if (mode == CKV_KM_LAZY_ON)
         return true;
@@ -4032,13 +4078,13 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     const km_slices sp = km_slices_at(w->ksplit, w->lists);
     // The lazy form's claimed rows, a list's from lh cap, then their counts.
     const km_mat_src ms = {w->kn, w->fb, w->f, w->mq, lazy ? w->mq + w->slots : nullptr};
-    // The rows a claim kernel listed, formed: a wave of blocks over the lists.
+    // The rows a claim kernel listed, formed: a wave of blocks over them all.
     const auto mat_form = [&]() -> ckv_status {
-        const dim3 grid(max(FORM_BLOCKS * room.sms / x->lists, 1), x->lists);
+        const size_t smem = (x->lists + 1) * sizeof(int32_t);
         ckv_pol_kv(c, [&](auto *k, auto *) {
             using Elem = std::remove_pointer_t<decltype(k)>;
             (x->d == 64 ? km_mat_form_kernel<Elem, 64> : km_mat_form_kernel<Elem, 128>)
-                <<<grid, FORM_THREADS, 0, x->s>>>(k, ms, kp);
+                <<<FORM_BLOCKS * room.sms, FORM_THREADS, smem, x->s>>>(k, ms, x->lists, kp);
         });
         CKV_CUDA_LAUNCHED();
         return CKV_OK;
