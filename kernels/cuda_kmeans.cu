@@ -3830,7 +3830,7 @@ struct km_bufs {
 };
 
 // The slices a list's pass of few rows over `tiles` tiles of centroids
-// takes (km_estimate_wg_kernel, a block an SM) for `lists` live lists on `sms`
+// takes (km_estimate_wg_kernel, a block an SM) for `live` of `lists` lists on `sms`
 // SMs: n slices cost ceil(lists n / sms) waves of tiles / n + S tiles (S:
 // a block's own start and end, the features, fragments, copies' lead and
 // merge, about 6.5 tiles' time: run ZZ15, where 4 slices took SmolLM2's
@@ -3839,13 +3839,13 @@ struct km_bufs {
 // SmolLM2's 90 lists on 132 SMs: 1 at 8K, 4 at 32K and 128K; the 8B's 256
 // lists: 1; one list (the tests', or a late pass's): 16 where the tiles
 // allow.
-static int32_t km_est_slices(int32_t lists, int sms, int32_t tiles)
+static int32_t km_est_slices(int32_t lists, int32_t live, int sms, int32_t tiles)
 {
     if (lists > KM_SLICE_LISTS)
-        return 1;  // (the scratch holds no more)
+        return 1;  // (the scratch holds no more: its slices are by list, not by live list)
     constexpr double start_tiles = 6.5;  // S
     const auto cost = [&](int32_t n) {
-        const int64_t waves = ((int64_t)lists * n + sms - 1) / sms;
+        const int64_t waves = ((int64_t)live * n + sms - 1) / sms;
         return (double)waves * ((double)tiles / n + start_tiles);
     };
     int32_t best = 1;
@@ -3876,7 +3876,7 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t li
                         int32_t max_m, int32_t *amb_n, const km_room &room, bool cand,
                         cudaStream_t s)
 {
-    const int32_t slices = km_est_slices(live, room.sms, (p.k + KN - 1) / KN);
+    const int32_t slices = km_est_slices(lists, live, room.sms, (p.k + KN - 1) / KN);
     const km_est_args a = {b.fs,     b.cs,   b.cw,    b.fnorm,  b.cscale,
                            b.cl,     b.best, b.margin, b.amb,   amb_n,
                            cand ? b.crow : nullptr,   b.dr,    b.act,
