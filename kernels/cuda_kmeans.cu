@@ -1427,8 +1427,10 @@ struct km_top {
 // rows still did when slicing took only passes of 64: sliced, the second
 // pass of SmolLM2's 128K call took 0.694 -> 0.552 ms, run ZZ28). A pass
 // of at most KM_EST_ROWS rows a block also splits each block's tiles among
-// its warpgroups.
-enum { KM_EST_SLICES = 8, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
+// its warpgroups. Up to 16 slices: a late pass often has one or two live
+// lists of a row or two (SmolLM2's 128K call's third: one list, one row, in
+// 4 slices of 128 tiles took 0.139 ms, runs ZZ65, ZZ67).
+enum { KM_EST_SLICES = 16, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
 
 // The exact pass over the candidate tiles. The first exact pass walked
 // every centroid for the 1-3 near-tie rows a list the estimate leaves (the
@@ -3828,21 +3830,22 @@ struct km_bufs {
 };
 
 // The slices a list's pass of few rows over `tiles` tiles of centroids
-// takes (km_estimate_wg_kernel, a block an SM) for `lists` lists on `sms`
+// takes (km_estimate_wg_kernel, a block an SM) for `live` of `lists` lists on `sms`
 // SMs: n slices cost ceil(lists n / sms) waves of tiles / n + S tiles (S:
 // a block's own start and end, the features, fragments, copies' lead and
 // merge, about 6.5 tiles' time: run ZZ15, where 4 slices took SmolLM2's
 // 32K passes (128 tiles) 122 -> 105 us and made its 8K ones (32 tiles)
 // slower); the fewest slices whose cost is at most 0.9 of the fewer's.
 // SmolLM2's 90 lists on 132 SMs: 1 at 8K, 4 at 32K and 128K; the 8B's 256
-// lists: 1; one list (the tests'): as many as the tiles allow.
-static int32_t km_est_slices(int32_t lists, int sms, int32_t tiles)
+// lists: 1; one list (the tests', or a late pass's): 16 where the tiles
+// allow.
+static int32_t km_est_slices(int32_t lists, int32_t live, int sms, int32_t tiles)
 {
     if (lists > KM_SLICE_LISTS)
-        return 1;  // (the scratch holds no more)
+        return 1;  // (the scratch holds no more: its slices are by list, not by live list)
     constexpr double start_tiles = 6.5;  // S
     const auto cost = [&](int32_t n) {
-        const int64_t waves = ((int64_t)lists * n + sms - 1) / sms;
+        const int64_t waves = ((int64_t)live * n + sms - 1) / sms;
         return (double)waves * ((double)tiles / n + start_tiles);
     };
     int32_t best = 1;
@@ -3852,7 +3855,8 @@ static int32_t km_est_slices(int32_t lists, int sms, int32_t tiles)
     return best;
 }
 
-// One pass of the estimate over every active list (up to max_m rows), the
+// One pass of the estimate over every active list (up to max_m rows; live
+// of the lists are active, which sets the slices), the
 // lists' first blocks of rows first (the grid's x the list): a pass over a
 // few rows a list (a decode-time call's first assignment leaves about 64)
 // has one working block a list among max_m / ROWS that leave at once (on
@@ -3868,10 +3872,11 @@ static int32_t km_est_slices(int32_t lists, int sms, int32_t tiles)
 // form flags the candidate tiles (km_assign: room.wg), naming them in
 // b.crow.
 template <int D, bool MOVED>
-static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                        int32_t *amb_n, const km_room &room, bool cand, cudaStream_t s)
+static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t live,
+                        int32_t max_m, int32_t *amb_n, const km_room &room, bool cand,
+                        cudaStream_t s)
 {
-    const int32_t slices = km_est_slices(lists, room.sms, (p.k + KN - 1) / KN);
+    const int32_t slices = km_est_slices(lists, live, room.sms, (p.k + KN - 1) / KN);
     const km_est_args a = {b.fs,     b.cs,   b.cw,    b.fnorm,  b.cscale,
                            b.cl,     b.best, b.margin, b.amb,   amb_n,
                            cand ? b.crow : nullptr,   b.dr,    b.act,
@@ -3891,7 +3896,8 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
                                    S::THREADS, km_est_smem<D, MOVED>(), s>>>(a);
 }
 
-// Assigns the middle of every active list (up to max_m rows): the
+// Assigns the middle of every active list (up to max_m rows; live: how
+// many of the lists are active, as far as the host knows, at most lists): the
 // estimate (over the rows in b.dr.redo where b.dr.nmoved is given and a
 // list's count allows, km_restricted; moved: first the pass over the moved
 // centroids, km_drift, which fills redo), then the exact kernel over the
@@ -3903,9 +3909,9 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t ma
 // before the exact kernel (km_mat_exact_kernel), given the kernel's counts
 // and candidate rows.
 template <typename Mat>
-static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t max_m,
-                            bool moved, bool first, const km_room &room, cudaStream_t s,
-                            Mat mat, ckv_error *err)
+static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_t live,
+                            int32_t max_m, bool moved, bool first, const km_room &room,
+                            cudaStream_t s, Mat mat, ckv_error *err)
 {
     int32_t *const amb_n = b.amb + (size_t)lists * p.cap;
     const bool cand = b.fs && first && room.wg && lists <= KM_SLICE_LISTS &&
@@ -3913,14 +3919,14 @@ static ckv_status km_assign(const km_bufs &b, km_params p, int32_t lists, int32_
     if (b.fs) {
         CKV_CUDA(cudaMemsetAsync(amb_n, 0, lists * sizeof(int32_t), s));
         if (moved) {
-            (p.d == 128 ? km_estimate<128, true> : km_estimate<64, true>)(b, p, lists, max_m,
-                                                                          amb_n, room, false, s);
+            (p.d == 128 ? km_estimate<128, true> : km_estimate<64, true>)(
+                b, p, lists, live, max_m, amb_n, room, false, s);
             CKV_CUDA_LAUNCHED();
         }
         if (cand)
             CKV_CUDA(cudaMemsetAsync(b.sp.cand, 0, km_cand_words(lists) * sizeof(uint32_t), s));
-        (p.d == 128 ? km_estimate<128, false> : km_estimate<64, false>)(b, p, lists, max_m,
-                                                                        amb_n, room, cand, s);
+        (p.d == 128 ? km_estimate<128, false> : km_estimate<64, false>)(
+            b, p, lists, live, max_m, amb_n, room, cand, s);
         CKV_CUDA_LAUNCHED();
     }
     // The rows left (after the estimate: in a number the host does not
@@ -4168,6 +4174,12 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     CKV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&upd_sm, km_update_of(x->d),
                                                            UPDATE_THREADS, upd_smem));
     const int32_t upd_wave = room.sms * upd_sm;
+    // The lists the next assignment takes, as the host knows them: the
+    // active ones for the first two (the first marks every active list
+    // changed), then those the assignment before changed.
+    int32_t live_n = 0;
+    for (int32_t lh = 0; lh < x->lists; lh++)
+        live_n += act[lh] != 0;
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
         changed = w->chg + (it & 1) * x->lists;
@@ -4216,7 +4228,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         const auto mat = [&](const int32_t *amb_n, const int32_t *crow) {
             return mat_exact(live, kb.cw, amb_n, crow);
         };
-        if ((st = km_assign(kb, kp, x->lists, max_m, it > 0, it == 0, room, x->s, mat, err)))
+        if ((st = km_assign(kb, kp, x->lists, live_n, max_m, it > 0, it == 0, room, x->s, mat,
+                            err)))
             return st;
         if (it) {
             // A host plan row no K-Means kernel reads (nor apply, which uploads it).
@@ -4224,10 +4237,10 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             CKV_CUDA(cudaMemcpyAsync(h, changed, x->lists * sizeof(int32_t),
                                      cudaMemcpyDeviceToHost, x->s));
             CKV_CUDA(cudaStreamSynchronize(x->s));
-            int32_t lh = 0;
-            while (lh < x->lists && !h[lh])
-                lh++;
-            if (lh == x->lists)
+            live_n = 0;
+            for (int32_t lh = 0; lh < x->lists; lh++)
+                live_n += h[lh] != 0;
+            if (!live_n)
                 break;
         }
         // Members of each cluster in slot order, as a stable sort by cluster
@@ -4438,7 +4451,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     // The plain assignment is a first (its exact pass over the candidate
     // tiles); the features are given, so eager.
     const auto eager = [](const int32_t *, const int32_t *) { return CKV_OK; };
-    ckv_status st = km_assign(b, kp, 1, M, mv.n > 0, mv.n == 0, room, nullptr, eager, err);
+    ckv_status st = km_assign(b, kp, 1, 1, M, mv.n > 0, mv.n == 0, room, nullptr, eager, err);
     if (st)
         return st;
     if (mv.n) {  // each row's second bound, top[m].y
