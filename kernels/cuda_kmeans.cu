@@ -35,6 +35,7 @@
 #include "cuda_ddiv.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_policy.h"
+#include "cuda_segments.cuh"
 #include "cuda_tma.cuh"
 #include "cuda_wgmma.cuh"
 
@@ -3508,14 +3509,7 @@ __global__ void __launch_bounds__(FORM_THREADS, FORM_BLOCKS)
                   g0 = (blockIdx.x * WARPS + threadIdx.x / 32) * per, g1 = min(g0 + per, rows);
     if (g0 >= g1)
         return;
-    int32_t l = 0, hi = lists - 1;  // the last list with pre[l] <= g0: g0's
-    while (l < hi) {
-        const int32_t mid = (l + hi + 1) / 2;
-        if (pre[mid] <= g0)
-            l = mid;
-        else
-            hi = mid - 1;
-    }
+    int32_t l = ckv_segment_of(pre, lists, g0);  // g0's list
     for (int32_t g = g0; g < g1; g += U) {
         size_t row[U];
         double kn[U];
@@ -3831,7 +3825,7 @@ struct km_bufs {
 
 // The slices a list's pass of few rows over `tiles` tiles of centroids
 // takes (km_estimate_wg_kernel, a block an SM) for `live` of `lists` lists on `sms`
-// SMs: n slices cost ceil(lists n / sms) waves of tiles / n + S tiles (S:
+// SMs: n slices cost ceil(live n / sms) waves of tiles / n + S tiles (S:
 // a block's own start and end, the features, fragments, copies' lead and
 // merge, about 6.5 tiles' time: run ZZ15, where 4 slices took SmolLM2's
 // 32K passes (128 tiles) 122 -> 105 us and made its 8K ones (32 tiles)
