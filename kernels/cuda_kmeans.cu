@@ -2751,8 +2751,10 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         static_assert(KM_EST_SLICES == 16, "15 workers a list");
         const int32_t tl = (a.p.k + KN - 1) / KN, most = min(tl, 15);
         const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
-        const int32_t wb = MULTI ? min(a.workers, min(wt, 15 * live))
+        const int32_t wb = MULTI ? min(a.workers, min(wt, 15 * live))  // (any wb >= 1 covers)
                                  : live * max(1, min(a.workers / max(live, 1), most));
+        // (at head_dim 128 a.workers >= lists >= live, km_est_workers: each
+        // live list's slices are among the workers)
         if (threadIdx.x == 0) {
             wr[0] = tl;
             wr[1] = wt;
@@ -3923,10 +3925,12 @@ struct km_bufs {
 // 115.5 against 100, at 8K (32) one slice, 38.5, against 35. At head_dim
 // 128 n slices a live list, the fewest whose waves, ceil(live n / sms) of
 // tiles / n + S, cost at most 0.9 of the fewer's (the 8B's 256 lists: one,
-// so none; one list, a late pass's: 15).
+// so none; one list, a late pass's: 15), as n workers a list of all the
+// lists (the kernel splits them among the lists it finds live, which the
+// host's count does not bound: the rest leave at once).
 static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, int32_t tiles)
 {
-    if (lists > KM_SLICE_LISTS)
+    if (lists > KM_SLICE_LISTS || tiles < 1)
         return 0;
     live = max(live, 1);
     if (d == 64)
@@ -3940,7 +3944,7 @@ static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, i
     for (int32_t n = 2; n <= KM_EST_SLICES - 1; n++)
         if (cost(n) < 0.9 * cost(best))
             best = n;
-    return best > 1 ? live * best : 0;
+    return best > 1 ? lists * best : 0;
 }
 
 // One pass of the estimate over every active list (up to max_m rows; live
