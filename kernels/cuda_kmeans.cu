@@ -38,6 +38,7 @@
 #include "cuda_segments.cuh"
 #include "cuda_tma.cuh"
 #include "cuda_wgmma.cuh"
+#include "kmeans_ranges.h"
 
 struct km_params {
     int32_t sinks, k, cap, d;
@@ -2746,15 +2747,12 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         for (int u = 0; u < 2; u++)
             if (ok[u])
                 vl[at[u]] = (int16_t)(2 * threadIdx.x + u);
-        // At most 15 workers a live list keep a list's within KM_EST_SLICES,
-        // its scratch's slots (ceil((tl - 1) wb / wt) + 1 of them).
-        static_assert(KM_EST_SLICES == 16, "15 workers a list");
-        const int32_t tl = (a.p.k + KN - 1) / KN, most = min(tl, 15);
-        const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
-        const int32_t wb = MULTI ? min(a.workers, min(wt, 15 * live))  // (any wb >= 1 covers)
-                                 : live * max(1, min(a.workers / max(live, 1), most));
         // (at head_dim 128 a.workers >= lists >= live, km_est_workers: each
         // live list's slices are among the workers)
+        static_assert(KM_EST_SLICES == CKV_KM_RANGE_SLOTS, "a block a slot");
+        const int32_t tl = (a.p.k + KN - 1) / KN;
+        const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
+        const int32_t wb = ckv_km_range_blocks(MULTI, a.workers, live, tl);
         if (threadIdx.x == 0) {
             wr[0] = tl;
             wr[1] = wt;
@@ -2837,22 +2835,13 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         int32_t t0 = 0, nt, sl = 0, ns = 1;
         more = false;
         if (worker) {
-            // worker b's range: [at(b), at(b + 1)); the block's next tile
-            // at(id) + done
-            const int32_t tl = wr[0], wt = wr[1], wb = wr[2];
-            const auto at = [&](int32_t b) { return (int32_t)((int64_t)b * wt / wb); };
-            // the worker whose range holds tile i
-            const auto owner = [&](int32_t i) {
-                return (int32_t)(((int64_t)(i + 1) * wb - 1) / wt);
-            };
-            const int32_t x = at(id) + done, hi = at(id + 1), v = x / tl,
-                          e = min(hi, (v + 1) * tl), first = owner(v * tl);
-            lh = vl[v];
-            t0 = x - v * tl;
-            nt = e - x;
-            sl = id - first;
-            ns = owner((v + 1) * tl - 1) - first + 1;
-            more = MULTI && e < hi;
+            const ckv_km_segment seg = ckv_km_segment_of(id, done, wr[0], wr[1], wr[2]);
+            lh = vl[seg.v];
+            t0 = seg.t0;
+            nt = seg.nt;
+            sl = seg.sl;
+            ns = seg.ns;
+            more = MULTI && seg.more;
         }
         km_est_list_of<false>(L, a, lh, m0);  // (again: not kept across segments)
         if (!worker)
@@ -3934,14 +3923,14 @@ static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, i
         return 0;
     live = max(live, 1);
     if (d == 64)
-        return min(sms, 15 * live);
+        return min(sms, CKV_KM_RANGE_PER_LIST * live);
     constexpr double start_tiles = 6.5;  // S
     const auto cost = [&](int32_t n) {
         const int64_t waves = ((int64_t)live * n + sms - 1) / sms;
         return (double)waves * ((double)tiles / n + start_tiles);
     };
     int32_t best = 1;
-    for (int32_t n = 2; n <= KM_EST_SLICES - 1; n++)
+    for (int32_t n = 2; n <= CKV_KM_RANGE_PER_LIST; n++)
         if (cost(n) < 0.9 * cost(best))
             best = n;
     return best > 1 ? lists * best : 0;
