@@ -2747,12 +2747,12 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         for (int u = 0; u < 2; u++)
             if (ok[u])
                 vl[at[u]] = (int16_t)(2 * threadIdx.x + u);
-        // (at head_dim 128 a.workers >= lists >= live, km_est_workers: each
-        // live list's slices are among the workers)
+        // (at head_dim 128 a.workers is the slices a list times all the
+        // lists, km_est_workers: each live list's slices are among them)
         static_assert(KM_EST_SLICES == CKV_KM_RANGE_SLOTS, "a block a slot");
         const int32_t tl = (a.p.k + KN - 1) / KN;
         const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
-        const int32_t wb = ckv_km_range_blocks(MULTI, a.workers, live, tl);
+        const int32_t wb = ckv_km_range_blocks(MULTI, a.workers, gridDim.x, live, tl);
         if (threadIdx.x == 0) {
             wr[0] = tl;
             wr[1] = wt;
@@ -3915,8 +3915,8 @@ struct km_bufs {
 // 128 n slices a live list, the fewest whose waves, ceil(live n / sms) of
 // tiles / n + S, cost at most 0.9 of the fewer's (the 8B's 256 lists: one,
 // so none; one list, a late pass's: 15), as n workers a list of all the
-// lists (the kernel splits them among the lists it finds live, which the
-// host's count does not bound: the rest leave at once).
+// lists: the kernel takes n slices of each list it finds live (the host's
+// count does not bound those), and the rest leave at once.
 static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, int32_t tiles)
 {
     if (lists > KM_SLICE_LISTS || tiles < 1)

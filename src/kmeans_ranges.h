@@ -38,19 +38,20 @@ CKV_KM_RANGES_FN int32_t ckv_km_range_owner(int32_t i, int32_t wt, int32_t wb)
     return (int32_t)(((int64_t)(i + 1) * wb - 1) / wt);
 }
 
-/* The blocks that share `live` lists of tl tiles each, of `workers`
- * launched (0 where there is no tile). multi: a block's range may touch
- * several lists, so equal shares of all the tiles, at most one a worker;
- * otherwise each list's n equal slices, n = workers / live (at least 1:
- * workers >= live is the caller's) up to tl, so that no range crosses a
- * list. Both at most CKV_KM_RANGE_PER_LIST a list. */
-CKV_KM_RANGES_FN int32_t ckv_km_range_blocks(bool multi, int32_t workers, int32_t live,
-                                             int32_t tl)
+/* The blocks that share `live` of `lists` lists of tl tiles each, of
+ * `workers` launched (0 where there is no tile). multi: a block's range may
+ * touch several lists, so equal shares of all the tiles, at most one a
+ * worker; otherwise n = workers / lists equal slices of each live list (the
+ * host counts workers by all the lists, since it does not know which are
+ * live; at least 1: workers >= lists is the caller's) up to tl, so that no
+ * range crosses a list. Both at most CKV_KM_RANGE_PER_LIST a list. */
+CKV_KM_RANGES_FN int32_t ckv_km_range_blocks(bool multi, int32_t workers, int32_t lists,
+                                             int32_t live, int32_t tl)
 {
-    if (live < 1 || tl < 1 || workers < 1)
+    if (live < 1 || live > lists || tl < 1 || workers < 1)
         return 0;
     const int32_t most = tl < CKV_KM_RANGE_PER_LIST ? tl : CKV_KM_RANGE_PER_LIST;
-    int32_t n = workers / live;
+    int32_t n = workers / lists;
     n = n < 1 ? 1 : n > most ? most : n;
     if (!multi)
         return live * n;

@@ -76,30 +76,34 @@ Test(kmeans_ranges, owner_is_the_range_that_holds_the_tile)
             }
 }
 
-/* Equal shares (head_dim 64): any workers; slices of each list (head_dim
- * 128): workers >= live, one segment a block. */
+/* Equal shares (head_dim 64): any workers; slices of each live list
+ * (head_dim 128): n a list of all the lists launched, one segment a block. */
 Test(kmeans_ranges, every_tile_once_and_the_slots_of_each_list)
 {
     for (int32_t live = 1; live <= 12; live++)
-        for (int32_t tl = 1; tl <= 40; tl++)
-            for (int32_t workers = 1; workers <= 140; workers += workers < 20 ? 1 : 7) {
-                const int32_t wb = ckv_km_range_blocks(true, workers, live, tl);
-                cr_assert(wb >= 1 && wb <= workers && wb <= live * tl);
-                walk_all(live, tl, wb);
-                if (workers < live)
-                    continue;
-                const int32_t ws = ckv_km_range_blocks(false, workers, live, tl);
-                cr_assert(ws >= live && ws <= workers && ws % live == 0);
-                cr_assert_eq(walk_all(live, tl, ws), 1, "live %d tl %d workers %d", live, tl,
-                             workers);
+        for (int32_t lists = live; lists <= live + 3; lists += 3)
+            for (int32_t tl = 1; tl <= 40; tl++) {
+                for (int32_t workers = 1; workers <= 140; workers += workers < 20 ? 1 : 7) {
+                    const int32_t wb = ckv_km_range_blocks(true, workers, lists, live, tl);
+                    cr_assert(wb >= 1 && wb <= workers && wb <= live * tl);
+                    walk_all(live, tl, wb);
+                }
+                for (int32_t n = 1; n <= CKV_KM_RANGE_SLOTS; n++) {
+                    const int32_t ws = ckv_km_range_blocks(false, n * lists, lists, live, tl);
+                    const int32_t want = n < tl ? n : tl;
+                    cr_assert_eq(ws, live * (want < 15 ? want : 15), "live %d tl %d n %d", live,
+                                 tl, n);
+                    cr_assert_eq(walk_all(live, tl, ws), 1, "live %d tl %d n %d", live, tl, n);
+                }
             }
 }
 
 Test(kmeans_ranges, no_blocks_without_tiles)
 {
-    cr_expect_eq(ckv_km_range_blocks(true, 132, 0, 512), 0);
-    cr_expect_eq(ckv_km_range_blocks(true, 132, 90, 0), 0);
-    cr_expect_eq(ckv_km_range_blocks(false, 0, 90, 512), 0);
+    cr_expect_eq(ckv_km_range_blocks(true, 132, 90, 0, 512), 0);
+    cr_expect_eq(ckv_km_range_blocks(true, 132, 90, 90, 0), 0);
+    cr_expect_eq(ckv_km_range_blocks(false, 0, 90, 90, 512), 0);
+    cr_expect_eq(ckv_km_range_blocks(true, 132, 90, 91, 512), 0); /* more live than lists */
 }
 
 /* SmolLM2 at 128K: 90 lists of 32,768 centroids, 512 tiles of 64, on 132
@@ -110,7 +114,7 @@ Test(kmeans_ranges, no_blocks_without_tiles)
  * (list 1, tiles 512-1023, ends inside block 2's range, 698-1046). */
 Test(kmeans_ranges, smollm2_128k_on_132_sms)
 {
-    const int32_t wb = ckv_km_range_blocks(true, 132, 90, 512);
+    const int32_t wb = ckv_km_range_blocks(true, 132, 90, 90, 512);
     cr_assert_eq(wb, 132);
     ckv_km_segment s = ckv_km_segment_of(0, 0, 512, 46080, wb);
     cr_expect(s.v == 0 && s.t0 == 0 && s.nt == 349 && s.sl == 0 && s.ns == 2 && !s.more);
@@ -121,17 +125,21 @@ Test(kmeans_ranges, smollm2_128k_on_132_sms)
     cr_expect_eq(walk_all(90, 512, wb), 2);
 }
 
-/* One list left (a late pass), 512 tiles: 15 blocks either way, the
- * slices' ranges floor(512 b / 15): 0, 34, 68, ...; 90 lists at head_dim
- * 128 with 4 workers a list: 360 blocks of 128 tiles, block 5 list 1's
- * second slice (tiles 640-767 of all, 128-255 of the list's). */
+/* One list of 90 left (a late pass), 512 tiles: 15 blocks either way, the
+ * slices' ranges floor(512 b / 15): 0, 34, 68, ...; the 8B's 256 lists
+ * with 2 live at 15 slices: 30 blocks; 20 live at 6 a list: 120, not 15 a
+ * list (the workers are 6 a list of all 256); 90 lists at head_dim 128
+ * with 4 a list: 360 blocks of 128 tiles, block 5 list 1's second slice
+ * (tiles 640-767 of all, 128-255 of the list's). */
 Test(kmeans_ranges, one_list_and_the_aligned_slices)
 {
-    cr_expect_eq(ckv_km_range_blocks(true, 132, 1, 512), 15);
-    cr_expect_eq(ckv_km_range_blocks(false, 512 * 15, 1, 512), 15);
+    cr_expect_eq(ckv_km_range_blocks(true, 132, 90, 1, 512), 15);
+    cr_expect_eq(ckv_km_range_blocks(false, 90 * 15, 90, 1, 512), 15);
+    cr_expect_eq(ckv_km_range_blocks(false, 256 * 15, 256, 2, 512), 30);
+    cr_expect_eq(ckv_km_range_blocks(false, 256 * 6, 256, 20, 512), 120);
     const ckv_km_segment s = ckv_km_segment_of(1, 0, 512, 512, 15);
     cr_expect(s.v == 0 && s.t0 == 34 && s.nt == 34 && s.sl == 1 && s.ns == 15 && !s.more);
-    cr_expect_eq(ckv_km_range_blocks(false, 360, 90, 512), 360);
+    cr_expect_eq(ckv_km_range_blocks(false, 360, 90, 90, 512), 360);
     const ckv_km_segment a = ckv_km_segment_of(5, 0, 512, 46080, 360);
     cr_expect(a.v == 1 && a.t0 == 128 && a.nt == 128 && a.sl == 1 && a.ns == 4 && !a.more);
 }
