@@ -1422,8 +1422,8 @@ struct km_top {
 // (KM_EST_SLICE_ROWS, km_wg_shape's ROWS; a decode-time call's first: about
 // the interval's 64) splits the list's tiles of centroids among up to
 // KM_EST_SLICES blocks (the balanced blocks' ranges, km_est_workers), the
-// last to arrive merging their tops (km_top_merge: the same bits as one walk). One block a list walked
-// every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its three
+// last to arrive merging their tops (km_top_merge: the same bits as one
+// walk). One block a list walked every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its three
 // launches 1.34 ms of the 128K call, run ZZ12), each tile bound by the
 // tensor pipe and the epilogue, not by memory (as a pass of 65 to 192
 // rows still did when slicing took only passes of 64: sliced, the second
@@ -2707,8 +2707,8 @@ struct km_own_walk {
 // lists, left the SMs a last wave of 96 blocks of 132 at SmolLM2's 90
 // lists (runs ZZ64, ZZ68). At head_dim 128 the loop over segments made
 // ptxas spill 558 bytes a thread where one segment spills 72, so there
-// the ranges are each list's equal slices (the workers split evenly among
-// the live lists), one segment a block. The other blocks are row blocks:
+// the ranges are each live list's equal slices (as many a list as the
+// workers a list of all the lists), one segment a block. The other blocks are row blocks:
 // list blockIdx.x, the rows from m0 every tile, a block of them (with BAL
 // only lists of more rows). FLAGS: the form that flags the candidate tiles
 // (KM_CAND_W) of a list whose pass has at most KM_EST_SLICE_ROWS rows and
