@@ -1433,7 +1433,7 @@ struct km_top {
 // live lists of a row or two (SmolLM2's 128K call's third: one list, one
 // row, in 4 slices of 128 tiles took 0.139 ms, runs ZZ65, ZZ67; in 16,
 // 0.054 ms, ZZ68).
-enum { KM_EST_SLICES = 16, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
+enum { KM_EST_SLICES = CKV_KM_RANGE_SLOTS, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
 
 // The exact pass over the candidate tiles. The first exact pass walked
 // every centroid for the 1-3 near-tie rows a list the estimate leaves (the
@@ -2749,7 +2749,6 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
                 vl[at[u]] = (int16_t)(2 * threadIdx.x + u);
         // (at head_dim 128 a.workers is the slices a list times all the
         // lists, km_est_workers: each live list's slices are among them)
-        static_assert(KM_EST_SLICES == CKV_KM_RANGE_SLOTS, "a block a slot");
         const int32_t tl = (a.p.k + KN - 1) / KN;
         const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
         const int32_t wb = ckv_km_range_blocks(MULTI, a.workers, gridDim.x, live, tl);
@@ -3907,8 +3906,8 @@ struct km_bufs {
 // 0: none (the row blocks take every list), where the scratch holds no
 // more lists. By a block's time in tiles (S: a segment's start and end,
 // the features, fragments, copies' lead and merge, about 6.5 tiles' time,
-// run ZZ15): at head_dim 64 one wave of equal ranges, a block an SM (at
-// most 15 a live list, the kernel's bound): SmolLM2's 90 lists of 512
+// run ZZ15): at head_dim 64 one wave of equal ranges, a block an SM, by
+// the kernel's own rule (ckv_km_range_blocks: at most 15 a live list): SmolLM2's 90 lists of 512
 // tiles (128K) had taken 3 waves of 4 slices a list, 3 (128 + S) = 403.5,
 // where equal ranges take 46,080 / 132 + 2 S = 362; at 32K (128 tiles)
 // 115.5 against 100, at 8K (32) one slice, 38.5, against 35. At head_dim
@@ -3923,7 +3922,7 @@ static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, i
         return 0;
     live = max(live, 1);
     if (d == 64)
-        return min(sms, CKV_KM_RANGE_PER_LIST * live);
+        return ckv_km_range_blocks(true, sms, lists, min(live, lists), tiles);
     constexpr double start_tiles = 6.5;  // S
     const auto cost = [&](int32_t n) {
         const int64_t waves = ((int64_t)live * n + sms - 1) / sms;

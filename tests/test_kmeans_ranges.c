@@ -98,6 +98,22 @@ Test(kmeans_ranges, every_tile_once_and_the_slots_of_each_list)
             }
 }
 
+/* Why at most 15 blocks a list: 3 lists of 47 tiles in 47 ranges of 3
+ * tiles (16 a list, over the cap) put list 1's tiles 47-93 in the ranges of
+ * blocks 15 (45-47) to 31 (93-95), 17 blocks, one more than the scratch's
+ * slots; the cap gives 45 blocks, and every list within 16 (their ranges
+ * from floor(141 b / 45) meet the lists' ends, 47 and 94, at blocks 15 and
+ * 30: one segment a block). */
+Test(kmeans_ranges, sixteen_a_list_would_touch_seventeen_slots)
+{
+    const ckv_km_segment s = ckv_km_segment_of(15, 0, 47, 141, 47);
+    cr_expect(s.v == 0 && s.t0 == 45 && s.nt == 2 && s.sl == 15 && s.ns == 16 && s.more);
+    const ckv_km_segment t = ckv_km_segment_of(15, 2, 47, 141, 47);
+    cr_expect(t.v == 1 && t.t0 == 0 && t.nt == 1 && t.sl == 0 && t.ns == 17);
+    cr_expect_eq(ckv_km_range_blocks(true, 47, 3, 3, 47), 45);
+    cr_expect_eq(walk_all(3, 47, 45), 1);
+}
+
 Test(kmeans_ranges, no_blocks_without_tiles)
 {
     cr_expect_eq(ckv_km_range_blocks(true, 132, 90, 0, 512), 0);
