@@ -38,6 +38,7 @@
 #include "cuda_segments.cuh"
 #include "cuda_tma.cuh"
 #include "cuda_wgmma.cuh"
+#include "kmeans_ranges.h"
 
 struct km_params {
     int32_t sinks, k, cap, d;
@@ -1420,18 +1421,19 @@ struct km_top {
 // The wgmma estimate's pass over at most one block's rows of a list
 // (KM_EST_SLICE_ROWS, km_wg_shape's ROWS; a decode-time call's first: about
 // the interval's 64) splits the list's tiles of centroids among up to
-// KM_EST_SLICES blocks (km_est_slices), the last to arrive merging their
-// tops (km_top_merge: the same bits as one walk). One block a list walked
-// every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its three
+// KM_EST_SLICES blocks (the balanced blocks' ranges, km_est_workers), the
+// last to arrive merging their tops (km_top_merge: the same bits as one
+// walk). One block a list walked every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its three
 // launches 1.34 ms of the 128K call, run ZZ12), each tile bound by the
 // tensor pipe and the epilogue, not by memory (as a pass of 65 to 192
 // rows still did when slicing took only passes of 64: sliced, the second
 // pass of SmolLM2's 128K call took 0.694 -> 0.552 ms, run ZZ28). A pass
 // of at most KM_EST_ROWS rows a block also splits each block's tiles among
-// its warpgroups. Up to 16 slices: a late pass often has one or two live
-// lists of a row or two (SmolLM2's 128K call's third: one list, one row, in
-// 4 slices of 128 tiles took 0.139 ms, runs ZZ65, ZZ67).
-enum { KM_EST_SLICES = 16, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
+// its warpgroups. Up to 16 blocks a list: a late pass often has one or two
+// live lists of a row or two (SmolLM2's 128K call's third: one list, one
+// row, in 4 slices of 128 tiles took 0.139 ms, runs ZZ65, ZZ67; in 16,
+// 0.054 ms, ZZ68).
+enum { KM_EST_SLICES = CKV_KM_RANGE_SLOTS, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
 
 // The exact pass over the candidate tiles. The first exact pass walked
 // every centroid for the 1-3 near-tie rows a list the estimate leaves (the
@@ -1475,7 +1477,7 @@ struct km_slices {
 
 // The lists the scratch holds: a list's exact items are split only where
 // the lists are fewer than a wave of blocks (two an SM at most), and its
-// estimate's pass is sliced only where km_est_slices' waves allow it; past
+// estimate's pass is balanced only where km_est_workers allows it; past
 // KM_SLICE_LISTS neither is (both guarded), so the scratch holds no more
 // (sized for every list it took about 100 KB a list: 1 GB at the 8B's 10K
 // lists of 39 sequences).
@@ -2211,7 +2213,7 @@ struct km_est_args {
     int32_t *chg, *touch;
     const int32_t *M_of;
     km_slices sp;
-    int32_t slices;  // km_est_slices
+    int32_t workers;  // the balanced blocks (km_est_workers), 0: none
     km_params p;
 };
 
@@ -2694,40 +2696,81 @@ struct km_own_walk {
     }
 };
 
-// SLICED: the form that cuts a pass of few rows into a.slices slices (its
-// bookkeeping kept across the walk made ptxas spill at head_dim 128, so
-// the form without it stays as it was where a.slices is 1). FLAGS: the
-// form that flags the candidate tiles (KM_CAND_W) of a list whose pass has
-// at most KM_EST_SLICE_ROWS rows and KM_CAND_TILES tiles, a call's first
-// (the flags' work and registers in its tile loop: the later passes keep
-// the form without).
-template <int D, bool SLICED, bool FLAGS>
+// BAL: the launch's first a.workers blocks take the lists whose pass has
+// at most KM_EST_SLICE_ROWS rows (a decode-time call's: about the
+// interval's 64 a list), balanced: the tiles of those lists, end to end,
+// cut into equal contiguous ranges, one a block, and the last of a list's
+// blocks to arrive merges their tops (km_top_merge: the same bits as one
+// walk). At head_dim 64 the ranges are one wave of equal shares
+// (km_est_workers), and a block walks each list its range touches in turn
+// (a segment; most take two): slices of a list each, a multiple of the
+// lists, left the SMs a last wave of 96 blocks of 132 at SmolLM2's 90
+// lists (runs ZZ64, ZZ68). At head_dim 128 the loop over segments made
+// ptxas spill 558 bytes a thread where one segment spills 72, so there
+// the ranges are each live list's equal slices (as many a list as the
+// workers a list of all the lists), one segment a block. The other blocks are row blocks:
+// list blockIdx.x, the rows from m0 every tile, a block of them (with BAL
+// only lists of more rows). FLAGS: the form that flags the candidate tiles
+// (KM_CAND_W) of a list whose pass has at most KM_EST_SLICE_ROWS rows and
+// KM_CAND_TILES tiles, a call's first (the flags' work and registers in
+// its tile loop: the later passes keep the form without).
+template <int D, bool BAL, bool FLAGS>
 __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_kernel(km_est_args a)
 {
     using S = km_wg_shape<D>;
     constexpr int KS = S::KS, SF = S::SF, CH = D / 4;
+    constexpr bool MULTI = D == 64;  // a worker's range may touch several lists
     extern __shared__ __align__(16) unsigned char km_wg_raw[];
-    const int32_t lh = blockIdx.x;  // km_estimate's order
+    static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a worker's rows are one block's");
+    const int32_t id = (int32_t)(blockIdx.y * gridDim.x + blockIdx.x);
+    const bool worker = BAL && id < a.workers;
+    // The workers' live lists vl[] in order, and wr: their tiles a list,
+    // all their tiles, and the workers that share them in equal ranges
+    // (kept here, not in registers, from segment to segment).
+    __shared__ int16_t vl[BAL ? KM_SLICE_LISTS : 1];
+    __shared__ int32_t wr[3];
+    int32_t lh = 0, m0 = 0;
     km_est_list L;
-    if (!km_est_list_of<false>(L, a, lh, 0))
-        return;
-    // A pass of at most one block's rows: slice sl of ns of the tiles, t0 ..
-    // t0 + nt - 1, a block each; otherwise the block's rows from m0, every
-    // tile.
-    static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a slice's rows are one block's");
-    const int32_t ns = SLICED && L.n <= KM_EST_SLICE_ROWS ? max(1, min(a.slices, L.tiles)) : 1;
-    const bool sliced = ns > 1;
-    const int32_t sl = sliced ? (int32_t)blockIdx.y : 0;
-    const int32_t m0 = sliced ? 0 : (int32_t)blockIdx.y * S::ROWS;
-    if (sl >= ns || m0 >= L.n)
-        return;
-    const int32_t t0 = sl * L.tiles / ns, nt = (sl + 1) * L.tiles / ns - t0;
+    if (worker) {
+        using Scan = cub::BlockScan<int32_t, S::THREADS>;
+        __shared__ typename Scan::TempStorage scan;
+        static_assert(2 * S::THREADS >= KM_SLICE_LISTS, "a thread finds two lists");
+        int32_t ok[2], at[2], live;
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int32_t l = 2 * (int32_t)threadIdx.x + u;
+            ok[u] = l < (int32_t)gridDim.x && km_est_list_of<false>(L, a, l, 0) &&
+                    L.n <= KM_EST_SLICE_ROWS;
+        }
+        Scan(scan).ExclusiveSum(ok, at, live);
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+            if (ok[u])
+                vl[at[u]] = (int16_t)(2 * threadIdx.x + u);
+        // (at head_dim 128 a.workers is the slices a list times all the
+        // lists, km_est_workers: each live list's slices are among them)
+        const int32_t tl = (a.p.k + KN - 1) / KN;
+        const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
+        const int32_t wb = ckv_km_range_blocks(MULTI, a.workers, gridDim.x, live, tl);
+        if (threadIdx.x == 0) {
+            wr[0] = tl;
+            wr[1] = wt;
+            wr[2] = wb;
+        }
+        __syncthreads();
+        if (id >= wb)
+            return;  // (the whole block)
+    } else {
+        const int32_t r = id - (BAL ? a.workers : 0);
+        lh = r % (int32_t)gridDim.x;
+        m0 = r / (int32_t)gridDim.x * S::ROWS;
+        if (!km_est_list_of<false>(L, a, lh, m0) || (BAL && L.n <= KM_EST_SLICE_ROWS))
+            return;
+    }
     const uint32_t raw = ckv_smem_addr(km_wg_raw), sb = (raw + 1023) & ~1023u;
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_wg_raw + (sb - raw));
     float *const sc = reinterpret_cast<float *>(sm) + S::STAGES * S::STAGE / 4;
-    const size_t base = (size_t)lh * a.p.cap;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
     // Centroids j1 .. j1 + KN - 1 into stage st (past n_col zeros, read
     // from the list's first feature's address), and their scales, one group. Thread i
     // copies chunk q = i % CH of centroids i / CH + RS u, its hi half to the
@@ -2753,34 +2796,6 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     const uint32_t q_at = cq / 16 * (KN * 128) + cq % 2 * 8, q_piece = cq % 16 / 2;
     const int mr = warp * PW + lane % PW + RS * (lane / PW);  // the row it finds
     const bool mine = lane < RU * PW && mr < KN;
-    uint8_t fl = 0;
-    km_own_walk ow(t0 * KN + mr, a.M_of[lh], a.p.k);  // from the first tile copied
-    const auto load_flag = [&](int32_t j1) {
-        fl = a.cw && mine && j1 + mr < L.n_col ? a.cw[base + j1 + mr] : 0;
-    };
-    const auto copy_stage = [&](int st, int32_t j1) {
-        // The lane's row: its feature's index (>= 0) or -1 - its centroid's.
-        const int32_t at_row =
-            mine && j1 + mr < L.n_col ? fl ? -1 - (j1 + mr) : (int32_t)ow.q : 0;
-        load_flag(j1 + KN);
-        ow.step();
-        const uint32_t hb = sb + st * S::STAGE + q_at;
-#pragma unroll
-        for (int u = 0; u < RU; u++) {
-            const int r = r0 + RS * u;
-            if (RS * (u + 1) > KN && r >= KN)
-                break;  // for the whole warp (its PW rows are aligned to PW)
-            const bool in = j1 + r < L.n_col;
-            const int32_t w = __shfl_sync(0xffffffffu, at_row, PW * u + lane / CH);
-            const uint32_t *const src =  // chunk cq's hi half (km_split_put)
-                (w < 0 ? C + (size_t)(-1 - w) * D : F + (size_t)w * D) + 2 * cq;
-            const uint32_t at = hb + ckv_swizzle128(r, q_piece);
-            ckv_cp_async8(at, src, in);
-            ckv_cp_async8(at + S::PART, src + D / 2, in);
-        }
-        km_copy_scales(sc + st * KN, a, L, base, j1);
-        ckv_cp_async_commit();
-    };
 
     // Tile i's stage is full once every warp has arrived on full[i %
     // STAGES]: a warp arrives when its threads' copies of the tile have
@@ -2795,6 +2810,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // (products waited for, scales read) before it arrived for tile i, and
     // the copying thread waited for that. (racecheck does not credit
     // mbarriers: it flags the scales' copies against their reads, run RD.)
+    // i counts the block's tiles over its segments (a worker's lists), so
+    // that each barrier's phases run on.
     static_assert(S::STAGES == S::LEAD + 2, "a stage is refilled two tiles after its use");
     const uint32_t full = sb + S::STAGES * (S::STAGE + KN * sizeof(float));
     if (threadIdx.x < S::STAGES)  // seen by all after km_load_features' barrier
@@ -2806,155 +2823,216 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         if (lane == 0)
             ckv_mbar_arrive(full + 8 * st);
     };
-
-    // A block with at most 64 of the pass's rows (a decode-time call's
-    // first assignment leaves about the interval's 64 rows a list to the
-    // estimate) splits the columns instead: every warpgroup takes those rows
-    // and every WGS-th tile from its own, and the tops merge at the end
-    // (km_top_merge: the same bits as one walk). Only one warpgroup had
-    // worked, tile after tile, the other two copying and arriving (SmolLM2's
-    // 32K decode-time call's first estimate 0.18 -> 0.157 ms, the 8B's 0.54
-    // -> 0.47, runs YB, YC: a warp arrives for a tile only after its own
-    // last one, so about two tiles overlap, not three).
-    const bool split = L.n - m0 <= KM_EST_ROWS;
-    const int wg = warp / 4, rw = split ? warp % 4 : warp;  // rw: the warp's 16 rows
     __shared__ km_top wg_top[S::WGS - 1][64];
-    load_flag(t0 * KN);
-    km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
-    // Row g (+ 8) of the warp's 16: A's k-step s, his then los (above).
-    uint32_t ah[KS][4], al[KS][4];
-#pragma unroll
-    for (int s = 0; s < KS; s++)
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const uint32_t *w = sm + (16 * rw + g + 8 * (u & 1)) * SF +
-                                4 * (4 * s + 2 * (u >> 1) + t / 2) + t % 2;
-            ah[s][u] = w[0];
-            al[s][u] = w[2];
-        }
-    __syncthreads();  // the stages take the features' place
-#pragma unroll
-    for (int u = 0; u < S::LEAD; u++)
-        if (u < nt)
-            copy_stage(u, (t0 + u) * KN);
-        else
-            ckv_cp_async_commit();  // empty groups keep the counts
-    if (nt > 0)
-        arrive_full(0);
-
-    km_top r[2];
-    float rf[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-        km_est_row_start(r[h], rf[h], L, a, base, m0 + 16 * rw + g + 8 * h);
-    // The lane's row g's bitmap in a.sp.cand (row g + 8's 8 rows on), -1
-    // where the pass keeps none (m0 is 0 where it does).
-    const bool flags = FLAGS && L.n <= KM_EST_SLICE_ROWS && L.tiles <= KM_CAND_TILES;
-    const int32_t cand_at = flags ? (lh * KM_EST_SLICE_ROWS + 16 * rw + g) * KM_CAND_WORDS : -1;
-    bool cbad = false;
     const uint64_t d0 = ckv_wgmma_desc(sb, 16);  // the stages' start, K-major
-    // A warpgroup none of whose 64 rows is the pass's (no split) only copies
-    // and arrives: the idle two's products had shared the tensor pipe with
-    // the third's (SmolLM2's 32K decode-time call's three estimates 0.75 ->
-    // 0.56 ms, run XC). Its first tile is past the last, so that it only
-    // takes the walk after the products' loop: an if around the products
-    // made ptxas serialize every wgmma.
-    const bool idle = !split && m0 + 64 * wg >= L.n;
-    // Tile i's next copies (LEAD tiles on) and the warp's arrival for i + 1.
-    const auto advance = [&](int32_t i) {
-        if (i + S::LEAD < nt)
-            copy_stage((i + S::LEAD) % S::STAGES, (t0 + i + S::LEAD) * KN);
-        else
-            ckv_cp_async_commit();  // empty groups keep the counts
-        if (i + 1 < nt)
-            arrive_full((i + 1) % S::STAGES);
-    };
-    // Every warp waits for every tile and advances after it, in order (the
-    // stages' reuse above rests on it), products or not: `next` the first
-    // tile the warp has not yet passed.
-    int32_t next = 0;
-    const auto pass_to = [&](int32_t i) {
-        for (; next < i; next++) {
-            ckv_mbar_wait(full + 8 * (next % S::STAGES), next / S::STAGES & 1);
-            advance(next);
+    int32_t done = 0;  // the block's tiles walked in its segments before
+    bool more;         // whether a segment follows
+    do {
+        // The segment: tiles t0 .. t0 + nt - 1 of list lh, slice sl of the
+        // ns blocks that walk it (a worker's: those whose ranges touch the
+        // list; 1: the block decides its rows alone).
+        int32_t t0 = 0, nt, sl = 0, ns = 1;
+        more = false;
+        if (worker) {
+            const ckv_km_segment seg = ckv_km_segment_of(id, done, wr[0], wr[1], wr[2]);
+            lh = vl[seg.v];
+            t0 = seg.t0;
+            nt = seg.nt;
+            sl = seg.sl;
+            ns = seg.ns;
+            more = MULTI && seg.more;
         }
-    };
-    const int32_t step = split ? S::WGS : 1;
-    for (int32_t i = idle ? nt : split ? wg : 0; i < nt; i += step) {
-        pass_to(i);
-        const int st = i % S::STAGES;
-        ckv_mbar_wait(full + 8 * st, i / S::STAGES & 1);
-        next = i + 1;
-        float acc[KN / 8][4], cross[KN / 8][4];
-        km_wg_products(acc, cross, ah, al, ckv_wgmma_desc_at(d0, st * S::STAGE),
-                       ckv_wgmma_desc_at(d0, st * S::STAGE + S::PART));
-        advance(i);
-        ckv_wgmma_wait<0>();
-        ckv_wgmma_hold(acc);
-        ckv_wgmma_hold(cross);
-        float2 rc[KN / 8];
-        km_col_scales(rc, sc + st * KN + 2 * t, cbad);
+        km_est_list_of<false>(L, a, lh, m0);  // (again: not kept across segments)
+        if (!worker)
+            nt = L.tiles;
+        const int32_t i0 = done;
+        done += nt;
+        if (i0 > 0)
+            __syncthreads();  // the stages and wg_top free for the next segment
+        const bool sliced = ns > 1;
+        const size_t base = (size_t)lh * a.p.cap;
+        const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
+        uint8_t fl = 0;
+        km_own_walk ow(t0 * KN + mr, a.M_of[lh], a.p.k);  // from the first tile copied
+        const auto load_flag = [&](int32_t j1) {
+            fl = a.cw && mine && j1 + mr < L.n_col ? a.cw[base + j1 + mr] : 0;
+        };
+        const auto copy_stage = [&](int st, int32_t j1) {
+            // The lane's row: its feature's index (>= 0) or -1 - its centroid's.
+            const int32_t at_row =
+                mine && j1 + mr < L.n_col ? fl ? -1 - (j1 + mr) : (int32_t)ow.q : 0;
+            load_flag(j1 + KN);
+            ow.step();
+            const uint32_t hb = sb + st * S::STAGE + q_at;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const float m = km_take_cols(r[h], acc, cross, rc, h, (t0 + i) * KN + 2 * t, L.n_col,
-                                         (t0 + i) * KN + KN <= L.n_col);
-            if constexpr (FLAGS)
-                km_cand_flag(a.sp.cand, cand_at < 0 ? -1 : cand_at + 8 * KM_CAND_WORDS * h, m,
-                             r[h].s, rf[h], t0 + i);
-        }
-    }
-    pass_to(nt);
-    ckv_cp_async_wait<0>();
-    km_top x[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-        x[h] = km_est_quad(r[h], cbad);
-    if (split) {  // the other warpgroups' tops of the rows to the first's
-        if (wg > 0 && t == 0)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                wg_top[wg - 1][16 * rw + g + 8 * h] = x[h];
-        __syncthreads();
-        if (wg == 0)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int o = 0; o < S::WGS - 1; o++)
-                    x[h] = km_top_merge(x[h], wg_top[o][16 * rw + g + 8 * h]);
-    }
-    if (sliced) {  // the slice's tops out; the last block to arrive merges them all
-        // (the first warpgroup's warps hold the rows where the warpgroups
-        // split the tiles, every warp its own rows otherwise)
-        km_top *const tb = a.sp.etop + (size_t)lh * KM_EST_SLICES * KM_EST_SLICE_ROWS;
-        const bool holds = !split || wg == 0;
-        if (holds && t == 0)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                tb[sl * KM_EST_SLICE_ROWS + 16 * rw + g + 8 * h] = x[h];
-        if (!km_last_to_arrive(a.sp.en + lh, ns))
-            return;
-        if (holds)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const auto slice = [&](int32_t s2) {
-                    const km_top *const o = tb + s2 * KM_EST_SLICE_ROWS + 16 * rw + g + 8 * h;
-                    return km_top{__ldcg(&o->s), __ldcg(&o->second), __ldcg(&o->j),
-                                  __ldcg(reinterpret_cast<const unsigned char *>(&o->bad)) != 0};
-                };
-                x[h] = slice(0);
-                for (int32_t s2 = 1; s2 < ns; s2++)
-                    x[h] = km_top_merge(x[h], slice(s2));
+            for (int u = 0; u < RU; u++) {
+                const int r = r0 + RS * u;
+                if (RS * (u + 1) > KN && r >= KN)
+                    break;  // for the whole warp (its PW rows are aligned to PW)
+                const bool in = j1 + r < L.n_col;
+                const int32_t w = __shfl_sync(0xffffffffu, at_row, PW * u + lane / CH);
+                const uint32_t *const src =  // chunk cq's hi half (km_split_put)
+                    (w < 0 ? C + (size_t)(-1 - w) * D : F + (size_t)w * D) + 2 * cq;
+                const uint32_t at = hb + ckv_swizzle128(r, q_piece);
+                ckv_cp_async8(at, src, in);
+                ckv_cp_async8(at + S::PART, src + D / 2, in);
             }
-    }
-    if (split && wg > 0)
-        return;
-    unsigned gaps = UINT_MAX;
-    if (t == 0)
+            km_copy_scales(sc + st * KN, a, L, base, j1);
+            ckv_cp_async_commit();
+        };
+
+        // A block with at most 64 of the pass's rows (a decode-time call's
+        // first assignment leaves about the interval's 64 rows a list to the
+        // estimate) splits the columns instead: every warpgroup takes those
+        // rows and every WGS-th tile from its own, and the tops merge at the
+        // end (km_top_merge: the same bits as one walk). Only one warpgroup
+        // had worked, tile after tile, the other two copying and arriving
+        // (SmolLM2's 32K decode-time call's first estimate 0.18 -> 0.157 ms,
+        // the 8B's 0.54 -> 0.47, runs YB, YC: a warp arrives for a tile only
+        // after its own last one, so about two tiles overlap, not three).
+        const bool split = L.n - m0 <= KM_EST_ROWS;
+        const int wg = warp / 4, rw = split ? warp % 4 : warp;  // rw: the warp's 16 rows
+        load_flag(t0 * KN);
+        km_load_features<S::THREADS, S::ROWS, D, SF>(sm, F, L, m0);
+        // Row g (+ 8) of the warp's 16: A's k-step s, his then los (above).
+        uint32_t ah[KS][4], al[KS][4];
+#pragma unroll
+        for (int s = 0; s < KS; s++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const uint32_t *w = sm + (16 * rw + g + 8 * (u & 1)) * SF +
+                                    4 * (4 * s + 2 * (u >> 1) + t / 2) + t % 2;
+                ah[s][u] = w[0];
+                al[s][u] = w[2];
+            }
+        __syncthreads();  // the stages take the features' place
+#pragma unroll
+        for (int u = 0; u < S::LEAD; u++)
+            if (u < nt)
+                copy_stage((i0 + u) % S::STAGES, (t0 + u) * KN);
+            else
+                ckv_cp_async_commit();  // empty groups keep the counts
+        if (nt > 0)
+            arrive_full(i0 % S::STAGES);
+
+        km_top r[2];
+        float rf[2];
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            gaps = min(gaps, km_est_decide<false>(x[h], rf[h], m0 + 16 * rw + g + 8 * h, L, a,
-                                                  lh, flags));
-    km_note_margins(a.margin + lh, gaps);
+            km_est_row_start(r[h], rf[h], L, a, base, m0 + 16 * rw + g + 8 * h);
+        // The lane's row g's bitmap in a.sp.cand (row g + 8's 8 rows on), -1
+        // where the pass keeps none (m0 is 0 where it does).
+        const bool flags = FLAGS && L.n <= KM_EST_SLICE_ROWS && L.tiles <= KM_CAND_TILES;
+        const int32_t cand_at =
+            flags ? (lh * KM_EST_SLICE_ROWS + 16 * rw + g) * KM_CAND_WORDS : -1;
+        bool cbad = false;
+        // A warpgroup none of whose 64 rows is the pass's (no split) only
+        // copies and arrives: the idle two's products had shared the tensor
+        // pipe with the third's (SmolLM2's 32K decode-time call's three
+        // estimates 0.75 -> 0.56 ms, run XC). Its first tile is past the
+        // last, so that it only takes the walk after the products' loop: an
+        // if around the products made ptxas serialize every wgmma.
+        const bool idle = !split && m0 + 64 * wg >= L.n;
+        // Tile i's next copies (LEAD tiles on) and the warp's arrival for i + 1.
+        const auto advance = [&](int32_t i) {
+            if (i + S::LEAD < nt)
+                copy_stage((i0 + i + S::LEAD) % S::STAGES, (t0 + i + S::LEAD) * KN);
+            else
+                ckv_cp_async_commit();  // empty groups keep the counts
+            if (i + 1 < nt)
+                arrive_full((i0 + i + 1) % S::STAGES);
+        };
+        // Every warp waits for every tile and advances after it, in order
+        // (the stages' reuse above rests on it), products or not: `next` the
+        // first tile the warp has not yet passed.
+        int32_t next = 0;
+        const auto wait_full = [&](int32_t i) {
+            ckv_mbar_wait(full + 8 * ((i0 + i) % S::STAGES), (i0 + i) / S::STAGES & 1);
+        };
+        const auto pass_to = [&](int32_t i) {
+            for (; next < i; next++) {
+                wait_full(next);
+                advance(next);
+            }
+        };
+        const int32_t step = split ? S::WGS : 1;
+        for (int32_t i = idle ? nt : split ? wg : 0; i < nt; i += step) {
+            pass_to(i);
+            const int st = (i0 + i) % S::STAGES;
+            wait_full(i);
+            next = i + 1;
+            float acc[KN / 8][4], cross[KN / 8][4];
+            km_wg_products(acc, cross, ah, al, ckv_wgmma_desc_at(d0, st * S::STAGE),
+                           ckv_wgmma_desc_at(d0, st * S::STAGE + S::PART));
+            advance(i);
+            ckv_wgmma_wait<0>();
+            ckv_wgmma_hold(acc);
+            ckv_wgmma_hold(cross);
+            float2 rc[KN / 8];
+            km_col_scales(rc, sc + st * KN + 2 * t, cbad);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float m = km_take_cols(r[h], acc, cross, rc, h, (t0 + i) * KN + 2 * t,
+                                             L.n_col, (t0 + i) * KN + KN <= L.n_col);
+                if constexpr (FLAGS)
+                    km_cand_flag(a.sp.cand, cand_at < 0 ? -1 : cand_at + 8 * KM_CAND_WORDS * h,
+                                 m, r[h].s, rf[h], t0 + i);
+            }
+        }
+        pass_to(nt);
+        ckv_cp_async_wait<0>();
+        km_top xt[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            xt[h] = km_est_quad(r[h], cbad);
+        if (split) {  // the other warpgroups' tops of the rows to the first's
+            if (wg > 0 && t == 0)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    wg_top[wg - 1][16 * rw + g + 8 * h] = xt[h];
+            __syncthreads();
+            if (wg == 0)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int o = 0; o < S::WGS - 1; o++)
+                        xt[h] = km_top_merge(xt[h], wg_top[o][16 * rw + g + 8 * h]);
+        }
+        if (sliced) {  // the slice's tops out; the last block to arrive merges them all
+            // (the first warpgroup's warps hold the rows where the warpgroups
+            // split the tiles, every warp its own rows otherwise)
+            km_top *const tb = a.sp.etop + (size_t)lh * KM_EST_SLICES * KM_EST_SLICE_ROWS;
+            const bool holds = !split || wg == 0;
+            if (holds && t == 0)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    tb[sl * KM_EST_SLICE_ROWS + 16 * rw + g + 8 * h] = xt[h];
+            if (!km_last_to_arrive(a.sp.en + lh, ns))
+                continue;  // (the whole block)
+            if (holds)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const auto slice = [&](int32_t s2) {
+                        const km_top *const o = tb + s2 * KM_EST_SLICE_ROWS + 16 * rw + g + 8 * h;
+                        return km_top{
+                            __ldcg(&o->s), __ldcg(&o->second), __ldcg(&o->j),
+                            __ldcg(reinterpret_cast<const unsigned char *>(&o->bad)) != 0};
+                    };
+                    xt[h] = slice(0);
+                    for (int32_t s2 = 1; s2 < ns; s2++)
+                        xt[h] = km_top_merge(xt[h], slice(s2));
+                }
+        }
+        if (split && wg > 0)
+            continue;
+        unsigned gaps = UINT_MAX;
+        if (t == 0)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                gaps = min(gaps, km_est_decide<false>(xt[h], rf[h], m0 + 16 * rw + g + 8 * h, L,
+                                                      a, lh, flags));
+        km_note_margins(a.margin + lh, gaps);
+    } while (more);
 }
 
 // The group step: each cluster's members in slot order (ival_out), a run a
@@ -3752,9 +3830,9 @@ struct km_room {
 
 // The wgmma estimate's form (km_estimate_wg_kernel) for head_dim D.
 template <int D>
-static auto km_estimate_wg_of(bool sliced, bool flags)
+static auto km_estimate_wg_of(bool bal, bool flags)
 {
-    return sliced ? flags ? km_estimate_wg_kernel<D, true, true>
+    return bal ? flags ? km_estimate_wg_kernel<D, true, true>
                           : km_estimate_wg_kernel<D, true, false>
                   : flags ? km_estimate_wg_kernel<D, false, true>
                           : km_estimate_wg_kernel<D, false, false>;
@@ -3823,39 +3901,47 @@ struct km_bufs {
     km_slices sp;
 };
 
-// The slices a list's pass of few rows over `tiles` tiles of centroids
-// takes (km_estimate_wg_kernel, a block an SM) for `live` of `lists` lists on `sms`
-// SMs: n slices cost ceil(live n / sms) waves of tiles / n + S tiles (S:
-// a block's own start and end, the features, fragments, copies' lead and
-// merge, about 6.5 tiles' time: run ZZ15, where 4 slices took SmolLM2's
-// 32K passes (128 tiles) 122 -> 105 us and made its 8K ones (32 tiles)
-// slower); the fewest slices whose cost is at most 0.9 of the fewer's.
-// SmolLM2's 90 lists on 132 SMs: 1 at 8K, 4 at 32K and 128K; the 8B's 256
-// lists: 1; one list (the tests', or a late pass's): 16 where the tiles
-// allow.
-static int32_t km_est_slices(int32_t lists, int32_t live, int sms, int32_t tiles)
+// The balanced blocks of a pass (km_estimate_wg_kernel's BAL) at head_dim
+// d for `live` of `lists` lists of `tiles` tiles of centroids on `sms` SMs;
+// 0: none (the row blocks take every list), where the scratch holds no
+// more lists. By a block's time in tiles (S: a segment's start and end,
+// the features, fragments, copies' lead and merge, about 6.5 tiles' time,
+// run ZZ15): at head_dim 64 one wave of equal ranges, a block an SM, by
+// the kernel's own rule (ckv_km_range_blocks: at most 15 a live list): SmolLM2's 90 lists of 512
+// tiles (128K) had taken 3 waves of 4 slices a list, 3 (128 + S) = 403.5,
+// where equal ranges take 46,080 / 132 + 2 S = 362; at 32K (128 tiles)
+// 115.5 against 100, at 8K (32) one slice, 38.5, against 35. At head_dim
+// 128 n slices a live list, the fewest whose waves, ceil(live n / sms) of
+// tiles / n + S, cost at most 0.9 of the fewer's (the 8B's 256 lists: one,
+// so none; one list, a late pass's: 15), as n workers a list of all the
+// lists: the kernel takes n slices of each list it finds live (the host's
+// count does not bound those), and the rest leave at once.
+static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, int32_t tiles)
 {
-    if (lists > KM_SLICE_LISTS)
-        return 1;  // (the scratch holds no more: its slices are by list, not by live list)
+    if (lists > KM_SLICE_LISTS || tiles < 1)
+        return 0;
+    live = max(live, 1);
+    if (d == 64)
+        return ckv_km_range_blocks(true, sms, lists, min(live, lists), tiles);
     constexpr double start_tiles = 6.5;  // S
     const auto cost = [&](int32_t n) {
         const int64_t waves = ((int64_t)live * n + sms - 1) / sms;
         return (double)waves * ((double)tiles / n + start_tiles);
     };
     int32_t best = 1;
-    for (int32_t n = 2; n <= KM_EST_SLICES; n++)
+    for (int32_t n = 2; n <= CKV_KM_RANGE_PER_LIST; n++)
         if (cost(n) < 0.9 * cost(best))
             best = n;
-    return best;
+    return best > 1 ? lists * best : 0;
 }
 
 // One pass of the estimate over every active list (up to max_m rows; live
-// of the lists are active, which sets the slices), the
+// of the lists are active, which sets the balanced blocks), the
 // lists' first blocks of rows first (the grid's x the list): a pass over a
 // few rows a list (a decode-time call's first assignment leaves about 64)
 // has one working block a list among max_m / ROWS that leave at once (on
-// Hopper, where the lists are fewer than the SMs, km_est_slices blocks a
-// list, each a slice of the centroids), and with the rows' blocks first
+// Hopper, the balanced blocks take such lists, km_est_workers), and with
+// the rows' blocks first
 // the last lists' working blocks were dispatched only after the earlier
 // lists' empty ones (SmolLM2's 32K call: 90 of 3,870 blocks work; ncu's
 // SMs' active cycles from 79% under their mean to 32% over, run YE). The
@@ -3870,19 +3956,22 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t li
                         int32_t max_m, int32_t *amb_n, const km_room &room, bool cand,
                         cudaStream_t s)
 {
-    const int32_t slices = km_est_slices(lists, live, room.sms, (p.k + KN - 1) / KN);
+    const int32_t workers = MOVED || !room.wg ? 0
+                                              : km_est_workers(D, lists, live, room.sms,
+                                                               (p.k + KN - 1) / KN);
     const km_est_args a = {b.fs,     b.cs,   b.cw,    b.fnorm,  b.cscale,
                            b.cl,     b.best, b.margin, b.amb,   amb_n,
                            cand ? b.crow : nullptr,   b.dr,    b.act,
-                           b.chg,    b.touch, b.M_of, b.sp,     slices,
+                           b.chg,    b.touch, b.M_of, b.sp,     workers,
                            p};
     if constexpr (!MOVED)
         if (room.wg) {
-            const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS);
-            km_estimate_wg_of<D>(slices > 1, cand)<<<dim3(lists, rows > (unsigned)slices ? rows
-                                                                                       : slices),
-                                                    km_wg_shape<D>::THREADS, km_wg_smem<D>(),
-                                                    s>>>(a);
+            // the row blocks after the balanced ones, the grid's x the list
+            const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS),
+                           more = workers > 0 ? ckv_pol_blocks(workers, lists) : 0;
+            km_estimate_wg_of<D>(workers > 0, cand)<<<dim3(lists, rows + more),
+                                                      km_wg_shape<D>::THREADS, km_wg_smem<D>(),
+                                                      s>>>(a);
             return;
         }
     using S = km_est_shape<D, MOVED>;
