@@ -2080,8 +2080,10 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
 // BLOCKS: the blocks an SM the registers must allow (16 warps, 128
-// registers a thread, which spills a few dozen bytes; MOVED 24 warps at 80,
-// a few dozen bytes spilled outside the products: ptxas -v). MOVED:
+// registers a thread, which spills a few dozen bytes; MOVED at head_dim 64
+// 20 warps at 95, no spill: at 24 warps, 80 registers, it spilled 48 bytes,
+// its rows' columns and flags, whose reloads before the decisions held 11%
+// of the pass's stall samples, run ZZ72). MOVED:
 // the pass over the moved centroids, about a tile a list at decode time
 // (some 64 moved centroids a list), each block waiting on its rows' loads,
 // its tile's copy and its decisions in turn (820 MB in 0.42 ms, half the
@@ -2101,7 +2103,7 @@ struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
                          NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
                          STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
-                         BLOCKS = D == 64 ? (MOVED ? 6 : 4) : (MOVED ? 3 : 2);
+                         BLOCKS = D == 64 ? (MOVED ? 5 : 4) : (MOVED ? 3 : 2);
 };
 
 // The stages, then their columns' scales.
