@@ -2763,11 +2763,10 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
             return;  // (the whole block)
     } else if (worker) {
         // At head_dim 128, slice id / lists of list id % lists (a.workers:
-        // the slices a list times all the lists, km_est_workers), so that a
-        // worker of a list with no such pass leaves at once: every worker
-        // finding the live lists by a scan took the 8B's third pass (one
-        // list of 256 live) 0.106 -> 0.176 ms, its 3,840 workers in 29 waves
-        // (run ZZ73).
+        // the slices a list times all the lists, km_est_workers): one
+        // segment a block needs no scan of the lists, and a worker of a list
+        // with no such pass leaves at once (ptxas: 36 / 48 bytes spilled
+        // against 72 / 96 with the scan).
         lh = id % (int32_t)gridDim.x;
         if (!km_est_list_of<false>(L, a, lh, 0) || L.n > KM_EST_SLICE_ROWS ||
             id / (int32_t)gridDim.x >= ckv_km_range_blocks(false, a.workers, gridDim.x, 1, tl))
