@@ -2080,8 +2080,11 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
 // BLOCKS: the blocks an SM the registers must allow (16 warps, 128
-// registers a thread, which spills a few dozen bytes; MOVED 24 warps at 80,
-// a few dozen bytes spilled outside the products: ptxas -v). MOVED:
+// registers a thread, which spills a few dozen bytes; MOVED at head_dim 64
+// 20 warps at 95, no spill: at 24 warps, 80 registers, it spilled 48 bytes,
+// a word and a flag of each of the lane's rows stored at the start, whose
+// reloads before the decisions held about 11% of the pass's stall samples,
+// run ZZ72; 0.372 -> 0.360 ms at SmolLM2's 128K call, ZZ73). MOVED:
 // the pass over the moved centroids, about a tile a list at decode time
 // (some 64 moved centroids a list), each block waiting on its rows' loads,
 // its tile's copy and its decisions in turn (820 MB in 0.42 ms, half the
@@ -2101,7 +2104,7 @@ struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
                          NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
                          STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
-                         BLOCKS = D == 64 ? (MOVED ? 6 : 4) : (MOVED ? 3 : 2);
+                         BLOCKS = D == 64 ? (MOVED ? 5 : 4) : (MOVED ? 3 : 2);
 };
 
 // The stages, then their columns' scales.
@@ -2708,9 +2711,10 @@ struct km_own_walk {
 // lists (runs ZZ64, ZZ68). At head_dim 128 the loop over segments made
 // ptxas spill 558 bytes a thread where one segment spills 72, so there
 // the ranges are each live list's equal slices (as many a list as the
-// workers a list of all the lists), one segment a block. The other blocks are row blocks:
-// list blockIdx.x, the rows from m0 every tile, a block of them (with BAL
-// only lists of more rows). FLAGS: the form that flags the candidate tiles
+// workers a list of all the lists), one segment a block, the block of the
+// grid's column of its list. The other blocks are row blocks: list
+// blockIdx.x, the rows from m0 every tile, a block of them (with BAL only
+// lists of more rows). FLAGS: the form that flags the candidate tiles
 // (KM_CAND_W) of a list whose pass has at most KM_EST_SLICE_ROWS rows and
 // KM_CAND_TILES tiles, a call's first (the flags' work and registers in
 // its tile loop: the later passes keep the form without).
@@ -2724,14 +2728,15 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a worker's rows are one block's");
     const int32_t id = (int32_t)(blockIdx.y * gridDim.x + blockIdx.x);
     const bool worker = BAL && id < a.workers;
-    // The workers' live lists vl[] in order, and wr: their tiles a list,
-    // all their tiles, and the workers that share them in equal ranges
-    // (kept here, not in registers, from segment to segment).
-    __shared__ int16_t vl[BAL ? KM_SLICE_LISTS : 1];
+    // At head_dim 64 the workers' live lists vl[] in order, and wr: their
+    // tiles a list, all their tiles, and the workers that share them in
+    // equal ranges (kept here, not in registers, from segment to segment).
+    __shared__ int16_t vl[BAL && MULTI ? KM_SLICE_LISTS : 1];
     __shared__ int32_t wr[3];
     int32_t lh = 0, m0 = 0;
     km_est_list L;
-    if (worker) {
+    const int32_t tl = (a.p.k + KN - 1) / KN;
+    if (worker && MULTI) {
         using Scan = cub::BlockScan<int32_t, S::THREADS>;
         __shared__ typename Scan::TempStorage scan;
         static_assert(2 * S::THREADS >= KM_SLICE_LISTS, "a thread finds two lists");
@@ -2747,11 +2752,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         for (int u = 0; u < 2; u++)
             if (ok[u])
                 vl[at[u]] = (int16_t)(2 * threadIdx.x + u);
-        // (at head_dim 128 a.workers is the slices a list times all the
-        // lists, km_est_workers: each live list's slices are among them)
-        const int32_t tl = (a.p.k + KN - 1) / KN;
         const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
-        const int32_t wb = ckv_km_range_blocks(MULTI, a.workers, gridDim.x, live, tl);
+        const int32_t wb = ckv_km_range_blocks(true, a.workers, gridDim.x, live, tl);
         if (threadIdx.x == 0) {
             wr[0] = tl;
             wr[1] = wt;
@@ -2760,6 +2762,16 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         __syncthreads();
         if (id >= wb)
             return;  // (the whole block)
+    } else if (worker) {
+        // At head_dim 128, slice id / lists of list id % lists (a.workers:
+        // the slices a list times all the lists, km_est_workers): one
+        // segment a block needs no scan of the lists, and a worker of a list
+        // with no such pass leaves at once (ptxas: 36 / 48 bytes spilled
+        // against 72 / 96 with the scan).
+        lh = id % (int32_t)gridDim.x;
+        if (!km_est_list_of<false>(L, a, lh, 0) || L.n > KM_EST_SLICE_ROWS ||
+            id / (int32_t)gridDim.x >= ckv_km_range_blocks(false, a.workers, gridDim.x, 1, tl))
+            return;
     } else {
         const int32_t r = id - (BAL ? a.workers : 0);
         lh = r % (int32_t)gridDim.x;
@@ -2834,8 +2846,13 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         int32_t t0 = 0, nt, sl = 0, ns = 1;
         more = false;
         if (worker) {
-            const ckv_km_segment seg = ckv_km_segment_of(id, done, wr[0], wr[1], wr[2]);
-            lh = vl[seg.v];
+            // (at head_dim 128 the list's slices alone: ckv_km_range_blocks)
+            const ckv_km_segment seg =
+                MULTI ? ckv_km_segment_of(id, done, wr[0], wr[1], wr[2])
+                      : ckv_km_segment_of(id / (int32_t)gridDim.x, 0, tl, tl,
+                                          ckv_km_range_blocks(false, a.workers, gridDim.x, 1, tl));
+            if (MULTI)
+                lh = vl[seg.v];
             t0 = seg.t0;
             nt = seg.nt;
             sl = seg.sl;
