@@ -52,6 +52,21 @@ __device__ __forceinline__ void km_flag(int32_t *f)
     cuda::atomic_ref<int32_t, cuda::thread_scope_device>(*f).store(1, cuda::memory_order_relaxed);
 }
 
+// The inclusive prefix sum of v over each group of W lanes of the warp
+// (every lane of the warp calls it).
+template <int W = 32>
+__device__ __forceinline__ int32_t km_warp_incl_sum(int32_t v)
+{
+    static_assert(W >= 1 && W <= 32 && 32 % W == 0, "groups within the warp");
+    const int lane = threadIdx.x % W;
+#pragma unroll
+    for (int o = 1; o < W; o *= 2) {
+        const int32_t t = __shfl_up_sync(0xffffffffu, v, o);
+        v += lane >= o ? t : 0;
+    }
+    return v;
+}
+
 // Row m of list lh moves from cluster cl[base + m] to j: the list's change
 // flag, and both clusters touched (touch NULL: not kept, as at a call's
 // first assignment, before which every cluster counts as touched), so that
@@ -1748,13 +1763,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
             for (int32_t l = f0.x, before = f0.y; l < lists && before <= u; l += 32) {
                 const int32_t lh = l + lane, nr = (rows_in(lh) + AM - 1) / AM,
                               n = nr * slices(nr);
-                int32_t incl = n;
-#pragma unroll
-                for (int off = 1; off < 32; off *= 2) {
-                    const int32_t o = __shfl_up_sync(0xffffffffu, incl, off);
-                    if (lane >= off)
-                        incl += o;
-                }
+                const int32_t incl = km_warp_incl_sum(n);
                 const int32_t at = before + incl - n;
                 if (at <= u && u < at + n) {
                     found = make_int2(lh, u - at);
@@ -1790,12 +1799,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 #pragma unroll
             for (int o = KM_CAND_WORDS; o < 32; o *= 2)
                 u |= __shfl_xor_sync(0xffffffffu, u, o);
-            int32_t at = __popc(u);
-#pragma unroll
-            for (int o = 1; o < KM_CAND_WORDS; o *= 2) {
-                const int32_t v = __shfl_up_sync(0xffffffffu, at, o);
-                at += w >= o ? v : 0;
-            }
+            int32_t at = km_warp_incl_sum<KM_CAND_WORDS>(__popc(u));
             if (lane == KM_CAND_WORDS - 1)
                 cand_n = all ? at : -1;
             at -= __popc(u);
@@ -3586,11 +3590,7 @@ __global__ void __launch_bounds__(FORM_THREADS, FORM_BLOCKS)
     if (threadIdx.x < 32) {
         int32_t carry = 0;
         for (int32_t l0 = 0; l0 < lists; l0 += 32) {
-            int32_t v = l0 + lane < lists ? s.qn[l0 + lane] : 0;
-            for (int32_t o = 1; o < 32; o *= 2) {
-                const int32_t t = __shfl_up_sync(0xffffffffu, v, o);
-                v += lane >= o ? t : 0;
-            }
+            const int32_t v = km_warp_incl_sum(l0 + lane < lists ? s.qn[l0 + lane] : 0);
             if (l0 + lane < lists)
                 pre[l0 + lane + 1] = carry + v;
             carry += __shfl_sync(0xffffffffu, v, 31);
