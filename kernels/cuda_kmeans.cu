@@ -1436,18 +1436,19 @@ struct km_top {
 // The wgmma estimate's pass over at most one block's rows of a list
 // (KM_EST_SLICE_ROWS, km_wg_shape's ROWS; a decode-time call's first: about
 // the interval's 64) splits the list's tiles of centroids among up to
-// KM_EST_SLICES blocks (the balanced blocks' ranges, km_est_workers), the
-// last to arrive merging their tops (km_top_merge: the same bits as one
-// walk). One block a list walked every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its three
+// CKV_KM_RANGE_PER_LIST blocks (the balanced blocks' ranges,
+// km_est_workers; KM_EST_SLICES slots a list), the last to arrive merging
+// their tops (km_top_merge: the same bits as one walk). One block a list
+// walked every tile, on 90 of the 132 SMs at SmolLM2's 90 lists (its three
 // launches 1.34 ms of the 128K call, run ZZ12), each tile bound by the
 // tensor pipe and the epilogue, not by memory (as a pass of 65 to 192
 // rows still did when slicing took only passes of 64: sliced, the second
 // pass of SmolLM2's 128K call took 0.694 -> 0.552 ms, run ZZ28). A pass
 // of at most KM_EST_ROWS rows a block also splits each block's tiles among
-// its warpgroups. Up to 16 blocks a list: a late pass often has one or two
-// live lists of a row or two (SmolLM2's 128K call's third: one list, one
-// row, in 4 slices of 128 tiles took 0.139 ms, runs ZZ65, ZZ67; in 16,
-// 0.054 ms, ZZ68).
+// its warpgroups. Up to 15 blocks a list (src/kmeans_ranges.h): a late
+// pass often has one or two live lists of a row or two (SmolLM2's 128K
+// call's third: one list, one row, in 4 slices of 128 tiles took 0.139 ms,
+// runs ZZ65, ZZ67; in 16, 0.054 ms, ZZ68).
 enum { KM_EST_SLICES = CKV_KM_RANGE_SLOTS, KM_EST_ROWS = 64, KM_EST_SLICE_ROWS = 192 };
 
 // The exact pass over the candidate tiles. The first exact pass walked
@@ -2732,14 +2733,17 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a worker's rows are one block's");
     const int32_t id = (int32_t)(blockIdx.y * gridDim.x + blockIdx.x);
     const bool worker = BAL && id < a.workers;
-    // At head_dim 64 the workers' live lists vl[] in order, and wr: their
-    // tiles a list, all their tiles, and the workers that share them in
-    // equal ranges (kept here, not in registers, from segment to segment).
+    // At head_dim 64 the workers' live lists vl[] in order, and wr: all
+    // their tiles and the workers that share them in equal ranges (kept
+    // here, not in registers, from segment to segment).
     __shared__ int16_t vl[BAL && MULTI ? KM_SLICE_LISTS : 1];
-    __shared__ int32_t wr[3];
+    __shared__ int32_t wr[2];
     int32_t lh = 0, m0 = 0;
     km_est_list L;
-    const int32_t tl = (a.p.k + KN - 1) / KN;
+    const int32_t tl = (a.p.k + KN - 1) / KN;  // a list's tiles
+    // At head_dim 128 the slices of each list (a.workers: the slices a list
+    // times all the lists, km_est_workers).
+    const int32_t wn = BAL && !MULTI ? ckv_km_range_blocks(false, a.workers, gridDim.x, 1, tl) : 0;
     if (worker && MULTI) {
         using Scan = cub::BlockScan<int32_t, S::THREADS>;
         __shared__ typename Scan::TempStorage scan;
@@ -2759,22 +2763,20 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
         const int32_t wb = ckv_km_range_blocks(true, a.workers, gridDim.x, live, tl);
         if (threadIdx.x == 0) {
-            wr[0] = tl;
-            wr[1] = wt;
-            wr[2] = wb;
+            wr[0] = wt;
+            wr[1] = wb;
         }
         __syncthreads();
         if (id >= wb)
             return;  // (the whole block)
     } else if (worker) {
-        // At head_dim 128, slice id / lists of list id % lists (a.workers:
-        // the slices a list times all the lists, km_est_workers): one
-        // segment a block needs no scan of the lists, and a worker of a list
-        // with no such pass leaves at once (ptxas: 36 / 48 bytes spilled
-        // against 72 / 96 with the scan).
+        // At head_dim 128, slice id / lists of list id % lists: one segment
+        // a block needs no scan of the lists, and a worker of a list with no
+        // such pass leaves at once (ptxas: 36 / 48 bytes spilled against
+        // 72 / 96 with the scan).
         lh = id % (int32_t)gridDim.x;
         if (!km_est_list_of<false>(L, a, lh, 0) || L.n > KM_EST_SLICE_ROWS ||
-            id / (int32_t)gridDim.x >= ckv_km_range_blocks(false, a.workers, gridDim.x, 1, tl))
+            id / (int32_t)gridDim.x >= wn)
             return;
     } else {
         const int32_t r = id - (BAL ? a.workers : 0);
@@ -2850,11 +2852,10 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         int32_t t0 = 0, nt, sl = 0, ns = 1;
         more = false;
         if (worker) {
-            // (at head_dim 128 the list's slices alone: ckv_km_range_blocks)
+            // (at head_dim 128 the list's wn slices alone)
             const ckv_km_segment seg =
-                MULTI ? ckv_km_segment_of(id, done, wr[0], wr[1], wr[2])
-                      : ckv_km_segment_of(id / (int32_t)gridDim.x, 0, tl, tl,
-                                          ckv_km_range_blocks(false, a.workers, gridDim.x, 1, tl));
+                MULTI ? ckv_km_segment_of(id, done, tl, wr[0], wr[1])
+                      : ckv_km_segment_of(id / (int32_t)gridDim.x, 0, tl, tl, wn);
             if (MULTI)
                 lh = vl[seg.v];
             t0 = seg.t0;
