@@ -2088,8 +2088,8 @@ enum { KN = 64 };
 // registers a thread, which spills a few dozen bytes; MOVED at head_dim 64
 // 20 warps at 95, no spill: at 24 warps, 80 registers, it spilled 48 bytes,
 // a word and a flag of each of the lane's rows stored at the start, whose
-// reloads before the decisions held about 11% of the pass's stall samples,
-// run ZZ72; 0.372 -> 0.360 ms at SmolLM2's 128K call, ZZ73). MOVED:
+// reloads' first readers held 12.7% of the pass's stall samples, run ZZ72,
+// scripts/ncu-stalls; 0.372 -> 0.360 ms at SmolLM2's 128K call, ZZ73). MOVED:
 // the pass over the moved centroids, about a tile a list at decode time
 // (some 64 moved centroids a list), each block waiting on its rows' loads,
 // its tile's copy and its decisions in turn (820 MB in 0.42 ms, half the

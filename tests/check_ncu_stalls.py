@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Checks scripts/ncu-stalls, which the stall figures of
+docs/performance-notes.md come from: on a small hand-written ncu source page
+(six SASS lines, their samples and two stall reasons) the totals, the
+reasons' order and shares, the busiest instructions, and each local load's
+first reader (a 64-bit load's second register read as a store's address;
+a predicated write passed over; none where an unpredicated write replaces
+the value first) are the ones derived by hand,
+and bad input is refused with a message naming it."""
+import os
+import tempfile
+
+from script_check import check, check_refuses_files, finish, root, run_script
+
+script = os.path.join(root, "scripts", "ncu-stalls")
+
+
+def run(*args):
+    return run_script(script, *args)
+
+
+# Address, source, all samples, stall_long_sb, stall_wait.
+LINES = [
+    ("0x7f0000000000", "LDL R7, [R1+0x20]", 2, 0, 2),
+    ("0x7f0000000010", "@P1   MOV R7, R9", 4, 0, 4),  # a predicated write: R7 may live on
+    ("0x7f0000000020", "@P0   IADD3 R5, R7, R2, RZ", 30, 30, 0),  # R7's first reader
+    ("0x7f0000000030", "LDL.LU.64 R10, [R1+0x8]", 0, 0, 0),
+    ("0x7f0000000040", "STG.E [R11.64], R4", 50, 40, 10),  # reads R11, the load's second
+    ("0x7f0000000050", "LDL R20, [R1]", 14, 0, 14),
+    ("0x7f0000000060", "MOV R20, RZ", 0, 0, 0),          # replaces R20 unread
+    ("0x7f0000000070", "IADD3 R3, R20, 0x1, RZ", 0, 0, 0),  # reads the MOV's R20
+]
+
+
+def page(path, lines=LINES, header=True):
+    with open(path, "w") as f:
+        f.write('==PROF== Connected to process 1\n"Kernel Name","void k<64>(args)",\n')
+        if header:
+            f.write('"Address","Source","Warp Stall Sampling (All Samples)",'
+                    '"Warp Stall Sampling (Not-issued Samples)","stall_long_sb",'
+                    '"stall_wait","stall_long_sb (Not Issued)"\n')
+        for a, s, n, lsb, w in lines:
+            f.write(f'"{a}","      {s}","{n}","0","{lsb}","{w}","0"\n')
+    return path
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    p = page(os.path.join(tmp, "src.csv"))
+    rc, out, err = run(p, "2")
+    lines = out.splitlines()
+    check(rc == 0, f"a page runs (rc {rc}, {err.strip()})")
+    # 2 + 4 + 30 + 0 + 50 + 14 = 100 samples; long_sb 70, wait 30.
+    check("kernel void k<64>(args): 100 samples over 8 instructions" in out, "the totals")
+    reasons = [l.split() for l in lines if l.strip().startswith("stall_")]
+    check([r[0] for r in reasons] == ["stall_long_sb", "stall_wait"], "reasons, largest first")
+    check([r[1:] for r in reasons] == [["70", "70.0%"], ["30", "30.0%"]], "their counts and shares")
+    busiest = [l for l in lines if l.startswith("     ") and "%" in l and "->" not in l]
+    check(len(busiest) == 2 and "STG.E" in busiest[1] and "IADD3" in busiest[0],
+          f"the two busiest in listing order ({busiest})")
+    check("0 LDL R7, [R1+0x20] ->      2      30" in out, "R7's reader is the IADD3, past a predicated write")
+    check("3 LDL.LU.64 R10, [R1+0x8] ->      4      50" in out,
+          "a 64-bit load's second register read as a store's address")
+    check("5 LDL R20, [R1]: no reader" in out, "a load replaced before any read")
+    check("the local loads' readers: 80 samples, 80.0% of all" in out, "the readers' sum")
+
+    rc, _, err = run(page(os.path.join(tmp, "plain.csv"), header=False))
+    check(rc == 1 and "plain.csv" in err and "Address" in err, f"no header is refused ({err.strip()})")
+    rc, _, err = run(page(os.path.join(tmp, "none.csv"), [(a, s, 0, 0, 0) for a, s, *_ in LINES]))
+    check(rc == 1 and "no stall samples" in err, f"no samples is refused ({err.strip()})")
+    rc, _, err = run(p, "0")
+    check(rc == 2 and "'0'" in err, f"N 0 is refused ({err.strip()})")
+    check_refuses_files(run, tmp, "csv")
+finish()
