@@ -2221,7 +2221,8 @@ struct km_est_args {
     int32_t *chg, *touch;
     const int32_t *M_of;
     km_slices sp;
-    int32_t workers;  // the balanced blocks (km_est_workers), 0: none
+    int32_t workers;      // the balanced blocks (km_est_workers), 0: none
+    int32_t worker_rows;  // the grid's rows they take, the first (ceil(workers / lists))
     km_params p;
 };
 
@@ -2704,7 +2705,8 @@ struct km_own_walk {
     }
 };
 
-// BAL: the launch's first a.workers blocks take the lists whose pass has
+// BAL: the launch's first a.workers blocks (in its first a.worker_rows
+// rows) take the lists whose pass has
 // at most KM_EST_SLICE_ROWS rows (a decode-time call's: about the
 // interval's 64 a list), balanced: the tiles of those lists, end to end,
 // cut into equal contiguous ranges, one a block, and the last of a list's
@@ -2731,20 +2733,29 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     constexpr bool MULTI = D == 64;  // a worker's range may touch several lists
     extern __shared__ __align__(16) unsigned char km_wg_raw[];
     static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a worker's rows are one block's");
+    // The workers take the grid's first a.worker_rows rows (the first
+    // a.workers blocks of them), the row blocks the rest: the list is the
+    // grid's x, so that no block divides by the lists before its first load
+    // (most of a pass's blocks only load and leave: with id % lists and id
+    // / lists the 8B's 128K passes took 1.7-2% longer and its third pass
+    // 0.104 -> 0.208 ms under ncu, its empty blocks' cycles 342 -> 866 each,
+    // run ZZ75).
     const int32_t id = (int32_t)(blockIdx.y * gridDim.x + blockIdx.x);
-    const bool worker = BAL && id < a.workers;
+    const bool worker = BAL && (int32_t)blockIdx.y < a.worker_rows;
     // At head_dim 64 the workers' live lists vl[] in order, and wr: all
     // their tiles and the workers that share them in equal ranges (kept
     // here, not in registers, from segment to segment).
     __shared__ int16_t vl[BAL && MULTI ? KM_SLICE_LISTS : 1];
     __shared__ int32_t wr[2];
-    int32_t lh = 0, m0 = 0;
+    int32_t lh = (int32_t)blockIdx.x, m0 = 0;
     km_est_list L;
     const int32_t tl = (a.p.k + KN - 1) / KN;  // a list's tiles
     // At head_dim 128 the slices of each list (a.workers: the slices a list
     // times all the lists, km_est_workers).
-    const int32_t wn = BAL && !MULTI ? ckv_km_range_blocks(false, a.workers, gridDim.x, 1, tl) : 0;
+    int32_t wn = 0;
     if (worker && MULTI) {
+        if (id >= a.workers)
+            return;  // (the whole block: the workers' last row's tail)
         using Scan = cub::BlockScan<int32_t, S::THREADS>;
         __shared__ typename Scan::TempStorage scan;
         static_assert(2 * S::THREADS >= KM_SLICE_LISTS, "a thread finds two lists");
@@ -2770,18 +2781,16 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         if (id >= wb)
             return;  // (the whole block)
     } else if (worker) {
-        // At head_dim 128, slice id / lists of list id % lists: one segment
+        // At head_dim 128, slice blockIdx.y of list blockIdx.x: one segment
         // a block needs no scan of the lists, and a worker of a list with no
         // such pass leaves at once (ptxas: 36 / 48 bytes spilled against
         // 72 / 96 with the scan).
-        lh = id % (int32_t)gridDim.x;
         if (!km_est_list_of<false>(L, a, lh, 0) || L.n > KM_EST_SLICE_ROWS ||
-            id / (int32_t)gridDim.x >= wn)
+            (int32_t)blockIdx.y >=
+                (wn = ckv_km_range_blocks(false, a.workers, gridDim.x, 1, tl)))
             return;
     } else {
-        const int32_t r = id - (BAL ? a.workers : 0);
-        lh = r % (int32_t)gridDim.x;
-        m0 = r / (int32_t)gridDim.x * S::ROWS;
+        m0 = ((int32_t)blockIdx.y - (BAL ? a.worker_rows : 0)) * S::ROWS;
         if (!km_est_list_of<false>(L, a, lh, m0) || (BAL && L.n <= KM_EST_SLICE_ROWS))
             return;
     }
@@ -2855,7 +2864,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
             // (at head_dim 128 the list's wn slices alone)
             const ckv_km_segment seg =
                 MULTI ? ckv_km_segment_of(id, done, tl, wr[0], wr[1])
-                      : ckv_km_segment_of(id / (int32_t)gridDim.x, 0, tl, tl, wn);
+                      : ckv_km_segment_of((int32_t)blockIdx.y, 0, tl, tl, wn);
             if (MULTI)
                 lh = vl[seg.v];
             t0 = seg.t0;
@@ -3977,17 +3986,17 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t li
     const int32_t workers = MOVED || !room.wg ? 0
                                               : km_est_workers(D, lists, live, room.sms,
                                                                (p.k + KN - 1) / KN);
+    const int32_t worker_rows = workers > 0 ? (int32_t)ckv_pol_blocks(workers, lists) : 0;
     const km_est_args a = {b.fs,     b.cs,   b.cw,    b.fnorm,  b.cscale,
                            b.cl,     b.best, b.margin, b.amb,   amb_n,
                            cand ? b.crow : nullptr,   b.dr,    b.act,
                            b.chg,    b.touch, b.M_of, b.sp,     workers,
-                           p};
+                           worker_rows, p};
     if constexpr (!MOVED)
         if (room.wg) {
             // the row blocks after the balanced ones, the grid's x the list
-            const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS),
-                           more = workers > 0 ? ckv_pol_blocks(workers, lists) : 0;
-            km_estimate_wg_of<D>(workers > 0, cand)<<<dim3(lists, rows + more),
+            const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS);
+            km_estimate_wg_of<D>(workers > 0, cand)<<<dim3(lists, rows + worker_rows),
                                                       km_wg_shape<D>::THREADS, km_wg_smem<D>(),
                                                       s>>>(a);
             return;
