@@ -3860,9 +3860,9 @@ template <int D>
 static auto km_estimate_wg_of(bool bal, bool flags)
 {
     return bal ? flags ? km_estimate_wg_kernel<D, true, true>
-                          : km_estimate_wg_kernel<D, true, false>
-                  : flags ? km_estimate_wg_kernel<D, false, true>
-                          : km_estimate_wg_kernel<D, false, false>;
+                       : km_estimate_wg_kernel<D, true, false>
+               : flags ? km_estimate_wg_kernel<D, false, true>
+                       : km_estimate_wg_kernel<D, false, false>;
 }
 
 // The estimate's shared memory allowed, for head_dim D (both passes, in
