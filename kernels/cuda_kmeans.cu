@@ -2223,6 +2223,7 @@ struct km_est_args {
     km_slices sp;
     int32_t workers;      // the balanced blocks (km_est_workers), 0: none
     int32_t worker_rows;  // the grid's rows they take, the first (ceil(workers / lists))
+    const int32_t *ids;   // the grid's x's lists (km_bufs' ids), NULL: x is the list
     km_params p;
 };
 
@@ -2234,6 +2235,12 @@ struct km_est_list {
     __device__ int32_t row_of(int32_t i) const { return rows ? rows[i] : i; }
     __device__ int32_t col_of(int32_t j) const { return cols ? cols[j] : j; }
 };
+
+// The list of the grid's column x.
+__device__ __forceinline__ int32_t km_est_list_at(const km_est_args &a, int32_t x)
+{
+    return a.ids ? a.ids[x] : x;
+}
 
 // The pass over list lh for the block of rows from m0: false where the
 // block has nothing to do (the whole block leaves together). Every load the
@@ -2422,7 +2429,8 @@ __global__ void
     constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
     extern __shared__ uint4 km_est_sm[];
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
-    const int32_t lh = blockIdx.x, b0 = blockIdx.y * S::RB;  // km_estimate's order
+    // km_estimate's order
+    const int32_t lh = km_est_list_at(a, blockIdx.x), b0 = blockIdx.y * S::RB;
     km_est_list L;
     if (!km_est_list_of<MOVED>(L, a, lh, b0 * S::ROWS))
         return;
@@ -2735,7 +2743,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a worker's rows are one block's");
     // The workers take the grid's first a.worker_rows rows (the first
     // a.workers blocks of them), the row blocks the rest: the list is the
-    // grid's x, so that no block divides by the lists before its first load
+    // grid's x's (km_est_list_at), so that no block divides by the lists
+    // before its first load
     // (most of a pass's blocks only load and leave: with id % lists and id
     // / lists the 8B's 128K passes took 1.7-2% longer and its third pass
     // 0.104 -> 0.208 ms under ncu, its empty blocks' cycles 342 -> 866 each,
@@ -2747,7 +2756,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // here, not in registers, from segment to segment).
     __shared__ int16_t vl[BAL && MULTI ? KM_SLICE_LISTS : 1];
     __shared__ int32_t wr[2];
-    int32_t lh = (int32_t)blockIdx.x, m0 = 0;
+    int32_t lh = km_est_list_at(a, blockIdx.x), m0 = 0;
     km_est_list L;
     const int32_t tl = (a.p.k + KN - 1) / KN;  // a list's tiles
     // At head_dim 128 the slices of each list (a.workers: the slices a list
@@ -2759,18 +2768,19 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         using Scan = cub::BlockScan<int32_t, S::THREADS>;
         __shared__ typename Scan::TempStorage scan;
         static_assert(2 * S::THREADS >= KM_SLICE_LISTS, "a thread finds two lists");
-        int32_t ok[2], at[2], live;
+        int32_t ok[2], at[2], lst[2], live;
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int32_t l = 2 * (int32_t)threadIdx.x + u;
-            ok[u] = l < (int32_t)gridDim.x && km_est_list_of<false>(L, a, l, 0) &&
+            lst[u] = l < (int32_t)gridDim.x ? km_est_list_at(a, l) : 0;
+            ok[u] = l < (int32_t)gridDim.x && km_est_list_of<false>(L, a, lst[u], 0) &&
                     L.n <= KM_EST_SLICE_ROWS;
         }
         Scan(scan).ExclusiveSum(ok, at, live);
 #pragma unroll
         for (int u = 0; u < 2; u++)
             if (ok[u])
-                vl[at[u]] = (int16_t)(2 * threadIdx.x + u);
+                vl[at[u]] = (int16_t)lst[u];
         const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
         const int32_t wb = ckv_km_range_blocks(true, a.workers, gridDim.x, live, tl);
         if (threadIdx.x == 0) {
@@ -3926,6 +3936,7 @@ struct km_bufs {
     int32_t *chg, *touch;
     km_drift dr;
     km_slices sp;
+    const int32_t *ids;  // the live lists in order (km_assign's live of them), NULL: not named
 };
 
 // The balanced blocks of a pass (km_estimate_wg_kernel's BAL) at head_dim
@@ -3964,7 +3975,8 @@ static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, i
 
 // One pass of the estimate over every active list (up to max_m rows; live
 // of the lists are active, which sets the balanced blocks), the
-// lists' first blocks of rows first (the grid's x the list): a pass over a
+// lists' first blocks of rows first (the grid's x the list, or the live
+// list b.ids names): a pass over a
 // few rows a list (a decode-time call's first assignment leaves about 64)
 // has one working block a list among max_m / ROWS that leave at once (on
 // Hopper, the balanced blocks take such lists, km_est_workers), and with
@@ -3983,26 +3995,32 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t li
                         int32_t max_m, int32_t *amb_n, const km_room &room, bool cand,
                         cudaStream_t s)
 {
-    const int32_t workers = MOVED || !room.wg ? 0
-                                              : km_est_workers(D, lists, live, room.sms,
-                                                               (p.k + KN - 1) / KN);
-    const int32_t worker_rows = workers > 0 ? (int32_t)ckv_pol_blocks(workers, lists) : 0;
+    // The grid's x: the live lists where b.ids names them (a late
+    // iteration's few: the empty blocks of the others' columns, one an SM at
+    // a time in the wgmma form, had cost the 8B's one-list third pass about
+    // half its 0.125 ms, run ZZ76), else every list. The balanced blocks'
+    // scratch is a list's own (lh), so they need all the lists within it.
+    const int32_t gx = b.ids ? live : lists;
+    const int32_t workers = MOVED || !room.wg || lists > KM_SLICE_LISTS
+                                ? 0
+                                : km_est_workers(D, gx, live, room.sms, (p.k + KN - 1) / KN);
+    const int32_t worker_rows = workers > 0 ? (int32_t)ckv_pol_blocks(workers, gx) : 0;
     const km_est_args a = {b.fs,     b.cs,   b.cw,    b.fnorm,  b.cscale,
                            b.cl,     b.best, b.margin, b.amb,   amb_n,
                            cand ? b.crow : nullptr,   b.dr,    b.act,
                            b.chg,    b.touch, b.M_of, b.sp,     workers,
-                           worker_rows, p};
+                           worker_rows, b.ids, p};
     if constexpr (!MOVED)
         if (room.wg) {
-            // the row blocks after the balanced ones, the grid's x the list
+            // the row blocks after the balanced ones
             const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS);
-            km_estimate_wg_of<D>(workers > 0, cand)<<<dim3(lists, rows + worker_rows),
+            km_estimate_wg_of<D>(workers > 0, cand)<<<dim3(gx, rows + worker_rows),
                                                       km_wg_shape<D>::THREADS, km_wg_smem<D>(),
                                                       s>>>(a);
             return;
         }
     using S = km_est_shape<D, MOVED>;
-    km_estimate_kernel<D, MOVED><<<dim3(lists, ckv_pol_blocks(max_m, S::ROWS * S::RB)),
+    km_estimate_kernel<D, MOVED><<<dim3(gx, ckv_pol_blocks(max_m, S::ROWS * S::RB)),
                                    S::THREADS, km_est_smem<D, MOVED>(), s>>>(a);
 }
 
@@ -4129,7 +4147,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->amb, (2 * w->slots + w->lists) * sizeof(int32_t),
                            err)) ||
-        (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->chg, 3 * w->lists * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->touch, km_touch_bytes(w), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
@@ -4226,7 +4244,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     int32_t *const crow = est ? w->amb + w->slots + w->lists : nullptr;
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cw,   w->cnorm,  crec,   w->cscale, fs,
                   cs,     w->cl,    w->amb, crow,    nullptr,   w->margin, x->act, x->x,
-                  nullptr, nullptr, dr, sp};
+                  nullptr, nullptr, dr, sp, nullptr};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     const dim3 over_k(ckv_pol_blocks(kp.k, TOUCH_THREADS), x->lists);
     if (est) {
@@ -4290,6 +4308,26 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     int32_t live_n = 0;
     for (int32_t lh = 0; lh < x->lists; lh++)
         live_n += act[lh] != 0;
+    // Where those are fewer than the lists, their indices for the estimate's
+    // grids (km_bufs' ids, after chg's two rows): flags' nonzero entries
+    // compacted into the PLAN_Y row (pageable: the copy returns once staged,
+    // so the row may be rewritten at once; flags may be that row).
+    int32_t *const ids = w->chg + 2 * x->lists;
+    const auto name_live = [&](const int32_t *flags) -> ckv_status {
+        kb.ids = nullptr;
+        if (live_n == x->lists)
+            return CKV_OK;
+        int32_t *const h = ckv_pol_h(x, PLAN_Y);
+        int32_t n = 0;
+        for (int32_t lh = 0; lh < x->lists; lh++)
+            if (flags[lh])
+                h[n++] = lh;
+        CKV_CUDA(cudaMemcpyAsync(ids, h, n * sizeof(int32_t), cudaMemcpyHostToDevice, x->s));
+        kb.ids = ids;
+        return CKV_OK;
+    };
+    if ((st = name_live(act)))
+        return st;
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
         changed = w->chg + (it & 1) * x->lists;
@@ -4352,6 +4390,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                 live_n += h[lh] != 0;
             if (!live_n)
                 break;
+            if ((st = name_live(h)))
+                return st;
         }
         // Members of each cluster in slot order, as a stable sort by cluster
         // (km_group_runs_kernel), and the first update's flags.
@@ -4557,7 +4597,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cw,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.crow,   d.best, d.margin, d.head, d.head + 1,
-                       d.head + 3, nullptr, dr, d.sp};
+                       d.head + 3, nullptr, dr, d.sp, nullptr};
     // The plain assignment is a first (its exact pass over the candidate
     // tiles); the features are given, so eager.
     const auto eager = [](const int32_t *, const int32_t *) { return CKV_OK; };
