@@ -2236,10 +2236,11 @@ struct km_est_list {
     __device__ int32_t col_of(int32_t j) const { return cols ? cols[j] : j; }
 };
 
-// The list of the grid's column x.
-__device__ __forceinline__ int32_t km_est_list_at(const km_est_args &a, int32_t x)
+// The list of a grid's column x: ids[x] where the host named the live
+// lists (km_bufs' ids), else x.
+__device__ __forceinline__ int32_t km_list_at(const int32_t *ids, int32_t x)
 {
-    return a.ids ? a.ids[x] : x;
+    return ids ? ids[x] : x;
 }
 
 // The pass over list lh for the block of rows from m0: false where the
@@ -2430,7 +2431,7 @@ __global__ void
     extern __shared__ uint4 km_est_sm[];
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
     // km_estimate's order
-    const int32_t lh = km_est_list_at(a, blockIdx.x), b0 = blockIdx.y * S::RB;
+    const int32_t lh = km_list_at(a.ids, blockIdx.x), b0 = blockIdx.y * S::RB;
     km_est_list L;
     if (!km_est_list_of<MOVED>(L, a, lh, b0 * S::ROWS))
         return;
@@ -2743,7 +2744,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a worker's rows are one block's");
     // The workers take the grid's first a.worker_rows rows (the first
     // a.workers blocks of them), the row blocks the rest: the list is the
-    // grid's x's (km_est_list_at), so that no block divides by the lists
+    // grid's x's (km_list_at), so that no block divides by the lists
     // before its first load
     // (most of a pass's blocks only load and leave: with id % lists and id
     // / lists the 8B's 128K passes took 1.7-2% longer and its third pass
@@ -2756,7 +2757,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // here, not in registers, from segment to segment).
     __shared__ int16_t vl[BAL && MULTI ? KM_SLICE_LISTS : 1];
     __shared__ int32_t wr[2];
-    int32_t lh = km_est_list_at(a, blockIdx.x), m0 = 0;
+    int32_t lh = km_list_at(a.ids, blockIdx.x), m0 = 0;
     km_est_list L;
     const int32_t tl = (a.p.k + KN - 1) / KN;  // a list's tiles
     // At head_dim 128 the slices of each list (a.workers: the slices a list
@@ -2772,7 +2773,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int32_t l = 2 * (int32_t)threadIdx.x + u;
-            lst[u] = l < (int32_t)gridDim.x ? km_est_list_at(a, l) : 0;
+            lst[u] = l < (int32_t)gridDim.x ? km_list_at(a.ids, l) : 0;
             ok[u] = l < (int32_t)gridDim.x && km_est_list_of<false>(L, a, lst[u], 0) &&
                     L.n <= KM_EST_SLICE_ROWS;
         }
@@ -3674,13 +3675,14 @@ enum { MAT_THREADS = 256 };
 __global__ void __launch_bounds__(MAT_THREADS)
     km_mat_exact_kernel(km_mat_src s, const uint8_t *cw, const int32_t *amb,
                         const int32_t *amb_n, const int32_t *crow, const uint32_t *cand,
-                        const int32_t *act, const int32_t *M_of, km_params p)
+                        const int32_t *act, const int32_t *ids, const int32_t *M_of, km_params p)
 {
     static_assert(KN == AN, "the candidate bitmaps' tiles are the exact kernel's");
     static_assert(MAT_THREADS % KM_CAND_WORDS == 0, "a thread ORs one word");
     constexpr int32_t UW = (KM_EST_SLICE_ROWS + 31) / 32;
     __shared__ uint32_t u[KM_CAND_WORDS], used[UW];
-    const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0, lane = threadIdx.x % 32;
+    const int32_t lh = km_list_at(ids, blockIdx.y), n = amb_n ? amb_n[lh] : 0,
+                  lane = threadIdx.x % 32;
     if (!act[lh] || (amb_n && !n))
         return;  // no item: the whole block leaves
     const size_t base = (size_t)lh * p.cap;
@@ -3735,9 +3737,11 @@ __global__ void __launch_bounds__(MAT_THREADS)
 __global__ void __launch_bounds__(256)
     km_mat_update_kernel(km_mat_src s, const uint8_t *cw, const int32_t *tl,
                          const int32_t *tn, const int32_t *run_b, const int32_t *run_e,
-                         const int32_t *members, const int32_t *M_of, km_params p)
+                         const int32_t *members, const int32_t *ids, const int32_t *M_of,
+                         km_params p)
 {
-    const int32_t lh = blockIdx.y, warps = blockDim.x / 32, lane = threadIdx.x % 32;
+    const int32_t lh = km_list_at(ids, blockIdx.y), warps = blockDim.x / 32,
+                  lane = threadIdx.x % 32;
     const size_t base = (size_t)lh * p.cap;
     for (int32_t c = blockIdx.x * warps + threadIdx.x / 32; c < tn[1 + lh];
          c += gridDim.x * warps) {
@@ -3764,10 +3768,11 @@ __global__ void __launch_bounds__(256)
 enum { TOUCH_THREADS = 256, TOUCH_WARPS = TOUCH_THREADS / 32 };
 __global__ void __launch_bounds__(TOUCH_THREADS)
     km_touch_list_kernel(int32_t *tl, int32_t *items, int32_t *tn, uint8_t *cmv,
-                         const int32_t *touch, const int32_t *act, km_params p)
+                         const int32_t *touch, const int32_t *act, const int32_t *ids,
+                         km_params p)
 {
     __shared__ int32_t at[TOUCH_WARPS];  // the warps' places in the list
-    const int32_t lh = blockIdx.y, j = blockIdx.x * TOUCH_THREADS + threadIdx.x;
+    const int32_t lh = km_list_at(ids, blockIdx.y), j = blockIdx.x * TOUCH_THREADS + threadIdx.x;
     const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (!act[lh])
         return;  // the whole block
@@ -4224,15 +4229,17 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         return CKV_OK;
     };
     // The materializer before an exact pass over the lists on (amb_n NULL:
-    // every unwritten centroid, for the trace's fill).
-    const auto mat_exact = [&](const int32_t *on, const uint8_t *cw, const int32_t *amb_n,
+    // every unwritten centroid, for the trace's fill), a column of its grid
+    // a list, or one of the n that ids names (NULL: every list).
+    const auto mat_exact = [&](const int32_t *on, const int32_t *ids, int32_t n,
+                               const uint8_t *cw, const int32_t *amb_n,
                                const int32_t *crow) -> ckv_status {
         if (!lazy)
             return CKV_OK;
         CKV_CUDA(cudaMemsetAsync(ms.qn, 0, x->lists * sizeof(int32_t), x->s));
-        const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), x->lists);
+        const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), ids ? n : x->lists);
         km_mat_exact_kernel<<<grid, MAT_THREADS, 0, x->s>>>(ms, cw, w->amb, amb_n, crow, sp.cand,
-                                                            on, x->x, kp);
+                                                            on, ids, x->x, kp);
         CKV_CUDA_LAUNCHED();
         return mat_form();
     };
@@ -4246,7 +4253,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                   cs,     w->cl,    w->amb, crow,    nullptr,   w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp, nullptr};
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
-    const dim3 over_k(ckv_pol_blocks(kp.k, TOUCH_THREADS), x->lists);
     if (est) {
         // The own pass's axes before the features (km_feature_kernel forms
         // the records); both counts (moved, redo) start at 0 for it.
@@ -4308,8 +4314,9 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     int32_t live_n = 0;
     for (int32_t lh = 0; lh < x->lists; lh++)
         live_n += act[lh] != 0;
-    // Where those are fewer than the lists, their indices for the estimate's
-    // grids (km_bufs' ids, after chg's two rows): flags' nonzero entries
+    // Where those are fewer than the lists, their indices, so that the
+    // estimate's, the materializers' and the update's list's grids take only
+    // their columns (km_bufs' ids, after chg's two rows): flags' nonzero entries
     // compacted into the PLAN_Y row (pageable: the copy returns once staged,
     // so the row may be rewritten at once; flags may be that row).
     int32_t *const ids = w->chg + 2 * x->lists;
@@ -4374,7 +4381,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             }
         }
         const auto mat = [&](const int32_t *amb_n, const int32_t *crow) {
-            return mat_exact(live, kb.cw, amb_n, crow);
+            return mat_exact(live, kb.ids, live_n, kb.cw, amb_n, crow);
         };
         if ((st = km_assign(kb, kp, x->lists, live_n, max_m, it > 0, it == 0, room, x->s, mat,
                             err)))
@@ -4406,16 +4413,19 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         CKV_CUDA_LAUNCHED();
         if (it == iters)
             break;  // the final assignment: no update after it
+        // The update's lists: those this assignment changed, which the host
+        // read back and named (kb.ids) where they are fewer than all.
+        const dim3 over_changed(ckv_pol_blocks(kp.k, TOUCH_THREADS), kb.ids ? live_n : x->lists);
         CKV_CUDA(cudaMemsetAsync(tn, 0, (1 + x->lists) * sizeof(int32_t), x->s));
-        km_touch_list_kernel<<<over_k, TOUCH_THREADS, 0, x->s>>>(
-            tl, items, tn, cs ? w->cmv : nullptr, w->touch, changed, kp);
+        km_touch_list_kernel<<<over_changed, TOUCH_THREADS, 0, x->s>>>(
+            tl, items, tn, cs ? w->cmv : nullptr, w->touch, changed, kb.ids, kp);
         CKV_CUDA_LAUNCHED();
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
         if (lazy) {
             CKV_CUDA(cudaMemsetAsync(ms.qn, 0, x->lists * sizeof(int32_t), x->s));
-            km_mat_update_kernel<<<over_k, 256, 0, x->s>>>(ms, w->cw, tl, tn, w->run_b, w->run_e,
-                                                          w->ival_out, x->x, kp);
+            km_mat_update_kernel<<<over_changed, 256, 0, x->s>>>(
+                ms, w->cw, tl, tn, w->run_b, w->run_e, w->ival_out, kb.ids, x->x, kp);
             CKV_CUDA_LAUNCHED();
             if ((st = mat_form()))
                 return st;
@@ -4429,7 +4439,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // update left them (iters > 0: every active list takes the first), those
     // it did not write from their rows first.
     if (x->centroids && iters > 0) {
-        if ((st = mat_exact(x->act, w->cw, nullptr, nullptr)))
+        if ((st = mat_exact(x->act, nullptr, 0, w->cw, nullptr, nullptr)))
             return st;
         km_cen_fill_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
             w->cen, w->cw, w->f, x->act, x->x, kp);
