@@ -2222,7 +2222,7 @@ struct km_est_args {
     const int32_t *M_of;
     km_slices sp;
     int32_t workers;      // the balanced blocks (km_est_workers), 0: none
-    int32_t worker_rows;  // the grid's rows they take, the first (ceil(workers / lists))
+    int32_t worker_rows;  // the grid's first rows, theirs (ceil(workers / the grid's lists))
     const int32_t *ids;   // the grid's x's lists (km_bufs' ids), NULL: x is the list
     km_params p;
 };
@@ -2727,9 +2727,9 @@ struct km_own_walk {
 // lists (runs ZZ64, ZZ68). At head_dim 128 the loop over segments made
 // ptxas spill 558 bytes a thread where one segment spills 72, so there
 // the ranges are each live list's equal slices (as many a list as the
-// workers a list of all the lists), one segment a block, the block of the
-// grid's column of its list. The other blocks are row blocks: list
-// blockIdx.x, the rows from m0 every tile, a block of them (with BAL only
+// workers a column of the grid), one segment a block, the block of the
+// grid's column of its list. The other blocks are row blocks: the list of
+// column blockIdx.x (km_list_at), the rows from m0 every tile, a block of them (with BAL only
 // lists of more rows). FLAGS: the form that flags the candidate tiles
 // (KM_CAND_W) of a list whose pass has at most KM_EST_SLICE_ROWS rows and
 // KM_CAND_TILES tiles, a call's first (the flags' work and registers in
@@ -2792,7 +2792,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         if (id >= wb)
             return;  // (the whole block)
     } else if (worker) {
-        // At head_dim 128, slice blockIdx.y of list blockIdx.x: one segment
+        // At head_dim 128, slice blockIdx.y of column blockIdx.x's list: one segment
         // a block needs no scan of the lists, and a worker of a list with no
         // such pass leaves at once (ptxas: 36 / 48 bytes spilled against
         // 72 / 96 with the scan).
@@ -3945,9 +3945,9 @@ struct km_bufs {
 };
 
 // The balanced blocks of a pass (km_estimate_wg_kernel's BAL) at head_dim
-// d for `live` of `lists` lists of `tiles` tiles of centroids on `sms` SMs;
-// 0: none (the row blocks take every list), where the scratch holds no
-// more lists. By a block's time in tiles (S: a segment's start and end,
+// d for `live` of the grid's `lists` columns of `tiles` tiles of centroids
+// on `sms` SMs (the caller's guard: every list within the scratch); 0:
+// none (the row blocks take every list). By a block's time in tiles (S: a segment's start and end,
 // the features, fragments, copies' lead and merge, about 6.5 tiles' time,
 // run ZZ15): at head_dim 64 one wave of equal ranges, a block an SM, by
 // the kernel's own rule (ckv_km_range_blocks: at most 15 a live list): SmolLM2's 90 lists of 512
@@ -3956,12 +3956,12 @@ struct km_bufs {
 // 115.5 against 100, at 8K (32) one slice, 38.5, against 35. At head_dim
 // 128 n slices a live list, the fewest whose waves, ceil(live n / sms) of
 // tiles / n + S, cost at most 0.9 of the fewer's (the 8B's 256 lists: one,
-// so none; one list, a late pass's: 15), as n workers a list of all the
-// lists: the kernel takes n slices of each list it finds live (the host's
-// count does not bound those), and the rest leave at once.
+// so none; one list, a late pass's: 15), as n workers a column of the
+// grid: the kernel takes n slices of each of its lists it finds live (the
+// host's count does not bound those), and the rest leave at once.
 static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, int32_t tiles)
 {
-    if (lists > KM_SLICE_LISTS || tiles < 1)
+    if (tiles < 1)
         return 0;
     live = max(live, 1);
     if (d == 64)
@@ -4252,6 +4252,33 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cw,   w->cnorm,  crec,   w->cscale, fs,
                   cs,     w->cl,    w->amb, crow,    nullptr,   w->margin, x->act, x->x,
                   nullptr, nullptr, dr, sp, nullptr};
+    // The lists the next assignment takes, as the host knows them: the
+    // active ones for the first two (the first marks every active list
+    // changed), then those the assignment before changed.
+    int32_t live_n = 0;
+    for (int32_t lh = 0; lh < x->lists; lh++)
+        live_n += act[lh] != 0;
+    // Where those are fewer than the lists, their indices, so that the
+    // estimate's, the materializers' and the update's list's grids take only
+    // their columns (km_bufs' ids, after chg's two rows): flags' nonzero entries
+    // compacted into the PLAN_Y row (pageable: the copy returns once staged,
+    // so the row may be rewritten at once; flags may be that row).
+    int32_t *const ids = w->chg + 2 * x->lists;
+    const auto name_live = [&](const int32_t *flags) -> ckv_status {
+        kb.ids = nullptr;
+        if (live_n == x->lists)
+            return CKV_OK;
+        int32_t *const h = ckv_pol_h(x, PLAN_Y);
+        int32_t n = 0;
+        for (int32_t lh = 0; lh < x->lists; lh++)
+            if (flags[lh])
+                h[n++] = lh;
+        CKV_CUDA(cudaMemcpyAsync(ids, h, n * sizeof(int32_t), cudaMemcpyHostToDevice, x->s));
+        kb.ids = ids;
+        return CKV_OK;
+    };
+    if ((st = name_live(act)))
+        return st;
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
     if (est) {
         // The own pass's axes before the features (km_feature_kernel forms
@@ -4308,33 +4335,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     CKV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&upd_sm, km_update_of(x->d),
                                                            UPDATE_THREADS, upd_smem));
     const int32_t upd_wave = room.sms * upd_sm;
-    // The lists the next assignment takes, as the host knows them: the
-    // active ones for the first two (the first marks every active list
-    // changed), then those the assignment before changed.
-    int32_t live_n = 0;
-    for (int32_t lh = 0; lh < x->lists; lh++)
-        live_n += act[lh] != 0;
-    // Where those are fewer than the lists, their indices, so that the
-    // estimate's, the materializers' and the update's list's grids take only
-    // their columns (km_bufs' ids, after chg's two rows): flags' nonzero entries
-    // compacted into the PLAN_Y row (pageable: the copy returns once staged,
-    // so the row may be rewritten at once; flags may be that row).
-    int32_t *const ids = w->chg + 2 * x->lists;
-    const auto name_live = [&](const int32_t *flags) -> ckv_status {
-        kb.ids = nullptr;
-        if (live_n == x->lists)
-            return CKV_OK;
-        int32_t *const h = ckv_pol_h(x, PLAN_Y);
-        int32_t n = 0;
-        for (int32_t lh = 0; lh < x->lists; lh++)
-            if (flags[lh])
-                h[n++] = lh;
-        CKV_CUDA(cudaMemcpyAsync(ids, h, n * sizeof(int32_t), cudaMemcpyHostToDevice, x->s));
-        kb.ids = ids;
-        return CKV_OK;
-    };
-    if ((st = name_live(act)))
-        return st;
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
         changed = w->chg + (it & 1) * x->lists;
@@ -4397,7 +4397,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                 live_n += h[lh] != 0;
             if (!live_n)
                 break;
-            if ((st = name_live(h)))
+            if (it < iters && (st = name_live(h)))  // (the last assignment's: no update after it)
                 return st;
         }
         // Members of each cluster in slot order, as a stable sort by cluster
@@ -4413,8 +4413,8 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         CKV_CUDA_LAUNCHED();
         if (it == iters)
             break;  // the final assignment: no update after it
-        // The update's lists: those this assignment changed, which the host
-        // read back and named (kb.ids) where they are fewer than all.
+        // The update's lists: those this assignment changed (the active
+        // ones at the first), named (kb.ids) where they are fewer than all.
         const dim3 over_changed(ckv_pol_blocks(kp.k, TOUCH_THREADS), kb.ids ? live_n : x->lists);
         CKV_CUDA(cudaMemsetAsync(tn, 0, (1 + x->lists) * sizeof(int32_t), x->s));
         km_touch_list_kernel<<<over_changed, TOUCH_THREADS, 0, x->s>>>(
