@@ -4401,15 +4401,19 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                 return st;
         }
         // Members of each cluster in slot order, as a stable sort by cluster
-        // (km_group_runs_kernel), and the first update's flags.
+        // (km_group_runs_kernel), and the first update's flags: for the lists
+        // this assignment changed (the active ones at the first); another's
+        // rows kept their clusters, so its groups from before hold, as the
+        // loop's end above keeps every list's where none changed (the 8B's
+        // and SmolLM2's 128K calls: two lists and one at the second, ZZ67).
         km_group_scan_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
-            w->cl, w->ikey, w->ival, w->run_b, grp, x->act, x->seg_b, x->x, kp);
+            w->cl, w->ikey, w->ival, w->run_b, grp, changed, x->seg_b, x->x, kp);
         CKV_CUDA_LAUNCHED();
         if ((st = ckv_pol_sort_int(x, grp.e, err)))
             return st;
         km_group_runs_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
             grp, w->ikey_out, w->ival_out, w->run_b, w->run_e,
-            !it && iters > 0 ? w->touch : nullptr, x->act, x->x, kp);
+            !it && iters > 0 ? w->touch : nullptr, changed, x->x, kp);
         CKV_CUDA_LAUNCHED();
         if (it == iters)
             break;  // the final assignment: no update after it
