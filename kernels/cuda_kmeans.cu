@@ -2222,7 +2222,8 @@ struct km_est_args {
     const int32_t *M_of;
     km_slices sp;
     int32_t workers;      // the balanced blocks (km_est_workers), 0: none
-    int32_t worker_rows;  // the grid's rows they take, the first (ceil(workers / lists))
+    int32_t worker_rows;  // the grid's first rows, theirs (ceil(workers / the grid's lists))
+    const int32_t *ids;   // the grid's x's lists (km_bufs' ids), NULL: x is the list
     km_params p;
 };
 
@@ -2234,6 +2235,13 @@ struct km_est_list {
     __device__ int32_t row_of(int32_t i) const { return rows ? rows[i] : i; }
     __device__ int32_t col_of(int32_t j) const { return cols ? cols[j] : j; }
 };
+
+// The list of a grid's column x: ids[x] where the host named the live
+// lists (km_bufs' ids), else x.
+__device__ __forceinline__ int32_t km_list_at(const int32_t *ids, int32_t x)
+{
+    return ids ? ids[x] : x;
+}
 
 // The pass over list lh for the block of rows from m0: false where the
 // block has nothing to do (the whole block leaves together). Every load the
@@ -2422,7 +2430,8 @@ __global__ void
     constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
     extern __shared__ uint4 km_est_sm[];
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
-    const int32_t lh = blockIdx.x, b0 = blockIdx.y * S::RB;  // km_estimate's order
+    // km_estimate's order
+    const int32_t lh = km_list_at(a.ids, blockIdx.x), b0 = blockIdx.y * S::RB;
     km_est_list L;
     if (!km_est_list_of<MOVED>(L, a, lh, b0 * S::ROWS))
         return;
@@ -2718,9 +2727,9 @@ struct km_own_walk {
 // lists (runs ZZ64, ZZ68). At head_dim 128 the loop over segments made
 // ptxas spill 558 bytes a thread where one segment spills 72, so there
 // the ranges are each live list's equal slices (as many a list as the
-// workers a list of all the lists), one segment a block, the block of the
-// grid's column of its list. The other blocks are row blocks: list
-// blockIdx.x, the rows from m0 every tile, a block of them (with BAL only
+// workers a column of the grid), one segment a block, the block of the
+// grid's column of its list. The other blocks are row blocks: the list of
+// column blockIdx.x (km_list_at), the rows from m0 every tile, a block of them (with BAL only
 // lists of more rows). FLAGS: the form that flags the candidate tiles
 // (KM_CAND_W) of a list whose pass has at most KM_EST_SLICE_ROWS rows and
 // KM_CAND_TILES tiles, a call's first (the flags' work and registers in
@@ -2735,7 +2744,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a worker's rows are one block's");
     // The workers take the grid's first a.worker_rows rows (the first
     // a.workers blocks of them), the row blocks the rest: the list is the
-    // grid's x, so that no block divides by the lists before its first load
+    // grid's x's (km_list_at), so that no block divides by the lists
+    // before its first load
     // (most of a pass's blocks only load and leave: with id % lists and id
     // / lists the 8B's 128K passes took 1.7-2% longer and its third pass
     // 0.104 -> 0.208 ms under ncu, its empty blocks' cycles 342 -> 866 each,
@@ -2747,7 +2757,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // here, not in registers, from segment to segment).
     __shared__ int16_t vl[BAL && MULTI ? KM_SLICE_LISTS : 1];
     __shared__ int32_t wr[2];
-    int32_t lh = (int32_t)blockIdx.x, m0 = 0;
+    int32_t lh = km_list_at(a.ids, blockIdx.x), m0 = 0;
     km_est_list L;
     const int32_t tl = (a.p.k + KN - 1) / KN;  // a list's tiles
     // At head_dim 128 the slices of each list (a.workers: the slices a list
@@ -2759,18 +2769,19 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         using Scan = cub::BlockScan<int32_t, S::THREADS>;
         __shared__ typename Scan::TempStorage scan;
         static_assert(2 * S::THREADS >= KM_SLICE_LISTS, "a thread finds two lists");
-        int32_t ok[2], at[2], live;
+        int32_t ok[2], at[2], lst[2], live;
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int32_t l = 2 * (int32_t)threadIdx.x + u;
-            ok[u] = l < (int32_t)gridDim.x && km_est_list_of<false>(L, a, l, 0) &&
+            lst[u] = l < (int32_t)gridDim.x ? km_list_at(a.ids, l) : 0;
+            ok[u] = l < (int32_t)gridDim.x && km_est_list_of<false>(L, a, lst[u], 0) &&
                     L.n <= KM_EST_SLICE_ROWS;
         }
         Scan(scan).ExclusiveSum(ok, at, live);
 #pragma unroll
         for (int u = 0; u < 2; u++)
             if (ok[u])
-                vl[at[u]] = (int16_t)(2 * threadIdx.x + u);
+                vl[at[u]] = (int16_t)lst[u];
         const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
         const int32_t wb = ckv_km_range_blocks(true, a.workers, gridDim.x, live, tl);
         if (threadIdx.x == 0) {
@@ -2781,7 +2792,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         if (id >= wb)
             return;  // (the whole block)
     } else if (worker) {
-        // At head_dim 128, slice blockIdx.y of list blockIdx.x: one segment
+        // At head_dim 128, slice blockIdx.y of column blockIdx.x's list: one segment
         // a block needs no scan of the lists, and a worker of a list with no
         // such pass leaves at once (ptxas: 36 / 48 bytes spilled against
         // 72 / 96 with the scan).
@@ -3664,13 +3675,14 @@ enum { MAT_THREADS = 256 };
 __global__ void __launch_bounds__(MAT_THREADS)
     km_mat_exact_kernel(km_mat_src s, const uint8_t *cw, const int32_t *amb,
                         const int32_t *amb_n, const int32_t *crow, const uint32_t *cand,
-                        const int32_t *act, const int32_t *M_of, km_params p)
+                        const int32_t *act, const int32_t *ids, const int32_t *M_of, km_params p)
 {
     static_assert(KN == AN, "the candidate bitmaps' tiles are the exact kernel's");
     static_assert(MAT_THREADS % KM_CAND_WORDS == 0, "a thread ORs one word");
     constexpr int32_t UW = (KM_EST_SLICE_ROWS + 31) / 32;
     __shared__ uint32_t u[KM_CAND_WORDS], used[UW];
-    const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0, lane = threadIdx.x % 32;
+    const int32_t lh = km_list_at(ids, blockIdx.y), n = amb_n ? amb_n[lh] : 0,
+                  lane = threadIdx.x % 32;
     if (!act[lh] || (amb_n && !n))
         return;  // no item: the whole block leaves
     const size_t base = (size_t)lh * p.cap;
@@ -3725,9 +3737,11 @@ __global__ void __launch_bounds__(MAT_THREADS)
 __global__ void __launch_bounds__(256)
     km_mat_update_kernel(km_mat_src s, const uint8_t *cw, const int32_t *tl,
                          const int32_t *tn, const int32_t *run_b, const int32_t *run_e,
-                         const int32_t *members, const int32_t *M_of, km_params p)
+                         const int32_t *members, const int32_t *ids, const int32_t *M_of,
+                         km_params p)
 {
-    const int32_t lh = blockIdx.y, warps = blockDim.x / 32, lane = threadIdx.x % 32;
+    const int32_t lh = km_list_at(ids, blockIdx.y), warps = blockDim.x / 32,
+                  lane = threadIdx.x % 32;
     const size_t base = (size_t)lh * p.cap;
     for (int32_t c = blockIdx.x * warps + threadIdx.x / 32; c < tn[1 + lh];
          c += gridDim.x * warps) {
@@ -3754,10 +3768,11 @@ __global__ void __launch_bounds__(256)
 enum { TOUCH_THREADS = 256, TOUCH_WARPS = TOUCH_THREADS / 32 };
 __global__ void __launch_bounds__(TOUCH_THREADS)
     km_touch_list_kernel(int32_t *tl, int32_t *items, int32_t *tn, uint8_t *cmv,
-                         const int32_t *touch, const int32_t *act, km_params p)
+                         const int32_t *touch, const int32_t *act, const int32_t *ids,
+                         km_params p)
 {
     __shared__ int32_t at[TOUCH_WARPS];  // the warps' places in the list
-    const int32_t lh = blockIdx.y, j = blockIdx.x * TOUCH_THREADS + threadIdx.x;
+    const int32_t lh = km_list_at(ids, blockIdx.y), j = blockIdx.x * TOUCH_THREADS + threadIdx.x;
     const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (!act[lh])
         return;  // the whole block
@@ -3926,12 +3941,13 @@ struct km_bufs {
     int32_t *chg, *touch;
     km_drift dr;
     km_slices sp;
+    const int32_t *ids;  // the live lists in order (km_assign's live of them), NULL: not named
 };
 
 // The balanced blocks of a pass (km_estimate_wg_kernel's BAL) at head_dim
-// d for `live` of `lists` lists of `tiles` tiles of centroids on `sms` SMs;
-// 0: none (the row blocks take every list), where the scratch holds no
-// more lists. By a block's time in tiles (S: a segment's start and end,
+// d for `live` of the grid's `lists` columns of `tiles` tiles of centroids
+// on `sms` SMs (the caller's guard: every list within the scratch); 0:
+// none (the row blocks take every list). By a block's time in tiles (S: a segment's start and end,
 // the features, fragments, copies' lead and merge, about 6.5 tiles' time,
 // run ZZ15): at head_dim 64 one wave of equal ranges, a block an SM, by
 // the kernel's own rule (ckv_km_range_blocks: at most 15 a live list): SmolLM2's 90 lists of 512
@@ -3940,12 +3956,12 @@ struct km_bufs {
 // 115.5 against 100, at 8K (32) one slice, 38.5, against 35. At head_dim
 // 128 n slices a live list, the fewest whose waves, ceil(live n / sms) of
 // tiles / n + S, cost at most 0.9 of the fewer's (the 8B's 256 lists: one,
-// so none; one list, a late pass's: 15), as n workers a list of all the
-// lists: the kernel takes n slices of each list it finds live (the host's
-// count does not bound those), and the rest leave at once.
+// so none; one list, a late pass's: 15), as n workers a column of the
+// grid: the kernel takes n slices of each of its lists it finds live (the
+// host's count does not bound those), and the rest leave at once.
 static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, int32_t tiles)
 {
-    if (lists > KM_SLICE_LISTS || tiles < 1)
+    if (tiles < 1)
         return 0;
     live = max(live, 1);
     if (d == 64)
@@ -3964,7 +3980,8 @@ static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, i
 
 // One pass of the estimate over every active list (up to max_m rows; live
 // of the lists are active, which sets the balanced blocks), the
-// lists' first blocks of rows first (the grid's x the list): a pass over a
+// lists' first blocks of rows first (the grid's x the list, or the live
+// list b.ids names): a pass over a
 // few rows a list (a decode-time call's first assignment leaves about 64)
 // has one working block a list among max_m / ROWS that leave at once (on
 // Hopper, the balanced blocks take such lists, km_est_workers), and with
@@ -3983,26 +4000,32 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t li
                         int32_t max_m, int32_t *amb_n, const km_room &room, bool cand,
                         cudaStream_t s)
 {
-    const int32_t workers = MOVED || !room.wg ? 0
-                                              : km_est_workers(D, lists, live, room.sms,
-                                                               (p.k + KN - 1) / KN);
-    const int32_t worker_rows = workers > 0 ? (int32_t)ckv_pol_blocks(workers, lists) : 0;
+    // The grid's x: the live lists where b.ids names them (a late
+    // iteration's few: the empty blocks of the others' columns, one an SM at
+    // a time in the wgmma form, had cost the 8B's one-list third pass about
+    // half its 0.125 ms, run ZZ76), else every list. The balanced blocks'
+    // scratch is a list's own (lh), so they need all the lists within it.
+    const int32_t gx = b.ids ? live : lists;
+    const int32_t workers = MOVED || !room.wg || lists > KM_SLICE_LISTS
+                                ? 0
+                                : km_est_workers(D, gx, live, room.sms, (p.k + KN - 1) / KN);
+    const int32_t worker_rows = workers > 0 ? (int32_t)ckv_pol_blocks(workers, gx) : 0;
     const km_est_args a = {b.fs,     b.cs,   b.cw,    b.fnorm,  b.cscale,
                            b.cl,     b.best, b.margin, b.amb,   amb_n,
                            cand ? b.crow : nullptr,   b.dr,    b.act,
                            b.chg,    b.touch, b.M_of, b.sp,     workers,
-                           worker_rows, p};
+                           worker_rows, b.ids, p};
     if constexpr (!MOVED)
         if (room.wg) {
-            // the row blocks after the balanced ones, the grid's x the list
+            // the row blocks after the balanced ones
             const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS);
-            km_estimate_wg_of<D>(workers > 0, cand)<<<dim3(lists, rows + worker_rows),
+            km_estimate_wg_of<D>(workers > 0, cand)<<<dim3(gx, rows + worker_rows),
                                                       km_wg_shape<D>::THREADS, km_wg_smem<D>(),
                                                       s>>>(a);
             return;
         }
     using S = km_est_shape<D, MOVED>;
-    km_estimate_kernel<D, MOVED><<<dim3(lists, ckv_pol_blocks(max_m, S::ROWS * S::RB)),
+    km_estimate_kernel<D, MOVED><<<dim3(gx, ckv_pol_blocks(max_m, S::ROWS * S::RB)),
                                    S::THREADS, km_est_smem<D, MOVED>(), s>>>(a);
 }
 
@@ -4129,7 +4152,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->amb, (2 * w->slots + w->lists) * sizeof(int32_t),
                            err)) ||
-        (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->chg, 3 * w->lists * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->touch, km_touch_bytes(w), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
@@ -4206,15 +4229,17 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         return CKV_OK;
     };
     // The materializer before an exact pass over the lists on (amb_n NULL:
-    // every unwritten centroid, for the trace's fill).
-    const auto mat_exact = [&](const int32_t *on, const uint8_t *cw, const int32_t *amb_n,
+    // every unwritten centroid, for the trace's fill), a column of its grid
+    // a list, or one of the n that ids names (NULL: every list).
+    const auto mat_exact = [&](const int32_t *on, const int32_t *ids, int32_t n,
+                               const uint8_t *cw, const int32_t *amb_n,
                                const int32_t *crow) -> ckv_status {
         if (!lazy)
             return CKV_OK;
         CKV_CUDA(cudaMemsetAsync(ms.qn, 0, x->lists * sizeof(int32_t), x->s));
-        const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), x->lists);
+        const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), ids ? n : x->lists);
         km_mat_exact_kernel<<<grid, MAT_THREADS, 0, x->s>>>(ms, cw, w->amb, amb_n, crow, sp.cand,
-                                                            on, x->x, kp);
+                                                            on, ids, x->x, kp);
         CKV_CUDA_LAUNCHED();
         return mat_form();
     };
@@ -4226,9 +4251,35 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     int32_t *const crow = est ? w->amb + w->slots + w->lists : nullptr;
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cw,   w->cnorm,  crec,   w->cscale, fs,
                   cs,     w->cl,    w->amb, crow,    nullptr,   w->margin, x->act, x->x,
-                  nullptr, nullptr, dr, sp};
+                  nullptr, nullptr, dr, sp, nullptr};
+    // The lists the next assignment takes, as the host knows them: the
+    // active ones for the first two (the first marks every active list
+    // changed), then those the assignment before changed.
+    int32_t live_n = 0;
+    for (int32_t lh = 0; lh < x->lists; lh++)
+        live_n += act[lh] != 0;
+    // Where those are fewer than the lists, their indices, so that the
+    // estimate's, the materializers' and the update's list's grids take only
+    // their columns (km_bufs' ids, after chg's two rows): flags' nonzero entries
+    // compacted into the PLAN_Y row (pageable: the copy returns once staged,
+    // so the row may be rewritten at once; flags may be that row).
+    int32_t *const ids = w->chg + 2 * x->lists;
+    const auto name_live = [&](const int32_t *flags) -> ckv_status {
+        kb.ids = nullptr;
+        if (live_n == x->lists)
+            return CKV_OK;
+        int32_t *const h = ckv_pol_h(x, PLAN_Y);
+        int32_t n = 0;
+        for (int32_t lh = 0; lh < x->lists; lh++)
+            if (flags[lh])
+                h[n++] = lh;
+        CKV_CUDA(cudaMemcpyAsync(ids, h, n * sizeof(int32_t), cudaMemcpyHostToDevice, x->s));
+        kb.ids = ids;
+        return CKV_OK;
+    };
+    if ((st = name_live(act)))
+        return st;
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
-    const dim3 over_k(ckv_pol_blocks(kp.k, TOUCH_THREADS), x->lists);
     if (est) {
         // The own pass's axes before the features (km_feature_kernel forms
         // the records); both counts (moved, redo) start at 0 for it.
@@ -4284,12 +4335,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     CKV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&upd_sm, km_update_of(x->d),
                                                            UPDATE_THREADS, upd_smem));
     const int32_t upd_wave = room.sms * upd_sm;
-    // The lists the next assignment takes, as the host knows them: the
-    // active ones for the first two (the first marks every active list
-    // changed), then those the assignment before changed.
-    int32_t live_n = 0;
-    for (int32_t lh = 0; lh < x->lists; lh++)
-        live_n += act[lh] != 0;
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
         changed = w->chg + (it & 1) * x->lists;
@@ -4336,7 +4381,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             }
         }
         const auto mat = [&](const int32_t *amb_n, const int32_t *crow) {
-            return mat_exact(live, kb.cw, amb_n, crow);
+            return mat_exact(live, kb.ids, live_n, kb.cw, amb_n, crow);
         };
         if ((st = km_assign(kb, kp, x->lists, live_n, max_m, it > 0, it == 0, room, x->s, mat,
                             err)))
@@ -4352,30 +4397,39 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                 live_n += h[lh] != 0;
             if (!live_n)
                 break;
+            if (it < iters && (st = name_live(h)))  // (the last assignment's: no update after it)
+                return st;
         }
         // Members of each cluster in slot order, as a stable sort by cluster
-        // (km_group_runs_kernel), and the first update's flags.
+        // (km_group_runs_kernel), and the first update's flags: for the lists
+        // this assignment changed (the active ones at the first); another's
+        // rows kept their clusters, so its groups from before hold, as the
+        // loop's end above keeps every list's where none changed (the 8B's
+        // and SmolLM2's 128K calls: two lists and one at the second, ZZ67).
         km_group_scan_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
-            w->cl, w->ikey, w->ival, w->run_b, grp, x->act, x->seg_b, x->x, kp);
+            w->cl, w->ikey, w->ival, w->run_b, grp, changed, x->seg_b, x->x, kp);
         CKV_CUDA_LAUNCHED();
         if ((st = ckv_pol_sort_int(x, grp.e, err)))
             return st;
         km_group_runs_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
             grp, w->ikey_out, w->ival_out, w->run_b, w->run_e,
-            !it && iters > 0 ? w->touch : nullptr, x->act, x->x, kp);
+            !it && iters > 0 ? w->touch : nullptr, changed, x->x, kp);
         CKV_CUDA_LAUNCHED();
         if (it == iters)
             break;  // the final assignment: no update after it
+        // The update's lists: those this assignment changed (the active
+        // ones at the first), named (kb.ids) where they are fewer than all.
+        const dim3 over_changed(ckv_pol_blocks(kp.k, TOUCH_THREADS), kb.ids ? live_n : x->lists);
         CKV_CUDA(cudaMemsetAsync(tn, 0, (1 + x->lists) * sizeof(int32_t), x->s));
-        km_touch_list_kernel<<<over_k, TOUCH_THREADS, 0, x->s>>>(
-            tl, items, tn, cs ? w->cmv : nullptr, w->touch, changed, kp);
+        km_touch_list_kernel<<<over_changed, TOUCH_THREADS, 0, x->s>>>(
+            tl, items, tn, cs ? w->cmv : nullptr, w->touch, changed, kb.ids, kp);
         CKV_CUDA_LAUNCHED();
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
         if (lazy) {
             CKV_CUDA(cudaMemsetAsync(ms.qn, 0, x->lists * sizeof(int32_t), x->s));
-            km_mat_update_kernel<<<over_k, 256, 0, x->s>>>(ms, w->cw, tl, tn, w->run_b, w->run_e,
-                                                          w->ival_out, x->x, kp);
+            km_mat_update_kernel<<<over_changed, 256, 0, x->s>>>(
+                ms, w->cw, tl, tn, w->run_b, w->run_e, w->ival_out, kb.ids, x->x, kp);
             CKV_CUDA_LAUNCHED();
             if ((st = mat_form()))
                 return st;
@@ -4389,7 +4443,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // update left them (iters > 0: every active list takes the first), those
     // it did not write from their rows first.
     if (x->centroids && iters > 0) {
-        if ((st = mat_exact(x->act, w->cw, nullptr, nullptr)))
+        if ((st = mat_exact(x->act, nullptr, 0, w->cw, nullptr, nullptr)))
             return st;
         km_cen_fill_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
             w->cen, w->cw, w->f, x->act, x->x, kp);
@@ -4557,7 +4611,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cw,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.crow,   d.best, d.margin, d.head, d.head + 1,
-                       d.head + 3, nullptr, dr, d.sp};
+                       d.head + 3, nullptr, dr, d.sp, nullptr};
     // The plain assignment is a first (its exact pass over the candidate
     // tiles); the features are given, so eager.
     const auto eager = [](const int32_t *, const int32_t *) { return CKV_OK; };
