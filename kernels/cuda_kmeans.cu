@@ -2084,7 +2084,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
 // MC). Rows are D + 16 words apart, so that each quarter-warp's 16-byte
-// fragment loads hit distinct banks. Every pass takes this form on devices
+// fragment loads hit distinct banks (MOVED: his alone, D / 2 + 8 words
+// apart, each half-warp's 8-byte loads so). Every pass takes this form on devices
 // without wgmma, and the pass over the moved centroids on Hopper too
 // (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
@@ -2103,11 +2104,13 @@ enum { KN = 64 };
 // RB: the blocks of ROWS rows a block takes in turn, its tile kept where
 // the list has one (MOVED: a block's life was a chain of waits, the rows'
 // loads only its last part, 2.7 TB/s at the 8B's 128K call, run ZZ32; the
-// next block of rows fetched into L2 under a block's walk and decisions
-// keeps DRAM busy through them, and the tile's copy serves RB blocks of
-// rows; 2 at head_dim 64, whose 90 lists would leave a longer tail): the
-// 8B's 128K pass 1.835 -> 1.70 ms, SmolLM2's flat (run ZZ47), then 1.59
-// with the rows' loads evict-first (ZZ49).
+// next block of rows fetched under a block's walk and decisions keeps
+// DRAM busy through them, and the tile's copy serves RB blocks of rows; 2
+// at head_dim 64, whose 90 lists would leave a longer tail): the 8B's 128K
+// pass 1.835 -> 1.70 ms, SmolLM2's flat (run ZZ47), then 1.59 with the
+// rows' loads evict-first (ZZ49); with the next block of rows copied into
+// shared memory, not L2 (km_estimate_kernel's copy_rows), 1.404 -> 1.287
+// ms, SmolLM2's 0.366 -> 0.340 (ZZ77).
 template <int D, bool MOVED = false>
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
