@@ -1614,10 +1614,10 @@ __device__ __forceinline__ void km_copy_tile(T *dst, Src src, int32_t tile_rows,
     ckv_cp_async_commit();
 }
 
-// km_copy_tile for rows of splits (D words each; HI: their his alone):
-// each row as its chunks (km_split_chunk, the mma fragments' layout) from
-// its halves (km_split_put), a lane a chunk. Without HI, every word of the
-// tile's rows is written.
+// km_copy_tile for rows of splits (D words each): each row as its chunks
+// (km_split_chunk, the mma fragments' layout) from its halves
+// (km_split_put), a lane a chunk; with HI its his alone, as they lie (the
+// first D / 2 words, chunk q's at 2 q), 16 bytes a lane.
 template <int THREADS, int D, bool HI, typename Src>
 __device__ __forceinline__ void km_copy_split_tile(uint32_t *dst, Src src, int32_t tile_rows,
                                                    int32_t rows, int32_t stride)
@@ -1625,10 +1625,14 @@ __device__ __forceinline__ void km_copy_split_tile(uint32_t *dst, Src src, int32
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int32_t r = warp; r < tile_rows; r += THREADS / 32) {
         const uint32_t *const row = src(r < rows ? r : 0);
-        for (int32_t q = lane; q < D / 4; q += 32) {
-            ckv_cp_async8(dst + r * stride + 4 * q, row + 2 * q, r < rows);
-            if (!HI)
+        if (HI) {
+            for (int32_t q = lane; q < D / 8; q += 32)
+                ckv_cp_async16(dst + r * stride + 4 * q, row + 4 * q, r < rows);
+        } else {
+            for (int32_t q = lane; q < D / 4; q += 32) {
+                ckv_cp_async8(dst + r * stride + 4 * q, row + 2 * q, r < rows);
                 ckv_cp_async8(dst + r * stride + 4 * q + 2, row + D / 2 + 2 * q, r < rows);
+            }
         }
     }
     ckv_cp_async_commit();
@@ -2080,7 +2084,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
 // MC). Rows are D + 16 words apart, so that each quarter-warp's 16-byte
-// fragment loads hit distinct banks. Every pass takes this form on devices
+// fragment loads hit distinct banks (MOVED: his alone, D / 2 + 8 words
+// apart, each half-warp's 8-byte loads so). Every pass takes this form on devices
 // without wgmma, and the pass over the moved centroids on Hopper too
 // (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
@@ -2099,25 +2104,32 @@ enum { KN = 64 };
 // RB: the blocks of ROWS rows a block takes in turn, its tile kept where
 // the list has one (MOVED: a block's life was a chain of waits, the rows'
 // loads only its last part, 2.7 TB/s at the 8B's 128K call, run ZZ32; the
-// next block of rows fetched into L2 under a block's walk and decisions
-// keeps DRAM busy through them, and the tile's copy serves RB blocks of
-// rows; 2 at head_dim 64, whose 90 lists would leave a longer tail): the
-// 8B's 128K pass 1.835 -> 1.70 ms, SmolLM2's flat (run ZZ47), then 1.59
-// with the rows' loads evict-first (ZZ49).
+// next block of rows fetched under a block's walk and decisions keeps
+// DRAM busy through them, and the tile's copy serves RB blocks of rows; 2
+// at head_dim 64, whose 90 lists would leave a longer tail): the 8B's 128K
+// pass 1.835 -> 1.70 ms, SmolLM2's flat (run ZZ47), then 1.59 with the
+// rows' loads evict-first (ZZ49); with the next block of rows copied into
+// shared memory, not L2 (km_estimate_kernel's copy_rows), 1.404 -> 1.287
+// ms, SmolLM2's 0.366 -> 0.340 (ZZ77).
 template <int D, bool MOVED = false>
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
-                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
-                         STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
+                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = MOVED ? D / 2 + 8 : D + 16,
+                         SA = D / 2 + 8, STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
                          BLOCKS = D == 64 ? (MOVED ? 5 : 4) : (MOVED ? 3 : 2);
 };
 
-// The stages, then their columns' scales.
+// The stages, then their columns' scales; in MOVED then a block of rows'
+// his (SA words apart) and two blocks of rows' norms, bounds and clusters
+// (km_estimate_kernel's copy_rows).
 template <int D, bool MOVED>
 constexpr size_t km_est_smem()
 {
     using S = km_est_shape<D, MOVED>;
-    return S::STAGES * KN * (S::SF * sizeof(uint32_t) + sizeof(float));
+    return S::STAGES * KN * (S::SF * sizeof(uint32_t) + sizeof(float)) +
+           (MOVED ? S::ROWS * (S::SA * sizeof(uint32_t) +
+                               2 * (sizeof(double) + sizeof(float2) + sizeof(int32_t)))
+                  : 0);
 }
 
 // Fetches the 128-byte line holding p into L2 (no register waits for it).
@@ -2295,13 +2307,18 @@ __device__ __forceinline__ void km_load_features(uint32_t *sm, const uint32_t *F
     __syncthreads();
 }
 
+// A row's scale from its norm fn, and its empty top.
+__device__ __forceinline__ void km_est_top_start(km_top &r, float &rf, double fn)
+{
+    r = {-INFINITY, -INFINITY, 0, false};
+    rf = km_scale(fn, 1.0 / fn, r.bad);
+}
+
 // The lane's row scale (row i of the pass) and its empty top.
 __device__ __forceinline__ void km_est_row_start(km_top &r, float &rf, const km_est_list &L,
                                                  const km_est_args &a, size_t base, int32_t i)
 {
-    const double fn = i < L.n ? a.fnorm[base + L.row_of(i)] : 0.0;
-    r = {-INFINITY, -INFINITY, 0, false};
-    rf = km_scale(fn, 1.0 / fn, r.bad);
+    km_est_top_start(r, rf, i < L.n ? a.fnorm[base + L.row_of(i)] : 0.0);
 }
 
 // The top of the union of two disjoint sets of a row's columns: the best
@@ -2340,11 +2357,13 @@ __device__ __forceinline__ km_top km_est_quad(km_top x, bool cbad)
 // and its row scale rf (one lane a row); returns the decision's gap as
 // ckv_pol_margin_bits (UINT_MAX: none), for km_note_margins. flagged: the
 // pass kept the row's candidate flags (at pass row i), which an amb entry
-// names in a.crow where they hold (not bad, rf > 0).
+// names in a.crow where they hold (not bad, rf > 0). MOVED: c and o the
+// row's cluster and bounds (km_estimate_kernel's copies of cl and dr.top).
 template <bool MOVED>
 __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
                                                   const km_est_list &L, const km_est_args &a,
-                                                  int32_t lh, bool flagged = false)
+                                                  int32_t lh, bool flagged = false,
+                                                  int32_t c = 0, float2 o = {})
 {
     if (i >= L.n)
         return UINT_MAX;
@@ -2362,8 +2381,7 @@ __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
         // KM_EPS. The bounds move outward, so that km_drift's invariant
         // holds (a row that changes cluster takes new bounds); none: -inf.
         constexpr float lift = KM_EPS_HI - KM_EPS;
-        const bool joined = dr.cmv[base + a.cl[base + m]];
-        const float2 o = dr.top[base + m];
+        const bool joined = dr.cmv[base + c];
         const float t =
             L.tiles > 0 ? __fadd_ru((joined ? x.second : x.s) * rf, lift) : -INFINITY;
         const float s1 = joined ? __fsub_rd(x.s * rf, lift) : __fsub_rd(o.x, KM_TAU),
@@ -2427,7 +2445,7 @@ __global__ void
         km_estimate_kernel(km_est_args a)
 {
     using S = km_est_shape<D, MOVED>;
-    constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
+    constexpr int MT = S::MT, NB = S::NB, SF = S::SF, SA = S::SA, KS = D / 16;
     extern __shared__ uint4 km_est_sm[];
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
     // km_estimate's order
@@ -2439,10 +2457,16 @@ __global__ void
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
     float *const sc = reinterpret_cast<float *>(sm + S::STAGES * KN * SF);
+    // MOVED: a block of rows' his, then two blocks of rows' norms, bounds
+    // and clusters (by the block of rows' parity).
+    uint32_t *const rs = reinterpret_cast<uint32_t *>(sc + S::STAGES * KN);
+    double *const rfn = reinterpret_cast<double *>(rs + S::ROWS * SA);
+    float2 *const rtop = reinterpret_cast<float2 *>(rfn + 2 * S::ROWS);
+    int32_t *const rcl = reinterpret_cast<int32_t *>(rtop + 2 * S::ROWS);
     // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group:
-    // the moved centroids' splits from cs (an update moved them, so wrote
-    // them), their his alone (the main product's); in the pass over every
-    // centroid, km_cen_row's.
+    // the moved centroids' his from cs (an update moved them, so wrote
+    // them; the main product's alone); in the pass over every centroid,
+    // km_cen_row's splits.
     const auto copy_stage = [&](int32_t st, int32_t j1) {
         km_copy_scales(sc + st * KN, a, L, base, j1);
         const int32_t n = min(KN, L.n_col - j1);
@@ -2456,17 +2480,58 @@ __global__ void
                 km_cen_rows<S::THREADS, KN>(a.fs, a.cs, a.cw, base, j1, a.M_of[lh], a.p.k, D), KN,
                 n, SF);
     };
+    // MOVED: the block of rows rb's his (a row's first D / 2 words, as they
+    // lie), norms, bounds and clusters into shared memory, one group, zeros
+    // past the pass's rows: issued a block of rows ahead, so that DRAM
+    // fills them under the walk and decisions before them, and a block of
+    // rows waits on no global load but its decisions' flags (the L2
+    // prefetches this replaced left the rows' loads, the bounds and the
+    // clusters each an L2 trip in turn: 1.39 ms for 2.40 GB at the 8B's
+    // 128K call, run ZZ76). Rows are the pass's every row (every = MOVED).
+    const auto copy_rows = [&](int32_t rb) {
+        const int32_t m0 = (b0 + rb) * S::ROWS, n = min(S::ROWS, L.n - m0);
+        constexpr int CH = D / 8;  // 16-byte chunks of a row's his
+        for (int32_t q = threadIdx.x; q < S::ROWS * CH; q += S::THREADS) {
+            const int32_t r = q / CH;
+            ckv_cp_async16(rs + r * SA + 4 * (q % CH),
+                           F + (size_t)(m0 + min(r, n - 1)) * D + 4 * (q % CH), r < n);
+        }
+        const int32_t half = rb % 2 * S::ROWS;
+        for (int32_t r = threadIdx.x; r < S::ROWS; r += S::THREADS) {
+            const size_t m = base + m0 + min(r, n - 1);
+            ckv_cp_async8(rfn + half + r, a.fnorm + m, r < n);
+            ckv_cp_async8(rtop + half + r, a.dr.top + m, r < n);
+            ckv_cp_async4(rcl + half + r, a.cl + m, r < n);
+        }
+        ckv_cp_async_commit();
+    };
+    // MOVED: whether the block takes block of rows rb (the whole block together).
+    const auto has_rows = [&](int32_t rb) { return rb < S::RB && (b0 + rb) * S::ROWS < L.n; };
 
+    if constexpr (MOVED)
+        copy_rows(0);
     if (L.tiles > 0)  // none: a restricted list whose update moved no centroid
         copy_stage(0, 0);
     for (int32_t rb = 0; rb < S::RB; rb++) {
         const int32_t m0 = (b0 + rb) * S::ROWS;
         if (m0 >= L.n)
             break;  // the whole block together
-        if (rb > 0 && L.tiles > 1)
+        const bool again = rb > 0 && L.tiles > 1;
+        if (again)
             copy_stage(0, 0);  // the walk left its last tile there
-        // The pass's index of the lane's row g + 8 h of its m-tile mt.
-        const auto row_at = [&](int mt, int h) { return m0 + 16 * (MT * warp + mt) + g + 8 * h; };
+        if constexpr (MOVED) {
+            // This block of rows' group, committed before any tile's copy
+            // but the one just issued (km_estimate_kernel's copy_rows).
+            if (again || (rb == 0 && L.tiles > 0))
+                ckv_cp_async_wait<1>();
+            else
+                ckv_cp_async_wait<0>();
+            __syncthreads();  // the rows landed for every thread
+        }
+        // The pass's index of the lane's row g + 8 h of its m-tile mt, and
+        // its place in the block of rows.
+        const auto row_in = [&](int mt, int h) { return 16 * (MT * warp + mt) + g + 8 * h; };
+        const auto row_at = [&](int mt, int h) { return m0 + row_in(mt, h); };
         // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
         // a2, a3 the second), then lo (none in MOVED: the main product's
         // alone); zeros past the pass's rows. Chunk 4 s + t's halves
@@ -2479,19 +2544,13 @@ __global__ void
                 const int32_t i = row_at(mt, h);
                 const bool in = i < L.n;
                 const uint2 *const hi =
-                    reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+                    MOVED ? reinterpret_cast<const uint2 *>(rs + row_in(mt, h) * SA) + t
+                          : reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) +
+                                t;
                 const uint2 *const lo = hi + D / 4;
 #pragma unroll
                 for (int s = 0; s < KS; s++) {
-                    // MOVED: evict-first, so that these lines, dead once in
-                    // registers, leave L2 before the next block of rows'
-                    // prefetched ones (in LRU order those are the older): at
-                    // the 8B's 128K the pass read 5.92 GB in 1.70 ms, then
-                    // 4.84 in 1.59 (runs ZZ47, ZZ49; the prefetch at
-                    // evict-last too: 4.96 GB, 1.61 ms).
-                    const uint2 x = !in ? make_uint2(0, 0)
-                                    : MOVED ? __ldcs(hi + 4 * s)
-                                            : hi[4 * s];
+                    const uint2 x = !in ? make_uint2(0, 0) : hi[4 * s];
                     const uint2 y = !in || MOVED ? make_uint2(0, 0) : lo[4 * s];
                     ah[mt][s][h] = x.x;
                     ah[mt][s][2 + h] = x.y;
@@ -2507,33 +2566,19 @@ __global__ void
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++)
-                km_est_row_start(r[mt][h], rf[mt][h], L, a, base, row_at(mt, h));
-        // km_est_decide's reads of the block's rows (their bounds and clusters:
-        // rows m0 on, the pass taking every row) fetched into L2 under the walk,
-        // which at a tile or two a block would otherwise wait for them after it
-        // (a line more than the rows fill, for a start within a line; none past
-        // the pass's last row).
-        if constexpr (MOVED) {
-            constexpr int TOP_ROWS = 128 / sizeof(float2), CL_ROWS = 128 / sizeof(int32_t),
-                          TOP_LINES = S::ROWS / TOP_ROWS + 1, CL_LINES = S::ROWS / CL_ROWS + 1;
-            const int32_t line = threadIdx.x, last = L.n - 1;
-            if (line < TOP_LINES)
-                km_prefetch_l2(a.dr.top + base + min(m0 + line * TOP_ROWS, last));
-            else if (line < TOP_LINES + CL_LINES)
-                km_prefetch_l2(a.cl + base + min(m0 + (line - TOP_LINES) * CL_ROWS, last));
-        }
-        // The next block of rows' splits (MOVED: their his, the walk's) and
-        // norms into L2 under this one's walk.
-        if (rb + 1 < S::RB) {
-            constexpr int LINE_WORDS = 128 / sizeof(uint32_t),
-                          ROW_LINES = (MOVED ? D / 2 : D) / LINE_WORDS;
-            const int32_t n1 = min(S::ROWS, L.n - m0 - S::ROWS);
-            for (int32_t l = threadIdx.x; l < n1 * ROW_LINES; l += S::THREADS) {
-                const int32_t m = L.row_of(m0 + S::ROWS + l / ROW_LINES);
-                km_prefetch_l2(F + (size_t)m * D + l % ROW_LINES * LINE_WORDS);
-                if (l % ROW_LINES == 0)
-                    km_prefetch_l2(a.fnorm + base + m);
-            }
+                if constexpr (MOVED)
+                    km_est_top_start(r[mt][h], rf[mt][h], rfn[rb % 2 * S::ROWS + row_in(mt, h)]);
+                else
+                    km_est_row_start(r[mt][h], rf[mt][h], L, a, base, row_at(mt, h));
+        // MOVED: the next block of rows' group, once every thread has its
+        // fragments (a barrier: the tile's, or here where the walk has
+        // none) and no other group is to follow in this block of rows (the
+        // walk's last tile's copy issued), so that waiting for a tile never
+        // waits for it.
+        const bool ahead = MOVED && has_rows(rb + 1);
+        if (ahead && L.tiles == 0) {
+            __syncthreads();
+            copy_rows(rb + 1);
         }
         bool cbad = false;  // a column of the lane's outside the estimate's range (scale NaN)
         for (int32_t i = 0; i < L.tiles; i++) {
@@ -2550,7 +2595,9 @@ __global__ void
                 ckv_cp_async_wait<1>();
             }
             __syncthreads();  // this tile's copies landed for every thread
-            const uint32_t *const B = sm + st * KN * SF + g * SF + 4 * t;
+            if (ahead && i == L.tiles - 1)
+                copy_rows(rb + 1);
+            const uint32_t *const B = sm + st * KN * SF + g * SF + (MOVED ? 2 : 4) * t;
 #pragma unroll
             for (int n0 = 0; n0 < KN / 8; n0 += NB) {
                 float2 rc[NB];
@@ -2566,7 +2613,14 @@ __global__ void
                     uint4 b[NB];
 #pragma unroll
                     for (int nb = 0; nb < NB; nb++)
-                        b[nb] = *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
+                        if constexpr (MOVED) {
+                            const uint2 h2 =
+                                *reinterpret_cast<const uint2 *>(B + 8 * (n0 + nb) * SF + 8 * s);
+                            b[nb] = make_uint4(h2.x, h2.y, 0, 0);
+                        } else {
+                            b[nb] =
+                                *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
+                        }
 #pragma unroll
                     for (int part = 0; part < PARTS; part++)
 #pragma unroll
@@ -2588,15 +2642,19 @@ __global__ void
             }
             __syncthreads();  // every warp is done with this stage before its next copy
         }
-        ckv_cp_async_wait<0>();
+        if constexpr (!MOVED)
+            ckv_cp_async_wait<0>();  // MOVED leaves the next block of rows in flight
         unsigned gaps = UINT_MAX;
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const km_top x = km_est_quad(r[mt][h], cbad);
+                const int32_t ri = rb % 2 * S::ROWS + row_in(mt, h);
                 if (t == 0)
-                    gaps = min(gaps, km_est_decide<MOVED>(x, rf[mt][h], row_at(mt, h), L, a, lh));
+                    gaps = min(gaps, km_est_decide<MOVED>(x, rf[mt][h], row_at(mt, h), L, a, lh,
+                                                          false, MOVED ? rcl[ri] : 0,
+                                                          MOVED ? rtop[ri] : float2{}));
             }
         km_note_margins(a.margin + lh, gaps);
     }
