@@ -30,6 +30,26 @@ __device__ __forceinline__ void ckv_cp_async16(void *dst, const void *src, bool 
     ckv_cp_async16(ckv_smem_addr(dst), src, in);
 }
 
+// An L2 policy under which the lines a copy brings in leave first: for
+// data read once (a stream), so that it does not push out lines still to
+// be read again.
+__device__ __forceinline__ uint64_t ckv_l2_evict_first()
+{
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
+// ckv_cp_async16 under an L2 policy (ckv_l2_evict_first).
+__device__ __forceinline__ void ckv_cp_async16(void *dst, const void *src, bool in,
+                                               uint64_t policy)
+{
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;"
+                 :
+                 : "r"(ckv_smem_addr(dst)), "l"(src), "r"(in ? 16 : 0), "l"(policy)
+                 : "memory");
+}
+
 // 8 bytes from src to dst; with in false, zeros (as ckv_cp_async16).
 __device__ __forceinline__ void ckv_cp_async8(uint32_t dst, const void *src, bool in)
 {

@@ -1614,10 +1614,10 @@ __device__ __forceinline__ void km_copy_tile(T *dst, Src src, int32_t tile_rows,
     ckv_cp_async_commit();
 }
 
-// km_copy_tile for rows of splits (D words each; HI: their his alone):
-// each row as its chunks (km_split_chunk, the mma fragments' layout) from
-// its halves (km_split_put), a lane a chunk. Without HI, every word of the
-// tile's rows is written.
+// km_copy_tile for rows of splits (D words each): each row as its chunks
+// (km_split_chunk, the mma fragments' layout) from its halves
+// (km_split_put), a lane a chunk; with HI its his alone, as they lie (the
+// first D / 2 words, chunk q's at 2 q), 16 bytes a lane.
 template <int THREADS, int D, bool HI, typename Src>
 __device__ __forceinline__ void km_copy_split_tile(uint32_t *dst, Src src, int32_t tile_rows,
                                                    int32_t rows, int32_t stride)
@@ -1625,10 +1625,14 @@ __device__ __forceinline__ void km_copy_split_tile(uint32_t *dst, Src src, int32
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int32_t r = warp; r < tile_rows; r += THREADS / 32) {
         const uint32_t *const row = src(r < rows ? r : 0);
-        for (int32_t q = lane; q < D / 4; q += 32) {
-            ckv_cp_async8(dst + r * stride + 4 * q, row + 2 * q, r < rows);
-            if (!HI)
+        if (HI) {
+            for (int32_t q = lane; q < D / 8; q += 32)
+                ckv_cp_async16(dst + r * stride + 4 * q, row + 4 * q, r < rows);
+        } else {
+            for (int32_t q = lane; q < D / 4; q += 32) {
+                ckv_cp_async8(dst + r * stride + 4 * q, row + 2 * q, r < rows);
                 ckv_cp_async8(dst + r * stride + 4 * q + 2, row + D / 2 + 2 * q, r < rows);
+            }
         }
     }
     ckv_cp_async_commit();
@@ -2080,7 +2084,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
 // MC). Rows are D + 16 words apart, so that each quarter-warp's 16-byte
-// fragment loads hit distinct banks. Every pass takes this form on devices
+// fragment loads hit distinct banks (MOVED: his alone, D / 2 + 8 words
+// apart, each half-warp's 8-byte loads so). Every pass takes this form on devices
 // without wgmma, and the pass over the moved centroids on Hopper too
 // (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
@@ -2099,25 +2104,32 @@ enum { KN = 64 };
 // RB: the blocks of ROWS rows a block takes in turn, its tile kept where
 // the list has one (MOVED: a block's life was a chain of waits, the rows'
 // loads only its last part, 2.7 TB/s at the 8B's 128K call, run ZZ32; the
-// next block of rows fetched into L2 under a block's walk and decisions
-// keeps DRAM busy through them, and the tile's copy serves RB blocks of
-// rows; 2 at head_dim 64, whose 90 lists would leave a longer tail): the
-// 8B's 128K pass 1.835 -> 1.70 ms, SmolLM2's flat (run ZZ47), then 1.59
-// with the rows' loads evict-first (ZZ49).
+// next block of rows fetched under a block's walk and decisions keeps
+// DRAM busy through them, and the tile's copy serves RB blocks of rows; 2
+// at head_dim 64, whose 90 lists would leave a longer tail): the 8B's 128K
+// pass 1.835 -> 1.70 ms, SmolLM2's flat (run ZZ47), then 1.59 with the
+// rows' loads evict-first (ZZ49); with the next block of rows copied into
+// shared memory, not L2 (km_estimate_kernel's copy_rows), 1.404 -> 1.287
+// ms, SmolLM2's 0.366 -> 0.340 (ZZ77).
 template <int D, bool MOVED = false>
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
-                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = D + 16,
-                         STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
+                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = MOVED ? D / 2 + 8 : D + 16,
+                         SA = D / 2 + 8, STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
                          BLOCKS = D == 64 ? (MOVED ? 5 : 4) : (MOVED ? 3 : 2);
 };
 
-// The stages, then their columns' scales.
+// The stages, then their columns' scales; in MOVED then a block of rows'
+// his (SA words apart) and two blocks of rows' norms, bounds and clusters
+// (km_estimate_kernel's copy_rows).
 template <int D, bool MOVED>
 constexpr size_t km_est_smem()
 {
     using S = km_est_shape<D, MOVED>;
-    return S::STAGES * KN * (S::SF * sizeof(uint32_t) + sizeof(float));
+    return S::STAGES * KN * (S::SF * sizeof(uint32_t) + sizeof(float)) +
+           (MOVED ? S::ROWS * (S::SA * sizeof(uint32_t) +
+                               2 * (sizeof(double) + sizeof(float2) + sizeof(int32_t)))
+                  : 0);
 }
 
 // Fetches the 128-byte line holding p into L2 (no register waits for it).
@@ -2222,7 +2234,8 @@ struct km_est_args {
     const int32_t *M_of;
     km_slices sp;
     int32_t workers;      // the balanced blocks (km_est_workers), 0: none
-    int32_t worker_rows;  // the grid's rows they take, the first (ceil(workers / lists))
+    int32_t worker_rows;  // the grid's first rows, theirs (ceil(workers / the grid's lists))
+    const int32_t *ids;   // the grid's x's lists (km_bufs' ids), NULL: x is the list
     km_params p;
 };
 
@@ -2234,6 +2247,13 @@ struct km_est_list {
     __device__ int32_t row_of(int32_t i) const { return rows ? rows[i] : i; }
     __device__ int32_t col_of(int32_t j) const { return cols ? cols[j] : j; }
 };
+
+// The list of a grid's column x: ids[x] where the host named the live
+// lists (km_bufs' ids), else x.
+__device__ __forceinline__ int32_t km_list_at(const int32_t *ids, int32_t x)
+{
+    return ids ? ids[x] : x;
+}
 
 // The pass over list lh for the block of rows from m0: false where the
 // block has nothing to do (the whole block leaves together). Every load the
@@ -2287,13 +2307,18 @@ __device__ __forceinline__ void km_load_features(uint32_t *sm, const uint32_t *F
     __syncthreads();
 }
 
+// A row's scale from its norm fn, and its empty top.
+__device__ __forceinline__ void km_est_top_start(km_top &r, float &rf, double fn)
+{
+    r = {-INFINITY, -INFINITY, 0, false};
+    rf = km_scale(fn, 1.0 / fn, r.bad);
+}
+
 // The lane's row scale (row i of the pass) and its empty top.
 __device__ __forceinline__ void km_est_row_start(km_top &r, float &rf, const km_est_list &L,
                                                  const km_est_args &a, size_t base, int32_t i)
 {
-    const double fn = i < L.n ? a.fnorm[base + L.row_of(i)] : 0.0;
-    r = {-INFINITY, -INFINITY, 0, false};
-    rf = km_scale(fn, 1.0 / fn, r.bad);
+    km_est_top_start(r, rf, i < L.n ? a.fnorm[base + L.row_of(i)] : 0.0);
 }
 
 // The top of the union of two disjoint sets of a row's columns: the best
@@ -2332,11 +2357,13 @@ __device__ __forceinline__ km_top km_est_quad(km_top x, bool cbad)
 // and its row scale rf (one lane a row); returns the decision's gap as
 // ckv_pol_margin_bits (UINT_MAX: none), for km_note_margins. flagged: the
 // pass kept the row's candidate flags (at pass row i), which an amb entry
-// names in a.crow where they hold (not bad, rf > 0).
+// names in a.crow where they hold (not bad, rf > 0). MOVED: c and o the
+// row's cluster and bounds (km_estimate_kernel's copies of cl and dr.top).
 template <bool MOVED>
 __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
                                                   const km_est_list &L, const km_est_args &a,
-                                                  int32_t lh, bool flagged = false)
+                                                  int32_t lh, bool flagged = false,
+                                                  int32_t c = 0, float2 o = {})
 {
     if (i >= L.n)
         return UINT_MAX;
@@ -2354,8 +2381,7 @@ __device__ __forceinline__ unsigned km_est_decide(km_top x, float rf, int32_t i,
         // KM_EPS. The bounds move outward, so that km_drift's invariant
         // holds (a row that changes cluster takes new bounds); none: -inf.
         constexpr float lift = KM_EPS_HI - KM_EPS;
-        const bool joined = dr.cmv[base + a.cl[base + m]];
-        const float2 o = dr.top[base + m];
+        const bool joined = dr.cmv[base + c];
         const float t =
             L.tiles > 0 ? __fadd_ru((joined ? x.second : x.s) * rf, lift) : -INFINITY;
         const float s1 = joined ? __fsub_rd(x.s * rf, lift) : __fsub_rd(o.x, KM_TAU),
@@ -2419,10 +2445,11 @@ __global__ void
         km_estimate_kernel(km_est_args a)
 {
     using S = km_est_shape<D, MOVED>;
-    constexpr int MT = S::MT, NB = S::NB, SF = S::SF, KS = D / 16;
+    constexpr int MT = S::MT, NB = S::NB, SF = S::SF, SA = S::SA, KS = D / 16;
     extern __shared__ uint4 km_est_sm[];
     uint32_t *const sm = reinterpret_cast<uint32_t *>(km_est_sm);
-    const int32_t lh = blockIdx.x, b0 = blockIdx.y * S::RB;  // km_estimate's order
+    // km_estimate's order
+    const int32_t lh = km_list_at(a.ids, blockIdx.x), b0 = blockIdx.y * S::RB;
     km_est_list L;
     if (!km_est_list_of<MOVED>(L, a, lh, b0 * S::ROWS))
         return;
@@ -2430,10 +2457,16 @@ __global__ void
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const uint32_t *const F = a.fs + base * D, *const C = a.cs + base * D;
     float *const sc = reinterpret_cast<float *>(sm + S::STAGES * KN * SF);
+    // MOVED: a block of rows' his, then two blocks of rows' norms, bounds
+    // and clusters (by the block of rows' parity).
+    uint32_t *const rs = reinterpret_cast<uint32_t *>(sc + S::STAGES * KN);
+    double *const rfn = reinterpret_cast<double *>(rs + S::ROWS * SA);
+    float2 *const rtop = reinterpret_cast<float2 *>(rfn + 2 * S::ROWS);
+    int32_t *const rcl = reinterpret_cast<int32_t *>(rtop + 2 * S::ROWS);
     // Centroids j1 .. j1 + KN - 1 and their scales into stage st, one group:
-    // the moved centroids' splits from cs (an update moved them, so wrote
-    // them), their his alone (the main product's); in the pass over every
-    // centroid, km_cen_row's.
+    // the moved centroids' his from cs (an update moved them, so wrote
+    // them; the main product's alone); in the pass over every centroid,
+    // km_cen_row's splits.
     const auto copy_stage = [&](int32_t st, int32_t j1) {
         km_copy_scales(sc + st * KN, a, L, base, j1);
         const int32_t n = min(KN, L.n_col - j1);
@@ -2447,17 +2480,61 @@ __global__ void
                 km_cen_rows<S::THREADS, KN>(a.fs, a.cs, a.cw, base, j1, a.M_of[lh], a.p.k, D), KN,
                 n, SF);
     };
+    // MOVED: the block of rows rb's his (a row's first D / 2 words, as they
+    // lie), norms, bounds and clusters into shared memory, one group, zeros
+    // past the pass's rows: issued a block of rows ahead, so that DRAM
+    // fills them under the walk and decisions before them, and a block of
+    // rows waits on no global load but its decisions' flags (the L2
+    // prefetches this replaced left the rows' loads, the bounds and the
+    // clusters each an L2 trip in turn: 1.39 ms for 2.40 GB at the 8B's
+    // 128K call, run ZZ76). Rows are the pass's every row (every = MOVED).
+    // The his evict-first, read once: without it the 8B's pass read 2.61 GB
+    // against 2.40 (ZZ77; the loads' __ldcs had cut 5.92 to 4.84, ZZ49).
+    const auto copy_rows = [&](int32_t rb) {
+        const int32_t m0 = (b0 + rb) * S::ROWS, n = min(S::ROWS, L.n - m0);
+        constexpr int CH = D / 8;  // 16-byte chunks of a row's his
+        const uint64_t once = ckv_l2_evict_first();
+        for (int32_t q = threadIdx.x; q < S::ROWS * CH; q += S::THREADS) {
+            const int32_t r = q / CH;
+            ckv_cp_async16(rs + r * SA + 4 * (q % CH),
+                           F + (size_t)(m0 + min(r, n - 1)) * D + 4 * (q % CH), r < n, once);
+        }
+        const int32_t half = rb % 2 * S::ROWS;
+        for (int32_t r = threadIdx.x; r < S::ROWS; r += S::THREADS) {
+            const size_t m = base + m0 + min(r, n - 1);
+            ckv_cp_async8(rfn + half + r, a.fnorm + m, r < n);
+            ckv_cp_async8(rtop + half + r, a.dr.top + m, r < n);
+            ckv_cp_async4(rcl + half + r, a.cl + m, r < n);
+        }
+        ckv_cp_async_commit();
+    };
+    // MOVED: whether the block takes block of rows rb (the whole block together).
+    const auto has_rows = [&](int32_t rb) { return rb < S::RB && (b0 + rb) * S::ROWS < L.n; };
 
+    if constexpr (MOVED)
+        copy_rows(0);
     if (L.tiles > 0)  // none: a restricted list whose update moved no centroid
         copy_stage(0, 0);
     for (int32_t rb = 0; rb < S::RB; rb++) {
         const int32_t m0 = (b0 + rb) * S::ROWS;
         if (m0 >= L.n)
             break;  // the whole block together
-        if (rb > 0 && L.tiles > 1)
+        const bool again = rb > 0 && L.tiles > 1;
+        if (again)
             copy_stage(0, 0);  // the walk left its last tile there
-        // The pass's index of the lane's row g + 8 h of its m-tile mt.
-        const auto row_at = [&](int mt, int h) { return m0 + 16 * (MT * warp + mt) + g + 8 * h; };
+        if constexpr (MOVED) {
+            // This block of rows' group, committed before any tile's copy
+            // but the one just issued (km_estimate_kernel's copy_rows).
+            if (again || (rb == 0 && L.tiles > 0))
+                ckv_cp_async_wait<1>();
+            else
+                ckv_cp_async_wait<0>();
+            __syncthreads();  // the rows landed for every thread
+        }
+        // The pass's index of the lane's row g + 8 h of its m-tile mt, and
+        // its place in the block of rows.
+        const auto row_in = [&](int mt, int h) { return 16 * (MT * warp + mt) + g + 8 * h; };
+        const auto row_at = [&](int mt, int h) { return m0 + row_in(mt, h); };
         // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
         // a2, a3 the second), then lo (none in MOVED: the main product's
         // alone); zeros past the pass's rows. Chunk 4 s + t's halves
@@ -2470,19 +2547,13 @@ __global__ void
                 const int32_t i = row_at(mt, h);
                 const bool in = i < L.n;
                 const uint2 *const hi =
-                    reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+                    MOVED ? reinterpret_cast<const uint2 *>(rs + row_in(mt, h) * SA) + t
+                          : reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) +
+                                t;
                 const uint2 *const lo = hi + D / 4;
 #pragma unroll
                 for (int s = 0; s < KS; s++) {
-                    // MOVED: evict-first, so that these lines, dead once in
-                    // registers, leave L2 before the next block of rows'
-                    // prefetched ones (in LRU order those are the older): at
-                    // the 8B's 128K the pass read 5.92 GB in 1.70 ms, then
-                    // 4.84 in 1.59 (runs ZZ47, ZZ49; the prefetch at
-                    // evict-last too: 4.96 GB, 1.61 ms).
-                    const uint2 x = !in ? make_uint2(0, 0)
-                                    : MOVED ? __ldcs(hi + 4 * s)
-                                            : hi[4 * s];
+                    const uint2 x = !in ? make_uint2(0, 0) : hi[4 * s];
                     const uint2 y = !in || MOVED ? make_uint2(0, 0) : lo[4 * s];
                     ah[mt][s][h] = x.x;
                     ah[mt][s][2 + h] = x.y;
@@ -2498,33 +2569,19 @@ __global__ void
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++)
-                km_est_row_start(r[mt][h], rf[mt][h], L, a, base, row_at(mt, h));
-        // km_est_decide's reads of the block's rows (their bounds and clusters:
-        // rows m0 on, the pass taking every row) fetched into L2 under the walk,
-        // which at a tile or two a block would otherwise wait for them after it
-        // (a line more than the rows fill, for a start within a line; none past
-        // the pass's last row).
-        if constexpr (MOVED) {
-            constexpr int TOP_ROWS = 128 / sizeof(float2), CL_ROWS = 128 / sizeof(int32_t),
-                          TOP_LINES = S::ROWS / TOP_ROWS + 1, CL_LINES = S::ROWS / CL_ROWS + 1;
-            const int32_t line = threadIdx.x, last = L.n - 1;
-            if (line < TOP_LINES)
-                km_prefetch_l2(a.dr.top + base + min(m0 + line * TOP_ROWS, last));
-            else if (line < TOP_LINES + CL_LINES)
-                km_prefetch_l2(a.cl + base + min(m0 + (line - TOP_LINES) * CL_ROWS, last));
-        }
-        // The next block of rows' splits (MOVED: their his, the walk's) and
-        // norms into L2 under this one's walk.
-        if (rb + 1 < S::RB) {
-            constexpr int LINE_WORDS = 128 / sizeof(uint32_t),
-                          ROW_LINES = (MOVED ? D / 2 : D) / LINE_WORDS;
-            const int32_t n1 = min(S::ROWS, L.n - m0 - S::ROWS);
-            for (int32_t l = threadIdx.x; l < n1 * ROW_LINES; l += S::THREADS) {
-                const int32_t m = L.row_of(m0 + S::ROWS + l / ROW_LINES);
-                km_prefetch_l2(F + (size_t)m * D + l % ROW_LINES * LINE_WORDS);
-                if (l % ROW_LINES == 0)
-                    km_prefetch_l2(a.fnorm + base + m);
-            }
+                if constexpr (MOVED)
+                    km_est_top_start(r[mt][h], rf[mt][h], rfn[rb % 2 * S::ROWS + row_in(mt, h)]);
+                else
+                    km_est_row_start(r[mt][h], rf[mt][h], L, a, base, row_at(mt, h));
+        // MOVED: the next block of rows' group, once every thread has its
+        // fragments (a barrier: the tile's, or here where the walk has
+        // none) and no other group is to follow in this block of rows (the
+        // walk's last tile's copy issued), so that waiting for a tile never
+        // waits for it.
+        const bool ahead = MOVED && has_rows(rb + 1);
+        if (ahead && L.tiles == 0) {
+            __syncthreads();
+            copy_rows(rb + 1);
         }
         bool cbad = false;  // a column of the lane's outside the estimate's range (scale NaN)
         for (int32_t i = 0; i < L.tiles; i++) {
@@ -2541,7 +2598,9 @@ __global__ void
                 ckv_cp_async_wait<1>();
             }
             __syncthreads();  // this tile's copies landed for every thread
-            const uint32_t *const B = sm + st * KN * SF + g * SF + 4 * t;
+            if (ahead && i == L.tiles - 1)
+                copy_rows(rb + 1);
+            const uint32_t *const B = sm + st * KN * SF + g * SF + (MOVED ? 2 : 4) * t;
 #pragma unroll
             for (int n0 = 0; n0 < KN / 8; n0 += NB) {
                 float2 rc[NB];
@@ -2557,7 +2616,14 @@ __global__ void
                     uint4 b[NB];
 #pragma unroll
                     for (int nb = 0; nb < NB; nb++)
-                        b[nb] = *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
+                        if constexpr (MOVED) {
+                            const uint2 h2 =
+                                *reinterpret_cast<const uint2 *>(B + 8 * (n0 + nb) * SF + 8 * s);
+                            b[nb] = make_uint4(h2.x, h2.y, 0, 0);
+                        } else {
+                            b[nb] =
+                                *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
+                        }
 #pragma unroll
                     for (int part = 0; part < PARTS; part++)
 #pragma unroll
@@ -2579,15 +2645,19 @@ __global__ void
             }
             __syncthreads();  // every warp is done with this stage before its next copy
         }
-        ckv_cp_async_wait<0>();
+        if constexpr (!MOVED)
+            ckv_cp_async_wait<0>();  // MOVED leaves the next block of rows in flight
         unsigned gaps = UINT_MAX;
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const km_top x = km_est_quad(r[mt][h], cbad);
+                const int32_t ri = rb % 2 * S::ROWS + row_in(mt, h);
                 if (t == 0)
-                    gaps = min(gaps, km_est_decide<MOVED>(x, rf[mt][h], row_at(mt, h), L, a, lh));
+                    gaps = min(gaps, km_est_decide<MOVED>(x, rf[mt][h], row_at(mt, h), L, a, lh,
+                                                          false, MOVED ? rcl[ri] : 0,
+                                                          MOVED ? rtop[ri] : float2{}));
             }
         km_note_margins(a.margin + lh, gaps);
     }
@@ -2718,9 +2788,9 @@ struct km_own_walk {
 // lists (runs ZZ64, ZZ68). At head_dim 128 the loop over segments made
 // ptxas spill 558 bytes a thread where one segment spills 72, so there
 // the ranges are each live list's equal slices (as many a list as the
-// workers a list of all the lists), one segment a block, the block of the
-// grid's column of its list. The other blocks are row blocks: list
-// blockIdx.x, the rows from m0 every tile, a block of them (with BAL only
+// workers a column of the grid), one segment a block, the block of the
+// grid's column of its list. The other blocks are row blocks: the list of
+// column blockIdx.x (km_list_at), the rows from m0 every tile, a block of them (with BAL only
 // lists of more rows). FLAGS: the form that flags the candidate tiles
 // (KM_CAND_W) of a list whose pass has at most KM_EST_SLICE_ROWS rows and
 // KM_CAND_TILES tiles, a call's first (the flags' work and registers in
@@ -2735,7 +2805,8 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     static_assert(KM_EST_SLICE_ROWS == S::ROWS, "a worker's rows are one block's");
     // The workers take the grid's first a.worker_rows rows (the first
     // a.workers blocks of them), the row blocks the rest: the list is the
-    // grid's x, so that no block divides by the lists before its first load
+    // grid's x's (km_list_at), so that no block divides by the lists
+    // before its first load
     // (most of a pass's blocks only load and leave: with id % lists and id
     // / lists the 8B's 128K passes took 1.7-2% longer and its third pass
     // 0.104 -> 0.208 ms under ncu, its empty blocks' cycles 342 -> 866 each,
@@ -2747,7 +2818,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
     // here, not in registers, from segment to segment).
     __shared__ int16_t vl[BAL && MULTI ? KM_SLICE_LISTS : 1];
     __shared__ int32_t wr[2];
-    int32_t lh = (int32_t)blockIdx.x, m0 = 0;
+    int32_t lh = km_list_at(a.ids, blockIdx.x), m0 = 0;
     km_est_list L;
     const int32_t tl = (a.p.k + KN - 1) / KN;  // a list's tiles
     // At head_dim 128 the slices of each list (a.workers: the slices a list
@@ -2759,18 +2830,19 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         using Scan = cub::BlockScan<int32_t, S::THREADS>;
         __shared__ typename Scan::TempStorage scan;
         static_assert(2 * S::THREADS >= KM_SLICE_LISTS, "a thread finds two lists");
-        int32_t ok[2], at[2], live;
+        int32_t ok[2], at[2], lst[2], live;
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int32_t l = 2 * (int32_t)threadIdx.x + u;
-            ok[u] = l < (int32_t)gridDim.x && km_est_list_of<false>(L, a, l, 0) &&
+            lst[u] = l < (int32_t)gridDim.x ? km_list_at(a.ids, l) : 0;
+            ok[u] = l < (int32_t)gridDim.x && km_est_list_of<false>(L, a, lst[u], 0) &&
                     L.n <= KM_EST_SLICE_ROWS;
         }
         Scan(scan).ExclusiveSum(ok, at, live);
 #pragma unroll
         for (int u = 0; u < 2; u++)
             if (ok[u])
-                vl[at[u]] = (int16_t)(2 * threadIdx.x + u);
+                vl[at[u]] = (int16_t)lst[u];
         const int32_t wt = live * tl;  // (the scratch's lists' tiles: far within int32_t)
         const int32_t wb = ckv_km_range_blocks(true, a.workers, gridDim.x, live, tl);
         if (threadIdx.x == 0) {
@@ -2781,7 +2853,7 @@ __global__ void __launch_bounds__(km_wg_shape<D>::THREADS, 1) km_estimate_wg_ker
         if (id >= wb)
             return;  // (the whole block)
     } else if (worker) {
-        // At head_dim 128, slice blockIdx.y of list blockIdx.x: one segment
+        // At head_dim 128, slice blockIdx.y of column blockIdx.x's list: one segment
         // a block needs no scan of the lists, and a worker of a list with no
         // such pass leaves at once (ptxas: 36 / 48 bytes spilled against
         // 72 / 96 with the scan).
@@ -3664,13 +3736,14 @@ enum { MAT_THREADS = 256 };
 __global__ void __launch_bounds__(MAT_THREADS)
     km_mat_exact_kernel(km_mat_src s, const uint8_t *cw, const int32_t *amb,
                         const int32_t *amb_n, const int32_t *crow, const uint32_t *cand,
-                        const int32_t *act, const int32_t *M_of, km_params p)
+                        const int32_t *act, const int32_t *ids, const int32_t *M_of, km_params p)
 {
     static_assert(KN == AN, "the candidate bitmaps' tiles are the exact kernel's");
     static_assert(MAT_THREADS % KM_CAND_WORDS == 0, "a thread ORs one word");
     constexpr int32_t UW = (KM_EST_SLICE_ROWS + 31) / 32;
     __shared__ uint32_t u[KM_CAND_WORDS], used[UW];
-    const int32_t lh = blockIdx.y, n = amb_n ? amb_n[lh] : 0, lane = threadIdx.x % 32;
+    const int32_t lh = km_list_at(ids, blockIdx.y), n = amb_n ? amb_n[lh] : 0,
+                  lane = threadIdx.x % 32;
     if (!act[lh] || (amb_n && !n))
         return;  // no item: the whole block leaves
     const size_t base = (size_t)lh * p.cap;
@@ -3725,9 +3798,11 @@ __global__ void __launch_bounds__(MAT_THREADS)
 __global__ void __launch_bounds__(256)
     km_mat_update_kernel(km_mat_src s, const uint8_t *cw, const int32_t *tl,
                          const int32_t *tn, const int32_t *run_b, const int32_t *run_e,
-                         const int32_t *members, const int32_t *M_of, km_params p)
+                         const int32_t *members, const int32_t *ids, const int32_t *M_of,
+                         km_params p)
 {
-    const int32_t lh = blockIdx.y, warps = blockDim.x / 32, lane = threadIdx.x % 32;
+    const int32_t lh = km_list_at(ids, blockIdx.y), warps = blockDim.x / 32,
+                  lane = threadIdx.x % 32;
     const size_t base = (size_t)lh * p.cap;
     for (int32_t c = blockIdx.x * warps + threadIdx.x / 32; c < tn[1 + lh];
          c += gridDim.x * warps) {
@@ -3754,10 +3829,11 @@ __global__ void __launch_bounds__(256)
 enum { TOUCH_THREADS = 256, TOUCH_WARPS = TOUCH_THREADS / 32 };
 __global__ void __launch_bounds__(TOUCH_THREADS)
     km_touch_list_kernel(int32_t *tl, int32_t *items, int32_t *tn, uint8_t *cmv,
-                         const int32_t *touch, const int32_t *act, km_params p)
+                         const int32_t *touch, const int32_t *act, const int32_t *ids,
+                         km_params p)
 {
     __shared__ int32_t at[TOUCH_WARPS];  // the warps' places in the list
-    const int32_t lh = blockIdx.y, j = blockIdx.x * TOUCH_THREADS + threadIdx.x;
+    const int32_t lh = km_list_at(ids, blockIdx.y), j = blockIdx.x * TOUCH_THREADS + threadIdx.x;
     const int32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (!act[lh])
         return;  // the whole block
@@ -3926,12 +4002,13 @@ struct km_bufs {
     int32_t *chg, *touch;
     km_drift dr;
     km_slices sp;
+    const int32_t *ids;  // the live lists in order (km_assign's live of them), NULL: not named
 };
 
 // The balanced blocks of a pass (km_estimate_wg_kernel's BAL) at head_dim
-// d for `live` of `lists` lists of `tiles` tiles of centroids on `sms` SMs;
-// 0: none (the row blocks take every list), where the scratch holds no
-// more lists. By a block's time in tiles (S: a segment's start and end,
+// d for `live` of the grid's `lists` columns of `tiles` tiles of centroids
+// on `sms` SMs (the caller's guard: every list within the scratch); 0:
+// none (the row blocks take every list). By a block's time in tiles (S: a segment's start and end,
 // the features, fragments, copies' lead and merge, about 6.5 tiles' time,
 // run ZZ15): at head_dim 64 one wave of equal ranges, a block an SM, by
 // the kernel's own rule (ckv_km_range_blocks: at most 15 a live list): SmolLM2's 90 lists of 512
@@ -3940,12 +4017,12 @@ struct km_bufs {
 // 115.5 against 100, at 8K (32) one slice, 38.5, against 35. At head_dim
 // 128 n slices a live list, the fewest whose waves, ceil(live n / sms) of
 // tiles / n + S, cost at most 0.9 of the fewer's (the 8B's 256 lists: one,
-// so none; one list, a late pass's: 15), as n workers a list of all the
-// lists: the kernel takes n slices of each list it finds live (the host's
-// count does not bound those), and the rest leave at once.
+// so none; one list, a late pass's: 15), as n workers a column of the
+// grid: the kernel takes n slices of each of its lists it finds live (the
+// host's count does not bound those), and the rest leave at once.
 static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, int32_t tiles)
 {
-    if (lists > KM_SLICE_LISTS || tiles < 1)
+    if (tiles < 1)
         return 0;
     live = max(live, 1);
     if (d == 64)
@@ -3964,7 +4041,8 @@ static int32_t km_est_workers(int32_t d, int32_t lists, int32_t live, int sms, i
 
 // One pass of the estimate over every active list (up to max_m rows; live
 // of the lists are active, which sets the balanced blocks), the
-// lists' first blocks of rows first (the grid's x the list): a pass over a
+// lists' first blocks of rows first (the grid's x the list, or the live
+// list b.ids names): a pass over a
 // few rows a list (a decode-time call's first assignment leaves about 64)
 // has one working block a list among max_m / ROWS that leave at once (on
 // Hopper, the balanced blocks take such lists, km_est_workers), and with
@@ -3983,26 +4061,32 @@ static void km_estimate(const km_bufs &b, km_params p, int32_t lists, int32_t li
                         int32_t max_m, int32_t *amb_n, const km_room &room, bool cand,
                         cudaStream_t s)
 {
-    const int32_t workers = MOVED || !room.wg ? 0
-                                              : km_est_workers(D, lists, live, room.sms,
-                                                               (p.k + KN - 1) / KN);
-    const int32_t worker_rows = workers > 0 ? (int32_t)ckv_pol_blocks(workers, lists) : 0;
+    // The grid's x: the live lists where b.ids names them (a late
+    // iteration's few: the empty blocks of the others' columns, one an SM at
+    // a time in the wgmma form, had cost the 8B's one-list third pass about
+    // half its 0.125 ms, run ZZ76), else every list. The balanced blocks'
+    // scratch is a list's own (lh), so they need all the lists within it.
+    const int32_t gx = b.ids ? live : lists;
+    const int32_t workers = MOVED || !room.wg || lists > KM_SLICE_LISTS
+                                ? 0
+                                : km_est_workers(D, gx, live, room.sms, (p.k + KN - 1) / KN);
+    const int32_t worker_rows = workers > 0 ? (int32_t)ckv_pol_blocks(workers, gx) : 0;
     const km_est_args a = {b.fs,     b.cs,   b.cw,    b.fnorm,  b.cscale,
                            b.cl,     b.best, b.margin, b.amb,   amb_n,
                            cand ? b.crow : nullptr,   b.dr,    b.act,
                            b.chg,    b.touch, b.M_of, b.sp,     workers,
-                           worker_rows, p};
+                           worker_rows, b.ids, p};
     if constexpr (!MOVED)
         if (room.wg) {
-            // the row blocks after the balanced ones, the grid's x the list
+            // the row blocks after the balanced ones
             const unsigned rows = ckv_pol_blocks(max_m, km_wg_shape<D>::ROWS);
-            km_estimate_wg_of<D>(workers > 0, cand)<<<dim3(lists, rows + worker_rows),
+            km_estimate_wg_of<D>(workers > 0, cand)<<<dim3(gx, rows + worker_rows),
                                                       km_wg_shape<D>::THREADS, km_wg_smem<D>(),
                                                       s>>>(a);
             return;
         }
     using S = km_est_shape<D, MOVED>;
-    km_estimate_kernel<D, MOVED><<<dim3(lists, ckv_pol_blocks(max_m, S::ROWS * S::RB)),
+    km_estimate_kernel<D, MOVED><<<dim3(gx, ckv_pol_blocks(max_m, S::ROWS * S::RB)),
                                    S::THREADS, km_est_smem<D, MOVED>(), s>>>(a);
 }
 
@@ -4129,7 +4213,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         (st = ckv_pol_take(x, (void **)&w->cl, w->slots * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->amb, (2 * w->slots + w->lists) * sizeof(int32_t),
                            err)) ||
-        (st = ckv_pol_take(x, (void **)&w->chg, 2 * w->lists * sizeof(int32_t), err)) ||
+        (st = ckv_pol_take(x, (void **)&w->chg, 3 * w->lists * sizeof(int32_t), err)) ||
         (st = ckv_pol_take(x, (void **)&w->touch, km_touch_bytes(w), err)) ||
         (est && (st = ckv_pol_take(x, (void **)&w->top, w->slots * sizeof(float2), err))) ||
         (est && (st = ckv_pol_take(x, (void **)&w->moved,
@@ -4206,15 +4290,17 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         return CKV_OK;
     };
     // The materializer before an exact pass over the lists on (amb_n NULL:
-    // every unwritten centroid, for the trace's fill).
-    const auto mat_exact = [&](const int32_t *on, const uint8_t *cw, const int32_t *amb_n,
+    // every unwritten centroid, for the trace's fill), a column of its grid
+    // a list, or one of the n that ids names (NULL: every list).
+    const auto mat_exact = [&](const int32_t *on, const int32_t *ids, int32_t n,
+                               const uint8_t *cw, const int32_t *amb_n,
                                const int32_t *crow) -> ckv_status {
         if (!lazy)
             return CKV_OK;
         CKV_CUDA(cudaMemsetAsync(ms.qn, 0, x->lists * sizeof(int32_t), x->s));
-        const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), x->lists);
+        const dim3 grid(min(ckv_pol_blocks(max_m, 64), 64u), ids ? n : x->lists);
         km_mat_exact_kernel<<<grid, MAT_THREADS, 0, x->s>>>(ms, cw, w->amb, amb_n, crow, sp.cand,
-                                                            on, x->x, kp);
+                                                            on, ids, x->x, kp);
         CKV_CUDA_LAUNCHED();
         return mat_form();
     };
@@ -4226,9 +4312,35 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     int32_t *const crow = est ? w->amb + w->slots + w->lists : nullptr;
     km_bufs kb = {w->f,   w->norm,  w->cen, w->cw,   w->cnorm,  crec,   w->cscale, fs,
                   cs,     w->cl,    w->amb, crow,    nullptr,   w->margin, x->act, x->x,
-                  nullptr, nullptr, dr, sp};
+                  nullptr, nullptr, dr, sp, nullptr};
+    // The lists the next assignment takes, as the host knows them: the
+    // active ones for the first two (the first marks every active list
+    // changed), then those the assignment before changed.
+    int32_t live_n = 0;
+    for (int32_t lh = 0; lh < x->lists; lh++)
+        live_n += act[lh] != 0;
+    // Where those are fewer than the lists, their indices, so that the
+    // estimate's, the materializers' and the update's list's grids take only
+    // their columns (km_bufs' ids, after chg's two rows): flags' nonzero entries
+    // compacted into the PLAN_Y row (pageable: the copy returns once staged,
+    // so the row may be rewritten at once; flags may be that row).
+    int32_t *const ids = w->chg + 2 * x->lists;
+    const auto name_live = [&](const int32_t *flags) -> ckv_status {
+        kb.ids = nullptr;
+        if (live_n == x->lists)
+            return CKV_OK;
+        int32_t *const h = ckv_pol_h(x, PLAN_Y);
+        int32_t n = 0;
+        for (int32_t lh = 0; lh < x->lists; lh++)
+            if (flags[lh])
+                h[n++] = lh;
+        CKV_CUDA(cudaMemcpyAsync(ids, h, n * sizeof(int32_t), cudaMemcpyHostToDevice, x->s));
+        kb.ids = ids;
+        return CKV_OK;
+    };
+    if ((st = name_live(act)))
+        return st;
     const dim3 over_t(ckv_pol_blocks(max_t, FEAT_ROWS), x->lists);
-    const dim3 over_k(ckv_pol_blocks(kp.k, TOUCH_THREADS), x->lists);
     if (est) {
         // The own pass's axes before the features (km_feature_kernel forms
         // the records); both counts (moved, redo) start at 0 for it.
@@ -4284,12 +4396,6 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     CKV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&upd_sm, km_update_of(x->d),
                                                            UPDATE_THREADS, upd_smem));
     const int32_t upd_wave = room.sms * upd_sm;
-    // The lists the next assignment takes, as the host knows them: the
-    // active ones for the first two (the first marks every active list
-    // changed), then those the assignment before changed.
-    int32_t live_n = 0;
-    for (int32_t lh = 0; lh < x->lists; lh++)
-        live_n += act[lh] != 0;
     for (int32_t it = 0; it <= iters; it++) {
         const int32_t *const live = it ? changed : x->act;
         changed = w->chg + (it & 1) * x->lists;
@@ -4336,7 +4442,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
             }
         }
         const auto mat = [&](const int32_t *amb_n, const int32_t *crow) {
-            return mat_exact(live, kb.cw, amb_n, crow);
+            return mat_exact(live, kb.ids, live_n, kb.cw, amb_n, crow);
         };
         if ((st = km_assign(kb, kp, x->lists, live_n, max_m, it > 0, it == 0, room, x->s, mat,
                             err)))
@@ -4352,30 +4458,39 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
                 live_n += h[lh] != 0;
             if (!live_n)
                 break;
+            if (it < iters && (st = name_live(h)))  // (the last assignment's: no update after it)
+                return st;
         }
         // Members of each cluster in slot order, as a stable sort by cluster
-        // (km_group_runs_kernel), and the first update's flags.
+        // (km_group_runs_kernel), and the first update's flags: for the lists
+        // this assignment changed (the active ones at the first); another's
+        // rows kept their clusters, so its groups from before hold, as the
+        // loop's end above keeps every list's where none changed (the 8B's
+        // and SmolLM2's 128K calls: two lists and one at the second, ZZ67).
         km_group_scan_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
-            w->cl, w->ikey, w->ival, w->run_b, grp, x->act, x->seg_b, x->x, kp);
+            w->cl, w->ikey, w->ival, w->run_b, grp, changed, x->seg_b, x->x, kp);
         CKV_CUDA_LAUNCHED();
         if ((st = ckv_pol_sort_int(x, grp.e, err)))
             return st;
         km_group_runs_kernel<<<x->lists, GROUP_THREADS, 0, x->s>>>(
             grp, w->ikey_out, w->ival_out, w->run_b, w->run_e,
-            !it && iters > 0 ? w->touch : nullptr, x->act, x->x, kp);
+            !it && iters > 0 ? w->touch : nullptr, changed, x->x, kp);
         CKV_CUDA_LAUNCHED();
         if (it == iters)
             break;  // the final assignment: no update after it
+        // The update's lists: those this assignment changed (the active
+        // ones at the first), named (kb.ids) where they are fewer than all.
+        const dim3 over_changed(ckv_pol_blocks(kp.k, TOUCH_THREADS), kb.ids ? live_n : x->lists);
         CKV_CUDA(cudaMemsetAsync(tn, 0, (1 + x->lists) * sizeof(int32_t), x->s));
-        km_touch_list_kernel<<<over_k, TOUCH_THREADS, 0, x->s>>>(
-            tl, items, tn, cs ? w->cmv : nullptr, w->touch, changed, kp);
+        km_touch_list_kernel<<<over_changed, TOUCH_THREADS, 0, x->s>>>(
+            tl, items, tn, cs ? w->cmv : nullptr, w->touch, changed, kb.ids, kp);
         CKV_CUDA_LAUNCHED();
         if (est)  // both counts start at 0 for the update and the next assignment
             CKV_CUDA(cudaMemsetAsync(nmoved, 0, 2 * x->lists * sizeof(int32_t), x->s));
         if (lazy) {
             CKV_CUDA(cudaMemsetAsync(ms.qn, 0, x->lists * sizeof(int32_t), x->s));
-            km_mat_update_kernel<<<over_k, 256, 0, x->s>>>(ms, w->cw, tl, tn, w->run_b, w->run_e,
-                                                          w->ival_out, x->x, kp);
+            km_mat_update_kernel<<<over_changed, 256, 0, x->s>>>(
+                ms, w->cw, tl, tn, w->run_b, w->run_e, w->ival_out, kb.ids, x->x, kp);
             CKV_CUDA_LAUNCHED();
             if ((st = mat_form()))
                 return st;
@@ -4389,7 +4504,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
     // update left them (iters > 0: every active list takes the first), those
     // it did not write from their rows first.
     if (x->centroids && iters > 0) {
-        if ((st = mat_exact(x->act, w->cw, nullptr, nullptr)))
+        if ((st = mat_exact(x->act, nullptr, 0, w->cw, nullptr, nullptr)))
             return st;
         km_cen_fill_kernel<<<dim3(ckv_pol_blocks(kp.k, 256), x->lists), 256, 0, x->s>>>(
             w->cen, w->cw, w->f, x->act, x->x, kp);
@@ -4557,7 +4672,7 @@ static ckv_status km_assign_test(const km_test_mem &d, const double *f, const do
     const km_bufs b = {d.f,      d.fnorm,  d.cen,  d.cw,  d.cnorm,    d.crec,
                        d.cscale, estimate ? d.fs : nullptr, d.cs,   d.cl,
                        d.amb,    d.crow,   d.best, d.margin, d.head, d.head + 1,
-                       d.head + 3, nullptr, dr, d.sp};
+                       d.head + 3, nullptr, dr, d.sp, nullptr};
     // The plain assignment is a first (its exact pass over the candidate
     // tiles); the features are given, so eager.
     const auto eager = [](const int32_t *, const int32_t *) { return CKV_OK; };
