@@ -5,6 +5,7 @@ with a status, overrun their limit (124 within it plus the kill's grace),
 read a '|' inside the command, and one left under the deadline (skipped);
 then --tar's single file; a limit cut to the deadline less 10 s; a second
 run into one OUT; a relative OUT; a binary staged again unpacked again;
+FROM resuming a list at a step, and a FROM naming none refused;
 malformed lines (a bad, zero, leading-zero or huge limit, a trailing '|', a
 carriage return, a reserved or repeated name) and a bad DEADLINE refused,
 naming the file and line, before any step runs; and every committed list in
@@ -20,12 +21,15 @@ from script_check import check, finish, root
 steps_script = os.path.join(root, "scripts", "gpu-steps")
 
 
-def run(cwd, args, deadline=None):
+def run(cwd, args, deadline=None, start=None):
     env = dict(os.environ)
     env["GPU_STEPS_BINS"] = os.path.join(cwd, "unpacked")
     env.pop("DEADLINE", None)
+    env.pop("FROM", None)
     if deadline is not None:
         env["DEADLINE"] = str(deadline)
+    if start is not None:
+        env["FROM"] = start
     t0 = time.monotonic()
     p = subprocess.run([steps_script, *args], cwd=cwd, capture_output=True, text=True, env=env)
     return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
@@ -121,6 +125,21 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, _, _, _ = run(tmp, [steps, out6])
     check(read(os.path.join(out6, "res", "out.txt")) == "new tool says hello\n",
           "a binary staged again is unpacked again")
+
+    # FROM resumes a list at the step it names; one it does not name is
+    # refused before anything runs.
+    out8 = os.path.join(tmp, "out8")
+    rc, _, err, _ = run(tmp, [steps, out8], start="pipe")
+    summary = read(os.path.join(out8, "logs", "00-summary.log")).splitlines()
+    check(rc == 0 and summary[:2] == ["uses skipped: before FROM", "status skipped: before FROM"]
+          and [line.split()[0] for line in summary[2:]] == ["pipe", "slow"]
+          and read(os.path.join(out8, "logs", "pipe.log")) == "y\n"
+          and not os.path.exists(os.path.join(out8, "res", "out.txt")),
+          f"FROM=pipe skips the steps before pipe and runs it and the rest ({summary}, {err.strip()})")
+    out9 = os.path.join(tmp, "out9")
+    rc, _, err, _ = run(tmp, [steps, out9], start="nosuch")
+    check(rc == 2 and "no step named 'nosuch'" in err and "a.steps" in err
+          and not os.path.exists(out9), f"a FROM naming no step is refused ({err.strip()})")
 
     bad = os.path.join(tmp, "bad.steps")
     for second, why in (("no limit|x|true", "a limit that is not a number"),
