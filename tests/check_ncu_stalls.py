@@ -5,7 +5,8 @@ docs/performance-notes.md come from: on a small hand-written ncu source page
 reasons' order and shares, the busiest instructions, and each local load's
 first reader (a 64-bit load's second register read as a store's address;
 a predicated write passed over; none where an unpredicated write replaces
-the value first) are the ones derived by hand,
+the value first), and with ncu's executed counts the total and the
+opcodes that executed most, are the ones derived by hand,
 and bad input is refused with a message naming it."""
 import os
 import tempfile
@@ -32,15 +33,19 @@ LINES = [
 ]
 
 
-def page(path, lines=LINES, header=True):
+def page(path, lines=LINES, header=True, executed=None):
+    """executed: each line's "Instructions Executed" (ncu's column), or
+    None for a page without that column."""
     with open(path, "w") as f:
         f.write('==PROF== Connected to process 1\n"Kernel Name","void k<64>(args)",\n')
         if header:
             f.write('"Address","Source","Warp Stall Sampling (All Samples)",'
                     '"Warp Stall Sampling (Not-issued Samples)","stall_long_sb",'
-                    '"stall_wait","stall_long_sb (Not Issued)"\n')
-        for a, s, n, lsb, w in lines:
-            f.write(f'"{a}","      {s}","{n}","0","{lsb}","{w}","0"\n')
+                    '"stall_wait","stall_long_sb (Not Issued)"'
+                    + (',"Instructions Executed"' if executed else "") + "\n")
+        for i, (a, s, n, lsb, w) in enumerate(lines):
+            f.write(f'"{a}","      {s}","{n}","0","{lsb}","{w}","0"'
+                    + (f',"{executed[i]}"' if executed else "") + "\n")
     return path
 
 
@@ -62,6 +67,26 @@ with tempfile.TemporaryDirectory() as tmp:
           "a 64-bit load's second register read as a store's address")
     check("5 LDL R20, [R1]: no reader" in out, "a load replaced before any read")
     check("the local loads' readers: 80 samples, 80.0% of all" in out, "the readers' sum")
+
+    check("instructions executed" not in out, "no executed counts without ncu's column")
+
+    # Executed counts, by hand: LDL 10 + 2 = 12, MOV 5 (predicated) + 4 = 9,
+    # IADD3 10 + 6 = 16, LDL.LU.64 3, STG.E 7 (ncu's thousands separator):
+    # 47 in all; the top 2 IADD3 (34.0%), LDL (25.5%).
+    ex = page(os.path.join(tmp, "ex.csv"), executed=[10, 5, 10, 3, "7", 2, 4, 6])
+    rc, out, err = run(ex, "2")
+    rows = [l.split() for l in out.splitlines() if l.startswith("  ") and len(l.split()) == 3
+            and l.split()[2].endswith("%") and not l.split()[0].startswith("stall_")]
+    check(rc == 0 and "instructions executed: 47 (warp level); the 2 opcodes" in out
+          and rows == [["IADD3", "16", "34.0%"], ["LDL", "12", "25.5%"]],
+          f"the executed counts by opcode, predicates left off ({rows}, {err.strip()})")
+    big = page(os.path.join(tmp, "big.csv"), executed=[10, 5, 10, 3, "1,048,576", 2, 4, 6])
+    rc, out, _ = run(big, "1")
+    check(rc == 0 and "instructions executed: 1048616 " in out and "STG.E" in out,
+          "a count with thousands separators")
+    rc, _, err = run(page(os.path.join(tmp, "badex.csv"), executed=[1, 2, "x", 4, 5, 6, 7, 8]))
+    check(rc == 1 and "badex.csv" in err and "executed count" in err,
+          f"an executed count that is not a number is refused ({err.strip()})")
 
     rc, _, err = run(page(os.path.join(tmp, "plain.csv"), header=False))
     check(rc == 1 and "plain.csv" in err and "Address" in err, f"no header is refused ({err.strip()})")
