@@ -43,8 +43,9 @@ CKV_KM_RANGES_FN int32_t ckv_km_range_owner(int32_t i, int32_t wt, int32_t wb)
  * touch several lists, so equal shares of all the tiles, at most one a
  * worker; otherwise n = workers / lists equal slices of each live list (the
  * host counts workers by all the grid's lists, since it does not know which
- * of them are live; at least 1: workers >= lists is the caller's) up to tl, so that no
- * range crosses a list. Both at most CKV_KM_RANGE_PER_LIST a list. */
+ * of them are live; at least 1: workers >= lists is the caller's) up to tl,
+ * so that no range crosses a list. Both at most CKV_KM_RANGE_PER_LIST a
+ * list. */
 CKV_KM_RANGES_FN int32_t ckv_km_range_blocks(bool multi, int32_t workers, int32_t lists,
                                              int32_t live, int32_t tl)
 {

@@ -135,7 +135,8 @@ with tempfile.TemporaryDirectory() as tmp:
           and [line.split()[0] for line in summary[2:]] == ["pipe", "slow"]
           and read(os.path.join(out8, "logs", "pipe.log")) == "y\n"
           and not os.path.exists(os.path.join(out8, "res", "out.txt")),
-          f"FROM=pipe skips the steps before pipe and runs it and the rest ({summary}, {err.strip()})")
+          f"FROM=pipe skips the steps before pipe, runs it and the rest ({summary}, "
+          f"{err.strip()})")
     out9 = os.path.join(tmp, "out9")
     rc, _, err, _ = run(tmp, [steps, out9], start="nosuch")
     check(rc == 2 and "no step named 'nosuch'" in err and "a.steps" in err
