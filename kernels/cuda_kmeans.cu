@@ -2084,8 +2084,8 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
 // MC). Rows are D + 16 words apart, so that each quarter-warp's 16-byte
-// fragment loads hit distinct banks (MOVED: his alone, D / 2 + 8 words
-// apart, each half-warp's 8-byte loads so). Every pass takes this form on devices
+// fragment loads hit distinct banks (MOVED: his alone, D / 2 + 4 words
+// apart, 16 bytes modulo 128, so that an ldmatrix's 8 rows of 16 bytes do). Every pass takes this form on devices
 // without wgmma, and the pass over the moved centroids on Hopper too
 // (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
@@ -2114,8 +2114,8 @@ enum { KN = 64 };
 template <int D, bool MOVED = false>
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
-                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = MOVED ? D / 2 + 8 : D + 16,
-                         SA = D / 2 + 8, STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
+                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = MOVED ? D / 2 + 4 : D + 16,
+                         SA = D / 2 + 4, STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
                          BLOCKS = D == 64 ? (MOVED ? 5 : 4) : (MOVED ? 3 : 2);
 };
 
@@ -2537,30 +2537,43 @@ __global__ void
         const auto row_at = [&](int mt, int h) { return m0 + row_in(mt, h); };
         // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
         // a2, a3 the second), then lo (none in MOVED: the main product's
-        // alone); zeros past the pass's rows. Chunk 4 s + t's halves
-        // (km_split_put).
+        // alone); zeros past the pass's rows.
         uint32_t ah[MT][KS][4], al[MT][KS][4];
+        if constexpr (MOVED) {
+            // From the block of rows' his (zeros past the pass's rows) by
+            // ldmatrix, each k-step's words in their stored order, the B
+            // tile's likewise (below): the mma's k order is any one both
+            // share. Pairs of 8-byte loads (a0 a2, a1 a3) had to be moved
+            // into each quad: 126 moves a warp and block of rows, 10.5% of
+            // the pass's instructions (run ZZ81).
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int32_t i = row_at(mt, h);
-                const bool in = i < L.n;
-                const uint2 *const hi =
-                    MOVED ? reinterpret_cast<const uint2 *>(rs + row_in(mt, h) * SA) + t
-                          : reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) +
-                                t;
-                const uint2 *const lo = hi + D / 4;
+                for (int s = 0; s < KS; s++)
+                    ckv_ldmatrix_x4(ah[mt][s], rs + (16 * (MT * warp + mt) + lane % 16) * SA +
+                                                   8 * s + 4 * (lane / 16));
+        } else {
+            // Chunk 4 s + t's halves (km_split_put), from global memory.
 #pragma unroll
-                for (int s = 0; s < KS; s++) {
-                    const uint2 x = !in ? make_uint2(0, 0) : hi[4 * s];
-                    const uint2 y = !in || MOVED ? make_uint2(0, 0) : lo[4 * s];
-                    ah[mt][s][h] = x.x;
-                    ah[mt][s][2 + h] = x.y;
-                    al[mt][s][h] = y.x;
-                    al[mt][s][2 + h] = y.y;
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int32_t i = row_at(mt, h);
+                    const bool in = i < L.n;
+                    const uint2 *const hi =
+                        reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+                    const uint2 *const lo = hi + D / 4;
+#pragma unroll
+                    for (int s = 0; s < KS; s++) {
+                        const uint2 x = !in ? make_uint2(0, 0) : hi[4 * s];
+                        const uint2 y = !in ? make_uint2(0, 0) : lo[4 * s];
+                        ah[mt][s][h] = x.x;
+                        ah[mt][s][2 + h] = x.y;
+                        al[mt][s][h] = y.x;
+                        al[mt][s][2 + h] = y.y;
+                    }
                 }
-            }
+        }
 
         // The lane's rows row_at(mt, h).
         km_top r[MT][2];
@@ -2600,7 +2613,12 @@ __global__ void
             __syncthreads();  // this tile's copies landed for every thread
             if (ahead && i == L.tiles - 1)
                 copy_rows(rb + 1);
-            const uint32_t *const B = sm + st * KN * SF + g * SF + (MOVED ? 2 : 4) * t;
+            // MOVED: the lane's row of an ldmatrix pair of n-tiles (its 8
+            // columns' words 0-3, then 4-7, then the next n-tile's); else
+            // its column g's chunk t.
+            const uint32_t *const B =
+                sm + st * KN * SF +
+                (MOVED ? (lane % 8 + 8 * (lane / 16)) * SF + 4 * (lane / 8 % 2) : g * SF + 4 * t);
 #pragma unroll
             for (int n0 = 0; n0 < KN / 8; n0 += NB) {
                 float2 rc[NB];
@@ -2614,16 +2632,21 @@ __global__ void
 #pragma unroll
                 for (int s = 0; s < KS; s++) {
                     uint4 b[NB];
+                    if constexpr (MOVED) {
+                        static_assert(NB % 2 == 0, "ldmatrix takes n-tiles in pairs");
 #pragma unroll
-                    for (int nb = 0; nb < NB; nb++)
-                        if constexpr (MOVED) {
-                            const uint2 h2 =
-                                *reinterpret_cast<const uint2 *>(B + 8 * (n0 + nb) * SF + 8 * s);
-                            b[nb] = make_uint4(h2.x, h2.y, 0, 0);
-                        } else {
+                        for (int nb = 0; nb < NB; nb += 2) {
+                            uint32_t q[4];
+                            ckv_ldmatrix_x4(q, B + 8 * (n0 + nb) * SF + 8 * s);
+                            b[nb] = make_uint4(q[0], q[1], 0, 0);
+                            b[nb + 1] = make_uint4(q[2], q[3], 0, 0);
+                        }
+                    } else {
+#pragma unroll
+                        for (int nb = 0; nb < NB; nb++)
                             b[nb] =
                                 *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
-                        }
+                    }
 #pragma unroll
                     for (int part = 0; part < PARTS; part++)
 #pragma unroll
