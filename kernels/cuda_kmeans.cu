@@ -2085,22 +2085,23 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
 // MC). Rows are D + 16 words apart, so that each quarter-warp's 16-byte
 // fragment loads hit distinct banks (MOVED: his alone, D / 2 + 4 words
-// apart, 16 bytes modulo 128, so that an ldmatrix's 8 rows of 16 bytes do). Every pass takes this form on devices
-// without wgmma, and the pass over the moved centroids on Hopper too
-// (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
+// apart, 16 bytes modulo 128, so that an ldmatrix's 8 rows of 16 bytes
+// do). Every pass takes this form on devices without wgmma, and the pass
+// over the moved centroids on Hopper too (km_estimate); Hopper's other
+// passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
-// BLOCKS: the blocks an SM the registers must allow (16 warps, 128
-// registers a thread, which spills a few dozen bytes; MOVED at head_dim 64
-// 20 warps at 95, no spill: at 24 warps, 80 registers, it spilled 48 bytes,
-// a word and a flag of each of the lane's rows stored at the start, whose
-// reloads' first readers held 12.7% of the pass's stall samples, run ZZ72,
-// scripts/ncu-stalls; 0.372 -> 0.360 ms at SmolLM2's 128K call, ZZ73). MOVED:
-// the pass over the moved centroids, about a tile a list at decode time
-// (some 64 moved centroids a list), each block waiting on its rows' loads,
-// its tile's copy and its decisions in turn (820 MB in 0.42 ms, half the
-// copy rate, run ZZ30): one stage, so that more blocks an SM overlap those
-// waits (six at head_dim 64 where registers and two stages held five:
-// 0.419 -> 0.387 ms, ZZ31).
+// BLOCKS: the blocks an SM the registers must allow (16 warps, 128 registers
+// a thread, which spills a few dozen bytes; MOVED at head_dim 64 20 warps at
+// 96, 16 bytes spilled (none when first so): at 24 warps, 80 registers, it
+// spilled 48 bytes, a word and a flag of each of the lane's rows stored at
+// the start, whose reloads' first readers held 12.7% of the pass's stall
+// samples, run ZZ72, scripts/ncu-stalls; 0.372 -> 0.360 ms at SmolLM2's 128K
+// call, ZZ73). MOVED: the pass over the moved centroids, about a tile a list
+// at decode time (some 64 moved centroids a list), each block waiting on its
+// rows' loads, its tile's copy and its decisions in turn (820 MB in 0.42 ms,
+// half the copy rate, run ZZ30): one stage, so that more blocks an SM
+// overlap those waits (six at head_dim 64 where registers and two stages
+// held five: 0.419 -> 0.387 ms, ZZ31).
 // RB: the blocks of ROWS rows a block takes in turn, its tile kept where
 // the list has one (MOVED: a block's life was a chain of waits, the rows'
 // loads only its last part, 2.7 TB/s at the 8B's 128K call, run ZZ32; the
