@@ -2491,17 +2491,36 @@ __global__ void
     // 128K call, run ZZ76). Rows are the pass's every row (every = MOVED).
     // The his evict-first, read once: without it the 8B's pass read 2.61 GB
     // against 2.40 (ZZ77; the loads' __ldcs had cut 5.92 to 4.84, ZZ49).
+    // A thread copies one 16-byte chunk column of the his, PASS rows apart,
+    // its addresses constants apart where the block of rows is full (all
+    // but a list's last; there rows past the pass's read their last row's
+    // address, as zeros): the loop over chunk indices before (each one's
+    // row and column divided out, its addresses formed anew) took 145
+    // instructions a warp and block of rows, 11.5% of the pass's (run ZZ81).
     const auto copy_rows = [&](int32_t rb) {
         const int32_t m0 = (b0 + rb) * S::ROWS, n = min(S::ROWS, L.n - m0);
-        constexpr int CH = D / 8;  // 16-byte chunks of a row's his
+        constexpr int CH = D / 8, PASS = S::THREADS / CH;  // CH: 16-byte chunks of a row's his
+        static_assert(S::THREADS % CH == 0 && S::ROWS % PASS == 0 && S::ROWS <= S::THREADS,
+                      "copy_rows' thread map");
+        const int32_t c = threadIdx.x % CH, r0 = threadIdx.x / CH;
+        uint32_t *const dst = rs + r0 * SA + 4 * c;
+        const uint32_t *const src = F + (size_t)m0 * D + 4 * c;
         const uint64_t once = ckv_l2_evict_first();
-        for (int32_t q = threadIdx.x; q < S::ROWS * CH; q += S::THREADS) {
-            const int32_t r = q / CH;
-            ckv_cp_async16(rs + r * SA + 4 * (q % CH),
-                           F + (size_t)(m0 + min(r, n - 1)) * D + 4 * (q % CH), r < n, once);
-        }
-        const int32_t half = rb % 2 * S::ROWS;
-        for (int32_t r = threadIdx.x; r < S::ROWS; r += S::THREADS) {
+        const auto chunks = [&](auto full) {
+#pragma unroll
+            for (int32_t i = 0; i < S::ROWS / PASS; i++) {
+                const int32_t r = r0 + PASS * i;
+                const bool in = decltype(full)::value || r < n;
+                ckv_cp_async16(dst + PASS * SA * i,
+                               src + (decltype(full)::value ? r : min(r, n - 1)) * D, in, once);
+            }
+        };
+        if (n == S::ROWS)
+            chunks(std::true_type{});
+        else
+            chunks(std::false_type{});
+        if (threadIdx.x < S::ROWS) {
+            const int32_t r = threadIdx.x, half = rb % 2 * S::ROWS;
             const size_t m = base + m0 + min(r, n - 1);
             ckv_cp_async8(rfn + half + r, a.fnorm + m, r < n);
             ckv_cp_async8(rtop + half + r, a.dr.top + m, r < n);
