@@ -2092,7 +2092,7 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 enum { KN = 64 };
 // BLOCKS: the blocks an SM the registers must allow (16 warps, 128 registers
 // a thread, which spills a few dozen bytes; MOVED at head_dim 64 20 warps at
-// 96, 16 bytes spilled (none when first so): at 24 warps, 80 registers, it
+// 96, no spill (ptxas; 80 and 4 bytes at 128): at 24 warps, 80 registers, it
 // spilled 48 bytes, a word and a flag of each of the lane's rows stored at
 // the start, whose reloads' first readers held 12.7% of the pass's stall
 // samples, run ZZ72, scripts/ncu-stalls; 0.372 -> 0.360 ms at SmolLM2's 128K
