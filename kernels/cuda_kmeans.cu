@@ -2092,16 +2092,16 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 enum { KN = 64 };
 // BLOCKS: the blocks an SM the registers must allow (16 warps, 128 registers
 // a thread, which spills a few dozen bytes; MOVED at head_dim 64 20 warps at
-// 96, no spill (ptxas; 80 and 4 bytes at 128): at 24 warps, 80 registers, it
-// spilled 48 bytes, a word and a flag of each of the lane's rows stored at
-// the start, whose reloads' first readers held 12.7% of the pass's stall
-// samples, run ZZ72, scripts/ncu-stalls; 0.372 -> 0.360 ms at SmolLM2's 128K
-// call, ZZ73). MOVED: the pass over the moved centroids, about a tile a list
-// at decode time (some 64 moved centroids a list), each block waiting on its
-// rows' loads, its tile's copy and its decisions in turn (820 MB in 0.42 ms,
-// half the copy rate, run ZZ30): one stage, so that more blocks an SM
-// overlap those waits (six at head_dim 64 where registers and two stages
-// held five: 0.419 -> 0.387 ms, ZZ31).
+// 96, no spill, and at 128 24 warps at 80, 4 bytes (ptxas); head_dim 64 at
+// 24 warps and 80 registers had spilled 48 bytes, a word and a flag of each
+// of the lane's rows stored at the start, whose reloads' first readers held
+// 12.7% of the pass's stall samples, run ZZ72, scripts/ncu-stalls; 0.372 ->
+// 0.360 ms at SmolLM2's 128K call, ZZ73). MOVED: the pass over the moved
+// centroids, about a tile a list at decode time (some 64 moved centroids a
+// list), each block waiting on its rows' loads, its tile's copy and its
+// decisions in turn (820 MB in 0.42 ms, half the copy rate, run ZZ30): one
+// stage, so that more blocks an SM overlap those waits (six at head_dim 64
+// where registers and two stages held five: 0.419 -> 0.387 ms, ZZ31).
 // RB: the blocks of ROWS rows a block takes in turn, its tile kept where
 // the list has one (MOVED: a block's life was a chain of waits, the rows'
 // loads only its last part, 2.7 TB/s at the 8B's 128K call, run ZZ32; the
@@ -2492,11 +2492,12 @@ __global__ void
     // The his evict-first, read once: without it the 8B's pass read 2.61 GB
     // against 2.40 (ZZ77; the loads' __ldcs had cut 5.92 to 4.84, ZZ49).
     // A thread copies one 16-byte chunk column of the his, PASS rows apart,
-    // its addresses constants apart where the block of rows is full (all
-    // but a list's last; there rows past the pass's read their last row's
-    // address, as zeros): the loop over chunk indices before (each one's
-    // row and column divided out, its addresses formed anew) took 145
-    // instructions a warp and block of rows, 11.5% of the pass's (run ZZ81).
+    // unrolled, without a clamp or predicate where the block of rows is
+    // full (all but possibly a list's last; there a row past the pass's
+    // takes its last row's address, reads nothing and writes zeros): the
+    // loop over chunk indices before (each one's row and column divided
+    // out, its addresses formed anew) took 145 instructions a warp and
+    // block of rows, 11.5% of the pass's (run ZZ81).
     const auto copy_rows = [&](int32_t rb) {
         const int32_t m0 = (b0 + rb) * S::ROWS, n = min(S::ROWS, L.n - m0);
         constexpr int CH = D / 8, PASS = S::THREADS / CH;  // CH: 16-byte chunks of a row's his
