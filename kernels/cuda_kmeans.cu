@@ -2084,23 +2084,24 @@ __global__ void __launch_bounds__(km_shape<D>::THREADS, km_shape<D>::BLOCKS)
 // the columns' norms read from global memory at each pass: 5.0 -> 2.2 ms
 // at the 8B's 8K decode-time shape once the tiles carried them, runs MB,
 // MC). Rows are D + 16 words apart, so that each quarter-warp's 16-byte
-// fragment loads hit distinct banks (MOVED: his alone, D / 2 + 8 words
-// apart, each half-warp's 8-byte loads so). Every pass takes this form on devices
-// without wgmma, and the pass over the moved centroids on Hopper too
-// (km_estimate); Hopper's other passes take km_estimate_wg_kernel below.
+// fragment loads hit distinct banks (MOVED: his alone, D / 2 + 4 words
+// apart, 16 bytes modulo 128, so that an ldmatrix's 8 rows of 16 bytes
+// do). Every pass takes this form on devices without wgmma, and the pass
+// over the moved centroids on Hopper too (km_estimate); Hopper's other
+// passes take km_estimate_wg_kernel below.
 enum { KN = 64 };
-// BLOCKS: the blocks an SM the registers must allow (16 warps, 128
-// registers a thread, which spills a few dozen bytes; MOVED at head_dim 64
-// 20 warps at 95, no spill: at 24 warps, 80 registers, it spilled 48 bytes,
-// a word and a flag of each of the lane's rows stored at the start, whose
-// reloads' first readers held 12.7% of the pass's stall samples, run ZZ72,
-// scripts/ncu-stalls; 0.372 -> 0.360 ms at SmolLM2's 128K call, ZZ73). MOVED:
-// the pass over the moved centroids, about a tile a list at decode time
-// (some 64 moved centroids a list), each block waiting on its rows' loads,
-// its tile's copy and its decisions in turn (820 MB in 0.42 ms, half the
-// copy rate, run ZZ30): one stage, so that more blocks an SM overlap those
-// waits (six at head_dim 64 where registers and two stages held five:
-// 0.419 -> 0.387 ms, ZZ31).
+// BLOCKS: the blocks an SM the registers must allow (16 warps, 128 registers
+// a thread, which spills a few dozen bytes; MOVED at head_dim 64 20 warps at
+// 96, no spill, and at 128 24 warps at 80, 4 bytes (ptxas); head_dim 64 at
+// 24 warps and 80 registers had spilled 48 bytes, a word and a flag of each
+// of the lane's rows stored at the start, whose reloads' first readers held
+// 12.7% of the pass's stall samples, run ZZ72, scripts/ncu-stalls; 0.372 ->
+// 0.360 ms at SmolLM2's 128K call, ZZ73). MOVED: the pass over the moved
+// centroids, about a tile a list at decode time (some 64 moved centroids a
+// list), each block waiting on its rows' loads, its tile's copy and its
+// decisions in turn (820 MB in 0.42 ms, half the copy rate, run ZZ30): one
+// stage, so that more blocks an SM overlap those waits (six at head_dim 64
+// where registers and two stages held five: 0.419 -> 0.387 ms, ZZ31).
 // RB: the blocks of ROWS rows a block takes in turn, its tile kept where
 // the list has one (MOVED: a block's life was a chain of waits, the rows'
 // loads only its last part, 2.7 TB/s at the 8B's 128K call, run ZZ32; the
@@ -2114,8 +2115,8 @@ enum { KN = 64 };
 template <int D, bool MOVED = false>
 struct km_est_shape {
     static constexpr int MT = D == 64 ? 2 : 1, WARPS = 8 / MT, THREADS = 32 * WARPS,
-                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = MOVED ? D / 2 + 8 : D + 16,
-                         SA = D / 2 + 8, STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
+                         NB = 4 / MT, ROWS = 16 * MT * WARPS, SF = MOVED ? D / 2 + 4 : D + 16,
+                         SA = D / 2 + 4, STAGES = MOVED ? 1 : 2, RB = MOVED ? (D == 64 ? 2 : 4) : 1,
                          BLOCKS = D == 64 ? (MOVED ? 5 : 4) : (MOVED ? 3 : 2);
 };
 
@@ -2490,17 +2491,37 @@ __global__ void
     // 128K call, run ZZ76). Rows are the pass's every row (every = MOVED).
     // The his evict-first, read once: without it the 8B's pass read 2.61 GB
     // against 2.40 (ZZ77; the loads' __ldcs had cut 5.92 to 4.84, ZZ49).
+    // A thread copies one 16-byte chunk column of the his, PASS rows apart,
+    // unrolled, without a clamp or predicate where the block of rows is
+    // full (all but possibly a list's last; there a row past the pass's
+    // takes its last row's address, reads nothing and writes zeros): the
+    // loop over chunk indices before (each one's row and column divided
+    // out, its addresses formed anew) took 145 instructions a warp and
+    // block of rows, 11.5% of the pass's (run ZZ81).
     const auto copy_rows = [&](int32_t rb) {
         const int32_t m0 = (b0 + rb) * S::ROWS, n = min(S::ROWS, L.n - m0);
-        constexpr int CH = D / 8;  // 16-byte chunks of a row's his
+        constexpr int CH = D / 8, PASS = S::THREADS / CH;  // CH: 16-byte chunks of a row's his
+        static_assert(S::THREADS % CH == 0 && S::ROWS % PASS == 0 && S::ROWS <= S::THREADS,
+                      "copy_rows' thread map");
+        const int32_t c = threadIdx.x % CH, r0 = threadIdx.x / CH;
+        uint32_t *const dst = rs + r0 * SA + 4 * c;
+        const uint32_t *const src = F + (size_t)m0 * D + 4 * c;
         const uint64_t once = ckv_l2_evict_first();
-        for (int32_t q = threadIdx.x; q < S::ROWS * CH; q += S::THREADS) {
-            const int32_t r = q / CH;
-            ckv_cp_async16(rs + r * SA + 4 * (q % CH),
-                           F + (size_t)(m0 + min(r, n - 1)) * D + 4 * (q % CH), r < n, once);
-        }
-        const int32_t half = rb % 2 * S::ROWS;
-        for (int32_t r = threadIdx.x; r < S::ROWS; r += S::THREADS) {
+        const auto chunks = [&](auto full) {
+#pragma unroll
+            for (int32_t i = 0; i < S::ROWS / PASS; i++) {
+                const int32_t r = r0 + PASS * i;
+                const bool in = decltype(full)::value || r < n;
+                ckv_cp_async16(dst + PASS * SA * i,
+                               src + (decltype(full)::value ? r : min(r, n - 1)) * D, in, once);
+            }
+        };
+        if (n == S::ROWS)
+            chunks(std::true_type{});
+        else
+            chunks(std::false_type{});
+        if (threadIdx.x < S::ROWS) {
+            const int32_t r = threadIdx.x, half = rb % 2 * S::ROWS;
             const size_t m = base + m0 + min(r, n - 1);
             ckv_cp_async8(rfn + half + r, a.fnorm + m, r < n);
             ckv_cp_async8(rtop + half + r, a.dr.top + m, r < n);
@@ -2537,30 +2558,43 @@ __global__ void
         const auto row_at = [&](int mt, int h) { return m0 + row_in(mt, h); };
         // A fragments of k-step s: hi (rows g, g + 8: a0, a1 the first pair,
         // a2, a3 the second), then lo (none in MOVED: the main product's
-        // alone); zeros past the pass's rows. Chunk 4 s + t's halves
-        // (km_split_put).
+        // alone); zeros past the pass's rows.
         uint32_t ah[MT][KS][4], al[MT][KS][4];
+        if constexpr (MOVED) {
+            // From the block of rows' his (zeros past the pass's rows) by
+            // ldmatrix, each k-step's words in their stored order, the B
+            // tile's likewise (below): the mma's k order is any one both
+            // share. Pairs of 8-byte loads (a0 a2, a1 a3) had to be moved
+            // into each quad: 126 moves a warp and block of rows, 10.5% of
+            // the pass's instructions (run ZZ81).
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int32_t i = row_at(mt, h);
-                const bool in = i < L.n;
-                const uint2 *const hi =
-                    MOVED ? reinterpret_cast<const uint2 *>(rs + row_in(mt, h) * SA) + t
-                          : reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) +
-                                t;
-                const uint2 *const lo = hi + D / 4;
+                for (int s = 0; s < KS; s++)
+                    ckv_ldmatrix_x4(ah[mt][s], rs + (16 * (MT * warp + mt) + lane % 16) * SA +
+                                                   8 * s + 4 * (lane / 16));
+        } else {
+            // Chunk 4 s + t's halves (km_split_put), from global memory.
 #pragma unroll
-                for (int s = 0; s < KS; s++) {
-                    const uint2 x = !in ? make_uint2(0, 0) : hi[4 * s];
-                    const uint2 y = !in || MOVED ? make_uint2(0, 0) : lo[4 * s];
-                    ah[mt][s][h] = x.x;
-                    ah[mt][s][2 + h] = x.y;
-                    al[mt][s][h] = y.x;
-                    al[mt][s][2 + h] = y.y;
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int32_t i = row_at(mt, h);
+                    const bool in = i < L.n;
+                    const uint2 *const hi =
+                        reinterpret_cast<const uint2 *>(F + (size_t)L.row_of(in ? i : m0) * D) + t;
+                    const uint2 *const lo = hi + D / 4;
+#pragma unroll
+                    for (int s = 0; s < KS; s++) {
+                        const uint2 x = !in ? make_uint2(0, 0) : hi[4 * s];
+                        const uint2 y = !in ? make_uint2(0, 0) : lo[4 * s];
+                        ah[mt][s][h] = x.x;
+                        ah[mt][s][2 + h] = x.y;
+                        al[mt][s][h] = y.x;
+                        al[mt][s][2 + h] = y.y;
+                    }
                 }
-            }
+        }
 
         // The lane's rows row_at(mt, h).
         km_top r[MT][2];
@@ -2600,7 +2634,12 @@ __global__ void
             __syncthreads();  // this tile's copies landed for every thread
             if (ahead && i == L.tiles - 1)
                 copy_rows(rb + 1);
-            const uint32_t *const B = sm + st * KN * SF + g * SF + (MOVED ? 2 : 4) * t;
+            // MOVED: the lane's row of an ldmatrix pair of n-tiles (its 8
+            // columns' words 0-3, then 4-7, then the next n-tile's); else
+            // its column g's chunk t.
+            const uint32_t *const B =
+                sm + st * KN * SF +
+                (MOVED ? (lane % 8 + 8 * (lane / 16)) * SF + 4 * (lane / 8 % 2) : g * SF + 4 * t);
 #pragma unroll
             for (int n0 = 0; n0 < KN / 8; n0 += NB) {
                 float2 rc[NB];
@@ -2614,16 +2653,21 @@ __global__ void
 #pragma unroll
                 for (int s = 0; s < KS; s++) {
                     uint4 b[NB];
+                    if constexpr (MOVED) {
+                        static_assert(NB % 2 == 0, "ldmatrix takes n-tiles in pairs");
 #pragma unroll
-                    for (int nb = 0; nb < NB; nb++)
-                        if constexpr (MOVED) {
-                            const uint2 h2 =
-                                *reinterpret_cast<const uint2 *>(B + 8 * (n0 + nb) * SF + 8 * s);
-                            b[nb] = make_uint4(h2.x, h2.y, 0, 0);
-                        } else {
+                        for (int nb = 0; nb < NB; nb += 2) {
+                            uint32_t q[4];
+                            ckv_ldmatrix_x4(q, B + 8 * (n0 + nb) * SF + 8 * s);
+                            b[nb] = make_uint4(q[0], q[1], 0, 0);
+                            b[nb + 1] = make_uint4(q[2], q[3], 0, 0);
+                        }
+                    } else {
+#pragma unroll
+                        for (int nb = 0; nb < NB; nb++)
                             b[nb] =
                                 *reinterpret_cast<const uint4 *>(B + 8 * (n0 + nb) * SF + 16 * s);
-                        }
+                    }
 #pragma unroll
                     for (int part = 0; part < PARTS; part++)
 #pragma unroll
