@@ -577,3 +577,60 @@ extern "C" ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, i
     gemm_free(&g);
     return st;
 }
+
+// Compares dst with src at 64 places spread evenly over the buffers, 4 KiB
+// each, the first at their start and the last at their end, on the host.
+static ckv_status copy_matches(const void *src, const void *dst, size_t bytes, bool *same,
+                               ckv_error *err)
+{
+    enum { PLACES = 64, SPAN = 4096 };
+    const size_t span = bytes < (size_t)SPAN ? bytes : (size_t)SPAN;
+    char a[SPAN], c[SPAN];
+    *same = true;
+    for (int i = 0; i < PLACES && *same; i++) {
+        const size_t at = (bytes - span) * i / (PLACES - 1) / 4 * 4;
+        CKV_CUDA(cudaMemcpy(a, static_cast<const char *>(src) + at, span, cudaMemcpyDeviceToHost));
+        CKV_CUDA(cudaMemcpy(c, static_cast<const char *>(dst) + at, span, cudaMemcpyDeviceToHost));
+        *same = !memcmp(a, c, span);
+    }
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_bench_copy_rate(ckv_bench_gpu *b, size_t bytes, int32_t warmup,
+                                          int32_t repeats, double *bps, ckv_error *err)
+{
+    *bps = NAN;
+    if (bytes < 4 || bytes % 4)
+        return ckv_errorf(err, CKV_ERR_ARG, "bench: a copy of %zu bytes (a positive multiple of 4)",
+                          bytes);
+    float *src = NULL, *dst = NULL;
+    ckv_status st = dalloc(&src, bytes, err);
+    if (!st)
+        st = dalloc(&dst, bytes, err);
+    if (!st)
+        st = ckv_k_fill_uniform(src, bytes / 4, -1, 1, 0x636f7079, b->stream, err);
+    cudaError_t e = cudaSuccess;
+    if (!st && (e = cudaMemsetAsync(dst, 0xff, bytes, b->stream)) == cudaSuccess &&
+        (e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, b->stream)) ==
+            cudaSuccess)
+        e = cudaStreamSynchronize(b->stream);
+    if (!st && e != cudaSuccess)
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: the copy: %s", cudaGetErrorString(e));
+    bool same = false;
+    if (!st && !(st = copy_matches(src, dst, bytes, &same, err)) && !same)
+        st = ckv_errorf(err, CKV_ERR_DEVICE,
+                        "bench: a device-to-device copy of %zu bytes does not match its source",
+                        bytes);
+    ckv_bench_timing t = {};
+    if (!st)
+        st = time_runs(b, warmup, repeats, 1, &t, err, [&](int32_t) {
+            CKV_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, b->stream));
+            return CKV_OK;
+        });
+    if (!st)
+        *bps = 2.0 * (double)bytes / (t.stream_ms * 1e-3);
+    cudaFree(src);
+    cudaFree(dst);
+    return st;
+}
+

@@ -82,6 +82,15 @@ ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64
 ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, int32_t warmup,
                           int32_t repeats, uint64_t seed, ckv_bench_timing *t, ckv_error *err);
 
+/* The device's copy bandwidth, the ceiling the benchmarks' floors and %copy
+ * divide by: bytes read plus bytes written a second by device-to-device
+ * copies (cudaMemcpyAsync) of `bytes` of random words, the median of
+ * `repeats` back to back after `warmup` (time_runs' b2b form: the copy's own
+ * rate, not the host's launch). The destination, poisoned first, is
+ * compared with the source at 64 places before anything is timed. */
+ckv_status ckv_bench_copy_rate(ckv_bench_gpu *b, size_t bytes, int32_t warmup, int32_t repeats,
+                               double *bps, ckv_error *err);
+
 #ifdef __cplusplus
 }
 #endif

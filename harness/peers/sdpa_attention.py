@@ -26,7 +26,6 @@ from statistics import median
 
 from peer_output import fmt, write
 
-COPY_BPS = 4.19e12
 MATMUL_FLOPS = 750e12
 DTYPE_BYTES = {"bf16": 2, "fp32": 4}
 FIELDS = ["kind", "batch", "kv_heads", "group", "head_dim", "context", "queries", "bias",
@@ -88,6 +87,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--copy-bps", type=float, default=4.19e12,
+                    help="copy bandwidth (bytes read and written a second) that pct_copy "
+                    "divides by; `ckv bench attention` passes the rate it used "
+                    "(default: the H200's 4.19e12)")
     ap.add_argument("--json")
     ap.add_argument("--csv")
     a = ap.parse_args()
@@ -211,7 +214,7 @@ def main():
                 row.update(backend=backend[0], median_us=med, min_us=times[0], max_us=times[-1],
                            stream_us=median(stream),
                            runs=len(times), input_sets=sets, gbps=nbytes / med / 1e3,
-                           pct_copy=100 * nbytes / (med * 1e-6) / COPY_BPS,
+                           pct_copy=100 * nbytes / (med * 1e-6) / a.copy_bps,
                            tflops=flops / med / 1e6,
                            pct_matmul=100 * flops / (med * 1e-6) / MATMUL_FLOPS)
             except torch.OutOfMemoryError as e:

@@ -40,6 +40,7 @@ typedef struct {
     double max_gib;
     const char *out, *peer, *peer_script, *python, *gemm_shape;
     ckv_kv_dtype kv_dtype;
+    bench_copy copy; /* --copy-rate */
 } opts;
 
 static void help(FILE *fp)
@@ -66,7 +67,7 @@ static void help(FILE *fp)
             "and one wait at the end, as the decoder's graph runs its kernels; the SDPA\n"
             "peer likewise); inputs rotated over copies\n"
             "so that runs read device memory, not L2; bytes read (keys, values, degrees\n"
-            "when biased), GB/s and %% of %.2f TB/s copy bandwidth; FLOPs, %% of %.0f\n"
+            "when biased), GB/s and %% of the copy bandwidth (--copy-rate); FLOPs, %% of %.0f\n"
             "TFLOP/s (measured bf16 matrix rate) and %% of %.0f TFLOP/s (%%tf32: dense TF32 is\n"
             "half the bf16 rate on Hopper; the reference for the TF32 prefill kernel, not\n"
             "measured). Checks allow rel. L2 %.0e where the TF32 kernel runs, %.0e where its\n"
@@ -95,6 +96,9 @@ static void help(FILE *fp)
             "  --repeats R         timed runs per shape (default 50; prefill at most 10)\n"
             "  --seed S            input seed (default 1)\n"
             "  --kv-dtype T        how the lists store keys and values: f32 (default) or bf16\n"
+            "  --copy-rate R       the copy bandwidth in TB/s that %%copy divides by, or\n"
+            "                      'measure' (default: 1 GiB device-to-device copies on the\n"
+            "                      GPU, bytes read and written, the median of 20 after 3)\n"
             "  --out PATH          HDF5 file (default results/bench-attention.h5)\n"
             "  --peer sdpa         also time PyTorch SDPA at the same shapes (python3 with torch)\n"
             "                      and print our time over SDPA's (fp32: the same bytes; bf16)\n"
@@ -102,7 +106,7 @@ static void help(FILE *fp)
             "                      under $CKV_SOURCE_ROOT)\n"
             "  --python PATH       interpreter for the peer (default python3)\n"
             "  -h, --help          this help\n",
-            BENCH_COPY_BPS / 1e12, BENCH_MATMUL_FLOPS / 1e12, BENCH_TF32_FLOPS / 1e12,
+            BENCH_MATMUL_FLOPS / 1e12, BENCH_TF32_FLOPS / 1e12,
             TOL_ATTN_TF32, TOL_ATTN_BF16, TOL_ATTN);
 }
 
@@ -119,7 +123,7 @@ static int parse(int argc, char **argv, opts *o)
         {"out", required_argument, 0, 'o'},        {"peer", required_argument, 0, 'P'},
         {"peer-script", required_argument, 0, 'S'}, {"python", required_argument, 0, 'y'},
         {"kv-dtype", required_argument, 0, 'K'},   {"scores", required_argument, 0, 'A'},
-        {"help", no_argument, 0, 'h'},
+        {"copy-rate", required_argument, 0, 'C'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *ctx = "1024,4096,16384,32768,131072", *batch = "1,8,64", *group = "4,8",
@@ -128,6 +132,7 @@ static int parse(int argc, char **argv, opts *o)
     *o = (opts){.kv_heads = 8, .warmup = 5, .repeats = 50, .seed = 1, .max_gib = 32,
                 .out = "results/bench-attention.h5", .python = "python3",
                 .gemm_shape = "llama3.1-8b"};
+    bench_copy_default(&o->copy);
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -144,6 +149,7 @@ static int parse(int argc, char **argv, opts *o)
         case 'k': ok = cli_int("bench", "--kv-heads", optarg, 1, 1024, &o->kv_heads); break;
         case 'B': bias = optarg; break;
         case 'A': scores = optarg; break;
+        case 'C': ok = bench_copy_parse(optarg, &o->copy); break;
         case 'p': prefill = optarg; break;
         case 'G': o->gemm_shape = optarg; break;
         case 'n': rows = optarg; break;
@@ -462,8 +468,8 @@ static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t
                     rows[i].degree_bias);
     fclose(f);
     snprintf(args, sizeof args,
-             "--shapes '%s' --warmup %lld --repeats %lld --seed %lld --max-gib %g", csv,
-             o->warmup, o->repeats, o->seed, o->max_gib);
+             "--shapes '%s' --warmup %lld --repeats %lld --seed %lld --max-gib %g --copy-bps %.6g",
+             csv, o->warmup, o->repeats, o->seed, o->max_gib, o->copy.bps);
     json_t *root = bench_peer_run(
         &p, "sdpa", o->python, bench_peer_script(o->peer_script, "harness/peers/sdpa_attention.py"),
         args, note, note_size);
@@ -608,7 +614,7 @@ static void print_targets(const attn_row *rows, size_t n, bool peer)
 /* The timing columns of an attention or GEMM row r (both name them alike)
  * from t: times in us; the rates by the runs alone, % of copy also by the
  * back-to-back median. */
-#define FILL_TIMING(r, t)                                                                  \
+#define FILL_TIMING(r, t, copy_bps)                                                        \
     do {                                                                                   \
         const double s_ = (t).median_ms * 1e-3;                                            \
         (r)->median_us = (t).median_ms * 1e3;                                              \
@@ -618,8 +624,8 @@ static void print_targets(const attn_row *rows, size_t n, bool peer)
         (r)->runs = (t).runs;                                                              \
         (r)->input_sets = (t).input_sets;                                                  \
         (r)->gbps = (r)->bytes / s_ / 1e9;                                                 \
-        (r)->pct_copy = 100.0 * (r)->bytes / s_ / BENCH_COPY_BPS;                          \
-        (r)->pct_copy_stream = 100.0 * (r)->bytes / ((t).stream_ms * 1e-3) / BENCH_COPY_BPS; \
+        (r)->pct_copy = 100.0 * (r)->bytes / s_ / (copy_bps);                              \
+        (r)->pct_copy_stream = 100.0 * (r)->bytes / ((t).stream_ms * 1e-3) / (copy_bps);   \
         (r)->tflops = (r)->flops / s_ / 1e12;                                              \
         (r)->pct_matmul = 100.0 * (r)->flops / s_ / BENCH_MATMUL_FLOPS;                    \
     } while (0)
@@ -690,7 +696,7 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
             ckv_bench_attention(b, &s, warmup, repeats, (uint64_t)o->seed + i, &t, err);
         if (st)
             return st;
-        FILL_TIMING(r, t);
+        FILL_TIMING(r, t, o->copy.bps);
         r->pct_tf32 = 100.0 * r->tflops * 1e12 / BENCH_TF32_FLOPS;
         r->kernel = (char *)t.kernel;
         fprintf(stderr,
@@ -705,16 +711,16 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
                                        (uint64_t)o->seed + 1000 + i, &t, err);
         if (st)
             return st;
-        FILL_TIMING(&g[i], t);
+        FILL_TIMING(&g[i], t, o->copy.bps);
     }
     return CKV_OK;
 }
 
-static int run(int argc, char **argv, const opts *o)
+static int run(int argc, char **argv, opts *o)
 {
     ckv_error err = {0};
     ckv_cuda_device dev;
-    if (!bench_gpu(&dev))
+    if (!bench_gpu(&dev) || bench_copy_resolve(&o->copy))
         return CLI_FAIL;
     size_t n = 0;
     attn_row *rows = make_grid(o, &n);
@@ -734,8 +740,10 @@ static int run(int argc, char **argv, const opts *o)
     bool fatal = false;
     char date[32];
     bench_utc_now(date);
-    printf("device: %s (%d SMs, %.1f GiB); %s; prefill attention: %s\n", dev.name, dev.sm_count,
-           (double)dev.mem_total / (1 << 30), date, bench_prefill_form(o->kv_dtype));
+    printf("device: %s (%d SMs, %.1f GiB); %s; prefill attention: %s\n"
+           "copy rate: %.3f TB/s (%s): the ceiling of %%copy\n",
+           dev.name, dev.sm_count, (double)dev.mem_total / (1 << 30), date,
+           bench_prefill_form(o->kv_dtype), o->copy.bps / 1e12, o->copy.source);
     if (ckv_bench_gpu_create(&b, 0, &err)) {
         rc = cli_fail("bench", &err);
     } else if (!run_checks(b, o, rows, n, checks, sizeof checks, &err, &fatal)) {
@@ -758,9 +766,12 @@ static int run(int argc, char **argv, const opts *o)
             print_gemm(gemm, n_gemm, o->gemm_shape);
         print_targets(rows, n, o->peer != NULL);
         const char *peer = !o->peer ? "none" : peer_note[0] ? peer_note : "sdpa";
+        char copy_bps[32];
+        snprintf(copy_bps, sizeof copy_bps, "%.6g", o->copy.bps);
         const char *attrs[] = {"format", "ckv-bench-attention", "version", "1", "date", date,
                                "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
-                               "copy_bandwidth_Bps", "4.19e12", "matmul_peak_flops", "7.5e14",
+                               "copy_bandwidth_Bps", copy_bps, "copy_bandwidth_source",
+                               o->copy.source, "matmul_peak_flops", "7.5e14",
                                "tf32_peak_flops", "3.75e14",
                                "checks", checks, "peer", peer, "kv_dtype",
                                ckv_kv_dtype_name(o->kv_dtype), "prefill_form",

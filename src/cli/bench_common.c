@@ -18,6 +18,7 @@
 #include "util.h"
 
 #if CKV_HAVE_CUDA
+#include "cuda_bench.h"
 #include "cuda_kernels.h"
 #endif
 
@@ -298,7 +299,47 @@ void bench_peer_close(bench_peer *p)
     p->dir[0] = '\0';
 }
 
+void bench_copy_default(bench_copy *c)
+{
+    *c = (bench_copy){.bps = NAN, .measure = true};
+}
+
+bool bench_copy_parse(const char *arg, bench_copy *c)
+{
+    bench_copy_default(c);
+    if (!strcmp(arg, "measure"))
+        return true;
+    double tbps;
+    if (!cli_double("bench", "--copy-rate", arg, 1e-6, 100, &tbps))
+        return false;
+    c->bps = tbps * 1e12;
+    c->measure = false;
+    snprintf(c->source, sizeof c->source, "given: --copy-rate %s", arg);
+    return true;
+}
+
 #if CKV_HAVE_CUDA
+/* 1 GiB: 17-20x an H100's or H200's L2, about 0.5-0.7 ms a copy. */
+enum { COPY_BYTES = 1 << 30, COPY_WARMUP = 3, COPY_REPEATS = 20 };
+
+int bench_copy_resolve(bench_copy *c)
+{
+    if (!c->measure)
+        return CLI_OK;
+    ckv_error err = {0};
+    ckv_bench_gpu *b = NULL;
+    ckv_status st = ckv_bench_gpu_create(&b, 0, &err);
+    if (!st)
+        st = ckv_bench_copy_rate(b, COPY_BYTES, COPY_WARMUP, COPY_REPEATS, &c->bps, &err);
+    ckv_bench_gpu_free(b);
+    if (st)
+        return cli_fail("bench", &err);
+    snprintf(c->source, sizeof c->source,
+             "measured: %d MiB device-to-device copies, median of %d after %d", COPY_BYTES >> 20,
+             COPY_REPEATS, COPY_WARMUP);
+    return CLI_OK;
+}
+
 bool bench_gpu(ckv_cuda_device *dev)
 {
     ckv_error err = {0};

@@ -29,6 +29,7 @@ typedef struct {
     long long warmup, repeats, seed;
     int pdl;        /* --pdl: 1 on, 0 off, -1 as CKV_PDL says */
     ckv_kv_dtype kv_dtype;
+    bench_copy copy;  /* --copy-rate */
     ckv_config cfg; /* the --shape preset */
 } opts;
 
@@ -45,9 +46,10 @@ static void help(FILE *fp)
             "each sequence gets one token per step) of R steps after W warm-up steps (the\n"
             "first returns the logits, which must be finite); the floor, every bf16 matrix\n"
             "once and every cache byte (keys and values of --kv-dtype, fp32 degrees) of the\n"
-            "B caches read once at %.2f TB/s; the time over the floor; and for budgets the speedup over\n"
-            "the full caches against the ideal (the ratio of the bytes). Table on stdout,\n"
-            "HDF5 file with a /decode table and the date, device, command and PDL setting as\n"
+            "B caches read once at the copy rate (--copy-rate: by default measured on the\n"
+            "GPU); the time over the floor; and for budgets the speedup over the full caches\n"
+            "against the ideal (the ratio of the bytes). Table on stdout, HDF5 file with a\n"
+            "/decode table and the date, device, command, copy rate and PDL setting as\n"
             "attributes.\n\n"
             "Options:\n"
             "  --shape NAME      llama3.1-8b, mistral-7b or smollm2-135m (required)\n"
@@ -67,9 +69,9 @@ static void help(FILE *fp)
             "  --pdl on|off      programmatic dependent launch of the step's kernels\n"
             "                    (default on, off when CKV_PDL=0; docs/gpu.md); the table's\n"
             "                    first line and the file's attributes say which ran\n"
+            BENCH_COPY_HELP
             "  --out PATH        HDF5 file (default results/bench-decode.h5)\n"
-            "  -h, --help        this help\n",
-            BENCH_COPY_BPS / 1e12);
+            "  -h, --help        this help\n");
 }
 
 static int parse(int argc, char **argv, opts *o)
@@ -81,12 +83,13 @@ static int parse(int argc, char **argv, opts *o)
         {"repeats", required_argument, 0, 'r'}, {"seed", required_argument, 0, 's'},
         {"out", required_argument, 0, 'o'},     {"batches", required_argument, 0, 'B'},
         {"pdl", required_argument, 0, 'P'},     {"help", no_argument, 0, 'h'},
-        {"kv-dtype", required_argument, 0, 'K'},
+        {"kv-dtype", required_argument, 0, 'K'}, {"copy-rate", required_argument, 0, 'C'},
         {0, 0, 0, 0},
     };
     const char *ctx = "1024,4096,8192,32768,131072", *budgets = "0.25,0.5,0.75", *batches = "1,8";
     *o = (opts){.out = "results/bench-decode.h5", .warmup = 3, .repeats = 20, .seed = 1,
                 .pdl = -1};
+    bench_copy_default(&o->copy);
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -114,6 +117,7 @@ static int parse(int argc, char **argv, opts *o)
             if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
                 return CLI_USAGE;
             break;
+        case 'C': ok = bench_copy_parse(optarg, &o->copy); break;
         case 'h': help(stdout); return -1;
         default: return cli_usage_error("bench", "invalid option");
         }
@@ -238,7 +242,7 @@ static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_
     r->speedup = r->ideal_speedup = r->pct_ideal = NAN;
     r->weight_bytes = weight_bytes;
     r->kv_bytes = batch * bench_cache_bytes(cfg, o->kv_dtype, r->entries);
-    r->floor_ms = (weight_bytes + r->kv_bytes) / BENCH_COPY_BPS * 1e3;
+    r->floor_ms = (weight_bytes + r->kv_bytes) / o->copy.bps * 1e3;
     r->status = r->note;
     snprintf(r->note, sizeof r->note, "ok");
     ckv_cuda_device d;
@@ -250,12 +254,12 @@ static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_
                  need / (1 << 30), (double)d.mem_free / (1 << 30));
 }
 
-static int run(int argc, char **argv, const opts *o)
+static int run(int argc, char **argv, opts *o)
 {
     ckv_error err = {0};
     const ckv_config cfg = o->cfg;
     ckv_cuda_device dev;
-    if (!bench_gpu(&dev))
+    if (!bench_gpu(&dev) || bench_copy_resolve(&o->copy))
         return CLI_FAIL;
     int32_t max_batch = 1;
     for (int i = 0; i < o->n_batch; i++)
@@ -279,9 +283,9 @@ static int run(int argc, char **argv, const opts *o)
         ckv_cuda_set_pdl(o->pdl);
     const char *pdl = ckv_cuda_pdl() ? "on" : "off";
     printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; %s KV cache; "
-           "PDL %s\n",
+           "PDL %s\ncopy rate: %.3f TB/s (%s): the floors' ceiling\n",
            dev.name, (double)dev.mem_total / (1 << 30), date, o->shape, weight_bytes / 1e9,
-           ckv_kv_dtype_name(o->kv_dtype), pdl);
+           ckv_kv_dtype_name(o->kv_dtype), pdl, o->copy.bps / 1e12, o->copy.source);
     if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
@@ -322,9 +326,12 @@ static int run(int argc, char **argv, const opts *o)
         }
     print_rows(rows, n);
     print_targets(rows, n);
+    char copy_bps[32];
+    snprintf(copy_bps, sizeof copy_bps, "%.6g", o->copy.bps);
     const char *attrs[] = {"format", "ckv-bench-decode", "version", "1", "date", date, "device",
                            dev.name, "command", cmdline, "git_rev", CKV_GIT_REV, "shape", o->shape,
-                           "copy_bandwidth_Bps", "4.19e12", "pdl", pdl, "kv_dtype",
+                           "copy_bandwidth_Bps", copy_bps, "copy_bandwidth_source",
+                           o->copy.source, "pdl", pdl, "kv_dtype",
                            ckv_kv_dtype_name(o->kv_dtype)};
     const ckv_h5_table table = {"/decode", decode_fields,
                                 sizeof decode_fields / sizeof decode_fields[0], sizeof(decode_row),

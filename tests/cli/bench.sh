@@ -12,7 +12,7 @@ if "$CKV" devices >/dev/null 2>&1; then echo "a GPU is usable here: skipped"; ex
 "$CKV" bench attention --help >"$tmp/help"
 for opt in --device --contexts --batches --groups --head-dims --kv-heads --bias --scores --prefill \
            --gemm-shape --gemm-rows --max-gib --warmup --repeats --seed --out --peer \
-           --peer-script --python; do
+           --peer-script --python --copy-rate; do
   check "attention --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
 check "bench --help lists attention" grep -q attention <<<"$("$CKV" bench --help)"
@@ -33,13 +33,24 @@ for b in attention "decode --shape smollm2-135m --synthetic" throughput \
   check "$b --kv-dtype fp16 is a usage error" status_is 2 "$CKV" bench $b --kv-dtype fp16
   check "  naming the option and the value" grep -q -- "--kv-dtype: 'fp16'" "$tmp/err"
 done
+for b in attention "decode --shape smollm2-135m --synthetic"; do
+  check "$b --copy-rate fast is a usage error" status_is 2 "$CKV" bench $b --copy-rate fast
+  check "  naming the option and the value" grep -q -- "--copy-rate: 'fast'" "$tmp/err"
+  check "$b --copy-rate 0 is a usage error" status_is 2 "$CKV" bench $b --copy-rate 0
+  check "  naming the option and the value" grep -q -- "--copy-rate: 0 is out of range" "$tmp/err"
+  check "$b --copy-rate 4.19 passes the options (no GPU here)" status_is 1 \
+    "$CKV" bench $b --copy-rate 4.19 --out "$tmp/c.h5"
+  check "$b --copy-rate measure passes the options (no GPU here)" status_is 1 \
+    "$CKV" bench $b --copy-rate measure --out "$tmp/c.h5"
+done
 check "attention --help documents --kv-dtype" grep -q -- --kv-dtype <<<"$("$CKV" bench attention --help)"
 check "attention without a GPU fails" status_is 1 "$CKV" bench attention --out "$tmp/a.h5"
 check "  saying why" grep -q -E "no usable GPU|built without CUDA" "$tmp/err"
 check "  and writes no file" test ! -e "$tmp/a.h5"
 
 "$CKV" bench decode --help >"$tmp/help"
-for opt in --shape --synthetic --device --contexts --batches --budgets --warmup --repeats --seed --pdl --out; do
+for opt in --shape --synthetic --device --contexts --batches --budgets --warmup --repeats --seed --pdl \
+           --copy-rate --out; do
   check "decode --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
 check "decode --pdl maybe is a usage error" status_is 2 \

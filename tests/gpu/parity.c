@@ -19,6 +19,7 @@
 #include "cache.h"
 #include "cpu.h"
 #include "cuda.h"
+#include "cuda_bench.h"
 #include "cuda_kernels.h"
 #include "decoder_ops.h"
 #include "matmul.h"
@@ -1111,8 +1112,30 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention_seqs(64, false, 16, 7, 2048, dt);
 }
 
+/* The copy that `ckv bench` measures its ceiling with: its own check of the
+ * copied words passes (the call succeeds) and gives a finite, positive rate;
+ * a size that is not whole 4-byte words is refused with the rate NaN. No
+ * bound on the rate itself: speed belongs in the benchmarks. */
+static void check_copy_rate(void)
+{
+    ckv_bench_gpu *b = NULL;
+    ckv_error e2 = {0};
+    double bps = 0, bad = 0;
+    ckv_status st = ckv_bench_gpu_create(&b, 0, &e2);
+    if (!st)
+        st = ckv_bench_copy_rate(b, (64u << 20) + 12, 1, 5, &bps, &e2);
+    report("copy rate: the copy matches, the rate finite and positive",
+           !st && isfinite(bps) && bps > 0 ? 0.0 : 1.0, 0.0);
+    if (st)
+        printf("  (%s)\n", e2.msg);
+    const ckv_status refused = b ? ckv_bench_copy_rate(b, 6, 1, 5, &bad, &e2) : CKV_OK;
+    report("copy rate refuses 6 bytes", refused == CKV_ERR_ARG && isnan(bad) ? 0.0 : 1.0, 0.0);
+    ckv_bench_gpu_free(b);
+}
+
 static void check_kernels(void)
 {
+    check_copy_rate();
     check_embed();
     check_rmsnorm(false, 576, 5);
     check_rmsnorm(true, 576, 5);
