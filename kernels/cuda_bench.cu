@@ -463,6 +463,24 @@ ckv_status gemm_args(const ckv_gemm_case *c, ckv_error *err)
     return CKV_OK;
 }
 
+// Compares dst with src at 64 places spread evenly over the buffers, 4 KiB
+// each, the first at their start and the last at their end, on the host.
+ckv_status copy_matches(const void *src, const void *dst, size_t bytes, bool *same,
+                               ckv_error *err)
+{
+    enum { PLACES = 64, SPAN = 4096 };
+    const size_t span = bytes < (size_t)SPAN ? bytes : (size_t)SPAN;
+    char a[SPAN], c[SPAN];
+    *same = true;
+    for (int i = 0; i < PLACES && *same; i++) {
+        const size_t at = (bytes - span) * i / (PLACES - 1) / 4 * 4;
+        CKV_CUDA(cudaMemcpy(a, static_cast<const char *>(src) + at, span, cudaMemcpyDeviceToHost));
+        CKV_CUDA(cudaMemcpy(c, static_cast<const char *>(dst) + at, span, cudaMemcpyDeviceToHost));
+        *same = !memcmp(a, c, span);
+    }
+    return CKV_OK;
+}
+
 }  // namespace
 
 static ckv_status bench_setup(ckv_bench_gpu *b, ckv_error *err)
@@ -578,31 +596,14 @@ extern "C" ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, i
     return st;
 }
 
-// Compares dst with src at 64 places spread evenly over the buffers, 4 KiB
-// each, the first at their start and the last at their end, on the host.
-static ckv_status copy_matches(const void *src, const void *dst, size_t bytes, bool *same,
-                               ckv_error *err)
-{
-    enum { PLACES = 64, SPAN = 4096 };
-    const size_t span = bytes < (size_t)SPAN ? bytes : (size_t)SPAN;
-    char a[SPAN], c[SPAN];
-    *same = true;
-    for (int i = 0; i < PLACES && *same; i++) {
-        const size_t at = (bytes - span) * i / (PLACES - 1) / 4 * 4;
-        CKV_CUDA(cudaMemcpy(a, static_cast<const char *>(src) + at, span, cudaMemcpyDeviceToHost));
-        CKV_CUDA(cudaMemcpy(c, static_cast<const char *>(dst) + at, span, cudaMemcpyDeviceToHost));
-        *same = !memcmp(a, c, span);
-    }
-    return CKV_OK;
-}
-
 extern "C" ckv_status ckv_bench_copy_rate(ckv_bench_gpu *b, size_t bytes, int32_t warmup,
                                           int32_t repeats, double *bps, ckv_error *err)
 {
     *bps = NAN;
-    if (bytes < 4 || bytes % 4)
-        return ckv_errorf(err, CKV_ERR_ARG, "bench: a copy of %zu bytes (a positive multiple of 4)",
-                          bytes);
+    if (bytes < 4 || bytes % 4 || warmup < 0 || repeats < 1)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "bench: copies of %zu bytes (a positive multiple of 4), %d warm-up and "
+                          "%d timed", bytes, warmup, repeats);
     float *src = NULL, *dst = NULL;
     ckv_status st = dalloc(&src, bytes, err);
     if (!st)
@@ -627,10 +628,11 @@ extern "C" ckv_status ckv_bench_copy_rate(ckv_bench_gpu *b, size_t bytes, int32_
             CKV_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, b->stream));
             return CKV_OK;
         });
+    if (!st && !(t.stream_ms > 0 && isfinite(t.stream_ms)))
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: the copies took %g ms", t.stream_ms);
     if (!st)
         *bps = 2.0 * (double)bytes / (t.stream_ms * 1e-3);
     cudaFree(src);
     cudaFree(dst);
     return st;
 }
-

@@ -82,8 +82,9 @@ ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64
 ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, int32_t warmup,
                           int32_t repeats, uint64_t seed, ckv_bench_timing *t, ckv_error *err);
 
-/* The device's copy bandwidth, the ceiling the benchmarks' floors and %copy
- * divide by: bytes read plus bytes written a second by device-to-device
+/* The device's copy bandwidth, the rate the benchmarks' floors and %copy
+ * divide by (a kernel that only reads can pass it): bytes read plus bytes
+ * written a second by device-to-device
  * copies (cudaMemcpyAsync) of `bytes` of random words, the median of
  * `repeats` back to back after `warmup` (time_runs' b2b form: the copy's own
  * rate, not the host's launch). The destination, poisoned first, is

@@ -94,6 +94,8 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--csv")
     a = ap.parse_args()
+    if not a.copy_bps > 0:
+        ap.error(f"--copy-bps: {a.copy_bps} is not a positive rate")
     # Backends that decline a shape warn; the table says which one ran.
     warnings.filterwarnings("ignore")
     try:

@@ -17,9 +17,9 @@
 #endif
 
 /* The dense bf16 matrix rate the GPU benchmarks report FLOPs against, as
- * measured on the lent H200s and H100s alike (/work/.library/device/KINDS.md:
- * 769-798 TFLOP/s on both; the copy bandwidth differs by card and is
- * measured, bench_copy). */
+ * measured on the lent cards (/work/.library/device/KINDS.md: 769-798
+ * TFLOP/s on the H200s, 778-798 on the H100s; the copy bandwidth differs by
+ * card and is measured, bench_copy). */
 #define BENCH_MATMUL_FLOPS 750e12
 /* The reference for TF32 tensor-core kernels: dense TF32 runs at half the
  * dense bf16 rate on Hopper (datasheet: 494.7 against 989.4 TFLOP/s), so
@@ -69,7 +69,7 @@ bool bench_policy_list(const char *opt, const char *s, char **storage, const cha
 double bench_cache_bytes(const ckv_config *c, ckv_kv_dtype dtype, double entries);
 /* --copy-rate of `ckv bench decode` and `ckv bench attention`: the copy
  * bandwidth (bytes read plus written a second) their floors and %copy divide
- * by. "measure" (the default): ckv_bench_copy_rate on GPU 0 before the
+ * by (a kernel that only reads can pass it). "measure" (the default): ckv_bench_copy_rate on GPU 0 before the
  * benchmark allocates anything, so each card is held to its own ceiling
  * (about 4.2-4.3 TB/s on an H200, 3.0 on an H100); or a rate in TB/s, such as
  * 4.19, the H200's, which issue 7's targets name. */
@@ -78,8 +78,9 @@ typedef struct {
     bool measure;
     char source[96]; /* how the rate was had: the header's and the file's words */
 } bench_copy;
+/* Its help line in `bench decode`'s columns. */
 #define BENCH_COPY_HELP                                                                       \
-    "  --copy-rate R     the copy bandwidth in TB/s that floors and %%copy divide by, or\n"    \
+    "  --copy-rate R     the copy bandwidth in TB/s that the floors divide by, or\n"           \
     "                    'measure' (default: 1 GiB device-to-device copies on the GPU,\n"      \
     "                    bytes read and written, the median of 20 after 3)\n"
 /* "measure" (the default) until bench_copy_parse sets a rate. */

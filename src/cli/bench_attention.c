@@ -741,7 +741,7 @@ static int run(int argc, char **argv, opts *o)
     char date[32];
     bench_utc_now(date);
     printf("device: %s (%d SMs, %.1f GiB); %s; prefill attention: %s\n"
-           "copy rate: %.3f TB/s (%s): the ceiling of %%copy\n",
+           "copy rate: %.3f TB/s (%s): %%copy divides by it\n",
            dev.name, dev.sm_count, (double)dev.mem_total / (1 << 30), date,
            bench_prefill_form(o->kv_dtype), o->copy.bps / 1e12, o->copy.source);
     if (ckv_bench_gpu_create(&b, 0, &err)) {

@@ -29,7 +29,7 @@ typedef struct {
     long long warmup, repeats, seed;
     int pdl;        /* --pdl: 1 on, 0 off, -1 as CKV_PDL says */
     ckv_kv_dtype kv_dtype;
-    bench_copy copy;  /* --copy-rate */
+    bench_copy copy; /* --copy-rate */
     ckv_config cfg; /* the --shape preset */
 } opts;
 
@@ -283,7 +283,7 @@ static int run(int argc, char **argv, opts *o)
         ckv_cuda_set_pdl(o->pdl);
     const char *pdl = ckv_cuda_pdl() ? "on" : "off";
     printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; %s KV cache; "
-           "PDL %s\ncopy rate: %.3f TB/s (%s): the floors' ceiling\n",
+           "PDL %s\ncopy rate: %.3f TB/s (%s): the floors divide by it\n",
            dev.name, (double)dev.mem_total / (1 << 30), date, o->shape, weight_bytes / 1e9,
            ckv_kv_dtype_name(o->kv_dtype), pdl, o->copy.bps / 1e12, o->copy.source);
     if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
