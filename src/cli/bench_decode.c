@@ -202,7 +202,7 @@ static void print_rows(const decode_row *rows, size_t n)
 /* The issue's decode targets over the points timed here: full caches within
  * 1.15x of the floor, compressed ones at >= 90% of the ideal speedup, and
  * SmolLM2-135M at <= 1.0 ms per token (batch 1, 1K context). */
-static void print_targets(const decode_row *rows, size_t n)
+static void print_targets(const decode_row *rows, size_t n, const bench_copy *copy)
 {
     int near = 0, full = 0, good = 0, comp = 0;
     for (size_t i = 0; i < n; i++) {
@@ -218,7 +218,8 @@ static void print_targets(const decode_row *rows, size_t n)
         }
     }
     printf("\ntargets:\n");
-    printf("  full caches within 1.15x of the floor: %d of %d points\n", near, full);
+    printf("  full caches within 1.15x of the floor (at %.3f TB/s, %s): %d of %d points\n",
+           copy->bps / 1e12, copy->measure ? "measured" : "given", near, full);
     printf("  compressed caches at >= 90%% of the ideal speedup: %d of %d points\n", good, comp);
     for (size_t i = 0; i < n; i++)
         if (!strcmp(rows[i].shape, "smollm2-135m") && rows[i].batch == 1 &&
@@ -325,7 +326,7 @@ static int run(int argc, char **argv, opts *o)
             }
         }
     print_rows(rows, n);
-    print_targets(rows, n);
+    print_targets(rows, n, &o->copy);
     char copy_bps[32];
     snprintf(copy_bps, sizeof copy_bps, "%.6g", o->copy.bps);
     const char *attrs[] = {"format", "ckv-bench-decode", "version", "1", "date", date, "device",
