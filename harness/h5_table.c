@@ -83,24 +83,90 @@ int ckv_h5_write_table(hid_t file, const char *name, const ckv_h5_field *f, size
     return r;
 }
 
+/* Closes what s holds (any of it may be unopened: negative ids). */
+static int stream_release(ckv_h5_stream *s)
+{
+    int bad = 0;
+    for (size_t i = 0; i < s->n_tables; i++) {
+        if (s->ds[i] >= 0)
+            bad |= H5Dclose(s->ds[i]) < 0;
+        if (s->type[i] >= 0)
+            bad |= H5Tclose(s->type[i]) < 0;
+        s->ds[i] = s->type[i] = -1;
+    }
+    if (s->file >= 0)
+        bad |= H5Fclose(s->file) < 0;
+    s->file = -1;
+    return bad ? -1 : 0;
+}
+
+ckv_status ckv_h5_stream_open(ckv_h5_stream *s, const char *path, const char *const *attrs,
+                              size_t n_attrs, const ckv_h5_table *tables, size_t n_tables,
+                              ckv_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->file = -1;
+    if (n_tables > CKV_H5_STREAM_TABLES)
+        return ckv_errorf(err, CKV_ERR_ARG, "%s: %zu tables (at most %d)", path, n_tables,
+                          CKV_H5_STREAM_TABLES);
+    if (strlen(path) >= sizeof s->path)
+        return ckv_errorf(err, CKV_ERR_ARG, "%s: path too long", path);
+    strcpy(s->path, path);
+    if (unlink(path) && errno != ENOENT)
+        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
+    s->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    if (s->file < 0)
+        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot create the HDF5 file", path);
+    int bad = ckv_h5_write_attr(s->file, "status", "running");
+    for (size_t i = 0; i < n_attrs; i++)
+        bad |= ckv_h5_write_attr(s->file, attrs[2 * i], attrs[2 * i + 1]);
+    s->n_tables = n_tables;
+    for (size_t i = 0; i < n_tables; i++) {
+        s->type[i] = ckv_h5_compound(tables[i].fields, tables[i].n_fields, tables[i].row_size);
+        s->ds[i] = s->type[i] < 0 ? -1 : ckv_h5_create_table(s->file, tables[i].name, s->type[i]);
+        bad |= s->ds[i] < 0 ? -1 : 0;
+    }
+    if (bad || H5Fflush(s->file, H5F_SCOPE_GLOBAL) < 0) {
+        stream_release(s);
+        return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 write of the attributes and tables failed",
+                          path);
+    }
+    return CKV_OK;
+}
+
+ckv_status ckv_h5_stream_append(ckv_h5_stream *s, size_t i, const void *rows, size_t n,
+                                ckv_error *err)
+{
+    if (i >= s->n_tables || s->file < 0)
+        return ckv_errorf(err, CKV_ERR_ARG, "%s: no table %zu open", s->path, i);
+    if (ckv_h5_append_rows(s->ds[i], s->type[i], rows, n) < 0 ||
+        H5Fflush(s->file, H5F_SCOPE_GLOBAL) < 0)
+        return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 write of %zu rows failed", s->path, n);
+    return CKV_OK;
+}
+
+ckv_status ckv_h5_stream_close(ckv_h5_stream *s, const char *status, ckv_error *err)
+{
+    if (s->file < 0)
+        return CKV_OK;
+    int bad = H5Adelete(s->file, "status") < 0 ? -1 : 0;
+    bad |= ckv_h5_write_attr(s->file, "status", status);
+    bad |= stream_release(s);
+    if (bad)
+        return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 close failed", s->path);
+    return CKV_OK;
+}
+
 ckv_status ckv_h5_write_file(const char *path, const char *const *attrs, size_t n_attrs,
                              const ckv_h5_table *tables, size_t n_tables, ckv_error *err)
 {
-    if (unlink(path) && errno != ENOENT)
-        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
-    hid_t file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-    if (file < 0)
-        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot create the HDF5 file", path);
-    int bad = 0;
-    for (size_t i = 0; i < n_attrs; i++)
-        bad |= ckv_h5_write_attr(file, attrs[2 * i], attrs[2 * i + 1]);
-    for (size_t i = 0; i < n_tables; i++)
-        bad |= ckv_h5_write_table(file, tables[i].name, tables[i].fields, tables[i].n_fields,
-                                  tables[i].row_size, tables[i].rows, tables[i].n_rows);
-    if (H5Fclose(file) < 0)
-        bad = -1;
-    if (bad)
-        return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 write of the attributes and tables failed",
-                          path);
-    return CKV_OK;
+    ckv_h5_stream s;
+    ckv_status st = ckv_h5_stream_open(&s, path, attrs, n_attrs, tables, n_tables, err);
+    for (size_t i = 0; i < n_tables && !st; i++)
+        st = ckv_h5_stream_append(&s, i, tables[i].rows, tables[i].n_rows, err);
+    ckv_error close_err;
+    const ckv_status cst = ckv_h5_stream_close(&s, st ? "failed" : "complete", &close_err);
+    if (!st && cst)
+        *err = close_err;
+    return st ? st : cst;
 }

@@ -36,9 +36,31 @@ typedef struct {
     size_t n_rows;
 } ckv_h5_table;
 
-/* A new file (an old one is unlinked first, never truncated in place) with
- * string attributes attrs[0] = attrs[1], attrs[2] = attrs[3], ... (n_attrs
- * pairs) on its root and the given tables. */
+/* A file written as it goes, so that a run killed midway keeps the rows it
+ * finished. ckv_h5_stream_open makes a new file (an old one is unlinked
+ * first, never truncated in place) with string attributes attrs[0] =
+ * attrs[1], attrs[2] = attrs[3], ... (n_attrs pairs) and a "status"
+ * attribute "running" on its root, and the given tables empty (their rows
+ * are not written: only their names and fields are read);
+ * ckv_h5_stream_append adds rows to table i and flushes the file;
+ * ckv_h5_stream_close sets "status" (e.g. "complete", or why the run
+ * stopped) and closes it, whatever failed before. */
+enum { CKV_H5_STREAM_TABLES = 4 };
+typedef struct {
+    hid_t file;
+    size_t n_tables;
+    hid_t ds[CKV_H5_STREAM_TABLES], type[CKV_H5_STREAM_TABLES];
+    char path[1024];
+} ckv_h5_stream;
+ckv_status ckv_h5_stream_open(ckv_h5_stream *s, const char *path, const char *const *attrs,
+                              size_t n_attrs, const ckv_h5_table *tables, size_t n_tables,
+                              ckv_error *err);
+ckv_status ckv_h5_stream_append(ckv_h5_stream *s, size_t i, const void *rows, size_t n,
+                                ckv_error *err);
+ckv_status ckv_h5_stream_close(ckv_h5_stream *s, const char *status, ckv_error *err);
+
+/* A whole file at once: ckv_h5_stream_open, every table's rows, then
+ * ckv_h5_stream_close with "complete". */
 ckv_status ckv_h5_write_file(const char *path, const char *const *attrs, size_t n_attrs,
                              const ckv_h5_table *tables, size_t n_tables, ckv_error *err);
 

@@ -138,8 +138,9 @@ void bench_utc_now(char buf[32])
     strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
-                const ckv_h5_table *tables, size_t n_tables)
+/* The folder of a results file, made when missing (one level, as before:
+ * HDF5's create then says what is wrong with a deeper path). */
+static void make_folder(const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (slash && slash != path) {
@@ -148,11 +149,45 @@ int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
             fprintf(stderr, "ckv bench: cannot create the folder of %s\n", path);
         free(dir);
     }
+}
+
+int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
+                const ckv_h5_table *tables, size_t n_tables)
+{
+    make_folder(path);
     ckv_error err = {0};
     if (ckv_h5_write_file(path, attrs, n_attrs, tables, n_tables, &err))
         return cli_fail("bench", &err);
     printf("\nwrote %s\n", path);
     return CLI_OK;
+}
+
+int bench_open(ckv_h5_stream *s, const char *path, const char *const *attrs, size_t n_attrs,
+               const ckv_h5_table *tables, size_t n_tables)
+{
+    make_folder(path);
+    ckv_error err = {0};
+    if (ckv_h5_stream_open(s, path, attrs, n_attrs, tables, n_tables, &err))
+        return cli_fail("bench", &err);
+    return CLI_OK;
+}
+
+int bench_append(ckv_h5_stream *s, size_t table, const void *rows, size_t n)
+{
+    ckv_error err = {0};
+    if (ckv_h5_stream_append(s, table, rows, n, &err))
+        return cli_fail("bench", &err);
+    return CLI_OK;
+}
+
+int bench_close(ckv_h5_stream *s, int rc)
+{
+    ckv_error err = {0};
+    if (ckv_h5_stream_close(s, rc == CLI_OK ? "complete" : "failed", &err))
+        return cli_fail("bench", &err);
+    if (rc == CLI_OK)
+        printf("\nwrote %s\n", s->path);
+    return rc;
 }
 
 int bench_device(const char *what, const char *arg)

@@ -87,7 +87,10 @@ static void help(FILE *fp)
             "HDF5 file with a /compress table (and /decode_share on the GPU) and the\n"
             "date, device, command, git revision, K-Means's estimate form (wgmma,\n"
             "mma.sync or cpu: the form head_dim 64 and 128 take) and its lazy features'\n"
-            "mode (off, on, auto or cpu; CKV_KM_LAZY) as attributes.\n\n"
+            "mode (off, on, auto or cpu; CKV_KM_LAZY) as attributes. The file gets each\n"
+            "length's rows as they end, flushed, and its status attribute says running\n"
+            "until the run ends (complete) or fails (failed): a stopped run keeps the\n"
+            "lengths it finished.\n\n"
             "Options:\n"
             "  --synthetic       use synthetic caches instead of a dump\n"
             "  --tokens LIST     synthetic cache lengths, e.g. 8192,32768,131072 (required\n"
@@ -770,6 +773,7 @@ static int run(int argc, char **argv, const opts *o)
     char *cmdline = bench_command_line(argc, argv);
     size_t n = 0, ns = 0;
     int rc = CLI_OK;
+    ckv_h5_stream hs = {.file = -1};
     char date[32], device[256] = "cpu";
     /* The form of K-Means's estimate (head_dim 64 and 128; other head_dims
      * assign exactly): its times depend on it (docs/gpu.md, "kmeans"). */
@@ -808,8 +812,27 @@ static int run(int argc, char **argv, const opts *o)
     printf("device: %s; %s; budget %s; K-Means iters=%s, estimate %s, lazy features %s; "
            "median of %lld\n",
            device, date, o->budget_s, KMEANS_ITERS, km_form, km_lazy, o->repeats);
+    char repeats[24];
+    snprintf(repeats, sizeof repeats, "%lld", o->repeats);
+    const char *attrs[] = {"format", "ckv-bench-compress", "version", "1", "date", date,
+                           "device", device, "command", cmdline, "git_rev", CKV_GIT_REV,
+                           "budget", o->budget_s, "repeats", repeats, "kmeans_iters",
+                           KMEANS_ITERS, "kmeans_estimate", km_form, "kmeans_lazy", km_lazy,
+                           "kv_dtype",
+                           ckv_kv_dtype_name(o->kv_dtype)};
+    const ckv_h5_table tables[] = {
+        {"/compress", compress_fields, sizeof compress_fields / sizeof compress_fields[0],
+         sizeof(compress_row), NULL, 0},
+        {"/decode_share", share_fields, sizeof share_fields / sizeof share_fields[0],
+         sizeof(share_row), NULL, 0},
+    };
+    /* The file is made when the first cache's rows are final and gets each
+     * cache's rows as they are (ckv_h5_stream): a run stopped at a later
+     * length keeps the earlier ones; one that fails on its first cache (a
+     * bad dump, a refused call) leaves no file. */
     for (int t = 0; t < o->n_tokens && !rc; t++) {
         ckv_kvdump d;
+        const size_t n0 = n, ns0 = ns;
         ckv_status st = load_cache(o, t, &d, &err);
         if (!st) {
             shape = o->shape ? o->shape : matching_shape(&d.cache, d.n_head);
@@ -829,6 +852,13 @@ static int run(int argc, char **argv, const opts *o)
         ckv_kvdump_free(&d);
         if (st)
             rc = cli_fail("bench", &err);
+        else if (hs.file < 0)
+            rc = bench_open(&hs, o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables,
+                            o->gpu ? 2 : 1);
+        if (!rc)
+            rc = bench_append(&hs, 0, rows + n0, n - n0);
+        if (!rc && o->gpu)
+            rc = bench_append(&hs, 1, sh + ns0, ns - ns0);
     }
     if (rc)
         goto done;
@@ -841,22 +871,8 @@ static int run(int argc, char **argv, const opts *o)
     else
         print_shares(sh, ns);
     print_targets(rows, n, sh, ns, o->gpu);
-    char repeats[24];
-    snprintf(repeats, sizeof repeats, "%lld", o->repeats);
-    const char *attrs[] = {"format", "ckv-bench-compress", "version", "1", "date", date,
-                           "device", device, "command", cmdline, "git_rev", CKV_GIT_REV,
-                           "budget", o->budget_s, "repeats", repeats, "kmeans_iters",
-                           KMEANS_ITERS, "kmeans_estimate", km_form, "kmeans_lazy", km_lazy,
-                           "kv_dtype",
-                           ckv_kv_dtype_name(o->kv_dtype)};
-    const ckv_h5_table tables[] = {
-        {"/compress", compress_fields, sizeof compress_fields / sizeof compress_fields[0],
-         sizeof(compress_row), rows, n},
-        {"/decode_share", share_fields, sizeof share_fields / sizeof share_fields[0],
-         sizeof(share_row), sh, ns},
-    };
-    rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables, o->gpu ? 2 : 1);
 done:
+    rc = bench_close(&hs, rc);
     free(rows);
     free(sh);
     free(cmdline);

@@ -89,4 +89,41 @@ with h5py.File(sys.argv[1], "r") as f:
     assert "decode_share" not in f
 EOF
 
+# A run stopped midway keeps the rows of the lengths it finished: killed
+# (SIGKILL) once it prints the second length's cache line, which comes after
+# the first length's rows are in the file and flushed. The second length
+# (K-Means over 16,384 tokens on the CPU) takes far longer than the wait.
+killed=$tmp/killed.h5
+"${c[@]}" --tokens 256,16384 --budget 50% --layers 2 --repeats 1 --policies kmeans,centroid \
+  --out "$killed" >"$tmp/kout" 2>"$tmp/kerr" &
+pid=$!
+for _ in $(seq 1 600); do
+  [ "$(grep -c '^cache:' "$tmp/kout")" -ge 2 ] && break
+  sleep 0.1
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+check "a run killed at its second length printed that length's cache line" \
+  grep -q "x 16384 tokens" "$tmp/kout"
+check "  and its file keeps the first length's rows, marked running" python3 - "$killed" <<'EOF'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as f:
+    s = lambda x: x.decode() if isinstance(x, bytes) else x
+    assert s(f.attrs["status"]) == "running", f.attrs["status"]
+    for a in ("date", "device", "command", "git_rev"):
+        assert a in f.attrs, a
+    r = f["compress"][:]
+    got = sorted((int(x["tokens"]), s(x["policy"]), s(x["measure"]), s(x["status"])) for x in r)
+    assert got == [(256, "centroid", "call", "ok"), (256, "centroid", "one round", "ok"),
+                   (256, "kmeans", "call", "ok")], got
+EOF
+check "a finished run's file is marked complete" python3 - "$h5" <<'EOF'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as f:
+    status = f.attrs["status"]
+    assert status in ("complete", b"complete"), status
+EOF
+
 finish "bench compress"
