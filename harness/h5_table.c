@@ -2,6 +2,8 @@
 #include "h5_table.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -112,11 +114,12 @@ ckv_status ckv_h5_stream_open(ckv_h5_stream *s, const char *path, const char *co
     if (strlen(path) >= sizeof s->path)
         return ckv_errorf(err, CKV_ERR_ARG, "%s: path too long", path);
     strcpy(s->path, path);
-    if (unlink(path) && errno != ENOENT)
-        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
-    s->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    snprintf(s->part, sizeof s->part, "%s.part", path);
+    if (unlink(s->part) && errno != ENOENT)
+        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot replace: %s", s->part, strerror(errno));
+    s->file = H5Fcreate(s->part, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     if (s->file < 0)
-        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot create the HDF5 file", path);
+        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot create the HDF5 file", s->part);
     int bad = ckv_h5_write_attr(s->file, "status", "running");
     for (size_t i = 0; i < n_attrs; i++)
         bad |= ckv_h5_write_attr(s->file, attrs[2 * i], attrs[2 * i + 1]);
@@ -128,8 +131,9 @@ ckv_status ckv_h5_stream_open(ckv_h5_stream *s, const char *path, const char *co
     }
     if (bad || H5Fflush(s->file, H5F_SCOPE_GLOBAL) < 0) {
         stream_release(s);
+        unlink(s->part);
         return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 write of the attributes and tables failed",
-                          path);
+                          s->part);
     }
     return CKV_OK;
 }
@@ -138,22 +142,37 @@ ckv_status ckv_h5_stream_append(ckv_h5_stream *s, size_t i, const void *rows, si
                                 ckv_error *err)
 {
     if (i >= s->n_tables || s->file < 0)
-        return ckv_errorf(err, CKV_ERR_ARG, "%s: no table %zu open", s->path, i);
+        return ckv_errorf(err, CKV_ERR_ARG, "%s: no table %zu open", s->part, i);
     if (ckv_h5_append_rows(s->ds[i], s->type[i], rows, n) < 0 ||
         H5Fflush(s->file, H5F_SCOPE_GLOBAL) < 0)
-        return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 write of %zu rows failed", s->path, n);
+        return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 write of %zu rows failed", s->part, n);
     return CKV_OK;
+}
+
+/* Overwrites the root's string attribute `name` in place (no moment
+ * without it). */
+static int rewrite_attr(hid_t file, const char *name, const char *value)
+{
+    hid_t a = H5Aopen(file, name, H5P_DEFAULT), t = ckv_h5_str_type();
+    herr_t r = a < 0 ? -1 : H5Awrite(a, t, &value);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Tclose(t);
+    return r < 0 ? -1 : 0;
 }
 
 ckv_status ckv_h5_stream_close(ckv_h5_stream *s, const char *status, ckv_error *err)
 {
     if (s->file < 0)
         return CKV_OK;
-    int bad = H5Adelete(s->file, "status") < 0 ? -1 : 0;
-    bad |= ckv_h5_write_attr(s->file, "status", status);
+    const bool complete = !strcmp(status, "complete");
+    int bad = rewrite_attr(s->file, "status", status);
     bad |= stream_release(s);
     if (bad)
-        return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 close failed", s->path);
+        return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 close failed", s->part);
+    if (complete && rename(s->part, s->path))
+        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot rename to %s: %s", s->part, s->path,
+                          strerror(errno));
     return CKV_OK;
 }
 
@@ -168,5 +187,7 @@ ckv_status ckv_h5_write_file(const char *path, const char *const *attrs, size_t 
     const ckv_status cst = ckv_h5_stream_close(&s, st ? "failed" : "complete", &close_err);
     if (!st && cst)
         *err = close_err;
+    if (st || cst)
+        unlink(s.part);
     return st ? st : cst;
 }

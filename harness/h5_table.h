@@ -37,20 +37,22 @@ typedef struct {
 } ckv_h5_table;
 
 /* A file written as it goes, so that a run killed midway keeps the rows it
- * finished. ckv_h5_stream_open makes a new file (an old one is unlinked
- * first, never truncated in place) with string attributes attrs[0] =
+ * finished, while `path` holds only whole runs. ckv_h5_stream_open makes
+ * PATH.part (an old one unlinked first) with string attributes attrs[0] =
  * attrs[1], attrs[2] = attrs[3], ... (n_attrs pairs) and a "status"
  * attribute "running" on its root, and the given tables empty (their rows
- * are not written: only their names and fields are read);
- * ckv_h5_stream_append adds rows to table i and flushes the file;
- * ckv_h5_stream_close sets "status" (e.g. "complete", or why the run
- * stopped) and closes it, whatever failed before. */
-enum { CKV_H5_STREAM_TABLES = 4 };
+ * are not written: only their names and fields are read); nothing is left
+ * when it fails. ckv_h5_stream_append adds rows to table i and flushes the
+ * file. ckv_h5_stream_close sets "status" and closes it, whatever failed
+ * before: "complete" renames it over `path` (an old file replaced whole);
+ * any other status (why the run stopped) leaves it as PATH.part beside an
+ * untouched `path`. A run killed outright leaves PATH.part "running". */
+enum { CKV_H5_STREAM_TABLES = 4, CKV_H5_PATH_MAX = 4096 };
 typedef struct {
     hid_t file;
     size_t n_tables;
     hid_t ds[CKV_H5_STREAM_TABLES], type[CKV_H5_STREAM_TABLES];
-    char path[1024];
+    char path[CKV_H5_PATH_MAX], part[CKV_H5_PATH_MAX + 8];
 } ckv_h5_stream;
 ckv_status ckv_h5_stream_open(ckv_h5_stream *s, const char *path, const char *const *attrs,
                               size_t n_attrs, const ckv_h5_table *tables, size_t n_tables,
@@ -60,7 +62,8 @@ ckv_status ckv_h5_stream_append(ckv_h5_stream *s, size_t i, const void *rows, si
 ckv_status ckv_h5_stream_close(ckv_h5_stream *s, const char *status, ckv_error *err);
 
 /* A whole file at once: ckv_h5_stream_open, every table's rows, then
- * ckv_h5_stream_close with "complete". */
+ * ckv_h5_stream_close with "complete"; on a failure PATH.part is removed and
+ * `path` is untouched. */
 ckv_status ckv_h5_write_file(const char *path, const char *const *attrs, size_t n_attrs,
                              const ckv_h5_table *tables, size_t n_tables, ckv_error *err);
 

@@ -46,12 +46,13 @@ void bench_utc_now(char buf[32]);
  * printing the error. */
 int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
                 const ckv_h5_table *tables, size_t n_tables);
-/* The same file written as the benchmark goes (ckv_h5_stream; its folder
- * made first): bench_open before the first point, bench_append as each
- * point's rows are final (a killed run keeps them), bench_close at the end
- * with the run's outcome, "complete" when rc is CLI_OK (saying "wrote PATH"
- * then), else "failed". Each returns CLI_OK, or CLI_FAIL after printing the
- * error. */
+/* The same file written as the benchmark goes (ckv_h5_stream: PATH.part,
+ * renamed over PATH when complete; its folder made first): bench_open
+ * before the first rows, bench_append as each point's rows are final (a
+ * killed run keeps them in PATH.part), bench_close at the end with the
+ * run's outcome: "complete" when rc is CLI_OK (saying "wrote PATH" then),
+ * else "failed", saying where the finished rows are. Each returns CLI_OK, or
+ * CLI_FAIL after printing the error (bench_close: rc when it closed). */
 int bench_open(ckv_h5_stream *s, const char *path, const char *const *attrs, size_t n_attrs,
                const ckv_h5_table *tables, size_t n_tables);
 int bench_append(ckv_h5_stream *s, size_t table, const void *rows, size_t n);

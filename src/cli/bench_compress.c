@@ -87,10 +87,10 @@ static void help(FILE *fp)
             "HDF5 file with a /compress table (and /decode_share on the GPU) and the\n"
             "date, device, command, git revision, K-Means's estimate form (wgmma,\n"
             "mma.sync or cpu: the form head_dim 64 and 128 take) and its lazy features'\n"
-            "mode (off, on, auto or cpu; CKV_KM_LAZY) as attributes. The file gets each\n"
-            "length's rows as they end, flushed, and its status attribute says running\n"
-            "until the run ends (complete) or fails (failed): a stopped run keeps the\n"
-            "lengths it finished.\n\n"
+            "mode (off, on, auto or cpu; CKV_KM_LAZY) as attributes. Rows are written as\n"
+            "each length ends, flushed, to PATH.part, whose status attribute says running;\n"
+            "a complete run renames it over PATH; a failed one leaves it (status failed)\n"
+            "and PATH untouched; a killed one leaves it running.\n\n"
             "Options:\n"
             "  --synthetic       use synthetic caches instead of a dump\n"
             "  --tokens LIST     synthetic cache lengths, e.g. 8192,32768,131072 (required\n"
@@ -826,10 +826,11 @@ static int run(int argc, char **argv, const opts *o)
         {"/decode_share", share_fields, sizeof share_fields / sizeof share_fields[0],
          sizeof(share_row), NULL, 0},
     };
-    /* The file is made when the first cache's rows are final and gets each
-     * cache's rows as they are (ckv_h5_stream): a run stopped at a later
-     * length keeps the earlier ones; one that fails on its first cache (a
-     * bad dump, a refused call) leaves no file. */
+    /* The file (as PATH.part until the run completes) is made when the
+     * first cache's rows are final and gets each cache's rows as they are: a
+     * run stopped at a later length keeps the earlier ones there; one that
+     * fails on its first cache (a bad dump, a refused call) makes none. An
+     * older file at PATH is replaced only by a complete run. */
     for (int t = 0; t < o->n_tokens && !rc; t++) {
         ckv_kvdump d;
         const size_t n0 = n, ns0 = ns;

@@ -89,11 +89,13 @@ with h5py.File(sys.argv[1], "r") as f:
     assert "decode_share" not in f
 EOF
 
-# A run stopped midway keeps the rows of the lengths it finished: killed
-# (SIGKILL) once it prints the second length's cache line, which comes after
-# the first length's rows are in the file and flushed. The second length
-# (K-Means over 16,384 tokens on the CPU) takes far longer than the wait.
+# A run stopped midway keeps the rows of the lengths it finished in
+# PATH.part and leaves an older file at PATH as it was: killed (SIGKILL) once
+# it prints the second length's cache line, which comes after the first
+# length's rows are in the file and flushed. The second length (K-Means over
+# 16,384 tokens on the CPU) takes far longer than the wait.
 killed=$tmp/killed.h5
+cp "$h5" "$killed"
 "${c[@]}" --tokens 256,16384 --budget 50% --layers 2 --repeats 1 --policies kmeans,centroid \
   --out "$killed" >"$tmp/kout" 2>"$tmp/kerr" &
 pid=$!
@@ -105,7 +107,8 @@ kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 check "a run killed at its second length printed that length's cache line" \
   grep -q "x 16384 tokens" "$tmp/kout"
-check "  and its file keeps the first length's rows, marked running" python3 - "$killed" <<'EOF'
+check "  leaving the older file at PATH as it was" cmp -s "$h5" "$killed"
+check "  and PATH.part with the first length's rows, marked running" python3 - "$killed.part" <<'EOF'
 import sys
 import h5py
 with h5py.File(sys.argv[1], "r") as f:
@@ -125,5 +128,6 @@ with h5py.File(sys.argv[1], "r") as f:
     status = f.attrs["status"]
     assert status in ("complete", b"complete"), status
 EOF
+check "  with no PATH.part left" test ! -e "$h5.part"
 
 finish "bench compress"
