@@ -117,9 +117,19 @@ ckv_status ckv_h5_stream_open(ckv_h5_stream *s, const char *path, const char *co
     snprintf(s->part, sizeof s->part, "%s.part", path);
     if (unlink(s->part) && errno != ENOENT)
         return ckv_errorf(err, CKV_ERR_IO, "%s: cannot replace: %s", s->part, strerror(errno));
+    /* HDF5's own report of a failed create is a 15-line stack; the error
+     * returned says it in one. */
+    H5E_auto2_t report;
+    void *report_data;
+    H5Eget_auto2(H5E_DEFAULT, &report, &report_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    errno = 0;
     s->file = H5Fcreate(s->part, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    const int why = errno;  /* the file driver's open(2), when that failed */
+    H5Eset_auto2(H5E_DEFAULT, report, report_data);
     if (s->file < 0)
-        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot create the HDF5 file", s->part);
+        return ckv_errorf(err, CKV_ERR_IO, "%s: cannot create the HDF5 file: %s", s->part,
+                          why ? strerror(why) : "HDF5 refused it");
     int bad = ckv_h5_write_attr(s->file, "status", "running");
     for (size_t i = 0; i < n_attrs; i++)
         bad |= ckv_h5_write_attr(s->file, attrs[2 * i], attrs[2 * i + 1]);
@@ -146,6 +156,7 @@ ckv_status ckv_h5_stream_append(ckv_h5_stream *s, size_t i, const void *rows, si
     if (ckv_h5_append_rows(s->ds[i], s->type[i], rows, n) < 0 ||
         H5Fflush(s->file, H5F_SCOPE_GLOBAL) < 0)
         return ckv_errorf(err, CKV_ERR_IO, "%s: HDF5 write of %zu rows failed", s->part, n);
+    s->rows += n;
     return CKV_OK;
 }
 
@@ -173,6 +184,8 @@ ckv_status ckv_h5_stream_close(ckv_h5_stream *s, const char *status, ckv_error *
     if (complete && rename(s->part, s->path))
         return ckv_errorf(err, CKV_ERR_IO, "%s: cannot rename to %s: %s", s->part, s->path,
                           strerror(errno));
+    if (!complete && !s->rows)
+        unlink(s->part);
     return CKV_OK;
 }
 
@@ -187,7 +200,7 @@ ckv_status ckv_h5_write_file(const char *path, const char *const *attrs, size_t 
     const ckv_status cst = ckv_h5_stream_close(&s, st ? "failed" : "complete", &close_err);
     if (!st && cst)
         *err = close_err;
-    if (st || cst)
+    if ((st || cst) && s.rows)
         unlink(s.part);
     return st ? st : cst;
 }

@@ -46,12 +46,14 @@ typedef struct {
  * file. ckv_h5_stream_close sets "status" and closes it, whatever failed
  * before: "complete" renames it over `path` (an old file replaced whole);
  * any other status (why the run stopped) leaves it as PATH.part beside an
- * untouched `path`. A run killed outright leaves PATH.part "running". */
+ * untouched `path`, or removes it when it holds no rows. A run killed
+ * outright leaves PATH.part "running". */
 enum { CKV_H5_STREAM_TABLES = 4, CKV_H5_PATH_MAX = 4096 };
 typedef struct {
     hid_t file;
     size_t n_tables;
     hid_t ds[CKV_H5_STREAM_TABLES], type[CKV_H5_STREAM_TABLES];
+    size_t rows; /* appended so far, over all tables */
     char path[CKV_H5_PATH_MAX], part[CKV_H5_PATH_MAX + 8];
 } ckv_h5_stream;
 ckv_status ckv_h5_stream_open(ckv_h5_stream *s, const char *path, const char *const *attrs,

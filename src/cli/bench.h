@@ -51,7 +51,7 @@ int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
  * before the first rows, bench_append as each point's rows are final (a
  * killed run keeps them in PATH.part), bench_close at the end with the
  * run's outcome: "complete" when rc is CLI_OK (saying "wrote PATH" then),
- * else "failed", saying where the finished rows are. Each returns CLI_OK, or
+ * else "failed", saying where the finished rows are (none: no file). Each returns CLI_OK, or
  * CLI_FAIL after printing the error (bench_close: rc when it closed). */
 int bench_open(ckv_h5_stream *s, const char *path, const char *const *attrs, size_t n_attrs,
                const ckv_h5_table *tables, size_t n_tables);

@@ -182,13 +182,13 @@ int bench_append(ckv_h5_stream *s, size_t table, const void *rows, size_t n)
 
 int bench_close(ckv_h5_stream *s, int rc)
 {
-    const bool open = s->file >= 0;
+    const bool kept = s->file >= 0 && s->rows > 0;
     ckv_error err = {0};
     if (ckv_h5_stream_close(s, rc == CLI_OK ? "complete" : "failed", &err))
         return cli_fail("bench", &err);
     if (rc == CLI_OK)
         printf("\nwrote %s\n", s->path);
-    else if (open)
+    else if (kept)
         fprintf(stderr, "ckv bench: the rows finished before the failure are in %s (status "
                         "failed); %s is untouched\n", s->part, s->path);
     return rc;

@@ -826,11 +826,14 @@ static int run(int argc, char **argv, const opts *o)
         {"/decode_share", share_fields, sizeof share_fields / sizeof share_fields[0],
          sizeof(share_row), NULL, 0},
     };
-    /* The file (as PATH.part until the run completes) is made when the
-     * first cache's rows are final and gets each cache's rows as they are: a
-     * run stopped at a later length keeps the earlier ones there; one that
-     * fails on its first cache (a bad dump, a refused call) makes none. An
-     * older file at PATH is replaced only by a complete run. */
+    /* The file (PATH.part until the run completes) is made before any
+     * timing, so that an --out it cannot be written to fails at once, and
+     * gets each cache's rows as they are final: a run stopped at a later
+     * length keeps the earlier ones there; one that fails on its first cache
+     * (a bad dump, a refused call) leaves none. An older file at PATH is
+     * replaced only by a complete run. */
+    rc = bench_open(&hs, o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables,
+                    o->gpu ? 2 : 1);
     for (int t = 0; t < o->n_tokens && !rc; t++) {
         ckv_kvdump d;
         const size_t n0 = n, ns0 = ns;
@@ -853,9 +856,6 @@ static int run(int argc, char **argv, const opts *o)
         ckv_kvdump_free(&d);
         if (st)
             rc = cli_fail("bench", &err);
-        else if (hs.file < 0)
-            rc = bench_open(&hs, o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables,
-                            o->gpu ? 2 : 1);
         if (!rc)
             rc = bench_append(&hs, 0, rows + n0, n - n0);
         if (!rc && o->gpu)

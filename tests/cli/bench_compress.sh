@@ -47,6 +47,13 @@ if ! "$CKV" devices >/dev/null 2>&1; then
   check "  and writes no file" test ! -e "$tmp/g.h5"
 fi
 
+check "an --out that cannot be written fails before any timing" status_is 1 \
+  "${c[@]}" --tokens 256 --budget 50% --layers 2 --repeats 1 --policies centroid \
+  --out "$tmp/no/such/dir/c.h5"
+check "  naming the file and why" grep -q "c.h5.part: cannot create the HDF5 file: No such file" "$tmp/err"
+check "  with no HDF5 error stack" bash -c "! grep -q 'HDF5-DIAG' '$tmp/err'"
+check "  and no policy timed" bash -c "! grep -q ' ms$' '$tmp/err'"
+
 h5=$tmp/sub/compress.h5
 check "a CPU run over 512,256 tokens succeeds" status_is 0 "${c[@]}" --tokens 512,256 --budget 50% \
   --layers 2 --repeats 1 --out "$h5"
