@@ -51,8 +51,9 @@ int bench_write(const char *path, const char *const *attrs, size_t n_attrs,
  * before the first rows, bench_append as each point's rows are final (a
  * killed run keeps them in PATH.part), bench_close at the end with the
  * run's outcome: "complete" when rc is CLI_OK (saying "wrote PATH" then),
- * else "failed", saying where the finished rows are (none: no file). Each returns CLI_OK, or
- * CLI_FAIL after printing the error (bench_close: rc when it closed). */
+ * else "failed", saying where the finished rows are (none: no file). Each
+ * returns CLI_OK, or CLI_FAIL after printing the error (bench_close: rc
+ * when it closed). */
 int bench_open(ckv_h5_stream *s, const char *path, const char *const *attrs, size_t n_attrs,
                const ckv_h5_table *tables, size_t n_tables);
 int bench_append(ckv_h5_stream *s, size_t table, const void *rows, size_t n);
@@ -79,10 +80,11 @@ bool bench_policy_list(const char *opt, const char *s, char **storage, const cha
  * degrees (no scores). */
 double bench_cache_bytes(const ckv_config *c, ckv_kv_dtype dtype, double entries);
 /* --copy-rate of `ckv bench decode` and `ckv bench attention`: the copy
- * bandwidth (bytes read plus written a second) their floors and %copy divide
- * by (a kernel that only reads can pass it). "measure" (the default): ckv_bench_copy_rate on GPU 0 before the
- * benchmark allocates anything, so each card is held to its own ceiling
- * (about 4.2-4.3 TB/s on an H200, 3.0 on an H100); or a rate in TB/s, such as
+ * bandwidth (bytes read plus written a second) their floors and %copy
+ * divide by (a kernel that only reads can pass it). "measure" (the
+ * default): ckv_bench_copy_rate on GPU 0 before the benchmark allocates
+ * anything, so that each card is measured against its own rate (about
+ * 4.2-4.3 TB/s on an H200, 3.0 on an H100); or a rate in TB/s, such as
  * 4.19, the H200's, which issue 7's targets name. */
 typedef struct {
     double bps;
@@ -92,11 +94,16 @@ typedef struct {
 /* The H200's copy rate as measured on the lent machines, the one issue 7's
  * targets were set against: the targets lines also count at it. */
 #define BENCH_REFERENCE_BPS 4.19e12
-/* Its help line in `bench decode`'s columns. */
+/* How "measure" times the copy: BENCH_COPY_MIB MiB (1 GiB: about 18-21x
+ * an H200's or H100's L2, 0.5-0.7 ms a copy), the median of
+ * BENCH_COPY_REPEATS back to back after BENCH_COPY_WARMUP. */
+enum { BENCH_COPY_MIB = 1024, BENCH_COPY_WARMUP = 3, BENCH_COPY_REPEATS = 20 };
+/* Its help line in `bench decode`'s columns; takes BENCH_COPY_MIB,
+ * BENCH_COPY_REPEATS and BENCH_COPY_WARMUP as its format's arguments. */
 #define BENCH_COPY_HELP                                                                       \
     "  --copy-rate R     the copy bandwidth in TB/s that the floors divide by, or\n"           \
-    "                    'measure' (default: 1 GiB device-to-device copies on the GPU,\n"      \
-    "                    bytes read and written, the median of 20 after 3)\n"
+    "                    'measure' (default: %d MiB device-to-device copies on the GPU,\n"     \
+    "                    bytes read and written, the median of %d after %d)\n"
 /* "measure" (the default) until bench_copy_parse sets a rate. */
 void bench_copy_default(bench_copy *c);
 /* --copy-rate's argument: "measure" or TB/s in (0, 100]; prints a usage error

@@ -97,8 +97,8 @@ static void help(FILE *fp)
             "  --seed S            input seed (default 1)\n"
             "  --kv-dtype T        how the lists store keys and values: f32 (default) or bf16\n"
             "  --copy-rate R       the copy bandwidth in TB/s that %%copy divides by, or\n"
-            "                      'measure' (default: 1 GiB device-to-device copies on the\n"
-            "                      GPU, bytes read and written, the median of 20 after 3)\n"
+            "                      'measure' (default: %d MiB device-to-device copies on the\n"
+            "                      GPU, bytes read and written, the median of %d after %d)\n"
             "  --out PATH          HDF5 file (default results/bench-attention.h5)\n"
             "  --peer sdpa         also time PyTorch SDPA at the same shapes (python3 with torch)\n"
             "                      and print our time over SDPA's (fp32: the same bytes; bf16)\n"
@@ -107,7 +107,8 @@ static void help(FILE *fp)
             "  --python PATH       interpreter for the peer (default python3)\n"
             "  -h, --help          this help\n",
             BENCH_MATMUL_FLOPS / 1e12, BENCH_TF32_FLOPS / 1e12,
-            TOL_ATTN_TF32, TOL_ATTN_BF16, TOL_ATTN);
+            TOL_ATTN_TF32, TOL_ATTN_BF16, TOL_ATTN, BENCH_COPY_MIB, BENCH_COPY_REPEATS,
+            BENCH_COPY_WARMUP);
 }
 
 static int parse(int argc, char **argv, opts *o)

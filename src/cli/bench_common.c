@@ -358,9 +358,6 @@ bool bench_copy_parse(const char *arg, bench_copy *c)
 }
 
 #if CKV_HAVE_CUDA
-/* 1 GiB: about 18-21x an H200's or H100's L2, 0.5-0.7 ms a copy. */
-enum { COPY_BYTES = 1 << 30, COPY_WARMUP = 3, COPY_REPEATS = 20 };
-
 int bench_copy_resolve(bench_copy *c)
 {
     if (!c->measure)
@@ -369,7 +366,8 @@ int bench_copy_resolve(bench_copy *c)
     ckv_bench_gpu *b = NULL;
     ckv_status st = ckv_bench_gpu_create(&b, 0, &err);
     if (!st)
-        st = ckv_bench_copy_rate(b, COPY_BYTES, COPY_WARMUP, COPY_REPEATS, &c->bps, &err);
+        st = ckv_bench_copy_rate(b, (size_t)BENCH_COPY_MIB << 20, BENCH_COPY_WARMUP,
+                                 BENCH_COPY_REPEATS, &c->bps, &err);
     ckv_bench_gpu_free(b);
     if (st) {
         fprintf(stderr, "ckv bench: measuring the copy rate (--copy-rate R gives one instead): %s\n",
@@ -377,8 +375,8 @@ int bench_copy_resolve(bench_copy *c)
         return CLI_FAIL;
     }
     snprintf(c->source, sizeof c->source,
-             "measured: %d MiB device-to-device copies, median of %d after %d", COPY_BYTES >> 20,
-             COPY_REPEATS, COPY_WARMUP);
+             "measured: %d MiB device-to-device copies, median of %d after %d", BENCH_COPY_MIB,
+             BENCH_COPY_REPEATS, BENCH_COPY_WARMUP);
     return CLI_OK;
 }
 

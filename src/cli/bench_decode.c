@@ -71,7 +71,8 @@ static void help(FILE *fp)
             "                    first line and the file's attributes say which ran\n"
             BENCH_COPY_HELP
             "  --out PATH        HDF5 file (default results/bench-decode.h5)\n"
-            "  -h, --help        this help\n");
+            "  -h, --help        this help\n",
+            BENCH_COPY_MIB, BENCH_COPY_REPEATS, BENCH_COPY_WARMUP);
 }
 
 static int parse(int argc, char **argv, opts *o)
