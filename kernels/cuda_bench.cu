@@ -463,24 +463,6 @@ ckv_status gemm_args(const ckv_gemm_case *c, ckv_error *err)
     return CKV_OK;
 }
 
-// Compares dst with src at 64 places spread evenly over the buffers, 4 KiB
-// each, the first at their start and the last at their end, on the host.
-ckv_status copy_matches(const void *src, const void *dst, size_t bytes, bool *same,
-                               ckv_error *err)
-{
-    enum { PLACES = 64, SPAN = 4096 };
-    const size_t span = bytes < (size_t)SPAN ? bytes : (size_t)SPAN;
-    char a[SPAN], c[SPAN];
-    *same = true;
-    for (int i = 0; i < PLACES && *same; i++) {
-        const size_t at = (bytes - span) * i / (PLACES - 1) / 4 * 4;
-        CKV_CUDA(cudaMemcpy(a, static_cast<const char *>(src) + at, span, cudaMemcpyDeviceToHost));
-        CKV_CUDA(cudaMemcpy(c, static_cast<const char *>(dst) + at, span, cudaMemcpyDeviceToHost));
-        *same = !memcmp(a, c, span);
-    }
-    return CKV_OK;
-}
-
 }  // namespace
 
 static ckv_status bench_setup(ckv_bench_gpu *b, ckv_error *err)
@@ -596,6 +578,22 @@ extern "C" ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, i
     return st;
 }
 
+extern "C" ckv_status ckv_bench_same_sampled(const void *a, const void *b, size_t bytes,
+                                             bool *same, ckv_error *err)
+{
+    enum { PLACES = 64, SPAN = 4096 };
+    const size_t span = bytes < (size_t)SPAN ? bytes : (size_t)SPAN;
+    char x[SPAN], y[SPAN];
+    *same = true;
+    for (int i = 0; i < PLACES && *same; i++) {
+        const size_t at = (bytes - span) * i / (PLACES - 1) / 4 * 4;
+        CKV_CUDA(cudaMemcpy(x, static_cast<const char *>(a) + at, span, cudaMemcpyDeviceToHost));
+        CKV_CUDA(cudaMemcpy(y, static_cast<const char *>(b) + at, span, cudaMemcpyDeviceToHost));
+        *same = !memcmp(x, y, span);
+    }
+    return CKV_OK;
+}
+
 extern "C" ckv_status ckv_bench_copy_rate(ckv_bench_gpu *b, size_t bytes, int32_t warmup,
                                           int32_t repeats, double *bps, ckv_error *err)
 {
@@ -618,7 +616,7 @@ extern "C" ckv_status ckv_bench_copy_rate(ckv_bench_gpu *b, size_t bytes, int32_
     if (!st && e != cudaSuccess)
         st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: the copy: %s", cudaGetErrorString(e));
     bool same = false;
-    if (!st && !(st = copy_matches(src, dst, bytes, &same, err)) && !same)
+    if (!st && !(st = ckv_bench_same_sampled(src, dst, bytes, &same, err)) && !same)
         st = ckv_errorf(err, CKV_ERR_DEVICE,
                         "bench: a device-to-device copy of %zu bytes does not match its source",
                         bytes);

@@ -82,13 +82,20 @@ ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64
 ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, int32_t warmup,
                           int32_t repeats, uint64_t seed, ckv_bench_timing *t, ckv_error *err);
 
+/* Whether device buffers a and b hold the same `bytes` (a multiple of 4) at
+ * 64 places spread evenly over them, 4 KiB each (the whole of a smaller
+ * buffer), the first at their start and the last at their end: the copy
+ * rate's check, compared on the host. */
+ckv_status ckv_bench_same_sampled(const void *a, const void *b, size_t bytes, bool *same,
+                                  ckv_error *err);
+
 /* The device's copy bandwidth, the rate the benchmarks' floors and %copy
  * divide by (a kernel that only reads can pass it): bytes read plus bytes
- * written a second by device-to-device
- * copies (cudaMemcpyAsync) of `bytes` of random words, the median of
- * `repeats` back to back after `warmup` (time_runs' b2b form: the copy's own
- * rate, not the host's launch). The destination, poisoned first, is
- * compared with the source at 64 places before anything is timed. */
+ * written a second by device-to-device copies (cudaMemcpyAsync) of `bytes`
+ * of random words, the median of `repeats` back to back after `warmup`
+ * (time_runs' b2b form: the copy's own rate, not the host's launch). The
+ * destination, poisoned first, is compared with the source
+ * (ckv_bench_same_sampled) before anything is timed. */
 ckv_status ckv_bench_copy_rate(ckv_bench_gpu *b, size_t bytes, int32_t warmup, int32_t repeats,
                                double *bps, ckv_error *err);
 

@@ -1112,10 +1112,42 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention_seqs(64, false, 16, 7, 2048, dt);
 }
 
-/* The copy that `ckv bench` measures its ceiling with: its own check of the
- * copied words passes (the call succeeds) and gives a finite, positive rate;
- * a size that is not whole 4-byte words is refused with the rate NaN. No
- * bound on the rate itself: speed belongs in the benchmarks. */
+/* The copy rate's check (ckv_bench_same_sampled) catches a planted
+ * difference: one byte changed at the buffers' start, at their last byte,
+ * or at the 32nd of its 64 places (in buffers of 64 MiB + 12 bytes, which
+ * do not divide evenly), and passes equal buffers. */
+static void check_same_sampled(void)
+{
+    const size_t n = (64u << 20) + 12;
+    const size_t spots[] = {0, n - 1, (n - 4096) * 32 / 63 / 4 * 4 + 2049};
+    char *a = NULL, *b = NULL;
+    bool same = false, ok = cudaMalloc((void **)&a, n) == cudaSuccess &&
+                            cudaMalloc((void **)&b, n) == cudaSuccess;
+    ckv_error e2 = {0};
+    if (ok)
+        ok = !ckv_k_fill_uniform((float *)a, n / 4, -1, 1, 7, NULL, &e2) &&
+             cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice) == cudaSuccess &&
+             !ckv_bench_same_sampled(a, b, n, &same, &e2) && same;
+    for (size_t i = 0; i < sizeof spots / sizeof spots[0] && ok; i++) {
+        unsigned char x;
+        ok = cudaMemcpy(&x, b + spots[i], 1, cudaMemcpyDeviceToHost) == cudaSuccess;
+        x ^= 0x10;
+        ok = ok && cudaMemcpy(b + spots[i], &x, 1, cudaMemcpyHostToDevice) == cudaSuccess &&
+             !ckv_bench_same_sampled(a, b, n, &same, &e2) && !same;
+        x ^= 0x10;
+        ok = ok && cudaMemcpy(b + spots[i], &x, 1, cudaMemcpyHostToDevice) == cudaSuccess;
+    }
+    report("copy check: equal buffers pass, a byte changed at 3 sampled spots fails",
+           ok ? 0.0 : 1.0, 0.0);
+    cudaFree(a);
+    cudaFree(b);
+}
+
+/* The copy that `ckv bench` measures its rate with: the call, whose check
+ * (ckv_bench_same_sampled, above) compares the copy with its source,
+ * succeeds and gives a finite, positive rate; a size that is not whole
+ * 4-byte words is refused with the rate NaN. No bound on the rate itself:
+ * speed belongs in the benchmarks. */
 static void check_copy_rate(void)
 {
     ckv_bench_gpu *b = NULL;
@@ -1124,7 +1156,7 @@ static void check_copy_rate(void)
     ckv_status st = ckv_bench_gpu_create(&b, 0, &e2);
     if (!st)
         st = ckv_bench_copy_rate(b, (64u << 20) + 12, 1, 5, &bps, &e2);
-    report("copy rate: the copy matches, the rate finite and positive",
+    report("copy rate: the copy checked, the rate finite and positive",
            !st && isfinite(bps) && bps > 0 ? 0.0 : 1.0, 0.0);
     if (st)
         printf("  (%s)\n", e2.msg);
@@ -1135,6 +1167,7 @@ static void check_copy_rate(void)
 
 static void check_kernels(void)
 {
+    check_same_sampled();
     check_copy_rate();
     check_embed();
     check_rmsnorm(false, 576, 5);
