@@ -200,7 +200,7 @@ ckv_status ckv_h5_write_file(const char *path, const char *const *attrs, size_t 
     const ckv_status cst = ckv_h5_stream_close(&s, st ? "failed" : "complete", &close_err);
     if (!st && cst)
         *err = close_err;
-    if ((st || cst) && s.rows)
-        unlink(s.part);
+    if (st || cst)
+        unlink(s.part);  /* a one-shot file is whole or absent (close keeps rows) */
     return st ? st : cst;
 }
