@@ -4,9 +4,10 @@
 // selection of the top m + 1, or a stable segmented sort where m is
 // large), and the merge (cuda_compact.cu). CPU twins:
 // round_list and ckv_csm_partition_chunk in src/policies/centroid.c. The
-// cosines are computed as the CPU computes them (double, in index order;
-// the FP64 tensor cores add each product as its multiply and add do, see
-// csm_best_kernel), so they are equal to the bit and so are the decisions.
+// cosines are computed as the CPU computes them (double; dot products in
+// index order, the FP64 tensor cores adding each product as its multiply and
+// add do, see csm_best_kernel; norms as ckv_norm4 sums them), so they are
+// equal to the bit and so are the decisions.
 // The host knows each round's candidate and merge counts from the lengths
 // alone and uses the CPU's own rate functions. Keys are read as fp32 from
 // either cache type (T: float or ckv_bf16).
@@ -89,16 +90,18 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 // csm_best_kernel: one warp per (list, chunk, tile of up to CSM_TILE
 // sources taken in the chunk's slot order). The warp streams the chunk's
 // destinations in slot order, CSM_TILE at a time, and forms every
-// source-destination dot product and every row's squared norm on the FP64
-// tensor cores: the sources as one 16-row A tile, the destinations as two
-// 8-column B tiles, k-step s taking dimensions 4s .. 4s + 3. A key element
-// is fp32 or bf16, so the product of two is exact in double, and the FP64
-// mma adds its four products one after another, each sum rounded once
-// (ckv_mma_f64): the CPU's acc += a * b in index order, bit for bit. A
-// squared norm is the diagonal of an 8-row tile's product with itself
-// (m8n8k4). The tensor pipe is the walk's busiest unit (run EU: 54% of its
-// cycles); m16n8k4 runs at twice m8n8k4's rate, so the pairs take it (run
-// EQ). The CUDA-core walk before (16 lanes summing 4 x 4 pairs each from
+// source-destination dot product on the FP64 tensor cores: the sources as
+// one 16-row A tile, the destinations as two 8-column B tiles, k-step s
+// taking dimensions 4s .. 4s + 3. A key element is fp32 or bf16, so the
+// product of two is exact in double, and the FP64 mma adds its four
+// products one after another, each sum rounded once (ckv_mma_f64_m16): the
+// CPU's acc += a * b in index order, bit for bit. The tensor pipe is the
+// walk's busiest unit (run EU: 54% of its cycles); m16n8k4 runs at twice
+// m8n8k4's rate, so the pairs take it (run EQ). A lane holds dimensions
+// 4s + t of its rows, so it sums their squares itself, one fused
+// multiply-add each, and the quad adds its four sums as ckv_norm4 does (the
+// norms as diagonals of 8-row self-products took two thirds of the walk's
+// tensor-core instructions). The CUDA-core walk before (16 lanes summing 4 x 4 pairs each from
 // keys staged as doubles in shared memory) was bound by shared memory (run
 // EH).
 //
@@ -230,8 +233,8 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, const Elem *k, size_t lba
         g < nb ? k + (lbase + w->dst[g]) * d : nullptr,
         g + 8 < nb ? k + (lbase + w->dst[g + 8]) * d : nullptr,
     };
-    const bool two_a = ns > 8, two_b = nb > 8;
-    double sq[4][2] = {};
+    const bool two_b = nb > 8;
+    double sq[4] = {0, 0, 0, 0};  // this lane's residue of each row's squares
 #pragma unroll
     for (int32_t j = 0; j < 2; j++)
         dot[j][0] = dot[j][1] = dot[j][2] = dot[j][3] = 0;
@@ -252,27 +255,30 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, const Elem *k, size_t lba
         for (int32_t s = 0; s < 8; s++) {
             const double a0 = e[0][s], a1 = e[1][s], b0 = e[2][s], b1 = e[3][s];
             ckv_mma_f64_m16(dot[0], a0, a1, b0);
-            ckv_mma_f64(sq[2], b0, b0);
-            if (two_b) {
+            if (two_b)
                 ckv_mma_f64_m16(dot[1], a0, a1, b1);
-                ckv_mma_f64(sq[3], b1, b1);
-            }
+            sq[2] = __fma_rn(b0, b0, sq[2]);
+            sq[3] = __fma_rn(b1, b1, sq[3]);
             if (first) {
-                ckv_mma_f64(sq[0], a0, a0);
-                if (two_a)
-                    ckv_mma_f64(sq[1], a1, a1);
+                sq[0] = __fma_rn(a0, a0, sq[0]);
+                sq[1] = __fma_rn(a1, a1, sq[1]);
             }
         }
     }
-    // Element (g, g) of a tile's self product: lane (g, g / 2), index g % 2.
-    if (t == g >> 1) {
-        const bool odd = g & 1;
+    // ckv_norm4's (p_0 + p_1) + (p_2 + p_3): lane t holds p_t, and every
+    // lane of the quad ends with the same bits (an addition commutes).
+#pragma unroll
+    for (int32_t r = 0; r < 4; r++) {
+        sq[r] += __shfl_xor_sync(0xffffffffu, sq[r], 1);
+        sq[r] += __shfl_xor_sync(0xffffffffu, sq[r], 2);
+    }
+    if (t == 0) {
         if (first) {
-            w->na[g] = sqrt(odd ? sq[0][1] : sq[0][0]);
-            w->na[g + 8] = sqrt(odd ? sq[1][1] : sq[1][0]);
+            w->na[g] = sqrt(sq[0]);
+            w->na[g + 8] = sqrt(sq[1]);
         }
-        w->nb[g] = sqrt(odd ? sq[2][1] : sq[2][0]);
-        w->nb[g + 8] = sqrt(odd ? sq[3][1] : sq[3][0]);
+        w->nb[g] = sqrt(sq[2]);
+        w->nb[g + 8] = sqrt(sq[3]);
     }
     __syncwarp();
 }

@@ -2,7 +2,7 @@
 // products on mma.sync (cuda_attention_prefill.cu,
 // cuda_attention_decode_mma.cu, cuda_gemv.cu; the FP64 product:
 // cuda_csm.cu): the bf16 m16n8k16 product, bf16 pairs as one register,
-// ldmatrix, the FP64 m8n8k4 and m16n8k4 products, the s8 m16n8k16 product
+// ldmatrix, the FP64 m16n8k4 product, the s8 m16n8k16 product
 // (cuda_kmeans.cu's own pass), and the log2 units the softmaxes use
 // (scores times log2 e so that exp is exp2; a max goes out times ln 2).
 //
@@ -37,27 +37,18 @@ __device__ __forceinline__ void ckv_mma_bf16(float (&d)[4], uint32_t a0, uint32_
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// d += A B, one m8n8k4 FP64 step: A 8x4 (row; lane 4g + t holds (g, t)),
-// B 4x8 (col; (t, g)), C/D 8x8 ((g, 2t), (g, 2t + 1)). Each element of D is
-// its C plus the four products added one after another in k order, each sum
-// rounded once to nearest: a chain of fma(a_k, b_k, acc). The PTX ISA does
-// not say so; on the H200 every FP64 shape did so bit for bit (runs EK, EQ:
-// 2-4M sums of 128 products a shape and exponent range, with exponents
-// spread up to 2^-120 .. 2^120, where another order or a single rounding of
-// the four changed 14-78% of them in a CPU emulation of the same data).
+// d += A B, one m16n8k4 FP64 step (sm_90): A 16x4 (lane 4g + t holds (g,
+// t) in a0 and (g + 8, t) in a1), B 4x8 ((t, g)), C/D 16x8 ((g, 2t), (g,
+// 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)). Each element of D is its C plus
+// the four products added one after another in k order, each sum rounded
+// once to nearest: a chain of fma(a_k, b_k, acc). The PTX ISA does not say
+// so; on the H200 every FP64 shape did so bit for bit (runs EK, EQ: 2-4M
+// sums of 128 products a shape and exponent range, with exponents spread up
+// to 2^-120 .. 2^120, where another order or a single rounding of the four
+// changed 14-78% of them in a CPU emulation of the same data). It runs at
+// twice m8n8k4's rate: 126 multiply-adds a cycle an SM against 64 (run EQ).
 // tests/gpu/policy_parity.c checks CentroidKV's cosines, which rest on it,
 // against the CPU's bit for bit.
-__device__ __forceinline__ void ckv_mma_f64(double (&d)[2], double a, double b)
-{
-    asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-        : "+d"(d[0]), "+d"(d[1])
-        : "d"(a), "d"(b));
-}
-
-// The same for m16n8k4 (sm_90): A 16x4 (lane 4g + t holds (g, t) in a0 and
-// (g + 8, t) in a1), B 4x8 ((t, g)), C/D 16x8 ((g, 2t), (g, 2t + 1), (g +
-// 8, 2t), (g + 8, 2t + 1)). The same order of additions, at twice
-// m8n8k4's rate: 126 multiply-adds a cycle an SM against 64 (run EQ).
 __device__ __forceinline__ void ckv_mma_f64_m16(double (&d)[4], double a0, double a1, double b)
 {
     asm("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, "

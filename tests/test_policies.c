@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "policies/csm.h"
+#include "policies/list.h"
 #include "policies/policies.h"
 #include "policy.h"
 #include "splitmix.h"
@@ -190,6 +191,33 @@ Test(csm, schedule_rates_and_merge_counts)
 }
 
 /* ---- the seeded generator and the partitions ---- */
+
+/* The two norms' orders, by hand: 1 and sixteen squares of 2^-27 at the
+ * dimensions 1, 5, ..., 61. In index order each 2^-54 falls under half an
+ * ulp of 1 and is lost: the norm is 1. Summed by residue (ckv_norm4, as
+ * CentroidKV's GPU walk sums), they make p_1 = 2^-50 first, and (1 + 2^-50)
+ * has the root 1 + 2^-51 (its error under 2^-100, far under half an ulp). */
+Test(csm, norm4_sums_by_residue)
+{
+    float a[64] = {0};
+    a[0] = 1.0f;
+    for (int i = 1; i < 64; i += 4)
+        a[i] = ldexpf(1.0f, -27);
+    cr_assert_eq(ckv_norm(a, 64), 1.0);
+    cr_assert_eq(ckv_norm4(a, 64), 1.0 + ldexp(1.0, -51));
+    /* The grouping (p_0 + p_1) + (p_2 + p_3), by hand: p_0 = 1, p_1 = 2^-52,
+     * p_2 = p_3 = 2^-54. 1 + 2^-52 is exact; adding 2^-53 is a tie that
+     * rounds to even, 1 + 2^-51, whose root is 1 + 2^-52. Grouped (p_0 +
+     * p_2) + (p_1 + p_3), summed in a chain, or in index order, every 2^-54
+     * and then the 2^-52 + 2^-54 round away: 1. */
+    const float c[8] = {1, 0, 0, 0, 0, ldexpf(1.0f, -26), ldexpf(1.0f, -27), ldexpf(1.0f, -27)};
+    cr_assert_eq(ckv_norm4(c, 8), 1.0 + ldexp(1.0, -52));
+    cr_assert_eq(ckv_norm(c, 8), 1.0);
+    /* A head_dim that is not a multiple of 4 takes every element once. */
+    const float b[5] = {3, 0, 0, 0, 4};
+    cr_assert_eq(ckv_norm4(b, 5), 5.0);
+    cr_assert_eq(ckv_norm4(b, 1), 3.0);
+}
 
 Test(csm, splitmix64_known_sequences)
 {

@@ -12,6 +12,14 @@ double ckv_norm(const float *a, int32_t d)
     return sqrt(s);
 }
 
+double ckv_norm4(const float *a, int32_t d)
+{
+    double p[4] = {0, 0, 0, 0};
+    for (int32_t i = 0; i < d; i++)
+        p[i % 4] += (double)a[i] * a[i];
+    return sqrt((p[0] + p[1]) + (p[2] + p[3]));
+}
+
 static int cmp_ranked(const void *x, const void *y)
 {
     const ckv_ranked *a = x, *b = y;

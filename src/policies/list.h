@@ -10,9 +10,18 @@
 #include "cache.h"
 #include "status.h"
 
-/* Euclidean norm in double. Cosines use it with the contract's rule: a key
- * whose norm is below 1e-30 has cosine 0 with anything. */
+/* Euclidean norm in double, its squares summed in index order (K-Means's,
+ * which its GPU kernels match bit for bit). Cosines use a norm with the
+ * contract's rule: a key whose norm is below 1e-30 has cosine 0 with
+ * anything. */
 double ckv_norm(const float *a, int32_t d);
+/* The same norm with its squares summed as CentroidKV's GPU walk sums them
+ * (cuda_csm.cu), so that its cosines are the CPU's bit for bit: four partial
+ * sums, p_j over the dimensions i = j mod 4 in index order, then (p_0 + p_1)
+ * + (p_2 + p_3). The walk's lanes each hold one residue, so the squares cost
+ * one fused multiply-add an element there instead of two thirds of its
+ * tensor-core instructions (the diagonals of 8-row self-products). */
+double ckv_norm4(const float *a, int32_t d);
 
 /* A (score, slot) pair for ranking. */
 typedef struct {

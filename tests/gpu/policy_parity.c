@@ -756,11 +756,31 @@ static void bench(int repeats, int first, int last)
     }
 }
 
+/* A key's norm with its squares summed as src/policies/list.c's ckv_norm4
+ * says: four partial sums over the dimensions of each residue mod 4, in
+ * index order, then (p_0 + p_1) + (p_2 + p_3). Written out here from that
+ * definition, not called, so that the check does not rest on the code it
+ * checks. */
+static double norm4(const float *a, int32_t d)
+{
+    double p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+    for (int32_t i = 0; i < d; i += 4) {
+        p0 += (double)a[i] * a[i];
+        if (i + 1 < d)
+            p1 += (double)a[i + 1] * a[i + 1];
+        if (i + 2 < d)
+            p2 += (double)a[i + 2] * a[i + 2];
+        if (i + 3 < d)
+            p3 += (double)a[i + 3] * a[i + 3];
+    }
+    return sqrt((p0 + p1) + (p2 + p3));
+}
+
 /* CentroidKV's cosines bit for bit: the GPU walk (ckv_gpu_csm_best) against
  * policies.md's definition computed here, one list of T keys (the
  * alternating partition, sinks 3, recent 5): a cosine is the double sum of
- * the products in index order over the product of the two norms (each a
- * sum of squares in index order), 0 where a norm is below 1e-30, and the
+ * the products in index order over the product of the two norms (each as
+ * norm4 sums its squares), 0 where a norm is below 1e-30, and the
  * best destination the first in slot order with the highest cosine, its
  * gap the best cosine less the second best (the multiset's: a tie gives
  * 0). The GPU forms its sums on FP64 tensor cores (kernels/cuda_mma.cuh),
@@ -800,18 +820,14 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
             const int32_t a = c0 + oa;
             const float *ka = k + (size_t)a * d;
             int32_t best = -1;
-            double bs = 0, second = -INFINITY, na = 0;
-            for (int32_t i = 0; i < d; i++)
-                na += (double)ka[i] * ka[i];
-            na = sqrt(na);
+            double bs = 0, second = -INFINITY;
+            const double na = norm4(ka, d);
             for (int32_t ob = 1; ob < L; ob += 2) {
                 const float *kb = k + (size_t)(c0 + ob) * d;
-                double nb = 0, dot = 0, sim = 0;
-                for (int32_t i = 0; i < d; i++) {
-                    nb += (double)kb[i] * kb[i];
+                const double nb = norm4(kb, d);
+                double dot = 0, sim = 0;
+                for (int32_t i = 0; i < d; i++)
                     dot += (double)ka[i] * kb[i];
-                }
-                nb = sqrt(nb);
                 if (na >= 1e-30 && nb >= 1e-30)
                     sim = dot / (na * nb);
                 if (best < 0 || sim > bs) {
@@ -1615,8 +1631,10 @@ int main(int argc, char **argv)
            "budget", "lists", "slotdif", "diff/near", "max err", "GPU ms", "CPU ms", "result");
     for (int t = first; t <= last; t++) {
         kv_dtype = (ckv_kv_dtype)t;
-        static const int32_t dims[] = {128, 64, 66}, chunks[] = {32, 7, 100, 2};
-        for (int i = 0; i < 3; i++)
+        /* 80: the aligned loads with a partial last slab; 67: a head_dim of
+         * residue 3 mod 4 (the norms' lanes end unevenly). */
+        static const int32_t dims[] = {128, 64, 66, 80, 67}, chunks[] = {32, 7, 100, 2};
+        for (int i = 0; i < 5; i++)
             for (int j = 0; j < 4; j++)
                 for (int wide = 0; wide < 2; wide++)
                     check_csm_walk(dims[i], chunks[j], wide, (uint64_t)(1 + 8 * i + 2 * j + wide));
