@@ -4,10 +4,10 @@
 // selection of the top m + 1, or a stable segmented sort where m is
 // large), and the merge (cuda_compact.cu). CPU twins:
 // round_list and ckv_csm_partition_chunk in src/policies/centroid.c. The
-// cosines are computed as the CPU computes them (double; dot products in
-// index order, the FP64 tensor cores adding each product as its multiply and
-// add do, see csm_best_kernel; norms as ckv_norm4 sums them), so they are
-// equal to the bit and so are the decisions.
+// cosines are computed as the CPU computes them (double, in the order of
+// ckv_csm_dot and ckv_csm_norm; the FP64 tensor cores add each product as a
+// multiply and add do, see csm_best_kernel), so they are equal to the bit
+// and so are the decisions.
 // The host knows each round's candidate and merge counts from the lengths
 // alone and uses the CPU's own rate functions. Keys are read as fp32 from
 // either cache type (T: float or ckv_bf16).
@@ -91,26 +91,28 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 // sources taken in the chunk's slot order). The warp streams the chunk's
 // destinations in slot order, CSM_TILE at a time, and forms every
 // source-destination dot product on the FP64 tensor cores: the sources as
-// one 16-row A tile, the destinations as two 8-column B tiles, k-step s
-// taking dimensions 4s .. 4s + 3. A key element is fp32 or bf16, so the
-// product of two is exact in double, and the FP64 mma adds its four
-// products one after another, each sum rounded once (ckv_mma_f64_m16): the
-// CPU's acc += a * b in index order, bit for bit. The tensor pipe is the
+// one 16-row A tile, the destinations as two 8-column B tiles. A key element
+// is fp32 or bf16, so the product of two is exact in double, and the FP64
+// mma adds its four products one after another, each sum rounded once
+// (ckv_mma_f64_m16), as the CPU's acc += a * b does. The tensor pipe was the
 // walk's busiest unit (run EU: 54% of its cycles); m16n8k4 runs at twice
-// m8n8k4's rate, so the pairs take it (run EQ). A lane holds dimensions
-// 4s + t of its rows, so it sums their squares itself, one fused
-// multiply-add each, and the quad adds its four sums as ckv_norm4 does (the
-// norms as diagonals of 8-row self-products took two thirds of the walk's
-// tensor-core instructions). The CUDA-core walk before (16 lanes summing 4 x 4 pairs each from
-// keys staged as doubles in shared memory) was bound by shared memory (run
-// EH).
+// m8n8k4's rate, so the pairs take it (run EQ).
 //
-// Loads: lane 4g + t (fragment row g, k-place t) needs dimension 4s + t of
-// its rows at k-step s. It loads dimensions 8t .. 8t + 7 of each 32-wide
-// slab (k-steps 2t and 2t + 1) of sources g, g + 8 and destinations g,
-// g + 8 in 16-byte pieces (element by element where rows are not 16-byte
-// aligned), and the quad exchanges them by shuffles (csm_quad_transpose).
-// The next slab's pieces are loaded before this slab's products.
+// Loads: lane 4g + t (fragment row g, k-place t) loads dimensions 8t ..
+// 8t + 7 of each 32-wide slab of sources g, g + 8 and destinations g, g + 8
+// in 16-byte pieces (element by element where rows are not 16-byte
+// aligned), and gives its element s to k-step s as it is: k-step s adds
+// dimensions s, 8 + s, 16 + s, 24 + s of the slab, which is ckv_csm_dot's
+// order. (Until the seventieth session the quad exchanged its pieces by
+// shuffles so that k-step s took dimensions 4s .. 4s + 3, index order: a
+// quarter of the walk's instructions.) The same lane sums the squares of
+// its dimensions, one fused multiply-add each, and the quad adds its four
+// sums as ckv_csm_norm does (the norms as diagonals of 8-row self-products
+// took two thirds of the walk's tensor-core instructions, until the
+// sixty-ninth session). The next slab's pieces are loaded before this
+// slab's products. The CUDA-core walk before (16 lanes summing 4 x 4 pairs
+// each from keys staged as doubles in shared memory) was bound by shared
+// memory (run EH).
 //
 // Each lane then scans its destination columns of its two sources in slot
 // order, as the CPU walks a chunk, and the quad folds the four lanes'
@@ -163,58 +165,25 @@ __device__ static inline void csm_load(uint4 (&pc)[csm_piece<Elem>::PER_ROW], co
     }
 }
 
-// out[p] = the word that lane p of this lane's quad holds as its m[t] (t:
-// this lane's place): a 4 x 4 transpose of words by three xor shuffles.
-// Round r receives from lane t ^ r the word that lane keeps for lane t.
-__device__ static inline void csm_quad_transpose(const uint32_t (&m)[4], int32_t t,
-                                                 uint32_t (&out)[4])
+// This lane's elements of one row's slab, dimension 8t + s of the slab at
+// e[s], from its own pieces as loaded: bf16 word k holds dimensions 2k (low
+// half) and 2k + 1; fp32 one word a dimension.
+__device__ static inline void csm_slab_row(const uint4 (&pc)[1], float (&e)[8])
 {
-    uint32_t q[4];
+    const uint32_t w[4] = {pc[0].x, pc[0].y, pc[0].z, pc[0].w};
 #pragma unroll
-    for (int32_t r = 0; r < 4; r++) {
-        const int32_t k = t ^ r;
-        const uint32_t lo = k & 1 ? m[1] : m[0], hi = k & 1 ? m[3] : m[2];
-        const uint32_t send = k & 2 ? hi : lo;
-        q[r] = r ? __shfl_xor_sync(0xffffffffu, send, r) : send;
-    }
-    const bool s1 = t & 1, s2 = t & 2;  // out[p] = q[p ^ t]
-    const uint32_t u0 = s1 ? q[1] : q[0], u1 = s1 ? q[0] : q[1];
-    const uint32_t u2 = s1 ? q[3] : q[2], u3 = s1 ? q[2] : q[3];
-    out[0] = s2 ? u2 : u0;
-    out[1] = s2 ? u3 : u1;
-    out[2] = s2 ? u0 : u2;
-    out[3] = s2 ? u1 : u3;
-}
-
-// This lane's elements of one row's slab, dimension 4s + t of the slab at
-// e[s], from the quad's pieces (lane t' loaded dimensions 8t' .. 8t' + 7:
-// k-steps 2t' and 2t' + 1). bf16: word k of a piece pairs dimensions k and
-// 4 + k (place k of both k-steps); fp32: one word a dimension.
-__device__ static inline void csm_slab_row(const uint4 (&pc)[1], int32_t t, float (&e)[8])
-{
-    const uint4 v = pc[0];
-    const uint32_t m[4] = {__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632),
-                           __byte_perm(v.y, v.w, 0x5410), __byte_perm(v.y, v.w, 0x7632)};
-    uint32_t w[4];
-    csm_quad_transpose(m, t, w);
-#pragma unroll
-    for (int32_t p = 0; p < 4; p++) {
-        e[2 * p] = __uint_as_float(w[p] << 16);
-        e[2 * p + 1] = __uint_as_float(w[p] & 0xffff0000u);
+    for (int32_t k = 0; k < 4; k++) {
+        e[2 * k] = __uint_as_float(w[k] << 16);
+        e[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
     }
 }
-__device__ static inline void csm_slab_row(const uint4 (&pc)[2], int32_t t, float (&e)[8])
+__device__ static inline void csm_slab_row(const uint4 (&pc)[2], float (&e)[8])
 {
-    const uint32_t m0[4] = {pc[0].x, pc[0].y, pc[0].z, pc[0].w};
-    const uint32_t m1[4] = {pc[1].x, pc[1].y, pc[1].z, pc[1].w};
-    uint32_t w0[4], w1[4];
-    csm_quad_transpose(m0, t, w0);
-    csm_quad_transpose(m1, t, w1);
+    const uint4 a = pc[0], b = pc[1];
+    const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-    for (int32_t p = 0; p < 4; p++) {
-        e[2 * p] = __uint_as_float(w0[p]);
-        e[2 * p + 1] = __uint_as_float(w1[p]);
-    }
+    for (int32_t k = 0; k < 8; k++)
+        e[k] = __uint_as_float(w[k]);
 }
 
 // The warp's dot products of its ns sources with the nb staged
@@ -246,7 +215,7 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, const Elem *k, size_t lba
         float e[4][8];
 #pragma unroll
         for (int32_t r = 0; r < 4; r++)
-            csm_slab_row(pc[r], t, e[r]);
+            csm_slab_row(pc[r], e[r]);
         if (i0 + CSM_SLAB < d)
 #pragma unroll
             for (int32_t r = 0; r < 4; r++)
@@ -265,7 +234,7 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, const Elem *k, size_t lba
             }
         }
     }
-    // ckv_norm4's (p_0 + p_1) + (p_2 + p_3): lane t holds p_t, and every
+    // ckv_csm_norm's (p_0 + p_1) + (p_2 + p_3): lane t holds p_t, and every
     // lane of the quad ends with the same bits (an addition commutes).
 #pragma unroll
     for (int32_t r = 0; r < 4; r++) {

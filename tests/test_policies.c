@@ -192,31 +192,64 @@ Test(csm, schedule_rates_and_merge_counts)
 
 /* ---- the seeded generator and the partitions ---- */
 
-/* The two norms' orders, by hand: 1 and sixteen squares of 2^-27 at the
- * dimensions 1, 5, ..., 61. In index order each 2^-54 falls under half an
- * ulp of 1 and is lost: the norm is 1. Summed by residue (ckv_norm4, as
- * CentroidKV's GPU walk sums), they make p_1 = 2^-50 first, and (1 + 2^-50)
- * has the root 1 + 2^-51 (its error under 2^-100, far under half an ulp). */
-Test(csm, norm4_sums_by_residue)
+/* CentroidKV's orders, by hand (list.h): each 32 dimensions' products or
+ * squares taken by octets, not in index order. */
+Test(csm, dot_adds_by_octet)
 {
+    /* Products 1 at dimension 1 and 2^-53 at 8 and 16. In index order each
+     * 2^-53 comes after the 1, is a tie at half an ulp of 1 and rounds to
+     * even: 1. ckv_csm_dot adds dimensions 0, 8, 16, 24 first, so the two
+     * make 2^-52 before the 1 comes: 1 + 2^-52, exact. */
+    float a[40] = {0}, b[40] = {0};
+    a[1] = b[1] = 1;
+    a[8] = a[16] = ldexpf(1.0f, -27);
+    b[8] = b[16] = ldexpf(1.0f, -26);
+    double index = 0;
+    for (int i = 0; i < 40; i++)
+        index += (double)a[i] * b[i];
+    cr_assert_eq(index, 1.0);
+    cr_assert_eq(ckv_csm_dot(a, b, 40), 1.0 + ldexp(1.0, -52));
+    cr_assert_eq(ckv_csm_dot(b, a, 40), 1.0 + ldexp(1.0, -52));
+    /* A head_dim ends a slab early: at 17 the 2^-53 at 16 still comes
+     * before the 1, at 16 it is left out and the one at 8 alone is lost. */
+    cr_assert_eq(ckv_csm_dot(a, b, 17), 1.0 + ldexp(1.0, -52));
+    cr_assert_eq(ckv_csm_dot(a, b, 16), 1.0);
+}
+
+Test(csm, norm_sums_by_octet)
+{
+    /* 1 at dimension 0 and eight squares of 2^-27 at 8 .. 15. In index
+     * order each 2^-54 falls under half an ulp of 1 and is lost: the norm is
+     * 1. By octets p_1 = 2^-51 first, and 1 + 2^-51 has the root 1 + 2^-52
+     * (its error under 2^-104, far under half an ulp). */
     float a[64] = {0};
     a[0] = 1.0f;
-    for (int i = 1; i < 64; i += 4)
+    for (int i = 8; i < 16; i++)
         a[i] = ldexpf(1.0f, -27);
     cr_assert_eq(ckv_norm(a, 64), 1.0);
-    cr_assert_eq(ckv_norm4(a, 64), 1.0 + ldexp(1.0, -51));
-    /* The grouping (p_0 + p_1) + (p_2 + p_3), by hand: p_0 = 1, p_1 = 2^-52,
+    cr_assert_eq(ckv_csm_norm(a, 64), 1.0 + ldexp(1.0, -52));
+    /* The same squares at 4 .. 11 are split between octets 0 and 1: p_0 =
+     * 1 + 4 x 2^-54 loses them, p_1 = 2^-52, and 1 + 2^-52 has the root 1. */
+    float m[64] = {0};
+    m[0] = 1.0f;
+    for (int i = 4; i < 12; i++)
+        m[i] = ldexpf(1.0f, -27);
+    cr_assert_eq(ckv_csm_norm(m, 64), 1.0);
+    /* The grouping (p_0 + p_1) + (p_2 + p_3): p_0 = 1, p_1 = 2^-52,
      * p_2 = p_3 = 2^-54. 1 + 2^-52 is exact; adding 2^-53 is a tie that
-     * rounds to even, 1 + 2^-51, whose root is 1 + 2^-52. Grouped (p_0 +
-     * p_2) + (p_1 + p_3), summed in a chain, or in index order, every 2^-54
-     * and then the 2^-52 + 2^-54 round away: 1. */
-    const float c[8] = {1, 0, 0, 0, 0, ldexpf(1.0f, -26), ldexpf(1.0f, -27), ldexpf(1.0f, -27)};
-    cr_assert_eq(ckv_norm4(c, 8), 1.0 + ldexp(1.0, -52));
-    cr_assert_eq(ckv_norm(c, 8), 1.0);
-    /* A head_dim that is not a multiple of 4 takes every element once. */
+     * rounds to even, 1 + 2^-51, whose root is 1 + 2^-52. Summed in a chain,
+     * or in index order, every 2^-54 rounds away from 1 + 2^-52, whose root
+     * is 1. */
+    float c[32] = {0};
+    c[0] = 1;
+    c[8] = ldexpf(1.0f, -26);
+    c[16] = c[24] = ldexpf(1.0f, -27);
+    cr_assert_eq(ckv_csm_norm(c, 32), 1.0 + ldexp(1.0, -52));
+    cr_assert_eq(ckv_norm(c, 32), 1.0);
+    /* A head_dim under 8 is one octet: every element once. */
     const float b[5] = {3, 0, 0, 0, 4};
-    cr_assert_eq(ckv_norm4(b, 5), 5.0);
-    cr_assert_eq(ckv_norm4(b, 1), 3.0);
+    cr_assert_eq(ckv_csm_norm(b, 5), 5.0);
+    cr_assert_eq(ckv_csm_norm(b, 1), 3.0);
 }
 
 Test(csm, splitmix64_known_sequences)

@@ -111,7 +111,7 @@ static ckv_status round_list(const ckv_policy *p, ckv_cache *c, int32_t l, int32
     int32_t sinks = (int32_t)p->p[P_SINKS], recent = (int32_t)p->p[P_RECENT];
     int32_t C = (int32_t)p->p[P_CHUNK], end = T - recent, nc = 0;
     for (int32_t t = sinks; t < end; t++)
-        s->norm[t] = ckv_norm4(ckv_cache_key(c, l, h, t), d);
+        s->norm[t] = ckv_csm_norm(ckv_cache_key(c, l, h, t), d);
     for (int32_t c0 = sinks, chunk = 0; c0 < end; c0 += C, chunk++) {
         int32_t L = end - c0 < C ? end - c0 : C;
         ckv_csm_partition_chunk((ckv_csm_partition)p->p[P_PARTITION], (uint64_t)p->p[P_SEED],
@@ -128,10 +128,8 @@ static ckv_status round_list(const ckv_policy *p, ckv_cache *c, int32_t l, int32
                 int32_t b = c0 + ob;
                 double sim = 0;
                 if (s->norm[a] >= 1e-30 && s->norm[b] >= 1e-30) {
-                    const float *kb = ckv_cache_key(c, l, h, b);
-                    for (int32_t i = 0; i < d; i++)
-                        sim += (double)ka[i] * kb[i];
-                    sim /= s->norm[a] * s->norm[b];
+                    sim = ckv_csm_dot(ka, ckv_cache_key(c, l, h, b), d) /
+                          (s->norm[a] * s->norm[b]);
                 }
                 if (best < 0 || sim > bs) {
                     best = b;

@@ -12,11 +12,21 @@ double ckv_norm(const float *a, int32_t d)
     return sqrt(s);
 }
 
-double ckv_norm4(const float *a, int32_t d)
+double ckv_csm_dot(const float *a, const float *b, int32_t d)
+{
+    double s = 0;
+    for (int32_t q = 0; q < d; q += 32)
+        for (int32_t k = 0; k < 8; k++)
+            for (int32_t i = q + k; i < q + 32 && i < d; i += 8)
+                s += (double)a[i] * b[i];
+    return s;
+}
+
+double ckv_csm_norm(const float *a, int32_t d)
 {
     double p[4] = {0, 0, 0, 0};
     for (int32_t i = 0; i < d; i++)
-        p[i % 4] += (double)a[i] * a[i];
+        p[i % 32 / 8] += (double)a[i] * a[i];
     return sqrt((p[0] + p[1]) + (p[2] + p[3]));
 }
 

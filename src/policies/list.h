@@ -15,13 +15,19 @@
  * contract's rule: a key whose norm is below 1e-30 has cosine 0 with
  * anything. */
 double ckv_norm(const float *a, int32_t d);
-/* The same norm with its squares summed as CentroidKV's GPU walk sums them
- * (cuda_csm.cu), so that its cosines are the CPU's bit for bit: four partial
- * sums, p_j over the dimensions i = j mod 4 in index order, then (p_0 + p_1)
- * + (p_2 + p_3). The walk's lanes each hold one residue, so the squares cost
- * one fused multiply-add an element there instead of two thirds of its
- * tensor-core instructions (the diagonals of 8-row self-products). */
-double ckv_norm4(const float *a, int32_t d);
+/* CentroidKV's dot product and norm, their terms added in the order
+ * CentroidKV's GPU walk adds them (cuda_csm.cu), so that its cosines are the
+ * CPU's bit for bit. The walk's lanes each load 8 consecutive dimensions of
+ * every 32 (lane t: 32q + 8t .. 32q + 8t + 7) and feed them to the FP64
+ * tensor cores as they are, with no exchange between lanes:
+ * - ckv_csm_dot adds the products a[i] * b[i] (each exact in double) one at
+ *   a time, for each 32 dimensions 32q in turn, for s = 0 .. 7, over
+ *   i = 32q + s, 32q + 8 + s, 32q + 16 + s, 32q + 24 + s (those under d);
+ * - ckv_csm_norm takes four partial sums of squares, p_t over the dimensions
+ *   i with (i mod 32) / 8 = t in index order, then sqrt((p_0 + p_1) +
+ *   (p_2 + p_3)). */
+double ckv_csm_dot(const float *a, const float *b, int32_t d);
+double ckv_csm_norm(const float *a, int32_t d);
 
 /* A (score, slot) pair for ranking. */
 typedef struct {

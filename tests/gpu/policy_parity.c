@@ -756,31 +756,38 @@ static void bench(int repeats, int first, int last)
     }
 }
 
-/* A key's norm with its squares summed as src/policies/list.c's ckv_norm4
- * says: four partial sums over the dimensions of each residue mod 4, in
- * index order, then (p_0 + p_1) + (p_2 + p_3). Written out here from that
+/* CentroidKV's order (src/policies/list.h), written out here from its
  * definition, not called, so that the check does not rest on the code it
- * checks. */
-static double norm4(const float *a, int32_t d)
+ * checks: a dot product adds, for each 32 dimensions from q and each place
+ * k = 0 .. 7 of an octet, the products at q + k, q + 8 + k, q + 16 + k,
+ * q + 24 + k (those under d); a norm sums the squares of each octet
+ * t = (i mod 32) / 8 in index order, then (p_0 + p_1) + (p_2 + p_3). */
+static double csm_dot(const float *a, const float *b, int32_t d)
 {
-    double p0 = 0, p1 = 0, p2 = 0, p3 = 0;
-    for (int32_t i = 0; i < d; i += 4) {
-        p0 += (double)a[i] * a[i];
-        if (i + 1 < d)
-            p1 += (double)a[i + 1] * a[i + 1];
-        if (i + 2 < d)
-            p2 += (double)a[i + 2] * a[i + 2];
-        if (i + 3 < d)
-            p3 += (double)a[i + 3] * a[i + 3];
-    }
-    return sqrt((p0 + p1) + (p2 + p3));
+    double s = 0;
+    for (int32_t q = 0; q < d; q += 32)
+        for (int32_t k = 0; k < 8; k++)
+            for (int32_t t = 0; t < 4; t++)
+                if (q + 8 * t + k < d)
+                    s += (double)a[q + 8 * t + k] * b[q + 8 * t + k];
+    return s;
+}
+
+static double csm_norm(const float *a, int32_t d)
+{
+    double p[4] = {0, 0, 0, 0};
+    for (int32_t q = 0; q < d; q += 32)
+        for (int32_t t = 0; t < 4; t++)
+            for (int32_t k = 0; k < 8 && q + 8 * t + k < d; k++)
+                p[t] += (double)a[q + 8 * t + k] * a[q + 8 * t + k];
+    return sqrt((p[0] + p[1]) + (p[2] + p[3]));
 }
 
 /* CentroidKV's cosines bit for bit: the GPU walk (ckv_gpu_csm_best) against
  * policies.md's definition computed here, one list of T keys (the
  * alternating partition, sinks 3, recent 5): a cosine is the double sum of
- * the products in index order over the product of the two norms (each as
- * norm4 sums its squares), 0 where a norm is below 1e-30, and the
+ * the products in csm_dot's order over the product of the two norms (each
+ * as csm_norm sums its squares), 0 where a norm is below 1e-30, and the
  * best destination the first in slot order with the highest cosine, its
  * gap the best cosine less the second best (the multiset's: a tie gives
  * 0). The GPU forms its sums on FP64 tensor cores (kernels/cuda_mma.cuh),
@@ -821,13 +828,12 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
             const float *ka = k + (size_t)a * d;
             int32_t best = -1;
             double bs = 0, second = -INFINITY;
-            const double na = norm4(ka, d);
+            const double na = csm_norm(ka, d);
             for (int32_t ob = 1; ob < L; ob += 2) {
                 const float *kb = k + (size_t)(c0 + ob) * d;
-                const double nb = norm4(kb, d);
-                double dot = 0, sim = 0;
-                for (int32_t i = 0; i < d; i++)
-                    dot += (double)ka[i] * kb[i];
+                const double nb = csm_norm(kb, d);
+                const double dot = csm_dot(ka, kb, d);
+                double sim = 0;
                 if (na >= 1e-30 && nb >= 1e-30)
                     sim = dot / (na * nb);
                 if (best < 0 || sim > bs) {
