@@ -14,6 +14,9 @@
 #include <math.h>
 #include <string.h>
 
+#include <type_traits>
+
+#include "cuda_async_copy.cuh"
 #include "cuda_bf16.cuh"
 #include "cuda_check.h"
 #include "cuda_mma.cuh"
@@ -109,8 +112,11 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 // its dimensions, one fused multiply-add each, and the quad adds its four
 // sums as ckv_csm_norm does (the norms as diagonals of 8-row self-products
 // took two thirds of the walk's tensor-core instructions, until the
-// sixty-ninth session). The next slab's pieces are loaded before this
-// slab's products. The CUDA-core walk before (16 lanes summing 4 x 4 pairs
+// sixty-ninth session). A warp's pieces come by cp.async through a ring of
+// slabs (csm_ring), all of a bf16 row of 128 at once; until the seventieth
+// session they came one slab ahead in registers, and a warp waited on four
+// loads a tile (run ET's ring, when the tensor pipe held the walk, gained
+// nothing). The CUDA-core walk before (16 lanes summing 4 x 4 pairs
 // each from keys staged as doubles in shared memory) was bound by shared
 // memory (run EH).
 //
@@ -141,28 +147,41 @@ struct csm_piece {
     static constexpr int PER_ROW = 8 / N;
 };
 
-// Dimensions e0 .. e0 + 7 of a row (zeros past d, and for no row).
+// A warp's slabs in flight: its lanes' pieces of their 4 rows, lane by lane
+// (so each lane reads back only what it copied, and the rows' 16-byte
+// pieces fall in distinct banks), for S slabs: 4 of bf16 keys (a head_dim
+// of 128 whole), 2 of fp32 (64); 8 KB a warp either way.
 template <typename Elem>
-__device__ static inline void csm_load(uint4 (&pc)[csm_piece<Elem>::PER_ROW], const Elem *row,
-                                       int32_t e0, int32_t d, bool aligned)
+struct csm_ring {
+    static constexpr int S = 4 / csm_piece<Elem>::PER_ROW;
+    uint4 pc[S][4][csm_piece<Elem>::PER_ROW][32];
+};
+
+// Dimensions e0 .. e0 + 7 of this lane's 4 rows (zeros past d, and for no
+// row) into a ring slot: by cp.async where rows are 16-byte aligned, else
+// element by element, stored at once.
+template <typename Elem>
+__device__ static inline void csm_issue(uint4 (&slot)[4][csm_piece<Elem>::PER_ROW][32],
+                                        const Elem *const (&row)[4], const Elem *k, int32_t e0,
+                                        int32_t d, bool aligned, int32_t lane)
 {
     typedef csm_piece<Elem> P;
 #pragma unroll
-    for (int32_t j = 0; j < P::PER_ROW; j++) {
-        const int32_t e = e0 + P::N * j;
-        pc[j] = make_uint4(0, 0, 0, 0);
-        if (!row || e >= d)
-            continue;
-        if (aligned) {
-            pc[j] = __ldg(reinterpret_cast<const uint4 *>(row + e));
-        } else {
+    for (int32_t r = 0; r < 4; r++)
+#pragma unroll
+        for (int32_t j = 0; j < P::PER_ROW; j++) {
+            const int32_t e = e0 + P::N * j;
+            const bool in = row[r] && e < d;
+            if (aligned) {
+                ckv_cp_async16(&slot[r][j][lane], in ? row[r] + e : k, in);
+                continue;
+            }
             Elem x[P::N];
 #pragma unroll
             for (int32_t i = 0; i < P::N; i++)
-                x[i] = e + i < d ? row[e + i] : Elem(0);
-            memcpy(&pc[j], x, sizeof x);
+                x[i] = in && e + i < d ? row[r][e + i] : Elem(0);
+            memcpy(&slot[r][j][lane], x, sizeof x);
         }
-    }
 }
 
 // This lane's elements of one row's slab, dimension 8t + s of the slab at
@@ -189,37 +208,52 @@ __device__ static inline void csm_slab_row(const uint4 (&pc)[2], float (&e)[8])
 // The warp's dot products of its ns sources with the nb staged
 // destinations (dot[j][2i + e]: source g + 8i, destination 8j + 2t + e),
 // and the norms of the destinations, and of the sources on the first pass,
-// into w->nb and w->na.
+// into w->nb and w->na. The ring holds the next slabs in flight: a warp
+// waits for its loads once a row of 128 bf16 dimensions (before, one slab
+// ahead in registers, four times).
 template <typename Elem>
-__device__ static void csm_tile_dots(csm_warp_smem *w, const Elem *k, size_t lbase, int32_t d,
-                                     int32_t ns, int32_t nb, bool first, bool aligned,
-                                     int32_t g, int32_t t, double (&dot)[2][4])
+__device__ static void csm_tile_dots(csm_warp_smem *w, csm_ring<Elem> *ring, const Elem *k,
+                                     size_t lbase, int32_t d, int32_t ns, int32_t nb, bool first,
+                                     bool aligned, int32_t g, int32_t t, int32_t lane,
+                                     double (&dot)[2][4])
 {
     typedef csm_piece<Elem> P;
-    const Elem *row[4] = {
+    constexpr int32_t S = csm_ring<Elem>::S;
+    const Elem *const row[4] = {
         g < ns ? k + (lbase + w->src[g]) * d : nullptr,
         g + 8 < ns ? k + (lbase + w->src[g + 8]) * d : nullptr,
         g < nb ? k + (lbase + w->dst[g]) * d : nullptr,
         g + 8 < nb ? k + (lbase + w->dst[g + 8]) * d : nullptr,
     };
     const bool two_b = nb > 8;
-    double sq[4] = {0, 0, 0, 0};  // this lane's residue of each row's squares
+    const int32_t slabs = (d + CSM_SLAB - 1) / CSM_SLAB;
+    double sq[4] = {0, 0, 0, 0};  // this lane's octet of each row's squares
 #pragma unroll
     for (int32_t j = 0; j < 2; j++)
         dot[j][0] = dot[j][1] = dot[j][2] = dot[j][3] = 0;
-    uint4 pc[4][P::PER_ROW];
+    // One commit group a slab, empty past the last, so that waiting for all
+    // but the newest S - 1 groups always means slab q has landed.
 #pragma unroll
-    for (int32_t r = 0; r < 4; r++)
-        csm_load<Elem>(pc[r], row[r], 8 * t, d, aligned);
-    for (int32_t i0 = 0; i0 < d; i0 += CSM_SLAB) {
+    for (int32_t q = 0; q < S; q++) {
+        if (q < slabs)
+            csm_issue<Elem>(ring->pc[q], row, k, q * CSM_SLAB + 8 * t, d, aligned, lane);
+        ckv_cp_async_commit();
+    }
+    for (int32_t q = 0; q < slabs; q++) {
+        ckv_cp_async_wait<S - 1>();
         float e[4][8];
 #pragma unroll
-        for (int32_t r = 0; r < 4; r++)
-            csm_slab_row(pc[r], e[r]);
-        if (i0 + CSM_SLAB < d)
+        for (int32_t r = 0; r < 4; r++) {
+            uint4 pc[P::PER_ROW];
 #pragma unroll
-            for (int32_t r = 0; r < 4; r++)
-                csm_load<Elem>(pc[r], row[r], i0 + CSM_SLAB + 8 * t, d, aligned);
+            for (int32_t j = 0; j < P::PER_ROW; j++)
+                pc[j] = ring->pc[q % S][r][j][lane];
+            csm_slab_row(pc, e[r]);
+        }
+        if (q + S < slabs)
+            csm_issue<Elem>(ring->pc[q % S], row, k, (q + S) * CSM_SLAB + 8 * t, d, aligned,
+                            lane);
+        ckv_cp_async_commit();
 #pragma unroll
         for (int32_t s = 0; s < 8; s++) {
             const double a0 = e[0][s], a1 = e[1][s], b0 = e[2][s], b1 = e[3][s];
@@ -285,6 +319,7 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
                     const int32_t *T, csm_params p, int32_t cap, int32_t d)
 {
     __shared__ csm_warp_smem smem[CSM_WARPS];
+    __shared__ csm_ring<Elem> rings[CSM_WARPS];
     const int32_t lh = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int32_t g = lane >> 2, t = lane & 3;
     csm_warp_smem *w = &smem[warp];
@@ -328,7 +363,8 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
             __syncwarp();
             const int32_t nb = nB - b0 < CSM_TILE ? nB - b0 : CSM_TILE;
             double dot[2][4];
-            csm_tile_dots(w, k, lbase, d, ns, nb, first, aligned, g, t, dot);
+            csm_tile_dots(w, &rings[warp], k, lbase, d, ns, nb, first, aligned, g, t, lane,
+                          dot);
             first = false;
 #pragma unroll
             for (int32_t i = 0; i < 2; i++) {
@@ -379,17 +415,24 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
 }
 
 // csm_best_kernel over `lists` lists of at most max_chunks chunks, keys
-// typed as dt says they are stored.
-static void csm_best_launch(void *k, ckv_kv_dtype dt, const uint8_t *in_a, double *key,
-                            int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
-                            const int32_t *T, const csm_params &cp, int32_t cap, int32_t d,
-                            int32_t lists, int32_t max_chunks, cudaStream_t s)
+// typed as dt says they are stored. Its rings want the largest shared-memory
+// carveout: 4 blocks of 34 KB an SM.
+static cudaError_t csm_best_launch(void *k, ckv_kv_dtype dt, const uint8_t *in_a, double *key,
+                                   int32_t *ival, int32_t *partner, double *gap,
+                                   const int32_t *act, const int32_t *T, const csm_params &cp,
+                                   int32_t cap, int32_t d, int32_t lists, int32_t max_chunks,
+                                   cudaStream_t s)
 {
     const dim3 grid(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS), lists);
+    cudaError_t e = cudaSuccess;
     ckv_pol_kv(dt, k, nullptr, [&](auto *kt, auto *) {
-        csm_best_kernel<<<grid, CSM_WARPS * 32, 0, s>>>(kt, in_a, key, ival, partner, gap, act,
-                                                        T, cp, cap, d);
+        typedef std::remove_pointer_t<decltype(kt)> Elem;
+        e = ckv_allow_smem(csm_best_kernel<Elem>, 0);
+        if (e == cudaSuccess)
+            csm_best_kernel<<<grid, CSM_WARPS * 32, 0, s>>>(kt, in_a, key, ival, partner, gap,
+                                                            act, T, cp, cap, d);
     });
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 // The top m candidates of each list (x: m, y: candidates) merge into their
@@ -469,9 +512,8 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
                 w->in_a, w->perm, x->act, x->T, cp, x->cap);
             CKV_CUDA_LAUNCHED();
         }
-        csm_best_launch(c->k, c->dtype, w->in_a, w->key, w->ival, w->partner, w->gap, x->act,
-                        x->T, cp, x->cap, x->d, x->lists, max_chunks, x->s);
-        CKV_CUDA_LAUNCHED();
+        CKV_CUDA(csm_best_launch(c->k, c->dtype, w->in_a, w->key, w->ival, w->partner, w->gap,
+                                 x->act, x->T, cp, x->cap, x->d, x->lists, max_chunks, x->s));
         // csm_mark reads the top m and the next candidate's key.
         if ((st = max_m + 1 <= CKV_POL_TOP_MAX ? ckv_pol_top_desc(x, x->x, 1, err)
                                                : ckv_pol_sort_desc(x, err)))
@@ -526,9 +568,8 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
         e = cudaMemset(dkey, 0xff, 2 * n * sizeof(double) + 2 * n * sizeof(int32_t));
     if (e == cudaSuccess) {
         csm_init_kernel<<<ckv_pol_blocks(T, 256), 256>>>(dest, in_a, act, act + 1, cp, T);
-        csm_best_launch(k, dt, in_a, dkey, divl, dpart, dgap, act, act + 1, cp, T, d, 1, chunks,
-                        0);
-        e = cudaGetLastError();
+        e = csm_best_launch(k, dt, in_a, dkey, divl, dpart, dgap, act, act + 1, cp, T, d, 1,
+                            chunks, 0);
     }
     if (e == cudaSuccess)
         e = cudaMemcpy(key, dkey, n * sizeof(double), cudaMemcpyDeviceToHost);
