@@ -113,10 +113,10 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 // sums as ckv_csm_norm does (the norms as diagonals of 8-row self-products
 // took two thirds of the walk's tensor-core instructions, until the
 // sixty-ninth session). A warp's pieces come by cp.async through a ring of
-// slabs (csm_ring), all of a bf16 row of 128 at once; until the seventieth
-// session they came one slab ahead in registers, and a warp waited on four
-// loads a tile (run ET's ring, when the tensor pipe held the walk, gained
-// nothing). The CUDA-core walk before (16 lanes summing 4 x 4 pairs
+// slabs (csm_ring): all of a bf16 row of 128 are in flight at once, so the
+// warp's first wait is its only long one; until the seventieth session they
+// came one slab ahead in registers, four loads a tile one after another
+// (run ET's ring, when the tensor pipe held the walk, gained nothing). The CUDA-core walk before (16 lanes summing 4 x 4 pairs
 // each from keys staged as doubles in shared memory) was bound by shared
 // memory (run EH).
 //
@@ -208,9 +208,9 @@ __device__ static inline void csm_slab_row(const uint4 (&pc)[2], float (&e)[8])
 // The warp's dot products of its ns sources with the nb staged
 // destinations (dot[j][2i + e]: source g + 8i, destination 8j + 2t + e),
 // and the norms of the destinations, and of the sources on the first pass,
-// into w->nb and w->na. The ring holds the next slabs in flight: a warp
-// waits for its loads once a row of 128 bf16 dimensions (before, one slab
-// ahead in registers, four times).
+// into w->nb and w->na. The ring holds the next slabs in flight: at a
+// bf16 head_dim of 128 every slab is asked for before the first is waited
+// on (before, one slab ahead in registers, each wait a whole load).
 template <typename Elem>
 __device__ static void csm_tile_dots(csm_warp_smem *w, csm_ring<Elem> *ring, const Elem *k,
                                      size_t lbase, int32_t d, int32_t ns, int32_t nb, bool first,

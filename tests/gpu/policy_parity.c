@@ -784,8 +784,10 @@ static double csm_norm(const float *a, int32_t d)
 }
 
 /* CentroidKV's cosines bit for bit: the GPU walk (ckv_gpu_csm_best) against
- * policies.md's definition computed here, one list of T keys (the
- * alternating partition, sinks 3, recent 5): a cosine is the double sum of
+ * policies.md's definition computed here, in the order of additions that
+ * src/policies/list.h defines (policies.md names only the cosine), one list
+ * of T keys (the alternating partition, sinks 3, recent 5): a cosine is the
+ * double sum of
  * the products in csm_dot's order over the product of the two norms (each
  * as csm_norm sums its squares), 0 where a norm is below 1e-30, and the
  * best destination the first in slot order with the highest cosine, its
@@ -1637,10 +1639,13 @@ int main(int argc, char **argv)
            "budget", "lists", "slotdif", "diff/near", "max err", "GPU ms", "CPU ms", "result");
     for (int t = first; t <= last; t++) {
         kv_dtype = (ckv_kv_dtype)t;
-        /* 80: the aligned loads with a partial last slab; 67: a head_dim of
-         * residue 3 mod 4 (the norms' lanes end unevenly). */
-        static const int32_t dims[] = {128, 64, 66, 80, 67}, chunks[] = {32, 7, 100, 2};
-        for (int i = 0; i < 5; i++)
+        /* 80: the aligned loads with a partial last slab; 67 and 7: rows
+         * copied element by element, 7 under one octet; 68: fp32 lanes whose
+         * second piece lies past the row; 160: more slabs than the ring
+         * holds for either key type, so a slot is filled again. */
+        static const int32_t dims[] = {128, 64, 66, 80, 67, 7, 68, 160},
+                             chunks[] = {32, 7, 100, 2};
+        for (int i = 0; i < 8; i++)
             for (int j = 0; j < 4; j++)
                 for (int wide = 0; wide < 2; wide++)
                     check_csm_walk(dims[i], chunks[j], wide, (uint64_t)(1 + 8 * i + 2 * j + wide));
