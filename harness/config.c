@@ -318,8 +318,14 @@ static ckv_status expand(parse_ctx *x, ckv_sweep_config *c, const policy_entry *
                 ckv_error e2 = {0};
                 if (ckv_policy_set_kv(&p, e->keys[k], v, &e2))
                     return node_error(x, e->vals[k][idx[k]], "%s", e2.msg);
-                used += (size_t)snprintf(params + used, used < sizeof params ? sizeof params - used : 0,
-                                         "%s%s=%s", k ? " " : "", e->keys[k], v);
+                int w = snprintf(params + used, sizeof params - used, "%s%s=%s", k ? " " : "",
+                                 e->keys[k], v);
+                /* Truncated names could collide and hide runs. */
+                if (w < 0 || (size_t)w >= sizeof params - used)
+                    return node_error(x, e->vals[k][idx[k]], "policy %s: parameters longer "
+                                      "than %zu bytes in all", base->ops->name,
+                                      sizeof params - 1);
+                used += (size_t)w;
             }
             const yaml_node_t *at = e->n_budgets ? e->budgets[b] : e->name;
             if (add_run(x, c, &p, e->n_budgets ? scalar(e->budgets[b]) : none, params, at))
@@ -417,9 +423,16 @@ static ckv_status parse_policy(parse_ctx *x, yaml_node_t *m, yaml_node_t *seeds,
             goto done;
         e.keys[e.n_keys++] = "seed";
     }
+    /* Checked before expanding: a few YAML aliases can ask for more runs
+     * than size_t holds, which would wrap the allocation below. */
     size_t add = e.n_budgets ? e.n_budgets : 1;
-    for (size_t k = 0; k < e.n_keys; k++)
+    for (size_t k = 0; k < e.n_keys && add <= CKV_SWEEP_MAX_RUNS; k++)
         add *= e.n_vals[k];
+    if (add > CKV_SWEEP_MAX_RUNS - c->n_runs) {
+        st = node_error(x, e.name, "policy %s: the grid exceeds %d runs", base.ops->name,
+                        CKV_SWEEP_MAX_RUNS);
+        goto done;
+    }
     if (c->n_runs + add > *cap) {
         size_t ncap = (c->n_runs + add) * 2;
         ckv_run_config *r = realloc(c->runs, ncap * sizeof *r);

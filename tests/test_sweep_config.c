@@ -89,6 +89,10 @@ Test(sweep_config, errors_name_line_and_column)
                  "config: key 'mode' given twice (first at line 4)");
     expect_error("policies:\n  - {name: h2o, budgets: [25%], budgets: [50%]}\n", "t.yaml:4:33",
                  "policies: key 'budgets' given twice");
+    char text[1536];
+    snprintf(text, sizeof text, "policies:\n  - name: centroid\n    budgets: [25%%]\n"
+             "    sinks: [%0600d, %0600d]\n", 1, 2);
+    expect_error(text, "t.yaml:6:13", "parameters longer than 511 bytes");
 }
 
 /* Repeated keys inside a ruler source once overran the task and length
@@ -100,6 +104,24 @@ Test(sweep_config, ruler_keys_given_twice)
     cr_assert_neq(parse(&c, "tasks:\n  - ruler: {tasks: [vt], lengths: [512], tasks: [cwe]}\n"
                             "policies: [full]\n", &err), CKV_OK);
     cr_assert(strstr(err.msg, "t.yaml:2:42: ruler: key 'tasks' given twice"), "%s", err.msg);
+    ckv_sweep_config_free(&c);
+}
+
+/* 16 budgets x 16^4 values: more runs than the limit, refused before any
+ * expansion (2^64 runs once wrapped the allocation size to zero). */
+Test(sweep_config, grid_limit)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "%spolicies:\n  - name: centroid\n"
+             "    budgets: &v [1%%, 2%%, 3%%, 4%%, 5%%, 6%%, 7%%, 8%%, 9%%, 10%%, 11%%, 12%%, 13%%,"
+             " 14%%, 15%%, 16%%]\n    chunk: &i [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,"
+             " 16, 17]\n    sinks: *i\n    recent: *i\n    interval: *i\n", tasks);
+    ckv_sweep_config c;
+    ckv_error err = {0};
+    cr_assert_neq(parse(&c, text, &err), CKV_OK);
+    cr_assert(strstr(err.msg, "t.yaml:4:11: policy centroid: the grid exceeds 10000 runs"), "%s",
+              err.msg);
+    cr_assert_eq(c.n_runs, 0);
     ckv_sweep_config_free(&c);
 }
 
