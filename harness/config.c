@@ -92,6 +92,24 @@ static ckv_status dup_str(parse_ctx *x, const char *s, char **out)
     return CKV_OK;
 }
 
+/* libyaml accepts a key twice in one mapping; the readers keep one value
+ * per key, so a repeat is an error rather than a lost (or, for list keys,
+ * overrun) earlier value. Called for each key as the reader reaches it:
+ * readers stop at the first unknown key, so this stays quadratic only in
+ * the handful of known ones. */
+static ckv_status repeated_key(parse_ctx *x, const yaml_node_t *m, const yaml_node_pair_t *p,
+                               const char *what)
+{
+    const yaml_node_t *k = node(x, p->key);
+    for (const yaml_node_pair_t *q = m->data.mapping.pairs.start; q < p; q++) {
+        const yaml_node_t *kq = node(x, q->key);
+        if (scalar(kq) && !strcmp(scalar(kq), scalar(k)))
+            return node_error(x, k, "%s: key '%s' given twice (first at line %zu)", what,
+                              scalar(k), kq->start_mark.line + 1);
+    }
+    return CKV_OK;
+}
+
 /* A scalar or a sequence of scalars, as node pointers. */
 static ckv_status values(parse_ctx *x, yaml_node_t *n, const char *what, yaml_node_t ***out,
                          size_t *count)
@@ -134,6 +152,8 @@ static ckv_status parse_ruler(parse_ctx *x, yaml_node_t *m, ckv_task_source *s)
         long long iv;
         if (!key)
             return node_error(x, k, "ruler: expected a key");
+        if (repeated_key(x, m, p, "ruler"))
+            return x->err->status;
         if (!strcmp(key, "tasks")) {
             if (values(x, v, "ruler tasks", &vals, &n))
                 return x->err->status;
@@ -154,7 +174,11 @@ static ckv_status parse_ruler(parse_ctx *x, yaml_node_t *m, ckv_task_source *s)
                     free(vals);
                     return st;
                 }
-                s->ruler_tasks[s->n_ruler_tasks++] = strdup(t);
+                if (dup_str(x, t, &s->ruler_tasks[s->n_ruler_tasks])) {
+                    free(vals);
+                    return x->err->status;
+                }
+                s->n_ruler_tasks++;
             }
             free(vals);
         } else if (!strcmp(key, "lengths")) {
@@ -294,8 +318,14 @@ static ckv_status expand(parse_ctx *x, ckv_sweep_config *c, const policy_entry *
                 ckv_error e2 = {0};
                 if (ckv_policy_set_kv(&p, e->keys[k], v, &e2))
                     return node_error(x, e->vals[k][idx[k]], "%s", e2.msg);
-                used += (size_t)snprintf(params + used, used < sizeof params ? sizeof params - used : 0,
-                                         "%s%s=%s", k ? " " : "", e->keys[k], v);
+                int w = snprintf(params + used, sizeof params - used, "%s%s=%s", k ? " " : "",
+                                 e->keys[k], v);
+                /* Truncated names could collide and hide runs. */
+                if (w < 0 || (size_t)w >= sizeof params - used)
+                    return node_error(x, e->vals[k][idx[k]], "policy %s: parameters longer "
+                                      "than %zu bytes in all", base->ops->name,
+                                      sizeof params - 1);
+                used += (size_t)w;
             }
             const yaml_node_t *at = e->n_budgets ? e->budgets[b] : e->name;
             if (add_run(x, c, &p, e->n_budgets ? scalar(e->budgets[b]) : none, params, at))
@@ -351,6 +381,8 @@ static ckv_status parse_policy(parse_ctx *x, yaml_node_t *m, yaml_node_t *seeds,
                 st = node_error(x, k, "policies: expected a key");
                 goto done;
             }
+            if ((st = repeated_key(x, m, p, "policies")))
+                goto done;
             if (!strcmp(key, "name"))
                 continue;
             if (!strcmp(key, "budgets")) {
@@ -391,9 +423,16 @@ static ckv_status parse_policy(parse_ctx *x, yaml_node_t *m, yaml_node_t *seeds,
             goto done;
         e.keys[e.n_keys++] = "seed";
     }
+    /* Checked before expanding: a few YAML aliases can ask for more runs
+     * than size_t holds, which would wrap the allocation below. */
     size_t add = e.n_budgets ? e.n_budgets : 1;
-    for (size_t k = 0; k < e.n_keys; k++)
+    for (size_t k = 0; k < e.n_keys && add <= CKV_SWEEP_MAX_RUNS; k++)
         add *= e.n_vals[k];
+    if (add > CKV_SWEEP_MAX_RUNS - c->n_runs) {
+        st = node_error(x, e.name, "policy %s: the grid exceeds %d runs", base.ops->name,
+                        CKV_SWEEP_MAX_RUNS);
+        goto done;
+    }
     if (c->n_runs + add > *cap) {
         size_t ncap = (c->n_runs + add) * 2;
         ckv_run_config *r = realloc(c->runs, ncap * sizeof *r);
@@ -427,6 +466,8 @@ static ckv_status parse_root(parse_ctx *x, ckv_sweep_config *c)
         const char *key = scalar(k);
         if (!key)
             return node_error(x, k, "expected a key");
+        if (repeated_key(x, root, p, "config"))
+            return x->err->status;
         if (!strcmp(key, "model") || !strcmp(key, "data_dir") || !strcmp(key, "output")) {
             char **dst = key[0] == 'm' ? &c->model : key[0] == 'd' ? &c->data_dir : &c->output;
             if (want_scalar(x, v, key, &s) || dup_str(x, s, dst))

@@ -51,6 +51,10 @@ typedef struct {
     size_t n_runs;
 } ckv_sweep_config;
 
+/* The most runs a grid may expand to: more is a typo or a hostile file,
+ * and the expansion compares every run name with every other. */
+enum { CKV_SWEEP_MAX_RUNS = 10000 };
+
 /* Parses a config file and expands its grid. Checks policies, parameter
  * names and values, budgets (an absolute budget that does not exceed the
  * policy's protected count is an error) and that pack files exist. */

@@ -2,6 +2,7 @@
  * line and column of the offending node. Configs are parsed from memory;
  * the pack-file check is exercised by the CLI test. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ Test(sweep_config, grid_is_the_cartesian_product_in_written_order)
 
 static void expect_error(const char *body, const char *where, const char *what)
 {
-    char text[1024];
+    char text[2048];
     snprintf(text, sizeof text, "%s%s", tasks, body);
     ckv_sweep_config c;
     ckv_error err = {0};
@@ -84,6 +85,70 @@ Test(sweep_config, errors_name_line_and_column)
     expect_error("policies: [full]\nmode: sideways\n", "t.yaml:4:7", "mode 'sideways'");
     expect_error("policies: [full]\nkv_dtype: fp16\n", "t.yaml:4:11", "kv_dtype 'fp16'");
     expect_error("policies: [full\n", "t.yaml:", "YAML");
+    expect_error("policies: [full]\nmode: query_aware\nmode: query_agnostic\n", "t.yaml:5:1",
+                 "config: key 'mode' given twice (first at line 4)");
+    expect_error("policies:\n  - {name: h2o, budgets: [25%], budgets: [50%]}\n", "t.yaml:4:33",
+                 "policies: key 'budgets' given twice");
+    char text[1536];
+    snprintf(text, sizeof text, "policies:\n  - name: centroid\n    budgets: [25%%]\n"
+             "    sinks: [%0600d, %0600d]\n", 1, 2);
+    expect_error(text, "t.yaml:6:13", "parameters longer than 511 bytes");
+}
+
+/* Repeated keys inside a ruler source once overran the task and length
+ * arrays (each repeat allocated anew but kept counting). */
+Test(sweep_config, ruler_keys_given_twice)
+{
+    ckv_sweep_config c;
+    ckv_error err = {0};
+    cr_assert_neq(parse(&c, "tasks:\n  - ruler: {tasks: [vt], lengths: [512], tasks: [cwe]}\n"
+                            "policies: [full]\n", &err), CKV_OK);
+    cr_assert(strstr(err.msg, "t.yaml:2:42: ruler: key 'tasks' given twice"), "%s", err.msg);
+    ckv_sweep_config_free(&c);
+}
+
+/* 16 budgets x 16^4 values: more runs than the limit, refused before any
+ * expansion (2^64 runs once wrapped the allocation size to zero). */
+Test(sweep_config, grid_limit)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "%spolicies:\n  - name: centroid\n"
+             "    budgets: &v [1%%, 2%%, 3%%, 4%%, 5%%, 6%%, 7%%, 8%%, 9%%, 10%%, 11%%, 12%%, 13%%,"
+             " 14%%, 15%%, 16%%]\n    chunk: &i [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,"
+             " 16, 17]\n    sinks: *i\n    recent: *i\n    interval: *i\n", tasks);
+    ckv_sweep_config c;
+    ckv_error err = {0};
+    cr_assert_neq(parse(&c, text, &err), CKV_OK);
+    cr_assert(strstr(err.msg, "t.yaml:4:11: policy centroid: the grid exceeds 10000 runs"), "%s",
+              err.msg);
+    cr_assert_eq(c.n_runs, 0);
+    ckv_sweep_config_free(&c);
+}
+
+/* Every input fuzz_config once crashed or leaked on (tests/fuzz/regressions/
+ * config/) loads or fails with a message naming the file; freeing releases
+ * whatever the load built (the sanitizer build finds leaks). */
+Test(sweep_config, fuzz_regressions_do_not_crash)
+{
+    const char *dir = CKV_SOURCE_ROOT "/tests/fuzz/regressions/config";
+    DIR *d = opendir(dir);
+    cr_assert(d, "cannot open %s", dir);
+    int files = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        ckv_sweep_config c;
+        ckv_error err = {0};
+        if (ckv_sweep_config_load(&c, path, &err))
+            cr_expect(strstr(err.msg, path), "%s: '%s'", de->d_name, err.msg);
+        ckv_sweep_config_free(&c);
+        files++;
+    }
+    closedir(d);
+    cr_assert_gt(files, 0);
 }
 
 Test(sweep_config, missing_pack_file)
