@@ -4,7 +4,10 @@
  * specials, reserved control tokens), seen through seven metadata views:
  * each supported tokenizer.ggml.pre, and tokenizer.ggml.model = llama
  * (SentencePiece, unknown token set) with and without the dummy space
- * prefix. The first input byte picks the view and the operation:
+ * prefix. The byte-level views also differ in chat template: ChatML
+ * (synth's), Llama 3, ChatML with a default system prompt (SmolLM2's, and
+ * Qwen2.5's inside a Jinja string), Llama 2. The first input byte picks
+ * the view and the operation:
  * - encode (plain, or parsing specials): every id in the vocabulary and,
  *   for byte-level BPE, decode(encode(x)) == x byte for byte;
  * - decode the rest as little-endian int32 ids: an id outside the
@@ -93,6 +96,28 @@ static void cleanup(void)
     free(synth_buf);
 }
 
+/* Per byte-level view: its pre-tokenizer, chat template (NULL: synth's
+ * ChatML one), the format that must be recognised and the default system
+ * prompt a prompt without one must get. */
+static const struct {
+    const char *pre, *chat_template;
+    ckv_chat_format format;
+    const char *system;
+} bpe_views[SPM_FIRST] = {
+    {"default", NULL, CKV_CHAT_CHATML, NULL},
+    {"gpt2", "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' }}",
+     CKV_CHAT_LLAMA3, NULL},
+    {"smollm",
+     "{% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI "
+     "assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}",
+     CKV_CHAT_CHATML, "You are a helpful AI assistant named SmolLM, trained by Hugging Face"},
+    {"qwen2",
+     "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud.<|im_end|>\\n' }}",
+     CKV_CHAT_CHATML, "You are Qwen, created by Alibaba Cloud."},
+    {"llama-bpe", "{{ bos_token + '[INST] ' + message['content'] + ' [/INST]' }}",
+     CKV_CHAT_LLAMA2, NULL},
+};
+
 static void setup(void)
 {
     ckv_synth_opts o;
@@ -108,11 +133,12 @@ static void setup(void)
     ckv_error e = {0};
     if (ckv_synth_build(&o, &synth_buf, &len, &e) || gguf_parse(&synth_file, synth_buf, len, &e))
         abort();
-    static const char *const pre[SPM_FIRST] = {"default", "gpt2", "smollm", "qwen2", "llama-bpe"};
     for (int i = 0; i < N_VIEWS; i++) {
         gguf_file v = view_of(&synth_file);
         if (i < SPM_FIRST) {
-            set_str(find(&v, "tokenizer.ggml.pre"), pre[i]);
+            set_str(find(&v, "tokenizer.ggml.pre"), bpe_views[i].pre);
+            if (bpe_views[i].chat_template)
+                set_str(find(&v, "tokenizer.chat_template"), bpe_views[i].chat_template);
         } else {
             uint32_t unk = UNK_ID;
             uint8_t prefix = i == SPM_FIRST;
@@ -121,6 +147,9 @@ static void setup(void)
             add_scalar(&v, "tokenizer.ggml.add_space_prefix", GGUF_BOOL, &prefix, 1);
         }
         load_view(i, &v);
+        if (ckv_tokenizer_chat_format(tok[i]) !=
+            (i < SPM_FIRST ? bpe_views[i].format : CKV_CHAT_CHATML))
+            abort();
         /* The tokenizer copied what it keeps; the view's values go (the
          * added keys' names are literals). */
         for (uint64_t k = 0; k < v.n_kv; k++)
@@ -225,6 +254,9 @@ static void chat(int view, const uint8_t *p, size_t size, bool with_system)
     char *user = strndup((const char *)p, size), *text;
     ckv_error e = {0};
     if (!user || ckv_chat_render(tok[view], with_system ? "You are terse." : NULL, user, &text, &e))
+        abort();
+    const char *dflt = view < SPM_FIRST && !with_system ? bpe_views[view].system : NULL;
+    if (dflt && strncmp(text + strlen("<|im_start|>system\n"), dflt, strlen(dflt)))
         abort();
     encode(view, text, strlen(text), true);
     free(text);
