@@ -164,10 +164,27 @@ Test(metrics, degenerate_predictions)
                      CKV_OK, "case %zu: %s", i, err.msg);
         cr_expect_eq(s, cases[i].want, "case %zu (%s): %g", i, ckv_metric_name(cases[i].m), s);
     }
-    /* Both matches name the truth and neither is removed: 1 / len = 0.5. */
-    const char *cls[] = {"Person", "Person"}, *truth[] = {"Person"};
+    /* Autojunk drops both code points of the 300-character truth from
+     * difflib's index; the match then only grows by extension (CPython
+     * 3.11 difflib: ratio 0.81 and 0). */
+    char a[321], b[301], ab[401];
+    memset(a, 'a', 300), memset(a + 300, 'b', 20), a[320] = 0;
+    memset(b, 'a', 250), memset(b + 250, 'b', 50), b[300] = 0;
+    for (int i = 0; i < 400; i++)
+        ab[i] = "ab"[i % 2];
+    ab[400] = 0;
+    const char *junk_truth[] = {b};
     double s;
     ckv_error err = {0};
+    cr_expect_eq(ckv_metric_sample(CKV_METRIC_CODE_SIM, a, junk_truth, 1, NULL, 0, false, &s, &err),
+                 CKV_OK);
+    cr_expect_eq(s, 0.81);
+    cr_expect_eq(ckv_metric_sample(CKV_METRIC_CODE_SIM, ab, junk_truth, 1, NULL, 0, false, &s,
+                                   &err),
+                 CKV_OK);
+    cr_expect_eq(s, 0.0);
+    /* Both matches name the truth and neither is removed: 1 / len = 0.5. */
+    const char *cls[] = {"Person", "Person"}, *truth[] = {"Person"};
     cr_expect_eq(ckv_metric_sample(CKV_METRIC_CLASSIFICATION, "Person", truth, 1, cls, 2, false,
                                    &s, &err),
                  CKV_OK);
