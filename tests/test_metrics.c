@@ -5,12 +5,14 @@
  * evaluate.py, outside this project. zh cases are those on which our
  * jieba stand-in gives jieba's value (docs/datasets.md). */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "metrics.h"
+#include "util.h"
 
 static const char **strings(json_t *arr, size_t *n)
 {
@@ -130,4 +132,100 @@ Test(metrics, invalid_utf8_is_an_error)
     const char *bad[] = {"\xc3("};
     cr_expect_eq(ckv_metric_sample(CKV_METRIC_QA_F1, "abc", bad, 1, NULL, 0, false, &s, &err),
                  CKV_ERR_FORMAT);
+}
+
+/* Degenerate model outputs, with the value the Python original gives. */
+Test(metrics, degenerate_predictions)
+{
+    const struct {
+        ckv_metric m;
+        const char *pred, *truth;
+        double want;
+    } cases[] = {
+        /* postprocess_pred: control characters become "\n", then strip. */
+        {CKV_METRIC_STRING_MATCH_PART, "\x01 Paris\x1f\x1b", "paris", 1.0},
+        /* str.lower("İ") is "i" U+0307 on both sides. */
+        {CKV_METRIC_STRING_MATCH_ALL, "\xC4\xB0stanbul", "i\xCC\x87STANBUL", 1.0},
+        /* No tokens left after normalize_answer: f1 0. */
+        {CKV_METRIC_QA_F1, "...!?", "Paris", 0.0},
+        {CKV_METRIC_QA_F1, "the an a", "a", 0.0},
+        {CKV_METRIC_QA_F1_ZH, "\xE3\x80\x82\xEF\xBC\x81", "\xE5\x8C\x97", 0.0}, /* 。！ */
+        /* Only dots: rouge raises "Hypothesis is empty", LongBench scores 0. */
+        {CKV_METRIC_ROUGE, ".....", "a b", 0.0},
+        /* Every line is a comment or fence: the empty line is compared. */
+        {CKV_METRIC_CODE_SIM, "\n\n# only\n// comments\n```", "x = 1", 0.0},
+        {CKV_METRIC_COUNT, "no digits here", "3", 0.0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *ans[] = {cases[i].truth};
+        double s = -1;
+        ckv_error err = {0};
+        cr_expect_eq(ckv_metric_sample(cases[i].m, cases[i].pred, ans, 1, NULL, 0, false, &s, &err),
+                     CKV_OK, "case %zu: %s", i, err.msg);
+        cr_expect_eq(s, cases[i].want, "case %zu (%s): %g", i, ckv_metric_name(cases[i].m), s);
+    }
+    /* Autojunk drops both code points of the 300-character truth from
+     * difflib's index; the match then only grows by extension (CPython
+     * 3.11 difflib: ratio 0.81 and 0). */
+    char a[321], b[301], ab[401];
+    memset(a, 'a', 300), memset(a + 300, 'b', 20), a[320] = 0;
+    memset(b, 'a', 250), memset(b + 250, 'b', 50), b[300] = 0;
+    for (int i = 0; i < 400; i++)
+        ab[i] = "ab"[i % 2];
+    ab[400] = 0;
+    const char *junk_truth[] = {b};
+    double s;
+    ckv_error err = {0};
+    cr_expect_eq(ckv_metric_sample(CKV_METRIC_CODE_SIM, a, junk_truth, 1, NULL, 0, false, &s, &err),
+                 CKV_OK);
+    cr_expect_eq(s, 0.81);
+    cr_expect_eq(ckv_metric_sample(CKV_METRIC_CODE_SIM, ab, junk_truth, 1, NULL, 0, false, &s,
+                                   &err),
+                 CKV_OK);
+    cr_expect_eq(s, 0.0);
+    /* Both matches name the truth and neither is removed: 1 / len = 0.5. */
+    const char *cls[] = {"Person", "Person"}, *truth[] = {"Person"};
+    cr_expect_eq(ckv_metric_sample(CKV_METRIC_CLASSIFICATION, "Person", truth, 1, cls, 2, false,
+                                   &s, &err),
+                 CKV_OK);
+    cr_expect_eq(s, 0.5);
+}
+
+/* Every input in tests/fuzz/regressions/metrics/ (fuzz_metrics' format: a
+ * metric byte, a flags byte, then NUL-separated prediction, up to three
+ * references and up to two classes) scores in [0, 1] or fails with a
+ * message. */
+Test(metrics, fuzz_regressions_do_not_crash)
+{
+    const char *dir = CKV_SOURCE_ROOT "/tests/fuzz/regressions/metrics";
+    DIR *d = opendir(dir);
+    cr_assert(d, "cannot open %s", dir);
+    int files = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        char *data;
+        size_t size;
+        ckv_error err = {0};
+        cr_assert_eq(ckv_read_file(path, &data, &size, &err), CKV_OK, "%s", err.msg);
+        cr_assert_geq(size, 2, "%s", de->d_name);
+        const char *field[6];
+        size_t nf = 0;
+        for (size_t i = 2; i <= size && nf < 6; i += strlen(data + i) + 1)
+            field[nf++] = data + i; /* ckv_read_file NUL-terminates */
+        size_t na = nf < 4 ? nf - 1 : 3;
+        double s = -1;
+        ckv_status st = ckv_metric_sample((ckv_metric)((unsigned char)data[0] % CKV_METRIC_N),
+                                          field[0], field + 1, na, field + 1 + na, nf - 1 - na,
+                                          data[1] & 1, &s, &err);
+        cr_expect(st ? err.msg[0] != 0 : isfinite(s) && s >= 0 && s <= 1, "%s: %d %g '%s'",
+                  de->d_name, st, s, err.msg);
+        free(data);
+        files++;
+    }
+    closedir(d);
+    cr_assert_gt(files, 0);
 }

@@ -6,11 +6,14 @@
  * - chat strings from transformers' apply_chat_template on the same GGUF;
  * - SentencePiece merges derived by hand on a vocabulary designed here. */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gguf.h"
+#include "synth.h"
 #include "tokenizer.h"
 #include "utf8.h"
 #include "util.h"
@@ -776,4 +779,214 @@ Test(tokenizer, chat_formats_from_templates)
     cr_expect_str_eq(s, "U");
     free(s);
     spm_free(t);
+}
+
+/* ---- ckv synth's tokenizer: no model file needed ---- */
+
+/* Its layout (src/synth.c, checked by test_synth's tokenizer_layout):
+ * 0-2 <|endoftext|> <|im_start|> <|im_end|>, 3 + b the token of byte b,
+ * 259.. the ten merge results ("Ġa" is 262), 269-299 <|reserved_N|>. */
+enum { SYN_IM_START = 1, SYN_IM_END = 2, SYN_BYTE0 = 3, SYN_SP_A = 262, SYN_VOCAB = 300 };
+
+static uint8_t *synth_mem;
+static gguf_file synth_gguf;
+static ckv_tokenizer *synth;
+
+static void open_synth(void)
+{
+    ckv_synth_opts o;
+    ckv_synth_defaults(&o);
+    o.arch = "llama";
+    o.n_layer = 1;
+    o.n_embd = 32;
+    o.n_head = 2;
+    o.n_head_kv = 1;
+    o.n_ff = 32;
+    o.n_vocab = SYN_VOCAB;
+    size_t len;
+    ckv_error err = {0};
+    cr_assert_eq(ckv_synth_build(&o, &synth_mem, &len, &err), CKV_OK, "%s", err.msg);
+    cr_assert_eq(gguf_parse(&synth_gguf, synth_mem, len, &err), CKV_OK, "%s", err.msg);
+    cr_assert_eq(ckv_tokenizer_load(&synth, &synth_gguf, &err), CKV_OK, "%s", err.msg);
+}
+
+static void close_synth(void)
+{
+    ckv_tokenizer_free(synth);
+    gguf_close(&synth_gguf);
+    free(synth_mem);
+}
+
+/* Encodes, compares with the expected ids (NULL: skip) and decodes back. */
+static void synth_expect(const char *text, size_t len, bool special, const int32_t *want,
+                         size_t n_want)
+{
+    int32_t *ids;
+    size_t n;
+    ckv_error err = {0};
+    cr_assert_eq(ckv_tokenize(synth, text, len, false, special, &ids, &n, &err), CKV_OK, "%s",
+                 err.msg);
+    if (want)
+        cr_expect(ids_equal(ids, n, want, n_want), "'%.40s': %zu ids, %zu expected", text, n,
+                  n_want);
+    char *back;
+    size_t blen;
+    cr_assert_eq(ckv_detokenize(synth, ids, n, &back, &blen, &err), CKV_OK, "%s", err.msg);
+    cr_expect(blen == len && !memcmp(back, text, len), "'%.40s' does not round-trip", text);
+    free(back);
+    free(ids);
+}
+
+/* Byte tokens of text in which no merge applies. */
+static size_t byte_ids(const char *text, int32_t *out)
+{
+    size_t n = strlen(text);
+    for (size_t i = 0; i < n; i++)
+        out[i] = SYN_BYTE0 + (uint8_t)text[i];
+    return n;
+}
+
+/* Model output is decoded id by id; an id the model cannot have produced is
+ * an error naming it, never a read outside the vocabulary. */
+Test(tokenizer, synth_decode_rejects_ids_outside_vocabulary, .init = open_synth,
+     .fini = close_synth)
+{
+    char *s;
+    size_t len;
+    ckv_error err = {0};
+    int32_t ok[] = {SYN_BYTE0 + 'h', SYN_BYTE0 + 'i', SYN_IM_END};
+    cr_assert_eq(ckv_detokenize(synth, ok, 3, &s, &len, &err), CKV_OK, "%s", err.msg);
+    cr_expect(len == 12 && !strcmp(s, "hi<|im_end|>"), "'%s'", s);
+    free(s);
+    const struct {
+        int32_t ids[2];
+        int at; /* the bad one */
+        const char *msg;
+    } bad[] = {
+        {{SYN_BYTE0 + 'h', SYN_VOCAB}, 1, "id 300 at position 1 is outside the vocabulary of 300"},
+        {{-1, 0}, 0, "id -1 at position 0"},
+        {{INT32_MIN, 0}, 0, "id -2147483648 at position 0"},
+        {{0, INT32_MAX}, 1, "id 2147483647 at position 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s = (char *)"untouched";
+        cr_expect_eq(ckv_detokenize(synth, bad[i].ids, 2, &s, &len, &err), CKV_ERR_ARG);
+        cr_expect_null(s);
+        cr_expect(strstr(err.msg, bad[i].msg), "%s", err.msg);
+        cr_expect_null(ckv_token_bytes(synth, bad[i].ids[bad[i].at], &len));
+        cr_expect(!ckv_token_is_eog(synth, bad[i].ids[bad[i].at]));
+    }
+    cr_expect(ckv_token_is_eog(synth, SYN_IM_END));
+}
+
+/* Fragments of special tokens are plain text even with parse_special;
+ * complete ones are their id only with it. No merge applies inside
+ * "<|im_start|>" ("s t", "i m" are not merges). */
+Test(tokenizer, synth_special_fragments_stay_text, .init = open_synth, .fini = close_synth)
+{
+    int32_t want[64];
+    static const char *const fragments[] = {"<|im_start", "<|im_start|", "|im_start|>", "<|im_end",
+                                            "<|", "<"};
+    for (size_t i = 0; i < sizeof fragments / sizeof fragments[0]; i++) {
+        size_t n = byte_ids(fragments[i], want);
+        synth_expect(fragments[i], strlen(fragments[i]), true, want, n);
+    }
+    int32_t one[] = {SYN_IM_START};
+    synth_expect("<|im_start|>", 12, true, one, 1);
+    synth_expect("<|im_start|>", 12, false, want, byte_ids("<|im_start|>", want));
+    /* Leftmost match first: the fragment before a complete token stays text. */
+    const char *mixed = "<|im_sta<|im_start|><|im_end|>";
+    size_t n = byte_ids("<|im_sta", want);
+    want[n++] = SYN_IM_START;
+    want[n++] = SYN_IM_END;
+    synth_expect(mixed, strlen(mixed), true, want, n);
+    int32_t reserved[] = {299};
+    synth_expect("<|reserved_299|>", 16, true, reserved, 1);
+}
+
+/* Bytes outside well-formed UTF-8 (a lone 0xFF, an overlong C0 80, a
+ * surrogate ED A0 80, a truncated F4 90) are each their byte token. */
+Test(tokenizer, synth_invalid_utf8_is_byte_tokens, .init = open_synth, .fini = close_synth)
+{
+    static const char bad[] = "a\xFF\xC0\x80\xED\xA0\x80\xF4\x90";
+    int32_t want[16];
+    size_t n = byte_ids(bad, want);
+    synth_expect(bad, sizeof bad - 1, false, want, n);
+    synth_expect(bad, sizeof bad - 1, true, want, n);
+    char all[512];
+    for (int i = 0; i < 512; i++)
+        all[i] = (char)(i < 256 ? i : 511 - i);
+    synth_expect(all, sizeof all, true, NULL, 0);
+}
+
+/* A 1 MiB run (a model that repeats itself, a padded document): " a"
+ * repeated is one "Ġa" per pair, 1 MiB of spaces one token per byte. */
+Test(tokenizer, synth_huge_runs, .init = open_synth, .fini = close_synth)
+{
+    size_t len = (size_t)1 << 20;
+    char *text = malloc(len);
+    int32_t *want = malloc(len * sizeof *want);
+    cr_assert(text && want);
+    for (size_t i = 0; i < len; i++)
+        text[i] = i % 2 ? 'a' : ' ';
+    for (size_t i = 0; i < len / 2; i++)
+        want[i] = SYN_SP_A;
+    synth_expect(text, len, false, want, len / 2);
+    memset(text, ' ', len);
+    for (size_t i = 0; i < len; i++)
+        want[i] = SYN_BYTE0 + ' ';
+    synth_expect(text, len, true, want, len);
+    free(want);
+    free(text);
+}
+
+/* Every input in tests/fuzz/regressions/tokenizer/ (fuzz_tokenizer's
+ * format: two control bytes, then the payload): the payload encodes and
+ * decodes back with and without specials, alone and as a chat user
+ * message, and read as int32 ids it decodes or is refused with a message. */
+Test(tokenizer, fuzz_regressions_do_not_crash, .init = open_synth, .fini = close_synth)
+{
+    const char *dir = CKV_SOURCE_ROOT "/tests/fuzz/regressions/tokenizer";
+    DIR *d = opendir(dir);
+    cr_assert(d, "cannot open %s", dir);
+    int files = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || !strcmp(de->d_name, "README.md"))
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        size_t size;
+        char *data;
+        ckv_error err = {0};
+        cr_assert_eq(ckv_read_file(path, &data, &size, &err), CKV_OK, "%s", err.msg);
+        cr_assert_geq(size, 2, "%s", de->d_name);
+        const char *p = data + 2;
+        size_t n = size - 2;
+        synth_expect(p, n, false, NULL, 0);
+        synth_expect(p, n, true, NULL, 0);
+        char *user = ckv_strndup(p, n), *chat;
+        cr_assert_eq(ckv_chat_render(synth, NULL, user, &chat, &err), CKV_OK, "%s", err.msg);
+        synth_expect(chat, strlen(chat), true, NULL, 0);
+        free(chat);
+        free(user);
+        int32_t *ids = malloc((n / 4 + 1) * sizeof *ids);
+        cr_assert_not_null(ids);
+        bool inside = true;
+        for (size_t i = 0; i < n / 4; i++) {
+            memcpy(&ids[i], p + 4 * i, 4); /* little-endian host, as the fuzzer reads them */
+            inside &= ids[i] >= 0 && ids[i] < SYN_VOCAB;
+        }
+        char *out = NULL;
+        size_t out_len;
+        ckv_status st = ckv_detokenize(synth, ids, n / 4, &out, &out_len, &err);
+        cr_expect(inside ? st == CKV_OK : st == CKV_ERR_ARG && err.msg[0], "%s: %d '%s'",
+                  de->d_name, st, err.msg);
+        free(out);
+        free(ids);
+        free(data);
+        files++;
+    }
+    closedir(d);
+    cr_assert_gt(files, 0);
 }
