@@ -2,13 +2,12 @@
  * every metadata type, v2 and v3, truncation at every offset, and each kind
  * of corrupt field, which must fail with CKV_ERR_FORMAT naming the field. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuzz_dir.h"
 #include "gguf.h"
 #include "quant.h"
 #include "util.h"
@@ -512,59 +511,40 @@ Test(gguf, open_maps_and_prefixes_path)
 
 /* ---- fuzzer inputs ---- */
 
-/* Parses every file in dir (README.md and the other readers' regressions
- * in subdirectories excepted) and dequantises every supported tensor;
- * returns how many parsed. Must never crash. */
-static int parse_dir(const char *dir, int *files)
+/* Parses one corpus or regression file and dequantises every supported
+ * tensor; counts it in *ok where it parsed. Must never crash. */
+static void parse_one(const char *path, const char *name, void *ok)
 {
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot open %s", dir);
-    int ok = 0;
-    *files = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.' || !strcmp(de->d_name, "README.md"))
-            continue;
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        struct stat sb;
-        cr_assert_eq(stat(path, &sb), 0, "%s", path);
-        if (S_ISDIR(sb.st_mode))
-            continue;
-        gguf_file f;
-        ckv_error e = {0};
-        ckv_status st = gguf_open(&f, path, &e);
-        (*files)++;
-        if (st) {
-            cr_assert(st == CKV_ERR_FORMAT && e.msg[0], "%s: status %d: %s", path, st, e.msg);
-            continue;
-        }
-        ok++;
-        for (uint64_t i = 0; i < f.n_tensors; i++) {
-            const gguf_tensor *t = &f.tensors[i];
-            float *y = malloc(t->nelem * sizeof *y);
-            cr_assert(y);
-            st = ckv_dequantize(t->type, t->data, y, t->nelem, &e);
-            cr_assert(st == CKV_OK || (st == CKV_ERR_UNSUPPORTED && !ggml_type_supported(t->type)),
-                      "%s: tensor %llu: %s", path, (unsigned long long)i, e.msg);
-            free(y);
-        }
-        gguf_close(&f);
+    (void)name;
+    gguf_file f;
+    ckv_error e = {0};
+    ckv_status st = gguf_open(&f, path, &e);
+    if (st) {
+        cr_assert(st == CKV_ERR_FORMAT && e.msg[0], "%s: status %d: %s", path, st, e.msg);
+        return;
     }
-    closedir(d);
-    return ok;
+    ++*(int *)ok;
+    for (uint64_t i = 0; i < f.n_tensors; i++) {
+        const gguf_tensor *t = &f.tensors[i];
+        float *y = malloc(t->nelem * sizeof *y);
+        cr_assert(y);
+        st = ckv_dequantize(t->type, t->data, y, t->nelem, &e);
+        cr_assert(st == CKV_OK || (st == CKV_ERR_UNSUPPORTED && !ggml_type_supported(t->type)),
+                  "%s: tensor %llu: %s", path, (unsigned long long)i, e.msg);
+        free(y);
+    }
+    gguf_close(&f);
 }
 
 Test(gguf, fuzz_regressions_do_not_crash)
 {
-    int files;
-    parse_dir(CKV_SOURCE_ROOT "/tests/fuzz/regressions", &files);
-    cr_assert_gt(files, 0);
+    int ok = 0;
+    cr_assert_gt(fuzz_dir_each(CKV_SOURCE_ROOT "/tests/fuzz/regressions", parse_one, &ok), 0);
 }
 
 Test(gguf, fuzz_seed_corpus_parses)
 {
-    int files, ok = parse_dir(CKV_SOURCE_ROOT "/tests/fuzz/corpus", &files);
+    int ok = 0, files = fuzz_dir_each(CKV_SOURCE_ROOT "/tests/fuzz/corpus", parse_one, &ok);
     cr_assert_gt(files, 0);
     cr_assert_eq(ok, files, "%d of %d seeds parsed", ok, files);
 }

@@ -5,12 +5,12 @@
  * evaluate.py, outside this project. zh cases are those on which our
  * jieba stand-in gives jieba's value (docs/datasets.md). */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "fuzz_dir.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -195,37 +195,30 @@ Test(metrics, degenerate_predictions)
  * metric byte, a flags byte, then NUL-separated prediction, up to three
  * references and up to two classes) scores in [0, 1] or fails with a
  * message. */
+static void score_one(const char *path, const char *name, void *ctx)
+{
+    (void)ctx;
+    char *data;
+    size_t size;
+    ckv_error err = {0};
+    cr_assert_eq(ckv_read_file(path, &data, &size, &err), CKV_OK, "%s", err.msg);
+    cr_assert_geq(size, 2, "%s", name);
+    const char *field[6];
+    size_t nf = 0;
+    for (size_t i = 2; i <= size && nf < 6; i += strlen(data + i) + 1)
+        field[nf++] = data + i; /* ckv_read_file NUL-terminates */
+    size_t na = nf < 4 ? nf - 1 : 3;
+    double s = -1;
+    ckv_status st = ckv_metric_sample((ckv_metric)((unsigned char)data[0] % CKV_METRIC_N),
+                                      field[0], field + 1, na, field + 1 + na, nf - 1 - na,
+                                      data[1] & 1, &s, &err);
+    cr_expect(st ? err.msg[0] != 0 : isfinite(s) && s >= 0 && s <= 1, "%s: %d %g '%s'", name,
+              st, s, err.msg);
+    free(data);
+}
+
 Test(metrics, fuzz_regressions_do_not_crash)
 {
-    const char *dir = CKV_SOURCE_ROOT "/tests/fuzz/regressions/metrics";
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot open %s", dir);
-    int files = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        char *data;
-        size_t size;
-        ckv_error err = {0};
-        cr_assert_eq(ckv_read_file(path, &data, &size, &err), CKV_OK, "%s", err.msg);
-        cr_assert_geq(size, 2, "%s", de->d_name);
-        const char *field[6];
-        size_t nf = 0;
-        for (size_t i = 2; i <= size && nf < 6; i += strlen(data + i) + 1)
-            field[nf++] = data + i; /* ckv_read_file NUL-terminates */
-        size_t na = nf < 4 ? nf - 1 : 3;
-        double s = -1;
-        ckv_status st = ckv_metric_sample((ckv_metric)((unsigned char)data[0] % CKV_METRIC_N),
-                                          field[0], field + 1, na, field + 1 + na, nf - 1 - na,
-                                          data[1] & 1, &s, &err);
-        cr_expect(st ? err.msg[0] != 0 : isfinite(s) && s >= 0 && s <= 1, "%s: %d %g '%s'",
-                  de->d_name, st, s, err.msg);
-        free(data);
-        files++;
-    }
-    closedir(d);
-    cr_assert_gt(files, 0);
+    cr_assert_gt(fuzz_dir_each(CKV_SOURCE_ROOT "/tests/fuzz/regressions/metrics", score_one, NULL),
+                 0);
 }

@@ -2,11 +2,11 @@
  * line and column of the offending node. Configs are parsed from memory;
  * the pack-file check is exercised by the CLI test. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config.h"
+#include "fuzz_dir.h"
 
 static ckv_status parse(ckv_sweep_config *c, const char *text, ckv_error *err)
 {
@@ -128,27 +128,20 @@ Test(sweep_config, grid_limit)
 /* Every input fuzz_config once crashed or leaked on (tests/fuzz/regressions/
  * config/) loads or fails with a message naming the file; freeing releases
  * whatever the load built (the sanitizer build finds leaks). */
+static void load_one(const char *path, const char *name, void *ctx)
+{
+    (void)ctx;
+    ckv_sweep_config c;
+    ckv_error err = {0};
+    if (ckv_sweep_config_load(&c, path, &err))
+        cr_expect(strstr(err.msg, path), "%s: '%s'", name, err.msg);
+    ckv_sweep_config_free(&c);
+}
+
 Test(sweep_config, fuzz_regressions_do_not_crash)
 {
-    const char *dir = CKV_SOURCE_ROOT "/tests/fuzz/regressions/config";
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot open %s", dir);
-    int files = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        ckv_sweep_config c;
-        ckv_error err = {0};
-        if (ckv_sweep_config_load(&c, path, &err))
-            cr_expect(strstr(err.msg, path), "%s: '%s'", de->d_name, err.msg);
-        ckv_sweep_config_free(&c);
-        files++;
-    }
-    closedir(d);
-    cr_assert_gt(files, 0);
+    cr_assert_gt(fuzz_dir_each(CKV_SOURCE_ROOT "/tests/fuzz/regressions/config", load_one, NULL),
+                 0);
 }
 
 Test(sweep_config, missing_pack_file)

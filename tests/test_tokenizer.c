@@ -6,12 +6,12 @@
  * - chat strings from transformers' apply_chat_template on the same GGUF;
  * - SentencePiece merges derived by hand on a vocabulary designed here. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_dir.h"
 #include "gguf.h"
 #include "synth.h"
 #include "tokenizer.h"
@@ -944,49 +944,43 @@ Test(tokenizer, synth_huge_runs, .init = open_synth, .fini = close_synth)
  * format: two control bytes, then the payload): the payload encodes and
  * decodes back with and without specials, alone and as a chat user
  * message, and read as int32 ids it decodes or is refused with a message. */
+static void replay_one(const char *path, const char *name, void *ctx)
+{
+    (void)ctx;
+    size_t size;
+    char *data;
+    ckv_error err = {0};
+    cr_assert_eq(ckv_read_file(path, &data, &size, &err), CKV_OK, "%s", err.msg);
+    cr_assert_geq(size, 2, "%s", name);
+    const char *p = data + 2;
+    size_t n = size - 2;
+    synth_expect(p, n, false, NULL, 0);
+    synth_expect(p, n, true, NULL, 0);
+    char *user = ckv_strndup(p, n), *chat;
+    cr_assert_eq(ckv_chat_render(synth, NULL, user, &chat, &err), CKV_OK, "%s", err.msg);
+    synth_expect(chat, strlen(chat), true, NULL, 0);
+    free(chat);
+    free(user);
+    int32_t *ids = malloc((n / 4 + 1) * sizeof *ids);
+    cr_assert_not_null(ids);
+    bool inside = true;
+    for (size_t i = 0; i < n / 4; i++) {
+        memcpy(&ids[i], p + 4 * i, 4); /* little-endian host, as the fuzzer reads them */
+        inside &= ids[i] >= 0 && ids[i] < SYN_VOCAB;
+    }
+    char *out = NULL;
+    size_t out_len;
+    ckv_status st = ckv_detokenize(synth, ids, n / 4, &out, &out_len, &err);
+    cr_expect(inside ? st == CKV_OK : st == CKV_ERR_ARG && err.msg[0], "%s: %d '%s'",
+              name, st, err.msg);
+    free(out);
+    free(ids);
+    free(data);
+}
+
 Test(tokenizer, fuzz_regressions_do_not_crash, .init = open_synth, .fini = close_synth)
 {
-    const char *dir = CKV_SOURCE_ROOT "/tests/fuzz/regressions/tokenizer";
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot open %s", dir);
-    int files = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.' || !strcmp(de->d_name, "README.md"))
-            continue;
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        size_t size;
-        char *data;
-        ckv_error err = {0};
-        cr_assert_eq(ckv_read_file(path, &data, &size, &err), CKV_OK, "%s", err.msg);
-        cr_assert_geq(size, 2, "%s", de->d_name);
-        const char *p = data + 2;
-        size_t n = size - 2;
-        synth_expect(p, n, false, NULL, 0);
-        synth_expect(p, n, true, NULL, 0);
-        char *user = ckv_strndup(p, n), *chat;
-        cr_assert_eq(ckv_chat_render(synth, NULL, user, &chat, &err), CKV_OK, "%s", err.msg);
-        synth_expect(chat, strlen(chat), true, NULL, 0);
-        free(chat);
-        free(user);
-        int32_t *ids = malloc((n / 4 + 1) * sizeof *ids);
-        cr_assert_not_null(ids);
-        bool inside = true;
-        for (size_t i = 0; i < n / 4; i++) {
-            memcpy(&ids[i], p + 4 * i, 4); /* little-endian host, as the fuzzer reads them */
-            inside &= ids[i] >= 0 && ids[i] < SYN_VOCAB;
-        }
-        char *out = NULL;
-        size_t out_len;
-        ckv_status st = ckv_detokenize(synth, ids, n / 4, &out, &out_len, &err);
-        cr_expect(inside ? st == CKV_OK : st == CKV_ERR_ARG && err.msg[0], "%s: %d '%s'",
-                  de->d_name, st, err.msg);
-        free(out);
-        free(ids);
-        free(data);
-        files++;
-    }
-    closedir(d);
-    cr_assert_gt(files, 0);
+    cr_assert_gt(fuzz_dir_each(CKV_SOURCE_ROOT "/tests/fuzz/regressions/tokenizer", replay_one,
+                               NULL),
+                 0);
 }
