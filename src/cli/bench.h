@@ -94,6 +94,13 @@ typedef struct {
 /* The H200's copy rate as measured on the lent machines, the one issue 7's
  * targets were set against: the targets lines also count at it. */
 #define BENCH_REFERENCE_BPS 4.19e12
+/* The rate used over the reference: a share of copy bandwidth scales by it
+ * to the reference's, a time over the floor by its inverse (the floor at
+ * the reference rate is shorter where that rate is higher). */
+static inline double bench_to_reference(const bench_copy *c)
+{
+    return c->bps / BENCH_REFERENCE_BPS;
+}
 /* How "measure" times the copy: BENCH_COPY_MIB MiB (1 GiB: about 18-21x
  * an H200's or H100's L2, 0.5-0.7 ms a copy), the median of
  * BENCH_COPY_REPEATS back to back after BENCH_COPY_WARMUP. */

@@ -581,7 +581,7 @@ static void print_targets(const attn_row *rows, size_t n, bool peer, const bench
     /* [0] alone, [1] back to back (a peer script without stream_us times only alone) */
     int fast32[2] = {0}, fast16[2] = {0}, timed32[2] = {0}, timed16[2] = {0}, big = 0,
         big_ok[2] = {0}, big_ref[2] = {0};
-    const double to_ref = copy->bps / BENCH_REFERENCE_BPS;
+    const double to_ref = bench_to_reference(copy);
     for (size_t i = 0; i < n; i++) {
         const attn_row *r = &rows[i];
         if (strcmp(r->status, "ok") || r->queries != 1)

@@ -216,8 +216,7 @@ static void print_targets(const decode_row *rows, size_t n, const bench_copy *co
         } else {
             full++;
             near += r->over_floor <= 1.15;
-            /* the floor at the reference rate is bps / reference of this one */
-            near_ref += r->over_floor * BENCH_REFERENCE_BPS / copy->bps <= 1.15;
+            near_ref += r->over_floor / bench_to_reference(copy) <= 1.15;
         }
     }
     printf("\ntargets:\n");
