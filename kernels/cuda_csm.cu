@@ -35,25 +35,28 @@ struct csm_params {
     int32_t layers, heads;
 };
 
-// A thread per slot: the identity dest (the round marks its merges on it)
-// and, for the alternating and sequential partitions, in_a of the middle
-// slots (1: source, 0: destination). The random partition shuffles per
-// chunk in csm_partition_kernel (a thread per chunk writing its slots one
-// after another was 26 us of run AB's 32K call).
-__global__ void csm_init_kernel(int32_t *dest, uint8_t *in_a, const int32_t *act,
-                                const int32_t *T, csm_params p, int32_t cap)
+// A thread per slot: the identity dest (the round marks its merges on it).
+__global__ void csm_init_kernel(int32_t *dest, const int32_t *act, const int32_t *T, int32_t cap)
 {
     const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
     if (!act[lh] || t >= T[lh])
         return;
-    const size_t row = (size_t)lh * cap + t;
-    dest[row] = t;
-    const int32_t end = T[lh] - p.recent;
-    if (p.partition == CKV_CSM_RANDOM || t < p.sinks || t >= end)
-        return;
-    const int32_t o = (t - p.sinks) % p.C, c0 = t - o;
-    const int32_t L = end - c0 < p.C ? end - c0 : p.C;
-    in_a[row] = p.partition == CKV_CSM_ALTERNATING ? o % 2 == 0 : o < (L + 1) / 2;
+    dest[(size_t)lh * cap + t] = t;
+}
+
+// Whether local offset o of a chunk of length L is a source. The
+// alternating and sequential partitions by arithmetic, so that no load
+// stands in front of a walk's key copies; the random one from the flags
+// csm_partition_kernel writes (a thread per chunk writing its slots one
+// after another was 26 us of run AB's 32K call).
+__device__ static inline bool csm_is_a(const csm_params &p, const uint8_t *in_a, size_t c0,
+                                       int32_t o, int32_t L)
+{
+    if (p.partition == CKV_CSM_ALTERNATING)
+        return o % 2 == 0;
+    if (p.partition == CKV_CSM_SEQUENTIAL)
+        return o < (L + 1) / 2;
+    return in_a[c0 + o] == 1;
 }
 
 // The random partition, one thread per chunk: in_a[slot] = 1 for sources,
@@ -335,12 +338,12 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
     const int32_t L = end - c0 < p.C ? (int32_t)(end - c0) : p.C;
     const size_t lbase = (size_t)lh * cap;
     const bool aligned = d * sizeof(Elem) % 16 == 0 && (uintptr_t)k % 16 == 0;
-    const uint8_t *A = in_a + lbase + c0;
     const unsigned below = (1u << lane) - 1;
     // The sources of rank t0 .. t0 + CSM_TILE - 1 among the chunk's A slots.
     int32_t seen = 0;
     for (int32_t w0 = 0; w0 < L && seen < t0 + CSM_TILE; w0 += 32) {
-        const unsigned m = __ballot_sync(0xffffffffu, w0 + lane < L && A[w0 + lane] == 1);
+        const unsigned m = __ballot_sync(
+            0xffffffffu, w0 + lane < L && csm_is_a(p, in_a, lbase + c0, w0 + lane, L));
         const int32_t r = seen + __popc(m & below) - t0;
         if (m >> lane & 1 && r >= 0 && r < CSM_TILE)
             w->src[r] = (int32_t)c0 + w0 + lane;
@@ -355,7 +358,8 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
     double bs[2] = {0, 0}, second[2] = {-INFINITY, -INFINITY};
     bool first = true;
     for (int32_t w0 = 0; w0 < L; w0 += 32) {
-        const unsigned m = __ballot_sync(0xffffffffu, w0 + lane < L && A[w0 + lane] == 0);
+        const unsigned m = __ballot_sync(
+            0xffffffffu, w0 + lane < L && !csm_is_a(p, in_a, lbase + c0, w0 + lane, L));
         const int32_t nB = __popc(m), r = __popc(m & below);
         for (int32_t b0 = 0; b0 < nB; b0 += CSM_TILE) {
             if (m >> lane & 1 && r >= b0 && r < b0 + CSM_TILE)
@@ -505,7 +509,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         if (st)
             return st;
         csm_init_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
-            w->dest, w->in_a, x->act, x->T, cp, x->cap);
+            w->dest, x->act, x->T, x->cap);
         CKV_CUDA_LAUNCHED();
         if (cp.partition == CKV_CSM_RANDOM) {
             csm_partition_kernel<<<dim3(ckv_pol_blocks(max_chunks, 64), x->lists), 64, 0, x->s>>>(
@@ -538,9 +542,10 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
         return ckv_errorf(err, CKV_ERR_ARG, "csm_best: T %d, d %d, chunk %d, sinks %d, recent %d",
                           T, d, C, sinks, recent);
     const size_t n = (size_t)T, elem = dt == CKV_KV_BF16 ? 2 : 4;
-    // One allocation: keys, key, gap, ival, partner, dest, act and T, in_a.
+    // One allocation: keys, key, gap, ival, partner, act and T. The
+    // alternating partition reads no flags.
     const size_t kbytes = (n * d * elem + 7) / 8 * 8;
-    const size_t bytes = kbytes + 2 * n * sizeof(double) + (3 * n + 2) * sizeof(int32_t) + n;
+    const size_t bytes = kbytes + 2 * n * sizeof(double) + (2 * n + 2) * sizeof(int32_t);
     void *host_k = malloc(n * d * elem);
     char *dev = nullptr;
     if (!host_k)
@@ -555,9 +560,7 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
     void *k = dev;
     double *dkey = reinterpret_cast<double *>(dev + kbytes);
     double *dgap = dkey + n;
-    int32_t *divl = reinterpret_cast<int32_t *>(dgap + n), *dpart = divl + n, *dest = dpart + n;
-    int32_t *act = dest + n;
-    uint8_t *in_a = reinterpret_cast<uint8_t *>(act + 2);
+    int32_t *divl = reinterpret_cast<int32_t *>(dgap + n), *dpart = divl + n, *act = dpart + n;
     const csm_params cp = {sinks, recent, C, CKV_CSM_ALTERNATING, 0, 0, 1, 1};
     const int32_t mid = T - recent - sinks, chunks = mid > 0 ? (mid + C - 1) / C : 0;
     if (e == cudaSuccess)
@@ -566,11 +569,9 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
         e = cudaMemcpy(act, head, sizeof head, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
         e = cudaMemset(dkey, 0xff, 2 * n * sizeof(double) + 2 * n * sizeof(int32_t));
-    if (e == cudaSuccess) {
-        csm_init_kernel<<<ckv_pol_blocks(T, 256), 256>>>(dest, in_a, act, act + 1, cp, T);
-        e = csm_best_launch(k, dt, in_a, dkey, divl, dpart, dgap, act, act + 1, cp, T, d, 1,
+    if (e == cudaSuccess)
+        e = csm_best_launch(k, dt, nullptr, dkey, divl, dpart, dgap, act, act + 1, cp, T, d, 1,
                             chunks, 0);
-    }
     if (e == cudaSuccess)
         e = cudaMemcpy(key, dkey, n * sizeof(double), cudaMemcpyDeviceToHost);
     if (e == cudaSuccess)
