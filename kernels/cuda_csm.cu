@@ -5,7 +5,7 @@
 // large), and the merge (cuda_compact.cu). CPU twins:
 // round_list and ckv_csm_partition_chunk in src/policies/centroid.c. The
 // cosines are computed as the CPU computes them (double, in the order of
-// ckv_csm_dot and ckv_csm_norm; the FP64 tensor cores add each product as a
+// ckv_csm_dot and ckv_csm_norm, by ckv_csm_cosine's multiplies; the FP64 tensor cores add each product as a
 // multiply and add do, see csm_best_kernel), so they are equal to the bit
 // and so are the decisions.
 // The host knows each round's candidate and merge counts from the lengths
@@ -131,6 +131,13 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 #define CSM_SLAB 32
 #define CSM_WARPS 4
 
+// ckv_csm_recip: 1 / norm, correctly rounded, or 0 below 1e-30, so that a
+// cosine is two multiplies (ckv_csm_cosine), as on the CPU.
+__device__ static inline double csm_recip(double n)
+{
+    return n >= 1e-30 ? __drcp_rn(n) : 0.0;
+}
+
 // Source tiles per chunk: ceil(C/32) hold the ceil(C/2) sources of a full
 // chunk.
 __host__ __device__ static inline int32_t csm_tiles(int32_t C)
@@ -139,7 +146,8 @@ __host__ __device__ static inline int32_t csm_tiles(int32_t C)
 }
 
 struct csm_warp_smem {
-    double na[CSM_TILE], nb[CSM_TILE];  // norms of the sources and the current destinations
+    // csm_recip of the sources' and the current destinations' norms
+    double na[CSM_TILE], nb[CSM_TILE];
     int32_t src[CSM_TILE], dst[CSM_TILE];
 };
 
@@ -210,8 +218,8 @@ __device__ static inline void csm_slab_row(const uint4 (&pc)[2], float (&e)[8])
 
 // The warp's dot products of its ns sources with the nb staged
 // destinations (dot[j][2i + e]: source g + 8i, destination 8j + 2t + e),
-// and the norms of the destinations, and of the sources on the first pass,
-// into w->nb and w->na. The ring holds the next slabs in flight: at a
+// and the reciprocal norms (csm_recip) of the destinations, and of the
+// sources on the first pass, into w->nb and w->na. The ring holds the next slabs in flight: at a
 // bf16 head_dim of 128 every slab is asked for before the first is waited
 // on (before, one slab ahead in registers, each wait a whole load).
 template <typename Elem>
@@ -280,11 +288,11 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, csm_ring<Elem> *ring, con
     }
     if (t == 0) {
         if (first) {
-            w->na[g] = sqrt(sq[0]);
-            w->na[g + 8] = sqrt(sq[1]);
+            w->na[g] = csm_recip(sqrt(sq[0]));
+            w->na[g + 8] = csm_recip(sqrt(sq[1]));
         }
-        w->nb[g] = sqrt(sq[2]);
-        w->nb[g + 8] = sqrt(sq[3]);
+        w->nb[g] = csm_recip(sqrt(sq[2]));
+        w->nb[g + 8] = csm_recip(sqrt(sq[3]));
     }
     __syncwarp();
 }
@@ -381,9 +389,10 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
                         if (col >= nb)
                             continue;
                         const double nbj = w->nb[col];
-                        const double sim = na >= 1e-30 && nbj >= 1e-30
-                                               ? __ddiv_rn(dot[j][2 * i + e], __dmul_rn(na, nbj))
-                                               : 0.0;
+                        const double sim =
+                            na != 0 && nbj != 0
+                                ? __dmul_rn(__dmul_rn(dot[j][2 * i + e], na), nbj)
+                                : 0.0;
                         if (best[i] < 0 || sim > bs[i]) {
                             if (best[i] >= 0)
                                 second[i] = bs[i];

@@ -252,6 +252,32 @@ Test(csm, norm_sums_by_octet)
     cr_assert_eq(ckv_csm_norm(b, 1), 3.0);
 }
 
+/* The cosine by reciprocals (list.h): (dot x r_a) x r_b, r = 1 / norm
+ * rounded once. Values as IEEE doubles give them (Python's floats agree):
+ * keys 19 and 49 (d = 1) have norms 19 and 49 and dot 931, a cosine of 1
+ * by division; 931 x RN(1/19) x RN(1/49) in that order is 1 - 2^-53, and
+ * with the reciprocals multiplied first it would be 1 - 2^-52. */
+Test(csm, cosine_by_reciprocals)
+{
+    const float a[1] = {19}, b[1] = {49};
+    const double ra = ckv_csm_recip(ckv_csm_norm(a, 1)), rb = ckv_csm_recip(ckv_csm_norm(b, 1));
+    const double dot = ckv_csm_dot(a, b, 1);
+    cr_assert_eq(dot, 931.0);
+    cr_assert_eq(dot / (19.0 * 49.0), 1.0);
+    cr_assert_eq(ckv_csm_cosine(dot, ra, rb), 1.0 - ldexp(1.0, -53));
+    cr_assert_eq(dot * (ra * rb), 1.0 - ldexp(1.0, -52));
+    /* 49 x RN(1/49) is the classic product that is not 1. */
+    cr_assert_eq(ckv_csm_cosine(49.0, ckv_csm_recip(49.0), ckv_csm_recip(1.0)),
+                 1.0 - ldexp(1.0, -53));
+    /* Zero vectors (policies.md): a norm under 1e-30 gives cosine 0 with
+     * anything, whatever the dot product; 1e-30 itself is a norm. */
+    cr_assert_eq(ckv_csm_recip(1e-31), 0.0);
+    cr_assert_eq(ckv_csm_recip(1e-30), 1.0 / 1e-30);
+    cr_assert_eq(ckv_csm_cosine(-5.0, 0.0, 1.0), 0.0);
+    cr_assert(!signbit(ckv_csm_cosine(-5.0, 0.0, 1.0)));
+    cr_assert_eq(ckv_csm_cosine(-5.0, 1.0, 0.0), 0.0);
+}
+
 Test(csm, splitmix64_known_sequences)
 {
     /* Published SplitMix64 outputs for seed 1234567 (Rosetta Code,

@@ -98,7 +98,7 @@ typedef struct {
     ckv_ranked *cand; /* (s_a, a) */
     int32_t *partner; /* b*(a) by slot */
     int32_t *dest;
-    double *norm;
+    double *recip; /* ckv_csm_recip of each middle key */
     uint8_t *in_a;
 } scratch;
 
@@ -111,7 +111,7 @@ static ckv_status round_list(const ckv_policy *p, ckv_cache *c, int32_t l, int32
     int32_t sinks = (int32_t)p->p[P_SINKS], recent = (int32_t)p->p[P_RECENT];
     int32_t C = (int32_t)p->p[P_CHUNK], end = T - recent, nc = 0;
     for (int32_t t = sinks; t < end; t++)
-        s->norm[t] = ckv_csm_norm(ckv_cache_key(c, l, h, t), d);
+        s->recip[t] = ckv_csm_recip(ckv_csm_norm(ckv_cache_key(c, l, h, t), d));
     for (int32_t c0 = sinks, chunk = 0; c0 < end; c0 += C, chunk++) {
         int32_t L = end - c0 < C ? end - c0 : C;
         ckv_csm_partition_chunk((ckv_csm_partition)p->p[P_PARTITION], (uint64_t)p->p[P_SEED],
@@ -126,11 +126,8 @@ static ckv_status round_list(const ckv_policy *p, ckv_cache *c, int32_t l, int32
                 if (s->in_a[ob])
                     continue;
                 int32_t b = c0 + ob;
-                double sim = 0;
-                if (s->norm[a] >= 1e-30 && s->norm[b] >= 1e-30) {
-                    sim = ckv_csm_dot(ka, ckv_cache_key(c, l, h, b), d) /
-                          (s->norm[a] * s->norm[b]);
-                }
+                double sim = ckv_csm_cosine(ckv_csm_dot(ka, ckv_cache_key(c, l, h, b), d),
+                                            s->recip[a], s->recip[b]);
                 if (best < 0 || sim > bs) {
                     best = b;
                     bs = sim;
@@ -161,7 +158,7 @@ static void scratch_free(scratch *s)
     free(s->cand);
     free(s->partner);
     free(s->dest);
-    free(s->norm);
+    free(s->recip);
     free(s->in_a);
 }
 
@@ -181,9 +178,9 @@ static ckv_status compress(const ckv_policy *p, ckv_cache *c, int32_t budget, co
 #pragma omp parallel reduction(| : any)
         {
             scratch s = {malloc(cap * sizeof *s.cand), malloc(cap * sizeof *s.partner),
-                         malloc(cap * sizeof *s.dest), malloc(cap * sizeof *s.norm),
+                         malloc(cap * sizeof *s.dest), malloc(cap * sizeof *s.recip),
                          malloc((size_t)p->p[P_CHUNK])};
-            bool ok = s.cand && s.partner && s.dest && s.norm && s.in_a;
+            bool ok = s.cand && s.partner && s.dest && s.recip && s.in_a;
 #pragma omp for schedule(dynamic, 1)
             for (int32_t lh = 0; lh < lists; lh++) {
                 int32_t nc = 0;

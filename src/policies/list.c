@@ -30,6 +30,16 @@ double ckv_csm_norm(const float *a, int32_t d)
     return sqrt((p[0] + p[1]) + (p[2] + p[3]));
 }
 
+double ckv_csm_recip(double norm)
+{
+    return norm >= 1e-30 ? 1.0 / norm : 0.0;
+}
+
+double ckv_csm_cosine(double dot, double ra, double rb)
+{
+    return ra != 0 && rb != 0 ? dot * ra * rb : 0.0;
+}
+
 static int cmp_ranked(const void *x, const void *y)
 {
     const ckv_ranked *a = x, *b = y;

@@ -787,9 +787,9 @@ static double csm_norm(const float *a, int32_t d)
  * policies.md's definition computed here, in the order of additions that
  * src/policies/list.h defines (policies.md names only the cosine), one list
  * of T keys (the alternating partition, sinks 3, recent 5): a cosine is the
- * double sum of
- * the products in csm_dot's order over the product of the two norms (each
- * as csm_norm sums its squares), 0 where a norm is below 1e-30, and the
+ * double sum of the products in csm_dot's order times the reciprocal (1 /
+ * norm, rounded once) of the first key's norm, then of the second's (each
+ * norm as csm_norm sums its squares), 0 where a norm is below 1e-30, and the
  * best destination the first in slot order with the highest cosine, its
  * gap the best cosine less the second best (the multiset's: a tie gives
  * 0). The GPU forms its sums on FP64 tensor cores (kernels/cuda_mma.cuh),
@@ -830,14 +830,14 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
             const float *ka = k + (size_t)a * d;
             int32_t best = -1;
             double bs = 0, second = -INFINITY;
-            const double na = csm_norm(ka, d);
+            const double na = csm_norm(ka, d), ra = na >= 1e-30 ? 1.0 / na : 0.0;
             for (int32_t ob = 1; ob < L; ob += 2) {
                 const float *kb = k + (size_t)(c0 + ob) * d;
-                const double nb = csm_norm(kb, d);
+                const double nb = csm_norm(kb, d), rb = nb >= 1e-30 ? 1.0 / nb : 0.0;
                 const double dot = csm_dot(ka, kb, d);
                 double sim = 0;
-                if (na >= 1e-30 && nb >= 1e-30)
-                    sim = dot / (na * nb);
+                if (ra != 0 && rb != 0)
+                    sim = dot * ra * rb;
                 if (best < 0 || sim > bs) {
                     if (best >= 0)
                         second = bs;
