@@ -286,13 +286,11 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, csm_ring<Elem> *ring, con
         sq[r] += __shfl_xor_sync(0xffffffffu, sq[r], 1);
         sq[r] += __shfl_xor_sync(0xffffffffu, sq[r], 2);
     }
-    if (t == 0) {
-        if (first) {
-            w->na[g] = csm_recip(sqrt(sq[0]));
-            w->na[g + 8] = csm_recip(sqrt(sq[1]));
-        }
-        w->nb[g] = csm_recip(sqrt(sq[2]));
-        w->nb[g + 8] = csm_recip(sqrt(sq[3]));
+    // Lane t takes row t's root and reciprocal (sources g, g + 8, then
+    // destinations g, g + 8): one each where lane 0 took all four in turn.
+    if (t >= 2 || first) {
+        const double n = sqrt(t == 0 ? sq[0] : t == 1 ? sq[1] : t == 2 ? sq[2] : sq[3]);
+        (t < 2 ? w->na : w->nb)[g + 8 * (t & 1)] = csm_recip(n);
     }
     __syncwarp();
 }
