@@ -13,7 +13,7 @@
 
 #include "fuzz_dir.h"
 #include "gguf.h"
-#include "synth.h"
+#include "synth_tokenizer.h"
 #include "tokenizer.h"
 #include "utf8.h"
 #include "util.h"
@@ -786,7 +786,7 @@ Test(tokenizer, chat_formats_from_templates)
 /* Its layout (src/synth.c, checked by test_synth's tokenizer_layout):
  * 0-2 <|endoftext|> <|im_start|> <|im_end|>, 3 + b the token of byte b,
  * 259.. the ten merge results ("Ġa" is 262), 269-299 <|reserved_N|>. */
-enum { SYN_IM_START = 1, SYN_IM_END = 2, SYN_BYTE0 = 3, SYN_SP_A = 262, SYN_VOCAB = 300 };
+enum { SYN_IM_START = 1, SYN_IM_END = 2, SYN_BYTE0 = 3, SYN_SP_A = 262, SYN_VOCAB = SYNTH_TOKENIZER_VOCAB };
 
 static uint8_t *synth_mem;
 static gguf_file synth_gguf;
@@ -795,14 +795,7 @@ static ckv_tokenizer *synth;
 static void open_synth(void)
 {
     ckv_synth_opts o;
-    ckv_synth_defaults(&o);
-    o.arch = "llama";
-    o.n_layer = 1;
-    o.n_embd = 32;
-    o.n_head = 2;
-    o.n_head_kv = 1;
-    o.n_ff = 32;
-    o.n_vocab = SYN_VOCAB;
+    synth_tokenizer_opts(&o);
     size_t len;
     ckv_error err = {0};
     cr_assert_eq(ckv_synth_build(&o, &synth_mem, &len, &err), CKV_OK, "%s", err.msg);

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "gguf.h"
-#include "synth.h"
+#include "../synth_tokenizer.h"
 #include "tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -121,14 +121,7 @@ static const struct {
 static void setup(void)
 {
     ckv_synth_opts o;
-    ckv_synth_defaults(&o);
-    o.arch = "llama";
-    o.n_layer = 1;
-    o.n_embd = 32;
-    o.n_head = 2;
-    o.n_head_kv = 1;
-    o.n_ff = 32;
-    o.n_vocab = 300; /* 31 reserved control tokens after the merges */
+    synth_tokenizer_opts(&o);
     size_t len;
     ckv_error e = {0};
     if (ckv_synth_build(&o, &synth_buf, &len, &e) || gguf_parse(&synth_file, synth_buf, len, &e))
