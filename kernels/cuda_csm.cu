@@ -5,9 +5,9 @@
 // large), and the merge (cuda_compact.cu). CPU twins:
 // round_list and ckv_csm_partition_chunk in src/policies/centroid.c. The
 // cosines are computed as the CPU computes them (double, in the order of
-// ckv_csm_dot and ckv_csm_norm, by ckv_csm_cosine's multiplies; the FP64 tensor cores add each product as a
-// multiply and add do, see csm_best_kernel), so they are equal to the bit
-// and so are the decisions.
+// ckv_csm_dot and ckv_csm_norm, by ckv_csm_cosine's multiplies; the FP64
+// tensor cores add each product as a multiply and add do, see
+// csm_best_kernel), so they are equal to the bit and so are the decisions.
 // The host knows each round's candidate and merge counts from the lengths
 // alone and uses the CPU's own rate functions. Keys are read as fp32 from
 // either cache type (T: float or ckv_bf16).
@@ -332,9 +332,11 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
     const int32_t lh = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int32_t g = lane >> 2, t = lane & 3;
     csm_warp_smem *w = &smem[warp];
-    // Both loads in flight before the test, and 32-bit indices (a list's
-    // chunks and the grid's warps fit: the host's grid): the warp's start
-    // held about an eighth of ZZ95's samples.
+    // Both loads in flight before the test, and 32-bit indices: the warp's
+    // start held about an eighth of ZZ95's samples. They fit because a
+    // list's capacity does and the chunk and sinks are bounded (the
+    // policy's parameters: at most 4096 and 2^20; ckv_gpu_csm_best checks
+    // its own).
     const int32_t on = act[lh], len = T[lh];
     if (!on)
         return;
@@ -546,7 +548,8 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
                                        int32_t *ival, int32_t *partner, double *gap,
                                        ckv_error *err)
 {
-    if (T < 1 || d < 1 || C < 1 || sinks < 0 || recent < 0)
+    if (T < 1 || d < 1 || C < 1 || C > 4096 || sinks < 0 || sinks > (1 << 20) || recent < 0 ||
+        T > INT32_MAX - (1 << 20) - 3 * 4096)
         return ckv_errorf(err, CKV_ERR_ARG, "csm_best: T %d, d %d, chunk %d, sinks %d, recent %d",
                           T, d, C, sinks, recent);
     const size_t n = (size_t)T, elem = dt == CKV_KV_BF16 ? 2 : 4;

@@ -798,7 +798,9 @@ static double csm_norm(const float *a, int32_t d)
  * rounding per four products comes out different most of the time. In
  * chunk 0 source 0 and destinations 1, 3 and 5 are one key, a three-way tie
  * at the top that spans two lanes of the kernel's quads (the lower slot
- * wins, the gap is 0); chunk 1 holds a zero destination. */
+ * wins, the gap is 0); chunk 1 holds a zero destination; at chunk 100
+ * chunks 2 and 3 hold ties across tiles that each fold must break by slot,
+ * and chunk 4's first source a key under the zero-vector norm. */
 static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
 {
     const int32_t T = 700, sinks = 3, recent = 5, end = T - recent;
@@ -817,6 +819,25 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
         for (int32_t o = 1; o <= 5; o += 2)
             memcpy(k + (size_t)(sinks + o) * d, k + (size_t)sinks * d, (size_t)d * sizeof *k);
         memset(k + (size_t)(sinks + C + 1) * d, 0, (size_t)d * sizeof *k);
+    }
+    /* Ties the quad's folds must break by slot: source 0 of chunk 2 copied
+     * to destinations 9 (rank 4, lane 2 of tile 0) and 33 (rank 16, lane 0
+     * of tile 1), so that lane 0 holds the later slot when the fold over
+     * lanes two apart meets lane 2's; in chunk 3 the same at 5 (lane 1) and
+     * 35 (lane 0 of tile 1) for the fold over neighbours. */
+    if (C >= 36 && end - sinks >= 4 * C)
+        for (int32_t c = 2; c <= 3; c++) {
+            const int32_t c0 = sinks + c * C, near = c == 2 ? 9 : 5, far = c == 2 ? 33 : 35;
+            memcpy(k + (size_t)(c0 + near) * d, k + (size_t)c0 * d, (size_t)d * sizeof *k);
+            memcpy(k + (size_t)(c0 + far) * d, k + (size_t)c0 * d, (size_t)d * sizeof *k);
+        }
+    /* A source under the zero-vector norm whose dot product with its first
+     * destination is negative (chunk 4's first pair): its cosines must be
+     * +0, where the product by a reciprocal of 0 alone would give -0. */
+    if (end - sinks >= 5 * C) {
+        const size_t a = (size_t)(sinks + 4 * C) * d, b = a + (size_t)d;
+        for (int32_t i = 0; i < d; i++)
+            k[a + i] = k[b + i] < 0 ? ldexpf(1.0f, -110) : -ldexpf(1.0f, -110);
     }
     if (kv_dtype == CKV_KV_BF16)
         for (size_t i = 0; i < (size_t)T * d; i++)
