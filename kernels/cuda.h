@@ -276,16 +276,21 @@ ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err);
 
 /* CentroidKV's best-partner walk (kernels/cuda_csm.cu) on one list, for
  * tests: T keys of head_dim d (host, [T][d]; with dt bf16 rounded to it as
- * a bf16 cache stores them), the alternating partition with sinks, recent
- * and chunk C, round 0. Host outputs of T entries each, 0xff bytes where
+ * a bf16 cache stores them), sinks, recent and chunk C (at most 4096), round
+ * 0, the partition a ckv_csm_partition (src/policies/csm.h): the
+ * alternating and sequential ones by the walk's arithmetic with in_a NULL,
+ * the random one from in_a (host, T flags, 1 for a source, at most (C + 1)
+ * / 2 in a chunk), as the random partition's kernel would have written
+ * them. Host outputs of T entries each, 0xff bytes where
  * the walk writes nothing: key and ival at each candidate's compacted
  * position (sinks + chunk (C + 1) / 2 + its rank among the chunk's
  * sources): its best cosine (-inf without a destination) and slot; partner
  * and gap at each source slot that has a destination: the best one and its
  * cosine minus the second best's (+inf with one destination). */
 ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32_t d,
-                            int32_t sinks, int32_t recent, int32_t C, double *key, int32_t *ival,
-                            int32_t *partner, double *gap, ckv_error *err);
+                            int32_t sinks, int32_t recent, int32_t C, int32_t partition,
+                            const uint8_t *in_a, double *key, int32_t *ival, int32_t *partner,
+                            double *gap, ckv_error *err);
 
 /* ckv_ddiv (kernels/cuda_ddiv.cuh), for tests: q[i] = a[i] / n[i / per]
  * on the GPU, each divisor's reciprocal formed once for its `per`

@@ -544,7 +544,8 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
 }
 
 extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32_t T, int32_t d,
-                                       int32_t sinks, int32_t recent, int32_t C, double *key,
+                                       int32_t sinks, int32_t recent, int32_t C,
+                                       int32_t partition, const uint8_t *in_a, double *key,
                                        int32_t *ival, int32_t *partner, double *gap,
                                        ckv_error *err)
 {
@@ -552,11 +553,31 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
         T > INT32_MAX - (1 << 20) - 3 * 4096)
         return ckv_errorf(err, CKV_ERR_ARG, "csm_best: T %d, d %d, chunk %d, sinks %d, recent %d",
                           T, d, C, sinks, recent);
+    const bool flags = partition == CKV_CSM_RANDOM;
+    if ((partition != CKV_CSM_ALTERNATING && partition != CKV_CSM_SEQUENTIAL && !flags) ||
+        flags != (in_a != nullptr))
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "csm_best: partition %d with%s flags (flags for the random one only)",
+                          partition, in_a ? "" : "out");
+    // The walk compacts a chunk's candidates into (C + 1) / 2 places.
+    for (int32_t c0 = sinks; flags && c0 < T - recent; c0 += C) {
+        int32_t na = 0;
+        const int32_t L = T - recent - c0 < C ? T - recent - c0 : C;
+        for (int32_t o = 0; o < L; o++) {
+            if (in_a[c0 + o] > 1)
+                return ckv_errorf(err, CKV_ERR_ARG, "csm_best: flag %d at slot %d (0 or 1)",
+                                  in_a[c0 + o], c0 + o);
+            na += in_a[c0 + o];
+        }
+        if (na > (C + 1) / 2)
+            return ckv_errorf(err, CKV_ERR_ARG, "csm_best: %d sources in the chunk at slot %d, "
+                              "at most %d", na, c0, (C + 1) / 2);
+    }
     const size_t n = (size_t)T, elem = dt == CKV_KV_BF16 ? 2 : 4;
-    // One allocation: keys, key, gap, ival, partner, act and T. The
-    // alternating partition reads no flags.
+    // One allocation: keys, key, gap, ival, partner, act and T, then the
+    // random partition's flags (the others are arithmetic).
     const size_t kbytes = (n * d * elem + 7) / 8 * 8;
-    const size_t bytes = kbytes + 2 * n * sizeof(double) + (2 * n + 2) * sizeof(int32_t);
+    const size_t bytes = kbytes + 2 * n * sizeof(double) + (2 * n + 2) * sizeof(int32_t) + n;
     void *host_k = malloc(n * d * elem);
     char *dev = nullptr;
     if (!host_k)
@@ -572,17 +593,20 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
     double *dkey = reinterpret_cast<double *>(dev + kbytes);
     double *dgap = dkey + n;
     int32_t *divl = reinterpret_cast<int32_t *>(dgap + n), *dpart = divl + n, *act = dpart + n;
-    const csm_params cp = {sinks, recent, C, CKV_CSM_ALTERNATING, 0, 0, 1, 1};
+    uint8_t *dflags = reinterpret_cast<uint8_t *>(act + 2);
+    const csm_params cp = {sinks, recent, C, partition, 0, 0, 1, 1};
     const int32_t mid = T - recent - sinks, chunks = mid > 0 ? (mid + C - 1) / C : 0;
     if (e == cudaSuccess)
         e = cudaMemcpy(k, host_k, n * d * elem, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
         e = cudaMemcpy(act, head, sizeof head, cudaMemcpyHostToDevice);
+    if (flags && e == cudaSuccess)
+        e = cudaMemcpy(dflags, in_a, n, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
         e = cudaMemset(dkey, 0xff, 2 * n * sizeof(double) + 2 * n * sizeof(int32_t));
     if (e == cudaSuccess)
-        e = csm_best_launch(k, dt, nullptr, dkey, divl, dpart, dgap, act, act + 1, cp, T, d, 1,
-                            chunks, 0);
+        e = csm_best_launch(k, dt, flags ? dflags : nullptr, dkey, divl, dpart, dgap, act,
+                            act + 1, cp, T, d, 1, chunks, 0);
     if (e == cudaSuccess)
         e = cudaMemcpy(key, dkey, n * sizeof(double), cudaMemcpyDeviceToHost);
     if (e == cudaSuccess)

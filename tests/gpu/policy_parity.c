@@ -35,6 +35,7 @@
 #include "cache.h"
 #include "cuda.h"
 #include "kvfile.h"
+#include "policies/csm.h"
 #include "policies/policies.h"
 #include "policy.h"
 #include "quant.h"
@@ -786,7 +787,8 @@ static double csm_norm(const float *a, int32_t d)
 /* CentroidKV's cosines bit for bit: the GPU walk (ckv_gpu_csm_best) against
  * policies.md's definition computed here, in the order of additions that
  * src/policies/list.h defines (policies.md names only the cosine), one list
- * of T keys (the alternating partition, sinks 3, recent 5): a cosine is the
+ * of T keys (sinks 3, recent 5; each partition, the random one's sides drawn
+ * here and handed to the walk as the partition kernel would): a cosine is the
  * double sum of the products in csm_dot's order times the reciprocal (1 /
  * norm, rounded once) of the first key's norm, then of the second's (each
  * norm as csm_norm sums its squares), 0 where a norm is below 1e-30, and the
@@ -801,10 +803,27 @@ static double csm_norm(const float *a, int32_t d)
  * wins, the gap is 0); chunk 1 holds a zero destination; at chunk 100
  * chunks 2 and 3 hold ties across tiles that each fold must break by slot,
  * and chunk 4's first source a key under the zero-vector norm. */
-static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
+static void check_csm_walk(int32_t d, int32_t C, bool wide, int32_t partition, uint64_t seed)
 {
     const int32_t T = 700, sinks = 3, recent = 5, end = T - recent;
     float *k = xmalloc((size_t)T * d * sizeof *k);
+    /* Each slot's side: alternating, sequential (the first (L + 1) / 2 of a
+     * chunk of L are sources), or random: (L + 1) / 2 sources of each chunk
+     * drawn here (a shuffle of this test's own), not by the policy's code. */
+    uint8_t *in_a = xmalloc((size_t)T);
+    memset(in_a, 0, (size_t)T);
+    uint64_t pst = seed ^ 0x5eed;
+    for (int32_t c0 = sinks; c0 < end; c0 += C) {
+        const int32_t L = end - c0 < C ? end - c0 : C, half = (L + 1) / 2;
+        for (int32_t o = 0; o < L; o++)
+            in_a[c0 + o] = partition == CKV_CSM_ALTERNATING ? o % 2 == 0 : o < half;
+        for (int32_t o = L - 1; partition == CKV_CSM_RANDOM && o >= 1; o--) {
+            const int32_t j = (int32_t)(ckv_splitmix64(&pst) % (uint64_t)(o + 1));
+            const uint8_t t = in_a[c0 + o];
+            in_a[c0 + o] = in_a[c0 + j];
+            in_a[c0 + j] = t;
+        }
+    }
     double *key = xmalloc((size_t)T * sizeof *key);
     int32_t *ival = xmalloc((size_t)T * sizeof *ival), *partner = xmalloc((size_t)T * sizeof *partner);
     double *gap = xmalloc((size_t)T * sizeof *gap);
@@ -842,17 +861,23 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
     if (kv_dtype == CKV_KV_BF16)
         for (size_t i = 0; i < (size_t)T * d; i++)
             k[i] = ckv_bf16_to_f32(ckv_f32_to_bf16(k[i]));
-    CHECK(ckv_gpu_csm_best(k, kv_dtype, T, d, sinks, recent, C, key, ival, partner, gap, err));
+    CHECK(ckv_gpu_csm_best(k, kv_dtype, T, d, sinks, recent, C, partition,
+                           partition == CKV_CSM_RANDOM ? in_a : NULL, key, ival, partner, gap,
+                           err));
     int64_t checked = 0, differ = 0;
     for (int32_t c0 = sinks, chunk = 0; c0 < end; c0 += C, chunk++) {
         const int32_t L = end - c0 < C ? end - c0 : C;
-        for (int32_t oa = 0; oa < L; oa += 2) {
+        for (int32_t oa = 0, rank = 0; oa < L; oa++) {
+            if (!in_a[c0 + oa])
+                continue;
             const int32_t a = c0 + oa;
             const float *ka = k + (size_t)a * d;
             int32_t best = -1;
             double bs = 0, second = -INFINITY;
             const double na = csm_norm(ka, d), ra = na >= 1e-30 ? 1.0 / na : 0.0;
-            for (int32_t ob = 1; ob < L; ob += 2) {
+            for (int32_t ob = 0; ob < L; ob++) {
+                if (in_a[c0 + ob])
+                    continue;
                 const float *kb = k + (size_t)(c0 + ob) * d;
                 const double nb = csm_norm(kb, d), rb = nb >= 1e-30 ? 1.0 / nb : 0.0;
                 const double dot = csm_dot(ka, kb, d);
@@ -868,7 +893,7 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
                     second = sim;
                 }
             }
-            const size_t ci = (size_t)sinks + (size_t)chunk * ((C + 1) / 2) + oa / 2;
+            const size_t ci = (size_t)sinks + (size_t)chunk * ((C + 1) / 2) + rank++;
             const double want = best >= 0 ? bs : -INFINITY, want_gap = bs - second;
             checked++;
             differ += ival[ci] != a || memcmp(&key[ci], &want, sizeof want) ||
@@ -878,10 +903,12 @@ static void check_csm_walk(int32_t d, int32_t C, bool wide, uint64_t seed)
     }
     runs++;
     failures += differ > 0;
-    printf("%-4s csm walk: head_dim %3d, chunk %3d, %s keys: %lld of %lld sources differ "
-           "(cosine and gap bits, partner, slot)  %s\n",
+    static const char *const parts[] = {"alternating", "sequential", "random"};
+    printf("%-4s csm walk: head_dim %3d, chunk %3d, %s keys, %-11s: %lld of %lld sources "
+           "differ (cosine and gap bits, partner, slot)  %s\n",
            kv_dtype == CKV_KV_BF16 ? "bf16" : "f32", d, C, wide ? "wide" : "unit",
-           (long long)differ, (long long)checked, differ ? "FAIL" : "PASS");
+           parts[partition], (long long)differ, (long long)checked, differ ? "FAIL" : "PASS");
+    free(in_a);
     free(k);
     free(key);
     free(ival);
@@ -1666,10 +1693,12 @@ int main(int argc, char **argv)
          * holds for either key type, so a slot is filled again. */
         static const int32_t dims[] = {128, 64, 66, 80, 67, 7, 68, 160},
                              chunks[] = {32, 7, 100, 2};
-        for (int i = 0; i < 8; i++)
-            for (int j = 0; j < 4; j++)
-                for (int wide = 0; wide < 2; wide++)
-                    check_csm_walk(dims[i], chunks[j], wide, (uint64_t)(1 + 8 * i + 2 * j + wide));
+        for (int part = CKV_CSM_ALTERNATING; part <= CKV_CSM_RANDOM; part++)
+            for (int i = 0; i < 8; i++)
+                for (int j = 0; j < 4; j++)
+                    for (int wide = 0; wide < 2; wide++)
+                        check_csm_walk(dims[i], chunks[j], wide, part,
+                                       (uint64_t)(1 + 8 * i + 2 * j + wide + 64 * part));
         /* The features are doubles whatever the cache type; 148 is the
          * largest head_dim whose tiles fit (cuda_kmeans.cu). */
         static const int32_t km_dims[] = {128, 64, 66, 148};
