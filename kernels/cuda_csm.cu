@@ -119,9 +119,9 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
 // slabs (csm_ring): all of a bf16 row of 128 are in flight at once, so the
 // warp's first wait is its only long one; until the seventieth session they
 // came one slab ahead in registers, four loads a tile one after another
-// (run ET's ring, when the tensor pipe held the walk, gained nothing). The CUDA-core walk before (16 lanes summing 4 x 4 pairs
-// each from keys staged as doubles in shared memory) was bound by shared
-// memory (run EH).
+// (run ET's ring, when the tensor pipe held the walk, gained nothing). The
+// CUDA-core walk before (16 lanes summing 4 x 4 pairs each from keys staged
+// as doubles in shared memory) was bound by shared memory (run EH).
 //
 // Each lane then scans its destination columns of its two sources in slot
 // order, as the CPU walks a chunk, and the quad folds the four lanes'
@@ -147,7 +147,7 @@ __host__ __device__ static inline int32_t csm_tiles(int32_t C)
 
 struct csm_warp_smem {
     // csm_recip of the sources' and the current destinations' norms
-    double na[CSM_TILE], nb[CSM_TILE];
+    double ra[CSM_TILE], rb[CSM_TILE];
     int32_t src[CSM_TILE], dst[CSM_TILE];
 };
 
@@ -219,9 +219,10 @@ __device__ static inline void csm_slab_row(const uint4 (&pc)[2], float (&e)[8])
 // The warp's dot products of its ns sources with the nb staged
 // destinations (dot[j][2i + e]: source g + 8i, destination 8j + 2t + e),
 // and the reciprocal norms (csm_recip) of the destinations, and of the
-// sources on the first pass, into w->nb and w->na. The ring holds the next slabs in flight: at a
-// bf16 head_dim of 128 every slab is asked for before the first is waited
-// on (before, one slab ahead in registers, each wait a whole load).
+// sources on the first pass, into w->rb and w->ra. The ring holds the next
+// slabs in flight: at a bf16 head_dim of 128 every slab is asked for before
+// the first is waited on (before, one slab ahead in registers, each wait a
+// whole load).
 template <typename Elem>
 __device__ static void csm_tile_dots(csm_warp_smem *w, csm_ring<Elem> *ring, const Elem *k,
                                      size_t lbase, int32_t d, int32_t ns, int32_t nb, bool first,
@@ -290,7 +291,7 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, csm_ring<Elem> *ring, con
     // destinations g, g + 8): one each where lane 0 took all four in turn.
     if (t >= 2 || first) {
         const double n = sqrt(t == 0 ? sq[0] : t == 1 ? sq[1] : t == 2 ? sq[2] : sq[3]);
-        (t < 2 ? w->na : w->nb)[g + 8 * (t & 1)] = csm_recip(n);
+        (t < 2 ? w->ra : w->rb)[g + 8 * (t & 1)] = csm_recip(n);
     }
     __syncwarp();
 }
@@ -334,9 +335,8 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
     csm_warp_smem *w = &smem[warp];
     // Both loads in flight before the test, and 32-bit indices: the warp's
     // start held about an eighth of ZZ95's samples. They fit because a
-    // list's capacity does and the chunk and sinks are bounded (the
-    // policy's parameters: at most 4096 and 2^20; ckv_gpu_csm_best checks
-    // its own).
+    // list's capacity does and the chunk and sinks are bounded
+    // (CKV_CSM_CHUNK_MAX, CKV_CSM_PROTECT_MAX).
     const int32_t on = act[lh], len = T[lh];
     if (!on)
         return;
@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
             first = false;
 #pragma unroll
             for (int32_t i = 0; i < 2; i++) {
-                const double na = w->na[g + 8 * i];
+                const double ra = w->ra[g + 8 * i];
 #pragma unroll
                 for (int32_t j = 0; j < 2; j++)
 #pragma unroll
@@ -391,10 +391,10 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
                         const int32_t col = 8 * j + 2 * t + e;
                         if (col >= nb)
                             continue;
-                        const double nbj = w->nb[col];
+                        const double rb = w->rb[col];
                         const double sim =
-                            na != 0 && nbj != 0
-                                ? __dmul_rn(__dmul_rn(dot[j][2 * i + e], na), nbj)
+                            ra != 0 && rb != 0
+                                ? __dmul_rn(__dmul_rn(dot[j][2 * i + e], ra), rb)
                                 : 0.0;
                         // The walk's update by selects, not branches.
                         const bool top = best[i] < 0 || sim > bs[i];
@@ -404,7 +404,7 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
                         bs[i] = top ? sim : bs[i];
                     }
             }
-            __syncwarp();  // dst and nb read before the next pass writes them
+            __syncwarp();  // dst and rb read before the next pass writes them
         }
     }
 #pragma unroll
@@ -549,8 +549,9 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
                                        int32_t *ival, int32_t *partner, double *gap,
                                        ckv_error *err)
 {
-    if (T < 1 || d < 1 || C < 1 || C > 4096 || sinks < 0 || sinks > (1 << 20) || recent < 0 ||
-        T > INT32_MAX - (1 << 20) - 3 * 4096)
+    if (T < 1 || d < 1 || C < 1 || C > CKV_CSM_CHUNK_MAX || sinks < 0 ||
+        sinks > CKV_CSM_PROTECT_MAX || recent < 0 ||
+        T > INT32_MAX - CKV_CSM_PROTECT_MAX - 3 * CKV_CSM_CHUNK_MAX)
         return ckv_errorf(err, CKV_ERR_ARG, "csm_best: T %d, d %d, chunk %d, sinks %d, recent %d",
                           T, d, C, sinks, recent);
     const bool flags = partition == CKV_CSM_RANDOM;

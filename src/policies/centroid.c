@@ -28,9 +28,9 @@ static const char *const bias_names[] = {"on", "off", NULL};
 static const char *const schedule_names[] = {"linear", "constant", NULL};
 
 static const ckv_param_def params[] = {
-    {"sinks", CKV_PARAM_INT, 4, 0, 1 << 20, NULL, "oldest slots never merged"},
-    {"recent", CKV_PARAM_INT, 64, 0, 1 << 20, NULL, "newest slots never merged"},
-    {"chunk", CKV_PARAM_INT, 32, 2, 4096, NULL, "chunk length C (matching stays inside a chunk)"},
+    {"sinks", CKV_PARAM_INT, 4, 0, CKV_CSM_PROTECT_MAX, NULL, "oldest slots never merged"},
+    {"recent", CKV_PARAM_INT, 64, 0, CKV_CSM_PROTECT_MAX, NULL, "newest slots never merged"},
+    {"chunk", CKV_PARAM_INT, 32, 2, CKV_CSM_CHUNK_MAX, NULL, "chunk length C (matching stays inside a chunk)"},
     {"r_init", CKV_PARAM_RATE, 500, 1, 1000, NULL, "merge rate of round 0"},
     {"r_step", CKV_PARAM_RATE, 100, 1, 1000, NULL, "rate decrease per round (linear schedule)"},
     {"r_min", CKV_PARAM_RATE, 100, 1, 1000, NULL, "lowest rate"},

@@ -8,6 +8,10 @@
 typedef enum { CKV_CSM_ALTERNATING, CKV_CSM_SEQUENTIAL, CKV_CSM_RANDOM } ckv_csm_partition;
 typedef enum { CKV_CSM_LINEAR, CKV_CSM_CONSTANT } ckv_csm_schedule;
 
+/* Upper bounds of the chunk and of sinks and recent (the policy's
+ * parameters); the GPU walk's 32-bit slot indices rest on them. */
+enum { CKV_CSM_CHUNK_MAX = 4096, CKV_CSM_PROTECT_MAX = 1 << 20 };
+
 /* r_j in per-mille: max(r_min, r_init - j * r_step), or r_init (constant). */
 int64_t ckv_csm_rate(int64_t round, int64_t r_init, int64_t r_step, int64_t r_min,
                      ckv_csm_schedule schedule);
