@@ -199,9 +199,9 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
     }
 }
 
-// One block per (query, head), one thread per dimension: a merge the warp
-// form below does not take (more than MERGE_WARP_SPLITS ranges, up to
-// MERGE_MAX_SPLITS, or a prefill chunk of 2 to MERGE_WIDE_MIN - 1 rows).
+// One block per (query, head), one thread per dimension: the merge of a
+// prefill chunk of 2 to MERGE_WIDE_MIN - 1 rows, too few for the warp form
+// below to fill the GPU.
 // The ranges' maxima and sums are staged in shared memory by
 // all threads at once and each range's weight computed once, so the loads of
 // a long split list overlap (a thread walking the ranges one dependent load
@@ -271,21 +271,23 @@ __global__ void attention_merge(const float *__restrict__ part_o,
 }
 
 // The merge of a decode step, or of a prefill chunk of at least
-// MERGE_WIDE_MIN rows, over at most MERGE_WARP_SPLITS ranges: a warp per
-// (row, query head), lane l holding
+// MERGE_WIDE_MIN rows: a warp per (row, query head), lane l holding
 // ranges l and l + 32's max and sum and dimensions V l .. V l + V - 1 (V =
-// head_dim / 32). The first MERGE_BATCH ranges' outputs are loaded together
+// head_dim / 32); ranges past 64 are read again, 32 at a time, as their
+// turn comes (a batch-1 decode at 128K takes 66 at head_dim 64 on an H100,
+// whose block-form merge took 10.3 us, ncu, ZZ100). The first MERGE_BATCH
+// ranges' outputs are loaded together
 // with the maxima (every range's are written, zeros where the row saw
 // nothing, and one of weight 0 is not used), and the weights go from lane to
-// lane by shuffles: no shared memory, no barrier, one trip to memory where
-// the block form takes three (its 4-row form took 15 us for a 1,024-row
+// lane by shuffles: no shared memory, no barrier, one trip to memory up to
+// 64 ranges where the block form takes three (its 4-row form took 15 us for a 1,024-row
 // SmolLM2 segment of 4 ranges and 281 us for the 8B's 4,096 rows of one
 // range, about 0.36 TB/s; ncu, run BF). A decode step took the block form
 // until run FF, where this one made the 8B's steps 0.5-1.4% and SmolLM2's
 // 3.4-4.8% faster, at batch 1 and 8 alike (each layer's merge waits out one
 // trip instead of three). The same arithmetic in the same order as
 // attention_merge: the same bits.
-constexpr int MERGE_WARPS = 4, MERGE_WARP_SPLITS = 64;
+constexpr int MERGE_WARPS = 4;
 
 template <int V>
 __global__ void __launch_bounds__(MERGE_WARPS * 32)
@@ -309,7 +311,7 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
         mB = part_ml[((lane + 32) * per + row) * 2];
         lB = part_ml[((lane + 32) * per + row) * 2 + 1];
     }
-    float L = 0.0f, O[V], wA = 0.0f, wB = 0.0f, M = -INFINITY;
+    float L = 0.0f, O[V], wA = 0.0f, wB = 0.0f, wC = 0.0f, lC = 0.0f, M = -INFINITY;
 #pragma unroll
     for (int v = 0; v < V; v++)
         O[v] = 0.0f;
@@ -323,19 +325,30 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
                                            : 0.0f;
         if (s0 == 0) {
             M = fmaxf(mA, mB);
+            for (int s = lane + 64; s < splits; s += 32)
+                M = fmaxf(M, part_ml[(s * per + row) * 2]);
             for (int o = 16; o > 0; o >>= 1)
                 M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
             // A range the row sees nothing of (max -inf) weighs 0, not exp(NaN).
             wA = mA == -INFINITY ? 0.0f : expf(mA - M);
             wB = mB == -INFINITY ? 0.0f : expf(mB - M);
         }
+        if (s0 >= 64 && s0 % 32 == 0) {
+            float mC = -INFINITY;
+            lC = 0.0f;
+            if (s0 + lane < splits) {
+                mC = part_ml[((s0 + lane) * per + row) * 2];
+                lC = part_ml[((s0 + lane) * per + row) * 2 + 1];
+            }
+            wC = mC == -INFINITY ? 0.0f : expf(mC - M);
+        }
 #pragma unroll
         for (int j = 0; j < MERGE_BATCH; j++) {
             const int s = s0 + j;
             if (s >= splits)
                 break;
-            const float w = __shfl_sync(0xffffffffu, s < 32 ? wA : wB, s % 32);
-            const float ls = __shfl_sync(0xffffffffu, s < 32 ? lA : lB, s % 32);
+            const float w = __shfl_sync(0xffffffffu, s < 32 ? wA : s < 64 ? wB : wC, s % 32);
+            const float ls = __shfl_sync(0xffffffffu, s < 32 ? lA : s < 64 ? lB : lC, s % 32);
             if (w == 0.0f)
                 continue;
             L += w * ls;
@@ -572,7 +585,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
                                 grid, BQ * TPQ, 0, st, a));
     // With one range the tensor-core prefill wrote the merge's results itself.
     if (!(tc && split.splits == 1)) {
-        if ((decode || n >= MERGE_WIDE_MIN) && split.splits <= MERGE_WARP_SPLITS)
+        if (decode || n >= MERGE_WIDE_MIN)
             CKV_CUDA(ckv_pdl_launch(
                 head_dim == 64 ? attention_merge_warp<2> : attention_merge_warp<4>,
                 dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head), MERGE_WARPS * 32, 0, st,

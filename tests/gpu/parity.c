@@ -1049,14 +1049,20 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention((attn_case){128, 600, d, true, 7, false, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){128, 32, a, true, 1, false, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){64, 64, a, false, 2, false, 0, DEG_1_TO_6, 0}, dt);
-    /* The merge over more than 128 ranges (the most it stages at once is
+    /* The merges over more than 128 ranges (the block form stages at most
      * CKV_ATTENTION_MAX_SPLITS, 1024): ranges of 32, most of them empty;
-     * one query with a group over 8 (no decode kernel: a prefill one);
-     * degrees 0 (a log-degree of -inf) at the head of ranges. */
+     * a decode (the warp form), one query with a group over 8 (no decode
+     * kernel: a prefill one, the block form); degrees 0 (a log-degree of
+     * -inf) at the head of ranges. */
     check_attention((attn_case){64, 1, c, true, 200, true, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){128, 1, b, false, 1024, false, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){64, 7, b, true, 150, false, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){128, 1, b, true, 0, false, 20, DEG_1_TO_6, 0}, dt);
+    /* The decode's warp merge over 65 and 96 ranges: those past 64 read
+     * again a chunk of 32 at a time, the last chunk partly full (and 200
+     * above). */
+    check_attention((attn_case){128, 1, c, true, 65, false, 0, DEG_SOME_0, 0}, dt);
+    check_attention((attn_case){64, 1, b, false, 96, false, 2, DEG_1_TO_6, 0}, dt);
     /* The decode kernels at groups 1 (7 of the tensor-core kernel's 8 hi rows
      * unused), 2 and 8, one query over one cache. */
     check_attention((attn_case){64, 1, c, true, 0, true, 2, DEG_1_TO_6, 0}, dt);
