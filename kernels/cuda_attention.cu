@@ -275,21 +275,24 @@ __global__ void attention_merge(const float *__restrict__ part_o,
 // ranges l and l + 32's max and sum and dimensions V l .. V l + V - 1 (V =
 // head_dim / 32); ranges past 64 are read again, 32 at a time, as their
 // turn comes (a batch-1 decode at 128K takes 66 at head_dim 64 on an H100,
-// whose block-form merge took 10.3 us, ncu, ZZ100). The first MERGE_BATCH
-// ranges' outputs are loaded together
+// whose block-form merge took 10.3 us, ncu, ZZ100). The first B ranges'
+// outputs are loaded together
 // with the maxima (every range's are written, zeros where the row saw
 // nothing, and one of weight 0 is not used), and the weights go from lane to
-// lane by shuffles: no shared memory, no barrier, one trip to memory up to
-// 64 ranges where the block form takes three (its 4-row form took 15 us for a 1,024-row
+// lane by shuffles: no shared memory, no barrier, one trip to memory a B
+// ranges where the block form takes three (its 4-row form took 15 us for a 1,024-row
 // SmolLM2 segment of 4 ranges and 281 us for the 8B's 4,096 rows of one
 // range, about 0.36 TB/s; ncu, run BF). A decode step took the block form
 // until run FF, where this one made the 8B's steps 0.5-1.4% and SmolLM2's
 // 3.4-4.8% faster, at batch 1 and 8 alike (each layer's merge waits out one
-// trip instead of three). The same arithmetic in the same order as
-// attention_merge: the same bits.
-constexpr int MERGE_WARPS = 4;
+// trip instead of three). B is MERGE_BATCH, or 32 over more than 16
+// ranges (a decode at batch 1 takes 32 to 66): a trip is about 1.5 us of
+// a merge that has 32 rows to do (ncu, ZZ102: 66 ranges in five trips, 8.1
+// us), and only those merges pay the registers. The same arithmetic in the
+// same order as attention_merge: the same bits.
+constexpr int MERGE_WARPS = 4, MERGE_WIDE_BATCH = 32;
 
-template <int V>
+template <int V, int B>
 __global__ void __launch_bounds__(MERGE_WARPS * 32)
     attention_merge_warp(const float *__restrict__ part_o, const float *__restrict__ part_ml,
                          int32_t splits, int32_t n, int32_t H, float *out32, ckv_bf16 *out16,
@@ -315,10 +318,10 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
 #pragma unroll
     for (int v = 0; v < V; v++)
         O[v] = 0.0f;
-    for (int s0 = 0; s0 < splits; s0 += MERGE_BATCH) {
-        float ov[MERGE_BATCH][V];
+    for (int s0 = 0; s0 < splits; s0 += B) {
+        float ov[B][V];
 #pragma unroll
-        for (int j = 0; j < MERGE_BATCH; j++)
+        for (int j = 0; j < B; j++)
 #pragma unroll
             for (int v = 0; v < V; v++)
                 ov[j][v] = s0 + j < splits ? part_o[((s0 + j) * per + row) * HD + V * lane + v]
@@ -343,7 +346,7 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
             wC = mC == -INFINITY ? 0.0f : expf(mC - M);
         }
 #pragma unroll
-        for (int j = 0; j < MERGE_BATCH; j++) {
+        for (int j = 0; j < B; j++) {
             const int s = s0 + j;
             if (s >= splits)
                 break;
@@ -587,7 +590,11 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
     if (!(tc && split.splits == 1)) {
         if (decode || n >= MERGE_WIDE_MIN)
             CKV_CUDA(ckv_pdl_launch(
-                head_dim == 64 ? attention_merge_warp<2> : attention_merge_warp<4>,
+                split.splits > MERGE_BATCH
+                    ? (head_dim == 64 ? attention_merge_warp<2, MERGE_WIDE_BATCH>
+                                      : attention_merge_warp<4, MERGE_WIDE_BATCH>)
+                    : (head_dim == 64 ? attention_merge_warp<2, MERGE_BATCH>
+                                      : attention_merge_warp<4, MERGE_BATCH>),
                 dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head), MERGE_WARPS * 32, 0, st,
                 a.part_o, a.part_ml, split.splits, n, n_head, out32, out16, a.ml));
         else
