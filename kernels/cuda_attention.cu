@@ -199,9 +199,11 @@ __global__ void __launch_bounds__(BQ *TPQ) attention_partial(Args a)
     }
 }
 
-// One block per (query, head), one thread per dimension: the merge of a
-// prefill chunk of 2 to MERGE_WIDE_MIN - 1 rows, too few for the warp form
-// below to fill the GPU.
+// One block per (query, head), one thread per dimension: the merge of any
+// call under MERGE_WIDE_MIN rows that is not a decode (a prefill chunk of
+// 2 to 63 rows, one query with a group over 8, a batch of fewer than 64
+// sequences with groups over 8), too few rows for the warp form below to
+// fill the GPU.
 // The ranges' maxima and sums are staged in shared memory by
 // all threads at once and each range's weight computed once, so the loads of
 // a long split list overlap (a thread walking the ranges one dependent load
