@@ -75,6 +75,9 @@ bool bench_double_list(const char *opt, const char *s, double lo, double hi, dou
  * error naming opt and returns false on bad input. */
 bool bench_policy_list(const char *opt, const char *s, char **storage, const char **names,
                        int *n, int max);
+/* Bytes of the model's matrices as the GPU decoder holds them (bf16), which
+ * every decode step reads once. */
+double bench_matrix_bytes(const ckv_config *c);
 /* Device bytes of one sequence's cache of `entries` entries per (layer, KV
  * head) list as ckv_gpu_cache stores them: keys and values of dtype, fp32
  * degrees (no scores). */

@@ -106,6 +106,11 @@ bool bench_policy_list(const char *opt, const char *s, char **storage, const cha
     return true;
 }
 
+double bench_matrix_bytes(const ckv_config *c)
+{
+    return 2.0 * (double)ckv_config_matrix_params(c);
+}
+
 double bench_cache_bytes(const ckv_config *c, ckv_kv_dtype dtype, double entries)
 {
     return (double)c->n_layer * c->n_head_kv * entries *

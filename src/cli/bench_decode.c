@@ -283,7 +283,7 @@ static int run(int argc, char **argv, opts *o)
         rc = CLI_FAIL;
         goto done;
     }
-    const double weight_bytes = 2.0 * (double)ckv_config_matrix_params(&cfg);
+    const double weight_bytes = bench_matrix_bytes(&cfg);
     if (o->pdl >= 0)
         ckv_cuda_set_pdl(o->pdl);
     const char *pdl = ckv_cuda_pdl() ? "on" : "off";

@@ -273,7 +273,7 @@ static void print_rows(const tp_row *rows, size_t n, double cap_gib)
 static double bytes_ideal(const ckv_config *cfg, ckv_kv_dtype dt, const tp_row *r,
                           const tp_row *full)
 {
-    const double w = 2.0 * (double)ckv_config_matrix_params(cfg);
+    const double w = bench_matrix_bytes(cfg);
     const double step_r = w + r->seqs * bench_cache_bytes(cfg, dt, r->entries);
     const double step_f = w + full->seqs * bench_cache_bytes(cfg, dt, full->entries);
     return (double)r->seqs / full->seqs * step_f / step_r;
@@ -402,7 +402,7 @@ static int run(int argc, char **argv, const opts *o)
     printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; KV cap %s GiB of "
            "%s caches\n",
            dev.name, (double)dev.mem_total / (1 << 30), date, o->shape,
-           2.0 * (double)ckv_config_matrix_params(&cfg) / 1e9, cap,
+           bench_matrix_bytes(&cfg) / 1e9, cap,
            ckv_kv_dtype_name(o->kv_dtype));
     if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
         rc = cli_fail("bench", &err);
