@@ -1,5 +1,6 @@
-// Decode attention over fp32 lists (bf16 lists take the tensor-core kernel of
-// cuda_attention_decode_mma.cu): one query per sequence, so a block takes one
+// Decode attention over fp32 lists of groups up to 4 (bf16 lists and larger
+// groups take the tensor-core kernel of cuda_attention_decode_mma.cu): one
+// query per sequence, so a block takes one
 // (sequence, KV head, range of the list) and all `group` query heads of that
 // KV head, and the range's keys and values are read from global memory once. Teams
 // of HD / 8 lanes stream C entries per step (8 dimensions per lane, float4
@@ -25,6 +26,7 @@ constexpr int NW = 4;  // warps per block
 constexpr int NTH = NW * 32;
 constexpr int DPL = 8;  // dimensions per lane
 constexpr int MAX_GROUP = 8;
+constexpr int MAX_CORE_GROUP = 4;  // the largest group this kernel takes
 constexpr int C = 4;  // entries per team and step
 
 struct DArgs {
@@ -106,7 +108,7 @@ __device__ __forceinline__ void write_partials(const DArgs &a, float (&m)[MG], f
     ckv_store_partials<NW, HD, MG>(so, sml, G, a.n, a.H, x, h, split, a.part_o, a.part_ml);
 }
 
-// MG: the group rounded up to 1, 2, 4 or 8 (register arrays); heads g >= G
+// MG: the group rounded up to 1, 2 or 4 (register arrays); heads g >= G
 // of it are skipped. LOGITS: some sequence of the step tracks scores; each
 // that does (c.logit set) gets its logits stored. A step without scores
 // runs the instance without the store.
@@ -198,8 +200,9 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
         }
         // The exponentials and logarithms of the walk are the fast ones
         // (ex2.approx, lg2.approx: relative error about 1e-6 at these
-        // arguments, against a 1e-4 tolerance): at group 8 they were most of
-        // the arithmetic that kept the kernel under 60 % of copy bandwidth.
+        // arguments, against a 1e-4 tolerance): at group 8, which this
+        // kernel took then, they were most of the arithmetic that kept it
+        // under 60 % of copy bandwidth.
 #pragma unroll
         for (int g = 0; g < MG; g++) {
             if (g >= G)
@@ -387,8 +390,7 @@ cudaError_t launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
     const int G = a.H / a.KV;
     return ckv_pdl_launch(G <= 1   ? attention_decode<HD, 1, LOGITS>
                           : G <= 2 ? attention_decode<HD, 2, LOGITS>
-                          : G <= 4 ? attention_decode<HD, 4, LOGITS>
-                                   : attention_decode<HD, MAX_GROUP, LOGITS>,
+                                   : attention_decode<HD, MAX_CORE_GROUP, LOGITS>,
                           grid, NTH, 0, st, a);
 }
 
@@ -409,23 +411,27 @@ int resident()
 template <int HD>
 int resident_hd(int G)
 {
-    return G <= 1 ? resident<HD, 1>() : G <= 2 ? resident<HD, 2>() : G <= 4 ? resident<HD, 4>()
-                                                                          : resident<HD, MAX_GROUP>();
+    return G <= 1 ? resident<HD, 1>() : G <= 2 ? resident<HD, 2>() : resident<HD, MAX_CORE_GROUP>();
 }
 
 }  // namespace
 
+bool ckv_attention_decode_takes_mma(int32_t group, ckv_kv_dtype dtype)
+{
+    return dtype == CKV_KV_BF16 || group > MAX_CORE_GROUP;
+}
+
 int ckv_attention_decode_resident(int32_t head_dim, int32_t group, ckv_kv_dtype dtype)
 {
-    if (dtype == CKV_KV_BF16)
-        return group >= 1 && group <= MAX_GROUP ? ckv_attention_decode_mma_resident(head_dim) : 0;
+    if (group < 1 || group > MAX_GROUP)
+        return 0;
+    if (ckv_attention_decode_takes_mma(group, dtype))
+        return ckv_attention_decode_mma_resident(head_dim, dtype);
     // Asked once per shape and process (the answer depends on the kernel's
     // registers and the device model; a sweep's GPUs are one model). Racing
     // threads store the same value; -1 keeps a failed query from being
     // asked again at every plan.
-    static int known[2][MAX_GROUP + 1];
-    if (group < 1 || group > MAX_GROUP)
-        return 0;
+    static int known[2][MAX_CORE_GROUP + 1];
     int &r = known[head_dim == 128][group];
     if (!r) {
         const int q = head_dim == 128 ? resident_hd<128>(group) : resident_hd<64>(group);
@@ -446,9 +452,10 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
                                  bool logits, ckv_kv_dtype dtype, cudaStream_t stream)
 {
-    if (dtype == CKV_KV_BF16)
+    if (ckv_attention_decode_takes_mma(n_head / n_head_kv, dtype))
         return ckv_attention_decode_mma(q, q_stride, n, n_head, n_head_kv, head_dim, c, seqs,
-                                        scale, bias, split, part_o, part_ml, logits, stream);
+                                        scale, bias, split, part_o, part_ml, logits, dtype,
+                                        stream);
     const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
                      scale, bias,    split.split_len, part_o, part_ml, nullptr};
     const dim3 grid(n, n_head_kv, split.splits);

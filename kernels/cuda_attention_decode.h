@@ -12,14 +12,17 @@
 // of sequences, or n = 1 over one cache) and GQA groups of at most 8.
 bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv);
 
+// Whether the tensor-core kernel takes a decode call: every call over bf16
+// lists, and over fp32 lists those of groups over 4 (where the CUDA-core
+// kernel's products, not the bytes, bound it).
+bool ckv_attention_decode_takes_mma(int32_t group, ckv_kv_dtype dtype);
 // Blocks of the partial pass that fit on one SM of the current device at
 // once, for head_dim 64 or 128, a group of 1..8 query heads and the lists'
-// type (fp32: the CUDA-core kernel, bf16: the tensor-core one); 0 when
-// unknown.
+// type (the kernel ckv_attention_decode_takes_mma names); 0 when unknown.
 int ckv_attention_decode_resident(int32_t head_dim, int32_t group, ckv_kv_dtype dtype);
 // The same for the tensor-core kernel (any group up to 8: its registers do
 // not depend on the group).
-int ckv_attention_decode_mma_resident(int32_t head_dim);
+int ckv_attention_decode_mma_resident(int32_t head_dim, ckv_kv_dtype dtype);
 
 // Partial pass: per (row, query head, split) the unnormalised output, the
 // running max and the sum, in the layout attention_merge reads (part_o
@@ -29,22 +32,24 @@ int ckv_attention_decode_mma_resident(int32_t head_dim);
 // logit stored there (-inf where the softmax takes none), and a step
 // without scores runs a kernel without the store. seqs (device) NULL:
 // row 0 over the cache c. dtype: the keys' and values' type, c's or every
-// sequence's; bf16 lists take the tensor-core kernel of
-// cuda_attention_decode_mma.cu. Returns the launch's error (ckv_pdl_launch).
+// sequence's; the calls ckv_attention_decode_takes_mma names take the
+// tensor-core kernel of cuda_attention_decode_mma.cu. Returns the launch's
+// error (ckv_pdl_launch).
 cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
                                  bool logits, ckv_kv_dtype dtype, cudaStream_t stream);
-// The bf16 form, which ckv_attention_decode calls for dtype bf16
-// (kernels/cuda_attention_decode_mma.cu): the same partials, from tensor
-// cores; the logits, when stored, in natural-log units as the fp32 form's.
+// The tensor-core form (kernels/cuda_attention_decode_mma.cu), which
+// ckv_attention_decode calls where ckv_attention_decode_takes_mma says: the
+// same partials, from tensor cores; the logits, when stored, in
+// natural-log units as the CUDA-core form's.
 cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n, int32_t n_head,
                                      int32_t n_head_kv, int32_t head_dim,
                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
                                      float scale, bool bias, ckv_k_attention_split split,
                                      float *part_o, float *part_ml, bool logits,
-                                     cudaStream_t stream);
+                                     ckv_kv_dtype dtype, cudaStream_t stream);
 
 // Score pass, after the partial pass (logits true) and the merge (split:
 // the partial pass's, whose ranges bound the entries): with the merged max

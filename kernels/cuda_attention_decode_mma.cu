@@ -1,10 +1,13 @@
-// Decode attention over bf16 lists on tensor cores: the partial pass of
-// cuda_attention_decode.cu for a cache that stores bf16 keys and values.
-// The CUDA-core walk there spends about 125 warp instructions an entry on
-// dot products, team shuffles and shared-memory reads of the query; over
-// bf16 lists it ran no faster than over fp32 ones (run AJ: issue slots half
-// busy, stalled on the shuffle and shared-memory pipe), so at half the
-// bytes it reached half the bandwidth. Here the products run on mma.sync.
+// Decode attention on tensor cores: the partial pass of
+// cuda_attention_decode.cu for a cache that stores bf16 keys and values,
+// and for fp32 lists under groups of more than 4 query heads. The CUDA-core
+// walk there spends about 125 warp instructions an entry on dot products,
+// team shuffles and shared-memory reads of the query; over bf16 lists it
+// ran no faster than over fp32 ones (run AJ: issue slots half busy, stalled
+// on the shuffle and shared-memory pipe), so at half the bytes it reached
+// half the bandwidth; over fp32 lists at group 8 it issues 8 products an
+// element and runs at 67-95% of copy (ZZ108, ZZ109: 2 blocks an SM at
+// 198-206 registers). Here the products run on mma.sync.
 //
 // A block takes one (sequence, KV head, range of the list), as there; each
 // of its 4 warps walks steps of 8 entries, 32 apart. Per step:
@@ -20,7 +23,12 @@
 // The products are exact in fp32, so the result carries only fp32
 // summation errors and the 2^-17 of the splits (gpu_parity checks it at the
 // fp32 kernels' 1e-4). The sums l take the split probabilities' values, so
-// the output is a weighted mean with exactly the weights summed.
+// the output is a weighted mean with exactly the weights summed. fp32 keys
+// and values are split the same way, each element a bf16 hi and lo (split
+// by the lane that reads it from shared memory), and every product runs
+// twice, over the hi parts and over the lo parts, into the same
+// accumulators: (q hi + q lo)(k hi + k lo) whole, and the output the
+// probabilities' parts times the values' parts.
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 / m16n8k8" with
 // .bf16; lane = 4 g + t): m16n8k16 A: (g, 2t..2t+1), (g + 8, 2t..), (g,
@@ -30,9 +38,10 @@
 // does not depend on which dimension each k stands for, nor the output on
 // the order of its columns, so both are permuted to make every load a
 // whole 16 bytes of one row:
-//   keys:   lane (g, t) loads entry g's dimensions 32 i + 8 t .. + 7; in
-//           k-step 2 i + s its k = 2t, 2t+1 stand for dimensions
-//           32 i + 8 t + 4 s + 0, 1 and k = 2t + 8, 2t + 9 for + 2, 3;
+//   keys:   lane (g, t) loads entry g's dimensions 32 i + 8 t .. + 7 (one
+//           16-byte piece in bf16, two in fp32); in k-step 2 i + s its
+//           k = 2t, 2t+1 stand for dimensions 32 i + 8 t + 4 s + 0, 1 and
+//           k = 2t + 8, 2t + 9 for + 2, 3;
 //   values: lane (g, t) loads entries 2t and 2t + 1, dimensions
 //           g NT .. g NT + NT - 1 (NT = HD / 8); column tile j's column n
 //           stands for dimension n NT + j, so its B register is the two
@@ -93,39 +102,77 @@ __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, ui
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
-template <int HD>
+// x, y as packed bf16 pairs: hi rounded, lo the remainders rounded (as
+// split_bf16 does each).
+__device__ __forceinline__ void split_pair(float x, float y, uint32_t &hi, uint32_t &lo)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+    const float2 hf = __bfloat1622float2(h);
+    const __nv_bfloat162 r = __floats2bfloat162_rn(x - hf.x, y - hf.y);
+    hi = *reinterpret_cast<const uint32_t *>(&h);
+    lo = *reinterpret_cast<const uint32_t *>(&r);
+}
+
+// Eight elements from 16 bytes of bf16 (the pieces as they are, no lo part)
+// or 32 of fp32 (split into hi and lo pieces).
+__device__ __forceinline__ void to_pieces(const uint4 *p, uint4 &hi, uint4 &, ckv_bf16 *)
+{
+    hi = p[0];
+}
+__device__ __forceinline__ void to_pieces(const uint4 *p, uint4 &hi, uint4 &lo, float *)
+{
+    const uint4 a = p[0], b = p[1];
+    split_pair(__uint_as_float(a.x), __uint_as_float(a.y), hi.x, lo.x);
+    split_pair(__uint_as_float(a.z), __uint_as_float(a.w), hi.y, lo.y);
+    split_pair(__uint_as_float(b.x), __uint_as_float(b.y), hi.z, lo.z);
+    split_pair(__uint_as_float(b.z), __uint_as_float(b.w), hi.w, lo.w);
+}
+
+template <typename T, int HD>
 struct Shape {
-    static constexpr int KQ = HD / 32;  // 16-byte key pieces per lane and step
-    static constexpr int VQ = HD / 64;  // 16-byte pieces per value row and lane
-    static constexpr int CR = HD / 8;   // 16-byte chunks per row
+    static constexpr bool F32 = sizeof(T) == 4;
+    static constexpr int EC = 16 / (int)sizeof(T);  // elements per 16-byte chunk
+    static constexpr int KQ = HD / 32;  // 8-element key pieces per lane and step
+    static constexpr int VQ = HD / 64;  // 8-element pieces per value row and lane
+    static constexpr int CR = HD / EC;  // 16-byte chunks per row
+    static constexpr int PC = 8 / EC;   // 16-byte chunks per piece
+    // Blocks an SM the kernel is built for: 3 (168 registers at most) where
+    // shared memory holds 3, else the 2 that fp32 stages of head_dim 128
+    // allow (96 KB a block).
+    static constexpr int MIN_BLOCKS = F32 && HD == 128 ? 2 : 3;
 };
 
 // Where chunk c of key row r / value row r sits in its tile row. A warp's
 // 16-byte shared-memory reads go 8 lanes at a time (128 bytes, all 32
 // banks); unswizzled, lanes reading the same chunk of rows 256 bytes apart
-// would share banks. Keys: lanes g = 2p, 2p + 1 and t = 0..3 read chunks
-// 4i + t of rows g, so odd rows flip bit 2. Values: lanes read chunk g VQ +
-// i of rows 2t + r, so the row's t moves the bits the chunk's g parity
-// leaves alone (bits 0 and 2 at head_dim 128, 1 and 2 at 64). Eight
-// consecutive chunks of one row (a copy's 8 lanes) stay 8 distinct banks.
-template <int HD>
+// would share banks. bf16 keys: lanes g = 2p, 2p + 1 and t = 0..3 read
+// chunks 4i + t of rows g, so odd rows flip bit 2; bf16 values: lanes read
+// chunk g VQ + i of rows 2t + r, so the row's t moves the bits the chunk's
+// g parity leaves alone (bits 0 and 2 at head_dim 128, 1 and 2 at 64).
+// fp32 keys: chunks 8i + 2t + s (s = 0, 1), so odd rows flip bit 0; fp32
+// values: chunks g NT / 4 + i (i < NT / 4), so t moves bits 0 and 1 at
+// head_dim 128, 0 and 2 at 64. Eight consecutive chunks of one row (a
+// copy's 8 lanes) stay 8 distinct banks.
+template <typename T, int HD>
 __device__ __forceinline__ int kswz(int r, int c)
 {
-    return c ^ (r & 1) << 2;
+    return Shape<T, HD>::F32 ? c ^ (r & 1) : c ^ (r & 1) << 2;
 }
-template <int HD>
+template <typename T, int HD>
 __device__ __forceinline__ int vswz(int r, int c)
 {
     const int t = r >> 1 & 3;
+    if (Shape<T, HD>::F32)
+        return HD == 128 ? c ^ t : c ^ ((t & 1) | (t & 2) << 1);
     return HD == 128 ? c ^ ((t & 1) | (t & 2) << 1) : c ^ t << 1;
 }
 
 // One step of a warp in shared memory: its STEP key and value rows
 // (swizzled as above) and their degrees.
-template <int HD>
+template <typename T, int HD>
 struct Stage {
-    uint4 k[STEP][Shape<HD>::CR];
-    uint4 v[STEP][Shape<HD>::CR];
+    uint4 k[STEP][Shape<T, HD>::CR];
+    uint4 v[STEP][Shape<T, HD>::CR];
     float deg[STEP];
 };
 
@@ -136,11 +183,11 @@ struct Merge {
     float so[NW][MAX_GROUP][HD];
     float ml[NW][MAX_GROUP][2];
 };
-template <int HD>
+template <typename T, int HD>
 constexpr size_t smem_bytes()
 {
-    return sizeof(Stage<HD>) * S * NW > sizeof(Merge<HD>) ? sizeof(Stage<HD>) * S * NW
-                                                          : sizeof(Merge<HD>);
+    return sizeof(Stage<T, HD>) * S * NW > sizeof(Merge<HD>) ? sizeof(Stage<T, HD>) * S * NW
+                                                             : sizeof(Merge<HD>);
 }
 
 // Starts the copies of the step at entry base into stage st, as one group:
@@ -148,35 +195,37 @@ constexpr size_t smem_bytes()
 // consecutive bytes (lane l takes chunks l, l + 32, ...), and lanes below
 // STEP the degrees under the bias. Past the range: zeros, read from entry
 // t_begin's address, which is inside the list.
-template <int HD>
-__device__ __forceinline__ void copy_step(Stage<HD> &st, const ckv_bf16 *K, const ckv_bf16 *V,
+template <typename T, int HD>
+__device__ __forceinline__ void copy_step(Stage<T, HD> &st, const T *K, const T *V,
                                           const float *deg, bool bias, int base, int t_begin,
                                           int t_end, int lane)
 {
-    constexpr int CR = Shape<HD>::CR;
+    constexpr int CR = Shape<T, HD>::CR, EC = Shape<T, HD>::EC;
 #pragma unroll
     for (int q = lane; q < STEP * CR; q += 32) {
         const int r = q / CR, c = q % CR, e = base + r;
         const bool in = e < t_end;
-        const size_t at = (size_t)(in ? e : t_begin) * HD + 8 * c;
-        ckv_cp_async16(&st.k[r][kswz<HD>(r, c)], K + at, in);
-        ckv_cp_async16(&st.v[r][vswz<HD>(r, c)], V + at, in);
+        const size_t at = (size_t)(in ? e : t_begin) * HD + EC * c;
+        ckv_cp_async16(&st.k[r][kswz<T, HD>(r, c)], K + at, in);
+        ckv_cp_async16(&st.v[r][vswz<T, HD>(r, c)], V + at, in);
     }
     if (bias && lane < STEP && base + lane < t_end)
         ckv_cp_async4(&st.deg[lane], deg + base + lane, true);
     ckv_cp_async_commit();
 }
 
-// At least 3 blocks an SM, as the CUDA-core kernel's group-4 instance: 168
-// registers at most (head_dim 128 takes 168, 64 takes 124-126; no spills).
-template <int HD, bool LOGITS>
-__global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
+// bf16 lists: at least 3 blocks an SM, as the CUDA-core kernel's group-4
+// instance: 168 registers at most (head_dim 128 takes 168, 64 takes
+// 124-126; no spills).
+template <typename T, int HD, bool LOGITS>
+__global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decode_mma(MArgs a)
 {
     constexpr int KS = HD / 16;  // k-steps of Q K^T
     constexpr int NT = HD / 8;   // column tiles of O, and dimensions per lane of a value row
-    constexpr int KQ = Shape<HD>::KQ, VQ = Shape<HD>::VQ;
+    constexpr int KQ = Shape<T, HD>::KQ, VQ = Shape<T, HD>::VQ, PC = Shape<T, HD>::PC;
+    constexpr bool F32 = Shape<T, HD>::F32;
     extern __shared__ uint4 dyn[];
-    Stage<HD>(*const stages)[S] = reinterpret_cast<Stage<HD>(*)[S]>(dyn);
+    Stage<T, HD>(*const stages)[S] = reinterpret_cast<Stage<T, HD>(*)[S]>(dyn);
     Merge<HD> &mg = *reinterpret_cast<Merge<HD> *>(dyn);
     const int x = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
     const int G = a.H / a.KV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -185,8 +234,8 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
     const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
     const int t_begin = split * a.split_len, len0 = c.len0[h];  // len0: the step's own entry
     const int t_end = min(t_begin + a.split_len, len0 + 1);
-    const ckv_bf16 *K = static_cast<const ckv_bf16 *>(c.k) + (size_t)h * c.capacity * HD;
-    const ckv_bf16 *V = static_cast<const ckv_bf16 *>(c.v) + (size_t)h * c.capacity * HD;
+    const T *K = static_cast<const T *>(c.k) + (size_t)h * c.capacity * HD;
+    const T *V = static_cast<const T *>(c.v) + (size_t)h * c.capacity * HD;
     const float *deg = c.deg + (size_t)h * c.capacity;
     float *const lg = LOGITS && c.logit && g < G
                           ? c.logit + ((size_t)h * G + g) * c.capacity
@@ -209,8 +258,8 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 #pragma unroll
     for (int k = 0; k < S - 1; k++)
         if (early == k && k < steps && first + k * NW * STEP + STEP <= len0) {
-            copy_step<HD>(stages[warp][k], K, V, deg, a.bias, first + k * NW * STEP, t_begin,
-                          t_end, lane);
+            copy_step<T, HD>(stages[warp][k], K, V, deg, a.bias, first + k * NW * STEP,
+                             t_begin, t_end, lane);
             early++;
         }
     ckv_pdl_wait();
@@ -220,8 +269,8 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
         if (k < early)
             continue;
         if (k < steps)
-            copy_step<HD>(stages[warp][k], K, V, deg, a.bias, first + k * NW * STEP, t_begin,
-                          t_end, lane);
+            copy_step<T, HD>(stages[warp][k], K, V, deg, a.bias, first + k * NW * STEP,
+                             t_begin, t_end, lane);
         else
             ckv_cp_async_commit();
     }
@@ -262,36 +311,50 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
         ckv_cp_async_wait<S - 2>();
         __syncwarp();
         // The lane's pieces of step k: entry g's keys, the values of
-        // entries 2t and 2t + 1, their degrees. Past the range: zeros
-        // (finite products) and a score of -inf.
-        const Stage<HD> &sg = stages[warp][k % S];
+        // entries 2t and 2t + 1 (fp32: each split into hi and lo pieces),
+        // their degrees. Past the range: zeros (finite products) and a
+        // score of -inf.
+        const Stage<T, HD> &sg = stages[warp][k % S];
         const int base = first + k * NW * STEP, e0 = base + 2 * t, e1 = e0 + 1;
-        uint4 kq[KQ], vq[2][VQ];
+        uint4 kq[KQ], kl[KQ], vq[2][VQ], vl[2][VQ];
 #pragma unroll
-        for (int i = 0; i < KQ; i++)
-            kq[i] = sg.k[g][kswz<HD>(g, 4 * i + t)];
+        for (int i = 0; i < KQ; i++) {
+            uint4 raw[PC];
+#pragma unroll
+            for (int u = 0; u < PC; u++)
+                raw[u] = sg.k[g][kswz<T, HD>(g, PC * (4 * i + t) + u)];
+            to_pieces(raw, kq[i], kl[i], (T *)nullptr);
+        }
 #pragma unroll
         for (int r = 0; r < 2; r++)
 #pragma unroll
-            for (int i = 0; i < VQ; i++)
-                vq[r][i] = sg.v[2 * t + r][vswz<HD>(2 * t + r, g * VQ + i)];
+            for (int i = 0; i < VQ; i++) {
+                uint4 raw[PC];
+#pragma unroll
+                for (int u = 0; u < PC; u++)
+                    raw[u] = sg.v[2 * t + r][vswz<T, HD>(2 * t + r, PC * (g * VQ + i) + u)];
+                to_pieces(raw, vq[r][i], vl[r][i], (T *)nullptr);
+            }
         const float d0 = e0 < t_end ? (a.bias ? sg.deg[2 * t] : 1.0f) : 0.0f;
         const float d1 = e1 < t_end ? (a.bias ? sg.deg[2 * t + 1] : 1.0f) : 0.0f;
         const int next = k + S - 1;
         if (next < steps)
-            copy_step<HD>(stages[warp][next % S], K, V, deg, a.bias, first + next * NW * STEP,
-                          t_begin, t_end, lane);
+            copy_step<T, HD>(stages[warp][next % S], K, V, deg, a.bias,
+                             first + next * NW * STEP, t_begin, t_end, lane);
         else
             ckv_cp_async_commit();
 
         float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int i = 0; i < KQ; i++) {
-            ckv_mma_bf16(sc, qa[2 * i][0], qa[2 * i][1], qa[2 * i][2], qa[2 * i][3], kq[i].x,
-                         kq[i].y);
-            ckv_mma_bf16(sc, qa[2 * i + 1][0], qa[2 * i + 1][1], qa[2 * i + 1][2],
-                         qa[2 * i + 1][3], kq[i].z, kq[i].w);
-        }
+        for (int p = 0; p < (F32 ? 2 : 1); p++)
+#pragma unroll
+            for (int i = 0; i < KQ; i++) {
+                const uint4 &b = p ? kl[i] : kq[i];
+                ckv_mma_bf16(sc, qa[2 * i][0], qa[2 * i][1], qa[2 * i][2], qa[2 * i][3], b.x,
+                             b.y);
+                ckv_mma_bf16(sc, qa[2 * i + 1][0], qa[2 * i + 1][1], qa[2 * i + 1][2],
+                             qa[2 * i + 1][3], b.z, b.w);
+            }
         // Head g's scores of entries e0, e1: hi row plus lo row, plus
         // log2(degree); -inf past the range, for degree 0 under the bias,
         // and for the rows past the group.
@@ -326,15 +389,18 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
         // halves for odd).
 #pragma unroll
         for (int j = 0; j < NT; j++) {
-            const uint4 &w0 = vq[0][j / 8], &w1 = vq[1][j / 8];
-            const int wi = j % 8 / 2;
-            const uint32_t a0 = wi == 0 ? w0.x : wi == 1 ? w0.y : wi == 2 ? w0.z : w0.w;
-            const uint32_t a1 = wi == 0 ? w1.x : wi == 1 ? w1.y : wi == 2 ? w1.z : w1.w;
-            const uint32_t b = __byte_perm(a0, a1, j % 2 ? 0x7632 : 0x5410);
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 o[j][r] *= corr;
-            mma8(o[j], pa0, pa1, b);
+#pragma unroll
+            for (int p = 0; p < (F32 ? 2 : 1); p++) {
+                const uint4 &w0 = p ? vl[0][j / 8] : vq[0][j / 8];
+                const uint4 &w1 = p ? vl[1][j / 8] : vq[1][j / 8];
+                const int wi = j % 8 / 2;
+                const uint32_t a0 = wi == 0 ? w0.x : wi == 1 ? w0.y : wi == 2 ? w0.z : w0.w;
+                const uint32_t a1 = wi == 0 ? w1.x : wi == 1 ? w1.y : wi == 2 ? w1.z : w1.w;
+                mma8(o[j], pa0, pa1, __byte_perm(a0, a1, j % 2 ? 0x7632 : 0x5410));
+            }
         }
     }
 
@@ -363,24 +429,34 @@ __global__ void __launch_bounds__(NTH, 3) attention_decode_mma(MArgs a)
 }
 
 // The stages take more than the 48 KB a launch gets without asking at head
-// dim 128 (3 x 4 x 4,128 B), and 3 blocks an SM need the largest carveout.
-template <int HD, bool LOGITS>
+// dim 128 (bf16: 3 x 4 x 4,128 B), and 3 blocks an SM need the largest
+// carveout.
+template <typename T, int HD, bool LOGITS>
 cudaError_t launch_hd(const MArgs &a, dim3 grid, cudaStream_t st)
 {
-    const cudaError_t e = ckv_allow_smem(attention_decode_mma<HD, LOGITS>, (int)smem_bytes<HD>());
+    const cudaError_t e =
+        ckv_allow_smem(attention_decode_mma<T, HD, LOGITS>, (int)smem_bytes<T, HD>());
     return e != cudaSuccess ? e
-                            : ckv_pdl_launch(attention_decode_mma<HD, LOGITS>, grid, NTH,
-                                             smem_bytes<HD>(), st, a);
+                            : ckv_pdl_launch(attention_decode_mma<T, HD, LOGITS>, grid, NTH,
+                                             smem_bytes<T, HD>(), st, a);
 }
 
-template <int HD>
+template <typename T>
+cudaError_t launch_t(const MArgs &a, int head_dim, bool logits, dim3 grid, cudaStream_t st)
+{
+    if (head_dim == 64)
+        return logits ? launch_hd<T, 64, true>(a, grid, st) : launch_hd<T, 64, false>(a, grid, st);
+    return logits ? launch_hd<T, 128, true>(a, grid, st) : launch_hd<T, 128, false>(a, grid, st);
+}
+
+template <typename T, int HD>
 int resident()
 {
     int blocks = 0;
-    cudaError_t e = ckv_allow_smem(attention_decode_mma<HD, false>, (int)smem_bytes<HD>());
+    cudaError_t e = ckv_allow_smem(attention_decode_mma<T, HD, false>, (int)smem_bytes<T, HD>());
     if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, attention_decode_mma<HD, false>,
-                                                          NTH, smem_bytes<HD>());
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks, attention_decode_mma<T, HD, false>, NTH, smem_bytes<T, HD>());
     if (e != cudaSuccess)
         (void)cudaGetLastError();  // not left for the next launch's check
     return e == cudaSuccess && blocks > 0 ? blocks : -1;
@@ -388,12 +464,15 @@ int resident()
 
 }  // namespace
 
-int ckv_attention_decode_mma_resident(int32_t head_dim)
+int ckv_attention_decode_mma_resident(int32_t head_dim, ckv_kv_dtype dtype)
 {
-    static int known[2];  // racing threads store the same value; -1: CUDA could not say
-    int &r = known[head_dim == 128];
+    // Racing threads store the same value; -1: CUDA could not say.
+    static int known[2][2];
+    const bool f32 = dtype != CKV_KV_BF16;
+    int &r = known[f32][head_dim == 128];
     if (!r)
-        r = head_dim == 128 ? resident<128>() : resident<64>();
+        r = f32 ? (head_dim == 128 ? resident<float, 128>() : resident<float, 64>())
+                : (head_dim == 128 ? resident<ckv_bf16, 128>() : resident<ckv_bf16, 64>());
     return r > 0 ? r : 0;
 }
 
@@ -402,12 +481,11 @@ cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n
                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
                                      float scale, bool bias, ckv_k_attention_split split,
                                      float *part_o, float *part_ml, bool logits,
-                                     cudaStream_t stream)
+                                     ckv_kv_dtype dtype, cudaStream_t stream)
 {
     const MArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
                      scale * CKV_LOG2E, bias, split.split_len, part_o,   part_ml};
     const dim3 grid(n, n_head_kv, split.splits);
-    if (head_dim == 64)
-        return logits ? launch_hd<64, true>(a, grid, stream) : launch_hd<64, false>(a, grid, stream);
-    return logits ? launch_hd<128, true>(a, grid, stream) : launch_hd<128, false>(a, grid, stream);
+    return dtype == CKV_KV_BF16 ? launch_t<ckv_bf16>(a, head_dim, logits, grid, stream)
+                                : launch_t<float>(a, head_dim, logits, grid, stream);
 }
