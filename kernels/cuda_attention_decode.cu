@@ -388,6 +388,8 @@ template <int HD, bool LOGITS>
 cudaError_t launch_hd(const DArgs &a, dim3 grid, cudaStream_t st)
 {
     const int G = a.H / a.KV;
+    if (G > MAX_CORE_GROUP)  // the tensor-core kernel's (ckv_attention_decode_takes_mma)
+        return cudaErrorInvalidValue;
     return ckv_pdl_launch(G <= 1   ? attention_decode<HD, 1, LOGITS>
                           : G <= 2 ? attention_decode<HD, 2, LOGITS>
                                    : attention_decode<HD, MAX_CORE_GROUP, LOGITS>,

@@ -215,8 +215,9 @@ __device__ __forceinline__ void copy_step(Stage<T, HD> &st, const T *K, const T 
 }
 
 // bf16 lists: at least 3 blocks an SM, as the CUDA-core kernel's group-4
-// instance: 168 registers at most (head_dim 128 takes 168, 64 takes
-// 124-126; no spills).
+// instance: 168 registers at most (head_dim 128 takes 168 and, storing
+// logits, 8 bytes of stack under nvcc 13.0; 64 takes 124-126). fp32 lists:
+// 243-246 registers at head_dim 128, 156-158 at 64, no stack.
 template <typename T, int HD, bool LOGITS>
 __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decode_mma(MArgs a)
 {
