@@ -182,8 +182,8 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
             // The degree (1 without the bias, 0 past the range) now, its
             // logarithm once every load of the step is out: taken here, each
             // entry's logarithm waited for its load before the next entry's
-            // loads went out, and the biased group-8 kernel ran 28% longer
-            // than the unbiased one (ncu, ZZ107).
+            // loads went out, and the biased kernel at group 8 (which it
+            // then took) ran 28% longer than the unbiased one (ncu, ZZ107).
             ld[j] = a.bias ? __ldg(deg + t) : 1.0f;
         }
         // ld: the score's offset, -inf past the range (and for degree 0

@@ -87,13 +87,6 @@ struct MArgs {
     float *part_o, *part_ml;
 };
 
-// x as bf16 hi plus bf16 lo (x - hi rounded).
-__device__ __forceinline__ void split_bf16(float x, ckv_bf16 &hi, ckv_bf16 &lo)
-{
-    hi = ckv_to_bf16(x);
-    lo = ckv_to_bf16(x - ckv_from_bf16(hi));
-}
-
 __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0)
 {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
@@ -102,8 +95,9 @@ __device__ __forceinline__ void mma8(float (&d)[4], uint32_t a0, uint32_t a1, ui
         : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// x, y as packed bf16 pairs: hi rounded, lo the remainders rounded (as
-// split_bf16 does each).
+// x, y as packed bf16 pairs (x in the low half): hi rounded, lo the
+// remainders rounded (x - hi is exact); the queries', the probabilities'
+// and fp32 lists' splits.
 __device__ __forceinline__ void split_pair(float x, float y, uint32_t &hi, uint32_t &lo)
 {
     const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
@@ -283,16 +277,14 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
         const float *q = a.q + (size_t)x * a.q_stride + (size_t)(h * G + g) * HD;
 #pragma unroll
         for (int i = 0; i < KQ; i++) {
-            ckv_bf16 hi[8], lo[8];
+            float f[8];
 #pragma unroll
             for (int e = 0; e < 8; e++)
-                split_bf16(g < G ? q[32 * i + 8 * t + e] * a.qscale : 0.0f, hi[e], lo[e]);
+                f[e] = g < G ? q[32 * i + 8 * t + e] * a.qscale : 0.0f;
 #pragma unroll
             for (int s = 0; s < 2; s++) {
-                qa[2 * i + s][0] = ckv_pack_bf16(hi[4 * s], hi[4 * s + 1]);
-                qa[2 * i + s][1] = ckv_pack_bf16(lo[4 * s], lo[4 * s + 1]);
-                qa[2 * i + s][2] = ckv_pack_bf16(hi[4 * s + 2], hi[4 * s + 3]);
-                qa[2 * i + s][3] = ckv_pack_bf16(lo[4 * s + 2], lo[4 * s + 3]);
+                split_pair(f[4 * s], f[4 * s + 1], qa[2 * i + s][0], qa[2 * i + s][1]);
+                split_pair(f[4 * s + 2], f[4 * s + 3], qa[2 * i + s][2], qa[2 * i + s][3]);
             }
         }
     }
@@ -379,12 +371,10 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
         const float ref = mn == -INFINITY ? 0.0f : mn;
         const float corr = exp2f(m - ref);
         m = mn;
-        ckv_bf16 h0, l0, h1, l1;
-        split_bf16(exp2f(s0 - ref), h0, l0);
-        split_bf16(exp2f(s1 - ref), h1, l1);
-        l = l * corr + ((ckv_from_bf16(h0) + ckv_from_bf16(l0)) +
-                        (ckv_from_bf16(h1) + ckv_from_bf16(l1)));
-        const uint32_t pa0 = ckv_pack_bf16(h0, h1), pa1 = ckv_pack_bf16(l0, l1);
+        uint32_t pa0, pa1;  // entries e0, e1: hi parts, lo parts
+        split_pair(exp2f(s0 - ref), exp2f(s1 - ref), pa0, pa1);
+        l = l * corr + ((__uint_as_float(pa0 << 16) + __uint_as_float(pa1 << 16)) +
+                        (__uint_as_float(pa0 & 0xffff0000u) + __uint_as_float(pa1 & 0xffff0000u)));
         // O += P V, column tile j: the B register holds entries e0 and e1 at
         // dimension g NT + j (low halves of word j / 2 for even j, high
         // halves for odd).
