@@ -25,12 +25,17 @@ typedef struct {
     int32_t sm_count;
     size_t mem_total;
     size_t mem_free;
+    double peak_bw; /* bytes/s, ckv_cuda_peak_bandwidth */
 } ckv_cuda_device;
 
 /* Number of usable GPUs; CKV_ERR_DEVICE (with the CUDA message) when there
  * is no driver or no device. */
 ckv_status ckv_cuda_device_count(int32_t *count, ckv_error *err);
 ckv_status ckv_cuda_device_query(int32_t index, ckv_cuda_device *out, ckv_error *err);
+/* The device's peak memory bandwidth in bytes/s, from the memory clock and
+ * bus width CUDA reports (two transfers a clock): what the decode attention
+ * plans against (src/attention_plan.h), not a measured rate. */
+ckv_status ckv_cuda_peak_bandwidth(int32_t index, double *bytes_per_s, ckv_error *err);
 
 /* Programmatic dependent launch (kernels/cuda_pdl.cuh) of the forward
  * pass's kernels: each may start while the one before it drains, which hides

@@ -33,18 +33,8 @@ constexpr int BK = 32;   // entries per shared-memory tile
 // Shortest range per split: a prefill block streams tiles of 32 entries; a
 // decode block takes 32 (head_dim 128) or 64 entries per step.
 constexpr int MIN_SPLIT = 128, MIN_SPLIT_DECODE = 64;
-// Most ranges a decode list is cut into: 32 (two of the merge's batches of
-// 16), or ranges of at most LONG_RANGE_DECODE entries where that needs more.
-// Where few lists share the SMs (batch 1) the whole-wave plan cut each into
-// many short ranges, whose blocks' fixed part (the query's load, the fold
-// of the warps, the partial store) and the merge's chain (a round trip per
-// 16 ranges) outweighed their bytes: at 32 ranges the 8B's batch-1 steps
-// took 1.6-2.0% less at 8K (0.3-2.5% at 32K) and SmolLM2's 21% at 8K, 9% at
-// 32K (H200 runs DW, DX, DY). Long lists need the blocks for bandwidth: at
-// 32 ranges SmolLM2's 128K step (3 lists, 96 blocks) took 42% more (DX),
-// hence the length bound (with it, DY: 3% less).
-// Lists of many sequences take fewer ranges anyway (the 8B at batch 8: 6).
-constexpr int MAX_SPLITS_DECODE = 32, LONG_RANGE_DECODE = 1024;
+// A decode list's most ranges, and their longest where that needs more,
+// scale with the card's memory bandwidth (ckv_attention_decode_bounds).
 // Blocks per SM the prefill plan aims at, rounded up: what the TF32 kernel
 // fits at head_dim 64 (3 fit at 128; rounding down instead cost the 8B
 // prefill 17 %, run P). The decode plan asks CUDA how many decode blocks
@@ -464,7 +454,7 @@ auto score_of(int head_dim) -> decltype(&attention_score<64, T>)
 // head.
 static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv,
                                       int32_t head_dim, int32_t max_len, int32_t n_sm,
-                                      size_t ws_floats, ckv_kv_dtype dtype)
+                                      double peak_bw, size_t ws_floats, ckv_kv_dtype dtype)
 {
     ckv_attention_plan_in p = {};
     p.per_sm = PER_SM;
@@ -482,8 +472,9 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
         p.blocks = (int64_t)n * n_head_kv;
         p.resident = ckv_attention_decode_resident(head_dim, n_head / n_head_kv, dtype);
         p.min_split = MIN_SPLIT_DECODE;
-        p.max_splits =
-            max(MAX_SPLITS_DECODE, (max_len + LONG_RANGE_DECODE - 1) / LONG_RANGE_DECODE);
+        int bound = 0, long_range = 0;
+        ckv_attention_decode_bounds(peak_bw, &bound, &long_range);
+        p.max_splits = max(bound, (max_len + long_range - 1) / long_range);
     } else {
         const int64_t row_blocks =
             seqs ? n : (n + CKV_PREFILL_TC_ROWS - 1) / CKV_PREFILL_TC_ROWS;
@@ -520,17 +511,21 @@ extern "C" const char *ckv_k_attention_path_name(ckv_k_attention_path p)
 extern "C" ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head,
                                                       int32_t n_head_kv, int32_t head_dim,
                                                       int32_t max_len, int32_t n_sm,
-                                                      size_t ws_floats, ckv_kv_dtype dtype)
+                                                      double peak_bw, size_t ws_floats,
+                                                      ckv_kv_dtype dtype)
 {
-    return plan_for(n, false, n_head, n_head_kv, head_dim, max_len, n_sm, ws_floats, dtype);
+    return plan_for(n, false, n_head, n_head_kv, head_dim, max_len, n_sm, peak_bw, ws_floats,
+                    dtype);
 }
 
 extern "C" ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head,
                                                            int32_t n_head_kv, int32_t head_dim,
                                                            int32_t max_len, int32_t n_sm,
-                                                           size_t ws_floats, ckv_kv_dtype dtype)
+                                                           double peak_bw, size_t ws_floats,
+                                                           ckv_kv_dtype dtype)
 {
-    return plan_for(n_seq, true, n_head, n_head_kv, head_dim, max_len, n_sm, ws_floats, dtype);
+    return plan_for(n_seq, true, n_head, n_head_kv, head_dim, max_len, n_sm, peak_bw, ws_floats,
+                    dtype);
 }
 
 // One launcher for every form: rows of one cache (c), one row per sequence

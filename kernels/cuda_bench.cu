@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "cuda.h"
 #include "cuda_bench.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
@@ -15,6 +16,7 @@
 
 struct ckv_bench_gpu {
     int32_t device, n_sm, l2_bytes;
+    double peak_bw;
     cudaStream_t stream;
     cudaEvent_t start, stop;
     cublasHandle_t blas;
@@ -99,7 +101,7 @@ ckv_status attn_alloc(ckv_bench_gpu *b, const ckv_attn_shape *s, int sets, uint6
     a->list_floats = (size_t)a->lists * T * hd;
     a->list_bytes = a->list_floats * ckv_kv_dtype_size(s->dtype);
     a->split = ckv_k_attention_plan(s->queries, a->heads, a->lists, s->head_dim, s->context, b->n_sm,
-                                    SIZE_MAX / 2, s->dtype);
+                                    b->peak_bw, SIZE_MAX / 2, s->dtype);
     const size_t ws = ckv_k_attention_ws(s->queries, a->split.splits, a->heads, s->head_dim);
     const size_t qf = n * a->heads * hd, degs = (size_t)a->lists * T;
     ckv_status st;
@@ -470,12 +472,15 @@ static ckv_status bench_setup(ckv_bench_gpu *b, ckv_error *err)
     CKV_CUDA(cudaSetDevice(b->device));
     CKV_CUDA(cudaDeviceGetAttribute(&b->n_sm, cudaDevAttrMultiProcessorCount, b->device));
     CKV_CUDA(cudaDeviceGetAttribute(&b->l2_bytes, cudaDevAttrL2CacheSize, b->device));
+    ckv_status st = ckv_cuda_peak_bandwidth(b->device, &b->peak_bw, err);
+    if (st)
+        return st;
     CKV_CUDA(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
     CKV_CUDA(cudaEventCreate(&b->start));
     CKV_CUDA(cudaEventCreate(&b->stop));
     CKV_CUBLAS(cublasCreate(&b->blas));
     CKV_CUBLAS(cublasSetStream(b->blas, b->stream));
-    ckv_status st = dalloc(&b->blas_ws, BLAS_WS, err);
+    st = dalloc(&b->blas_ws, BLAS_WS, err);
     if (st)
         return st;
     CKV_CUBLAS(cublasSetWorkspace(b->blas, b->blas_ws, BLAS_WS));

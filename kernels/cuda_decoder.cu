@@ -135,12 +135,15 @@ static ckv_status setup(ckv_gpu *g, ckv_error *err)
                           c->n_head, c->n_head_kv);
     CKV_CUDA(cudaSetDevice(g->device));
     CKV_CUDA(cudaDeviceGetAttribute(&g->n_sm, cudaDevAttrMultiProcessorCount, g->device));
+    ckv_status st = ckv_cuda_peak_bandwidth(g->device, &g->peak_bw, err);
+    if (st)
+        return st;
     CKV_CUDA(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     CKV_CUBLAS(cublasCreate(&g->blas));
     CKV_CUBLAS(cublasSetStream(g->blas, g->stream));
     // A fixed cuBLAS workspace, so that no GEMM allocates during a forward pass.
     const size_t blas_ws = 32u << 20;
-    ckv_status st = dalloc(&g->bytes, &g->blas_ws, blas_ws, err);
+    st = dalloc(&g->bytes, &g->blas_ws, blas_ws, err);
     if (st)
         return st;
     CKV_CUBLAS(cublasSetWorkspace(g->blas, g->blas_ws, blas_ws));
@@ -779,8 +782,8 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
     const ckv_k_qkv_params qp = qkv_params(g, l);
     float *q = g->qkv + (size_t)sg->row * qkvd;
     const int32_t max_len = longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
-    const ckv_k_attention_split split = ckv_k_attention_plan(sg->n, H, KV, hd, max_len, g->n_sm,
-                                                             g->ws_floats, c->dtype);
+    const ckv_k_attention_split split = ckv_k_attention_plan(
+        sg->n, H, KV, hd, max_len, g->n_sm, g->peak_bw, g->ws_floats, c->dtype);
     ckv_status s;
     if ((s = ckv_k_qkv_post(q, sg->n, &qp, &kv, g->stream, err)) ||
         (s = ckv_k_attention(NULL, g->att + (size_t)sg->row * H * hd, q, qkvd, sg->n, H, KV, hd,
@@ -810,7 +813,7 @@ static ckv_status attend_segments(ckv_gpu *g, const Seg *seg, int32_t n_seg,
     }
     const ckv_kv_dtype dt = seg[0].c->dtype;
     const ckv_k_attention_split split =
-        ckv_k_attention_plan(n, H, KV, hd, max_len, g->n_sm, g->ws_floats, dt);
+        ckv_k_attention_plan(n, H, KV, hd, max_len, g->n_sm, g->peak_bw, g->ws_floats, dt);
     ckv_status s;
     if ((s = ckv_k_qkv_post_segs(g->qkv, n, &qp, &sg, g->stream, err)) ||
         (s = ckv_k_attention_segs(NULL, g->att, g->qkv, (H + 2 * KV) * hd, n, H, KV, hd, &sg, dt,
@@ -831,7 +834,7 @@ static ckv_status attend_batch(ckv_gpu *g, int32_t n, int l, bool degree_bias, c
     const ckv_k_qkv_params qp = qkv_params(g, l);
     const ckv_k_kv_layer *tab = g->seq_tab + (size_t)l * g->max_batch;
     const ckv_k_attention_split split = ckv_k_attention_plan_seqs(
-        n, H, KV, hd, g->tab_capacity, g->n_sm, g->ws_floats, g->tab_dtype);
+        n, H, KV, hd, g->tab_capacity, g->n_sm, g->peak_bw, g->ws_floats, g->tab_dtype);
     ckv_status s;
     if ((s = ckv_k_qkv_post_seqs(g->qkv, n, &qp, tab, g->stream, err)) ||
         (s = ckv_k_attention_seqs(NULL, g->att, g->qkv, (H + 2 * KV) * hd, n, H, KV, hd, tab,

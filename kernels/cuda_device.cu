@@ -24,6 +24,19 @@ extern "C" ckv_status ckv_cuda_device_count(int32_t *count, ckv_error *err)
     return CKV_OK;
 }
 
+extern "C" ckv_status ckv_cuda_peak_bandwidth(int32_t index, double *bytes_per_s, ckv_error *err)
+{
+    int khz = 0, bits = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, index);
+    if (e != cudaSuccess)
+        return cuda_fail(err, e, "cudaDeviceGetAttribute(memory clock)");
+    e = cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, index);
+    if (e != cudaSuccess)
+        return cuda_fail(err, e, "cudaDeviceGetAttribute(memory bus width)");
+    *bytes_per_s = 2.0 * 1e3 * khz * (bits / 8.0);
+    return CKV_OK;
+}
+
 extern "C" ckv_status ckv_cuda_device_query(int32_t index, ckv_cuda_device *out, ckv_error *err)
 {
     cudaDeviceProp p;
@@ -45,5 +58,5 @@ extern "C" ckv_status ckv_cuda_device_query(int32_t index, ckv_cuda_device *out,
     out->sm_count = p.multiProcessorCount;
     out->mem_total = total_b;
     out->mem_free = free_b;
-    return CKV_OK;
+    return ckv_cuda_peak_bandwidth(index, &out->peak_bw, err);
 }

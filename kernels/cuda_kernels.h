@@ -108,17 +108,21 @@ ckv_status ckv_k_qkv_post_segs(float *qkv, int32_t n, const ckv_k_qkv_params *p,
  * CKV_PREFILL_TC_ROWS rows per query head and SM, ranges of at least 128
  * entries. A decode (n = 1 or a batch of sequences, GQA groups up to 8):
  * whole waves of the decode blocks CUDA says fit per SM, ranges of at least
- * 64 (dtype: the lists' type, which picks the decode kernel). Either way
- * within the scratch of ws_floats and CKV_ATTENTION_MAX_SPLITS ranges. max_len: the longest list after the append. Valid whether or not
- * the cache tracks scores (either prefill kernel). */
+ * 64 (dtype: the lists' type, which picks the decode kernel), and within
+ * the bounds for a card of peak_bw bytes/s (ckv_attention_decode_bounds; 0:
+ * the reference card's). Either way within the scratch of ws_floats and
+ * CKV_ATTENTION_MAX_SPLITS ranges. max_len: the longest list after the
+ * append. Valid whether or not the cache tracks scores (either prefill
+ * kernel). */
 ckv_k_attention_split ckv_k_attention_plan(int32_t n, int32_t n_head, int32_t n_head_kv,
                                            int32_t head_dim, int32_t max_len, int32_t n_sm,
-                                           size_t ws_floats, ckv_kv_dtype dtype);
+                                           double peak_bw, size_t ws_floats, ckv_kv_dtype dtype);
 /* The plan for ckv_k_attention_seqs over n_seq sequences (a decode). */
 ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_t n_head,
                                                 int32_t n_head_kv, int32_t head_dim,
                                                 int32_t max_len, int32_t n_sm,
-                                                size_t ws_floats, ckv_kv_dtype dtype);
+                                                double peak_bw, size_t ws_floats,
+                                                ckv_kv_dtype dtype);
 
 /* The partial pass a call takes: the decode kernel (one query per sequence,
  * GQA groups up to 8; kernels/cuda_attention_decode.cu), the fp32 prefill

@@ -43,6 +43,7 @@ struct ckv_gpu {
     // the rows of a pass's activations (tok, x, y, qkv, gu, xb, att, hb, ws),
     // the most prompt tokens a prefill pass takes.
     int32_t device, max_batch, pass_rows, n_sm;
+    double peak_bw;  // bytes/s, for the decode attention's plan
     cudaStream_t stream;
     cublasHandle_t blas;
     void *blas_ws;

@@ -1,5 +1,7 @@
 #include "attention_plan.h"
 
+#include <math.h>
+
 size_t ckv_k_attention_ws(int32_t n, int32_t splits, int32_t n_head, int32_t head_dim)
 {
     return (size_t)splits * n * n_head * (head_dim + 2) + (size_t)n * n_head * 2;
@@ -55,4 +57,23 @@ ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p)
     len = (len + p->tile - 1) / p->tile * p->tile;
     const ckv_k_attention_split r = {(int32_t)splits, (int32_t)(len > 0 ? len : p->tile)};
     return r;
+}
+
+/* Measured on the reference H200: where few lists share the SMs (batch 1)
+ * the whole-wave plan cut each into many short ranges, whose blocks' fixed
+ * part (the query's load, the fold of the warps, the partial store) and the
+ * merge's trips outweighed their bytes: at 32 ranges the 8B's batch-1 steps
+ * took 1.6-2.0% less at 8K (0.3-2.5% at 32K) and SmolLM2's 21% at 8K, 9% at
+ * 32K (runs DW, DX, DY). At 32 ranges SmolLM2's 128K step (3 lists, 96
+ * blocks) took 42% more (DX), hence the length bound (with it, DY: 3% less).
+ * On an H100, 24 ranges of up to 1,536 entries took the 8B's batch-1 32K
+ * step 1.4% under 32 (7.15 ms against 7.25; 7.50 at 16), SmolLM2's 128K
+ * step 3% under 1,024 entries (88 ranges against 128; ZZ105). */
+void ckv_attention_decode_bounds(double peak_bw, int *max_splits, int *long_range)
+{
+    double r = peak_bw > 0.0 && isfinite(peak_bw) ? peak_bw / CKV_ATTENTION_DECODE_REF_BW : 1.0;
+    r = fmin(fmax(r, 0.125), 8.0); /* keeps both products in range */
+    const int splits = 8 * (int)lround(4.0 * r), len = 512 * (int)lround(2.0 / r);
+    *max_splits = splits > 8 ? splits : 8;
+    *long_range = len > 512 ? len : 512;
 }

@@ -749,9 +749,9 @@ static int run(int argc, char **argv, opts *o)
     bool fatal = false;
     char date[32];
     bench_utc_now(date);
-    printf("device: %s (%d SMs, %.1f GiB); %s; prefill attention: %s\n"
+    printf("device: %s (%d SMs, %.1f GiB, %.2f TB/s peak); %s; prefill attention: %s\n"
            "copy rate: %.3f TB/s (%s): %%copy divides by it\n",
-           dev.name, dev.sm_count, (double)dev.mem_total / (1 << 30), date,
+           dev.name, dev.sm_count, (double)dev.mem_total / (1 << 30), dev.peak_bw / 1e12, date,
            bench_prefill_form(o->kv_dtype), o->copy.bps / 1e12, o->copy.source);
     if (ckv_bench_gpu_create(&b, 0, &err)) {
         rc = cli_fail("bench", &err);

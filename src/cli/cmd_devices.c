@@ -12,7 +12,7 @@ int cmd_devices(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: ckv devices\n\nLists CUDA devices with compute capability and memory.\n"
+            printf("usage: ckv devices\n\nLists CUDA devices with compute capability, memory and peak memory bandwidth.\n"
                    "Exits 1 with the CUDA error when there is no usable GPU, and 77 when\n"
                    "ckv was built without CUDA.\n");
             return CLI_OK;
@@ -28,9 +28,9 @@ int cmd_devices(int argc, char **argv)
         ckv_cuda_device d;
         if (ckv_cuda_device_query(i, &d, &err))
             return cli_fail("devices", &err);
-        printf("%d: %s, compute %d.%d, %d SMs, %.1f GiB total, %.1f GiB free\n", d.index, d.name,
-               d.cc_major, d.cc_minor, d.sm_count, (double)d.mem_total / (1 << 30),
-               (double)d.mem_free / (1 << 30));
+        printf("%d: %s, compute %d.%d, %d SMs, %.1f GiB total, %.1f GiB free, %.2f TB/s peak\n",
+               d.index, d.name, d.cc_major, d.cc_minor, d.sm_count, (double)d.mem_total / (1 << 30),
+               (double)d.mem_free / (1 << 30), d.peak_bw / 1e12);
     }
     return CLI_OK;
 #else

@@ -32,6 +32,11 @@
 #include "gpu_test.h"
 
 #define SKIP 77
+/* The attention checks plan for the reference card (132 SMs at its
+ * bandwidth) on whatever card runs them, so their ranges are the same
+ * everywhere. */
+#define PLAN_SMS 132
+#define PLAN_BW CKV_ATTENTION_DECODE_REF_BW
 
 /* Tolerances, fixed before any run. fp32 kernels against the fp32 twin differ
  * only in summation order (and double vs float sums); bf16 outputs carry a
@@ -774,7 +779,8 @@ static void check_attention(attn_case ac, ckv_kv_dtype dt)
     float *dacc = dup_dev(acc0, 4 * (size_t)KV * cap);
     size_t ws_f = ckv_k_attention_ws(n, forced_splits > 64 ? forced_splits : 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
-    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f, dt);
+    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, PLAN_SMS, PLAN_BW,
+                                                    ws_f, dt);
     if (forced_splits)
         sp = ac.range_len ? (ckv_k_attention_split){forced_splits, ac.range_len}
                           : forced(forced_splits, max_len, 32);
@@ -910,7 +916,8 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits, in
     float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
     const size_t ws_f = ckv_k_attention_ws(NS, 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
-    ckv_k_attention_split sp = ckv_k_attention_plan_seqs(NS, H, KV, hd, cap, 132, ws_f, dt);
+    ckv_k_attention_split sp = ckv_k_attention_plan_seqs(NS, H, KV, hd, cap, PLAN_SMS, PLAN_BW,
+                                                         ws_f, dt);
     if (forced_splits)
         sp = forced(forced_splits, cap, 1);
     CHECK(ckv_k_attention_seqs(dout, NULL, dq, H * hd, NS, H, KV, hd, dtab, dt, true, scale, bias,
@@ -985,7 +992,8 @@ static void check_attention_segs(int hd, bool bias, int forced_splits, ckv_kv_dt
     float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
     const size_t ws_f = ckv_k_attention_ws(n, 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
-    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, 132, ws_f, dt);
+    ckv_k_attention_split sp = ckv_k_attention_plan(n, H, KV, hd, max_len, PLAN_SMS, PLAN_BW,
+                                                    ws_f, dt);
     if (forced_splits)
         sp = forced(forced_splits, max_len, 32);
     CHECK(ckv_k_attention_segs(dout, NULL, dq, H * hd, n, H, KV, hd, &sg, dt, scale, bias, sp,
