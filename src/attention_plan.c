@@ -66,14 +66,14 @@ ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p)
  * took 1.6-2.0% less at 8K (0.3-2.5% at 32K) and SmolLM2's 21% at 8K, 9% at
  * 32K (runs DW, DX, DY). At 32 ranges SmolLM2's 128K step (3 lists, 96
  * blocks) took 42% more (DX), hence the length bound (with it, DY: 3% less).
- * On an H100, 24 ranges of up to 1,536 entries took the 8B's batch-1 32K
- * step 1.4% under 32 (7.15 ms against 7.25; 7.50 at 16), SmolLM2's 128K
- * step 3% under 1,024 entries (88 ranges against 128; ZZ105). */
-void ckv_attention_decode_bounds(double peak_bw, int *max_splits, int *long_range)
+ * On an H100 ranges of up to 1,536 entries took SmolLM2's 128K step 3.5%
+ * under 1,024 (86 ranges against 128; ZZ114), where a count of 24 instead
+ * of 32 cost its 32K step 11.6% (72 blocks on 132 SMs) for 0.5% off the
+ * 8B's. */
+int ckv_attention_decode_long_range(double peak_bw)
 {
     double r = peak_bw > 0.0 && isfinite(peak_bw) ? peak_bw / CKV_ATTENTION_DECODE_REF_BW : 1.0;
-    r = fmin(fmax(r, 0.125), 8.0); /* keeps both products in range */
-    const int splits = 8 * (int)lround(4.0 * r), len = 512 * (int)lround(2.0 / r);
-    *max_splits = splits > 8 ? splits : 8;
-    *long_range = len > 512 ? len : 512;
+    r = fmax(r, 0.125); /* keeps the length in range */
+    const int len = 512 * (int)lround(2.0 / r);
+    return len > 512 ? len : 512;
 }

@@ -51,19 +51,18 @@ typedef struct {
     size_t ws_floats; /* the scratch there is */
 } ckv_attention_plan_in;
 
-/* The decode plan's bounds on a card whose memory peaks at peak_bw bytes/s
- * (0: unknown, taken as the reference card's): at most max_splits ranges a
- * list, or ranges of at most long_range entries where a list needs more.
- * Few lists (batch 1) cut into many short ranges pay each block's fixed
- * part and the merge's trips; long lists need the blocks for the bytes in
- * flight, which the copy rate's latency times its rate sets. So the bound
- * scales with the card's bandwidth against the reference, an H200 (4.8
- * TB/s) where 32 ranges and 1,024 entries were measured best (runs DW,
- * DX, DY): the range count to the nearest multiple of 8, the length to
- * the nearest multiple of 512 (at least 8 and 512). An H100 (3.35 TB/s)
- * gets 24 and 1,536, which ZZ105 measured best there. */
+/* A decode list is cut into at most max(CKV_ATTENTION_DECODE_MAX_SPLITS,
+ * ceil(len / L)) ranges. Few lists (batch 1) cut into many short ranges pay
+ * each block's fixed part and the merge's trips, whatever the card, hence
+ * the count; long lists need the blocks for the bytes in flight, which the
+ * copy rate's latency times its rate sets, hence L, which scales inversely
+ * with the card's peak bandwidth against the reference, an H200 (4.8 TB/s)
+ * where 32 ranges and 1,024 entries were measured best (runs DW, DX, DY):
+ * L = 1,024 / r to the nearest multiple of 512, at least 512 (peak_bw 0:
+ * unknown, taken as the reference's). An H100 (3.35 TB/s) gets 1,536. */
+#define CKV_ATTENTION_DECODE_MAX_SPLITS 32
 #define CKV_ATTENTION_DECODE_REF_BW 4.8e12
-void ckv_attention_decode_bounds(double peak_bw, int *max_splits, int *long_range);
+int ckv_attention_decode_long_range(double peak_bw);
 
 /* Splits and their length: as above, then at most max_len / min_split,
  * what the scratch holds and CKV_ATTENTION_MAX_SPLITS, at least 1. */

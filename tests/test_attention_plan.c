@@ -159,26 +159,24 @@ Test(split_plan, scratch_size)
     cr_expect_eq(ckv_k_attention_ws(2, 3, 4, 64), 1600);
 }
 
-/* The decode bounds against the card's peak bandwidth, from the clock and
- * bus width CUDA reports (2 transfers a clock). An H200 (3,201 MHz, 6,144
- * bits: 4.917 TB/s, r = 1.0244 of 4.8): 32r = 32.78 -> 32, 1024 / r = 999.6
- * -> 1024, the reference's own. An H100 (2,619 MHz, 5,120 bits: 3.352
- * TB/s, r = 0.6984): 22.35 -> 24, 1466.2 -> 1536. An 8 TB/s card (r =
- * 1.667): 53.3 -> 56, 614.4 -> 512. A 1 TB/s card (r = 0.2083): 6.7 -> 8
- * (nearest; the floor too), 4915 -> 5120. Unknown (0, or not finite): 32
- * and 1024. */
-Test(decode_bounds, scale_with_the_cards_bandwidth)
+/* The decode plan's long-range length against the card's peak bandwidth,
+ * from the clock and bus width CUDA reports (2 transfers a clock), r = bw /
+ * 4.8 TB/s, 1,024 / r to the nearest multiple of 512. An H200 (3,201 MHz,
+ * 6,144 bits: 4.917 TB/s, r = 1.0244): 999.6 -> 1024, the reference's own.
+ * An H100 (2,619 MHz, 5,120 bits: 3.352 TB/s, r = 0.6984): 1466.2 -> 1536.
+ * An 8 TB/s card (r = 1.667): 614.4 -> 512. A 1 TB/s card (r = 0.2083):
+ * 4915 -> 5120. A 0.1 TB/s card: r held at 1/8, 8192. Unknown (0, or not
+ * finite): 1024. */
+Test(decode_long_range, scales_with_the_cards_bandwidth)
 {
     const struct {
         double bw;
-        int splits, len;
-    } c[] = {{2.0 * 3201e6 * 6144 / 8, 32, 1024}, {2.0 * 2619e6 * 5120 / 8, 24, 1536},
-             {8e12, 56, 512},   {1e12, 8, 5120},  {0.0, 32, 1024}, {INFINITY, 32, 1024},
-             {CKV_ATTENTION_DECODE_REF_BW, 32, 1024}};
+        int len;
+    } c[] = {{2.0 * 3201e6 * 6144 / 8, 1024}, {2.0 * 2619e6 * 5120 / 8, 1536},
+             {8e12, 512},   {1e12, 5120},  {0.1e12, 8192}, {0.0, 1024}, {INFINITY, 1024},
+             {NAN, 1024},   {CKV_ATTENTION_DECODE_REF_BW, 1024}};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        int s = -1, l = -1;
-        ckv_attention_decode_bounds(c[i].bw, &s, &l);
-        cr_expect_eq(s, c[i].splits, "bw %g: %d ranges, expected %d", c[i].bw, s, c[i].splits);
+        const int l = ckv_attention_decode_long_range(c[i].bw);
         cr_expect_eq(l, c[i].len, "bw %g: ranges of %d, expected %d", c[i].bw, l, c[i].len);
     }
 }
