@@ -33,9 +33,9 @@ constexpr int BK = 32;   // entries per shared-memory tile
 // Shortest range per split: a prefill block streams tiles of 32 entries; a
 // decode block takes 32 (head_dim 128) or 64 entries per step.
 constexpr int MIN_SPLIT = 128, MIN_SPLIT_DECODE = 64;
-// A decode list's most ranges: CKV_ATTENTION_DECODE_MAX_SPLITS, or ranges
-// of at most a length scaled by the card's memory bandwidth where that
-// needs more (ckv_attention_decode_long_range).
+// A decode list's most ranges: 32, or ranges of at most a length scaled by
+// the card's memory bandwidth where that needs more
+// (ckv_attention_decode_max_splits).
 // Blocks per SM the prefill plan aims at, rounded up: what the TF32 kernel
 // fits at head_dim 64 (3 fit at 128; rounding down instead cost the 8B
 // prefill 17 %, run P). The decode plan asks CUDA how many decode blocks
@@ -473,8 +473,7 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
         p.blocks = (int64_t)n * n_head_kv;
         p.resident = ckv_attention_decode_resident(head_dim, n_head / n_head_kv, dtype);
         p.min_split = MIN_SPLIT_DECODE;
-        const int long_range = ckv_attention_decode_long_range(peak_bw);
-        p.max_splits = max(CKV_ATTENTION_DECODE_MAX_SPLITS, (max_len + long_range - 1) / long_range);
+        p.max_splits = ckv_attention_decode_max_splits(max_len, peak_bw);
     } else {
         const int64_t row_blocks =
             seqs ? n : (n + CKV_PREFILL_TC_ROWS - 1) / CKV_PREFILL_TC_ROWS;

@@ -109,7 +109,7 @@ ckv_status ckv_k_qkv_post_segs(float *qkv, int32_t n, const ckv_k_qkv_params *p,
  * entries. A decode (n = 1 or a batch of sequences, GQA groups up to 8):
  * whole waves of the decode blocks CUDA says fit per SM, ranges of at least
  * 64 (dtype: the lists' type, which picks the decode kernel), and within
- * the bound for a card of peak_bw bytes/s (ckv_attention_decode_long_range;
+ * the bound for a card of peak_bw bytes/s (ckv_attention_decode_max_splits;
  * 0: the reference card's). Either way within the scratch of ws_floats and
  * CKV_ATTENTION_MAX_SPLITS ranges. max_len: the longest list after the
  * append. Valid whether or not the cache tracks scores (either prefill

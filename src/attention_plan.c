@@ -66,14 +66,23 @@ ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p)
  * took 1.6-2.0% less at 8K (0.3-2.5% at 32K) and SmolLM2's 21% at 8K, 9% at
  * 32K (runs DW, DX, DY). At 32 ranges SmolLM2's 128K step (3 lists, 96
  * blocks) took 42% more (DX), hence the length bound (with it, DY: 3% less).
- * On an H100 ranges of up to 1,536 entries took SmolLM2's 128K step 3.5%
- * under 1,024 (86 ranges against 128; ZZ114), where a count of 24 instead
- * of 32 cost its 32K step 11.6% (72 blocks on 132 SMs) for 0.5% off the
- * 8B's. */
+ * On an H100 ranges of up to 1,536 entries took SmolLM2's 128K step 3.7%
+ * under 1,024 (86 ranges against 128) and every 32K list's step 0.5-0.9%
+ * (32,769 entries: 32 ranges, not 33; ZZ115), where a count of 24 instead
+ * of 32 cost SmolLM2's 32K step 11.6% (72 blocks on 132 SMs against 99;
+ * ZZ114). */
 int ckv_attention_decode_long_range(double peak_bw)
 {
     double r = peak_bw > 0.0 && isfinite(peak_bw) ? peak_bw / CKV_ATTENTION_DECODE_REF_BW : 1.0;
     r = fmax(r, 0.125); /* keeps the length in range */
     const int len = 512 * (int)lround(2.0 / r);
     return len > 512 ? len : 512;
+}
+
+int ckv_attention_decode_max_splits(int32_t max_len, double peak_bw)
+{
+    enum { COUNT = 32 };
+    const int64_t len = ckv_attention_decode_long_range(peak_bw);
+    const int64_t by_len = max_len > 0 ? (max_len + len - 1) / len : 0;
+    return by_len > COUNT ? (int)by_len : COUNT;
 }

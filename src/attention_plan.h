@@ -51,17 +51,19 @@ typedef struct {
     size_t ws_floats; /* the scratch there is */
 } ckv_attention_plan_in;
 
-/* A decode list is cut into at most max(CKV_ATTENTION_DECODE_MAX_SPLITS,
- * ceil(len / L)) ranges. Few lists (batch 1) cut into many short ranges pay
- * each block's fixed part and the merge's trips, whatever the card, hence
- * the count; long lists need the blocks for the bytes in flight, which the
- * copy rate's latency times its rate sets, hence L, which scales inversely
- * with the card's peak bandwidth against the reference, an H200 (4.8 TB/s)
- * where 32 ranges and 1,024 entries were measured best (runs DW, DX, DY):
- * L = 1,024 / r to the nearest multiple of 512, at least 512 (peak_bw 0:
- * unknown, taken as the reference's). An H100 (3.35 TB/s) gets 1,536. */
-#define CKV_ATTENTION_DECODE_MAX_SPLITS 32
+/* The most ranges a decode list of max_len entries (after the step's
+ * append) is cut into on a card whose memory peaks at peak_bw bytes/s:
+ * max(32, ceil(max_len / L)). Few lists (batch 1) cut into many short
+ * ranges pay each block's fixed part and the merge's trips, whatever the
+ * card, hence the count; long lists need the blocks for the bytes in
+ * flight, which the copy rate's latency times its rate sets, hence L
+ * (ckv_attention_decode_long_range), which scales inversely with the card's
+ * peak bandwidth against the reference, an H200 (4.8 TB/s) where 32 ranges
+ * and 1,024 entries were measured best (runs DW, DX, DY): L = 1,024 / r to
+ * the nearest multiple of 512, at least 512 (peak_bw 0: unknown, taken as
+ * the reference's). An H100 (3.35 TB/s) gets 1,536. */
 #define CKV_ATTENTION_DECODE_REF_BW 4.8e12
+int ckv_attention_decode_max_splits(int32_t max_len, double peak_bw);
 int ckv_attention_decode_long_range(double peak_bw);
 
 /* Splits and their length: as above, then at most max_len / min_split,

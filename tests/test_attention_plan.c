@@ -180,3 +180,26 @@ Test(decode_long_range, scales_with_the_cards_bandwidth)
         cr_expect_eq(l, c[i].len, "bw %g: ranges of %d, expected %d", c[i].bw, l, c[i].len);
     }
 }
+
+/* The decode plan's range bound, max(32, ceil(max_len / L)), with L as
+ * above: 1,024 on an H200 (4.917 TB/s), 1,536 on an H100 (3.352 TB/s). A
+ * 32K context's list after the step's append, 32,769 entries: 33 ranges on
+ * the H200, 32 on the H100 (ceil = 22). 32,768: 32 either way. 128K after
+ * the append, 131,073: 129 and 86 (85.3 up). 49,153 on the H100: 33
+ * (32.0007 up). Short lists and empty ones: 32. */
+Test(decode_max_splits, the_count_or_the_long_ranges)
+{
+    const double h200 = 2.0 * 3201e6 * 6144 / 8, h100 = 2.0 * 2619e6 * 5120 / 8;
+    const struct {
+        int32_t len;
+        double bw;
+        int splits;
+    } c[] = {{32769, h200, 33}, {32769, h100, 32}, {32768, h200, 32}, {32768, h100, 32},
+             {131073, h200, 129}, {131073, h100, 86}, {49153, h100, 33}, {1024, h100, 32},
+             {0, h200, 32}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const int s = ckv_attention_decode_max_splits(c[i].len, c[i].bw);
+        cr_expect_eq(s, c[i].splits, "%d entries at bw %g: %d ranges, expected %d", c[i].len,
+                     c[i].bw, s, c[i].splits);
+    }
+}
