@@ -893,6 +893,11 @@ static ckv_status run_layers(ckv_gpu *g, const Seg *seg, int32_t n_seg, int32_t 
         CKV_CUDA(cudaMemcpyAsync(out->q_out, g->q_rows,
                                  (size_t)n * cf->n_layer * H * hd * sizeof(float),
                                  cudaMemcpyDeviceToHost, g->stream));
+    // A decode batch's caches grow by one entry a list in one launch through
+    // the table's layer-0 rows (one launch a cache cost a step at batch 8
+    // eight of them, ZZ116); a prefill pass's, one launch a cache.
+    if (out->batch)
+        return ckv_k_add_lengths_seqs(g->seq_tab, n_seg, cf->n_layer * KV, 1, st, err);
     for (int32_t i = 0; i < n_seg; i++) {
         ckv_gpu_cache *c = seg[i].c;
         const size_t lists = (size_t)c->n_layer * c->n_head_kv;

@@ -397,10 +397,17 @@ extern "C" ckv_status ckv_k_swiglu(ckv_bf16 *out, const float *gu, int32_t n, in
     return CKV_OK;
 }
 
-__global__ void add_lengths_kernel(int32_t *len, int32_t count, int64_t *pos, int32_t n)
+// Block row y: seqs[y]'s lists and position where seqs is given (the
+// cache's layer-0 row of a decode batch's table), else len and pos.
+__global__ void add_lengths_kernel(int32_t *len, int64_t *pos, const ckv_k_kv_layer *seqs,
+                                   int32_t count, int32_t n)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
+    if (seqs) {  // the table's pointers are read-only for the attention kernels only
+        len = const_cast<int32_t *>(seqs[blockIdx.y].len0);
+        pos = const_cast<int64_t *>(seqs[blockIdx.y].pos0);
+    }
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j < count)
         len[j] += n;
@@ -412,6 +419,15 @@ extern "C" ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int64_t *po
                                         void *stream, ckv_error *err)
 {
     CKV_CUDA(ckv_pdl_launch(add_lengths_kernel, (count + 255) / 256, 256, 0, as_stream(stream), len,
-                            count, pos, n));
+                            pos, (const ckv_k_kv_layer *)NULL, count, n));
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_k_add_lengths_seqs(const ckv_k_kv_layer *seqs, int32_t n_seq,
+                                             int32_t count, int32_t n, void *stream,
+                                             ckv_error *err)
+{
+    CKV_CUDA(ckv_pdl_launch(add_lengths_kernel, dim3((count + 255) / 256, n_seq), 256, 0,
+                            as_stream(stream), (int32_t *)NULL, (int64_t *)NULL, seqs, count, n));
     return CKV_OK;
 }

@@ -248,6 +248,11 @@ ckv_status ckv_k_fill_uniform_kv(void *p, ckv_kv_dtype dtype, size_t n, float lo
  * just run. */
 ckv_status ckv_k_add_lengths(int32_t *len, int32_t count, int64_t *pos, int32_t n, void *stream,
                              ckv_error *err);
+/* The same for n_seq caches in one launch: seqs[x] (device memory) is cache
+ * x's layer-0 row of a batch table, whose len0 starts all `count` lengths of
+ * that cache (layers one after another) and pos0 is its position. */
+ckv_status ckv_k_add_lengths_seqs(const ckv_k_kv_layer *seqs, int32_t n_seq, int32_t count,
+                                  int32_t n, void *stream, ckv_error *err);
 
 #ifdef __cplusplus
 }

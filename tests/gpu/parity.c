@@ -1616,9 +1616,19 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
             worst_q = fmax(worst_q, rel_l2(qg + b * qrow, qc + b * qrow, qrow));
         }
     }
-    for (int b = 1; b < NB; b++) {
+    /* Every list's length and the position grew by the two steps, as the
+     * CPU's (one launch for the batch's caches). */
+    double len_differ = 0;
+    for (int b = 0; b < NB; b++) {
         CHECK(ckv_gpu_cache_download(gc[b], &back, err));
-        worst_s = fmax(worst_s, part_err(&back, &cc[b], 's', NULL));
+        if (b)
+            worst_s = fmax(worst_s, part_err(&back, &cc[b], 's', NULL));
+        for (int l = 0; l < cf->n_layer; l++)
+            for (int h = 0; h < cf->n_head_kv; h++) {
+                const int32_t cut = b == 2 ? (l + 2 * h) % 3 * (lens[b] / 8) : 0;
+                len_differ += back.len[ckv_cache_lh(&back, l, h)] != lens[b] - cut + 2;
+            }
+        len_differ += back.n_pos != lens[b] + 2;
     }
     snprintf(what, sizeof what, "decode batch of %d (%d/%d/%d), %s caches, 2 steps: logits", NB,
              lens[0], lens[1], lens[2], ckv_kv_dtype_name(dt));
@@ -1626,6 +1636,7 @@ static void check_decode_batch(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu, c
     report("  + decode queries", worst_q, TOL_QUERY);
     report("  + greedy next tokens against ckv_argmax of the logits", next_differ, 0.0);
     report("  + attention mass of the two scoring caches", worst_s, TOL_LOGITS);
+    report("  + list lengths and positions after the steps (exact)", len_differ, 0.0);
     for (int b = 0; b < NB; b++) {
         ckv_cache_free(&cc[b]);
         ckv_gpu_cache_free(src[b]);
