@@ -33,6 +33,13 @@ constexpr int BK = 32;   // entries per shared-memory tile
 // Shortest range per split: a prefill block streams tiles of 32 entries; a
 // decode block takes 32 (head_dim 128) or 64 entries per step.
 constexpr int MIN_SPLIT = 128, MIN_SPLIT_DECODE = 64;
+// A decode range's length is a multiple of a warp's step (8 entries), not of
+// the prefill's 32-entry tiles: over short lists the tiles left the last
+// range a third of the others (1,025 entries in 6 ranges: 5 x 192 + 65) and
+// the SMs holding three whole ranges 15% over the mean (ZZ116: the 8B's
+// batch-8 1K decode attention at 60% of copy). Both decode kernels mask
+// entries past a range's end.
+constexpr int DECODE_TILE = 8;
 // A decode list's most ranges: 32, or ranges of at most a length scaled by
 // the card's memory bandwidth where that needs more
 // (ckv_attention_decode_max_splits).
@@ -473,6 +480,7 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
         p.blocks = (int64_t)n * n_head_kv;
         p.resident = ckv_attention_decode_resident(head_dim, n_head / n_head_kv, dtype);
         p.min_split = MIN_SPLIT_DECODE;
+        p.tile = DECODE_TILE;
         p.max_splits = ckv_attention_decode_max_splits(max_len, peak_bw);
     } else {
         const int64_t row_blocks =
