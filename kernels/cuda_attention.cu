@@ -34,11 +34,13 @@ constexpr int BK = 32;   // entries per shared-memory tile
 // decode block takes 32 (head_dim 128) or 64 entries per step.
 constexpr int MIN_SPLIT = 128, MIN_SPLIT_DECODE = 64;
 // A decode range's length is a multiple of a warp's step (8 entries), not of
-// the prefill's 32-entry tiles: over short lists the tiles left the last
-// range a third of the others (1,025 entries in 6 ranges: 5 x 192 + 65) and
-// the SMs holding three whole ranges 15% over the mean (ZZ116: the 8B's
-// batch-8 1K decode attention at 60% of copy). Both decode kernels mask
-// entries past a range's end.
+// the prefill's 32-entry tiles, so that the ranges are nearer equal (1,025
+// entries in 6: 5 x 176 + 145, not 5 x 192 + 65). A block's time goes by
+// rounds of its 4 warps' steps (32 entries), which that often leaves as they
+// were (the 8B's batch-8 1K ranges take 6 either way, and its steps did not
+// change), but SmolLM2's steps took 0.4-1.8% less at batch 8, 8K-128K and
+// batch 1, 32K-128K, nothing more (ZZ120). Both decode kernels mask entries
+// past a range's end.
 constexpr int DECODE_TILE = 8;
 // A decode list's most ranges: 32, or ranges of at most a length scaled by
 // the card's memory bandwidth where that needs more
