@@ -33,18 +33,6 @@ constexpr int BK = 32;   // entries per shared-memory tile
 // Shortest range per split: a prefill block streams tiles of 32 entries; a
 // decode block takes 32 (head_dim 128) or 64 entries per step.
 constexpr int MIN_SPLIT = 128, MIN_SPLIT_DECODE = 64;
-// A decode range's length is a multiple of a warp's step (8 entries), not of
-// the prefill's 32-entry tiles, so that the ranges are nearer equal (1,025
-// entries in 6: 5 x 176 + 145, not 5 x 192 + 65). A block's time goes by
-// rounds of its 4 warps' steps (32 entries), which that often leaves as they
-// were (the 8B's batch-8 1K ranges take 6 either way, and its steps did not
-// change), but SmolLM2's steps took 0.4-1.8% less at batch 8, 8K-128K and
-// batch 1, 32K-128K, nothing more (ZZ120). Both decode kernels mask entries
-// past a range's end.
-constexpr int DECODE_TILE = 8;
-// A decode list's most ranges: 32, or ranges of at most a length scaled by
-// the card's memory bandwidth where that needs more
-// (ckv_attention_decode_max_splits).
 // Blocks per SM the prefill plan aims at, rounded up: what the TF32 kernel
 // fits at head_dim 64 (3 fit at 128; rounding down instead cost the 8B
 // prefill 17 %, run P). The decode plan asks CUDA how many decode blocks
@@ -482,7 +470,7 @@ static ckv_k_attention_split plan_for(int32_t n, bool seqs, int32_t n_head, int3
         p.blocks = (int64_t)n * n_head_kv;
         p.resident = ckv_attention_decode_resident(head_dim, n_head / n_head_kv, dtype);
         p.min_split = MIN_SPLIT_DECODE;
-        p.tile = DECODE_TILE;
+        p.tile = CKV_ATTENTION_DECODE_TILE;
         p.max_splits = ckv_attention_decode_max_splits(max_len, peak_bw);
     } else {
         const int64_t row_blocks =

@@ -63,6 +63,15 @@ typedef struct {
  * the nearest multiple of 512, at least 512 (peak_bw 0: unknown, taken as
  * the reference's). An H100 (3.35 TB/s) gets 1,536. */
 #define CKV_ATTENTION_DECODE_REF_BW 4.8e12
+/* A decode range's length is a multiple of a warp's step (8 entries), not of
+ * the prefill's 32-entry tiles, so that the ranges are nearer equal (1,025
+ * entries in 6: 5 x 176 + 145, not 5 x 192 + 65). A block's time goes by
+ * rounds of its 4 warps' steps (32 entries), which that often leaves as they
+ * were (the 8B's batch-8 1K ranges take 6 either way, and its steps did not
+ * change), but SmolLM2's steps took 0.4-1.8% less at batch 8, 8K-128K and
+ * batch 1, 32K-128K, nothing more (ZZ120). Both decode kernels mask entries
+ * past a range's end. */
+#define CKV_ATTENTION_DECODE_TILE 8
 int ckv_attention_decode_max_splits(int32_t max_len, double peak_bw);
 int ckv_attention_decode_long_range(double peak_bw);
 

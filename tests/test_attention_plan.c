@@ -61,13 +61,15 @@ static ckv_attention_plan_in base(void)
 }
 
 /* The 8B shape's decode at batch 1, 8193 entries: 8 KV heads, 3 blocks fit
- * per SM, ranges of at least 64, the decoder's scratch for 512 rows. */
+ * per SM, ranges of at least 64 in multiples of 8 (the decoder's), the
+ * decoder's scratch for 512 rows. */
 static ckv_attention_plan_in decode_8b(void)
 {
     ckv_attention_plan_in p = base();
     p.blocks = 8;
     p.resident = 3;
     p.min_split = 64;
+    p.tile = CKV_ATTENTION_DECODE_TILE;
     p.n = 1;
     p.n_head = 32;
     p.head_dim = 128;
@@ -76,29 +78,60 @@ static ckv_attention_plan_in decode_8b(void)
     return p;
 }
 
-/* 49 ranges (above); ceil(8193 / 49) = 168, up to a multiple of 32: 192.
- * Ranges of 64 allow 129, the scratch thousands. */
+/* 49 ranges (above); ceil(8193 / 49) = 168, a multiple of 8 already (of
+ * 32 it would be 192). Ranges of 64 allow 129, the scratch thousands. */
 Test(split_plan, decode_fills_one_wave)
 {
     const ckv_attention_plan_in p = decode_8b();
     const ckv_k_attention_split s = ckv_attention_split_plan(&p);
     cr_expect_eq(s.splits, 49);
-    cr_expect_eq(s.split_len, 192);
+    cr_expect_eq(s.split_len, 168);
 }
 
 /* The same with at most 32 ranges (the decoder's bound): ceil(8193 / 32) =
- * 257, up to a multiple of 32: 288, and 8193 / 288 needs 29 of them. The
- * plan keeps the count it was given (32), ranges past the list's end
- * being empty, as with any rounding of split_len. */
+ * 257, up to a multiple of 8: 264, and 8193 / 264 needs all 32 (31 x 264 =
+ * 8184, the last 9 entries). At a multiple of 32 it was 288, of which 29
+ * ranges held the list: the plan keeps the count it was given, ranges past
+ * the list's end being empty, as with any rounding of split_len. */
 Test(split_plan, decode_bound_on_ranges)
 {
     ckv_attention_plan_in p = decode_8b();
     p.max_splits = 32;
-    const ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 32);
+    cr_expect_eq(s.split_len, 264);
+    p.tile = 32;
+    s = ckv_attention_split_plan(&p);
     cr_expect_eq(s.splits, 32);
     cr_expect_eq(s.split_len, 288);
+    p.tile = CKV_ATTENTION_DECODE_TILE;
     p.max_splits = 64; /* above the wave's 49: no effect */
     cr_expect_eq(ckv_attention_split_plan(&p).splits, 49);
+}
+
+/* The 8B's batch-8 1K step, 1,025 entries after the append: 64 lists fill
+ * one wave in 6 ranges (384 of 396 places); ceil(1025 / 6) = 171, up to a
+ * multiple of 8: 176 (5 x 176 + 145; of 32: 192, 5 x 192 + 65). Batch 1 at
+ * 4,097 entries: the wave's 49 ranges and the 64-entry floor's 65 are over
+ * the bound of 32; ceil(4097 / 32) = 129, up to a multiple of 8: 136 (31
+ * ranges hold the list; of 32: 160, and 26 hold it). */
+Test(split_plan, decode_ranges_in_steps_of_eight)
+{
+    ckv_attention_plan_in p = decode_8b();
+    p.blocks = 64;
+    p.n = 8;
+    p.max_len = 1025;
+    p.max_splits = 32;
+    ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 6);
+    cr_expect_eq(s.split_len, 176);
+
+    p = decode_8b();
+    p.max_len = 4097;
+    p.max_splits = 32;
+    s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 32);
+    cr_expect_eq(s.split_len, 136);
 }
 
 /* A 512-row prefill chunk of SmolLM2 (9 query heads, head_dim 64) over 4096
