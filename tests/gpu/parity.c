@@ -1066,13 +1066,19 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention((attn_case){128, 1, b, false, 1024, false, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){64, 7, b, true, 150, false, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){128, 1, b, true, 0, false, 20, DEG_1_TO_6, 0}, dt);
-    /* The decode's warp merge over 120 and 96 ranges of 32 entries, those
-     * past 64 read again a chunk of 32 at a time: entries in ranges 0-106
-     * of list f (head_dim 128: both chunks past 64 carry weights, the
-     * second partly) and 0-93 of list c (head_dim 64, group 1), the rest
-     * empty (weight 0). */
+    /* The decode's merge over 120 and 96 ranges of 32 entries, four and
+     * three warps of 32 ranges folded through shared memory: entries in
+     * ranges 0-106 of list f (head_dim 128: the fourth warp's chunk carries
+     * weights partly) and 0-93 of list c (head_dim 64, group 1), the rest
+     * empty (weight 0, the third warp's last two ranges). */
     check_attention((attn_case){128, 1, f, true, 120, false, 0, DEG_SOME_0, 0}, dt);
     check_attention((attn_case){64, 1, c, false, 96, false, 2, DEG_1_TO_6, 0}, dt);
+    /* Past 256 ranges each of the 8 warps takes a second chunk: 500 ranges
+     * of 8 entries (list f's 3,401 entries in ranges 0-425, the second
+     * lap's chunks 8-13 carrying weights, 13 partly) and 300 of 11 (list
+     * c's 3,002 in 0-272: chunk 8 partly, chunk 9 empty). */
+    check_attention((attn_case){64, 1, f, true, 500, false, 0, DEG_1_TO_6, 8}, dt);
+    check_attention((attn_case){128, 1, c, false, 300, false, 0, DEG_SOME_0, 11}, dt);
     /* The decode kernels at groups 1 (7 of the tensor-core kernel's 8 hi rows
      * unused), 2 and 8, one query over one cache. */
     check_attention((attn_case){64, 1, c, true, 0, true, 2, DEG_1_TO_6, 0}, dt);
