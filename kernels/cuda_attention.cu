@@ -267,7 +267,8 @@ __global__ void attention_merge(const float *__restrict__ part_o,
 // zeros where the row saw nothing, and one of weight 0 is not used), and
 // the weights go from lane to lane by shuffles. A range the row sees
 // nothing of (max -inf) weighs 0, not exp(NaN). B: MERGE_BATCH where at most
-// 16 ranges remain, else 32; only merges over more than 16 pay its registers.
+// 16 ranges remain, else 32 (so B covers every range from c0 on: the caller
+// sees to it); only merges over more than 16 pay its registers.
 template <int V, int B>
 __device__ __forceinline__ void merge_chunk(const float *__restrict__ part_o,
                                             const float *__restrict__ part_ml, size_t per,
@@ -360,11 +361,12 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
 
 // The same merge over more than 32 ranges (a decode at batch 1 over a long
 // list takes 33 to 66 on an H100): a block per (row, query head) whose warp w
-// folds ranges 32 w .. 32 w + 31 (then 32 (w + W) .., past 256 ranges) with
-// merge_chunk, so that every range's loads are in one trip; the warps' maxima,
-// sums and outputs are then folded through shared memory. One warp taking
-// the ranges 32 at a time waited out a trip for each and one more for the
-// maxima past 64 (8.1 us over 66 ranges, ncu, ZZ125).
+// folds ranges 32 w .. 32 w + 31 with merge_chunk, so that up to 256 ranges'
+// loads are in one trip (past 256 warp w folds 32 (w + W) .. next, a trip a
+// lap); the warps' maxima, sums and outputs are then folded through shared
+// memory (not the bits of the forms above: the sums' order differs). One
+// warp taking the ranges 32 at a time waited out a trip for each and one
+// more for the maxima past 64 (8.1 us over 66 ranges, ncu, ZZ125).
 constexpr int MERGE_MULTI_WARPS = 8;
 
 template <int V>
