@@ -260,27 +260,87 @@ __global__ void attention_merge(const float *__restrict__ part_o,
         out16[o] = ckv_to_bf16(r);
 }
 
+// Folds ranges c0 .. c0 + 31 of one (row, query head) into a warp's running
+// max M, sum L and unnormalised output O (lane l: dimensions V l .. V l + V -
+// 1): lane l loads range c0 + l's max and sum together with the first B
+// ranges' outputs, one trip to memory (every range's output is written,
+// zeros where the row saw nothing, and one of weight 0 is not used), and
+// the weights go from lane to lane by shuffles. A range the row sees
+// nothing of (max -inf) weighs 0, not exp(NaN). B: MERGE_BATCH where at most
+// 16 ranges remain, else 32 (so B covers every range from c0 on: the caller
+// sees to it); only merges over more than 16 pay its registers.
+template <int V, int B>
+__device__ __forceinline__ void merge_chunk(const float *__restrict__ part_o,
+                                            const float *__restrict__ part_ml, size_t per,
+                                            size_t row, int c0, int splits, int lane, float &M,
+                                            float &L, float (&O)[V])
+{
+    constexpr int HD = 32 * V;
+    float m = -INFINITY, l = 0.0f, ov[B][V];
+    if (c0 + lane < splits) {
+        m = part_ml[((c0 + lane) * per + row) * 2];
+        l = part_ml[((c0 + lane) * per + row) * 2 + 1];
+    }
+#pragma unroll
+    for (int j = 0; j < B; j++)
+#pragma unroll
+        for (int v = 0; v < V; v++)
+            ov[j][v] =
+                c0 + j < splits ? part_o[((c0 + j) * per + row) * HD + V * lane + v] : 0.0f;
+    float mc = m;
+    for (int o = 16; o > 0; o >>= 1)
+        mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, o));
+    if (mc == -INFINITY)
+        return;
+    const float Mn = fmaxf(M, mc), a = M == -INFINITY ? 0.0f : expf(M - Mn);
+    M = Mn;
+    L *= a;
+#pragma unroll
+    for (int v = 0; v < V; v++)
+        O[v] *= a;
+    const float wl = m == -INFINITY ? 0.0f : expf(m - M);
+#pragma unroll
+    for (int j = 0; j < B; j++) {
+        if (c0 + j >= splits)
+            break;
+        const float w = __shfl_sync(0xffffffffu, wl, j), ls = __shfl_sync(0xffffffffu, l, j);
+        if (w == 0.0f)
+            continue;
+        L += w * ls;
+#pragma unroll
+        for (int v = 0; v < V; v++)
+            O[v] += w * ov[j][v];
+    }
+}
+
+// Writes a (row, query head)'s merged output O / L and its max and sum.
+template <int V>
+__device__ __forceinline__ void merge_store(size_t row, int lane, float M, float L,
+                                            const float (&O)[V], float *out32, ckv_bf16 *out16,
+                                            float *ml)
+{
+    if (lane == 0) {
+        ml[row * 2] = M;
+        ml[row * 2 + 1] = L;
+    }
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        const size_t o = row * (32 * V) + V * lane + v;
+        if (out32)
+            out32[o] = O[v] / L;
+        else
+            out16[o] = ckv_to_bf16(O[v] / L);
+    }
+}
+
 // The merge of a decode step, or of a prefill chunk of at least
-// MERGE_WIDE_MIN rows: a warp per (row, query head), lane l holding
-// ranges l and l + 32's max and sum and dimensions V l .. V l + V - 1 (V =
-// head_dim / 32); ranges past 64 are read again, 32 at a time, as their
-// turn comes (a batch-1 decode at 128K takes 66 at head_dim 64 on an H100,
-// whose block-form merge took 10.3 us, ncu, ZZ100). The first B ranges'
-// outputs are loaded together
-// with the maxima (every range's are written, zeros where the row saw
-// nothing, and one of weight 0 is not used), and the weights go from lane to
-// lane by shuffles: no shared memory, no barrier, one trip to memory a B
-// ranges where the block form takes three (its 4-row form took 15 us for a 1,024-row
-// SmolLM2 segment of 4 ranges and 281 us for the 8B's 4,096 rows of one
-// range, about 0.36 TB/s; ncu, run BF). A decode step took the block form
-// until run FF, where this one made the 8B's steps 0.5-1.4% and SmolLM2's
-// 3.4-4.8% faster, at batch 1 and 8 alike (each layer's merge waits out one
-// trip instead of three). B is MERGE_BATCH, or 32 over more than 16
-// ranges (a decode at batch 1 takes 32 to 66): a trip is about 1.5 us of
-// a merge that has 32 rows to do (ncu, ZZ102: 66 ranges in five trips, 8.1
-// us), and only those merges pay the registers. The same arithmetic in the
-// same order as attention_merge: the same bits.
-constexpr int MERGE_WARPS = 4, MERGE_WIDE_BATCH = 32;
+// MERGE_WIDE_MIN rows, over at most 32 ranges: a warp per (row, query head),
+// one trip to memory (merge_chunk) where the block form takes three (its
+// 4-row form took 15 us for a 1,024-row SmolLM2 segment of 4 ranges and 281
+// us for the 8B's 4,096 rows of one range, about 0.36 TB/s; ncu, run BF). A
+// decode step took the block form until run FF, where this one made the 8B's
+// steps 0.5-1.4% and SmolLM2's 3.4-4.8% faster, at batch 1 and 8 alike.
+constexpr int MERGE_WARPS = 4, MERGE_CHUNK = 32;
 
 template <int V, int B>
 __global__ void __launch_bounds__(MERGE_WARPS * 32)
@@ -290,78 +350,63 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
-    constexpr int HD = 32 * V;
     const int lane = threadIdx.x % 32, i = blockIdx.x * MERGE_WARPS + threadIdx.x / 32;
     if (i >= n)
         return;
     const size_t per = (size_t)n * H, row = (size_t)i * H + blockIdx.y;  // (row, head) units
-    float mA = -INFINITY, lA = 0.0f, mB = -INFINITY, lB = 0.0f;
-    if (lane < splits) {
-        mA = part_ml[(lane * per + row) * 2];
-        lA = part_ml[(lane * per + row) * 2 + 1];
+    float M = -INFINITY, L = 0.0f, O[V] = {};
+    merge_chunk<V, B>(part_o, part_ml, per, row, 0, splits, lane, M, L, O);
+    merge_store<V>(row, lane, M, L, O, out32, out16, ml);
+}
+
+// The same merge over more than 32 ranges (a decode at batch 1 over a long
+// list takes 33 to 66 on an H100): a block per (row, query head) whose warp w
+// folds ranges 32 w .. 32 w + 31 with merge_chunk, so that up to 256 ranges'
+// loads are in one trip (past 256 warp w folds 32 (w + W) .. next, a trip a
+// lap); the warps' maxima, sums and outputs are then folded through shared
+// memory (not the bits of the forms above: the sums' order differs). One
+// warp taking the ranges 32 at a time waited out a trip for each and one
+// more for the maxima past 64 (8.1 us over 66 ranges, ncu, ZZ125).
+constexpr int MERGE_MULTI_WARPS = 8;
+
+template <int V>
+__global__ void __launch_bounds__(MERGE_MULTI_WARPS * 32)
+    attention_merge_multi(const float *__restrict__ part_o, const float *__restrict__ part_ml,
+                          int32_t splits, int32_t n, int32_t H, float *out32, ckv_bf16 *out16,
+                          float *ml)
+{
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
+    constexpr int HD = 32 * V;
+    __shared__ float so[MERGE_MULTI_WARPS][HD], sm[MERGE_MULTI_WARPS], sl[MERGE_MULTI_WARPS];
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
+    const size_t per = (size_t)n * H, row = (size_t)blockIdx.x * H + blockIdx.y;
+    float M = -INFINITY, L = 0.0f, O[V] = {};
+    for (int c0 = MERGE_CHUNK * w; c0 < splits; c0 += MERGE_CHUNK * W)
+        merge_chunk<V, MERGE_CHUNK>(part_o, part_ml, per, row, c0, splits, lane, M, L, O);
+    if (lane == 0) {
+        sm[w] = M;
+        sl[w] = L;
     }
-    if (lane + 32 < splits) {
-        mB = part_ml[((lane + 32) * per + row) * 2];
-        lB = part_ml[((lane + 32) * per + row) * 2 + 1];
-    }
-    float L = 0.0f, O[V], wA = 0.0f, wB = 0.0f, wC = 0.0f, lC = 0.0f, M = -INFINITY;
 #pragma unroll
     for (int v = 0; v < V; v++)
-        O[v] = 0.0f;
-    for (int s0 = 0; s0 < splits; s0 += B) {
-        float ov[B][V];
+        so[w][V * lane + v] = O[v];
+    __syncthreads();
+    if (w != 0)
+        return;
+    float Mx = -INFINITY, Lx = 0.0f, Ox[V] = {};
+    for (int u = 0; u < W; u++)
+        Mx = fmaxf(Mx, sm[u]);
+    for (int u = 0; u < W; u++) {
+        if (sm[u] == -INFINITY)
+            continue;
+        const float e = expf(sm[u] - Mx);
+        Lx += e * sl[u];
 #pragma unroll
-        for (int j = 0; j < B; j++)
-#pragma unroll
-            for (int v = 0; v < V; v++)
-                ov[j][v] = s0 + j < splits ? part_o[((s0 + j) * per + row) * HD + V * lane + v]
-                                           : 0.0f;
-        if (s0 == 0) {
-            M = fmaxf(mA, mB);
-            for (int s = lane + 64; s < splits; s += 32)
-                M = fmaxf(M, part_ml[(s * per + row) * 2]);
-            for (int o = 16; o > 0; o >>= 1)
-                M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-            // A range the row sees nothing of (max -inf) weighs 0, not exp(NaN).
-            wA = mA == -INFINITY ? 0.0f : expf(mA - M);
-            wB = mB == -INFINITY ? 0.0f : expf(mB - M);
-        }
-        if (s0 >= 64 && s0 % 32 == 0) {
-            float mC = -INFINITY;
-            lC = 0.0f;
-            if (s0 + lane < splits) {
-                mC = part_ml[((s0 + lane) * per + row) * 2];
-                lC = part_ml[((s0 + lane) * per + row) * 2 + 1];
-            }
-            wC = mC == -INFINITY ? 0.0f : expf(mC - M);
-        }
-#pragma unroll
-        for (int j = 0; j < B; j++) {
-            const int s = s0 + j;
-            if (s >= splits)
-                break;
-            const float w = __shfl_sync(0xffffffffu, s < 32 ? wA : s < 64 ? wB : wC, s % 32);
-            const float ls = __shfl_sync(0xffffffffu, s < 32 ? lA : s < 64 ? lB : lC, s % 32);
-            if (w == 0.0f)
-                continue;
-            L += w * ls;
-#pragma unroll
-            for (int v = 0; v < V; v++)
-                O[v] += w * ov[j][v];
-        }
+        for (int v = 0; v < V; v++)
+            Ox[v] += e * so[u][V * lane + v];
     }
-    if (lane == 0) {
-        ml[row * 2] = M;
-        ml[row * 2 + 1] = L;
-    }
-#pragma unroll
-    for (int v = 0; v < V; v++) {
-        const size_t o = row * HD + V * lane + v;
-        if (out32)
-            out32[o] = O[v] / L;
-        else
-            out16[o] = ckv_to_bf16(O[v] / L);
-    }
+    merge_store<V>(row, lane, Mx, Lx, Ox, out32, out16, ml);
 }
 
 // The attention mass each entry receives (H2O): with the merged max M and
@@ -582,16 +627,24 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
                                 grid, BQ * TPQ, 0, st, a));
     // With one range the tensor-core prefill wrote the merge's results itself.
     if (!(tc && split.splits == 1)) {
-        if (decode || n >= MERGE_WIDE_MIN)
-            CKV_CUDA(ckv_pdl_launch(
-                split.splits > MERGE_BATCH
-                    ? (head_dim == 64 ? attention_merge_warp<2, MERGE_WIDE_BATCH>
-                                      : attention_merge_warp<4, MERGE_WIDE_BATCH>)
-                    : (head_dim == 64 ? attention_merge_warp<2, MERGE_BATCH>
-                                      : attention_merge_warp<4, MERGE_BATCH>),
-                dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head), MERGE_WARPS * 32, 0, st,
-                a.part_o, a.part_ml, split.splits, n, n_head, out32, out16, a.ml));
-        else
+        if (decode || n >= MERGE_WIDE_MIN) {
+            if (split.splits > MERGE_CHUNK) {
+                const int chunks = (split.splits + MERGE_CHUNK - 1) / MERGE_CHUNK;
+                const int warps = chunks < MERGE_MULTI_WARPS ? chunks : MERGE_MULTI_WARPS;
+                CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_merge_multi<2>
+                                                       : attention_merge_multi<4>,
+                                        dim3(n, n_head), warps * 32, 0, st, a.part_o, a.part_ml,
+                                        split.splits, n, n_head, out32, out16, a.ml));
+            } else
+                CKV_CUDA(ckv_pdl_launch(
+                    split.splits > MERGE_BATCH
+                        ? (head_dim == 64 ? attention_merge_warp<2, MERGE_CHUNK>
+                                          : attention_merge_warp<4, MERGE_CHUNK>)
+                        : (head_dim == 64 ? attention_merge_warp<2, MERGE_BATCH>
+                                          : attention_merge_warp<4, MERGE_BATCH>),
+                    dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head), MERGE_WARPS * 32, 0, st,
+                    a.part_o, a.part_ml, split.splits, n, n_head, out32, out16, a.ml));
+        } else
             CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), head_dim, 0, st, a.part_o,
                                     a.part_ml, split.splits, n, n_head, head_dim, out32, out16,
                                     a.ml));

@@ -914,7 +914,7 @@ static void check_attention_seqs(int hd, bool bias, int H, int forced_splits, in
     }
     ckv_k_kv_layer *dtab = dup_dev(tab, sizeof tab);
     float *dq = dup_dev(q, 4 * qf), *dout = dev_poisoned(4 * qf);
-    const size_t ws_f = ckv_k_attention_ws(NS, 64, H, hd);
+    const size_t ws_f = ckv_k_attention_ws(NS, forced_splits > 64 ? forced_splits : 64, H, hd);
     float *dws = dev_poisoned(4 * ws_f);
     ckv_k_attention_split sp = ckv_k_attention_plan_seqs(NS, H, KV, hd, cap, PLAN_SMS, PLAN_BW,
                                                          ws_f, dt);
@@ -1066,13 +1066,21 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention((attn_case){128, 1, b, false, 1024, false, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){64, 7, b, true, 150, false, 0, DEG_1_TO_6, 0}, dt);
     check_attention((attn_case){128, 1, b, true, 0, false, 20, DEG_1_TO_6, 0}, dt);
-    /* The decode's warp merge over 120 and 96 ranges of 32 entries, those
-     * past 64 read again a chunk of 32 at a time: entries in ranges 0-106
-     * of list f (head_dim 128: both chunks past 64 carry weights, the
-     * second partly) and 0-93 of list c (head_dim 64, group 1), the rest
-     * empty (weight 0). */
+    /* The decode's merge over 120 and 96 ranges of 32 entries, four and
+     * three warps of 32 ranges folded through shared memory: entries in
+     * ranges 0-106 of list f (head_dim 128: the fourth warp's chunk carries
+     * weights partly) and 0-93 of list c (head_dim 64, group 1), the rest
+     * empty (weight 0, the third warp's last two ranges). */
     check_attention((attn_case){128, 1, f, true, 120, false, 0, DEG_SOME_0, 0}, dt);
     check_attention((attn_case){64, 1, c, false, 96, false, 2, DEG_1_TO_6, 0}, dt);
+    /* Past 256 ranges the 8 warps take a second lap of chunks: 500 ranges
+     * of 8 entries (16 chunks; list f's 3,401 entries in ranges 0-425, the
+     * second lap's chunks 8-13 carrying weights, 13 partly) and 300 of 11
+     * (10 chunks, warps 0 and 1 taking a second; list c's 3,002 entries in
+     * 0-272: chunk 8 partly, chunk 9 empty). The second KV head's 18
+     * entries leave warps 1-7 of its rows empty. */
+    check_attention((attn_case){64, 1, f, true, 500, false, 0, DEG_1_TO_6, 8}, dt);
+    check_attention((attn_case){128, 1, c, true, 300, false, 0, DEG_SOME_0, 11}, dt);
     /* The decode kernels at groups 1 (7 of the tensor-core kernel's 8 hi rows
      * unused), 2 and 8, one query over one cache. */
     check_attention((attn_case){64, 1, c, true, 0, true, 2, DEG_1_TO_6, 0}, dt);
@@ -1126,6 +1134,11 @@ static void check_cache_kernels(ckv_kv_dtype dt)
     check_attention_seqs(128, true, 8, 1, 2048, dt);
     check_attention_seqs(128, true, 8, 7, 2045, dt);
     check_attention_seqs(64, false, 16, 7, 2048, dt);
+    /* Three rows over more than 32 ranges (the merge's block of warps a
+     * row): 40 ranges of 52 entries (two warps) and 300 of 7 (ten chunks,
+     * warps 0 and 1 taking a second). */
+    check_attention_seqs(64, true, 6, 40, 2048, dt);
+    check_attention_seqs(128, false, 8, 300, 2048, dt);
 }
 
 /* The copy rate's check (ckv_bench_same_sampled) catches a planted
