@@ -363,8 +363,9 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
 // list takes 33 to 66 on an H100): a block per (row, query head) whose warp w
 // folds ranges 32 w .. 32 w + 31 with merge_chunk, so that up to 256 ranges'
 // loads are in one trip (past 256 warp w folds 32 (w + W) .. next, a trip a
-// lap); the warps' maxima, sums and outputs are then folded through shared
-// memory (not the bits of the forms above: the sums' order differs). One
+// lap); warp 0 then folds the warps' maxima, sums and outputs, staged in
+// shared memory in the partials' layout, by merge_chunk again (not the
+// bits of the forms above: the sums' order differs). One
 // warp taking the ranges 32 at a time waited out a trip for each and one
 // more for the maxima past 64 (8.1 us over 66 ranges, ncu, ZZ125).
 constexpr int MERGE_MULTI_WARPS = 8;
@@ -378,34 +379,25 @@ __global__ void __launch_bounds__(MERGE_MULTI_WARPS * 32)
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
     constexpr int HD = 32 * V;
-    __shared__ float so[MERGE_MULTI_WARPS][HD], sm[MERGE_MULTI_WARPS], sl[MERGE_MULTI_WARPS];
+    // The warps' states as W ranges of one (row, head): so [W][HD], sml [W][2].
+    __shared__ float so[MERGE_MULTI_WARPS * HD], sml[MERGE_MULTI_WARPS * 2];
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
     const size_t per = (size_t)n * H, row = (size_t)blockIdx.x * H + blockIdx.y;
     float M = -INFINITY, L = 0.0f, O[V] = {};
     for (int c0 = MERGE_CHUNK * w; c0 < splits; c0 += MERGE_CHUNK * W)
         merge_chunk<V, MERGE_CHUNK>(part_o, part_ml, per, row, c0, splits, lane, M, L, O);
     if (lane == 0) {
-        sm[w] = M;
-        sl[w] = L;
+        sml[w * 2] = M;
+        sml[w * 2 + 1] = L;
     }
 #pragma unroll
     for (int v = 0; v < V; v++)
-        so[w][V * lane + v] = O[v];
+        so[w * HD + V * lane + v] = O[v];
     __syncthreads();
     if (w != 0)
         return;
     float Mx = -INFINITY, Lx = 0.0f, Ox[V] = {};
-    for (int u = 0; u < W; u++)
-        Mx = fmaxf(Mx, sm[u]);
-    for (int u = 0; u < W; u++) {
-        if (sm[u] == -INFINITY)
-            continue;
-        const float e = expf(sm[u] - Mx);
-        Lx += e * sl[u];
-#pragma unroll
-        for (int v = 0; v < V; v++)
-            Ox[v] += e * so[u][V * lane + v];
-    }
+    merge_chunk<V, MERGE_MULTI_WARPS>(so, sml, 1, 0, 0, W, lane, Mx, Lx, Ox);
     merge_store<V>(row, lane, Mx, Lx, Ox, out32, out16, ml);
 }
 
