@@ -419,6 +419,19 @@ typedef struct {
     long cmp, m_mismatch, nan_rows, nan_expected;
 } Err;
 
+/* Accumulates one case's errors: the worst of each relative error, the
+ * sum of each count. */
+static void err_add(Err *tot, const Err *e)
+{
+    tot->max_rel = fmax(tot->max_rel, e->max_rel);
+    tot->l2 = fmax(tot->l2, e->l2);
+    tot->max_rel_L = fmax(tot->max_rel_L, e->max_rel_L);
+    tot->m_mismatch += e->m_mismatch;
+    tot->nan_rows += e->nan_rows;
+    tot->nan_expected += e->nan_expected;
+    tot->cmp += e->cmp;
+}
+
 /* Compare out/ml against the double reference; an all-empty row must give
  * M = -inf, L = 0 and out NaN (0/0) in both forms (checked separately). */
 static void check(const Buf *b, Err *e)
@@ -517,24 +530,10 @@ int main(int argc, char **argv)
                         Err e = {0}, eo = {0};
                         check(&b, &e);
                         check(&c, &eo);
-                        if (e.max_rel > tot.max_rel)
-                            tot.max_rel = e.max_rel;
-                        if (e.l2 > tot.l2)
-                            tot.l2 = e.l2;
-                        if (e.max_rel_L > tot.max_rel_L)
-                            tot.max_rel_L = e.max_rel_L;
+                        err_add(&tot, &e);
+                        err_add(&totold, &eo);
                         if (e.max_rel > worst_by_pat[pat])
                             worst_by_pat[pat] = e.max_rel;
-                        tot.m_mismatch += e.m_mismatch, tot.nan_rows += e.nan_rows;
-                        tot.nan_expected += e.nan_expected, tot.cmp += e.cmp;
-                        if (eo.max_rel > totold.max_rel)
-                            totold.max_rel = eo.max_rel;
-                        if (eo.l2 > totold.l2)
-                            totold.l2 = eo.l2;
-                        if (eo.max_rel_L > totold.max_rel_L)
-                            totold.max_rel_L = eo.max_rel_L;
-                        totold.m_mismatch += eo.m_mismatch, totold.nan_rows += eo.nan_rows;
-                        totold.nan_expected += eo.nan_expected;
                         if (S > 32 && eo.max_rel > worst_old_gt32)
                             worst_old_gt32 = eo.max_rel;
                         /* bits: new against old */
