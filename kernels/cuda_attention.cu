@@ -266,9 +266,10 @@ __global__ void attention_merge(const float *__restrict__ part_o,
 // ranges' outputs, one trip to memory (every range's output is written,
 // zeros where the row saw nothing, and one of weight 0 is not used), and
 // the weights go from lane to lane by shuffles. A range the row sees
-// nothing of (max -inf) weighs 0, not exp(NaN). B: MERGE_BATCH where at most
-// 16 ranges remain, else 32 (so B covers every range from c0 on: the caller
-// sees to it); only merges over more than 16 pay its registers.
+// nothing of (max -inf) weighs 0, not exp(NaN). B must cover every range
+// from c0 to min(c0 + 32, splits) (the caller sees to it): MERGE_BATCH where
+// at most 16 ranges remain, else 32 (only merges over more than 16 pay its
+// registers), and MERGE_MULTI_WARPS for the multi form's fold of its warps.
 template <int V, int B>
 __device__ __forceinline__ void merge_chunk(const float *__restrict__ part_o,
                                             const float *__restrict__ part_ml, size_t per,
