@@ -2,9 +2,11 @@
 #ifndef CKV_CLI_BENCH_H
 #define CKV_CLI_BENCH_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -119,6 +121,46 @@ void bench_copy_default(bench_copy *c);
 /* --copy-rate's argument: "measure" or TB/s in (0, 100]; prints a usage error
  * naming the value and returns false on bad input. */
 bool bench_copy_parse(const char *arg, bench_copy *c);
+/* The options that several `ckv bench` subcommands share, each parsed by
+ * bench_parse into the subcommand's bench_opts. A subcommand lists those it
+ * takes in its getopt_long table with these codes, which lie past every
+ * character its own options use. */
+enum {
+    BENCH_OPT_DEVICE = 0x100, /* --device: cuda, the only device (bench_device) */
+    BENCH_OPT_WARMUP,         /* --warmup W in [0, 10000] */
+    BENCH_OPT_REPEATS,        /* --repeats R in [1, max_repeats] */
+    BENCH_OPT_SEED,           /* --seed S in [0, 2^63 - 1] */
+    BENCH_OPT_OUT,            /* --out PATH */
+    BENCH_OPT_KV_DTYPE,       /* --kv-dtype (cli_kv_dtype_parse) */
+    BENCH_OPT_COPY_RATE,      /* --copy-rate (bench_copy_parse) */
+};
+/* Their getopt_long entries, and --help's. */
+#define BENCH_LONGOPT_DEVICE {"device", required_argument, 0, BENCH_OPT_DEVICE}
+#define BENCH_LONGOPT_WARMUP {"warmup", required_argument, 0, BENCH_OPT_WARMUP}
+#define BENCH_LONGOPT_REPEATS {"repeats", required_argument, 0, BENCH_OPT_REPEATS}
+#define BENCH_LONGOPT_SEED {"seed", required_argument, 0, BENCH_OPT_SEED}
+#define BENCH_LONGOPT_OUT {"out", required_argument, 0, BENCH_OPT_OUT}
+#define BENCH_LONGOPT_KV_DTYPE {"kv-dtype", required_argument, 0, BENCH_OPT_KV_DTYPE}
+#define BENCH_LONGOPT_COPY_RATE {"copy-rate", required_argument, 0, BENCH_OPT_COPY_RATE}
+#define BENCH_LONGOPT_HELP {"help", no_argument, 0, 'h'}
+typedef struct {
+    const char *what; /* the subcommand ("decode"), for its messages */
+    const char *out;
+    long long warmup, repeats, seed;
+    ckv_kv_dtype kv_dtype;
+    bench_copy copy;
+    long long max_repeats; /* 1,000 where one repeat is a whole run, else 100,000 */
+} bench_opts;
+/* A subcommand's own option c with argument arg (NULL for a flag) into its
+ * options o: CLI_OK, or CLI_USAGE after printing a usage error. */
+typedef int (*bench_own_opt)(void *o, int c, const char *arg);
+/* Parses argv (getopt_long over longopts, "-h" as --help): the shared
+ * options into b (its defaults set by the caller), every other one through
+ * own; --help prints help(stdout) and returns -1. Then at most max_operands
+ * operands may follow, the first at optind. Returns CLI_OK, CLI_USAGE (a
+ * usage error printed) or -1. */
+int bench_parse(int argc, char **argv, const struct option *longopts, bench_opts *b,
+                bench_own_opt own, void *o, void (*help)(FILE *), int max_operands);
 /* The help line of --kv-dtype. */
 #define BENCH_KV_DTYPE_HELP                                                                     \
     "  --kv-dtype T      how the KV caches store keys and values: f32 (default) or bf16\n"

@@ -36,11 +36,12 @@ typedef struct {
     int32_t ctx[MAXL], batch[MAXL], group[MAXL], hd[MAXL], prefill[MAXL], rows[MAXL];
     int n_ctx, n_batch, n_group, n_hd, n_prefill, n_rows;
     bool bias_off, bias_on, scores_off, scores_on, gemm;
-    long long kv_heads, warmup, repeats, seed;
+    long long kv_heads;
     double max_gib;
-    const char *out, *peer, *peer_script, *python, *gemm_shape;
-    ckv_kv_dtype kv_dtype;
-    bench_copy copy; /* --copy-rate */
+    const char *peer, *peer_script, *python, *gemm_shape;
+    bench_opts b;
+    /* The lists and choices as given. */
+    const char *ctx_s, *batch_s, *group_s, *hd_s, *prefill_s, *rows_s, *bias_s, *scores_s;
 } opts;
 
 static void help(FILE *fp)
@@ -113,90 +114,88 @@ static void help(FILE *fp)
             BENCH_COPY_WARMUP);
 }
 
+/* An off|on|both choice of option opt: which of the two to measure; false
+ * after a usage error. */
+static bool off_on(const char *opt, const char *s, bool *off, bool *on)
+{
+    *off = !strcmp(s, "off") || !strcmp(s, "both");
+    *on = !strcmp(s, "on") || !strcmp(s, "both");
+    if (!*off && !*on)
+        cli_usage_error("bench", "%s: '%s' (off, on or both)", opt, s);
+    return *off || *on;
+}
+
+static int own_opt(void *p, int c, const char *arg)
+{
+    opts *o = p;
+    bool ok = true;
+    switch (c) {
+    case 'c': o->ctx_s = arg; break;
+    case 'b': o->batch_s = arg; break;
+    case 'g': o->group_s = arg; break;
+    case 'D': o->hd_s = arg; break;
+    case 'k': ok = cli_int("bench", "--kv-heads", arg, 1, 1024, &o->kv_heads); break;
+    case 'B': o->bias_s = arg; break;
+    case 'A': o->scores_s = arg; break;
+    case 'p': o->prefill_s = arg; break;
+    case 'G': o->gemm_shape = arg; break;
+    case 'n': o->rows_s = arg; break;
+    case 'm': ok = cli_double("bench", "--max-gib", arg, 0.001, 1e6, &o->max_gib); break;
+    case 'P': o->peer = arg; break;
+    case 'S': o->peer_script = arg; break;
+    case 'y': o->python = arg; break;
+    default: return cli_usage_error("bench", "invalid option");
+    }
+    return ok ? CLI_OK : CLI_USAGE;
+}
+
 static int parse(int argc, char **argv, opts *o)
 {
     static const struct option longopts[] = {
-        {"device", required_argument, 0, 'd'},     {"contexts", required_argument, 0, 'c'},
-        {"batches", required_argument, 0, 'b'},    {"groups", required_argument, 0, 'g'},
-        {"head-dims", required_argument, 0, 'D'},  {"kv-heads", required_argument, 0, 'k'},
-        {"bias", required_argument, 0, 'B'},       {"prefill", required_argument, 0, 'p'},
-        {"gemm-shape", required_argument, 0, 'G'}, {"gemm-rows", required_argument, 0, 'n'},
-        {"max-gib", required_argument, 0, 'm'},    {"warmup", required_argument, 0, 'w'},
-        {"repeats", required_argument, 0, 'r'},    {"seed", required_argument, 0, 's'},
-        {"out", required_argument, 0, 'o'},        {"peer", required_argument, 0, 'P'},
-        {"peer-script", required_argument, 0, 'S'}, {"python", required_argument, 0, 'y'},
-        {"kv-dtype", required_argument, 0, 'K'},   {"scores", required_argument, 0, 'A'},
-        {"copy-rate", required_argument, 0, 'C'}, {"help", no_argument, 0, 'h'},
+        {"contexts", required_argument, 0, 'c'},
+        {"batches", required_argument, 0, 'b'},
+        {"groups", required_argument, 0, 'g'},
+        {"head-dims", required_argument, 0, 'D'},
+        {"kv-heads", required_argument, 0, 'k'},
+        {"bias", required_argument, 0, 'B'},
+        {"prefill", required_argument, 0, 'p'},
+        {"gemm-shape", required_argument, 0, 'G'},
+        {"gemm-rows", required_argument, 0, 'n'},
+        {"max-gib", required_argument, 0, 'm'},
+        {"peer", required_argument, 0, 'P'},
+        {"peer-script", required_argument, 0, 'S'},
+        {"python", required_argument, 0, 'y'},
+        {"scores", required_argument, 0, 'A'},
+        BENCH_LONGOPT_DEVICE, BENCH_LONGOPT_WARMUP, BENCH_LONGOPT_REPEATS, BENCH_LONGOPT_SEED,
+        BENCH_LONGOPT_OUT, BENCH_LONGOPT_KV_DTYPE, BENCH_LONGOPT_COPY_RATE, BENCH_LONGOPT_HELP,
         {0, 0, 0, 0},
     };
-    const char *ctx = "1024,4096,16384,32768,131072", *batch = "1,8,64", *group = "4,8",
-               *hd = "64,128", *prefill = "1024,4096,16384", *rows = "1,8,64,512,4096",
-               *bias = "both", *scores = "off";
-    *o = (opts){.kv_heads = 8, .warmup = 5, .repeats = 50, .seed = 1, .max_gib = 32,
-                .out = "results/bench-attention.h5", .python = "python3",
-                .gemm_shape = "llama3.1-8b"};
-    bench_copy_default(&o->copy);
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        bool ok = true;
-        switch (c) {
-        case 'd':
-            if (bench_device("attention", optarg))
-                return CLI_USAGE;
-            break;
-        case 'c': ctx = optarg; break;
-        case 'b': batch = optarg; break;
-        case 'g': group = optarg; break;
-        case 'D': hd = optarg; break;
-        case 'k': ok = cli_int("bench", "--kv-heads", optarg, 1, 1024, &o->kv_heads); break;
-        case 'B': bias = optarg; break;
-        case 'A': scores = optarg; break;
-        case 'C': ok = bench_copy_parse(optarg, &o->copy); break;
-        case 'p': prefill = optarg; break;
-        case 'G': o->gemm_shape = optarg; break;
-        case 'n': rows = optarg; break;
-        case 'm': ok = cli_double("bench", "--max-gib", optarg, 0.001, 1e6, &o->max_gib); break;
-        case 'w': ok = cli_int("bench", "--warmup", optarg, 0, 10000, &o->warmup); break;
-        case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 100000, &o->repeats); break;
-        case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
-        case 'o': o->out = optarg; break;
-        case 'P': o->peer = optarg; break;
-        case 'S': o->peer_script = optarg; break;
-        case 'y': o->python = optarg; break;
-        case 'K':
-            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
-                return CLI_USAGE;
-            break;
-        case 'h': help(stdout); return -1;
-        default: return cli_usage_error("bench", "invalid option");
-        }
-        if (!ok)
-            return CLI_USAGE;
-    }
-    if (optind < argc)
-        return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-    if (!bench_int_list("--contexts", ctx, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
-        !bench_int_list("--batches", batch, 1, 4096, o->batch, &o->n_batch, MAXL) ||
-        !bench_int_list("--groups", group, 1, 64, o->group, &o->n_group, MAXL) ||
-        !bench_int_list("--head-dims", hd, 64, 128, o->hd, &o->n_hd, MAXL) ||
-        !bench_int_list("--gemm-rows", rows, 1, 1 << 20, o->rows, &o->n_rows, MAXL))
+    *o = (opts){.b = {.what = "attention", .out = "results/bench-attention.h5", .warmup = 5,
+                      .repeats = 50, .seed = 1, .max_repeats = 100000},
+                .kv_heads = 8, .max_gib = 32, .python = "python3", .gemm_shape = "llama3.1-8b",
+                .ctx_s = "1024,4096,16384,32768,131072", .batch_s = "1,8,64", .group_s = "4,8",
+                .hd_s = "64,128", .prefill_s = "1024,4096,16384", .rows_s = "1,8,64,512,4096",
+                .bias_s = "both", .scores_s = "off"};
+    bench_copy_default(&o->b.copy);
+    const int rc = bench_parse(argc, argv, longopts, &o->b, own_opt, o, help, 0);
+    if (rc)
+        return rc;
+    if (!bench_int_list("--contexts", o->ctx_s, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
+        !bench_int_list("--batches", o->batch_s, 1, 4096, o->batch, &o->n_batch, MAXL) ||
+        !bench_int_list("--groups", o->group_s, 1, 64, o->group, &o->n_group, MAXL) ||
+        !bench_int_list("--head-dims", o->hd_s, 64, 128, o->hd, &o->n_hd, MAXL) ||
+        !bench_int_list("--gemm-rows", o->rows_s, 1, 1 << 20, o->rows, &o->n_rows, MAXL))
         return CLI_USAGE;
     for (int i = 0; i < o->n_hd; i++)
         if (o->hd[i] != 64 && o->hd[i] != 128)
             return cli_usage_error("bench", "--head-dims: %d (the kernel has 64 and 128)",
                                    o->hd[i]);
-    if (strcmp(prefill, "none") &&
-        !bench_int_list("--prefill", prefill, 1, 1 << 20, o->prefill, &o->n_prefill, MAXL))
+    if (strcmp(o->prefill_s, "none") &&
+        !bench_int_list("--prefill", o->prefill_s, 1, 1 << 20, o->prefill, &o->n_prefill, MAXL))
         return CLI_USAGE;
-    o->bias_off = !strcmp(bias, "off") || !strcmp(bias, "both");
-    o->bias_on = !strcmp(bias, "on") || !strcmp(bias, "both");
-    if (!o->bias_off && !o->bias_on)
-        return cli_usage_error("bench", "--bias: '%s' (off, on or both)", bias);
-    o->scores_off = !strcmp(scores, "off") || !strcmp(scores, "both");
-    o->scores_on = !strcmp(scores, "on") || !strcmp(scores, "both");
-    if (!o->scores_off && !o->scores_on)
-        return cli_usage_error("bench", "--scores: '%s' (off, on or both)", scores);
+    if (!off_on("--bias", o->bias_s, &o->bias_off, &o->bias_on) ||
+        !off_on("--scores", o->scores_s, &o->scores_off, &o->scores_on))
+        return CLI_USAGE;
     o->gemm = strcmp(o->gemm_shape, "none") != 0;
     ckv_config cfg;
     ckv_error err = {0};
@@ -293,8 +292,8 @@ static void grid_row(attn_row *r, const opts *o, bool prefill, int a, int g, int
                      int bias)
 {
     r->kind = prefill ? "prefill" : "decode";
-    r->dtype = o->kv_dtype;
-    r->kv_dtype = (char *)ckv_kv_dtype_name(o->kv_dtype);
+    r->dtype = o->b.kv_dtype;
+    r->kv_dtype = (char *)ckv_kv_dtype_name(o->b.kv_dtype);
     r->batch = prefill ? 1 : o->batch[b];
     r->kv_heads = (int32_t)o->kv_heads;
     r->group = o->group[g];
@@ -383,7 +382,7 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
             continue;
         done[n_done++] = s;
         double e;
-        if (ckv_bench_attention_check(b, &s, (uint64_t)o->seed + 100, &e, err)) {
+        if (ckv_bench_attention_check(b, &s, (uint64_t)o->b.seed + 100, &e, err)) {
             *fatal = true;
             return false;
         }
@@ -415,7 +414,7 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
     };
     for (size_t i = 0; o->gemm && i < sizeof gc / sizeof gc[0]; i++) {
         double e;
-        if (ckv_bench_gemm_check(b, &gc[i], (uint64_t)o->seed + 200 + i, &e, err)) {
+        if (ckv_bench_gemm_check(b, &gc[i], (uint64_t)o->b.seed + 200 + i, &e, err)) {
             *fatal = true;
             return false;
         }
@@ -472,7 +471,7 @@ static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t
     fclose(f);
     snprintf(args, sizeof args,
              "--shapes '%s' --warmup %lld --repeats %lld --seed %lld --max-gib %g --copy-bps %.6g",
-             csv, o->warmup, o->repeats, o->seed, o->max_gib, o->copy.bps);
+             csv, o->b.warmup, o->b.repeats, o->b.seed, o->max_gib, o->b.copy.bps);
     json_t *root = bench_peer_run(
         &p, "sdpa", o->python, bench_peer_script(o->peer_script, "harness/peers/sdpa_attention.py"),
         args, note, note_size);
@@ -699,13 +698,13 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
         ckv_bench_timing t;
         /* A prefill runs for milliseconds to a quarter second with little spread. */
         const bool prefill = r->queries > 1;
-        const int32_t warmup = (int32_t)(prefill && o->warmup > 2 ? 2 : o->warmup),
-                      repeats = (int32_t)(prefill && o->repeats > 10 ? 10 : o->repeats);
+        const int32_t warmup = (int32_t)(prefill && o->b.warmup > 2 ? 2 : o->b.warmup),
+                      repeats = (int32_t)(prefill && o->b.repeats > 10 ? 10 : o->b.repeats);
         ckv_status st =
-            ckv_bench_attention(b, &s, warmup, repeats, (uint64_t)o->seed + i, &t, err);
+            ckv_bench_attention(b, &s, warmup, repeats, (uint64_t)o->b.seed + i, &t, err);
         if (st)
             return st;
-        FILL_TIMING(r, t, o->copy.bps);
+        FILL_TIMING(r, t, o->b.copy.bps);
         r->pct_tf32 = 100.0 * r->tflops * 1e12 / BENCH_TF32_FLOPS;
         r->kernel = (char *)t.kernel;
         fprintf(stderr,
@@ -716,11 +715,11 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
     for (size_t i = 0; i < n_gemm; i++) {
         ckv_bench_timing t;
         const ckv_gemm_case c = {g[i].via, g[i].swiglu, g[i].rows, g[i].in, g[i].out};
-        ckv_status st = ckv_bench_gemm(b, &c, (int32_t)o->warmup, (int32_t)o->repeats,
-                                       (uint64_t)o->seed + 1000 + i, &t, err);
+        ckv_status st = ckv_bench_gemm(b, &c, (int32_t)o->b.warmup, (int32_t)o->b.repeats,
+                                       (uint64_t)o->b.seed + 1000 + i, &t, err);
         if (st)
             return st;
-        FILL_TIMING(&g[i], t, o->copy.bps);
+        FILL_TIMING(&g[i], t, o->b.copy.bps);
     }
     return CKV_OK;
 }
@@ -729,7 +728,7 @@ static int run(int argc, char **argv, opts *o)
 {
     ckv_error err = {0};
     ckv_cuda_device dev;
-    if (!bench_gpu(&dev) || bench_copy_resolve(&o->copy))
+    if (!bench_gpu(&dev) || bench_copy_resolve(&o->b.copy))
         return CLI_FAIL;
     size_t n = 0;
     attn_row *rows = make_grid(o, &n);
@@ -752,7 +751,7 @@ static int run(int argc, char **argv, opts *o)
     printf("device: %s (%d SMs, %.1f GiB, %.2f TB/s peak); %s; prefill attention: %s\n"
            "copy rate: %.3f TB/s (%s): %%copy divides by it\n",
            dev.name, dev.sm_count, (double)dev.mem_total / (1 << 30), dev.peak_bw / 1e12, date,
-           bench_prefill_form(o->kv_dtype), o->copy.bps / 1e12, o->copy.source);
+           bench_prefill_form(o->b.kv_dtype), o->b.copy.bps / 1e12, o->b.copy.source);
     if (ckv_bench_gpu_create(&b, 0, &err)) {
         rc = cli_fail("bench", &err);
     } else if (!run_checks(b, o, rows, n, checks, sizeof checks, &err, &fatal)) {
@@ -773,23 +772,23 @@ static int run(int argc, char **argv, opts *o)
         print_attention(rows, n, o->peer != NULL, peer_note);
         if (n_gemm)
             print_gemm(gemm, n_gemm, o->gemm_shape);
-        print_targets(rows, n, o->peer != NULL, &o->copy);
+        print_targets(rows, n, o->peer != NULL, &o->b.copy);
         const char *peer = !o->peer ? "none" : peer_note[0] ? peer_note : "sdpa";
         char copy_bps[32];
-        snprintf(copy_bps, sizeof copy_bps, "%.6g", o->copy.bps);
+        snprintf(copy_bps, sizeof copy_bps, "%.6g", o->b.copy.bps);
         const char *attrs[] = {"format", "ckv-bench-attention", "version", "1", "date", date,
                                "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                                "copy_bandwidth_Bps", copy_bps, "copy_bandwidth_source",
-                               o->copy.source, "matmul_peak_flops", "7.5e14",
+                               o->b.copy.source, "matmul_peak_flops", "7.5e14",
                                "tf32_peak_flops", "3.75e14",
                                "checks", checks, "peer", peer, "kv_dtype",
-                               ckv_kv_dtype_name(o->kv_dtype), "prefill_form",
-                               bench_prefill_form(o->kv_dtype)};
+                               ckv_kv_dtype_name(o->b.kv_dtype), "prefill_form",
+                               bench_prefill_form(o->b.kv_dtype)};
         const ckv_h5_table tables[] = {
             {"/attention", attn_fields, NF(attn_fields), sizeof(attn_row), rows, n},
             {"/gemm", gemm_fields, NF(gemm_fields), sizeof(gemm_row), gemm, n_gemm},
         };
-        rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables, 2);
+        rc = bench_write(o->b.out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables, 2);
     }
     json_decref(peer_json);
     free(rows);

@@ -14,6 +14,7 @@
 
 #include "model_presets.h"
 #include "opts.h"
+#include "session.h"
 #include "splitmix.h"
 #include "util.h"
 
@@ -22,8 +23,11 @@
 #include "cuda_kernels.h"
 #endif
 
-bool bench_int_list(const char *opt, const char *s, long long lo, long long hi, int32_t *out,
-                    int *n, int max)
+/* Calls take(opt, token, i, ctx) for each comma-separated token of s, at
+ * most max of them and at least one; *n: how many were taken. false after
+ * a usage error naming opt (take prints its own). */
+static bool split_list(const char *opt, const char *s, int max, int *n,
+                       bool (*take)(const char *opt, const char *tok, int i, void *ctx), void *ctx)
 {
     char *copy = strdup(s);
     if (!copy) {
@@ -34,12 +38,11 @@ bool bench_int_list(const char *opt, const char *s, long long lo, long long hi, 
     bool ok = true;
     for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && ok;
          tok = strtok_r(NULL, ",", &save)) {
-        long long v;
         if (*n == max) {
             cli_usage_error("bench", "%s: more than %d values", opt, max);
             ok = false;
-        } else if ((ok = cli_int("bench", opt, tok, lo, hi, &v))) {
-            out[(*n)++] = (int32_t)v;
+        } else if ((ok = take(opt, tok, *n, ctx))) {
+            (*n)++;
         }
     }
     if (ok && *n == 0) {
@@ -50,31 +53,44 @@ bool bench_int_list(const char *opt, const char *s, long long lo, long long hi, 
     return ok;
 }
 
+typedef struct {
+    long long lo, hi;
+    int32_t *out;
+} int_list;
+
+static bool take_int(const char *opt, const char *tok, int i, void *ctx)
+{
+    const int_list *l = ctx;
+    long long v;
+    if (!cli_int("bench", opt, tok, l->lo, l->hi, &v))
+        return false;
+    l->out[i] = (int32_t)v;
+    return true;
+}
+
+bool bench_int_list(const char *opt, const char *s, long long lo, long long hi, int32_t *out,
+                    int *n, int max)
+{
+    int_list l = {lo, hi, out};
+    return split_list(opt, s, max, n, take_int, &l);
+}
+
+typedef struct {
+    double lo, hi;
+    double *out;
+} double_list;
+
+static bool take_double(const char *opt, const char *tok, int i, void *ctx)
+{
+    const double_list *l = ctx;
+    return cli_double("bench", opt, tok, l->lo, l->hi, &l->out[i]);
+}
+
 bool bench_double_list(const char *opt, const char *s, double lo, double hi, double *out, int *n,
                        int max)
 {
-    char *copy = strdup(s);
-    if (!copy) {
-        cli_usage_error("bench", "out of memory");
-        return false;
-    }
-    *n = 0;
-    bool ok = true;
-    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && ok;
-         tok = strtok_r(NULL, ",", &save)) {
-        if (*n == max) {
-            cli_usage_error("bench", "%s: more than %d values", opt, max);
-            ok = false;
-        } else if ((ok = cli_double("bench", opt, tok, lo, hi, &out[*n]))) {
-            (*n)++;
-        }
-    }
-    if (ok && *n == 0) {
-        cli_usage_error("bench", "%s: no values in '%s'", opt, s);
-        ok = false;
-    }
-    free(copy);
-    return ok;
+    double_list l = {lo, hi, out};
+    return split_list(opt, s, max, n, take_double, &l);
 }
 
 bool bench_policy_list(const char *opt, const char *s, char **storage, const char **names,
@@ -205,6 +221,42 @@ int bench_device(const char *what, const char *arg)
         return CLI_OK;
     return cli_usage_error("bench", "--device: '%s': %s is benchmarked on the GPU only (--device "
                            "cuda)", arg, what);
+}
+
+int bench_parse(int argc, char **argv, const struct option *longopts, bench_opts *b,
+                bench_own_opt own, void *o, void (*help)(FILE *), int max_operands)
+{
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case BENCH_OPT_DEVICE:
+            if (bench_device(b->what, optarg))
+                return CLI_USAGE;
+            break;
+        case BENCH_OPT_WARMUP:
+            ok = cli_int("bench", "--warmup", optarg, 0, 10000, &b->warmup);
+            break;
+        case BENCH_OPT_REPEATS:
+            ok = cli_int("bench", "--repeats", optarg, 1, b->max_repeats, &b->repeats);
+            break;
+        case BENCH_OPT_SEED: ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &b->seed); break;
+        case BENCH_OPT_OUT: b->out = optarg; break;
+        case BENCH_OPT_KV_DTYPE: ok = cli_kv_dtype_parse("bench", optarg, &b->kv_dtype); break;
+        case BENCH_OPT_COPY_RATE: ok = bench_copy_parse(optarg, &b->copy); break;
+        case 'h': help(stdout); return -1;
+        case '?': return cli_usage_error("bench", "invalid option");
+        default:
+            if (own(o, c, optarg) != CLI_OK)
+                return CLI_USAGE;
+        }
+        if (!ok)
+            return CLI_USAGE;
+    }
+    if (argc - optind > max_operands)
+        return cli_usage_error("bench", "unexpected argument '%s'", argv[optind + max_operands]);
+    return CLI_OK;
 }
 
 int bench_shape(const char *what, const char *shape, ckv_config *cfg)

@@ -33,15 +33,16 @@ enum { MAXL = 16, MAXP = 16 };
 enum { STEP_WARMUP = 3, STEP_REPEATS = 20 };
 
 typedef struct {
+    bench_opts b;
     const char *shape; /* --shape; NULL: the default or --layers/--kv-heads/--head-dim */
-    const char *out, *budget_s, *dump;
-    bool synthetic, gpu, intervals_given;
+    const char *budget_s, *dump;
+    bool synthetic, gpu, intervals_given, custom; /* custom: --layers, --kv-heads or --head-dim */
     int32_t tokens[MAXL], interval[MAXL];
     int n_tokens, n_interval, n_policy;
     const char *policy[MAXP];
     char *policy_list; /* storage of policy[] */
-    long long layers, heads, n_head, dim, seed, repeats;
-    ckv_kv_dtype kv_dtype;
+    long long layers, heads, n_head, dim;
+    const char *tokens_s, *intervals_s, *policies_s; /* the lists as given */
 } opts;
 
 static void help(FILE *fp)
@@ -124,75 +125,63 @@ static int cmp_int32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int own_opt(void *p, int c, const char *arg)
+{
+    opts *o = p;
+    bool ok = true;
+    switch (c) {
+    case 'S': o->synthetic = true; break;
+    case 'n': o->tokens_s = arg; break;
+    case 'L': ok = cli_int("bench", "--layers", arg, 1, 4096, &o->layers); o->custom = true; break;
+    case 'H': ok = cli_int("bench", "--kv-heads", arg, 1, 4096, &o->heads); o->custom = true; break;
+    case 'D': ok = cli_int("bench", "--head-dim", arg, 1, 65536, &o->dim); o->custom = true; break;
+    case 'b': o->budget_s = arg; break;
+    case 'P': o->shape = arg; break;
+    case 'i': o->intervals_s = arg; o->intervals_given = true; break;
+    case 'p': o->policies_s = arg; break;
+    case 'd':
+        if (strcmp(arg, "cpu") && strcmp(arg, "cuda"))
+            return cli_usage_error("bench", "--device '%s': expected cpu or cuda", arg);
+        o->gpu = !strcmp(arg, "cuda");
+        break;
+    default: return cli_usage_error("bench", "invalid option");
+    }
+    return ok ? CLI_OK : CLI_USAGE;
+}
+
 static int parse(int argc, char **argv, opts *o)
 {
     static const struct option longopts[] = {
-        {"synthetic", no_argument, 0, 'S'},      {"tokens", required_argument, 0, 'n'},
-        {"layers", required_argument, 0, 'L'},   {"kv-heads", required_argument, 0, 'H'},
-        {"head-dim", required_argument, 0, 'D'}, {"seed", required_argument, 0, 's'},
-        {"budget", required_argument, 0, 'b'},   {"repeats", required_argument, 0, 'r'},
-        {"device", required_argument, 0, 'd'},   {"shape", required_argument, 0, 'P'},
-        {"intervals", required_argument, 0, 'i'}, {"policies", required_argument, 0, 'p'},
-        {"out", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
-        {"kv-dtype", required_argument, 0, 'K'},
+        {"synthetic", no_argument, 0, 'S'},
+        {"tokens", required_argument, 0, 'n'},
+        {"layers", required_argument, 0, 'L'},
+        {"kv-heads", required_argument, 0, 'H'},
+        {"head-dim", required_argument, 0, 'D'},
+        {"budget", required_argument, 0, 'b'},
+        {"device", required_argument, 0, 'd'},
+        {"shape", required_argument, 0, 'P'},
+        {"intervals", required_argument, 0, 'i'},
+        {"policies", required_argument, 0, 'p'},
+        BENCH_LONGOPT_REPEATS, BENCH_LONGOPT_SEED, BENCH_LONGOPT_OUT, BENCH_LONGOPT_KV_DTYPE,
+        BENCH_LONGOPT_HELP,
         {0, 0, 0, 0},
     };
-    const char *tokens = NULL, *intervals = "16,32,64,128,256", *policies = NULL;
-    bool custom = false;
-    *o = (opts){.out = "results/bench-compress.h5", .budget_s = "25%", .layers = 30, .heads = 3,
-                .dim = 64, .seed = 1, .repeats = 5};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        bool ok = true;
-        switch (c) {
-        case 'S': o->synthetic = true; break;
-        case 'n': tokens = optarg; break;
-        case 'L':
-            ok = cli_int("bench", "--layers", optarg, 1, 4096, &o->layers);
-            custom = true;
-            break;
-        case 'H':
-            ok = cli_int("bench", "--kv-heads", optarg, 1, 4096, &o->heads);
-            custom = true;
-            break;
-        case 'D':
-            ok = cli_int("bench", "--head-dim", optarg, 1, 65536, &o->dim);
-            custom = true;
-            break;
-        case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
-        case 'b': o->budget_s = optarg; break;
-        case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 1000, &o->repeats); break;
-        case 'P': o->shape = optarg; break;
-        case 'i': intervals = optarg; o->intervals_given = true; break;
-        case 'p': policies = optarg; break;
-        case 'o': o->out = optarg; break;
-        case 'd':
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
-                return cli_usage_error("bench", "--device '%s': expected cpu or cuda", optarg);
-            o->gpu = !strcmp(optarg, "cuda");
-            break;
-        case 'K':
-            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
-                return CLI_USAGE;
-            break;
-        case 'h': help(stdout); return -1;
-        default: return cli_usage_error("bench", "invalid option");
-        }
-        if (!ok)
-            return CLI_USAGE;
-    }
+    *o = (opts){.b = {.what = "compress", .out = "results/bench-compress.h5", .seed = 1,
+                      .repeats = 5, .max_repeats = 1000},
+                .budget_s = "25%", .layers = 30, .heads = 3, .dim = 64,
+                .intervals_s = "16,32,64,128,256"};
+    const int rc = bench_parse(argc, argv, longopts, &o->b, own_opt, o, help, 1);
+    if (rc)
+        return rc;
     if (o->synthetic == (optind < argc))
         return cli_usage_error("bench", "give either a dump file or --synthetic");
-    if (optind < argc - 1)
-        return cli_usage_error("bench", "unexpected argument '%s'", argv[optind + 1]);
     o->dump = o->synthetic ? NULL : argv[optind];
-    if (o->synthetic && !tokens)
+    if (o->synthetic && !o->tokens_s)
         return cli_usage_error("bench", "--synthetic needs --tokens N[,N...]");
-    if (!o->synthetic && (tokens || o->shape || custom))
+    if (!o->synthetic && (o->tokens_s || o->shape || o->custom))
         return cli_usage_error("bench", "--tokens, --shape, --layers, --kv-heads and --head-dim "
                                "describe a synthetic cache (--synthetic)");
-    if (o->shape && custom)
+    if (o->shape && o->custom)
         return cli_usage_error("bench", "--shape sets layers, KV heads and head_dim: give "
                                "either --shape or --layers/--kv-heads/--head-dim");
     o->n_head = o->heads * 3;
@@ -206,7 +195,8 @@ static int parse(int argc, char **argv, opts *o)
         o->n_head = cfg.n_head;
         o->dim = cfg.head_dim;
     }
-    if (tokens && !bench_int_list("--tokens", tokens, 2, 1 << 24, o->tokens, &o->n_tokens, MAXL))
+    if (o->tokens_s &&
+        !bench_int_list("--tokens", o->tokens_s, 2, 1 << 24, o->tokens, &o->n_tokens, MAXL))
         return CLI_USAGE;
     qsort(o->tokens, (size_t)o->n_tokens, sizeof o->tokens[0], cmp_int32);
     if (!o->synthetic)
@@ -214,12 +204,12 @@ static int parse(int argc, char **argv, opts *o)
     if (o->intervals_given && !o->gpu)
         return cli_usage_error("bench", "--intervals: the decode share is measured on the GPU "
                                "only (--device cuda)");
-    if (o->gpu && !bench_int_list("--intervals", intervals, 1, 1 << 20, o->interval,
+    if (o->gpu && !bench_int_list("--intervals", o->intervals_s, 1, 1 << 20, o->interval,
                                   &o->n_interval, MAXL))
         return CLI_USAGE;
-    if (policies) {
-        if (!bench_policy_list("--policies", policies, &o->policy_list, o->policy, &o->n_policy,
-                               MAXP))
+    if (o->policies_s) {
+        if (!bench_policy_list("--policies", o->policies_s, &o->policy_list, o->policy,
+                               &o->n_policy, MAXP))
             return CLI_USAGE;
     } else {
         const char *const *names = ckv_policy_names();
@@ -452,7 +442,7 @@ static ckv_status time_cache(const opts *o, const ckv_policy *pol, const ckv_kvd
                                 .tokens = d->cache.capacity,
                                 .setting = strcmp(p->ops->name, "kmeans") ? ""
                                                                          : "iters=" KMEANS_ITERS,
-                                .repeats = (int32_t)o->repeats};
+                                .repeats = (int32_t)o->b.repeats};
             r->cpu_ms = r->wall_ms = r->ms = r->ms_per_round = r->vs_csm = r->vs_csm_round = NAN;
             r->status = r->note;
             snprintf(r->note, sizeof r->note, "ok");
@@ -491,7 +481,7 @@ static ckv_status time_cache(const opts *o, const ckv_policy *pol, const ckv_kvd
                     continue;
                 }
                 snprintf(r->note, sizeof r->note, "ok");
-                st = time_policy_gpu(p, &d->cache, r->budget, &qw, (int)o->repeats, &wall,
+                st = time_policy_gpu(p, &d->cache, r->budget, &qw, (int)o->b.repeats, &wall,
                                      &r->rounds, err);
                 if (st == CKV_ERR_UNSUPPORTED) {
                     snprintf(r->note, sizeof r->note, "skipped: %.180s", err->msg);
@@ -499,7 +489,7 @@ static ckv_status time_cache(const opts *o, const ckv_policy *pol, const ckv_kvd
                 }
             } else
 #endif
-                st = time_policy(p, &d->cache, r->budget, &qw, (int)o->repeats, &wall, &cpu,
+                st = time_policy(p, &d->cache, r->budget, &qw, (int)o->b.repeats, &wall, &cpu,
                                  &r->rounds, err);
             if (st)
                 return st;
@@ -581,9 +571,9 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             const double frac = (double)B / T;
             if (isnan(step[score])) {
                 bench_steps t;
-                ckv_status st = bench_time_steps(g, cfg, o->kv_dtype, 1, (int32_t)B, T, frac, score,
+                ckv_status st = bench_time_steps(g, cfg, o->b.kv_dtype, 1, (int32_t)B, T, frac, score,
                                                  STEP_WARMUP, STEP_REPEATS,
-                                                 (uint64_t)o->seed + 101 * (uint64_t)T, logits,
+                                                 (uint64_t)o->b.seed + 101 * (uint64_t)T, logits,
                                                  &t, err);
                 if (st)
                     return st;
@@ -602,9 +592,9 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             snprintf(r->note, sizeof r->note, "ok");
             const bool csm = !strcmp(p->ops->name, "centroid");
             const int32_t round = csm ? round0 + csm_rounds(p, T, B, round0) : 0;
-            ckv_status st = bench_time_compress(cfg, o->kv_dtype, p, r->budget, r->interval, T, frac,
-                                                round, (int32_t)o->repeats,
-                                                (uint64_t)o->seed + 1000 * (uint64_t)(*n),
+            ckv_status st = bench_time_compress(cfg, o->b.kv_dtype, p, r->budget, r->interval, T, frac,
+                                                round, (int32_t)o->b.repeats,
+                                                (uint64_t)o->b.seed + 1000 * (uint64_t)(*n),
                                                 &r->compress_ms, &r->rounds, err);
             if (st == CKV_ERR_UNSUPPORTED) {
                 snprintf(r->note, sizeof r->note, "skipped: %.180s", err->msg);
@@ -634,7 +624,7 @@ static ckv_status shares(const opts *o, ckv_policy *pol, const char *shape, cons
     ckv_status st = ckv_model_preset(shape, &cfg, err);
     if (!st && !(logits = malloc((size_t)cfg.n_vocab * sizeof *logits)))
         st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
-    if (!st && !(st = ckv_gpu_create_synthetic(&g, &cfg, 0, 1, (uint64_t)o->seed, err)))
+    if (!st && !(st = ckv_gpu_create_synthetic(&g, &cfg, 0, 1, (uint64_t)o->b.seed, err)))
         st = time_shares(o, pol, &cfg, shape, g, logits, d->cache.capacity, d->cache.round, rows,
                          n, err);
     ckv_gpu_free(g);
@@ -753,13 +743,13 @@ static ckv_status load_cache(const opts *o, int t, ckv_kvdump *d, ckv_error *err
     } else {
         const int32_t T = o->tokens[t], w = T < 32 ? T : 32;
         st = ckv_synthetic_kv(&d->cache, &d->q_window, (int32_t)o->layers, (int32_t)o->heads,
-                              (int32_t)o->n_head, (int32_t)o->dim, T, w, (uint64_t)o->seed, err);
+                              (int32_t)o->n_head, (int32_t)o->dim, T, w, (uint64_t)o->b.seed, err);
         d->n_head = (int32_t)o->n_head;
         d->w = w;
         d->prompt_tokens = T;
     }
     if (!st)
-        ckv_cache_set_dtype(&d->cache, o->kv_dtype);
+        ckv_cache_set_dtype(&d->cache, o->b.kv_dtype);
     return st;
 }
 
@@ -811,15 +801,15 @@ static int run(int argc, char **argv, const opts *o)
     }
     printf("device: %s; %s; budget %s; K-Means iters=%s, estimate %s, lazy features %s; "
            "median of %lld\n",
-           device, date, o->budget_s, KMEANS_ITERS, km_form, km_lazy, o->repeats);
+           device, date, o->budget_s, KMEANS_ITERS, km_form, km_lazy, o->b.repeats);
     char repeats[24];
-    snprintf(repeats, sizeof repeats, "%lld", o->repeats);
+    snprintf(repeats, sizeof repeats, "%lld", o->b.repeats);
     const char *attrs[] = {"format", "ckv-bench-compress", "version", "1", "date", date,
                            "device", device, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "budget", o->budget_s, "repeats", repeats, "kmeans_iters",
                            KMEANS_ITERS, "kmeans_estimate", km_form, "kmeans_lazy", km_lazy,
                            "kv_dtype",
-                           ckv_kv_dtype_name(o->kv_dtype)};
+                           ckv_kv_dtype_name(o->b.kv_dtype)};
     const ckv_h5_table tables[] = {
         {"/compress", compress_fields, sizeof compress_fields / sizeof compress_fields[0],
          sizeof(compress_row), NULL, 0},
@@ -832,7 +822,7 @@ static int run(int argc, char **argv, const opts *o)
      * length keeps the earlier ones there; one that fails on its first cache
      * (a bad dump, a refused call) leaves none. An older file at PATH is
      * replaced only by a complete run. */
-    rc = bench_open(&hs, o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables,
+    rc = bench_open(&hs, o->b.out, attrs, sizeof attrs / sizeof attrs[0] / 2, tables,
                     o->gpu ? 2 : 1);
     for (int t = 0; t < o->n_tokens && !rc; t++) {
         ckv_kvdump d;

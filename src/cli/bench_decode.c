@@ -21,16 +21,15 @@
 enum { MAXL = 16 };
 
 typedef struct {
-    const char *shape, *out;
+    bench_opts b;
+    const char *shape;
     bool synthetic;
     int32_t ctx[MAXL], batch[MAXL];
     int n_ctx, n_batch, n_budget;
     double budget[MAXL];
-    long long warmup, repeats, seed;
     int pdl;        /* --pdl: 1 on, 0 off, -1 as CKV_PDL says */
-    ckv_kv_dtype kv_dtype;
-    bench_copy copy; /* --copy-rate */
     ckv_config cfg; /* the --shape preset */
+    const char *ctx_s, *budgets_s, *batches_s; /* the lists as given */
 } opts;
 
 static void help(FILE *fp)
@@ -75,69 +74,55 @@ static void help(FILE *fp)
             BENCH_COPY_MIB, BENCH_COPY_REPEATS, BENCH_COPY_WARMUP);
 }
 
+static int own_opt(void *p, int c, const char *arg)
+{
+    opts *o = p;
+    switch (c) {
+    case 'S': o->shape = arg; break;
+    case 'y': o->synthetic = true; break;
+    case 'c': o->ctx_s = arg; break;
+    case 'B': o->batches_s = arg; break;
+    case 'b': o->budgets_s = arg; break;
+    case 'P':
+        if (strcmp(arg, "on") && strcmp(arg, "off"))
+            return cli_usage_error("bench", "--pdl takes on or off, not '%s'", arg);
+        o->pdl = !strcmp(arg, "on");
+        break;
+    default: return cli_usage_error("bench", "invalid option");
+    }
+    return CLI_OK;
+}
+
 static int parse(int argc, char **argv, opts *o)
 {
     static const struct option longopts[] = {
-        {"shape", required_argument, 0, 'S'},   {"synthetic", no_argument, 0, 'y'},
-        {"device", required_argument, 0, 'd'},  {"contexts", required_argument, 0, 'c'},
-        {"budgets", required_argument, 0, 'b'}, {"warmup", required_argument, 0, 'w'},
-        {"repeats", required_argument, 0, 'r'}, {"seed", required_argument, 0, 's'},
-        {"out", required_argument, 0, 'o'},     {"batches", required_argument, 0, 'B'},
-        {"pdl", required_argument, 0, 'P'},     {"help", no_argument, 0, 'h'},
-        {"kv-dtype", required_argument, 0, 'K'}, {"copy-rate", required_argument, 0, 'C'},
+        {"shape", required_argument, 0, 'S'},
+        {"synthetic", no_argument, 0, 'y'},
+        {"contexts", required_argument, 0, 'c'},
+        {"budgets", required_argument, 0, 'b'},
+        {"batches", required_argument, 0, 'B'},
+        {"pdl", required_argument, 0, 'P'},
+        BENCH_LONGOPT_DEVICE, BENCH_LONGOPT_WARMUP, BENCH_LONGOPT_REPEATS, BENCH_LONGOPT_SEED,
+        BENCH_LONGOPT_OUT, BENCH_LONGOPT_KV_DTYPE, BENCH_LONGOPT_COPY_RATE, BENCH_LONGOPT_HELP,
         {0, 0, 0, 0},
     };
-    const char *ctx = "1024,4096,8192,32768,131072", *budgets = "0.25,0.5,0.75", *batches = "1,8";
-    *o = (opts){.out = "results/bench-decode.h5", .warmup = 3, .repeats = 20, .seed = 1,
-                .pdl = -1};
-    bench_copy_default(&o->copy);
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        bool ok = true;
-        switch (c) {
-        case 'S': o->shape = optarg; break;
-        case 'y': o->synthetic = true; break;
-        case 'd':
-            if (bench_device("decode", optarg))
-                return CLI_USAGE;
-            break;
-        case 'c': ctx = optarg; break;
-        case 'B': batches = optarg; break;
-        case 'b': budgets = optarg; break;
-        case 'w': ok = cli_int("bench", "--warmup", optarg, 0, 10000, &o->warmup); break;
-        case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 100000, &o->repeats); break;
-        case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
-        case 'o': o->out = optarg; break;
-        case 'P':
-            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
-                return cli_usage_error("bench", "--pdl takes on or off, not '%s'", optarg);
-            o->pdl = !strcmp(optarg, "on");
-            break;
-        case 'K':
-            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
-                return CLI_USAGE;
-            break;
-        case 'C': ok = bench_copy_parse(optarg, &o->copy); break;
-        case 'h': help(stdout); return -1;
-        default: return cli_usage_error("bench", "invalid option");
-        }
-        if (!ok)
-            return CLI_USAGE;
-    }
-    if (optind < argc)
-        return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-    const int rc = bench_shape("decode", o->shape, &o->cfg);
-    if (rc)
+    *o = (opts){.b = {.what = "decode", .out = "results/bench-decode.h5", .warmup = 3,
+                      .repeats = 20, .seed = 1, .max_repeats = 100000},
+                .pdl = -1, .ctx_s = "1024,4096,8192,32768,131072", .budgets_s = "0.25,0.5,0.75",
+                .batches_s = "1,8"};
+    bench_copy_default(&o->b.copy);
+    int rc = bench_parse(argc, argv, longopts, &o->b, own_opt, o, help, 0);
+    if (rc || (rc = bench_shape("decode", o->shape, &o->cfg)))
         return rc;
     if (!o->synthetic)
         return cli_usage_error("bench", "decode needs --synthetic (random weights; no model "
                                "file is read)");
-    if (!bench_int_list("--contexts", ctx, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
-        !bench_int_list("--batches", batches, 1, 1024, o->batch, &o->n_batch, MAXL))
+    if (!bench_int_list("--contexts", o->ctx_s, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
+        !bench_int_list("--batches", o->batches_s, 1, 1024, o->batch, &o->n_batch, MAXL))
         return CLI_USAGE;
-    if (strcmp(budgets, "none") &&
-        !bench_double_list("--budgets", budgets, 1e-6, 0.999999, o->budget, &o->n_budget, MAXL))
+    if (strcmp(o->budgets_s, "none") &&
+        !bench_double_list("--budgets", o->budgets_s, 1e-6, 0.999999, o->budget, &o->n_budget,
+                           MAXL))
         return CLI_USAGE;
     return CLI_OK;
 }
@@ -237,7 +222,7 @@ static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_
                      int32_t context, double budget, double weight_bytes)
 {
     r->shape = (char *)o->shape;
-    r->kv_dtype = (char *)ckv_kv_dtype_name(o->kv_dtype);
+    r->kv_dtype = (char *)ckv_kv_dtype_name(o->b.kv_dtype);
     r->batch = batch;
     r->context = context;
     r->budget = budget;
@@ -246,14 +231,14 @@ static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_
     r->median_ms = r->min_ms = r->max_ms = r->tokens_per_s = r->over_floor = NAN;
     r->speedup = r->ideal_speedup = r->pct_ideal = NAN;
     r->weight_bytes = weight_bytes;
-    r->kv_bytes = batch * bench_cache_bytes(cfg, o->kv_dtype, r->entries);
-    r->floor_ms = (weight_bytes + r->kv_bytes) / o->copy.bps * 1e3;
+    r->kv_bytes = batch * bench_cache_bytes(cfg, o->b.kv_dtype, r->entries);
+    r->floor_ms = (weight_bytes + r->kv_bytes) / o->b.copy.bps * 1e3;
     r->status = r->note;
     snprintf(r->note, sizeof r->note, "ok");
     ckv_cuda_device d;
     ckv_error err = {0};
-    const double need = batch * bench_cache_bytes(cfg, o->kv_dtype,
-                                                  r->entries + (double)(o->warmup + o->repeats));
+    const double steps = (double)(o->b.warmup + o->b.repeats);
+    const double need = batch * bench_cache_bytes(cfg, o->b.kv_dtype, r->entries + steps);
     if (!ckv_cuda_device_query(0, &d, &err) && need + (512 << 20) > (double)d.mem_free)
         snprintf(r->note, sizeof r->note, "skipped: caches %.1f GiB, %.1f GiB free",
                  need / (1 << 30), (double)d.mem_free / (1 << 30));
@@ -264,7 +249,7 @@ static int run(int argc, char **argv, opts *o)
     ckv_error err = {0};
     const ckv_config cfg = o->cfg;
     ckv_cuda_device dev;
-    if (!bench_gpu(&dev) || bench_copy_resolve(&o->copy))
+    if (!bench_gpu(&dev) || bench_copy_resolve(&o->b.copy))
         return CLI_FAIL;
     int32_t max_batch = 1;
     for (int i = 0; i < o->n_batch; i++)
@@ -290,8 +275,8 @@ static int run(int argc, char **argv, opts *o)
     printf("device: %s (%.1f GiB); %s; shape %s: %.2f GB of bf16 matrices; %s KV cache; "
            "PDL %s\ncopy rate: %.3f TB/s (%s): the floors divide by it\n",
            dev.name, (double)dev.mem_total / (1 << 30), date, o->shape, weight_bytes / 1e9,
-           ckv_kv_dtype_name(o->kv_dtype), pdl, o->copy.bps / 1e12, o->copy.source);
-    if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
+           ckv_kv_dtype_name(o->b.kv_dtype), pdl, o->b.copy.bps / 1e12, o->b.copy.source);
+    if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->b.seed, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
     }
@@ -304,11 +289,11 @@ static int run(int argc, char **argv, opts *o)
                          weight_bytes);
                 if (strcmp(r->status, "ok"))
                     continue;
-                const uint64_t seed = (uint64_t)o->seed + 1000 * (uint64_t)(b * MAXL * MAXL +
+                const uint64_t seed = (uint64_t)o->b.seed + 1000 * (uint64_t)(b * MAXL * MAXL +
                                                                            t * MAXL + k);
                 bench_steps t;
-                if (bench_time_steps(g, &cfg, o->kv_dtype, r->batch, r->entries, r->context, r->budget, false,
-                                     (int32_t)o->warmup, (int32_t)o->repeats, seed, logits, &t,
+                if (bench_time_steps(g, &cfg, o->b.kv_dtype, r->batch, r->entries, r->context, r->budget, false,
+                                     (int32_t)o->b.warmup, (int32_t)o->b.repeats, seed, logits, &t,
                                      &err)) {
                     rc = cli_fail("bench", &err);
                     goto done;
@@ -330,18 +315,18 @@ static int run(int argc, char **argv, opts *o)
             }
         }
     print_rows(rows, n);
-    print_targets(rows, n, &o->copy);
+    print_targets(rows, n, &o->b.copy);
     char copy_bps[32];
-    snprintf(copy_bps, sizeof copy_bps, "%.6g", o->copy.bps);
+    snprintf(copy_bps, sizeof copy_bps, "%.6g", o->b.copy.bps);
     const char *attrs[] = {"format", "ckv-bench-decode", "version", "1", "date", date, "device",
                            dev.name, "command", cmdline, "git_rev", CKV_GIT_REV, "shape", o->shape,
                            "copy_bandwidth_Bps", copy_bps, "copy_bandwidth_source",
-                           o->copy.source, "pdl", pdl, "kv_dtype",
-                           ckv_kv_dtype_name(o->kv_dtype)};
+                           o->b.copy.source, "pdl", pdl, "kv_dtype",
+                           ckv_kv_dtype_name(o->b.kv_dtype)};
     const ckv_h5_table table = {"/decode", decode_fields,
                                 sizeof decode_fields / sizeof decode_fields[0], sizeof(decode_row),
                                 rows, n};
-    rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);
+    rc = bench_write(o->b.out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);
 done:
     ckv_gpu_free(g);
     free(rows);

@@ -35,13 +35,14 @@ enum { MAX_BATCH = 512 };
 enum { PREFILL_ROWS = 4096 };
 
 typedef struct {
-    const char *shape, *out, *peer_script, *python;
+    bench_opts b;
+    const char *shape, *peer_script, *python;
     bool synthetic, peer;
     int32_t ctx[MAXL], batch[MAXL];
     int n_ctx, n_batch;
-    long long new_tokens, repeats, seed, prefill_rows;
-    ckv_kv_dtype kv_dtype;
+    long long new_tokens, prefill_rows;
     ckv_config cfg; /* the --shape preset */
+    const char *ctx_s, *batches_s, *peer_s; /* as given; ctx_s NULL: by shape */
 } opts;
 
 static void help(FILE *fp)
@@ -95,74 +96,65 @@ static void help(FILE *fp)
             MAX_BATCH, PREFILL_ROWS);
 }
 
+static int own_opt(void *p, int c, const char *arg)
+{
+    opts *o = p;
+    bool ok = true;
+    switch (c) {
+    case 'S': o->shape = arg; break;
+    case 'y': o->synthetic = true; break;
+    case 'c': o->ctx_s = arg; break;
+    case 'B': o->batches_s = arg; break;
+    case 'n': ok = cli_int("bench", "--new-tokens", arg, 2, 1 << 20, &o->new_tokens); break;
+    case 'R':
+        ok = cli_int("bench", "--prefill-rows", arg, MAX_BATCH, 65536, &o->prefill_rows);
+        break;
+    case 'P': o->peer_s = arg; break;
+    case 'X': o->peer_script = arg; break;
+    case 'Y': o->python = arg; break;
+    default: return cli_usage_error("bench", "invalid option");
+    }
+    return ok ? CLI_OK : CLI_USAGE;
+}
+
 static int parse(int argc, char **argv, opts *o)
 {
     static const struct option longopts[] = {
-        {"shape", required_argument, 0, 'S'},      {"synthetic", no_argument, 0, 'y'},
-        {"device", required_argument, 0, 'd'},     {"contexts", required_argument, 0, 'c'},
-        {"batches", required_argument, 0, 'B'},    {"new-tokens", required_argument, 0, 'n'},
-        {"repeats", required_argument, 0, 'r'},    {"seed", required_argument, 0, 's'},
-        {"peer", required_argument, 0, 'P'},       {"peer-script", required_argument, 0, 'X'},
-        {"python", required_argument, 0, 'Y'},     {"out", required_argument, 0, 'o'},
-        {"kv-dtype", required_argument, 0, 'K'},   {"prefill-rows", required_argument, 0, 'R'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+        {"shape", required_argument, 0, 'S'},
+        {"synthetic", no_argument, 0, 'y'},
+        {"contexts", required_argument, 0, 'c'},
+        {"batches", required_argument, 0, 'B'},
+        {"new-tokens", required_argument, 0, 'n'},
+        {"peer", required_argument, 0, 'P'},
+        {"peer-script", required_argument, 0, 'X'},
+        {"python", required_argument, 0, 'Y'},
+        {"prefill-rows", required_argument, 0, 'R'},
+        BENCH_LONGOPT_DEVICE, BENCH_LONGOPT_REPEATS, BENCH_LONGOPT_SEED, BENCH_LONGOPT_OUT,
+        BENCH_LONGOPT_KV_DTYPE, BENCH_LONGOPT_HELP,
+        {0, 0, 0, 0},
     };
-    const char *ctx = NULL, *batches = "1,8,32", *peer = "hf";
-    *o = (opts){.out = "results/bench-generate.h5", .python = "python3", .new_tokens = 64,
-                .repeats = 3, .seed = 1, .prefill_rows = PREFILL_ROWS};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        bool ok = true;
-        switch (c) {
-        case 'S': o->shape = optarg; break;
-        case 'y': o->synthetic = true; break;
-        case 'd':
-            if (bench_device("generate", optarg))
-                return CLI_USAGE;
-            break;
-        case 'c': ctx = optarg; break;
-        case 'B': batches = optarg; break;
-        case 'n': ok = cli_int("bench", "--new-tokens", optarg, 2, 1 << 20, &o->new_tokens); break;
-        case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 1000, &o->repeats); break;
-        case 's': ok = cli_int("bench", "--seed", optarg, 0, INT32_MAX, &o->seed); break;
-        case 'R':
-            ok = cli_int("bench", "--prefill-rows", optarg, MAX_BATCH, 65536, &o->prefill_rows);
-            break;
-        case 'P': peer = optarg; break;
-        case 'X': o->peer_script = optarg; break;
-        case 'Y': o->python = optarg; break;
-        case 'o': o->out = optarg; break;
-        case 'K':
-            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
-                return CLI_USAGE;
-            break;
-        case 'h': help(stdout); return -1;
-        default: return cli_usage_error("bench", "invalid option");
-        }
-        if (!ok)
-            return CLI_USAGE;
-    }
-    if (optind < argc)
-        return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-    const int rc = bench_shape("generate", o->shape, &o->cfg);
-    if (rc)
+    *o = (opts){.b = {.what = "generate", .out = "results/bench-generate.h5", .repeats = 3,
+                      .seed = 1, .max_repeats = 1000},
+                .python = "python3", .new_tokens = 64, .prefill_rows = PREFILL_ROWS,
+                .batches_s = "1,8,32", .peer_s = "hf"};
+    int rc = bench_parse(argc, argv, longopts, &o->b, own_opt, o, help, 0);
+    if (rc || (rc = bench_shape("generate", o->shape, &o->cfg)))
         return rc;
     if (!o->synthetic)
         return cli_usage_error("bench", "generate needs --synthetic (random weights; no model "
                                "file is read)");
-    if (!strcmp(peer, "hf"))
+    if (!strcmp(o->peer_s, "hf"))
         o->peer = true;
-    else if (strcmp(peer, "none"))
-        return cli_usage_error("bench", "--peer: '%s' (hf or none)", peer);
+    else if (strcmp(o->peer_s, "none"))
+        return cli_usage_error("bench", "--peer: '%s' (hf or none)", o->peer_s);
     if (o->peer && strcmp(o->shape, "smollm2-135m") && strcmp(o->shape, "llama3.1-8b"))
         return cli_usage_error("bench", "--peer hf: the peer has the shapes smollm2-135m and "
                                "llama3.1-8b, not %s (use --peer none)", o->shape);
-    if (!ctx)
-        ctx = strcmp(o->shape, "smollm2-135m") ? "1024,8192,32768" : "1024";
+    if (!o->ctx_s)
+        o->ctx_s = strcmp(o->shape, "smollm2-135m") ? "1024,8192,32768" : "1024";
     /* The prompts are one host array of max batch x max context ids. */
-    if (!bench_int_list("--contexts", ctx, 1, 1 << 20, o->ctx, &o->n_ctx, MAXL) ||
-        !bench_int_list("--batches", batches, 1, 256, o->batch, &o->n_batch, MAXL))
+    if (!bench_int_list("--contexts", o->ctx_s, 1, 1 << 20, o->ctx, &o->n_ctx, MAXL) ||
+        !bench_int_list("--batches", o->batches_s, 1, 256, o->batch, &o->n_batch, MAXL))
         return CLI_USAGE;
     return CLI_OK;
 }
@@ -365,7 +357,7 @@ static void run_peer(const opts *o, const int32_t *ids, int32_t max_b, int32_t m
         snprintf(args, sizeof args,
                  "--shape %s --contexts %s --batches %s --new-tokens %lld --repeats %lld "
                  "--seed %lld --ids '%s'",
-                 o->shape, ctx, bat, o->new_tokens, o->repeats, o->seed, path);
+                 o->shape, ctx, bat, o->new_tokens, o->b.repeats, o->b.seed, path);
         root = bench_peer_run(&p, "hf", o->python,
                               bench_peer_script(o->peer_script, "harness/peers/hf_generate.py"),
                               args, note, note_size);
@@ -505,7 +497,7 @@ static int run(int argc, char **argv, const opts *o)
         goto done;
     }
     /* One draw: row i's first T ids are sequence i's prompt at every B and T. */
-    uint64_t rng = (uint64_t)o->seed;
+    uint64_t rng = (uint64_t)o->b.seed;
     for (size_t i = 0; i < (size_t)max_b * max_t; i++)
         ids[i] = (int32_t)(ckv_splitmix64(&rng) % (uint64_t)cfg.n_vocab);
     for (int t = 0; t < o->n_ctx; t++)
@@ -525,20 +517,20 @@ static int run(int argc, char **argv, const opts *o)
             snprintf(r->hf_note, sizeof r->hf_note, "%s", o->peer ? "not in the peer's output"
                                                                    : "not run (--peer none)");
         }
-    const char *form = bench_prefill_form(o->kv_dtype);
+    const char *form = bench_prefill_form(o->b.kv_dtype);
     printf("device: %s (%.1f GiB); %s; shape %s with random bf16 weights; %s KV caches; %lld "
            "new tokens, median of %lld; prefill passes of up to %lld tokens; prefill attention: "
            "%s\n",
            dev.name, (double)dev.mem_total / (1 << 30), date, o->shape,
-           ckv_kv_dtype_name(o->kv_dtype), o->new_tokens, o->repeats, o->prefill_rows, form);
-    if (ckv_gpu_create_synthetic(&g, &cfg, 0, MAX_BATCH, (uint64_t)o->seed, &err) ||
+           ckv_kv_dtype_name(o->b.kv_dtype), o->new_tokens, o->b.repeats, o->prefill_rows, form);
+    if (ckv_gpu_create_synthetic(&g, &cfg, 0, MAX_BATCH, (uint64_t)o->b.seed, &err) ||
         ckv_gpu_set_prefill_rows(g, (int32_t)o->prefill_rows, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         gen_row *r = &rows[i];
-        if (time_point(g, &cfg, o->kv_dtype, ids, max_t, (int32_t)o->repeats, r, &b, &err)) {
+        if (time_point(g, &cfg, o->b.kv_dtype, ids, max_t, (int32_t)o->b.repeats, r, &b, &err)) {
             rc = cli_fail("bench", &err);
             goto done;
         }
@@ -568,10 +560,10 @@ static int run(int argc, char **argv, const opts *o)
                            "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "shape", o->shape, "new_tokens", new_tokens, "prefill_rows", rows_s,
                            "peer", peer, "peer_info", peer_info, "kv_dtype",
-                           ckv_kv_dtype_name(o->kv_dtype), "prefill_form", form};
+                           ckv_kv_dtype_name(o->b.kv_dtype), "prefill_form", form};
     const ckv_h5_table table = {"/generate", gen_fields,
                                 sizeof gen_fields / sizeof gen_fields[0], sizeof(gen_row), rows, n};
-    rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);
+    rc = bench_write(o->b.out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);
 done:
     ckv_gpu_free(g);
     free(rows);

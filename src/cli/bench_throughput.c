@@ -21,15 +21,16 @@
 enum { MAXL = 16 };
 
 typedef struct {
-    const char *shape, *out;
+    bench_opts b;
+    const char *shape;
     int32_t ctx[MAXL];
     int n_ctx, n_budget, n_policy;
     double budget[MAXL], kv_cap_gib;
     const char *policy[MAXL];
     char *policy_list; /* storage of policy[] */
-    long long max_batch, interval, warmup, repeats, seed;
-    ckv_kv_dtype kv_dtype;
+    long long max_batch, interval;
     ckv_config cfg; /* the --shape preset */
+    const char *ctx_s, *budgets_s, *policies_s; /* the lists as given */
 } opts;
 
 static void help(FILE *fp)
@@ -92,60 +93,49 @@ static bool parse_policies(const char *s, opts *o)
     return true;
 }
 
+static int own_opt(void *p, int c, const char *arg)
+{
+    opts *o = p;
+    bool ok = true;
+    switch (c) {
+    case 'S': o->shape = arg; break;
+    case 'c': o->ctx_s = arg; break;
+    case 'k': ok = cli_double("bench", "--kv-cap", arg, 1e-3, 1 << 20, &o->kv_cap_gib); break;
+    case 'b': o->budgets_s = arg; break;
+    case 'p': o->policies_s = arg; break;
+    case 'i': ok = cli_int("bench", "--interval", arg, 1, 1 << 20, &o->interval); break;
+    case 'm': ok = cli_int("bench", "--max-batch", arg, 1, 4096, &o->max_batch); break;
+    default: return cli_usage_error("bench", "invalid option");
+    }
+    return ok ? CLI_OK : CLI_USAGE;
+}
+
 static int parse(int argc, char **argv, opts *o)
 {
     static const struct option longopts[] = {
-        {"shape", required_argument, 0, 'S'},    {"device", required_argument, 0, 'd'},
-        {"contexts", required_argument, 0, 'c'}, {"kv-cap", required_argument, 0, 'k'},
-        {"budgets", required_argument, 0, 'b'},  {"policies", required_argument, 0, 'p'},
-        {"interval", required_argument, 0, 'i'}, {"max-batch", required_argument, 0, 'm'},
-        {"warmup", required_argument, 0, 'w'},   {"repeats", required_argument, 0, 'r'},
-        {"seed", required_argument, 0, 's'},     {"out", required_argument, 0, 'o'},
-        {"kv-dtype", required_argument, 0, 'K'}, {"help", no_argument, 0, 'h'},
+        {"shape", required_argument, 0, 'S'},
+        {"contexts", required_argument, 0, 'c'},
+        {"kv-cap", required_argument, 0, 'k'},
+        {"budgets", required_argument, 0, 'b'},
+        {"policies", required_argument, 0, 'p'},
+        {"interval", required_argument, 0, 'i'},
+        {"max-batch", required_argument, 0, 'm'},
+        BENCH_LONGOPT_DEVICE, BENCH_LONGOPT_WARMUP, BENCH_LONGOPT_REPEATS, BENCH_LONGOPT_SEED,
+        BENCH_LONGOPT_OUT, BENCH_LONGOPT_KV_DTYPE, BENCH_LONGOPT_HELP,
         {0, 0, 0, 0},
     };
-    const char *ctx = "8192,32768", *budgets = "0.25,0.5,0.75",
-               *policies = "centroid,streaming,snapkv,h2o,kmeans";
-    *o = (opts){.shape = "llama3.1-8b", .out = "results/bench-throughput.h5", .kv_cap_gib = 40,
-                .max_batch = 256, .interval = 64, .warmup = 3, .repeats = 10, .seed = 1};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        bool ok = true;
-        switch (c) {
-        case 'S': o->shape = optarg; break;
-        case 'd':
-            if (bench_device("throughput", optarg))
-                return CLI_USAGE;
-            break;
-        case 'c': ctx = optarg; break;
-        case 'k': ok = cli_double("bench", "--kv-cap", optarg, 1e-3, 1 << 20, &o->kv_cap_gib); break;
-        case 'b': budgets = optarg; break;
-        case 'p': policies = optarg; break;
-        case 'i': ok = cli_int("bench", "--interval", optarg, 1, 1 << 20, &o->interval); break;
-        case 'm': ok = cli_int("bench", "--max-batch", optarg, 1, 4096, &o->max_batch); break;
-        case 'w': ok = cli_int("bench", "--warmup", optarg, 0, 10000, &o->warmup); break;
-        case 'r': ok = cli_int("bench", "--repeats", optarg, 1, 100000, &o->repeats); break;
-        case 's': ok = cli_int("bench", "--seed", optarg, 0, INT64_MAX, &o->seed); break;
-        case 'o': o->out = optarg; break;
-        case 'K':
-            if (!cli_kv_dtype_parse("bench", optarg, &o->kv_dtype))
-                return CLI_USAGE;
-            break;
-        case 'h': help(stdout); return -1;
-        default: return cli_usage_error("bench", "invalid option");
-        }
-        if (!ok)
-            return CLI_USAGE;
-    }
-    if (optind < argc)
-        return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-    const int rc = bench_shape("throughput", o->shape, &o->cfg);
-    if (rc)
+    *o = (opts){.b = {.what = "throughput", .out = "results/bench-throughput.h5", .warmup = 3,
+                      .repeats = 10, .seed = 1, .max_repeats = 100000},
+                .shape = "llama3.1-8b", .kv_cap_gib = 40, .max_batch = 256, .interval = 64,
+                .ctx_s = "8192,32768", .budgets_s = "0.25,0.5,0.75",
+                .policies_s = "centroid,streaming,snapkv,h2o,kmeans"};
+    int rc = bench_parse(argc, argv, longopts, &o->b, own_opt, o, help, 0);
+    if (rc || (rc = bench_shape("throughput", o->shape, &o->cfg)))
         return rc;
-    if (!bench_int_list("--contexts", ctx, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
-        !bench_double_list("--budgets", budgets, 1e-6, 0.999999, o->budget, &o->n_budget, MAXL) ||
-        !parse_policies(policies, o))
+    if (!bench_int_list("--contexts", o->ctx_s, 1, 1 << 24, o->ctx, &o->n_ctx, MAXL) ||
+        !bench_double_list("--budgets", o->budgets_s, 1e-6, 0.999999, o->budget, &o->n_budget,
+                           MAXL) ||
+        !parse_policies(o->policies_s, o))
         return CLI_USAGE;
     return CLI_OK;
 }
@@ -198,8 +188,8 @@ static bool tracks_score(const ckv_policy *p)
  * one layer's logits per query head), for the free-memory limit. */
 static double device_bytes(const ckv_config *cfg, const opts *o, const tp_row *r, bool score)
 {
-    const double e = r->entries + (double)(o->warmup + o->repeats);
-    return bench_cache_bytes(cfg, o->kv_dtype, e) +
+    const double e = r->entries + (double)(o->b.warmup + o->b.repeats);
+    return bench_cache_bytes(cfg, o->b.kv_dtype, e) +
            (score ? ((double)cfg->n_layer * cfg->n_head_kv + cfg->n_head) * e * 4 : 0);
 }
 
@@ -229,7 +219,7 @@ static void init_row(tp_row *r, const opts *o, const ckv_config *cfg, const ckv_
         r->entries = (int32_t)entries;
         r->interval = ckv_policy_interval(p);
     }
-    r->seq_bytes = bench_cache_bytes(cfg, o->kv_dtype, r->entries + (double)r->interval);
+    r->seq_bytes = bench_cache_bytes(cfg, o->b.kv_dtype, r->entries + (double)r->interval);
     r->cap_seqs = (int32_t)fmin(floor(o->kv_cap_gib * (1 << 30) / r->seq_bytes), INT32_MAX);
     r->seqs = r->cap_seqs;
     if (r->seqs > o->max_batch) {
@@ -320,8 +310,8 @@ static ckv_status step_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, t
         }
     }
     bench_steps t;
-    ckv_status st = bench_time_steps(g, cfg, o->kv_dtype, r->seqs, r->entries, r->context, r->budget, score,
-                                     (int32_t)o->warmup, (int32_t)o->repeats, seed, logits, &t,
+    ckv_status st = bench_time_steps(g, cfg, o->b.kv_dtype, r->seqs, r->entries, r->context, r->budget, score,
+                                     (int32_t)o->b.warmup, (int32_t)o->b.repeats, seed, logits, &t,
                                      err);
     if (!st) {
         r->median_ms = t.median_ms;
@@ -403,8 +393,8 @@ static int run(int argc, char **argv, const opts *o)
            "%s caches\n",
            dev.name, (double)dev.mem_total / (1 << 30), date, o->shape,
            bench_matrix_bytes(&cfg) / 1e9, cap,
-           ckv_kv_dtype_name(o->kv_dtype));
-    if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->seed, &err)) {
+           ckv_kv_dtype_name(o->b.kv_dtype));
+    if (ckv_gpu_create_synthetic(&g, &cfg, 0, max_batch, (uint64_t)o->b.seed, &err)) {
         rc = cli_fail("bench", &err);
         goto done;
     }
@@ -413,7 +403,7 @@ static int run(int argc, char **argv, const opts *o)
         for (size_t k = 0; k < per_ctx; k++) {
             tp_row *r = &full[k];
             const ckv_policy *p = k ? &pol[(k - 1) / o->n_budget] : NULL;
-            const uint64_t seed = (uint64_t)o->seed + 1000 * (uint64_t)(t * per_ctx + k + 1);
+            const uint64_t seed = (uint64_t)o->b.seed + 1000 * (uint64_t)(t * per_ctx + k + 1);
             if (strcmp(r->status, "ok"))
                 continue;
             fit_free_memory(r, &cfg, o, tracks_score(p));
@@ -424,9 +414,9 @@ static int run(int argc, char **argv, const opts *o)
                          "parameters", r->policy);
                 continue;
             }
-            const int32_t runs = o->repeats < 5 ? (int32_t)o->repeats : 5;
+            const int32_t runs = o->b.repeats < 5 ? (int32_t)o->b.repeats : 5;
             ckv_status st = p && r->interval
-                                ? bench_time_compress(&cfg, o->kv_dtype, p, r->entries,
+                                ? bench_time_compress(&cfg, o->b.kv_dtype, p, r->entries,
                                                       r->interval,
                                                       r->context, r->budget, 0, runs, seed,
                                                       &r->compress_ms, NULL, &err)
@@ -448,7 +438,7 @@ static int run(int argc, char **argv, const opts *o)
             if (!strcmp(full->status, "ok")) {
                 r->ratio = r->tokens_per_s / full->tokens_per_s;
                 r->ratio_incl = r->tokens_per_s_incl / full->tokens_per_s_incl;
-                r->ideal = bytes_ideal(&cfg, o->kv_dtype, r, full);
+                r->ideal = bytes_ideal(&cfg, o->b.kv_dtype, r, full);
             }
             fprintf(stderr, "ckv bench: %s context %d %s entries %d: %d seqs, %.3f ms/step, "
                     "compression %.3f ms/step\n", o->shape, r->context, r->policy, r->entries,
@@ -460,10 +450,10 @@ static int run(int argc, char **argv, const opts *o)
     const char *attrs[] = {"format", "ckv-bench-throughput", "version", "1", "date", date,
                            "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "shape", o->shape, "kv_cap_gib", cap, "kv_dtype",
-                           ckv_kv_dtype_name(o->kv_dtype)};
+                           ckv_kv_dtype_name(o->b.kv_dtype)};
     const ckv_h5_table table = {"/throughput", tp_fields, sizeof tp_fields / sizeof tp_fields[0],
                                 sizeof(tp_row), rows, n};
-    rc = bench_write(o->out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);
+    rc = bench_write(o->b.out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);
 done:
     ckv_gpu_free(g);
     free(rows);
