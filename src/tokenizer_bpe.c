@@ -16,6 +16,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "heap.h"
 #include "utf8.h"
 
 /* Bytes that GPT-2 keeps as their own code point (printable Latin-1). */
@@ -110,8 +111,8 @@ typedef struct {
     pcre2_jit_stack *jstack;
     /* Symbols of the current piece: a linked list over positions. */
     int32_t *id, *prev, *next;
-    uint64_t *heap; /* (rank << 32 | position), a min-heap */
-    size_t cap, heap_cap, heap_n;
+    ckv_heap heap; /* of (rank << 32 | position), smallest first */
+    size_t cap;
 } bpe_run;
 
 static ckv_status grow(bpe_run *r, size_t n)
@@ -135,43 +136,9 @@ static ckv_status grow(bpe_run *r, size_t n)
     return CKV_OK;
 }
 
-static ckv_status heap_push(bpe_run *r, uint64_t v)
+static bool smaller(const void *a, const void *b)
 {
-    if (r->heap_n == r->heap_cap) {
-        size_t cap = r->heap_cap ? 2 * r->heap_cap : 64;
-        uint64_t *h = realloc(r->heap, cap * sizeof *h);
-        if (!h)
-            return ckv_errorf(r->err, CKV_ERR_NOMEM, "tokenizer: out of memory");
-        r->heap = h;
-        r->heap_cap = cap;
-    }
-    size_t i = r->heap_n++;
-    while (i > 0 && r->heap[(i - 1) / 2] > v) {
-        r->heap[i] = r->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    r->heap[i] = v;
-    return CKV_OK;
-}
-
-static uint64_t heap_pop(bpe_run *r)
-{
-    uint64_t top = r->heap[0], v = r->heap[--r->heap_n];
-    size_t i = 0, n = r->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && r->heap[c + 1] < r->heap[c])
-            c++;
-        if (r->heap[c] >= v)
-            break;
-        r->heap[i] = r->heap[c];
-        i = c;
-    }
-    if (n)
-        r->heap[i] = v;
-    return top;
+    return *(const uint64_t *)a < *(const uint64_t *)b;
 }
 
 /* Queues the pair starting at position i if its two symbols merge. */
@@ -183,7 +150,8 @@ static ckv_status push_pair(bpe_run *r, int32_t i)
     uint64_t key = (uint64_t)(uint32_t)r->id[i] << 32 | (uint32_t)r->id[r->next[i]];
     if (!ckv_u64map_get(&r->t->merges, key, &m))
         return CKV_OK;
-    return heap_push(r, (m & 0xFFFFFFFF00000000ull) | (uint32_t)i);
+    const uint64_t v = (m & 0xFFFFFFFF00000000ull) | (uint32_t)i;
+    return ckv_heap_push(&r->heap, &v, r->err);
 }
 
 /* Merges the bytes of one piece, lowest rank first and leftmost among
@@ -213,12 +181,13 @@ static ckv_status bpe_piece(bpe_run *r, const char *s, size_t n)
     if (m == 0)
         return CKV_OK;
     r->next[m - 1] = -1;
-    r->heap_n = 0;
+    r->heap.n = 0;
     for (int32_t i = 0; i + 1 < m; i++)
         if ((st = push_pair(r, i)))
             return st;
-    while (r->heap_n) {
-        uint64_t top = heap_pop(r);
+    while (r->heap.n) {
+        uint64_t top;
+        ckv_heap_pop(&r->heap, &top);
         int32_t i = (int32_t)(uint32_t)top, j = r->next[i];
         uint64_t m;
         /* Stale entries: the symbol was absorbed, or its pair changed. */
@@ -302,6 +271,7 @@ ckv_status tok_bpe_encode(const ckv_tokenizer *t, const tok_segment *seg, size_t
                           tok_ids *out, ckv_error *err)
 {
     bpe_run r = {.t = t, .out = out, .err = err};
+    ckv_heap_init(&r.heap, sizeof(uint64_t), smaller);
     ckv_status st = CKV_OK;
     r.md = pcre2_match_data_create(1, NULL);
     r.mctx = pcre2_match_context_create(NULL);
@@ -319,6 +289,6 @@ ckv_status tok_bpe_encode(const ckv_tokenizer *t, const tok_segment *seg, size_t
     free(r.id);
     free(r.prev);
     free(r.next);
-    free(r.heap);
+    ckv_heap_free(&r.heap);
     return st;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "heap.h"
 #include "utf8.h"
 
 #define SPACE_UTF8 "\xE2\x96\x81" /* U+2581 LOWER ONE EIGHTH BLOCK */
@@ -33,53 +34,14 @@ typedef struct {
     size_t text_cap;
     symbol *sym;
     size_t sym_cap;
-    bigram *heap;
-    size_t heap_n, heap_cap;
+    ckv_heap heap; /* of bigram */
 } spm_run;
 
 /* Heap order: higher score first, then the leftmost pair. */
-static bool before(const bigram *a, const bigram *b)
+static bool before(const void *x, const void *y)
 {
+    const bigram *a = x, *b = y;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static ckv_status heap_push(spm_run *r, bigram v)
-{
-    if (r->heap_n == r->heap_cap) {
-        size_t cap = r->heap_cap ? 2 * r->heap_cap : 64;
-        bigram *h = realloc(r->heap, cap * sizeof *h);
-        if (!h)
-            return ckv_errorf(r->err, CKV_ERR_NOMEM, "tokenizer: out of memory");
-        r->heap = h;
-        r->heap_cap = cap;
-    }
-    size_t i = r->heap_n++;
-    while (i > 0 && before(&v, &r->heap[(i - 1) / 2])) {
-        r->heap[i] = r->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    r->heap[i] = v;
-    return CKV_OK;
-}
-
-static bigram heap_pop(spm_run *r)
-{
-    bigram top = r->heap[0], v = r->heap[--r->heap_n];
-    size_t i = 0, n = r->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && before(&r->heap[c + 1], &r->heap[c]))
-            c++;
-        if (!before(&r->heap[c], &v))
-            break;
-        r->heap[i] = r->heap[c];
-        i = c;
-    }
-    if (n)
-        r->heap[i] = v;
-    return top;
 }
 
 /* Pieces that take part in merges: normal and user-defined ones (never
@@ -98,7 +60,8 @@ static ckv_status try_bigram(spm_run *r, int32_t left, int32_t right)
     int32_t id = piece_id(r->t, r->text + r->sym[left].off, size);
     if (id < 0)
         return CKV_OK;
-    return heap_push(r, (bigram){r->t->score[id], left, right, size});
+    const bigram b = {r->t->score[id], left, right, size};
+    return ckv_heap_push(&r->heap, &b, r->err);
 }
 
 static ckv_status reserve(spm_run *r, size_t n)
@@ -152,12 +115,13 @@ static ckv_status encode_text(spm_run *r, const char *s, size_t n, bool prefix, 
         n_sym++;
         off += l;
     }
-    r->heap_n = 0;
+    r->heap.n = 0;
     for (int32_t i = 0; i + 1 < n_sym; i++)
         if ((st = try_bigram(r, i, i + 1)))
             return st;
-    while (r->heap_n) {
-        bigram b = heap_pop(r);
+    while (r->heap.n) {
+        bigram b;
+        ckv_heap_pop(&r->heap, &b);
         symbol *L = &r->sym[b.left], *R = &r->sym[b.right];
         /* Stale: one side was merged away or has grown since. */
         if (!L->n || !R->n || L->n + R->n != b.size)
@@ -197,6 +161,7 @@ ckv_status tok_spm_encode(const ckv_tokenizer *t, const tok_segment *seg, size_t
                           tok_ids *out, ckv_error *err)
 {
     spm_run r = {.t = t, .err = err};
+    ckv_heap_init(&r.heap, sizeof(bigram), before);
     ckv_status st = CKV_OK;
     bool after_special = true; /* the start counts as after a special token */
     for (size_t i = 0; !st && i < n_seg; i++) {
@@ -210,6 +175,6 @@ ckv_status tok_spm_encode(const ckv_tokenizer *t, const tok_segment *seg, size_t
     }
     free(r.text);
     free(r.sym);
-    free(r.heap);
+    ckv_heap_free(&r.heap);
     return st;
 }
