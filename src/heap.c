@@ -11,7 +11,6 @@ static void *at(const ckv_heap *h, size_t i)
 
 void ckv_heap_init(ckv_heap *h, size_t size, bool (*before)(const void *a, const void *b))
 {
-    assert(size > 0 && size <= CKV_HEAP_MAX_ITEM);
     *h = (ckv_heap){.size = size, .before = before};
 }
 
@@ -38,12 +37,13 @@ ckv_status ckv_heap_push(ckv_heap *h, const void *item, ckv_error *err)
 void ckv_heap_pop(ckv_heap *h, void *out)
 {
     assert(h->n > 0);
-    unsigned char last[CKV_HEAP_MAX_ITEM];
     memcpy(out, at(h, 0), h->size);
-    memcpy(last, at(h, --h->n), h->size);
-    /* The hole at the root moves down past every child that comes before
-     * the last item, which then fills it. */
-    size_t i = 0, n = h->n;
+    /* The last item stays in its slot, past the heap, while the hole at the
+     * root moves down past every child that comes before it; it then fills
+     * the hole. */
+    const size_t n = --h->n;
+    const void *last = at(h, n);
+    size_t i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n)

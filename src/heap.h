@@ -1,7 +1,6 @@
-/* A binary heap of fixed-size items (at most CKV_HEAP_MAX_ITEM bytes each)
- * in the order a caller's `before` gives: the item before every other comes
- * out first. Both BPE merge loops (tokenizer_bpe.c, tokenizer_spm.c) queue
- * their candidate pairs in one. */
+/* A binary heap of fixed-size items in the order a caller's `before` gives:
+ * the item before every other comes out first. Both BPE merge loops
+ * (tokenizer_bpe.c, tokenizer_spm.c) queue their candidate pairs in one. */
 #ifndef CKV_HEAP_H
 #define CKV_HEAP_H
 
@@ -9,8 +8,6 @@
 #include <stddef.h>
 
 #include "status.h"
-
-enum { CKV_HEAP_MAX_ITEM = 32 };
 
 typedef struct {
     unsigned char *items;
