@@ -36,13 +36,13 @@ typedef struct {
     bench_opts b;
     const char *shape; /* --shape; NULL: the default or --layers/--kv-heads/--head-dim */
     const char *budget_s, *dump;
-    bool synthetic, gpu, intervals_given, custom; /* custom: --layers, --kv-heads or --head-dim */
+    bool synthetic, gpu, custom; /* custom: --layers, --kv-heads or --head-dim */
     int32_t tokens[MAXL], interval[MAXL];
     int n_tokens, n_interval, n_policy;
     const char *policy[MAXP];
     char *policy_list; /* storage of policy[] */
     long long layers, heads, n_head, dim;
-    const char *tokens_s, *intervals_s, *policies_s; /* the lists as given */
+    const char *tokens_s, *intervals_s, *policies_s; /* the lists as given; NULL: not given */
 } opts;
 
 static void help(FILE *fp)
@@ -137,7 +137,7 @@ static int own_opt(void *p, int c, const char *arg)
     case 'D': ok = cli_int("bench", "--head-dim", arg, 1, 65536, &o->dim); o->custom = true; break;
     case 'b': o->budget_s = arg; break;
     case 'P': o->shape = arg; break;
-    case 'i': o->intervals_s = arg; o->intervals_given = true; break;
+    case 'i': o->intervals_s = arg; break;
     case 'p': o->policies_s = arg; break;
     case 'd':
         if (strcmp(arg, "cpu") && strcmp(arg, "cuda"))
@@ -168,8 +168,7 @@ static int parse(int argc, char **argv, opts *o)
     };
     *o = (opts){.b = {.what = "compress", .out = "results/bench-compress.h5", .seed = 1,
                       .repeats = 5, .max_repeats = 1000},
-                .budget_s = "25%", .layers = 30, .heads = 3, .dim = 64,
-                .intervals_s = "16,32,64,128,256"};
+                .budget_s = "25%", .layers = 30, .heads = 3, .dim = 64};
     const int rc = bench_parse(argc, argv, longopts, &o->b, own_opt, o, help, 1);
     if (rc)
         return rc;
@@ -201,11 +200,12 @@ static int parse(int argc, char **argv, opts *o)
     qsort(o->tokens, (size_t)o->n_tokens, sizeof o->tokens[0], cmp_int32);
     if (!o->synthetic)
         o->n_tokens = 1;
-    if (o->intervals_given && !o->gpu)
+    if (o->intervals_s && !o->gpu)
         return cli_usage_error("bench", "--intervals: the decode share is measured on the GPU "
                                "only (--device cuda)");
-    if (o->gpu && !bench_int_list("--intervals", o->intervals_s, 1, 1 << 20, o->interval,
-                                  &o->n_interval, MAXL))
+    const char *intervals = o->intervals_s ? o->intervals_s : "16,32,64,128,256";
+    if (o->gpu &&
+        !bench_int_list("--intervals", intervals, 1, 1 << 20, o->interval, &o->n_interval, MAXL))
         return CLI_USAGE;
     if (o->policies_s) {
         if (!bench_policy_list("--policies", o->policies_s, &o->policy_list, o->policy,
