@@ -151,7 +151,7 @@ static ckv_status push_pair(bpe_run *r, int32_t i)
     if (!ckv_u64map_get(&r->t->merges, key, &m))
         return CKV_OK;
     const uint64_t v = (m & 0xFFFFFFFF00000000ull) | (uint32_t)i;
-    return ckv_heap_push(&r->heap, &v, r->err);
+    return ckv_heap_push(&r->heap, &v, sizeof v, smaller, r->err);
 }
 
 /* Merges the bytes of one piece, lowest rank first and leftmost among
@@ -187,7 +187,7 @@ static ckv_status bpe_piece(bpe_run *r, const char *s, size_t n)
             return st;
     while (r->heap.n) {
         uint64_t top;
-        ckv_heap_pop(&r->heap, &top);
+        ckv_heap_pop(&r->heap, &top, sizeof top, smaller);
         int32_t i = (int32_t)(uint32_t)top, j = r->next[i];
         uint64_t m;
         /* Stale entries: the symbol was absorbed, or its pair changed. */
@@ -271,7 +271,6 @@ ckv_status tok_bpe_encode(const ckv_tokenizer *t, const tok_segment *seg, size_t
                           tok_ids *out, ckv_error *err)
 {
     bpe_run r = {.t = t, .out = out, .err = err};
-    ckv_heap_init(&r.heap, sizeof(uint64_t), smaller);
     ckv_status st = CKV_OK;
     r.md = pcre2_match_data_create(1, NULL);
     r.mctx = pcre2_match_context_create(NULL);

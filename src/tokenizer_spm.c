@@ -61,7 +61,7 @@ static ckv_status try_bigram(spm_run *r, int32_t left, int32_t right)
     if (id < 0)
         return CKV_OK;
     const bigram b = {r->t->score[id], left, right, size};
-    return ckv_heap_push(&r->heap, &b, r->err);
+    return ckv_heap_push(&r->heap, &b, sizeof b, before, r->err);
 }
 
 static ckv_status reserve(spm_run *r, size_t n)
@@ -121,7 +121,7 @@ static ckv_status encode_text(spm_run *r, const char *s, size_t n, bool prefix, 
             return st;
     while (r->heap.n) {
         bigram b;
-        ckv_heap_pop(&r->heap, &b);
+        ckv_heap_pop(&r->heap, &b, sizeof b, before);
         symbol *L = &r->sym[b.left], *R = &r->sym[b.right];
         /* Stale: one side was merged away or has grown since. */
         if (!L->n || !R->n || L->n + R->n != b.size)
@@ -161,7 +161,6 @@ ckv_status tok_spm_encode(const ckv_tokenizer *t, const tok_segment *seg, size_t
                           tok_ids *out, ckv_error *err)
 {
     spm_run r = {.t = t, .err = err};
-    ckv_heap_init(&r.heap, sizeof(bigram), before);
     ckv_status st = CKV_OK;
     bool after_special = true; /* the start counts as after a special token */
     for (size_t i = 0; !st && i < n_seg; i++) {
