@@ -18,10 +18,23 @@ typedef struct {
     int32_t max_seq;
     ckv_cache host;        /* scratch for a policy run on the CPU */
     bool host_ready;
-    size_t cache_bytes, peak_bytes; /* device memory of the live caches, and the peak */
+    /* Device memory of the live caches, and the peak of all this backend
+     * holds: weights, decoder scratch, caches and policy scratch. */
+    size_t cache_bytes, peak_bytes;
     int64_t cpu_policy_runs;       /* compressions that fell back to the CPU */
     ckv_cuda_device dev;
 } cuda_state;
+
+/* Samples the peak after every call that can grow what is held: the
+ * decoder's scratch grows with a pass's rows and a cache's capacity, the
+ * policy scratch with the largest cache compressed. */
+static void sample(cuda_state *s)
+{
+    size_t total = ckv_gpu_bytes(s->g) + s->cache_bytes +
+                   ckv_gpu_policy_scratch_bytes(s->dev.index);
+    if (total > s->peak_bytes)
+        s->peak_bytes = total;
+}
 
 static ckv_status cuda_create(void **state, const ckv_model *m, int32_t max_batch, int n_threads,
                               ckv_error *err)
@@ -43,7 +56,7 @@ static ckv_status cuda_create(void **state, const ckv_model *m, int32_t max_batc
         return st;
     }
     s->cfg = m->cfg;
-    s->peak_bytes = ckv_gpu_bytes(s->g);
+    sample(s);
     *state = s;
     return CKV_OK;
 }
@@ -62,9 +75,7 @@ static void account(cuda_state *s, const ckv_gpu_cache *c, bool add)
 {
     size_t b = ckv_gpu_cache_bytes(c);
     s->cache_bytes = add ? s->cache_bytes + b : s->cache_bytes - b;
-    size_t total = ckv_gpu_bytes(s->g) + s->cache_bytes;
-    if (total > s->peak_bytes)
-        s->peak_bytes = total;
+    sample(s);
 }
 
 static ckv_status wrap(cuda_state *s, ckv_bcache **out, ckv_gpu_cache *gc, ckv_error *err)
@@ -109,7 +120,10 @@ static ckv_status cuda_fork(void *state, ckv_bcache **out, const ckv_bcache *src
 static ckv_status cuda_forward(void *state, ckv_bcache *c, const int32_t *tokens, int32_t n,
                                const ckv_forward_opts *opts, float *logits, ckv_error *err)
 {
-    return ckv_gpu_forward(((cuda_state *)state)->g, c->gpu, tokens, n, opts, logits, err);
+    cuda_state *s = state;
+    ckv_status st = ckv_gpu_forward(s->g, c->gpu, tokens, n, opts, logits, err);
+    sample(s);
+    return st;
 }
 
 static ckv_status cuda_decode_batch(void *state, ckv_bcache *const *caches,
@@ -126,8 +140,10 @@ static ckv_status cuda_decode_batch(void *state, ckv_bcache *const *caches,
     }
     for (int32_t i = 0; i < n; i++)
         s->seq[i] = caches[i]->gpu;
-    return ckv_gpu_decode_batch(s->g, s->seq, tokens, n, no_degree_bias, logits, NULL, q_out,
-                                err);
+    ckv_status st =
+        ckv_gpu_decode_batch(s->g, s->seq, tokens, n, no_degree_bias, logits, NULL, q_out, err);
+    sample(s);
+    return st;
 }
 
 /* The host scratch, shaped for the GPU cache c (capacity, and scores when it
@@ -152,6 +168,7 @@ static ckv_status cuda_compress(void *state, const ckv_policy *p, ckv_bcache *c,
 {
     cuda_state *s = state;
     ckv_status st = ckv_gpu_policy_compress(c->gpu, p, budget, qw, NULL, NULL, err);
+    sample(s);
     if (st != CKV_ERR_UNSUPPORTED)
         return st;
     memset(err, 0, sizeof *err);
@@ -188,10 +205,13 @@ static void cuda_describe(void *state, char *buf, size_t size)
     if (ckv_cuda_device_query(s->dev.index, &now, &e))
         now.mem_free = now.mem_total = 0;
     snprintf(buf, size,
-             "%s: weights and scratch %.1f MiB, caches %.1f MiB now, peak held %.1f MiB; "
-             "device %.1f of %.1f MiB in use; %lld compressions on the CPU reference",
+             "%s: weights and scratch %.1f MiB, caches %.1f MiB now, policy scratch %.1f MiB, "
+             "peak held %.1f MiB; device %.1f of %.1f MiB in use; %lld compressions on the CPU "
+             "reference",
              s->dev.name, (double)ckv_gpu_bytes(s->g) / (1 << 20),
-             (double)s->cache_bytes / (1 << 20), (double)s->peak_bytes / (1 << 20),
+             (double)s->cache_bytes / (1 << 20),
+             (double)ckv_gpu_policy_scratch_bytes(s->dev.index) / (1 << 20),
+             (double)s->peak_bytes / (1 << 20),
              (double)(now.mem_total - now.mem_free) / (1 << 20), (double)now.mem_total / (1 << 20),
              (long long)s->cpu_policy_runs);
 }

@@ -208,6 +208,11 @@ ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches, const 
  * e.g. a head_dim whose K-Means tiles do not fit in shared memory). */
 bool ckv_gpu_policy_supported(const ckv_policy *p);
 
+/* Device memory the policy scratch of device `device` holds, in bytes: one
+ * scratch a device, shared by its caches and grown to the largest (0 before
+ * the first GPU compression there). */
+size_t ckv_gpu_policy_scratch_bytes(int32_t device);
+
 /* Optional outputs for parity checks. */
 typedef struct {
     /* Host [n_layer * n_head_kv * GPU capacity], in and out, as the assign

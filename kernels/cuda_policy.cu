@@ -203,6 +203,15 @@ static ckv_status ws_for(const ckv_gpu_cache *c, ckv_gpu_policy_ws **out, ckv_er
     return CKV_OK;
 }
 
+extern "C" size_t ckv_gpu_policy_scratch_bytes(int32_t device)
+{
+    const ckv_gpu_policy_ws *ws = device >= 0 && device < MAX_DEVICES ? ws_pool[device] : NULL;
+    size_t bytes = 0;
+    for (int i = 0; ws && i < ws->n_mem; i++)
+        bytes += ws->mem[i].bytes;
+    return bytes;
+}
+
 __global__ void fill_u32_kernel(unsigned *p, unsigned v, int32_t n)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
