@@ -24,6 +24,7 @@
 #include "decoder_ops.h"
 #include "matmul.h"
 #include "model.h"
+#include "policy.h"
 #include "quant.h"
 #include "sampler.h"
 #include "splitmix.h"
@@ -1509,6 +1510,53 @@ static void check_uploaded_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
     free(lg);
 }
 
+/* Decode over a cache whose rows centroid's GPU calls left out of slot
+ * order (kernels/cuda_compact.cu, the fill) against the CPU's decode over
+ * the same cache downloaded (which puts the rows back in slot order): three
+ * calls at half the prompt, each followed by four decode steps, so that the
+ * second and third calls run on a mapped cache with rows appended past its
+ * map. The CPU continues from each call's download, so that both sides
+ * always hold the same entries and only the rows' order differs. */
+static void check_mapped_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
+                               const int32_t *ids, int32_t len)
+{
+    const ckv_config *cf = &m->cfg;
+    const int32_t V = cf->n_vocab, cap = len + 16, budget = len / 2;
+    ckv_cache cc;
+    ckv_gpu_cache *gc;
+    ckv_policy p;
+    CHECK(ckv_policy_init(&p, "centroid", err));
+    CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, CKV_KV_F32, err));
+    CHECK(ckv_cpu_forward(cpu, &cc, ids, len, NULL, NULL, err));
+    CHECK(ckv_gpu_cache_upload(gc, &cc, err));
+    float *lc = xmalloc(sizeof(float) * V), *lg = xmalloc(sizeof(float) * V);
+    double worst = 0;
+    bool mapped = true;
+    int32_t at = len;
+    for (int call = 0; call < 3; call++) {
+        CHECK(ckv_gpu_policy_compress(gc, &p, budget, NULL, NULL, NULL, err));
+        mapped &= ckv_gpu_cache_mapped(gc);
+        CHECK(ckv_gpu_cache_download(gc, &cc, err));
+        for (int step = 0; step < 4; step++, at++) {
+            for (int32_t i = 0; i < V; i++)
+                lg[i] = NAN;
+            CHECK(ckv_cpu_forward(cpu, &cc, ids + at, 1, NULL, lc, err));
+            CHECK(ckv_gpu_forward(gpu, gc, ids + at, 1, NULL, lg, err));
+            worst = fmax(worst, rel_l2(lg, lc, (size_t)V));
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "centroid-mapped cache (%d), 3 calls x 4 decode steps", len);
+    report(what, mapped ? worst : INFINITY, TOL_LOGITS);
+    if (!mapped)
+        printf("  (a call left the rows in slot order: the map was not exercised)\n");
+    ckv_cache_free(&cc);
+    ckv_gpu_cache_free(gc);
+    free(lc);
+    free(lg);
+}
+
 /* The statistics SnapKV and H2O read: the rotated queries of the last W
  * prompt tokens, and every entry's accumulated attention after the prompt
  * (two chunks) and after one decode step. */
@@ -2115,6 +2163,8 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
     if (n_ids >= side + 2) {
         check_all_logits(&m, cpu, gpu, ids, side);
         check_uploaded_cache(&m, cpu, gpu, ids, side);
+        if (n_ids >= side + 12)
+            check_mapped_cache(&m, cpu, gpu, ids, side);
         check_window_and_scores(&m, cpu, gpu, ids, side);
     }
     for (int dt = CKV_KV_F32; dt <= CKV_KV_BF16 && n_ids >= side + 30; dt++)
