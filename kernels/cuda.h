@@ -281,9 +281,10 @@ ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p, int32
                                     int64_t step, const ckv_qwindow *qw, bool *compressed,
                                     void *stream, ckv_error *err);
 
-/* Fills keys, values, degrees, scores of the cache and the policy scratch
- * of the current device with 0xff bytes (NaN): tests poison before an
- * upload so that entries a kernel fails to write show. */
+/* Fills keys, values, degrees, scores, the row map (and drops it: rows in
+ * slot order again) of the cache and the policy scratch of the current
+ * device with 0xff bytes (NaN, or -1): tests poison before an upload so that
+ * entries a kernel fails to write show. */
 ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err);
 
 /* CentroidKV's best-partner walk (kernels/cuda_csm.cu) on one list, for

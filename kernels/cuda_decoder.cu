@@ -527,13 +527,21 @@ extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
 
 ckv_status ckv_gpu_cache_take_map(ckv_gpu_cache *c, ckv_error *err)
 {
-    if (c->row)
+    if (c->row && c->row_len)
         return CKV_OK;
     const size_t lists = (size_t)c->n_layer * c->n_head_kv;
-    ckv_status st;
-    if ((st = dalloc(&c->bytes, &c->row, lists * c->capacity * sizeof(int32_t), err)) ||
-        (st = dalloc(&c->bytes, &c->row_len, lists * sizeof(int32_t), err)))
+    const size_t row_bytes = lists * c->capacity * sizeof(int32_t);
+    ckv_status st = c->row ? CKV_OK : dalloc(&c->bytes, &c->row, row_bytes, err);
+    if (!st)
+        st = dalloc(&c->bytes, &c->row_len, lists * sizeof(int32_t), err);
+    if (st) {  // neither or both: a half-taken map must not pass for one
+        if (c->row) {
+            cudaFree(c->row);
+            c->bytes -= row_bytes;
+        }
+        c->row = NULL;
         return st;
+    }
     c->mapped = false;
     return CKV_OK;
 }

@@ -345,6 +345,11 @@ extern "C" ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err)
     CKV_CUDA(cudaMemset(c->deg, 0xff, n * sizeof(float)));
     if (c->score)
         CKV_CUDA(cudaMemset(c->score, 0xff, n * sizeof(float)));
+    // A poisoned map is no map: the next call maps afresh, and a round
+    // that read an entry its fill did not write would read -1.
+    if (c->row)
+        CKV_CUDA(cudaMemset(c->row, 0xff, n * sizeof(int32_t)));
+    c->mapped = false;
     int dev;
     ckv_status st = current_device(&dev, err);
     if (st)
