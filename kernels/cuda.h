@@ -140,6 +140,11 @@ int32_t ckv_gpu_cache_round(const ckv_gpu_cache *c);
 /* Whether centroid's calls have left rows out of slot order (the cache's
  * slot-to-row map, kernels/cuda_compact.cu): a download puts them back. */
 bool ckv_gpu_cache_mapped(const ckv_gpu_cache *c);
+/* Gives every list's slots a random order of its rows (seeded): the
+ * farthest from slot order centroid's calls could leave a cache, for
+ * timing its calls there (the entries' values, being random, stay as
+ * random). Only centroid takes a mapped cache. */
+ckv_status ckv_gpu_cache_scramble(ckv_gpu_cache *c, uint64_t seed, ckv_error *err);
 void ckv_gpu_cache_set_round(ckv_gpu_cache *c, int32_t round);
 /* Empties the cache (lengths 0, position 0, CSM round 0). */
 ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);

@@ -22,6 +22,7 @@
 #include "decoder_ops.h"
 #include "prefill_plan.h"
 #include "quant.h"
+#include "splitmix.h"
 
 // Ranges a prefill chunk's attention may split each list into (the plan in
 // kernels/cuda_attention.cu picks fewer where lists are short).
@@ -543,6 +544,35 @@ ckv_status ckv_gpu_cache_take_map(ckv_gpu_cache *c, ckv_error *err)
         return st;
     }
     c->mapped = false;
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_cache_scramble(ckv_gpu_cache *c, uint64_t seed, ckv_error *err)
+{
+    ckv_status st = ckv_gpu_cache_take_map(c, err);
+    if (st)
+        return st;
+    const size_t lists = (size_t)c->n_layer * c->n_head_kv, cap = c->capacity;
+    int32_t *row = static_cast<int32_t *>(malloc(lists * cap * sizeof(int32_t)));
+    if (!row)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory scrambling rows");
+    for (size_t j = 0; j < lists; j++) {
+        int32_t *r = row + j * cap;
+        for (int32_t s = 0; s < c->len_h[j]; s++)
+            r[s] = s;
+        for (int32_t s = c->len_h[j] - 1; s > 0; s--) {  // Fisher-Yates
+            const int32_t o = (int32_t)(ckv_splitmix64(&seed) % (uint64_t)(s + 1)), t = r[s];
+            r[s] = r[o];
+            r[o] = t;
+        }
+    }
+    cudaError_t e = cudaMemcpy(c->row, row, lists * cap * sizeof(int32_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(c->row_len, c->len_h, lists * sizeof(int32_t), cudaMemcpyHostToDevice);
+    free(row);
+    if (e != cudaSuccess)
+        return ckv_errorf(err, CKV_ERR_DEVICE, "cuda: scrambling rows: %s", cudaGetErrorString(e));
+    c->mapped = true;
     return CKV_OK;
 }
 
