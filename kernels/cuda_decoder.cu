@@ -558,8 +558,8 @@ extern "C" ckv_status ckv_gpu_cache_scramble(ckv_gpu_cache *c, uint64_t seed, ck
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory scrambling rows");
     for (size_t j = 0; j < lists; j++) {
         int32_t *r = row + j * cap;
-        for (int32_t s = 0; s < c->len_h[j]; s++)
-            r[s] = s;
+        for (size_t s = 0; s < cap; s++)
+            r[s] = (int32_t)s;
         for (int32_t s = c->len_h[j] - 1; s > 0; s--) {  // Fisher-Yates
             const int32_t o = (int32_t)(ckv_splitmix64(&seed) % (uint64_t)(s + 1)), t = r[s];
             r[s] = r[o];
