@@ -71,10 +71,13 @@ static void cuda_destroy(void *state)
     free(s);
 }
 
-static void account(cuda_state *s, const ckv_gpu_cache *c, bool add)
+/* add: counts what c's cache has grown by since it was last counted;
+ * else takes away all that was counted for it. */
+static void account(cuda_state *s, ckv_bcache *c, bool add)
 {
-    size_t b = ckv_gpu_cache_bytes(c);
-    s->cache_bytes = add ? s->cache_bytes + b : s->cache_bytes - b;
+    const size_t now = add ? ckv_gpu_cache_bytes(c->gpu) : 0;
+    s->cache_bytes = s->cache_bytes - c->gpu_bytes + now;
+    c->gpu_bytes = now;
     sample(s);
 }
 
@@ -86,7 +89,7 @@ static ckv_status wrap(cuda_state *s, ckv_bcache **out, ckv_gpu_cache *gc, ckv_e
         return ckv_errorf(err, CKV_ERR_NOMEM, "cache: out of memory");
     }
     b->gpu = gc;
-    account(s, gc, true);
+    account(s, b, true);
     *out = b;
     return CKV_OK;
 }
@@ -104,7 +107,7 @@ static void cuda_cache_free(void *state, ckv_bcache *c)
 {
     if (!c)
         return;
-    account(state, c->gpu, false);
+    account(state, c, false);
     ckv_gpu_cache_free(c->gpu);
     free(c);
 }
@@ -168,7 +171,7 @@ static ckv_status cuda_compress(void *state, const ckv_policy *p, ckv_bcache *c,
 {
     cuda_state *s = state;
     ckv_status st = ckv_gpu_policy_compress(c->gpu, p, budget, qw, NULL, NULL, err);
-    sample(s);
+    account(s, c, true); /* centroid's first call takes the cache's row map */
     if (st != CKV_ERR_UNSUPPORTED)
         return st;
     memset(err, 0, sizeof *err);

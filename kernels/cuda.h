@@ -137,6 +137,14 @@ int64_t ckv_gpu_cache_entries(const ckv_gpu_cache *c);
 /* The CSM round counter (policies.md: rounds run so far on this sequence),
  * and setting it (a benchmark continuing a sequence's schedule). */
 int32_t ckv_gpu_cache_round(const ckv_gpu_cache *c);
+/* Whether centroid's calls have left rows out of slot order (the cache's
+ * slot-to-row map, kernels/cuda_compact.cu): a download puts them back. */
+bool ckv_gpu_cache_mapped(const ckv_gpu_cache *c);
+/* Gives every list's slots a random order of its rows (seeded): the
+ * farthest from slot order centroid's calls could leave a cache, for
+ * timing its calls there (the entries' values, being random, stay as
+ * random). Only centroid takes a mapped cache. */
+ckv_status ckv_gpu_cache_scramble(ckv_gpu_cache *c, uint64_t seed, ckv_error *err);
 void ckv_gpu_cache_set_round(ckv_gpu_cache *c, int32_t round);
 /* Empties the cache (lengths 0, position 0, CSM round 0). */
 ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err);
@@ -207,6 +215,10 @@ ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches, const 
  * parameters (it may still return CKV_ERR_UNSUPPORTED for a cache shape,
  * e.g. a head_dim whose K-Means tiles do not fit in shared memory). */
 bool ckv_gpu_policy_supported(const ckv_policy *p);
+/* Device bytes a GPU cache holds per entry of each list for policy p beyond
+ * its keys, values, degrees and scores: 4 for centroid's slot-to-row map
+ * (taken at its first call: cuda_compact.cu, the fill), else 0. */
+int32_t ckv_gpu_policy_entry_bytes(const ckv_policy *p);
 
 /* Device memory the policy scratch of device `device` holds, in bytes: one
  * scratch a device, shared by its caches and grown to the largest (0 before
@@ -279,9 +291,10 @@ ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p, int32
                                     int64_t step, const ckv_qwindow *qw, bool *compressed,
                                     void *stream, ckv_error *err);
 
-/* Fills keys, values, degrees, scores of the cache and the policy scratch
- * of the current device with 0xff bytes (NaN): tests poison before an
- * upload so that entries a kernel fails to write show. */
+/* Fills keys, values, degrees, scores, the row map (and drops it: rows in
+ * slot order again) of the cache and the policy scratch of the current
+ * device with 0xff bytes (NaN, or -1): tests poison before an upload so that
+ * entries a kernel fails to write show. */
 ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err);
 
 /* CentroidKV's best-partner walk (kernels/cuda_csm.cu) on one list, for

@@ -355,16 +355,19 @@ struct __align__(sizeof(Elem) * V) Lanes {
 // A destination is never a source (dest[dest[t]] == dest[t]), so no thread
 // reads a key or value that another writes. The new degree and score go to
 // mdeg and mscore, not the cache: the other threads of the row still read
-// the old degree. One thread per (destination, V dimensions) of row t.
+// the old degree. One thread per (destination, V dimensions) of slot t;
+// rows through the cache's map (rmap NULL: a slot's own row).
 template <typename Elem, int V>
 __device__ static void merge_row(Lanes<Elem, V> *kl, Lanes<Elem, V> *vl, const float *deg,
                                  const float *score, float *mdeg, float *mscore,
-                                 const int32_t *run_e, const int32_t *src, size_t base, int32_t t,
+                                 const int32_t *run_e, const int32_t *src, const int32_t *rmap,
+                                 const int32_t *rmap_len, int32_t lh, int32_t cap, int32_t t,
                                  int32_t rb, int32_t i, int32_t dv)
 {
     typedef Lanes<Elem, V> L;
-    const size_t row = base + t;
-    const int32_t re = run_e[row];
+    const size_t base = (size_t)lh * cap, slot = base + t;
+    const size_t row = base + ckv_row_of(rmap, rmap_len, lh, cap, t);
+    const int32_t re = run_e[slot];
     const L k0 = kl[row * dv + i], v0 = vl[row * dv + i];
     double a0 = deg[row], ak[V], av[V];
 #pragma unroll
@@ -374,7 +377,7 @@ __device__ static void merge_row(Lanes<Elem, V> *kl, Lanes<Elem, V> *vl, const f
     }
     float sc = score ? score[row] : 0.0f;
     for (int32_t r = rb; r < re; r++) {
-        const size_t s = base + src[r];
+        const size_t s = base + ckv_row_of(rmap, rmap_len, lh, cap, src[r]);
         const double ds = deg[s];
         const L ks = kl[s * dv + i], vs = vl[s * dv + i];
         a0 = __dadd_rn(a0, ds);
@@ -395,9 +398,9 @@ __device__ static void merge_row(Lanes<Elem, V> *kl, Lanes<Elem, V> *vl, const f
     kl[row * dv + i] = ko;
     vl[row * dv + i] = vo;
     if (i == 0) {
-        mdeg[row] = __double2float_rn(a0);
+        mdeg[slot] = __double2float_rn(a0);
         if (score)
-            mscore[row] = sc;
+            mscore[slot] = sc;
     }
 }
 
@@ -416,8 +419,9 @@ template <typename Elem, int V>
 __global__ void __launch_bounds__(MERGE_WARPS * 32)
     apply_merge_kernel(Elem *k, Elem *v, const float *deg, const float *score, float *mdeg,
                        float *mscore, const int32_t *key, const int32_t *run_b,
-                       const int32_t *run_e, const int32_t *src, const int32_t *act,
-                       const int32_t *seg_e, int32_t cap, int32_t d)
+                       const int32_t *run_e, const int32_t *src, const int32_t *rmap,
+                       const int32_t *rmap_len, const int32_t *act, const int32_t *seg_e,
+                       int32_t cap, int32_t d)
 {
     const int32_t lh = blockIdx.y, dv = d / V, lane = threadIdx.x & 31;
     const size_t base = (size_t)lh * cap;
@@ -433,7 +437,7 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
         for (int32_t i = lane; i < dv; i += 32)
             merge_row<Elem, V>(reinterpret_cast<Lanes<Elem, V> *>(k),
                                reinterpret_cast<Lanes<Elem, V> *>(v), deg, score, mdeg, mscore,
-                               run_e, src, base, t, rb, i, dv);
+                               run_e, src, rmap, rmap_len, lh, cap, t, rb, i, dv);
     }
 }
 
@@ -577,6 +581,117 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 6)
     }
 }
 
+// The fill: the survivors' rows stay where they are, the rows of removed
+// slots below the new length n are holes, and the surviving rows at n and
+// past it move into them, the k-th such row (in row order) into the k-th
+// hole, so that rows [0, n) hold the list again; the cache's map keeps the
+// slot order (ckv_gpu_cache). A decode-time call of centroid removes about
+// 64 slots a list and so moves at most that many rows, where the shift moves
+// every row after the first removed slot (0.80 of the 8B's 1.26 ms call at
+// 25% of 32K). Holes lie below n and moving rows at n or past it, so no row
+// is both read and written: one launch moves them all.
+
+// A thread per slot: its row's slot, or -1 where the slot goes; a merged
+// destination's new degree and score into its row.
+__global__ void fill_mark_kernel(int32_t *row_slot, float *deg, float *score, const float *mdeg,
+                                 const float *mscore, const int32_t *dest, const int32_t *run_b,
+                                 const int32_t *rmap, const int32_t *rmap_len, bool merges,
+                                 const int32_t *act, const int32_t *T, int32_t cap)
+{
+    const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh] || t >= T[lh])
+        return;
+    const size_t base = (size_t)lh * cap;
+    const int32_t r = ckv_row_of(rmap, rmap_len, lh, cap, t);
+    const bool kept = dest[base + t] == t;
+    row_slot[base + r] = kept ? t : -1;
+    if (kept && merges && run_b[base + t] >= 0) {
+        deg[base + r] = mdeg[base + t];
+        if (score)
+            score[base + r] = mscore[base + t];
+    }
+}
+
+// A block per list: the holes and the moving rows in row order (fill_to,
+// fill_from, fill_n), and the map of every slot whose row stays. Blocked,
+// SCAN_EACH consecutive rows a thread, as apply_scan_kernel.
+__global__ void __launch_bounds__(SCAN_THREADS, 2)
+    fill_plan_kernel(int32_t *rmap, int32_t *rmap_len, int32_t *fill_to, int32_t *fill_from,
+                     int32_t *fill_n, const int32_t *row_slot, const int32_t *newslot,
+                     const int32_t *newlen, const int32_t *act, const int32_t *T, int32_t cap)
+{
+    typedef cub::BlockScan<int32_t, SCAN_THREADS> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    const int32_t lh = blockIdx.x;
+    if (!act[lh])
+        return;
+    const int32_t len = T[lh], n = newlen[lh];
+    const size_t base = (size_t)lh * cap;
+    int32_t holes = 0, movers = 0;
+    for (int32_t r0 = 0; r0 < len; r0 += SCAN_TILE) {
+        const int32_t r = r0 + (int32_t)threadIdx.x * SCAN_EACH;
+        int32_t sl[SCAN_EACH], h[SCAN_EACH], m[SCAN_EACH], hx[SCAN_EACH], mx[SCAN_EACH], total;
+#pragma unroll
+        for (int i = 0; i < SCAN_EACH; i++) {
+            sl[i] = r + i < len ? row_slot[base + r + i] : -1;
+            h[i] = r + i < n && sl[i] < 0;
+            m[i] = r + i >= n && r + i < len && sl[i] >= 0;
+            if (r + i < n && sl[i] >= 0)
+                rmap[base + newslot[base + sl[i]]] = r + i;
+        }
+        Scan(tmp).ExclusiveSum(h, hx, total);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < SCAN_EACH; i++)
+            if (h[i])
+                fill_to[base + holes + hx[i]] = r + i;
+        holes += total;
+        Scan(tmp).ExclusiveSum(m, mx, total);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < SCAN_EACH; i++)
+            if (m[i])
+                fill_from[base + movers + mx[i]] = r + i;
+        movers += total;
+    }
+    if (threadIdx.x == 0) {
+        fill_n[lh] = holes;  // == movers: both are the rows below n that no survivor holds
+        rmap_len[lh] = n;
+    }
+}
+
+// Each moving row's V elements a thread (FILL_LIST_BLOCKS blocks a list
+// striding over them), its degree and score with its first, and its slot's
+// map entry.
+enum { FILL_THREADS = 256, FILL_LIST_BLOCKS = 16 };
+
+template <typename L>
+__global__ void __launch_bounds__(FILL_THREADS)
+    fill_move_kernel(L *k, L *v, float *deg, float *score, int32_t *rmap,
+                     const int32_t *fill_to, const int32_t *fill_from, const int32_t *fill_n,
+                     const int32_t *row_slot, const int32_t *newslot, const int32_t *act,
+                     int32_t cap, int32_t dv)
+{
+    const int32_t lh = blockIdx.y;
+    if (!act[lh])
+        return;
+    const size_t base = (size_t)lh * cap;
+    const int64_t n = (int64_t)fill_n[lh] * dv;
+    for (int64_t idx = (int64_t)blockIdx.x * FILL_THREADS + threadIdx.x; idx < n;
+         idx += (int64_t)gridDim.x * FILL_THREADS) {
+        const int32_t j = (int32_t)(idx / dv), i = (int32_t)(idx % dv);
+        const size_t from = base + fill_from[base + j], to = base + fill_to[base + j];
+        k[to * dv + i] = k[from * dv + i];
+        v[to * dv + i] = v[from * dv + i];
+        if (i == 0) {
+            deg[to] = deg[from];
+            if (score)
+                score[to] = score[from];
+            rmap[base + newslot[base + row_slot[from]]] = (int32_t)(to - base);
+        }
+    }
+}
+
 // The shift's windows a list for up to max_t rows at per elements a lane,
 // and the bytes of its ticket and flags (one a window a list).
 static int32_t shift_windows(const ckv_pol *x, int32_t max_t, int32_t per)
@@ -593,19 +708,46 @@ static size_t shift_sync_bytes(const ckv_pol *x, int32_t windows)
 // either type: a warp per destination keeps d / 4 lanes busy), shifts
 // V_SHIFT (16 bytes when the head dimension allows).
 template <typename Elem, int V_MERGE, int V_SHIFT>
-static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, ckv_error *err)
+static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, bool fill,
+                             ckv_error *err)
 {
     ckv_gpu_policy_ws *w = x->ws;
     ckv_gpu_cache *c = x->c;
     Elem *k = static_cast<Elem *>(c->k), *v = static_cast<Elem *>(c->v);
     const bool merges = max_sources > 0;
+    const int32_t *rmap = c->mapped ? c->row : nullptr;
     if (merges) {
         const unsigned per = ckv_pol_blocks(max_sources, MERGE_WARPS), most = MERGE_LIST_BLOCKS;
         const dim3 grid(per < most ? per : most, x->lists);
         apply_merge_kernel<Elem, V_MERGE><<<grid, MERGE_WARPS * 32, 0, x->s>>>(
             k, v, c->deg, c->score, w->deg, w->score, w->ikey_out, w->run_b, w->run_e,
-            w->ival_out, x->act, x->seg_e, x->cap, x->d);
+            w->ival_out, rmap, c->row_len, x->act, x->seg_e, x->cap, x->d);
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
+    }
+    if (fill) {
+        typedef ShiftLanes<Elem, V_SHIFT> L;
+        const dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
+        fill_mark_kernel<<<slots, 256, 0, x->s>>>(w->row_slot, c->deg, c->score, w->deg,
+                                                  w->score, w->dest, w->run_b, rmap, c->row_len,
+                                                  merges, x->act, x->T, x->cap);
+        CKV_CUDA_LAUNCHED();
+        // A list no call has mapped yet maps no slot.
+        if (!c->mapped)
+            CKV_CUDA(cudaMemsetAsync(c->row_len, 0, x->lists * sizeof(int32_t), x->s));
+        fill_plan_kernel<<<x->lists, SCAN_THREADS, 0, x->s>>>(
+            c->row, c->row_len, w->fill_to, w->fill_from, w->fill_n, w->row_slot, w->newslot,
+            w->newlen, x->act, x->T, x->cap);
+        CKV_CUDA_LAUNCHED();
+        const int32_t dv = x->d / V_SHIFT;
+        const unsigned per = ckv_pol_blocks((int64_t)max_t * dv, FILL_THREADS),
+                       most = FILL_LIST_BLOCKS;
+        const dim3 grid(per < most ? per : most, x->lists);
+        fill_move_kernel<L><<<grid, FILL_THREADS, 0, x->s>>>(
+            reinterpret_cast<L *>(k), reinterpret_cast<L *>(v), c->deg, c->score, c->row,
+            w->fill_to, w->fill_from, w->fill_n, w->row_slot, w->newslot, x->act, x->cap, dv);
+        CKV_CUDA_LAUNCHED();
+        c->mapped = true;
+        return CKV_OK;
     }
     // shift_sync holds these (ckv_pol_apply took it for one element a lane).
     const int32_t windows = shift_windows(x, max_t, V_SHIFT);
@@ -623,16 +765,16 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, ckv
 }
 
 // The instance for the cache's type and head dimension.
-static ckv_status apply_rows_of(ckv_pol *x, int32_t max_sources, int32_t max_t,
+static ckv_status apply_rows_of(ckv_pol *x, int32_t max_sources, int32_t max_t, bool fill,
                                 ckv_error *err)
 {
     const int32_t d = x->d;
     if (x->c->dtype == CKV_KV_BF16)
-        return d % 8 == 0   ? apply_rows<ckv_bf16, 4, 8>(x, max_sources, max_t, err)
-               : d % 4 == 0 ? apply_rows<ckv_bf16, 4, 1>(x, max_sources, max_t, err)
-                            : apply_rows<ckv_bf16, 1, 1>(x, max_sources, max_t, err);
-    return d % 4 == 0 ? apply_rows<float, 4, 4>(x, max_sources, max_t, err)
-                      : apply_rows<float, 1, 1>(x, max_sources, max_t, err);
+        return d % 8 == 0   ? apply_rows<ckv_bf16, 4, 8>(x, max_sources, max_t, fill, err)
+               : d % 4 == 0 ? apply_rows<ckv_bf16, 4, 1>(x, max_sources, max_t, fill, err)
+                            : apply_rows<ckv_bf16, 1, 1>(x, max_sources, max_t, fill, err);
+    return d % 4 == 0 ? apply_rows<float, 4, 4>(x, max_sources, max_t, fill, err)
+                      : apply_rows<float, 1, 1>(x, max_sources, max_t, fill, err);
 }
 
 // assign[i] (a current slot) becomes the slot it ends in, -1 if evicted.
@@ -650,7 +792,7 @@ __global__ void apply_assign_kernel(int32_t *assign, const int32_t *dest, const 
     assign[base + i] = dd < 0 ? -1 : newslot[base + dd];
 }
 
-ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
+ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *err)
 {
     // Before anything changes the cache: the shift's element indices are
     // 32-bit (a list's capacity x head_dim, with a window's slack).
@@ -692,7 +834,7 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
     if (merges &&
         ((st = ckv_pol_sort_int(x, x->seg_e, err)) || (st = ckv_pol_runs(x, max_sources, err))))
         return st;
-    if ((st = apply_rows_of(x, max_sources, max_t, err)))
+    if ((st = apply_rows_of(x, max_sources, max_t, fill, err)))
         return st;
     if (x->track_assign) {
         dim3 all(ckv_pol_blocks(x->cap, 256), x->lists);
@@ -754,7 +896,7 @@ ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_erro
                                               x->ws->margin, x->act, x->T, x->seg_b, recent,
                                               budget - recent, x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, 0, err);
+    return ckv_pol_apply(x, 0, false, err);
 }
 
 void ckv_pol_plan_over_budget(ckv_pol *x, int32_t budget)
@@ -819,5 +961,5 @@ ckv_status ckv_pol_streaming(ckv_pol *x, const ckv_policy *p, int32_t budget, ck
     streaming_dest_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->act, x->T, sinks, budget,
                                                    x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, 0, err);
+    return ckv_pol_apply(x, 0, false, err);
 }

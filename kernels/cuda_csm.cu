@@ -33,6 +33,8 @@ struct csm_params {
     uint64_t seed;
     int64_t round;
     int32_t layers, heads;
+    // The cache's slot-to-row map (ckv_gpu_cache; row NULL: none).
+    const int32_t *row, *row_len;
 };
 
 // A thread per slot: the identity dest (the round marks its merges on it).
@@ -148,7 +150,8 @@ __host__ __device__ static inline int32_t csm_tiles(int32_t C)
 struct csm_warp_smem {
     // csm_recip of the sources' and the current destinations' norms
     double ra[CSM_TILE], rb[CSM_TILE];
-    int32_t src[CSM_TILE], dst[CSM_TILE];
+    int32_t src[CSM_TILE], dst[CSM_TILE];    // slots
+    int32_t srow[CSM_TILE], drow[CSM_TILE];  // their rows
 };
 
 // A lane's share of one row's slab: 8 elements in 16-byte pieces.
@@ -232,10 +235,10 @@ __device__ static void csm_tile_dots(csm_warp_smem *w, csm_ring<Elem> *ring, con
     typedef csm_piece<Elem> P;
     constexpr int32_t S = csm_ring<Elem>::S;
     const Elem *const row[4] = {
-        g < ns ? k + (lbase + w->src[g]) * d : nullptr,
-        g + 8 < ns ? k + (lbase + w->src[g + 8]) * d : nullptr,
-        g < nb ? k + (lbase + w->dst[g]) * d : nullptr,
-        g + 8 < nb ? k + (lbase + w->dst[g + 8]) * d : nullptr,
+        g < ns ? k + (lbase + w->srow[g]) * d : nullptr,
+        g + 8 < ns ? k + (lbase + w->srow[g + 8]) * d : nullptr,
+        g < nb ? k + (lbase + w->drow[g]) * d : nullptr,
+        g + 8 < nb ? k + (lbase + w->drow[g + 8]) * d : nullptr,
     };
     const bool two_b = nb > 8;
     const int32_t slabs = (d + CSM_SLAB - 1) / CSM_SLAB;
@@ -356,8 +359,10 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
         const unsigned m = __ballot_sync(
             0xffffffffu, w0 + lane < L && csm_is_a(p, in_a, lbase + c0, w0 + lane, L));
         const int32_t r = seen + __popc(m & below) - t0;
-        if (m >> lane & 1 && r >= 0 && r < CSM_TILE)
+        if (m >> lane & 1 && r >= 0 && r < CSM_TILE) {
             w->src[r] = (int32_t)c0 + w0 + lane;
+            w->srow[r] = ckv_row_of(p.row, p.row_len, lh, cap, w->src[r]);
+        }
         seen += __popc(m);
     }
     const int32_t ns = seen - t0 < CSM_TILE ? seen - t0 : CSM_TILE;
@@ -373,8 +378,10 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
             0xffffffffu, w0 + lane < L && !csm_is_a(p, in_a, lbase + c0, w0 + lane, L));
         const int32_t nB = __popc(m), r = __popc(m & below);
         for (int32_t b0 = 0; b0 < nB; b0 += CSM_TILE) {
-            if (m >> lane & 1 && r >= b0 && r < b0 + CSM_TILE)
+            if (m >> lane & 1 && r >= b0 && r < b0 + CSM_TILE) {
                 w->dst[r - b0] = (int32_t)c0 + w0 + lane;
+                w->drow[r - b0] = ckv_row_of(p.row, p.row_len, lh, cap, w->dst[r - b0]);
+            }
             __syncwarp();
             const int32_t nb = nB - b0 < CSM_TILE ? nB - b0 : CSM_TILE;
             double dot[2][4];
@@ -486,6 +493,9 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
     int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
     int32_t *m_of = ckv_pol_h(x, PLAN_X), *nc_of = ckv_pol_h(x, PLAN_Y);
     ckv_gpu_policy_ws *w = x->ws;
+    ckv_status st = ckv_gpu_cache_take_map(c, err);
+    if (st)
+        return st;
     for (;;) {
         const int64_t rate = ckv_csm_rate(c->round, r_init, r_step, r_min, schedule);
         bool any = false;
@@ -515,8 +525,9 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         if (!any)
             break;
         cp.round = c->round;
-        ckv_status st = ckv_pol_upload_plan(x, err);
-        if (st)
+        cp.row = c->mapped ? c->row : nullptr;  // the map as the last round's fill left it
+        cp.row_len = c->row_len;
+        if ((st = ckv_pol_upload_plan(x, err)))
             return st;
         csm_init_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
             w->dest, x->act, x->T, x->cap);
@@ -536,7 +547,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
             w->dest, w->key_out, w->ival_out, w->partner, w->gap, w->margin, x->act, x->seg_b,
             x->x, x->y, x->cap);
         CKV_CUDA_LAUNCHED();
-        if ((st = ckv_pol_apply(x, max_m, err)))
+        if ((st = ckv_pol_apply(x, max_m, true, err)))
             return st;
         c->round++;
     }
@@ -595,7 +606,7 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
     double *dgap = dkey + n;
     int32_t *divl = reinterpret_cast<int32_t *>(dgap + n), *dpart = divl + n, *act = dpart + n;
     uint8_t *dflags = reinterpret_cast<uint8_t *>(act + 2);
-    const csm_params cp = {sinks, recent, C, partition, 0, 0, 1, 1};
+    const csm_params cp = {sinks, recent, C, partition, 0, 0, 1, 1, nullptr, nullptr};
     const int32_t mid = T - recent - sinks, chunks = mid > 0 ? (mid + C - 1) / C : 0;
     if (e == cudaSuccess)
         e = cudaMemcpy(k, host_k, n * d * elem, cudaMemcpyHostToDevice);

@@ -22,6 +22,7 @@
 #include "decoder_ops.h"
 #include "prefill_plan.h"
 #include "quant.h"
+#include "splitmix.h"
 
 // Ranges a prefill chunk's attention may split each list into (the plan in
 // kernels/cuda_attention.cu picks fewer where lists are short).
@@ -455,6 +456,8 @@ extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
     cudaFree(c->score);
     cudaFree(c->len_d);
     cudaFree(c->pos_d);
+    cudaFree(c->row);
+    cudaFree(c->row_len);
     free(c->len_h);
     free(c);
 }
@@ -489,6 +492,11 @@ extern "C" int32_t ckv_gpu_cache_round(const ckv_gpu_cache *c)
     return c->round;
 }
 
+extern "C" bool ckv_gpu_cache_mapped(const ckv_gpu_cache *c)
+{
+    return c->mapped;
+}
+
 extern "C" void ckv_gpu_cache_set_round(ckv_gpu_cache *c, int32_t round)
 {
     c->round = round;
@@ -514,6 +522,57 @@ extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
     CKV_CUDA(cudaStreamSynchronize(0));
     c->n_pos = 0;
     c->round = 0;
+    c->mapped = false;
+    return CKV_OK;
+}
+
+ckv_status ckv_gpu_cache_take_map(ckv_gpu_cache *c, ckv_error *err)
+{
+    if (c->row && c->row_len)
+        return CKV_OK;
+    const size_t lists = (size_t)c->n_layer * c->n_head_kv;
+    const size_t row_bytes = lists * c->capacity * sizeof(int32_t);
+    ckv_status st = c->row ? CKV_OK : dalloc(&c->bytes, &c->row, row_bytes, err);
+    if (!st)
+        st = dalloc(&c->bytes, &c->row_len, lists * sizeof(int32_t), err);
+    if (st) {  // neither or both: a half-taken map must not pass for one
+        if (c->row) {
+            cudaFree(c->row);
+            c->bytes -= row_bytes;
+        }
+        c->row = NULL;
+        return st;
+    }
+    c->mapped = false;
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_cache_scramble(ckv_gpu_cache *c, uint64_t seed, ckv_error *err)
+{
+    ckv_status st = ckv_gpu_cache_take_map(c, err);
+    if (st)
+        return st;
+    const size_t lists = (size_t)c->n_layer * c->n_head_kv, cap = c->capacity;
+    int32_t *row = static_cast<int32_t *>(malloc(lists * cap * sizeof(int32_t)));
+    if (!row)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory scrambling rows");
+    for (size_t j = 0; j < lists; j++) {
+        int32_t *r = row + j * cap;
+        for (size_t s = 0; s < cap; s++)
+            r[s] = (int32_t)s;
+        for (int32_t s = c->len_h[j] - 1; s > 0; s--) {  // Fisher-Yates
+            const int32_t o = (int32_t)(ckv_splitmix64(&seed) % (uint64_t)(s + 1)), t = r[s];
+            r[s] = r[o];
+            r[o] = t;
+        }
+    }
+    cudaError_t e = cudaMemcpy(c->row, row, lists * cap * sizeof(int32_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(c->row_len, c->len_h, lists * sizeof(int32_t), cudaMemcpyHostToDevice);
+    free(row);
+    if (e != cudaSuccess)
+        return ckv_errorf(err, CKV_ERR_DEVICE, "cuda: scrambling rows: %s", cudaGetErrorString(e));
+    c->mapped = true;
     return CKV_OK;
 }
 
@@ -605,7 +664,53 @@ extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *
     memcpy(dst->len_h, src->len, lists * sizeof(int32_t));
     dst->n_pos = src->n_pos;
     dst->round = src->round;
+    dst->mapped = false;
     return CKV_OK;
+}
+
+// Puts a downloaded mapped cache's rows (dst, as the GPU holds them) back
+// in slot order: the host cache has no map.
+static ckv_status unmap_host(const ckv_gpu_cache *src, ckv_cache *dst, int32_t mx,
+                             ckv_error *err)
+{
+    const size_t lists = (size_t)src->n_layer * src->n_head_kv, hd = src->head_dim;
+    int32_t *row = static_cast<int32_t *>(malloc(lists * src->capacity * sizeof(int32_t)));
+    int32_t *row_len = static_cast<int32_t *>(malloc(lists * sizeof(int32_t)));
+    float *tmp = static_cast<float *>(malloc((size_t)mx * hd * sizeof(float)));
+    ckv_status st = row && row_len && (tmp || mx == 0)
+                        ? CKV_OK
+                        : ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory unmapping rows");
+    cudaError_t e = cudaSuccess;
+    if (!st && ((e = cudaMemcpy(row, src->row, lists * src->capacity * sizeof(int32_t),
+                                cudaMemcpyDeviceToHost)) != cudaSuccess ||
+                (e = cudaMemcpy(row_len, src->row_len, lists * sizeof(int32_t),
+                                cudaMemcpyDeviceToHost)) != cudaSuccess))
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: copying the row map: %s",
+                        cudaGetErrorString(e));
+    for (size_t j = 0; j < lists && !st; j++) {
+        const int32_t n = src->len_h[j], lh = (int32_t)j;
+        float *const arrays[2] = {dst->k, dst->v};
+        for (int a = 0; a < 2; a++) {
+            float *base = arrays[a] + j * dst->capacity * hd;
+            for (int32_t s = 0; s < n; s++)
+                memcpy(tmp + s * hd, base + ckv_row_of(row, row_len, lh, src->capacity, s) * hd,
+                       hd * sizeof(float));
+            memcpy(base, tmp, (size_t)n * hd * sizeof(float));
+        }
+        float *const per_row[2] = {dst->deg, src->score ? dst->score : NULL};
+        for (int a = 0; a < 2; a++) {
+            if (!per_row[a])
+                continue;
+            float *base = per_row[a] + j * dst->capacity;
+            for (int32_t s = 0; s < n; s++)
+                tmp[s] = base[ckv_row_of(row, row_len, lh, src->capacity, s)];
+            memcpy(base, tmp, (size_t)n * sizeof(float));
+        }
+    }
+    free(row);
+    free(row_len);
+    free(tmp);
+    return st;
 }
 
 extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst,
@@ -629,6 +734,8 @@ extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache
     if (dst->score && src->score &&
         (st = copy_lists(dst->score, dst->capacity, src->score, src->capacity, sizeof(float), mx,
                          lists, cudaMemcpyDeviceToHost, err)))
+        return st;
+    if (src->mapped && (st = unmap_host(src, dst, mx, err)))
         return st;
     memcpy(dst->len, src->len_h, lists * sizeof(int32_t));
     dst->n_pos = src->n_pos;
@@ -665,6 +772,15 @@ extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cach
             e = cudaMemcpy(c->pos_d, src->pos_d, sizeof(int64_t), d2d);
         if (e != cudaSuccess)
             st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: fork lengths: %s", cudaGetErrorString(e));
+    }
+    if (!st && src->mapped && !(st = ckv_gpu_cache_take_map(c, err)) &&
+        !(st = copy_lists(c->row, capacity, src->row, src->capacity, sizeof(int32_t), mx, lists,
+                          d2d, err))) {
+        const cudaError_t e =
+            cudaMemcpy(c->row_len, src->row_len, lists * sizeof(int32_t), d2d);
+        if (e != cudaSuccess)
+            st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: fork row map: %s", cudaGetErrorString(e));
+        c->mapped = true;
     }
     if (st) {
         ckv_gpu_cache_free(c);

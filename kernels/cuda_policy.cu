@@ -24,6 +24,11 @@ extern "C" bool ckv_gpu_policy_supported(const ckv_policy *p)
     return false;
 }
 
+extern "C" int32_t ckv_gpu_policy_entry_bytes(const ckv_policy *p)
+{
+    return strcmp(p->ops->name, "centroid") ? 0 : (int32_t)sizeof(int32_t);
+}
+
 static void ws_free(ckv_gpu_policy_ws *ws)
 {
     if (!ws)
@@ -149,6 +154,10 @@ static ckv_status ws_fill(ckv_gpu_policy_ws *ws, size_t lists, size_t n, size_t 
         {&ws->norm, n * sizeof(double)},
         {&ws->gap, n * sizeof(double)},
         {&ws->in_a, n},
+        {&ws->row_slot, n * sizeof(int32_t)},
+        {&ws->fill_to, n * sizeof(int32_t)},
+        {&ws->fill_from, n * sizeof(int32_t)},
+        {&ws->fill_n, lists * sizeof(int32_t)},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         ckv_status st = ws_alloc(ws, static_cast<void **>(want[i].p), want[i].bytes, err);
@@ -251,6 +260,12 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
         memset(trace->own_rows, 0, (size_t)lists * c->capacity);
     if (!strcmp(name, "full"))
         return CKV_OK;
+    // The other policies' kernels read and move rows in slot order.
+    if (c->mapped && strcmp(name, "centroid"))
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "cuda: policy %s on a cache whose rows centroid's calls mapped (reset "
+                          "or upload it first)",
+                          name);
 
     ckv_pol x;
     memset(&x, 0, sizeof x);
@@ -339,6 +354,11 @@ extern "C" ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err)
     CKV_CUDA(cudaMemset(c->deg, 0xff, n * sizeof(float)));
     if (c->score)
         CKV_CUDA(cudaMemset(c->score, 0xff, n * sizeof(float)));
+    // A poisoned map is no map: the next call maps afresh, and a round
+    // that read an entry its fill did not write would read -1.
+    if (c->row)
+        CKV_CUDA(cudaMemset(c->row, 0xff, n * sizeof(int32_t)));
+    c->mapped = false;
     int dev;
     ckv_status st = current_device(&dev, err);
     if (st)

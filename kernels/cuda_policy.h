@@ -41,6 +41,10 @@ struct ckv_gpu_policy_ws {
     // Merged degrees and scores, and per-slot maps, [lists][capacity].
     float *deg, *score;
     int32_t *dest, *newslot, *assign, *run_b, *run_e, *partner, *perm;
+    // The fill (cuda_compact.cu): each row's slot (-1: removed), the rows
+    // the holes are and the rows that move into them, in row order; then
+    // their count a list (fill_n, lists).
+    int32_t *row_slot, *fill_to, *fill_from, *fill_n;
     int32_t *ikey, *ikey_out, *ival, *ival_out;
     double *key, *key_out, *norm, *gap;
     uint8_t *in_a;
@@ -195,7 +199,10 @@ ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_erro
 // centroids, in double, in the CPU's order), compaction, lengths, assign.
 // max_sources: at most that many slots of a list merge into another; 0:
 // dest only keeps and evicts. Twin: ckv_list_apply.
-ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err);
+// fill: instead of shifting the survivors left in slot order, fill the rows
+// the step frees with the list's last rows and keep the slot order in the
+// cache's map (centroid's calls; the others keep rows in slot order).
+ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *err);
 
 // The policies.
 ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err);

@@ -102,7 +102,27 @@ struct ckv_gpu_cache {
     uint64_t id;     // unique per cache made, so a captured graph never outlives its cache
     int32_t round;  // CSM round counter, kept for the host cache (policies.md)
     size_t bytes;
+    // Where a slot's entry sits once centroid's decode-time calls fill the
+    // rows their merges free with the list's last rows instead of shifting
+    // every survivor (cuda_compact.cu, the fill): slot s < row_len[list] of
+    // a list is at row row[list][s], a later slot at its own row. The
+    // attention reads rows [0, len), whose order it does not depend on;
+    // what needs the slot order (the policies, a download) goes through the
+    // map. Taken at centroid's first call (row NULL until then); mapped
+    // false: every slot at its own row (a reset, upload or random fill).
+    int32_t *row, *row_len;
+    bool mapped;
 };
+
+// Allocates c's map (once; counted in its bytes), not yet mapped.
+ckv_status ckv_gpu_cache_take_map(ckv_gpu_cache *c, ckv_error *err);
+
+// Slot s of list lh's row under the map (row NULL: the slot's own).
+__host__ __device__ static inline int32_t ckv_row_of(const int32_t *row, const int32_t *row_len,
+                                                     int32_t lh, int32_t cap, int32_t s)
+{
+    return row && s < row_len[lh] ? row[(size_t)lh * cap + s] : s;
+}
 
 // Device memory counted into *total; the message names the size.
 ckv_status ckv_gpu_dalloc(size_t *total, void *pp, size_t bytes, ckv_error *err);

@@ -103,5 +103,6 @@ extern "C" ckv_status ckv_gpu_cache_fill_random(ckv_gpu_cache *c, int32_t entrie
     CKV_CUDA(cudaDeviceSynchronize());
     c->n_pos = n_pos;
     c->round = 0;
+    c->mapped = false;
     return CKV_OK;
 }

@@ -486,9 +486,21 @@ ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const 
     ckv_status st = ckv_gpu_cache_create_shape(&c, cfg->n_layer, cfg->n_head_kv, cfg->head_dim,
                                                grown, (ckv_policy_needs(p) & CKV_NEEDS_SCORE) != 0,
                                                dtype, err);
+    // EXPERIMENT (next/slot-map): CKV_EXP_SCRAMBLE=1 times centroid's call on
+    // a cache whose rows are in a random order of its slots, the far bound of
+    // what its earlier calls leave (unset: slot order, the near bound).
+    const char *exp = getenv("CKV_EXP_SCRAMBLE");
+    const bool scramble = exp && !strcmp(exp, "1") && !strcmp(p->ops->name, "centroid");
+    static bool said;
+    if (scramble && !said) {
+        said = true;
+        fprintf(stderr, "bench: CKV_EXP_SCRAMBLE=1: centroid's timed calls run on rows in a "
+                        "random order of their slots\n");
+    }
     for (int32_t i = -1; !st && i < runs; i++) {
         if ((st = ckv_gpu_cache_fill_random(c, grown, context + interval, bench_max_degree(budget),
-                                            seed + 7 * (uint64_t)(i + 1), err)))
+                                            seed + 7 * (uint64_t)(i + 1), err)) ||
+            (scramble && (st = ckv_gpu_cache_scramble(c, seed + 3 + 7 * (uint64_t)(i + 1), err))))
             break;
         ckv_gpu_cache_set_round(c, round);
         const double t0 = ckv_now();

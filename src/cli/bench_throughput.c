@@ -43,7 +43,8 @@ static void help(FILE *fp)
             "degree 1) and, per policy and budget b, compressed caches of ceil(b * T)\n"
             "entries (degrees averaging 1 / b). Sequences that fit = floor(cap / bytes of\n"
             "one sequence's cache), counting keys and values (of --kv-dtype) and fp32\n"
-            "degrees as the cache stores them, a compressed cache with room for the `interval` entries it grows\n"
+            "degrees as the cache stores them (and centroid's 4-byte slot-to-row map an\n"
+            "entry), a compressed cache with room for the `interval` entries it grows\n"
             "by between compressions; then at most --max-batch, and at most what free GPU\n"
             "memory holds. That whole batch is decoded: median step time of R steps after\n"
             "W warm-up ones (host call to the greedy next tokens on the host), tokens/s =\n"
@@ -219,7 +220,10 @@ static void init_row(tp_row *r, const opts *o, const ckv_config *cfg, const ckv_
         r->entries = (int32_t)entries;
         r->interval = ckv_policy_interval(p);
     }
-    r->seq_bytes = bench_cache_bytes(cfg, o->b.kv_dtype, r->entries + (double)r->interval);
+    const double room = r->entries + (double)r->interval;
+    r->seq_bytes = bench_cache_bytes(cfg, o->b.kv_dtype, room) +
+                   (p ? (double)cfg->n_layer * cfg->n_head_kv * room * ckv_gpu_policy_entry_bytes(p)
+                      : 0);
     r->cap_seqs = (int32_t)fmin(floor(o->kv_cap_gib * (1 << 30) / r->seq_bytes), INT32_MAX);
     r->seqs = r->cap_seqs;
     if (r->seqs > o->max_batch) {

@@ -24,6 +24,7 @@
 #include "decoder_ops.h"
 #include "matmul.h"
 #include "model.h"
+#include "policy.h"
 #include "quant.h"
 #include "sampler.h"
 #include "splitmix.h"
@@ -66,6 +67,9 @@
  * wrong index, mask or stage is off by order 1. */
 #define TOL_BF16_MMA 8e-3
 #define TOL_LOGITS 5e-2
+/* CentroidKV's merges in double in the CPU's order on both sides, rounded
+ * once to fp32 (tests/gpu/policy_parity.c's TOL_VALUE): one fp32 step. */
+#define TOL_MAPPED_CACHE 2.5e-7
 /* Queries against the CPU's: the window's and a decode step's. */
 #define TOL_QUERY 3e-2
 /* The caches after a prompt: the largest rel L2 of one (layer, KV head)
@@ -1509,6 +1513,75 @@ static void check_uploaded_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
     free(lg);
 }
 
+/* Centroid's GPU calls on a cache whose rows are out of slot order
+ * (kernels/cuda_compact.cu, the fill), and decode over it. The uploaded
+ * cache's rows are first put in a random order of its slots
+ * (ckv_gpu_cache_scramble: the hardest map a call gets), then three calls at
+ * half the prompt, each followed by four decode steps, so that the second
+ * and third run on the map a call left with rows appended past it. Before
+ * each call both sides start from the GPU cache's download (which puts its
+ * rows back in slot order); the GPU's call, downloaded, must then equal the
+ * CPU reference's on that start (CentroidKV's cosines agree bit for bit,
+ * so its decisions do), and the GPU's decode over its mapped cache the
+ * CPU's over the download. */
+static void check_mapped_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
+                               const int32_t *ids, int32_t len)
+{
+    const ckv_config *cf = &m->cfg;
+    const int32_t V = cf->n_vocab, cap = len + 16, budget = len / 2;
+    ckv_cache cc;
+    ckv_gpu_cache *gc;
+    ckv_policy p;
+    CHECK(ckv_policy_init(&p, "centroid", err));
+    CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, CKV_KV_F32, err));
+    CHECK(ckv_cpu_forward(cpu, &cc, ids, len, NULL, NULL, err));
+    CHECK(ckv_gpu_cache_upload(gc, &cc, err));
+    CHECK(ckv_gpu_cache_scramble(gc, 0x5c4a, err));
+    float *lc = xmalloc(sizeof(float) * V), *lg = xmalloc(sizeof(float) * V);
+    double worst = 0, worst_cache = 0;
+    kv_list worst_at = {0, 0, 'k'};
+    bool mapped = true;
+    int32_t at = len;
+    for (int call = 0; call < 3; call++) {
+        ckv_cache want;
+        kv_list where;
+        CHECK(ckv_gpu_cache_download(gc, &cc, err));
+        CHECK(ckv_cache_fork(&want, &cc, cap, err));
+        CHECK(ckv_policy_compress(&p, &want, budget, NULL, NULL, err));
+        CHECK(ckv_gpu_policy_compress(gc, &p, budget, NULL, NULL, NULL, err));
+        mapped &= ckv_gpu_cache_mapped(gc);
+        CHECK(ckv_gpu_cache_download(gc, &cc, err));
+        const double e = cc.round == want.round ? cache_err(&cc, &want, &where) : INFINITY;
+        if (e > worst_cache) {
+            worst_cache = e;
+            worst_at = where;
+        }
+        ckv_cache_free(&want);
+        for (int step = 0; step < 4; step++, at++) {
+            for (int32_t i = 0; i < V; i++)
+                lg[i] = NAN;
+            CHECK(ckv_cpu_forward(cpu, &cc, ids + at, 1, NULL, lc, err));
+            CHECK(ckv_gpu_forward(gpu, gc, ids + at, 1, NULL, lg, err));
+            worst = fmax(worst, rel_l2(lg, lc, (size_t)V));
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "centroid on a mapped cache (%d), 3 calls, downloaded", len);
+    report(what, mapped ? worst_cache : INFINITY, TOL_MAPPED_CACHE);
+    if (worst_cache > TOL_MAPPED_CACHE)
+        printf("  (worst: layer %d, head %d, %s; or a length, position or round differs)\n",
+               worst_at.layer, worst_at.head, part_name(worst_at.part));
+    snprintf(what, sizeof what, "  + 4 decode steps after each call");
+    report(what, mapped ? worst : INFINITY, TOL_LOGITS);
+    if (!mapped)
+        printf("  (a call left the rows in slot order: the map was not exercised)\n");
+    ckv_cache_free(&cc);
+    ckv_gpu_cache_free(gc);
+    free(lc);
+    free(lg);
+}
+
 /* The statistics SnapKV and H2O read: the rotated queries of the last W
  * prompt tokens, and every entry's accumulated attention after the prompt
  * (two chunks) and after one decode step. */
@@ -2115,6 +2188,8 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
     if (n_ids >= side + 2) {
         check_all_logits(&m, cpu, gpu, ids, side);
         check_uploaded_cache(&m, cpu, gpu, ids, side);
+        if (n_ids >= side + 12)
+            check_mapped_cache(&m, cpu, gpu, ids, side);
         check_window_and_scores(&m, cpu, gpu, ids, side);
     }
     for (int dt = CKV_KV_F32; dt <= CKV_KV_BF16 && n_ids >= side + 30; dt++)
