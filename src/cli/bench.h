@@ -133,6 +133,7 @@ enum {
     BENCH_OPT_OUT,            /* --out PATH */
     BENCH_OPT_KV_DTYPE,       /* --kv-dtype (cli_kv_dtype_parse) */
     BENCH_OPT_COPY_RATE,      /* --copy-rate (bench_copy_parse) */
+    BENCH_OPT_ROW_ORDER,      /* --row-order slot|random (bench_opts.rows_random) */
 };
 /* Their getopt_long entries, and --help's. */
 #define BENCH_LONGOPT_DEVICE {"device", required_argument, 0, BENCH_OPT_DEVICE}
@@ -142,6 +143,7 @@ enum {
 #define BENCH_LONGOPT_OUT {"out", required_argument, 0, BENCH_OPT_OUT}
 #define BENCH_LONGOPT_KV_DTYPE {"kv-dtype", required_argument, 0, BENCH_OPT_KV_DTYPE}
 #define BENCH_LONGOPT_COPY_RATE {"copy-rate", required_argument, 0, BENCH_OPT_COPY_RATE}
+#define BENCH_LONGOPT_ROW_ORDER {"row-order", required_argument, 0, BENCH_OPT_ROW_ORDER}
 #define BENCH_LONGOPT_HELP {"help", no_argument, 0, 'h'}
 typedef struct {
     const char *what; /* the subcommand ("decode"), for its messages */
@@ -150,6 +152,7 @@ typedef struct {
     ckv_kv_dtype kv_dtype;
     bench_copy copy;
     long long max_repeats; /* 1,000 where one repeat is a whole run, else 100,000 */
+    bool rows_random;      /* --row-order random */
 } bench_opts;
 /* A subcommand's own option c with argument arg (NULL for a flag) into its
  * options o: CLI_OK, or CLI_USAGE after printing a usage error. */
@@ -164,6 +167,12 @@ int bench_parse(int argc, char **argv, const struct option *longopts, bench_opts
 /* The help line of --kv-dtype. */
 #define BENCH_KV_DTYPE_HELP                                                                     \
     "  --kv-dtype T      how the KV caches store keys and values: f32 (default) or bf16\n"
+/* The help lines of --row-order. */
+#define BENCH_ROW_ORDER_HELP                                                                    \
+    "  --row-order O     where centroid's timed decode-time calls find each list's\n"             \
+    "                    rows: slot (default: in slot order, as after the prefill's\n"          \
+    "                    call) or random (a random order of the slots, the far bound\n"          \
+    "                    of what the fills of earlier calls leave)\n"
 
 
 /* A peer script (PyTorch, transformers) run in the same call as our
@@ -234,12 +243,14 @@ float bench_max_degree(double budget);
  * *median_ms: the median wall time of the calls (they return when the GPU
  * is done). Each call starts at CSM round `round` (the count the sequence
  * reached: a decode compression continues it); *rounds (may be NULL): the
- * CSM rounds of the last call. */
+ * CSM rounds of the last call. rows_random: centroid's calls run on a cache
+ * whose rows are in a random order of its slots (ckv_gpu_cache_scramble,
+ * after each fill; other policies take no mapped cache and ignore it). */
 ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const ckv_policy *p,
                                int32_t entries,
                                int32_t interval, int64_t context, double budget, int32_t round,
-                               int32_t runs, uint64_t seed, double *median_ms, int32_t *rounds,
-                               ckv_error *err);
+                               int32_t runs, uint64_t seed, bool rows_random, double *median_ms,
+                               int32_t *rounds, ckv_error *err);
 #endif
 
 #endif

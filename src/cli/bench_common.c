@@ -245,6 +245,12 @@ int bench_parse(int argc, char **argv, const struct option *longopts, bench_opts
         case BENCH_OPT_OUT: b->out = optarg; break;
         case BENCH_OPT_KV_DTYPE: ok = cli_kv_dtype_parse("bench", optarg, &b->kv_dtype); break;
         case BENCH_OPT_COPY_RATE: ok = bench_copy_parse(optarg, &b->copy); break;
+        case BENCH_OPT_ROW_ORDER:
+            if (strcmp(optarg, "slot") && strcmp(optarg, "random"))
+                return cli_usage_error("bench", "--row-order '%s': expected slot or random",
+                                       optarg);
+            b->rows_random = !strcmp(optarg, "random");
+            break;
         case 'h': help(stdout); return -1;
         case '?': return cli_usage_error("bench", "invalid option");
         default:
@@ -462,8 +468,8 @@ float bench_max_degree(double budget)
 ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const ckv_policy *p,
                                int32_t entries,
                                int32_t interval, int64_t context, double budget, int32_t round,
-                               int32_t runs, uint64_t seed, double *median_ms, int32_t *rounds,
-                               ckv_error *err)
+                               int32_t runs, uint64_t seed, bool rows_random, double *median_ms,
+                               int32_t *rounds, ckv_error *err)
 {
     const int32_t grown = entries + interval;
     const int32_t W = (int32_t)ckv_policy_param(p, "window", 0);
@@ -486,17 +492,7 @@ ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const 
     ckv_status st = ckv_gpu_cache_create_shape(&c, cfg->n_layer, cfg->n_head_kv, cfg->head_dim,
                                                grown, (ckv_policy_needs(p) & CKV_NEEDS_SCORE) != 0,
                                                dtype, err);
-    // EXPERIMENT (next/slot-map): CKV_EXP_SCRAMBLE=1 times centroid's call on
-    // a cache whose rows are in a random order of its slots, the far bound of
-    // what its earlier calls leave (unset: slot order, the near bound).
-    const char *exp = getenv("CKV_EXP_SCRAMBLE");
-    const bool scramble = exp && !strcmp(exp, "1") && !strcmp(p->ops->name, "centroid");
-    static bool said;
-    if (scramble && !said) {
-        said = true;
-        fprintf(stderr, "bench: CKV_EXP_SCRAMBLE=1: centroid's timed calls run on rows in a "
-                        "random order of their slots\n");
-    }
+    const bool scramble = rows_random && !strcmp(p->ops->name, "centroid");
     for (int32_t i = -1; !st && i < runs; i++) {
         if ((st = ckv_gpu_cache_fill_random(c, grown, context + interval, bench_max_degree(budget),
                                             seed + 7 * (uint64_t)(i + 1), err)) ||

@@ -112,6 +112,7 @@ static void help(FILE *fp)
             "                    GPU's stores)\n"
             "  --intervals LIST  decode steps between compressions for the decode share\n"
             "                    (--device cuda; default 16,32,64,128,256)\n"
+            BENCH_ROW_ORDER_HELP
             "  --out PATH        HDF5 file (default results/bench-compress.h5)\n"
             "  -h, --help        this help\n",
             STEP_REPEATS, STEP_WARMUP);
@@ -163,7 +164,7 @@ static int parse(int argc, char **argv, opts *o)
         {"intervals", required_argument, 0, 'i'},
         {"policies", required_argument, 0, 'p'},
         BENCH_LONGOPT_REPEATS, BENCH_LONGOPT_SEED, BENCH_LONGOPT_OUT, BENCH_LONGOPT_KV_DTYPE,
-        BENCH_LONGOPT_HELP,
+        BENCH_LONGOPT_ROW_ORDER, BENCH_LONGOPT_HELP,
         {0, 0, 0, 0},
     };
     *o = (opts){.b = {.what = "compress", .out = "results/bench-compress.h5", .seed = 1,
@@ -203,6 +204,9 @@ static int parse(int argc, char **argv, opts *o)
     if (o->intervals_s && !o->gpu)
         return cli_usage_error("bench", "--intervals: the decode share is measured on the GPU "
                                "only (--device cuda)");
+    if (o->b.rows_random && !o->gpu)
+        return cli_usage_error("bench", "--row-order random: only the GPU's cache keeps its "
+                               "rows through a map (--device cuda)");
     const char *intervals = o->intervals_s ? o->intervals_s : "16,32,64,128,256";
     if (o->gpu &&
         !bench_int_list("--intervals", intervals, 1, 1 << 20, o->interval, &o->n_interval, MAXL))
@@ -595,7 +599,8 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             ckv_status st = bench_time_compress(cfg, o->b.kv_dtype, p, r->budget, r->interval, T, frac,
                                                 round, (int32_t)o->b.repeats,
                                                 (uint64_t)o->b.seed + 1000 * (uint64_t)(*n),
-                                                &r->compress_ms, &r->rounds, err);
+                                                o->b.rows_random, &r->compress_ms, &r->rounds,
+                                                err);
             if (st == CKV_ERR_UNSUPPORTED) {
                 snprintf(r->note, sizeof r->note, "skipped: %.180s", err->msg);
                 continue;
@@ -808,8 +813,8 @@ static int run(int argc, char **argv, const opts *o)
                            "device", device, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "budget", o->budget_s, "repeats", repeats, "kmeans_iters",
                            KMEANS_ITERS, "kmeans_estimate", km_form, "kmeans_lazy", km_lazy,
-                           "kv_dtype",
-                           ckv_kv_dtype_name(o->b.kv_dtype)};
+                           "kv_dtype", ckv_kv_dtype_name(o->b.kv_dtype), "row_order",
+                           o->b.rows_random ? "random" : "slot"};
     const ckv_h5_table tables[] = {
         {"/compress", compress_fields, sizeof compress_fields / sizeof compress_fields[0],
          sizeof(compress_row), NULL, 0},

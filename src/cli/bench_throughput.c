@@ -76,6 +76,7 @@ static void help(FILE *fp)
             "  --repeats R       timed steps per point (default 10)\n"
             "  --seed S          weights, cache and token seed (default 1)\n"
             BENCH_KV_DTYPE_HELP
+            BENCH_ROW_ORDER_HELP
             "  --out PATH        HDF5 file (default results/bench-throughput.h5)\n"
             "  -h, --help        this help\n");
 }
@@ -122,7 +123,7 @@ static int parse(int argc, char **argv, opts *o)
         {"interval", required_argument, 0, 'i'},
         {"max-batch", required_argument, 0, 'm'},
         BENCH_LONGOPT_DEVICE, BENCH_LONGOPT_WARMUP, BENCH_LONGOPT_REPEATS, BENCH_LONGOPT_SEED,
-        BENCH_LONGOPT_OUT, BENCH_LONGOPT_KV_DTYPE, BENCH_LONGOPT_HELP,
+        BENCH_LONGOPT_OUT, BENCH_LONGOPT_KV_DTYPE, BENCH_LONGOPT_ROW_ORDER, BENCH_LONGOPT_HELP,
         {0, 0, 0, 0},
     };
     *o = (opts){.b = {.what = "throughput", .out = "results/bench-throughput.h5", .warmup = 3,
@@ -423,7 +424,8 @@ static int run(int argc, char **argv, const opts *o)
                                 ? bench_time_compress(&cfg, o->b.kv_dtype, p, r->entries,
                                                       r->interval,
                                                       r->context, r->budget, 0, runs, seed,
-                                                      &r->compress_ms, NULL, &err)
+                                                      o->b.rows_random, &r->compress_ms, NULL,
+                                                      &err)
                                 : CKV_OK;
             if (st == CKV_ERR_UNSUPPORTED) {
                 snprintf(r->note, sizeof r->note, "skipped: %.140s", err.msg);
@@ -454,7 +456,8 @@ static int run(int argc, char **argv, const opts *o)
     const char *attrs[] = {"format", "ckv-bench-throughput", "version", "1", "date", date,
                            "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "shape", o->shape, "kv_cap_gib", cap, "kv_dtype",
-                           ckv_kv_dtype_name(o->b.kv_dtype)};
+                           ckv_kv_dtype_name(o->b.kv_dtype), "row_order",
+                           o->b.rows_random ? "random" : "slot"};
     const ckv_h5_table table = {"/throughput", tp_fields, sizeof tp_fields / sizeof tp_fields[0],
                                 sizeof(tp_row), rows, n};
     rc = bench_write(o->b.out, attrs, sizeof attrs / sizeof attrs[0] / 2, &table, 1);

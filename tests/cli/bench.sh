@@ -33,6 +33,12 @@ for b in attention "decode --shape smollm2-135m --synthetic" throughput \
   check "$b --kv-dtype fp16 is a usage error" status_is 2 "$CKV" bench $b --kv-dtype fp16
   check "  naming the option and the value" grep -q -- "--kv-dtype: 'fp16'" "$tmp/err"
 done
+for b in throughput "compress --synthetic --tokens 512 --device cuda"; do
+  check "$b --row-order diagonal is a usage error" status_is 2 "$CKV" bench $b --row-order diagonal
+  check "  naming the option and the value" grep -q -- "--row-order 'diagonal': expected slot or random" "$tmp/err"
+  check "$b --row-order random passes the options (no GPU here)" status_is 1 \
+    "$CKV" bench $b --row-order random --out "$tmp/r.h5"
+done
 for b in attention "decode --shape smollm2-135m --synthetic"; do
   check "$b --copy-rate fast is a usage error" status_is 2 "$CKV" bench $b --copy-rate fast
   check "  naming the option and the value" grep -q -- "--copy-rate: 'fast'" "$tmp/err"
@@ -106,7 +112,7 @@ check "generate --peer none without a GPU fails too" status_is 1 \
 
 "$CKV" bench throughput --help >"$tmp/help"
 for opt in --shape --device --contexts --kv-cap --budgets --policies --interval --max-batch \
-           --warmup --repeats --seed --out; do
+           --warmup --repeats --seed --row-order --out; do
   check "throughput --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
 check "bench --help lists throughput" grep -q throughput <<<"$("$CKV" bench --help)"

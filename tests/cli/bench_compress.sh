@@ -19,7 +19,7 @@ set -uo pipefail
 
 "$CKV" bench compress --help >"$tmp/help"
 for opt in --synthetic --tokens --shape --layers --kv-heads --head-dim --seed --budget --policies \
-           --repeats --device --intervals --out iters=10 "n/a (cpu)"; do
+           --repeats --device --intervals --row-order --out iters=10 "n/a (cpu)"; do
   check "compress --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
 c=("$CKV" bench compress --synthetic)
@@ -34,6 +34,9 @@ check "--shape with --layers is a usage error" status_is 2 \
   "${c[@]}" --tokens 256 --shape smollm2-135m --layers 2
 check "--intervals without --device cuda is refused" status_is 2 "${c[@]}" --tokens 256 --intervals 64
 check "  saying the GPU only" grep -q "GPU only" "$tmp/err"
+check "--row-order random without --device cuda is refused" status_is 2 "${c[@]}" --tokens 256 \
+  --row-order random
+check "  saying the GPU's cache is the one with a map" grep -q -- "--row-order random: .*--device cuda" "$tmp/err"
 check "--intervals 0 is a usage error" status_is 2 "${c[@]}" --tokens 256 --device cuda --intervals 16,0
 check "--policies unknown is a usage error" status_is 2 "${c[@]}" --tokens 256 --policies centroid,lru
 check "--device tpu is a usage error" status_is 2 "${c[@]}" --tokens 256 --device tpu
