@@ -22,7 +22,7 @@
 #include "decoder_ops.h"
 #include "prefill_plan.h"
 #include "quant.h"
-#include "splitmix.h"
+#include "rng.h"
 
 // Ranges a prefill chunk's attention may split each list into (the plan in
 // kernels/cuda_attention.cu picks fewer where lists are short).
@@ -556,15 +556,13 @@ extern "C" ckv_status ckv_gpu_cache_scramble(ckv_gpu_cache *c, uint64_t seed, ck
     int32_t *row = static_cast<int32_t *>(malloc(lists * cap * sizeof(int32_t)));
     if (!row)
         return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory scrambling rows");
+    ckv_rng rng;
+    ckv_rng_seed(&rng, seed);
     for (size_t j = 0; j < lists; j++) {
         int32_t *r = row + j * cap;
         for (size_t s = 0; s < cap; s++)
             r[s] = (int32_t)s;
-        for (int32_t s = c->len_h[j] - 1; s > 0; s--) {  // Fisher-Yates
-            const int32_t o = (int32_t)(ckv_splitmix64(&seed) % (uint64_t)(s + 1)), t = r[s];
-            r[s] = r[o];
-            r[o] = t;
-        }
+        ckv_rng_shuffle(&rng, r, (size_t)c->len_h[j], sizeof *r);
     }
     cudaError_t e = cudaMemcpy(c->row, row, lists * cap * sizeof(int32_t), cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
