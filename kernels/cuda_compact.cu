@@ -612,6 +612,25 @@ __global__ void fill_mark_kernel(int32_t *row_slot, float *deg, float *score, co
     }
 }
 
+typedef cub::BlockScan<int32_t, SCAN_THREADS> FillScan;
+
+// Appends rows r .. r + SCAN_EACH - 1 of this thread whose flag is set to
+// out[count ..] in row order across the block, and adds the block's total
+// to count (every thread's).
+__device__ static void fill_append(FillScan::TempStorage &tmp,
+                                   int32_t (&flag)[SCAN_EACH], int32_t r, int32_t *out,
+                                   int32_t &count)
+{
+    int32_t at[SCAN_EACH], total;
+    FillScan(tmp).ExclusiveSum(flag, at, total);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < SCAN_EACH; i++)
+        if (flag[i])
+            out[count + at[i]] = r + i;
+    count += total;
+}
+
 // A block per list: the holes and the moving rows in row order (fill_to,
 // fill_from, fill_n), and the map of every slot whose row stays. Blocked,
 // SCAN_EACH consecutive rows a thread, as apply_scan_kernel.
@@ -620,8 +639,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 2)
                      int32_t *fill_n, const int32_t *row_slot, const int32_t *newslot,
                      const int32_t *newlen, const int32_t *act, const int32_t *T, int32_t cap)
 {
-    typedef cub::BlockScan<int32_t, SCAN_THREADS> Scan;
-    __shared__ typename Scan::TempStorage tmp;
+    __shared__ FillScan::TempStorage tmp;
     const int32_t lh = blockIdx.x;
     if (!act[lh])
         return;
@@ -630,7 +648,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 2)
     int32_t holes = 0, movers = 0;
     for (int32_t r0 = 0; r0 < len; r0 += SCAN_TILE) {
         const int32_t r = r0 + (int32_t)threadIdx.x * SCAN_EACH;
-        int32_t sl[SCAN_EACH], h[SCAN_EACH], m[SCAN_EACH], hx[SCAN_EACH], mx[SCAN_EACH], total;
+        int32_t sl[SCAN_EACH], h[SCAN_EACH], m[SCAN_EACH];
 #pragma unroll
         for (int i = 0; i < SCAN_EACH; i++) {
             sl[i] = r + i < len ? row_slot[base + r + i] : -1;
@@ -639,20 +657,8 @@ __global__ void __launch_bounds__(SCAN_THREADS, 2)
             if (r + i < n && sl[i] >= 0)
                 rmap[base + newslot[base + sl[i]]] = r + i;
         }
-        Scan(tmp).ExclusiveSum(h, hx, total);
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < SCAN_EACH; i++)
-            if (h[i])
-                fill_to[base + holes + hx[i]] = r + i;
-        holes += total;
-        Scan(tmp).ExclusiveSum(m, mx, total);
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < SCAN_EACH; i++)
-            if (m[i])
-                fill_from[base + movers + mx[i]] = r + i;
-        movers += total;
+        fill_append(tmp, h, r, fill_to + base, holes);
+        fill_append(tmp, m, r, fill_from + base, movers);
     }
     if (threadIdx.x == 0) {
         fill_n[lh] = holes;  // == movers: both are the rows below n that no survivor holds
