@@ -10,6 +10,7 @@
 #include "cuda.h"
 #include "cuda_bench.h"
 #include "cuda_check.h"
+#include "cuda_gemm_lt.h"
 #include "cuda_kernels.h"
 #include "decoder_ops.h"
 #include "quant.h"
@@ -347,6 +348,7 @@ ckv_status attention_check(ckv_bench_gpu *b, const ckv_attn_shape *s, uint64_t s
 struct GemmBufs {
     ckv_bf16 *w = NULL, *x = NULL, *hb = NULL;
     float *y = NULL, *gu = NULL;
+    ckv_gemm_lt *lt = NULL;  // c->lt's candidates
     int sets = 1;
 };
 
@@ -355,6 +357,7 @@ void gemm_free(GemmBufs *g)
     void *ps[] = {g->w, g->x, g->hb, g->y, g->gu};
     for (void *p : ps)
         cudaFree(p);
+    ckv_gemm_lt_free(g->lt);
 }
 
 // Weights uniform in +-1/sqrt(in), inputs in +-1: outputs of order 1.
@@ -380,6 +383,15 @@ ckv_status gemm_alloc(ckv_bench_gpu *b, const ckv_gemm_case *c, int sets, uint64
     } else if ((st = dalloc(&g->y, yn * sizeof(float), err))) {
         return st;
     }
+    if (c->lt) {
+        if ((st = ckv_gemm_lt_create(&g->lt, c->n, c->in, c->out, CKV_GEMM_LT_MAX, BLAS_WS,
+                                     err)))
+            return st;
+        if (ckv_gemm_lt_count(g->lt) < c->lt)
+            return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                              "bench: cublasLt has %d candidates for %d x %d -> %d, not %d",
+                              ckv_gemm_lt_count(g->lt), c->n, c->in, c->out, c->lt);
+    }
     CKV_CUDA(cudaStreamSynchronize(b->stream));
     return CKV_OK;
 }
@@ -388,6 +400,12 @@ ckv_status gemm_launch(ckv_bench_gpu *b, const ckv_gemm_case *c, const GemmBufs 
                        ckv_error *err)
 {
     const ckv_bf16 *w = g->w + (size_t)set * c->out * c->in;
+    if (c->lt) {
+        ckv_status st = ckv_gemm_lt_run(g->lt, c->lt - 1, c->swiglu ? g->gu : g->y, g->x, w,
+                                        b->stream, err);
+        return st || !c->swiglu ? st : ckv_k_swiglu(g->hb, g->gu, c->n, c->out / 2, b->stream,
+                                                    err);
+    }
     if (c->swiglu)
         return ckv_k_gemm_swiglu_via(b->blas, c->path, g->hb, g->gu, g->x, w, c->n, c->in,
                                      c->out / 2, err);
@@ -459,6 +477,9 @@ ckv_status gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64_t seed, G
 
 ckv_status gemm_args(const ckv_gemm_case *c, ckv_error *err)
 {
+    if (c->lt < 0 || c->lt > CKV_GEMM_LT_MAX)
+        return ckv_errorf(err, CKV_ERR_ARG, "bench: cublasLt candidate %d (1 to %d)", c->lt,
+                          CKV_GEMM_LT_MAX);
     if (c->n < 1 || c->in < 1 || c->out < 1 || (c->swiglu && c->out % 2))
         return ckv_errorf(err, CKV_ERR_ARG, "bench: GEMM %d x %d x %d%s is not valid", c->n,
                           c->in, c->out, c->swiglu ? " with SwiGLU (out must be even)" : "");
@@ -581,6 +602,77 @@ extern "C" ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, i
                        [&](int32_t r) { return gemm_launch(b, c, &g, r % g.sets, err); });
     gemm_free(&g);
     return st;
+}
+
+extern "C" ckv_status ckv_bench_gemm_lt_check(ckv_bench_gpu *b, const ckv_gemm_case *c,
+                                              uint64_t seed, double *rel_err, ckv_error *err)
+{
+    *rel_err = NAN;
+    ckv_status st = gemm_args(c, err);
+    if (st)
+        return st;
+    if (c->lt < 1 || c->swiglu)
+        return ckv_errorf(err, CKV_ERR_ARG,
+                          "bench: the cublasLt check takes a plain product's candidate");
+    const size_t yn = (size_t)c->n * c->out;
+    float *got = static_cast<float *>(malloc(yn * sizeof(float)));
+    float *ref = static_cast<float *>(malloc(yn * sizeof(float)));
+    double *want = static_cast<double *>(malloc(yn * sizeof(double)));
+    GemmBufs g;
+    ckv_gemm_case base = *c;
+    base.path = CKV_GEMM_CUBLAS;
+    base.lt = 0;
+    if (!got || !ref || !want)
+        st = ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of host memory for the check");
+    else
+        st = gemm_alloc(b, c, 1, seed, &g, err);
+    // Each output poisoned first, so that a launch that writes nothing fails.
+    const ckv_gemm_case *runs[2] = {c, &base};
+    float *outs[2] = {got, ref};
+    for (int i = 0; i < 2 && !st; i++) {
+        cudaError_t e = cudaMemsetAsync(g.y, 0xff, yn * sizeof(float), b->stream);
+        if (e == cudaSuccess && !(st = gemm_launch(b, runs[i], &g, 0, err)) &&
+            (e = cudaStreamSynchronize(b->stream)) == cudaSuccess)
+            e = cudaMemcpy(outs[i], g.y, yn * sizeof(float), cudaMemcpyDeviceToHost);
+        if (!st && e != cudaSuccess)
+            st = ckv_errorf(err, CKV_ERR_DEVICE, "bench: the cublasLt check: %s",
+                            cudaGetErrorString(e));
+    }
+    if (!st) {
+        for (size_t i = 0; i < yn; i++)
+            want[i] = ref[i];
+        *rel_err = rel_l2(got, want, yn);
+    }
+    gemm_free(&g);
+    free(got), free(ref), free(want);
+    return st;
+}
+
+extern "C" ckv_status ckv_bench_gemm_lt_names(ckv_bench_gpu *b, const ckv_gemm_case *c,
+                                              int32_t max, int32_t *count, char (*names)[160],
+                                              ckv_error *err)
+{
+    *count = 0;
+    ckv_status st = gemm_args(c, err);
+    if (st)
+        return st;
+    if (max < 0 || max > CKV_GEMM_LT_MAX)
+        return ckv_errorf(err, CKV_ERR_ARG, "bench: %d cublasLt candidates (0 to %d)", max,
+                          CKV_GEMM_LT_MAX);
+    CKV_CUDA(cudaSetDevice(b->device));
+    ckv_gemm_lt *p;
+    st = ckv_gemm_lt_create(&p, c->n, c->in, c->out, CKV_GEMM_LT_MAX, BLAS_WS, err);
+    if (st == CKV_ERR_UNSUPPORTED) {
+        memset(err, 0, sizeof *err);
+        return CKV_OK;
+    }
+    if (st)
+        return st;
+    *count = ckv_gemm_lt_count(p) < max ? ckv_gemm_lt_count(p) : max;
+    for (int32_t k = 0; k < *count; k++)
+        ckv_gemm_lt_name(p, k, names[k], sizeof names[k]);
+    ckv_gemm_lt_free(p);
+    return CKV_OK;
 }
 
 extern "C" ckv_status ckv_bench_same_sampled(const void *a, const void *b, size_t bytes,

@@ -75,12 +75,29 @@ typedef struct {
     ckv_gemm_path path;
     bool swiglu;
     int32_t n, in, out;
+    /* k >= 1: cuBLASLt's k-th candidate for the product (kernels/
+     * cuda_gemm_lt.h) in place of `path` (with swiglu, before ckv_k_swiglu
+     * as the cuBLAS path); 0: `path`. */
+    int32_t lt;
 } ckv_gemm_case;
 
 ckv_status ckv_bench_gemm_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64_t seed,
                                 double *rel_err, ckv_error *err);
 ckv_status ckv_bench_gemm(ckv_bench_gpu *b, const ckv_gemm_case *c, int32_t warmup,
                           int32_t repeats, uint64_t seed, ckv_bench_timing *t, ckv_error *err);
+/* How many of cuBLASLt's candidates (up to max, at most CKV_GEMM_LT_MAX;
+ * names holds max) c's product has, 0 where it has none, and each one's
+ * configuration in words (names[k], ckv_gemm_lt_name) for its row. The
+ * list is the one c.lt indexes: both ask the heuristic for
+ * CKV_GEMM_LT_MAX. */
+ckv_status ckv_bench_gemm_lt_names(ckv_bench_gpu *b, const ckv_gemm_case *c, int32_t max,
+                                   int32_t *count, char (*names)[160], ckv_error *err);
+/* The check of a cuBLASLt candidate (c->lt >= 1, a plain product) at its
+ * own shape, where a double-precision product on the host would take too
+ * long: against cuBLAS's path on the same inputs (itself checked against
+ * double by ckv_bench_gemm_check), the fp32 outputs' relative L2. */
+ckv_status ckv_bench_gemm_lt_check(ckv_bench_gpu *b, const ckv_gemm_case *c, uint64_t seed,
+                                   double *rel_err, ckv_error *err);
 
 /* Whether device buffers a and b hold the same `bytes` (a multiple of 4) at
  * 64 places spread evenly over them, 4 KiB each (the whole of a smaller

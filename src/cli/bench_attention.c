@@ -22,6 +22,8 @@
 #endif
 
 enum { MAXL = 16 };
+/* --gemm-lt's most: cuBLASLt's candidates timed per matrix and row count. */
+enum { MAX_LT = 8 };
 
 #define TOL_ATTN 1e-4 /* fp32 kernels against the fp32 twin: summation order only */
 /* The TF32 prefill kernel: q and p rounded to TF32 (u = 2^-11), k and v
@@ -31,12 +33,15 @@ enum { MAXL = 16 };
 /* Its bf16 form over bf16 lists: q and p rounded to bf16 (u = 2^-9), k and
  * v exact; as TOL_BF16_MMA of tests/gpu/parity.c, which derives it. */
 #define TOL_ATTN_BF16 8e-3
+#define TOL_GEMM 1e-4 /* fp32 accumulation of bf16 products against double */
+/* bf16 outputs: their rounding alone is up to half a step (2^-9) of each */
+#define TOL_SWIGLU 4e-3
 
 typedef struct {
     int32_t ctx[MAXL], batch[MAXL], group[MAXL], hd[MAXL], prefill[MAXL], rows[MAXL];
     int n_ctx, n_batch, n_group, n_hd, n_prefill, n_rows;
     bool bias_off, bias_on, scores_off, scores_on, gemm;
-    long long kv_heads;
+    long long kv_heads, gemm_lt;
     double max_gib;
     const char *peer, *peer_script, *python, *gemm_shape;
     bench_opts b;
@@ -93,6 +98,10 @@ static void help(FILE *fp)
             "                      (default llama3.1-8b; also mistral-7b, smollm2-135m)\n"
             "  --gemm-rows LIST    GEMM rows (tokens) (default 1,8,64,512,4096; the GEMV\n"
             "                      and fused rows at those up to 8)\n"
+            "  --gemm-lt K         also time cuBLASLt's first K heuristic candidates (0 to %d,\n"
+            "                      default 0) of each plain product, rows lt1..ltK, each\n"
+            "                      checked against cuBLAS's output on the same inputs\n"
+            "                      (rel L2 <= %.0e) and described in the config column\n"
             "  --max-gib X         skip shapes whose cache exceeds X GiB (default 32; the\n"
             "                      SDPA peer skips those whose inputs do)\n"
             "  --warmup W          untimed runs per shape (default 5; prefill at most 2)\n"
@@ -110,8 +119,8 @@ static void help(FILE *fp)
             "  --python PATH       interpreter for the peer (default python3)\n"
             "  -h, --help          this help\n",
             BENCH_MATMUL_FLOPS / 1e12, BENCH_TF32_FLOPS / 1e12,
-            TOL_ATTN_TF32, TOL_ATTN_BF16, TOL_ATTN, BENCH_COPY_MIB, BENCH_COPY_REPEATS,
-            BENCH_COPY_WARMUP);
+            TOL_ATTN_TF32, TOL_ATTN_BF16, TOL_ATTN, MAX_LT, TOL_GEMM, BENCH_COPY_MIB,
+            BENCH_COPY_REPEATS, BENCH_COPY_WARMUP);
 }
 
 /* An off|on|both choice of option opt: which of the two to measure; false
@@ -135,6 +144,7 @@ static int own_opt(void *p, int c, const char *arg)
     case 'g': o->group_s = arg; break;
     case 'D': o->hd_s = arg; break;
     case 'k': ok = cli_int("bench", "--kv-heads", arg, 1, 1024, &o->kv_heads); break;
+    case 'L': ok = cli_int("bench", "--gemm-lt", arg, 0, MAX_LT, &o->gemm_lt); break;
     case 'B': o->bias_s = arg; break;
     case 'A': o->scores_s = arg; break;
     case 'p': o->prefill_s = arg; break;
@@ -161,6 +171,7 @@ static int parse(int argc, char **argv, opts *o)
         {"prefill", required_argument, 0, 'p'},
         {"gemm-shape", required_argument, 0, 'G'},
         {"gemm-rows", required_argument, 0, 'n'},
+        {"gemm-lt", required_argument, 0, 'L'},
         {"max-gib", required_argument, 0, 'm'},
         {"peer", required_argument, 0, 'P'},
         {"peer-script", required_argument, 0, 'S'},
@@ -201,6 +212,9 @@ static int parse(int argc, char **argv, opts *o)
     ckv_error err = {0};
     if (o->gemm && ckv_model_preset(o->gemm_shape, &cfg, &err))
         return cli_usage_error("bench", "--gemm-shape: %s", err.msg);
+    if (o->gemm_lt && !o->gemm)
+        return cli_usage_error("bench", "--gemm-lt %lld: --gemm-shape none times no GEMMs",
+                               o->gemm_lt);
     if (o->peer && strcmp(o->peer, "sdpa"))
         return cli_usage_error("bench", "--peer: '%s' (the only peer is sdpa)", o->peer);
     return CLI_OK;
@@ -245,7 +259,9 @@ static const ckv_h5_field attn_fields[] = {
 
 typedef struct {
     char *name;  /* the projection: qkv, o, gate_up, down, lm_head */
-    char *path;  /* cublas, gemv; gate_up also: cublas+swiglu, gemv+swiglu (SwiGLU output) */
+    char *path;  /* cublas, gemv; gate_up also: cublas+swiglu, gemv+swiglu (SwiGLU output);
+                    lt1.. cuBLASLt's candidates of the plain product (--gemm-lt) */
+    char *config; /* an lt row's candidate (ckv_gemm_lt_name), else "" */
     int32_t rows, in, out;
     double median_us, min_us, max_us; /* each run alone (ckv_bench_timing) */
     double stream_us;                 /* the median back to back */
@@ -253,11 +269,13 @@ typedef struct {
     double flops, tflops, pct_matmul, bytes, gbps, pct_copy, pct_copy_stream;
     ckv_gemm_path via; /* what path names (not a column) */
     bool swiglu;
+    int32_t lt;          /* ckv_gemm_case.lt */
+    char config_buf[160]; /* config's storage */
 } gemm_row;
 
 #define FG(n, t) {#n, offsetof(gemm_row, n), t}
 static const ckv_h5_field gemm_fields[] = {
-    FG(name, CKV_H5_STR), FG(path, CKV_H5_STR), FG(rows, CKV_H5_I32), FG(in, CKV_H5_I32), FG(out, CKV_H5_I32),
+    FG(name, CKV_H5_STR), FG(path, CKV_H5_STR), FG(config, CKV_H5_STR), FG(rows, CKV_H5_I32), FG(in, CKV_H5_I32), FG(out, CKV_H5_I32),
     FG(median_us, CKV_H5_F64), FG(min_us, CKV_H5_F64), FG(max_us, CKV_H5_F64),
     FG(stream_us, CKV_H5_F64), FG(runs, CKV_H5_I32), FG(input_sets, CKV_H5_I32),
     FG(flops, CKV_H5_F64), FG(tflops, CKV_H5_F64), FG(pct_matmul, CKV_H5_F64),
@@ -354,9 +372,6 @@ static const char *gemm_path_name(ckv_gemm_path p, bool swiglu)
         return swiglu ? "gemv+swiglu" : "gemv";
     return swiglu ? "cublas+swiglu" : "cublas";
 }
-#define TOL_GEMM 1e-4 /* fp32 accumulation of bf16 products against double */
-/* bf16 outputs: their rounding alone is up to half a step (2^-9) of each */
-#define TOL_SWIGLU 4e-3
 
 /* Checks every (kind, head_dim, group, bias) the grid times on a small shape
  * of it; appends a summary to `log`. False when one fails. */
@@ -408,9 +423,9 @@ static bool run_checks(ckv_bench_gpu *b, const opts *o, const attn_row *rows, si
     /* Every GEMM path the table times, on small shapes (one GEMV width
      * ending inside a 32-column chunk, one output not a whole row group). */
     static const ckv_gemm_case gc[] = {
-        {CKV_GEMM_CUBLAS, false, 8, 4096, 512}, {CKV_GEMM_GEMV, false, 8, 4096, 512},
-        {CKV_GEMM_GEMV, false, 3, 200, 968},    {CKV_GEMM_CUBLAS, true, 8, 576, 3072},
-        {CKV_GEMM_GEMV, true, 8, 576, 3072},
+        {CKV_GEMM_CUBLAS, false, 8, 4096, 512, 0}, {CKV_GEMM_GEMV, false, 8, 4096, 512, 0},
+        {CKV_GEMM_GEMV, false, 3, 200, 968, 0},    {CKV_GEMM_CUBLAS, true, 8, 576, 3072, 0},
+        {CKV_GEMM_GEMV, true, 8, 576, 3072, 0},
     };
     for (size_t i = 0; o->gemm && i < sizeof gc / sizeof gc[0]; i++) {
         double e;
@@ -546,7 +561,7 @@ static const gemm_row *gemm_baseline(const gemm_row *g, size_t n, const gemm_row
 {
     for (size_t i = 0; i < n; i++)
         if (!strcmp(g[i].name, r->name) && g[i].rows == r->rows &&
-            g[i].via == CKV_GEMM_CUBLAS && g[i].swiglu == r->swiglu)
+            g[i].via == CKV_GEMM_CUBLAS && !g[i].lt && g[i].swiglu == r->swiglu)
             return &g[i];
     return NULL;
 }
@@ -555,7 +570,8 @@ static void print_gemm(const gemm_row *g, size_t n, const char *shape)
 {
     printf("\nGEMM (%s projections, bf16 x bf16 -> fp32; cuBLAS and the GEMV of\n"
            "kernels/cuda_gemv.cu; gate_up with its SwiGLU: cublas+swiglu is two launches,\n"
-           "gemv+swiglu one; \"vs cublas\": cuBLAS's time over this one)\n",
+           "gemv+swiglu one; lt1..: cuBLASLt's candidates, described after the row;\n"
+           "\"vs cublas\": cuBLAS's time over this one)\n",
            shape);
     printf("%-8s %-13s %6s %6s %7s %10s %10s %10s %10s %8s %5s %7s %6s %6s %9s\n", "matrix",
            "path", "rows", "in", "out", "median us", "min us", "max us", "b2b us", "TFLOP/s",
@@ -566,9 +582,9 @@ static void print_gemm(const gemm_row *g, size_t n, const char *shape)
                g[i].name, g[i].path, g[i].rows, g[i].in, g[i].out, g[i].median_us, g[i].min_us,
                g[i].max_us, g[i].stream_us, g[i].tflops, g[i].pct_matmul, g[i].gbps,
                g[i].pct_copy, g[i].pct_copy_stream);
-        if (base && g[i].via == CKV_GEMM_GEMV)
+        if (base && (g[i].via == CKV_GEMM_GEMV || g[i].lt))
             printf(" %9.2f", base->median_us / g[i].median_us);
-        printf("\n");
+        printf(g[i].lt ? "  %s\n" : "\n", g[i].config);
     }
 }
 
@@ -640,11 +656,14 @@ static void print_targets(const attn_row *rows, size_t n, bool peer, const bench
 
 /* The GEMMs of one layer's projections and the output matrix: cuBLAS at
  * every row count, the GEMV too up to CKV_GEMV_MAX_ROWS rows, and for the
- * gate|up projection at those rows its SwiGLU output both ways. */
-enum { GEMM_PER_SHAPE = 4 };
+ * gate|up projection at those rows its SwiGLU output both ways; then
+ * --gemm-lt's cuBLASLt candidates of each plain product. */
+enum { GEMM_PER_SHAPE = 4, GEMM_MAX = 5 * MAXL * (GEMM_PER_SHAPE + MAX_LT) };
 
 static size_t make_gemm(const opts *o, gemm_row *g)
 {
+    static const char *const lt_path[MAX_LT] = {"lt1", "lt2", "lt3", "lt4",
+                                                "lt5", "lt6", "lt7", "lt8"};
     ckv_config c;
     ckv_error err = {0};
     if (!o->gemm || ckv_model_preset(o->gemm_shape, &c, &err))
@@ -660,16 +679,19 @@ static size_t make_gemm(const opts *o, gemm_row *g)
     size_t n = 0;
     for (int i = 0; i < 5; i++)
         for (int r = 0; r < o->n_rows; r++)
-            for (int p = 0; p < GEMM_PER_SHAPE; p++) {
-                const bool few = o->rows[r] <= CKV_GEMV_MAX_ROWS, swiglu = p >= 2;
-                if ((p > 0 && !few) || (swiglu && strcmp(m[i].name, "gate_up")))
+            for (int p = 0; p < GEMM_PER_SHAPE + o->gemm_lt; p++) {
+                const bool few = o->rows[r] <= CKV_GEMV_MAX_ROWS, lt = p >= GEMM_PER_SHAPE,
+                           swiglu = p >= 2 && !lt;
+                if (!lt && ((p > 0 && !few) || (swiglu && strcmp(m[i].name, "gate_up"))))
                     continue;
                 gemm_row *x = &g[n++];
                 memset(x, 0, sizeof *x);
                 x->name = (char *)m[i].name;
-                x->via = via[p];
+                x->via = lt ? CKV_GEMM_CUBLAS : via[p];
                 x->swiglu = swiglu;
-                x->path = (char *)gemm_path_name(via[p], swiglu);
+                x->lt = lt ? p - GEMM_PER_SHAPE + 1 : 0;
+                x->path = lt ? (char *)lt_path[x->lt - 1] : (char *)gemm_path_name(via[p], swiglu);
+                x->config = x->config_buf;
                 x->rows = o->rows[r];
                 x->in = m[i].in;
                 x->out = m[i].out;
@@ -712,14 +734,37 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
                 r->kind, r->batch, r->group, r->head_dim, r->context,
                 r->degree_bias ? "on" : "off", r->kernel, r->median_us, r->stream_us);
     }
+    char names[MAX_LT][160];
+    int32_t found = 0;
     for (size_t i = 0; i < n_gemm; i++) {
+        gemm_row *x = &g[i];
         ckv_bench_timing t;
-        const ckv_gemm_case c = {g[i].via, g[i].swiglu, g[i].rows, g[i].in, g[i].out};
-        ckv_status st = ckv_bench_gemm(b, &c, (int32_t)o->b.warmup, (int32_t)o->b.repeats,
-                                       (uint64_t)o->b.seed + 1000 + i, &t, err);
-        if (st)
+        const ckv_gemm_case c = {x->via, x->swiglu, x->rows, x->in, x->out, x->lt};
+        ckv_status st;
+        if (x->lt == 1 && (st = ckv_bench_gemm_lt_names(b, &c, (int32_t)o->gemm_lt, &found,
+                                                        names, err)))
             return st;
-        FILL_TIMING(&g[i], t, o->b.copy.bps);
+        if (x->lt > found) {
+            snprintf(x->config_buf, sizeof x->config_buf, "none: cuBLASLt gave %d", found);
+            x->median_us = x->min_us = x->max_us = x->stream_us = x->gbps = x->tflops = NAN;
+            x->pct_copy = x->pct_copy_stream = x->pct_matmul = NAN;
+            continue;
+        }
+        if (x->lt) {
+            snprintf(x->config_buf, sizeof x->config_buf, "%s", names[x->lt - 1]);
+            double e;
+            if ((st = ckv_bench_gemm_lt_check(b, &c, (uint64_t)o->b.seed + 300 + i, &e, err)))
+                return st;
+            if (!(e <= TOL_GEMM))
+                return ckv_errorf(err, CKV_ERR_DEVICE,
+                                  "cuBLASLt's candidate %d (%s) of %s at %d rows: rel L2 %.2e "
+                                  "against cuBLAS, over %.0e",
+                                  x->lt, x->config, x->name, x->rows, e, TOL_GEMM);
+        }
+        if ((st = ckv_bench_gemm(b, &c, (int32_t)o->b.warmup, (int32_t)o->b.repeats,
+                                 (uint64_t)o->b.seed + 1000 + i, &t, err)))
+            return st;
+        FILL_TIMING(x, t, o->b.copy.bps);
     }
     return CKV_OK;
 }
@@ -732,11 +777,12 @@ static int run(int argc, char **argv, opts *o)
         return CLI_FAIL;
     size_t n = 0;
     attn_row *rows = make_grid(o, &n);
-    gemm_row gemm[5 * MAXL * GEMM_PER_SHAPE];
-    const size_t n_gemm = make_gemm(o, gemm);
+    gemm_row *gemm = calloc(GEMM_MAX, sizeof *gemm);
+    const size_t n_gemm = gemm ? make_gemm(o, gemm) : 0;
     char *cmdline = bench_command_line(argc, argv);
-    if (!rows || !cmdline) {
+    if (!rows || !gemm || !cmdline) {
         free(rows);
+        free(gemm);
         free(cmdline);
         fprintf(stderr, "ckv bench: out of memory\n");
         return CLI_FAIL;
@@ -792,6 +838,7 @@ static int run(int argc, char **argv, opts *o)
     }
     json_decref(peer_json);
     free(rows);
+    free(gemm);
     free(cmdline);
     return rc;
 }

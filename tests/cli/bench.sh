@@ -11,7 +11,7 @@ if "$CKV" devices >/dev/null 2>&1; then echo "a GPU is usable here: skipped"; ex
 
 "$CKV" bench attention --help >"$tmp/help"
 for opt in --device --contexts --batches --groups --head-dims --kv-heads --bias --scores --prefill \
-           --gemm-shape --gemm-rows --max-gib --warmup --repeats --seed --out --peer \
+           --gemm-shape --gemm-rows --gemm-lt --max-gib --warmup --repeats --seed --out --peer \
            --peer-script --python --copy-rate; do
   check "attention --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
@@ -26,6 +26,11 @@ check "--scores maybe is a usage error" status_is 2 "$CKV" bench attention --sco
 check "  naming the option" grep -q -- "--scores" "$tmp/err"
 check "--gemm-shape unknown is a usage error" status_is 2 "$CKV" bench attention --gemm-shape gpt-5
 check "  listing the known shapes" grep -q "llama3.1-8b" "$tmp/err"
+check "--gemm-lt 9 is a usage error" status_is 2 "$CKV" bench attention --gemm-lt 9
+check "  naming the option" grep -q -- "--gemm-lt" "$tmp/err"
+check "--gemm-lt with --gemm-shape none is a usage error" status_is 2 \
+  "$CKV" bench attention --gemm-lt 2 --gemm-shape none
+check "  saying why" grep -q -- "--gemm-shape none times no GEMMs" "$tmp/err"
 check "--peer torch is a usage error" status_is 2 "$CKV" bench attention --peer torch
 check "an unknown benchmark is a usage error" status_is 2 "$CKV" bench nothing
 for b in attention "decode --shape smollm2-135m --synthetic" throughput \
