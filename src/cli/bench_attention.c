@@ -73,7 +73,9 @@ static void help(FILE *fp)
             "an idle stream and waited for: the host's launch latency included), and the\n"
             "median of the same runs back to back (b2b: enqueued with an event between two\n"
             "and one wait at the end, as the decoder's graph runs its kernels; the SDPA\n"
-            "peer likewise); inputs rotated over copies\n"
+            "peer likewise); the shapes timed smallest cache first (a shape timed after a\n"
+            "larger cache was freed in the same process ran 10-15%% slower; the /attention\n"
+            "column timed gives each row's place); inputs rotated over copies\n"
             "so that runs read device memory, not L2; bytes read (keys, values, degrees\n"
             "when biased), GB/s and %% of the copy bandwidth (--copy-rate); FLOPs, %% of %.0f\n"
             "TFLOP/s (measured bf16 matrix rate) and %% of %.0f TFLOP/s (%%tf32: dense TF32 is\n"
@@ -232,6 +234,7 @@ typedef struct {
     double median_us, min_us, max_us; /* each run alone (ckv_bench_timing) */
     double stream_us;                 /* the median back to back */
     int32_t runs, input_sets;
+    int32_t timed; /* its place in the timing order (time_all), from 1; 0: not timed */
     double bytes, gbps, pct_copy, pct_copy_stream, flops, tflops, pct_matmul, pct_tf32;
     double sdpa_fp32_us, sdpa_bf16_us, sdpa_fp32_stream_us, sdpa_bf16_stream_us;
     char *sdpa_fp32_backend, *sdpa_bf16_backend;
@@ -248,6 +251,7 @@ static const ckv_h5_field attn_fields[] = {
     FA(scores, CKV_H5_I32),
     FA(median_us, CKV_H5_F64), FA(min_us, CKV_H5_F64), FA(max_us, CKV_H5_F64),
     FA(stream_us, CKV_H5_F64), FA(runs, CKV_H5_I32), FA(input_sets, CKV_H5_I32),
+    FA(timed, CKV_H5_I32),
     FA(bytes, CKV_H5_F64), FA(gbps, CKV_H5_F64), FA(pct_copy, CKV_H5_F64),
     FA(pct_copy_stream, CKV_H5_F64), FA(flops, CKV_H5_F64), FA(tflops, CKV_H5_F64),
     FA(pct_matmul, CKV_H5_F64), FA(pct_tf32, CKV_H5_F64), FA(sdpa_fp32_us, CKV_H5_F64),
@@ -704,11 +708,32 @@ static size_t make_gemm(const opts *o, gemm_row *g)
     return n;
 }
 
+/* Row a's place before row b's in the timing order: fewer bytes first, then
+ * the grid's order. */
+static int by_bytes(const void *a, const void *b)
+{
+    const attn_row *x = *(const attn_row *const *)a, *y = *(const attn_row *const *)b;
+    return x->bytes != y->bytes ? (x->bytes > y->bytes) - (x->bytes < y->bytes)
+                                : (x > y) - (x < y);
+}
+
+/* The grid is timed smallest cache first: in a process that has made and
+ * freed a larger cache, a later, smaller shape ran 10-15% slower (batch 1
+ * at 32K and 128K after batch 64 at 128K; not the clock, which held, and a
+ * fresh process was fast at once: ZZ135, ZZ137). Each row keeps its grid
+ * index's seed. */
 static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size_t n,
                            gemm_row *g, size_t n_gemm, ckv_error *err)
 {
-    for (size_t i = 0; i < n; i++) {
-        attn_row *r = &rows[i];
+    attn_row **order = malloc((n ? n : 1) * sizeof *order);
+    if (!order)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "bench: out of memory");
+    for (size_t i = 0; i < n; i++)
+        order[i] = &rows[i];
+    qsort(order, n, sizeof *order, by_bytes);
+    for (size_t k = 0; k < n; k++) {
+        attn_row *r = order[k];
+        const size_t i = (size_t)(r - rows);
         r->status = r->note;
         snprintf(r->note, sizeof r->note, "ok");
         if (r->bytes > o->max_gib * (double)(1u << 30)) {
@@ -724,8 +749,11 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
                       repeats = (int32_t)(prefill && o->b.repeats > 10 ? 10 : o->b.repeats);
         ckv_status st =
             ckv_bench_attention(b, &s, warmup, repeats, (uint64_t)o->b.seed + i, &t, err);
-        if (st)
+        if (st) {
+            free(order);
             return st;
+        }
+        r->timed = (int32_t)k + 1;
         FILL_TIMING(r, t, o->b.copy.bps);
         r->pct_tf32 = 100.0 * r->tflops * 1e12 / BENCH_TF32_FLOPS;
         r->kernel = (char *)t.kernel;
@@ -734,6 +762,7 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
                 r->kind, r->batch, r->group, r->head_dim, r->context,
                 r->degree_bias ? "on" : "off", r->kernel, r->median_us, r->stream_us);
     }
+    free(order);
     char names[MAX_LT][160];
     int32_t found = 0;
     for (size_t i = 0; i < n_gemm; i++) {
