@@ -482,11 +482,13 @@ static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t
         return;
     }
     fprintf(f, "kind,batch,kv_heads,group,head_dim,context,queries,bias\n");
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(rows[i].status, "ok") && !rows[i].scores)
-            fprintf(f, "%s,%d,%d,%d,%d,%d,%d,%d\n", rows[i].kind, rows[i].batch, rows[i].kv_heads,
-                    rows[i].group, rows[i].head_dim, rows[i].context, rows[i].queries,
-                    rows[i].degree_bias);
+    /* In the order the rows were timed (time_all), which the peer keeps. */
+    for (int32_t k = 1; k <= (int32_t)n; k++)
+        for (size_t i = 0; i < n; i++)
+            if (rows[i].timed == k && !strcmp(rows[i].status, "ok") && !rows[i].scores)
+                fprintf(f, "%s,%d,%d,%d,%d,%d,%d,%d\n", rows[i].kind, rows[i].batch,
+                        rows[i].kv_heads, rows[i].group, rows[i].head_dim, rows[i].context,
+                        rows[i].queries, rows[i].degree_bias);
     fclose(f);
     snprintf(args, sizeof args,
              "--shapes '%s' --warmup %lld --repeats %lld --seed %lld --max-gib %g --copy-bps %.6g",
