@@ -73,9 +73,10 @@ static void help(FILE *fp)
             "an idle stream and waited for: the host's launch latency included), and the\n"
             "median of the same runs back to back (b2b: enqueued with an event between two\n"
             "and one wait at the end, as the decoder's graph runs its kernels; the SDPA\n"
-            "peer likewise); the shapes timed smallest cache first (a shape timed after a\n"
-            "larger cache was freed in the same process ran 10-15%% slower; the /attention\n"
-            "column timed gives each row's place); inputs rotated over copies\n"
+            "peer likewise); decode shapes timed before prefills, each by fewest bytes read\n"
+            "first (a shape timed after a larger cache was freed in the same process ran\n"
+            "10-15%% slower; the /attention column timed gives each row's place, and the\n"
+            "peer times its shapes in that order); inputs rotated over copies\n"
             "so that runs read device memory, not L2; bytes read (keys, values, degrees\n"
             "when biased), GB/s and %% of the copy bandwidth (--copy-rate); FLOPs, %% of %.0f\n"
             "TFLOP/s (measured bf16 matrix rate) and %% of %.0f TFLOP/s (%%tf32: dense TF32 is\n"
@@ -234,7 +235,7 @@ typedef struct {
     double median_us, min_us, max_us; /* each run alone (ckv_bench_timing) */
     double stream_us;                 /* the median back to back */
     int32_t runs, input_sets;
-    int32_t timed; /* its place in the timing order (time_all), from 1; 0: not timed */
+    int32_t timed; /* its place among the rows timed (time_all), 1, 2, ...; 0: not timed */
     double bytes, gbps, pct_copy, pct_copy_stream, flops, tflops, pct_matmul, pct_tf32;
     double sdpa_fp32_us, sdpa_bf16_us, sdpa_fp32_stream_us, sdpa_bf16_stream_us;
     char *sdpa_fp32_backend, *sdpa_bf16_backend;
@@ -482,14 +483,26 @@ static void run_peer(const opts *o, attn_row *rows, size_t n, char *note, size_t
         return;
     }
     fprintf(f, "kind,batch,kv_heads,group,head_dim,context,queries,bias\n");
-    /* In the order the rows were timed (time_all), which the peer keeps. */
-    for (int32_t k = 1; k <= (int32_t)n; k++)
-        for (size_t i = 0; i < n; i++)
-            if (rows[i].timed == k && !strcmp(rows[i].status, "ok") && !rows[i].scores)
-                fprintf(f, "%s,%d,%d,%d,%d,%d,%d,%d\n", rows[i].kind, rows[i].batch,
-                        rows[i].kv_heads, rows[i].group, rows[i].head_dim, rows[i].context,
-                        rows[i].queries, rows[i].degree_bias);
-    fclose(f);
+    /* In the order the rows were timed (time_all), which the peer keeps:
+     * place k - 1 of `at` holds the row timed k-th. */
+    size_t *at = malloc((n ? n : 1) * sizeof *at), m = 0;
+    for (size_t i = 0; at && i < n; i++)
+        if (rows[i].timed > 0 && (size_t)rows[i].timed <= n) {
+            at[rows[i].timed - 1] = i;
+            m++;
+        }
+    for (size_t k = 0; at && k < m; k++) {
+        const attn_row *r = &rows[at[k]];
+        if (!strcmp(r->status, "ok") && !r->scores)
+            fprintf(f, "%s,%d,%d,%d,%d,%d,%d,%d\n", r->kind, r->batch, r->kv_heads, r->group,
+                    r->head_dim, r->context, r->queries, r->degree_bias);
+    }
+    free(at);
+    if (fclose(f) || !at) {
+        snprintf(note, note_size, "sdpa not run: cannot write %s", csv);
+        bench_peer_close(&p);
+        return;
+    }
     snprintf(args, sizeof args,
              "--shapes '%s' --warmup %lld --repeats %lld --seed %lld --max-gib %g --copy-bps %.6g",
              csv, o->b.warmup, o->b.repeats, o->b.seed, o->max_gib, o->b.copy.bps);
@@ -710,20 +723,25 @@ static size_t make_gemm(const opts *o, gemm_row *g)
     return n;
 }
 
-/* Row a's place before row b's in the timing order: fewer bytes first, then
- * the grid's order. */
+/* Row a's place before row b's in the timing order: decode rows before
+ * prefill rows (a prefill's queries and outputs, which its bytes leave
+ * out, can outweigh its cache), each by fewer bytes read, then in the
+ * grid's order. */
 static int by_bytes(const void *a, const void *b)
 {
     const attn_row *x = *(const attn_row *const *)a, *y = *(const attn_row *const *)b;
+    const int px = x->queries > 1, py = y->queries > 1;
+    if (px != py)
+        return px - py;
     return x->bytes != y->bytes ? (x->bytes > y->bytes) - (x->bytes < y->bytes)
                                 : (x > y) - (x < y);
 }
 
-/* The grid is timed smallest cache first: in a process that has made and
- * freed a larger cache, a later, smaller shape ran 10-15% slower (batch 1
- * at 32K and 128K after batch 64 at 128K; not the clock, which held, and a
- * fresh process was fast at once: ZZ135, ZZ137). Each row keeps its grid
- * index's seed. */
+/* The grid is timed smallest first (by_bytes): in a process that has made
+ * and freed a larger cache, a later, smaller shape ran 10-15% slower
+ * (batch 1 at 32K and 128K after batch 64 at 128K; not the clock, which
+ * held, and a fresh process was fast at once: ZZ135, ZZ137). Each row keeps
+ * its grid index's seed. */
 static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size_t n,
                            gemm_row *g, size_t n_gemm, ckv_error *err)
 {
@@ -733,6 +751,7 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
     for (size_t i = 0; i < n; i++)
         order[i] = &rows[i];
     qsort(order, n, sizeof *order, by_bytes);
+    int32_t placed = 0;  /* rows timed so far: the places run 1, 2, ... without gaps */
     for (size_t k = 0; k < n; k++) {
         attn_row *r = order[k];
         const size_t i = (size_t)(r - rows);
@@ -755,7 +774,7 @@ static ckv_status time_all(ckv_bench_gpu *b, const opts *o, attn_row *rows, size
             free(order);
             return st;
         }
-        r->timed = (int32_t)k + 1;
+        r->timed = ++placed;
         FILL_TIMING(r, t, o->b.copy.bps);
         r->pct_tf32 = 100.0 * r->tflops * 1e12 / BENCH_TF32_FLOPS;
         r->kernel = (char *)t.kernel;

@@ -15,8 +15,8 @@ for opt in --device --contexts --batches --groups --head-dims --kv-heads --bias 
            --peer-script --python --copy-rate; do
   check "attention --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
-check "attention --help says the shapes are timed smallest cache first" \
-  grep -q "timed smallest cache first" "$tmp/help"
+check "attention --help says the shapes are timed by fewest bytes read first" \
+  grep -q "each by fewest bytes read" "$tmp/help"
 check "bench --help lists attention" grep -q attention <<<"$("$CKV" bench --help)"
 check "--device cpu is a usage error" status_is 2 "$CKV" bench attention --device cpu
 check "  naming the GPU" grep -q "GPU only" "$tmp/err"
