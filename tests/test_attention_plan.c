@@ -42,6 +42,21 @@ Test(wave_splits, a_part_full_wave_takes_more_waves)
     cr_expect_eq(ckv_attention_wave_splits(312, 396), 5);
 }
 
+/* The 8B's serving batches at 8 KV heads a sequence, one wave of 396 places
+ * (docs/performance-notes.md, the eighty-second session):
+ *   9 sequences, 72 blocks:   w=1: 5, 360/396 = .91 -> 5
+ *   16 sequences, 128 blocks: w=1: 3, 384/396 = .97 -> 3
+ *   24 sequences, 192 blocks: w=1: 2, 384/396 = .97 -> 2
+ *   32 sequences, 256 blocks: w=1: 1, .65; w=2: 3, 768/792 = .97 -> 3
+ * (39 sequences, 312 blocks: 5 in four waves, above.) */
+Test(wave_splits, the_serving_batches)
+{
+    cr_expect_eq(ckv_attention_wave_splits(72, 396), 5);
+    cr_expect_eq(ckv_attention_wave_splits(128, 396), 3);
+    cr_expect_eq(ckv_attention_wave_splits(192, 396), 2);
+    cr_expect_eq(ckv_attention_wave_splits(256, 396), 3);
+}
+
 /* 397 blocks never fill 90% within 8 waves: w=2..8 give 1..7 splits at
  * 397/792 = .50, 794/1188 = .67, 1191/1584 = .75, 1588/1980 = .80,
  * 1985/2376 = .84, 2382/2772 = .86, 2779/3168 = .88: the fullest, 7. */
