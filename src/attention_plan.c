@@ -53,7 +53,14 @@ ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p)
         splits = CKV_ATTENTION_MAX_SPLITS;
     if (splits < 1)
         splits = 1;
-    int64_t len = ((int64_t)p->max_len + splits - 1) / splits;
+    // Equal ranges, or under many waves the last a quarter of the others:
+    // ceil(max_len / (splits - 1 + 1 / CKV_ATTENTION_TAIL_PART)).
+    const int64_t slots = (int64_t)p->resident * p->n_sm;
+    const int64_t parts = p->resident > 0 && splits > 1 &&
+                                  blocks * splits >= CKV_ATTENTION_TAIL_WAVES * slots
+                              ? (splits - 1) * CKV_ATTENTION_TAIL_PART + 1
+                              : splits * CKV_ATTENTION_TAIL_PART;
+    int64_t len = ((int64_t)p->max_len * CKV_ATTENTION_TAIL_PART + parts - 1) / parts;
     len = (len + p->tile - 1) / p->tile * p->tile;
     const ckv_k_attention_split r = {(int32_t)splits, (int32_t)(len > 0 ? len : p->tile)};
     return r;

@@ -75,8 +75,25 @@ typedef struct {
 int ckv_attention_decode_max_splits(int32_t max_len, double peak_bw);
 int ckv_attention_decode_long_range(double peak_bw);
 
+/* A decode launch of at least CKV_ATTENTION_TAIL_WAVES waves (blocks x
+ * splits over resident x n_sm places) makes each list's last range a
+ * CKV_ATTENTION_TAIL_PART-th of the others' length. The hardware hands out
+ * blocks in launch order, the last ranges last; after the last block
+ * starts, the places empty over about one block's time, and once fewer
+ * blocks are left than the copy rate needs (a block alone streams about 22
+ * GB/s on an H100: about 140 for 3.1 TB/s) the rate falls. Short last
+ * blocks shorten that drain (longest first, shortest last). Measured on an
+ * H100 (ZZ141-ZZ143, per-block traces): the 8B's 39 x 8K attention 446 ->
+ * 440 us, 39 x 32K 1,729 -> 1,698, 64 rows 0.6% faster, the 39 x 8K step
+ * 20.41 -> 20.20 ms. Under fewer waves the longer other ranges cost more
+ * than the drain saves (32 x 8K in 3 ranges, 1.94 waves: 364 -> 413 us;
+ * one-wave 9 x 32K: 418 -> 433), hence the bound. */
+#define CKV_ATTENTION_TAIL_WAVES 3
+#define CKV_ATTENTION_TAIL_PART 4
+
 /* Splits and their length: as above, then at most max_len / min_split,
- * what the scratch holds and CKV_ATTENTION_MAX_SPLITS, at least 1. */
+ * what the scratch holds and CKV_ATTENTION_MAX_SPLITS, at least 1; the
+ * length a multiple of tile, covering max_len (the last range's as above). */
 ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p);
 
 #ifdef __cplusplus

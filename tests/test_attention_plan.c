@@ -149,6 +149,51 @@ Test(split_plan, decode_ranges_in_steps_of_eight)
     cr_expect_eq(s.split_len, 136);
 }
 
+/* The serving batches after the step's append (8,193 and 32,769 entries;
+ * 396 places): 39 sequences, 312 blocks, 5 ranges (above) are 1,560 blocks,
+ * 3.94 waves, so the last range is a quarter: ceil(8193 / 4.25) = 1928 (a
+ * multiple of 8), 4 x 1928 = 7712, the last 481 entries. 64 sequences, 512
+ * blocks: 3 ranges (1,536 blocks, 3.88 waves): ceil(8193 / 2.25) = 3642, up
+ * to 3648, the last 8193 - 7296 = 897. 158 sequences at 2,049 entries, 1,264
+ * blocks: 2 ranges (w = 7: 2528 / 2772 = .91), 6.38 waves: ceil(2049 /
+ * 1.25) = 1640, the last 409. Under 3 waves the ranges stay equal: 9
+ * sequences (72 blocks, 5 ranges, 0.91 waves) ceil(32769 / 5) = 6554, up
+ * to 6560; 32 sequences (256 blocks, 3 ranges, 1.94 waves) ceil(8193 / 3) =
+ * 2731, up to 2736. */
+Test(split_plan, decode_last_range_a_quarter_under_many_waves)
+{
+    ckv_attention_plan_in p = decode_8b();
+    p.max_splits = 32;
+    p.n = 39;
+    p.blocks = 312;
+    ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 5);
+    cr_expect_eq(s.split_len, 1928);
+    p.n = 64;
+    p.blocks = 512;
+    s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 3);
+    cr_expect_eq(s.split_len, 3648);
+    p.n = 158;
+    p.blocks = 1264;
+    p.max_len = 2049;
+    s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 2);
+    cr_expect_eq(s.split_len, 1640);
+    p.n = 9;
+    p.blocks = 72;
+    p.max_len = 32769;
+    s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 5);
+    cr_expect_eq(s.split_len, 6560);
+    p.n = 32;
+    p.blocks = 256;
+    p.max_len = 8193;
+    s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 3);
+    cr_expect_eq(s.split_len, 2736);
+}
+
 /* A 512-row prefill chunk of SmolLM2 (9 query heads, head_dim 64) over 4096
  * entries: 8 row groups of 64 x 9 heads = 72 blocks; 4 per SM, rounded up:
  * ceil(528 / 72) = 8; ranges of 128 allow 32; the decoder's scratch holds
