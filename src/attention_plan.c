@@ -53,15 +53,20 @@ ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p)
         splits = CKV_ATTENTION_MAX_SPLITS;
     if (splits < 1)
         splits = 1;
-    // Equal ranges, or under many waves the last a quarter of the others:
-    // ceil(max_len / (splits - 1 + 1 / CKV_ATTENTION_TAIL_PART)).
-    const int64_t slots = (int64_t)p->resident * p->n_sm;
-    const int64_t parts = p->resident > 0 && splits > 1 &&
-                                  blocks * splits >= CKV_ATTENTION_TAIL_WAVES * slots
-                              ? (splits - 1) * CKV_ATTENTION_TAIL_PART + 1
-                              : splits * CKV_ATTENTION_TAIL_PART;
-    int64_t len = ((int64_t)p->max_len * CKV_ATTENTION_TAIL_PART + parts - 1) / parts;
+    int64_t len = ((int64_t)p->max_len + splits - 1) / splits;
     len = (len + p->tile - 1) / p->tile * p->tile;
+    // Under many waves the last range a quarter of the others: ceil(max_len
+    // / (splits - 1 + 1 / CKV_ATTENTION_TAIL_PART)), kept where the rounding
+    // leaves the last range some entries and the ranges' ends within int32
+    // (the kernels add split_len to a range's start in int).
+    const int64_t slots = (int64_t)p->resident * p->n_sm;
+    if (p->resident > 0 && splits > 1 && blocks * splits >= CKV_ATTENTION_TAIL_WAVES * slots) {
+        const int64_t parts = (splits - 1) * CKV_ATTENTION_TAIL_PART + 1;
+        int64_t t = ((int64_t)p->max_len * CKV_ATTENTION_TAIL_PART + parts - 1) / parts;
+        t = (t + p->tile - 1) / p->tile * p->tile;
+        if ((splits - 1) * t < p->max_len && splits * t <= INT32_MAX)
+            len = t;
+    }
     const ckv_k_attention_split r = {(int32_t)splits, (int32_t)(len > 0 ? len : p->tile)};
     return r;
 }

@@ -41,7 +41,7 @@ typedef struct {
     int resident;     /* blocks that fit on one SM at once, to plan whole
                          waves; 0: aim at per_sm per SM, rounded up */
     int per_sm;
-    int min_split;    /* no range shorter than this many entries */
+    int min_split;    /* no range but the last shorter than this many entries */
     int max_splits;   /* at most this many ranges (0: no bound but the scratch's
                          and CKV_ATTENTION_MAX_SPLITS) */
     int tile;         /* split_len is a multiple of it */
@@ -76,8 +76,10 @@ int ckv_attention_decode_max_splits(int32_t max_len, double peak_bw);
 int ckv_attention_decode_long_range(double peak_bw);
 
 /* A decode launch of at least CKV_ATTENTION_TAIL_WAVES waves (blocks x
- * splits over resident x n_sm places) makes each list's last range a
- * CKV_ATTENTION_TAIL_PART-th of the others' length. The hardware hands out
+ * splits over resident x n_sm places) makes the last range of a list of
+ * max_len entries a CKV_ATTENTION_TAIL_PART-th of the others' length
+ * (before the tile's rounding; a shorter list's last range is shorter or
+ * empty; equal ranges where the rounding would leave it empty). The hardware hands out
  * blocks in launch order, the last ranges last; after the last block
  * starts, the places empty over about one block's time, and once fewer
  * blocks are left than the copy rate needs (a block alone streams about 22

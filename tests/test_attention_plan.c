@@ -194,6 +194,35 @@ Test(split_plan, decode_last_range_a_quarter_under_many_waves)
     cr_expect_eq(s.split_len, 2736);
 }
 
+/* The bound is inclusive: 594 blocks (w = 3: 1188 / 594 = 2 splits, 1,188
+ * blocks, 3 waves exactly, full) take the short last range: ceil(8193 /
+ * 1.25) = 6555, up to 6560, the last 1,633 entries; 593 blocks (w = 3: 1188
+ * / 593 = 2, 1,186 blocks, fill 1186 / 1188) stay equal: ceil(8193 / 2) =
+ * 4097, up to 4104. Where the rounding would leave the last range empty the
+ * ranges stay equal: 312 blocks at 384 entries (5 ranges): ceil(1536 / 17)
+ * = 91, up to 96, and 4 x 96 = 384 fills the list, so 384 / 5 -> 80 (the
+ * last 64). */
+Test(split_plan, decode_last_range_bounds)
+{
+    ckv_attention_plan_in p = decode_8b();
+    p.max_splits = 32;
+    p.n = 64;
+    p.blocks = 594;
+    ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 2);
+    cr_expect_eq(s.split_len, 6560);
+    p.blocks = 593;
+    s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 2);
+    cr_expect_eq(s.split_len, 4104);
+    p.n = 39;
+    p.blocks = 312;
+    p.max_len = 384;
+    s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, 5);
+    cr_expect_eq(s.split_len, 80);
+}
+
 /* A 512-row prefill chunk of SmolLM2 (9 query heads, head_dim 64) over 4096
  * entries: 8 row groups of 64 x 9 heads = 72 blocks; 4 per SM, rounded up:
  * ceil(528 / 72) = 8; ranges of 128 allow 32; the decoder's scratch holds
