@@ -93,6 +93,24 @@ static ckv_attention_plan_in decode_8b(void)
     return p;
 }
 
+/* The 8B's decode plan for n rows (`blocks` of them a range) over max_len
+ * entries, at most 32 ranges (the decoder's bound), against the ranges and
+ * length derived by hand. */
+static void expect_decode(int32_t n, int64_t blocks, int32_t max_len, int32_t splits,
+                          int32_t split_len)
+{
+    ckv_attention_plan_in p = decode_8b();
+    p.max_splits = 32;
+    p.n = n;
+    p.blocks = blocks;
+    p.max_len = max_len;
+    const ckv_k_attention_split s = ckv_attention_split_plan(&p);
+    cr_expect_eq(s.splits, splits, "%d rows, %lld blocks, %d entries: %d ranges, not %d", n,
+                 (long long)blocks, max_len, s.splits, splits);
+    cr_expect_eq(s.split_len, split_len, "%d rows, %lld blocks, %d entries: ranges of %d, not %d",
+                 n, (long long)blocks, max_len, s.split_len, split_len);
+}
+
 /* 49 ranges (above); ceil(8193 / 49) = 168, a multiple of 8 already (of
  * 32 it would be 192). Ranges of 64 allow 129, the scratch thousands. */
 Test(split_plan, decode_fills_one_wave)
@@ -132,21 +150,8 @@ Test(split_plan, decode_bound_on_ranges)
  * ranges hold the list; of 32: 160, and 26 hold it). */
 Test(split_plan, decode_ranges_in_steps_of_eight)
 {
-    ckv_attention_plan_in p = decode_8b();
-    p.blocks = 64;
-    p.n = 8;
-    p.max_len = 1025;
-    p.max_splits = 32;
-    ckv_k_attention_split s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 6);
-    cr_expect_eq(s.split_len, 176);
-
-    p = decode_8b();
-    p.max_len = 4097;
-    p.max_splits = 32;
-    s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 32);
-    cr_expect_eq(s.split_len, 136);
+    expect_decode(8, 64, 1025, 6, 176);
+    expect_decode(1, 8, 4097, 32, 136);
 }
 
 /* The serving batches after the step's append (8,193 and 32,769 entries;
@@ -162,36 +167,11 @@ Test(split_plan, decode_ranges_in_steps_of_eight)
  * 2731, up to 2736. */
 Test(split_plan, decode_last_range_a_quarter_under_many_waves)
 {
-    ckv_attention_plan_in p = decode_8b();
-    p.max_splits = 32;
-    p.n = 39;
-    p.blocks = 312;
-    ckv_k_attention_split s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 5);
-    cr_expect_eq(s.split_len, 1928);
-    p.n = 64;
-    p.blocks = 512;
-    s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 3);
-    cr_expect_eq(s.split_len, 3648);
-    p.n = 158;
-    p.blocks = 1264;
-    p.max_len = 2049;
-    s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 2);
-    cr_expect_eq(s.split_len, 1640);
-    p.n = 9;
-    p.blocks = 72;
-    p.max_len = 32769;
-    s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 5);
-    cr_expect_eq(s.split_len, 6560);
-    p.n = 32;
-    p.blocks = 256;
-    p.max_len = 8193;
-    s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 3);
-    cr_expect_eq(s.split_len, 2736);
+    expect_decode(39, 312, 8193, 5, 1928);
+    expect_decode(64, 512, 8193, 3, 3648);
+    expect_decode(158, 1264, 2049, 2, 1640);
+    expect_decode(9, 72, 32769, 5, 6560);
+    expect_decode(32, 256, 8193, 3, 2736);
 }
 
 /* The bound is inclusive: 594 blocks (w = 3: 1188 / 594 = 2 splits, 1,188
@@ -204,23 +184,9 @@ Test(split_plan, decode_last_range_a_quarter_under_many_waves)
  * last 64). */
 Test(split_plan, decode_last_range_bounds)
 {
-    ckv_attention_plan_in p = decode_8b();
-    p.max_splits = 32;
-    p.n = 64;
-    p.blocks = 594;
-    ckv_k_attention_split s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 2);
-    cr_expect_eq(s.split_len, 6560);
-    p.blocks = 593;
-    s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 2);
-    cr_expect_eq(s.split_len, 4104);
-    p.n = 39;
-    p.blocks = 312;
-    p.max_len = 384;
-    s = ckv_attention_split_plan(&p);
-    cr_expect_eq(s.splits, 5);
-    cr_expect_eq(s.split_len, 80);
+    expect_decode(64, 594, 8193, 2, 6560);
+    expect_decode(64, 593, 8193, 2, 4104);
+    expect_decode(39, 312, 384, 5, 80);
 }
 
 /* A 512-row prefill chunk of SmolLM2 (9 query heads, head_dim 64) over 4096
