@@ -34,8 +34,9 @@ int64_t ckv_attention_wave_splits(int64_t blocks, int64_t slots)
 ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p)
 {
     const int64_t blocks = p->blocks > 0 ? p->blocks : 1;
+    const int64_t slots = (int64_t)p->resident * p->n_sm; /* places of a wave (resident > 0) */
     int64_t splits = p->resident > 0
-                         ? ckv_attention_wave_splits(blocks, (int64_t)p->resident * p->n_sm)
+                         ? ckv_attention_wave_splits(blocks, slots)
                          : ((int64_t)p->per_sm * p->n_sm + blocks - 1) / blocks;
     const int64_t by_len = ((int64_t)p->max_len + p->min_split - 1) / p->min_split;
     // The merged max and sum come first; a scratch without room for them
@@ -59,7 +60,6 @@ ckv_k_attention_split ckv_attention_split_plan(const ckv_attention_plan_in *p)
     // / (splits - 1 + 1 / CKV_ATTENTION_TAIL_PART)), kept where the rounding
     // leaves the last range some entries and the ranges' ends within int32
     // (the kernels add split_len to a range's start in int).
-    const int64_t slots = (int64_t)p->resident * p->n_sm;
     if (p->resident > 0 && splits > 1 && blocks * splits >= CKV_ATTENTION_TAIL_WAVES * slots) {
         const int64_t parts = (splits - 1) * CKV_ATTENTION_TAIL_PART + 1;
         int64_t t = ((int64_t)p->max_len * CKV_ATTENTION_TAIL_PART + parts - 1) / parts;
