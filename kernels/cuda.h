@@ -286,6 +286,25 @@ ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_
                                    const ckv_qwindow *qw, ckv_gpu_policy_trace *trace,
                                    void *stream, ckv_error *err);
 
+/* ckv_gpu_policy_compress over n distinct caches of one shape (n_layer,
+ * n_head_kv, head_dim, capacity, dtype, scores) in one call: each cache
+ * ends as its own call would leave it (its lists, round counter and map
+ * alone decide its work), but the launches, the plan upload and the waits
+ * are one call's, so a server compressing every sequence due at a step pays
+ * the call's fixed part once. The trace's arrays cover the caches' lists in
+ * order (n x n_layer x n_head_kv lists). The scratch is sized for all n
+ * caches at once (n times one cache's). SnapKV and K-Means compress one
+ * cache a call (ckv_gpu_policy_many; n > 1: CKV_ERR_UNSUPPORTED, nothing
+ * changed), as does a call past the kernels' int32 indexing (n x lists x
+ * capacity >= 2^31, or more than 65,535 lists): split it. */
+ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *c, int32_t n, const ckv_policy *p,
+                                        int32_t budget, const ckv_qwindow *qw,
+                                        ckv_gpu_policy_trace *trace, void *stream,
+                                        ckv_error *err);
+/* Whether ckv_gpu_policy_compress_many takes more than one cache a call for
+ * policy p. */
+bool ckv_gpu_policy_many(const ckv_policy *p);
+
 /* As ckv_policy_on_decode on the GPU cache. */
 ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,
                                     int64_t step, const ckv_qwindow *qw, bool *compressed,

@@ -597,7 +597,7 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             const bool csm = !strcmp(p->ops->name, "centroid");
             const int32_t round = csm ? round0 + csm_rounds(p, T, B, round0) : 0;
             ckv_status st = bench_time_compress(cfg, o->b.kv_dtype, p, r->budget, r->interval, T, frac,
-                                                round, (int32_t)o->b.repeats,
+                                                round, 1, 1, (int32_t)o->b.repeats,
                                                 (uint64_t)o->b.seed + 1000 * (uint64_t)(*n),
                                                 o->b.rows_random, &r->compress_ms, &r->rounds,
                                                 err);
