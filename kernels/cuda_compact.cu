@@ -886,7 +886,8 @@ __global__ void keep_mark_kernel(int32_t *dest, const double *key_out, const int
         ckv_pol_note_margin(margin + lh, key_out[pos] - key_out[pos + 1]);
 }
 
-ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err)
+ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, bool fill,
+                            ckv_error *err)
 {
     const int32_t *act = ckv_pol_h(x, PLAN_ACT), *T = ckv_pol_h(x, PLAN_T);
     int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
@@ -905,7 +906,7 @@ ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_erro
                                               x->ws->margin, x->act, x->T, x->seg_b, recent,
                                               budget - recent, x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, 0, false, err);
+    return ckv_pol_apply(x, 0, fill, err);
 }
 
 void ckv_pol_plan_over_budget(ckv_pol *x, int32_t budget)
@@ -917,7 +918,8 @@ void ckv_pol_plan_over_budget(ckv_pol *x, int32_t budget)
     }
 }
 
-// H2O ranks slots [0, T - recent) by their accumulated attention.
+// H2O ranks slots [0, T - recent) by their accumulated attention (slot t's
+// at its row).
 __global__ void h2o_key_kernel(ckv_pol_caches cs, double *key, int32_t *ival, const int32_t *act,
                                const int32_t *T, int32_t recent, int32_t cap)
 {
@@ -925,7 +927,8 @@ __global__ void h2o_key_kernel(ckv_pol_caches cs, double *key, int32_t *ival, co
     if (!act[lh] || t >= T[lh] - recent)
         return;
     const size_t i = (size_t)lh * cap + t;
-    key[i] = ckv_pol_list_of(cs, lh, cap, 0).score[t];
+    const ckv_pol_list li = ckv_pol_list_of(cs, lh, cap, 0);
+    key[i] = li.score[li.row_of(t)];
     ival[i] = t;
 }
 
@@ -936,14 +939,14 @@ ckv_status ckv_pol_h2o(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_erro
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
     if (!max_t)
         return CKV_OK;
-    ckv_status st = ckv_pol_upload_plan(x, err);
-    if (st)
+    ckv_status st = ckv_pol_take_maps(x, err);
+    if (st || (st = ckv_pol_upload_plan(x, err)))
         return st;
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
     h2o_key_kernel<<<slots, 256, 0, x->s>>>(x->tab, x->ws->key, x->ws->ival, x->act, x->T,
                                             recent, x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_keep_top(x, recent, budget, err);
+    return ckv_pol_keep_top(x, recent, budget, true, err);
 }
 
 // StreamingLLM keeps the first `sinks` and the last budget - sinks slots.
@@ -963,12 +966,12 @@ ckv_status ckv_pol_streaming(ckv_pol *x, const ckv_policy *p, int32_t budget, ck
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
     if (!max_t)
         return CKV_OK;
-    ckv_status st = ckv_pol_upload_plan(x, err);
-    if (st)
+    ckv_status st = ckv_pol_take_maps(x, err);
+    if (st || (st = ckv_pol_upload_plan(x, err)))
         return st;
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
     streaming_dest_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->act, x->T, sinks, budget,
                                                    x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, 0, false, err);
+    return ckv_pol_apply(x, 0, true, err);
 }

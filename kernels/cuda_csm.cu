@@ -505,11 +505,9 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
     int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
     int32_t *m_of = ckv_pol_h(x, PLAN_X), *nc_of = ckv_pol_h(x, PLAN_Y);
     ckv_gpu_policy_ws *w = x->ws;
-    for (int32_t i = 0; i < x->n; i++) {
-        ckv_status st = ckv_gpu_cache_take_map(x->cs[i], err);
-        if (st)
-            return st;
-    }
+    ckv_status st = ckv_pol_take_maps(x, err);
+    if (st)
+        return st;
     // Rounds until no list of any cache is over budget; a cache's round
     // counter (and so its rate) advances only with a round of its own lists,
     // as its own call's would.
@@ -545,8 +543,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         if (!any)
             break;
         // The table: each cache's round and its map as its last round's fill left it.
-        ckv_status st = ckv_pol_upload_plan(x, err);
-        if (st)
+        if ((st = ckv_pol_upload_plan(x, err)))
             return st;
         csm_init_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
             w->dest, x->act, x->T, x->cap);

@@ -13,20 +13,42 @@
 #include "cuda_check.h"
 #include "cuda_policy.h"
 
-static const char *const gpu_policies[] = {"full",   "streaming", "h2o",
-                                           "snapkv", "kmeans",    "centroid"};
+// The GPU policies and what their kernels take: several caches a call
+// (their lists through the call's table) and caches whose rows are mapped
+// (slots read through the map; their apply fills the rows it frees and
+// takes the map at the first call). SnapKV's and K-Means's kernels read
+// and move rows in slot order, one cache at a time.
+static const struct {
+    const char *name;
+    bool many, maps;
+} gpu_policies[] = {
+    {"full", true, false},     {"streaming", true, true}, {"h2o", true, true},
+    {"snapkv", false, false}, {"kmeans", false, false},  {"centroid", true, true},
+};
+
+static int policy_index(const ckv_policy *p)
+{
+    for (size_t i = 0; i < sizeof gpu_policies / sizeof gpu_policies[0]; i++)
+        if (!strcmp(p->ops->name, gpu_policies[i].name))
+            return (int)i;
+    return -1;
+}
 
 extern "C" bool ckv_gpu_policy_supported(const ckv_policy *p)
 {
-    for (size_t i = 0; i < sizeof gpu_policies / sizeof gpu_policies[0]; i++)
-        if (!strcmp(p->ops->name, gpu_policies[i]))
-            return true;
-    return false;
+    return policy_index(p) >= 0;
+}
+
+extern "C" bool ckv_gpu_policy_many(const ckv_policy *p)
+{
+    const int i = policy_index(p);
+    return i >= 0 && gpu_policies[i].many;
 }
 
 extern "C" int32_t ckv_gpu_policy_entry_bytes(const ckv_policy *p)
 {
-    return strcmp(p->ops->name, "centroid") ? 0 : (int32_t)sizeof(int32_t);
+    const int i = policy_index(p);
+    return i >= 0 && gpu_policies[i].maps ? (int32_t)sizeof(int32_t) : 0;
 }
 
 static void ws_free(ckv_gpu_policy_ws *ws)
@@ -116,6 +138,16 @@ ckv_status ckv_pol_smem_most(size_t *bytes, ckv_error *err)
     return CKV_OK;
 }
 
+ckv_status ckv_pol_take_maps(ckv_pol *x, ckv_error *err)
+{
+    for (int32_t i = 0; i < x->n; i++) {
+        ckv_status st = ckv_gpu_cache_take_map(x->cs[i], err);
+        if (st)
+            return st;
+    }
+    return CKV_OK;
+}
+
 int32_t ckv_pol_max_row(ckv_pol *x, int row)
 {
     const int32_t *act = ckv_pol_h(x, PLAN_ACT), *r = ckv_pol_h(x, row);
@@ -175,8 +207,12 @@ static ckv_status ws_fill(ckv_gpu_policy_ws *ws, size_t lists, size_t n, size_t 
     return CKV_OK;
 }
 
+// Two scratches a device: one for the calls over one cache, one for those
+// over several. A call over n caches needs n times the slots, and K-Means's
+// and SnapKV's buffers (one cache a call) are sized to their scratch's
+// slots: in one scratch they would take n times their memory.
 enum { MAX_DEVICES = 64 };
-static ckv_gpu_policy_ws *ws_pool[MAX_DEVICES];
+static ckv_gpu_policy_ws *ws_pool[MAX_DEVICES][2];
 
 static ckv_status current_device(int *dev, ckv_error *err)
 {
@@ -187,8 +223,9 @@ static ckv_status current_device(int *dev, ckv_error *err)
     return CKV_OK;
 }
 
-// The current device's scratch, (re)made to hold n caches of c's shape and
-// every call it held before, so that alternating shapes do not reallocate.
+// The current device's scratch for a call over n caches of c's shape,
+// (re)made to hold it and every call it held before, so that alternating
+// shapes do not reallocate.
 static ckv_status ws_for(const ckv_gpu_cache *c, int32_t n_caches, ckv_gpu_policy_ws **out,
                          ckv_error *err)
 {
@@ -198,7 +235,8 @@ static ckv_status ws_for(const ckv_gpu_cache *c, int32_t n_caches, ckv_gpu_polic
         return st;
     size_t lists = (size_t)n_caches * c->n_layer * c->n_head_kv, n = lists * c->capacity,
            rows = n * c->head_dim;
-    ckv_gpu_policy_ws *old = ws_pool[dev];
+    ckv_gpu_policy_ws **pool = &ws_pool[dev][n_caches > 1];
+    ckv_gpu_policy_ws *old = *pool;
     if (old && old->lists >= lists && old->slots >= n && old->rows >= rows) {
         *out = old;
         return CKV_OK;
@@ -208,7 +246,7 @@ static ckv_status ws_for(const ckv_gpu_cache *c, int32_t n_caches, ckv_gpu_polic
         n = old->slots > n ? old->slots : n;
         rows = old->rows > rows ? old->rows : rows;
         ws_free(old);
-        ws_pool[dev] = NULL;
+        *pool = NULL;
     }
     ckv_gpu_policy_ws *ws = static_cast<ckv_gpu_policy_ws *>(calloc(1, sizeof *ws));
     if (!ws)
@@ -217,17 +255,25 @@ static ckv_status ws_for(const ckv_gpu_cache *c, int32_t n_caches, ckv_gpu_polic
         ws_free(ws);
         return st;
     }
-    *out = ws_pool[dev] = ws;
+    *out = *pool = ws;
     return CKV_OK;
 }
 
 extern "C" size_t ckv_gpu_policy_scratch_bytes(int32_t device)
 {
-    const ckv_gpu_policy_ws *ws = device >= 0 && device < MAX_DEVICES ? ws_pool[device] : NULL;
     size_t bytes = 0;
-    for (int i = 0; ws && i < ws->n_mem; i++)
-        bytes += ws->mem[i].bytes;
+    for (int k = 0; device >= 0 && device < MAX_DEVICES && k < 2; k++)
+        for (int i = 0; ws_pool[device][k] && i < ws_pool[device][k]->n_mem; i++)
+            bytes += ws_pool[device][k]->mem[i].bytes;
     return bytes;
+}
+
+extern "C" void ckv_gpu_policy_scratch_release(int32_t device)
+{
+    for (int k = 0; device >= 0 && device < MAX_DEVICES && k < 2; k++) {
+        ws_free(ws_pool[device][k]);
+        ws_pool[device][k] = NULL;
+    }
 }
 
 __global__ void fill_u32_kernel(unsigned *p, unsigned v, int32_t n)
@@ -235,17 +281,6 @@ __global__ void fill_u32_kernel(unsigned *p, unsigned v, int32_t n)
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         p[i] = v;
-}
-
-extern "C" bool ckv_gpu_policy_many(const ckv_policy *p)
-{
-    static const char *const one_a_call[] = {"snapkv", "kmeans"};
-    if (!ckv_gpu_policy_supported(p))
-        return false;
-    for (size_t i = 0; i < sizeof one_a_call / sizeof one_a_call[0]; i++)
-        if (!strcmp(p->ops->name, one_a_call[i]))
-            return false;
-    return true;
 }
 
 // The caches of a call: distinct, of c[0]'s shape.
@@ -320,12 +355,13 @@ extern "C" ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *caches,
         memset(trace->own_rows, 0, (size_t)lists * c->capacity);
     if (!strcmp(name, "full"))
         return CKV_OK;
-    // The other policies' kernels read and move rows in slot order.
+    // SnapKV's and K-Means's kernels read and move rows in slot order.
     for (int32_t i = 0; i < n; i++)
-        if (caches[i]->mapped && strcmp(name, "centroid"))
+        if (caches[i]->mapped && !ckv_gpu_policy_entry_bytes(p))
             return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                              "cuda: policy %s on a cache whose rows centroid's calls mapped "
-                              "(reset or upload it first)%s",
+                              "cuda: policy %s on a cache whose rows an earlier call mapped "
+                              "(centroid's, StreamingLLM's or H2O's; reset or upload it "
+                              "first)%s",
                               name, n > 1 ? " (one of the call's caches)" : "");
 
     ckv_pol x;
@@ -446,9 +482,9 @@ extern "C" ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err)
     ckv_status st = current_device(&dev, err);
     if (st)
         return st;
-    const ckv_gpu_policy_ws *ws = ws_pool[dev];
-    for (int i = 0; ws && i < ws->n_mem; i++)
-        CKV_CUDA(cudaMemset(ws->mem[i].p, 0xff, ws->mem[i].bytes));
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; ws_pool[dev][k] && i < ws_pool[dev][k]->n_mem; i++)
+            CKV_CUDA(cudaMemset(ws_pool[dev][k]->mem[i].p, 0xff, ws_pool[dev][k]->mem[i].bytes));
     CKV_CUDA(cudaDeviceSynchronize());
     return CKV_OK;
 }

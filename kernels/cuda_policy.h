@@ -202,6 +202,9 @@ ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_er
 // Allocates a fixed scratch buffer (once; *p non-NULL: kept).
 ckv_status ckv_pol_take(ckv_pol *x, void **p, size_t bytes, ckv_error *err);
 int32_t ckv_pol_max_row(ckv_pol *x, int row);  // over lists that take part
+// Every cache's slot-to-row map (ckv_gpu_cache_take_map), for the policies
+// whose apply fills.
+ckv_status ckv_pol_take_maps(ckv_pol *x, ckv_error *err);
 
 // Calls f(k, v) with keys and values typed as dtype says they are stored
 // (float or ckv_bf16), so that each launch of a kernel templated on the
@@ -272,15 +275,18 @@ static __device__ inline void ckv_pol_run_mark(const int32_t *key, int64_t b, in
 }
 // Keeps the last `recent` slots and the top budget - recent of the key
 // ranking over slots [0, T - recent) (key, ival set by the caller), then
-// compacts. Twin: ckv_list_keep_top.
-ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err);
+// applies (fill: as ckv_pol_apply's). Twin: ckv_list_keep_top.
+ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, bool fill,
+                            ckv_error *err);
 // Applies dest of every list that takes part: merges (degree-weighted
 // centroids, in double, in the CPU's order), compaction, lengths, assign.
 // max_sources: at most that many slots of a list merge into another; 0:
 // dest only keeps and evicts. Twin: ckv_list_apply.
 // fill: instead of shifting the survivors left in slot order, fill the rows
 // the step frees with the list's last rows and keep the slot order in the
-// cache's map (centroid's calls; the others keep rows in slot order).
+// cache's map (the calls of centroid, StreamingLLM and H2O, which take the
+// maps first: ckv_pol_take_maps; SnapKV's and K-Means's keep rows in slot
+// order).
 ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *err);
 
 // The policies.

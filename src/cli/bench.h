@@ -169,9 +169,10 @@ int bench_parse(int argc, char **argv, const struct option *longopts, bench_opts
     "  --kv-dtype T      how the KV caches store keys and values: f32 (default) or bf16\n"
 /* The help lines of --row-order. */
 #define BENCH_ROW_ORDER_HELP                                                                    \
-    "  --row-order O     where centroid's timed decode-time calls find each list's\n"             \
+    "  --row-order O     where the timed decode-time calls of the policies that\n"              \
+    "                    fill (centroid, streaming, h2o) find each list's\n"                    \
     "                    rows: slot (default: in slot order, as after the prefill's\n"          \
-    "                    call) or random (a random order of the slots, the far bound\n"          \
+    "                    call) or random (a random order of the slots, the far bound\n"         \
     "                    of what the fills of earlier calls leave)\n"
 
 

@@ -496,7 +496,7 @@ ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const 
         st = ckv_gpu_cache_create_shape(&c[j], cfg->n_layer, cfg->n_head_kv, cfg->head_dim,
                                         grown, (ckv_policy_needs(p) & CKV_NEEDS_SCORE) != 0,
                                         dtype, err);
-    const bool scramble = rows_random && !strcmp(p->ops->name, "centroid");
+    const bool scramble = rows_random && ckv_gpu_policy_entry_bytes(p) > 0;
     for (int32_t i = -1; !st && i < runs; i++) {
         for (int32_t j = 0; !st && j < seqs; j++) {
             const uint64_t s = seed + 7 * (uint64_t)(i + 1) + 7919 * (uint64_t)j;

@@ -168,7 +168,7 @@ typedef struct {
     double tokens_per_s;   /* seqs / median step */
     double compress_ms;    /* one sequence's share of a pass over all; NaN without one */
     int32_t compress_group; /* caches a compression call takes (ckv_gpu_policy_compress_many) */
-    double scratch_mib;    /* the policy scratch after the pass (outside the cap) */
+    double scratch_mib;    /* the policy scratch the pass took (outside the cap) */
     double compress_ms_per_step, compress_share, tokens_per_s_incl;
     double ratio_incl, ratio;  /* to the full cache, with and without compression */
     double ideal;          /* the floors' ratio: tokens/s were every step at its bytes' floor */
@@ -446,7 +446,9 @@ static int run(int argc, char **argv, const opts *o)
                                                       o->b.rows_random, &pass_ms, NULL, &err)
                                 : CKV_OK;
             r->compress_ms = pass_ms / r->seqs;
+            /* This row's scratch, freed before the steps and the next row. */
             r->scratch_mib = (double)ckv_gpu_policy_scratch_bytes(0) / (1 << 20);
+            ckv_gpu_policy_scratch_release(0);
             if (st == CKV_ERR_UNSUPPORTED) {
                 snprintf(r->note, sizeof r->note, "skipped: %.140s", err.msg);
                 continue;

@@ -1520,11 +1520,12 @@ static void check_kmeans_forms(int32_t d, int32_t k, int32_t M, int mode, uint64
 /* Every source in the current kv_dtype; 1 when a dump cannot be read. */
 /* ckv_gpu_policy_compress_many: MANY caches of one shape in one call, each
  * against its own CPU compression (as step does one). The caches: equal
- * lengths; ragged (for centroid already compressed once on the GPU, so its
- * rows are mapped where the others' are not); compressed once by the CPU
- * (degrees > 1, round > 0); and one under every budget, which must come out
- * untouched (round, map). The CPU side starts from each GPU cache as
- * downloaded, so that a near-tie in the priming call cannot part them. */
+ * lengths; ragged (for the policies whose calls map rows, already
+ * compressed once on the GPU, so its rows are mapped where the others' are
+ * not); compressed once by the CPU (degrees > 1, round > 0); and one under
+ * every budget, which must come out untouched (round, map). The CPU side
+ * starts from each GPU cache as downloaded, so that a near-tie in the
+ * priming call cannot part them. */
 enum { MANY = 4 };
 
 static void many_step(source *s, ckv_gpu_cache **g, const ckv_policy *p, const char *desc,
@@ -1585,8 +1586,8 @@ static void many_case(source *s, const pcase *pc, int64_t ppm)
         CHECK(ckv_gpu_cache_poison(g[i], err));
         CHECK(ckv_gpu_cache_upload(g[i], &s[i].c, err));
     }
-    const bool centroid = !strcmp(pc->policy, "centroid");
-    if (centroid) {
+    const bool maps = ckv_gpu_policy_entry_bytes(&p) > 0;
+    if (maps) {
         const int32_t len = ckv_cache_max_len(&s[1].c);
         CHECK(ckv_gpu_policy_compress(g[1], &p, budget + (len - budget) / 2, NULL, NULL, NULL,
                                       err));
@@ -1606,7 +1607,7 @@ static void many_case(source *s, const pcase *pc, int64_t ppm)
         snprintf(chained, sizeof chained, "%s, again", desc);
         many_step(s, g, &p, chained, budget / 2, cpu, back, a_cpu, a_gpu);
     }
-    if (centroid) {
+    if (maps) {
         runs++;
         if (ckv_gpu_cache_mapped(g[MANY - 1])) {
             printf("%-4s %-12s many: FAIL: the cache under budget was mapped\n",
@@ -1622,15 +1623,18 @@ static void many_case(source *s, const pcase *pc, int64_t ppm)
     free(a_gpu);
 }
 
-/* A refused call: the status wanted, and the first cache unchanged. */
-static void many_refused(ckv_gpu_cache **g, int32_t n, const char *policy, ckv_status want,
-                         const char *what)
+/* A refused call (otherwise valid: window queries qw for SnapKV, a budget
+ * over every policy's protected entries): the status wanted, and the first
+ * cache unchanged. */
+static void many_refused(ckv_gpu_cache **g, int32_t n, const char *policy, const ckv_qwindow *qw,
+                         ckv_status want, const char *what)
 {
     ckv_policy p;
     CHECK(ckv_policy_init(&p, policy, err));
     const int32_t len = ckv_gpu_cache_max_len(g[0]), round = ckv_gpu_cache_round(g[0]);
     ckv_error e = {0};
-    const ckv_status st = ckv_gpu_policy_compress_many(g, n, &p, len / 4, NULL, NULL, NULL, &e);
+    const ckv_status st =
+        ckv_gpu_policy_compress_many(g, n, &p, len * 3 / 4, qw, NULL, NULL, &e);
     const bool ok =
         st == want && ckv_gpu_cache_max_len(g[0]) == len && ckv_gpu_cache_round(g[0]) == round;
     printf("%-4s many: %-60s %s (status %d: %s)\n", ckv_kv_dtype_name(kv_dtype), what,
@@ -1653,16 +1657,25 @@ static void check_many(void)
     ckv_gpu_cache *g[MANY] = {s[0].g, s[1].g, s[2].g, s[3].g};
     for (int i = 0; i < 2; i++)
         CHECK(ckv_gpu_cache_upload(g[i], &s[i].c, err));
-    many_refused(g, 2, "snapkv", CKV_ERR_UNSUPPORTED, "SnapKV over 2 caches");
-    many_refused(g, 2, "kmeans", CKV_ERR_UNSUPPORTED, "K-Means over 2 caches");
+    const ckv_qwindow qw = {s[0].q, s[0].n_head, s[0].w};
+    many_refused(g, 2, "snapkv", &qw, CKV_ERR_UNSUPPORTED, "SnapKV over 2 caches");
+    many_refused(g, 2, "kmeans", NULL, CKV_ERR_UNSUPPORTED, "K-Means over 2 caches");
     ckv_gpu_cache *twice[2] = {g[0], g[0]};
-    many_refused(twice, 2, "centroid", CKV_ERR_ARG, "one cache twice");
+    many_refused(twice, 2, "centroid", NULL, CKV_ERR_ARG, "one cache twice");
     ckv_gpu_cache *other = NULL;
     CHECK(ckv_gpu_cache_create_shape(&other, SYN_LAYERS, SYN_KV, 2 * SYN_D, s[0].c.capacity,
                                      true, kv_dtype, err));
     ckv_gpu_cache *mixed[2] = {g[0], other};
-    many_refused(mixed, 2, "centroid", CKV_ERR_ARG, "caches of two head_dims");
+    many_refused(mixed, 2, "centroid", NULL, CKV_ERR_ARG, "caches of two head_dims");
     ckv_gpu_cache_free(other);
+    ckv_policy streaming;
+    CHECK(ckv_policy_init(&streaming, "streaming", err));
+    CHECK(ckv_gpu_policy_compress(g[0], &streaming, ckv_gpu_cache_max_len(g[0]) / 2, NULL, NULL,
+                                  NULL, err));
+    many_refused(g, 1, "snapkv", &qw, CKV_ERR_UNSUPPORTED,
+                 "SnapKV on a cache StreamingLLM mapped");
+    many_refused(g, 1, "kmeans", NULL, CKV_ERR_UNSUPPORTED,
+                 "K-Means on a cache StreamingLLM mapped");
     for (int i = 0; i < MANY; i++)
         source_free(&s[i]);
 }
