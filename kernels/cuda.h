@@ -282,12 +282,12 @@ typedef struct {
  * CSM round counter, keeps len_h in step. qw is host memory as on the CPU.
  * Work is queued on `stream` (NULL: the default stream, after waiting for
  * all work queued on the device) and finished before returning. Scratch
- * (about 90 bytes per cache slot plus a copy of the key/value storage;
- * K-Means adds 3 x 8 bytes per key element, 73 per slot (81 once a call
- * took its lazy features) and, with the estimate, 24 KB per list (the own
- * pass's header), SnapKV 8 x group x W bytes per slot) is one per device
- * for the process, taken at the first call, grown for a larger cache and
- * kept: one host thread per device at a time.
+ * (about 100 bytes per cache slot; K-Means adds 3 x 8 bytes per key
+ * element, 73 per slot (81 once a call took its lazy features) and, with
+ * the estimate, 24 KB per list (the own pass's header), SnapKV 8 x group x
+ * W bytes per slot) is the device's scratch for one-cache calls, taken at
+ * the first call, grown for a larger cache and kept until
+ * ckv_gpu_policy_scratch_release: one host thread per device at a time.
  * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
  * implement: the caller may fall back to the CPU. */
 ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,
@@ -306,7 +306,7 @@ ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_
  * those do not grow with it. SnapKV and K-Means compress one
  * cache a call (ckv_gpu_policy_many; n > 1: CKV_ERR_UNSUPPORTED, nothing
  * changed), as does a call past the kernels' int32 indexing (n x lists x
- * capacity >= 2^31, or more than 65,535 lists): split it. */
+ * capacity of 2^31 - 1 or more, or more than 65,535 lists): split it. */
 ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *c, int32_t n, const ckv_policy *p,
                                         int32_t budget, const ckv_qwindow *qw,
                                         ckv_gpu_policy_trace *trace, void *stream,

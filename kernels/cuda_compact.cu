@@ -356,7 +356,7 @@ struct __align__(sizeof(Elem) * V) Lanes {
 // reads a key or value that another writes. The new degree and score go to
 // mdeg and mscore, not the cache: the other threads of the row still read
 // the old degree. One thread per (destination, V dimensions) of slot t;
-// rows through the cache's map (rmap NULL: a slot's own row).
+// rows through the list's map (ckv_pol_list::row_of).
 template <typename Elem, int V>
 __device__ static void merge_row(const ckv_pol_list &li, float *mdeg, float *mscore,
                                  const int32_t *run_e, const int32_t *src, int32_t lh,

@@ -505,9 +505,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
     int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
     int32_t *m_of = ckv_pol_h(x, PLAN_X), *nc_of = ckv_pol_h(x, PLAN_Y);
     ckv_gpu_policy_ws *w = x->ws;
-    ckv_status st = ckv_pol_take_maps(x, err);
-    if (st)
-        return st;
+    ckv_status st = CKV_OK;
     // Rounds until no list of any cache is over budget; a cache's round
     // counter (and so its rate) advances only with a round of its own lists,
     // as its own call's would.
@@ -542,8 +540,9 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         }
         if (!any)
             break;
-        // The table: each cache's round and its map as its last round's fill left it.
-        if ((st = ckv_pol_upload_plan(x, err)))
+        // The maps of the caches taking part (once each); the table: each
+        // cache's round and its map as its last round's fill left it.
+        if ((st = ckv_pol_take_maps(x, err)) || (st = ckv_pol_upload_plan(x, err)))
             return st;
         csm_init_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
             w->dest, x->act, x->T, x->cap);

@@ -1,7 +1,8 @@
 // The GPU policies' entry points (cuda.h): checks as ckv_policy_compress
-// makes them, the scratch (one per device, taken at the first compression,
-// filled with NaN bytes once, grown for a larger cache, kept for the
-// process), the plan upload, and the dispatch to cuda_csm.cu,
+// makes them, the scratch (two a device, for calls over one cache and over
+// several: each taken at its first call, filled with NaN bytes once, grown
+// for a larger call, kept until ckv_gpu_policy_scratch_release), the plan
+// and cache table upload, and the dispatch to cuda_csm.cu,
 // cuda_kmeans.cu, cuda_snapkv.cu and the top-k / eviction policies of
 // cuda_compact.cu.
 #include <float.h>
@@ -141,7 +142,8 @@ ckv_status ckv_pol_smem_most(size_t *bytes, ckv_error *err)
 ckv_status ckv_pol_take_maps(ckv_pol *x, ckv_error *err)
 {
     for (int32_t i = 0; i < x->n; i++) {
-        ckv_status st = ckv_gpu_cache_take_map(x->cs[i], err);
+        ckv_status st =
+            ckv_pol_cache_active(x, i) ? ckv_gpu_cache_take_map(x->cs[i], err) : CKV_OK;
         if (st)
             return st;
     }
@@ -360,9 +362,8 @@ extern "C" ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *caches,
         if (caches[i]->mapped && !ckv_gpu_policy_entry_bytes(p))
             return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                               "cuda: policy %s on a cache whose rows an earlier call mapped "
-                              "(centroid's, StreamingLLM's or H2O's; reset or upload it "
-                              "first)%s",
-                              name, n > 1 ? " (one of the call's caches)" : "");
+                              "(centroid's, StreamingLLM's or H2O's; reset or upload it first)",
+                              name);
 
     ckv_pol x;
     memset(&x, 0, sizeof x);

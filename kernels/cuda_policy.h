@@ -1,6 +1,6 @@
 // State shared by the GPU policy files (cuda_policy.cu, cuda_compact.cu,
-// cuda_csm.cu, cuda_kmeans.cu, cuda_snapkv.cu): the scratch a GPU cache
-// keeps for them and the plan of one compression step. Internal to kernels/.
+// cuda_csm.cu, cuda_kmeans.cu, cuda_snapkv.cu): the scratch a device keeps
+// for them and the plan of one compression step. Internal to kernels/.
 //
 // A step works on every (layer, KV head) list of every cache of the call at
 // once: the host decides per list (from the lengths it mirrors) whether the
@@ -76,8 +76,9 @@ __device__ static inline ckv_pol_list ckv_pol_list_of(ckv_pol_caches cs, int32_t
     return l;
 }
 
-// One per device for the whole process (calls are synchronous, so caches
-// take turns), sized for the largest call seen: at least `lists` lists,
+// Two per device (cuda_policy.cu: for calls over one cache and over several;
+// calls are synchronous, so they take turns), kept until released, sized
+// for the largest call seen: at least `lists` lists,
 // `slots` list entries (lists * capacity) and `rows` key elements (slots *
 // head_dim); indexing follows the calling caches' shape.
 struct ckv_gpu_policy_ws {
@@ -202,8 +203,8 @@ ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_er
 // Allocates a fixed scratch buffer (once; *p non-NULL: kept).
 ckv_status ckv_pol_take(ckv_pol *x, void **p, size_t bytes, ckv_error *err);
 int32_t ckv_pol_max_row(ckv_pol *x, int row);  // over lists that take part
-// Every cache's slot-to-row map (ckv_gpu_cache_take_map), for the policies
-// whose apply fills.
+// The slot-to-row map (ckv_gpu_cache_take_map) of every cache whose lists
+// take part by the plan's host rows, for the policies whose apply fills.
 ckv_status ckv_pol_take_maps(ckv_pol *x, ckv_error *err);
 
 // Calls f(k, v) with keys and values typed as dtype says they are stored

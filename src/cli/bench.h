@@ -238,17 +238,21 @@ float bench_max_degree(double budget);
  * sequences: each sequence's cache of shape cfg and dtype holding entries +
  * interval random entries (ckv_gpu_cache_fill_random, degrees as
  * bench_time_steps for budget) at position context + interval, compressed
- * back to `entries` by ckv_gpu_policy_compress_many, `group` caches a call
- * (one where the policy takes one a call: ckv_gpu_policy_many). One untimed
- * warm-up pass (it takes the policy scratch), then `runs` timed passes over
- * every sequence, each on fresh fills; SnapKV gets random window queries in
- * [-1, 1), H2O caches with (zero) scores. *median_ms: the median wall time
- * of a pass (its calls return when the GPU is done). Each call starts at
- * CSM round `round` (the count the sequence reached: a decode compression
- * continues it); *rounds (may be NULL): the CSM rounds of the first cache's
- * last call. rows_random: centroid's calls run on caches whose rows are in
- * a random order of their slots (ckv_gpu_cache_scramble, after each fill;
- * other policies take no mapped cache and ignore it). */
+ * back to `entries` by ckv_gpu_policy_compress_many in calls of at most
+ * `group` caches (one where the policy takes one a call:
+ * ckv_gpu_policy_many), the sequences split into calls of near-equal size.
+ * Only one call's caches are held: each call's are filled afresh (untimed)
+ * before it. One untimed warm-up pass (it takes the policy scratch), then
+ * `runs` timed passes over every sequence; SnapKV gets random window
+ * queries in [-1, 1), H2O caches with (zero) scores. *median_ms: the median
+ * of a pass's summed call times (each call returns when the GPU is done).
+ * Each call starts at CSM round `round` (the count the sequence reached: a
+ * decode compression continues it); *rounds (may be NULL): the CSM rounds
+ * of the first cache's last call. rows_random: the calls of the policies
+ * that fill (ckv_gpu_policy_entry_bytes > 0: centroid, StreamingLLM, H2O)
+ * run on caches whose rows are in a random order of their slots
+ * (ckv_gpu_cache_scramble, after each fill; the others take no mapped
+ * cache and ignore it). */
 ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const ckv_policy *p,
                                int32_t entries, int32_t interval, int64_t context, double budget,
                                int32_t round, int32_t seqs, int32_t group, int32_t runs,

@@ -372,8 +372,9 @@ static ckv_status time_policy_gpu(const ckv_policy *p, const ckv_cache *src, int
 }
 
 /* Key elements (lists x capacity x head_dim) of the largest cache the GPU
- * policy kernels have seen in this process: their scratch is one per device,
- * grown for the largest cache and kept (kernels/cuda.h), and K-Means takes
+ * policy kernels have seen in this process: their scratch for one-cache
+ * calls (the only ones this bench makes) is one per device, grown for the
+ * largest cache and kept (kernels/cuda.h), and K-Means takes
  * 3 x 8 bytes per key element of it. */
 static double policy_rows_seen;
 

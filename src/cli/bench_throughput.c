@@ -43,20 +43,22 @@ static void help(FILE *fp)
             "degree 1) and, per policy and budget b, compressed caches of ceil(b * T)\n"
             "entries (degrees averaging 1 / b). Sequences that fit = floor(cap / bytes of\n"
             "one sequence's cache), counting keys and values (of --kv-dtype) and fp32\n"
-            "degrees as the cache stores them (and centroid's 4-byte slot-to-row map an\n"
-            "entry), a compressed cache with room for the `interval` entries it grows\n"
+            "degrees as the cache stores them (and the 4-byte slot-to-row map an entry of\n"
+            "the policies whose calls fill: centroid, streaming, h2o), a compressed cache with room for the `interval` entries it grows\n"
             "by between compressions; then at most --max-batch, and at most what free GPU\n"
             "memory holds. That whole batch is decoded: median step time of R steps after\n"
             "W warm-up ones (host call to the greedy next tokens on the host), tokens/s =\n"
             "seqs / step.\n"
             "Compression included: every sequence's cache grown by `interval` entries is\n"
-            "compressed back to the budget, --compress-group caches a call\n"
-            "(ckv_gpu_policy_compress_many; SnapKV and K-Means one a call), and the pass\n"
-            "over all is timed (median of min(R, 5) after one warm-up, each on fresh\n"
-            "random fills); it recurs every interval steps, so a step costs step + pass /\n"
-            "interval (`compr ms`: one sequence's share of the pass). The policy scratch\n"
-            "the calls take (about 100 bytes a slot of each cache of a call) is outside\n"
-            "the cap, as the decoder's activations are; its size is reported. A policy\n"
+            "compressed back to the budget in calls of at most --compress-group caches\n"
+            "(ckv_gpu_policy_compress_many; SnapKV and K-Means one a call; the group also\n"
+            "bounded by the kernels' indexing), sizes near equal, and the pass over all is\n"
+            "timed (median of min(R, 5) after one warm-up; each call on fresh random\n"
+            "fills, one call's caches held); it recurs every interval steps, so a step\n"
+            "costs step + pass / interval (`compr ms`: one sequence's share of the pass).\n"
+            "The policy scratch the calls take (about 100 bytes a slot of each cache of a\n"
+            "call; K-Means several KB a slot) is outside the cap, as the decoder's\n"
+            "activations are; its size is reported, and it is freed after each row. A\n"
             "that compresses only after prefill (SnapKV with decode=off) pays nothing\n"
             "per step. Policies with the same cache layout share one step timing.\n"
             "Table on stdout, with the issue's target (25%% budget >= 4x full, compression\n"
@@ -167,8 +169,8 @@ typedef struct {
     int32_t runs;
     double tokens_per_s;   /* seqs / median step */
     double compress_ms;    /* one sequence's share of a pass over all; NaN without one */
-    int32_t compress_group; /* caches a compression call takes (ckv_gpu_policy_compress_many) */
-    double scratch_mib;    /* the policy scratch the pass took (outside the cap) */
+    int32_t compress_group; /* most caches a call of the pass takes; 0 without one */
+    double scratch_mib;    /* the policy scratch the pass took (outside the cap); NaN without */
     double compress_ms_per_step, compress_share, tokens_per_s_incl;
     double ratio_incl, ratio;  /* to the full cache, with and without compression */
     double ideal;          /* the floors' ratio: tokens/s were every step at its bytes' floor */
@@ -342,6 +344,25 @@ static ckv_status step_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, t
     return st;
 }
 
+/* The most caches a compression call of r's pass takes: --compress-group,
+ * at most the row's sequences, one where the policy takes one a call, and
+ * within the policy kernels' indexing (ckv_gpu_policy_compress_many: at
+ * most 65,535 lists, lists x capacity under 2^31 - 1). */
+static int32_t group_for(const opts *o, const ckv_config *cfg, const ckv_policy *p,
+                         const tp_row *r)
+{
+    if (!ckv_gpu_policy_many(p))
+        return 1;
+    const int64_t per = (int64_t)cfg->n_layer * cfg->n_head_kv,
+                  cap = (int64_t)r->entries + r->interval;
+    int64_t g = o->group < r->seqs ? o->group : r->seqs;
+    if (g > 65535 / per)
+        g = 65535 / per;
+    if (g > (INT32_MAX - 1) / (per * cap))
+        g = (INT32_MAX - 1) / (per * cap);
+    return g > 1 ? (int32_t)g : 1;
+}
+
 /* Lowers r->seqs to what free device memory holds now. */
 static void fit_free_memory(tp_row *r, const ckv_config *cfg, const opts *o, bool score)
 {
@@ -435,9 +456,8 @@ static int run(int argc, char **argv, const opts *o)
                 continue;
             }
             const int32_t runs = o->b.repeats < 5 ? (int32_t)o->b.repeats : 5;
-            r->compress_group = p && ckv_gpu_policy_many(p) ? (int32_t)o->group : 1;
-            if (r->compress_group > r->seqs)
-                r->compress_group = r->seqs;
+            if (p && r->interval)
+                r->compress_group = group_for(o, &cfg, p, r);
             double pass_ms = NAN;
             ckv_status st = p && r->interval
                                 ? bench_time_compress(&cfg, o->b.kv_dtype, p, r->entries,
@@ -447,7 +467,8 @@ static int run(int argc, char **argv, const opts *o)
                                 : CKV_OK;
             r->compress_ms = pass_ms / r->seqs;
             /* This row's scratch, freed before the steps and the next row. */
-            r->scratch_mib = (double)ckv_gpu_policy_scratch_bytes(0) / (1 << 20);
+            if (p && r->interval)
+                r->scratch_mib = (double)ckv_gpu_policy_scratch_bytes(0) / (1 << 20);
             ckv_gpu_policy_scratch_release(0);
             if (st == CKV_ERR_UNSUPPORTED) {
                 snprintf(r->note, sizeof r->note, "skipped: %.140s", err.msg);
@@ -476,7 +497,7 @@ static int run(int argc, char **argv, const opts *o)
     }
     print_rows(rows, n, o->kv_cap_gib);
     print_targets(rows, n);
-    const char *attrs[] = {"format", "ckv-bench-throughput", "version", "1", "date", date,
+    const char *attrs[] = {"format", "ckv-bench-throughput", "version", "2", "date", date,
                            "device", dev.name, "command", cmdline, "git_rev", CKV_GIT_REV,
                            "shape", o->shape, "kv_cap_gib", cap, "kv_dtype",
                            ckv_kv_dtype_name(o->b.kv_dtype), "row_order",

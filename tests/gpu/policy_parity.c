@@ -1593,6 +1593,7 @@ static void many_case(source *s, const pcase *pc, int64_t ppm)
                                       err));
         snprintf(desc + strlen(desc), sizeof desc - strlen(desc), " (cache 2 mapped)");
     }
+    const size_t idle_bytes = ckv_gpu_cache_bytes(g[MANY - 1]);
     for (int i = 0; i < MANY; i++) {
         CHECK(ckv_cache_fork(&cpu[i], &s[i].c, s[i].c.capacity, err));
         CHECK(ckv_cache_fork(&back[i], &s[i].c, s[i].c.capacity, err));
@@ -1607,11 +1608,14 @@ static void many_case(source *s, const pcase *pc, int64_t ppm)
         snprintf(chained, sizeof chained, "%s, again", desc);
         many_step(s, g, &p, chained, budget / 2, cpu, back, a_cpu, a_gpu);
     }
+    /* Its own calls would have done nothing to it: no map taken or made. */
     if (maps) {
         runs++;
-        if (ckv_gpu_cache_mapped(g[MANY - 1])) {
-            printf("%-4s %-12s many: FAIL: the cache under budget was mapped\n",
-                   ckv_kv_dtype_name(kv_dtype), s[MANY - 1].name);
+        if (ckv_gpu_cache_mapped(g[MANY - 1]) || ckv_gpu_cache_bytes(g[MANY - 1]) != idle_bytes) {
+            printf("%-4s %-12s many: FAIL: the cache under budget was mapped or took a map "
+                   "(%zu bytes, %zu before)\n",
+                   ckv_kv_dtype_name(kv_dtype), s[MANY - 1].name,
+                   ckv_gpu_cache_bytes(g[MANY - 1]), idle_bytes);
             failures++;
         }
     }
