@@ -171,7 +171,7 @@ static ckv_status cuda_compress(void *state, const ckv_policy *p, ckv_bcache *c,
 {
     cuda_state *s = state;
     ckv_status st = ckv_gpu_policy_compress(c->gpu, p, budget, qw, NULL, NULL, err);
-    account(s, c, true); /* centroid's first call takes the cache's row map */
+    account(s, c, true); /* a filling policy's first call takes the cache's row map */
     if (st != CKV_ERR_UNSUPPORTED)
         return st;
     memset(err, 0, sizeof *err);

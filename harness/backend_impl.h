@@ -12,7 +12,8 @@ struct ckv_bcache {
     ckv_cache c;               /* the CPU backend's cache */
     struct ckv_gpu_cache *gpu; /* the CUDA backend's cache */
     size_t gpu_bytes;          /* its device bytes as the backend last counted them (they grow
-                                  when centroid's first call takes the cache's row map) */
+                                  when a filling policy's first call (centroid, StreamingLLM,
+                                  H2O) takes the cache's row map) */
 };
 
 /* Stats of a cache of `entries` entries whose longest list has max_len:

@@ -137,13 +137,15 @@ int64_t ckv_gpu_cache_entries(const ckv_gpu_cache *c);
 /* The CSM round counter (policies.md: rounds run so far on this sequence),
  * and setting it (a benchmark continuing a sequence's schedule). */
 int32_t ckv_gpu_cache_round(const ckv_gpu_cache *c);
-/* Whether centroid's calls have left rows out of slot order (the cache's
- * slot-to-row map, kernels/cuda_compact.cu): a download puts them back. */
+/* Whether the calls of centroid, StreamingLLM or H2O have left rows out of
+ * slot order (the cache's slot-to-row map, kernels/cuda_compact.cu): a
+ * download puts them back. */
 bool ckv_gpu_cache_mapped(const ckv_gpu_cache *c);
 /* Gives every list's slots a random order of its rows (seeded): the
- * farthest from slot order centroid's calls could leave a cache, for
- * timing its calls there (the entries' values, being random, stay as
- * random). Only centroid takes a mapped cache. */
+ * farthest from slot order the calls that fill (centroid's, StreamingLLM's,
+ * H2O's) could leave a cache, for timing their calls there (the entries'
+ * values, being random, stay as random). Only those policies take a mapped
+ * cache (ckv_gpu_policy_entry_bytes > 0). */
 ckv_status ckv_gpu_cache_scramble(ckv_gpu_cache *c, uint64_t seed, ckv_error *err);
 void ckv_gpu_cache_set_round(ckv_gpu_cache *c, int32_t round);
 /* Empties the cache (lengths 0, position 0, CSM round 0). */
@@ -216,14 +218,20 @@ ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *caches, const 
  * e.g. a head_dim whose K-Means tiles do not fit in shared memory). */
 bool ckv_gpu_policy_supported(const ckv_policy *p);
 /* Device bytes a GPU cache holds per entry of each list for policy p beyond
- * its keys, values, degrees and scores: 4 for centroid's slot-to-row map
- * (taken at its first call: cuda_compact.cu, the fill), else 0. */
+ * its keys, values, degrees and scores: 4 for the slot-to-row map of the
+ * policies whose calls fill the rows they free (centroid, StreamingLLM,
+ * H2O; taken at the first call: cuda_compact.cu, the fill), else 0. */
 int32_t ckv_gpu_policy_entry_bytes(const ckv_policy *p);
 
-/* Device memory the policy scratch of device `device` holds, in bytes: one
- * scratch a device, shared by its caches and grown to the largest (0 before
- * the first GPU compression there). */
+/* Device memory the policy scratch of device `device` holds, in bytes: two
+ * scratches a device, one for calls over one cache and one for calls over
+ * several (ckv_gpu_policy_compress_many), each shared by its calls and grown
+ * to the largest (0 before the first GPU compression there). */
 size_t ckv_gpu_policy_scratch_bytes(int32_t device);
+/* Frees both policy scratches of device `device` (the next call takes them
+ * again), for a process that moves on to other shapes, as a benchmark's
+ * rows do. Not while a call runs on that device. */
+void ckv_gpu_policy_scratch_release(int32_t device);
 
 /* Optional outputs for parity checks. */
 typedef struct {
@@ -274,17 +282,38 @@ typedef struct {
  * CSM round counter, keeps len_h in step. qw is host memory as on the CPU.
  * Work is queued on `stream` (NULL: the default stream, after waiting for
  * all work queued on the device) and finished before returning. Scratch
- * (about 90 bytes per cache slot plus a copy of the key/value storage;
- * K-Means adds 3 x 8 bytes per key element, 73 per slot (81 once a call
- * took its lazy features) and, with the estimate, 24 KB per list (the own
- * pass's header), SnapKV 8 x group x W bytes per slot) is one per device
- * for the process, taken at the first call, grown for a larger cache and
- * kept: one host thread per device at a time.
+ * (about 100 bytes per cache slot; K-Means adds 3 x 8 bytes per key
+ * element, 73 per slot (81 once a call took its lazy features) and, with
+ * the estimate, 24 KB per list (the own pass's header), SnapKV 8 x group x
+ * W bytes per slot) is the device's scratch for one-cache calls, taken at
+ * the first call, grown for a larger cache and kept until
+ * ckv_gpu_policy_scratch_release: one host thread per device at a time.
  * CKV_ERR_UNSUPPORTED (nothing changed) for a policy or shape it does not
  * implement: the caller may fall back to the CPU. */
 ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,
                                    const ckv_qwindow *qw, ckv_gpu_policy_trace *trace,
                                    void *stream, ckv_error *err);
+
+/* ckv_gpu_policy_compress over n distinct caches of one shape (n_layer,
+ * n_head_kv, head_dim, capacity, dtype, scores) in one call: each cache
+ * ends as its own call would leave it (its lists, round counter and map
+ * alone decide its work), but the launches, the plan upload and the waits
+ * are one call's, so a server compressing every sequence due at a step pays
+ * the call's fixed part once. The trace's arrays cover the caches' lists in
+ * order (n x n_layer x n_head_kv lists). A call over n > 1 caches takes
+ * the device's scratch for such calls, sized for all n caches at once (n
+ * times one cache's), kept apart from the one-cache calls' scratch so that
+ * those do not grow with it. SnapKV and K-Means compress one
+ * cache a call (ckv_gpu_policy_many; n > 1: CKV_ERR_UNSUPPORTED, nothing
+ * changed), as does a call past the kernels' int32 indexing (n x lists x
+ * capacity of 2^31 - 1 or more, or more than 65,535 lists): split it. */
+ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *c, int32_t n, const ckv_policy *p,
+                                        int32_t budget, const ckv_qwindow *qw,
+                                        ckv_gpu_policy_trace *trace, void *stream,
+                                        ckv_error *err);
+/* Whether ckv_gpu_policy_compress_many takes more than one cache a call for
+ * policy p. */
+bool ckv_gpu_policy_many(const ckv_policy *p);
 
 /* As ckv_policy_on_decode on the GPU cache. */
 ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,

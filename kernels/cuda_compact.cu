@@ -275,7 +275,7 @@ __global__ void apply_prep_kernel(int32_t *run_b, const int32_t *act, const int3
 enum { SCAN_THREADS = 512, SCAN_EACH = 8, SCAN_TILE = SCAN_THREADS * SCAN_EACH };
 
 __global__ void __launch_bounds__(SCAN_THREADS, 2)
-    apply_scan_kernel(const int32_t *dest, int32_t *newslot, int32_t *newlen, int32_t *len_d,
+    apply_scan_kernel(const int32_t *dest, int32_t *newslot, int32_t *newlen, ckv_pol_caches cs,
                       int32_t *ikey, int32_t *ival, int32_t *seg_e, bool merges,
                       const int32_t *act, const int32_t *T, int32_t cap)
 {
@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 2)
     }
     if (threadIdx.x == 0) {
         newlen[lh] = kept;
-        len_d[lh] = kept;
+        *ckv_pol_list_of(cs, lh, cap, 0).len_d = kept;
         if (merges)
             seg_e[lh] = (int32_t)base + sources;
     }
@@ -356,17 +356,17 @@ struct __align__(sizeof(Elem) * V) Lanes {
 // reads a key or value that another writes. The new degree and score go to
 // mdeg and mscore, not the cache: the other threads of the row still read
 // the old degree. One thread per (destination, V dimensions) of slot t;
-// rows through the cache's map (rmap NULL: a slot's own row).
+// rows through the list's map (ckv_pol_list::row_of).
 template <typename Elem, int V>
-__device__ static void merge_row(Lanes<Elem, V> *kl, Lanes<Elem, V> *vl, const float *deg,
-                                 const float *score, float *mdeg, float *mscore,
-                                 const int32_t *run_e, const int32_t *src, const int32_t *rmap,
-                                 const int32_t *rmap_len, int32_t lh, int32_t cap, int32_t t,
-                                 int32_t rb, int32_t i, int32_t dv)
+__device__ static void merge_row(const ckv_pol_list &li, float *mdeg, float *mscore,
+                                 const int32_t *run_e, const int32_t *src, int32_t lh,
+                                 int32_t cap, int32_t t, int32_t rb, int32_t i, int32_t dv)
 {
     typedef Lanes<Elem, V> L;
+    L *kl = static_cast<L *>(li.k), *vl = static_cast<L *>(li.v);
+    const float *deg = li.deg, *score = li.score;
     const size_t base = (size_t)lh * cap, slot = base + t;
-    const size_t row = base + ckv_row_of(rmap, rmap_len, lh, cap, t);
+    const size_t row = li.row_of(t);
     const int32_t re = run_e[slot];
     const L k0 = kl[row * dv + i], v0 = vl[row * dv + i];
     double a0 = deg[row], ak[V], av[V];
@@ -377,7 +377,7 @@ __device__ static void merge_row(Lanes<Elem, V> *kl, Lanes<Elem, V> *vl, const f
     }
     float sc = score ? score[row] : 0.0f;
     for (int32_t r = rb; r < re; r++) {
-        const size_t s = base + ckv_row_of(rmap, rmap_len, lh, cap, src[r]);
+        const size_t s = li.row_of(src[r]);
         const double ds = deg[s];
         const L ks = kl[s * dv + i], vs = vl[s * dv + i];
         a0 = __dadd_rn(a0, ds);
@@ -417,16 +417,15 @@ enum { MERGE_WARPS = 8, MERGE_LIST_BLOCKS = 32 };
 
 template <typename Elem, int V>
 __global__ void __launch_bounds__(MERGE_WARPS * 32)
-    apply_merge_kernel(Elem *k, Elem *v, const float *deg, const float *score, float *mdeg,
-                       float *mscore, const int32_t *key, const int32_t *run_b,
-                       const int32_t *run_e, const int32_t *src, const int32_t *rmap,
-                       const int32_t *rmap_len, const int32_t *act, const int32_t *seg_e,
-                       int32_t cap, int32_t d)
+    apply_merge_kernel(ckv_pol_caches cs, float *mdeg, float *mscore, const int32_t *key,
+                       const int32_t *run_b, const int32_t *run_e, const int32_t *src,
+                       const int32_t *act, const int32_t *seg_e, int32_t cap, int32_t d)
 {
     const int32_t lh = blockIdx.y, dv = d / V, lane = threadIdx.x & 31;
     const size_t base = (size_t)lh * cap;
     if (!act[lh])
         return;
+    const ckv_pol_list li = ckv_pol_list_of(cs, lh, cap, (size_t)d * sizeof(Elem));
     const int64_t n = seg_e[lh] - (int64_t)base;
     for (int64_t p = blockIdx.x * MERGE_WARPS + (threadIdx.x >> 5); p < n;
          p += (int64_t)gridDim.x * MERGE_WARPS) {
@@ -435,9 +434,7 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
             continue;
         const int32_t rb = run_b[base + t];
         for (int32_t i = lane; i < dv; i += 32)
-            merge_row<Elem, V>(reinterpret_cast<Lanes<Elem, V> *>(k),
-                               reinterpret_cast<Lanes<Elem, V> *>(v), deg, score, mdeg, mscore,
-                               run_e, src, rmap, rmap_len, lh, cap, t, rb, i, dv);
+            merge_row<Elem, V>(li, mdeg, mscore, run_e, src, lh, cap, t, rb, i, dv);
     }
 }
 
@@ -488,7 +485,7 @@ __device__ __forceinline__ void shift_stage(L *dst, const L *src)
 // launch.
 template <typename Elem, int V>
 __global__ void __launch_bounds__(SHIFT_THREADS, 6)
-    apply_shift_kernel(Elem *k, Elem *v, float *deg, float *score, const float *mdeg,
+    apply_shift_kernel(ckv_pol_caches cs, const float *mdeg,
                        const float *mscore, const int32_t *dest, const int32_t *newslot,
                        const int32_t *run_b, const int32_t *act, const int32_t *T, int32_t *sync,
                        int32_t windows, int32_t cap, int32_t d, bool merges)
@@ -506,7 +503,9 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 6)
     if (!act[lh])
         return;
     const size_t base = (size_t)lh * cap;
-    L *kl = reinterpret_cast<L *>(k) + base * dv, *vl = reinterpret_cast<L *>(v) + base * dv;
+    const ckv_pol_list li = ckv_pol_list_of(cs, lh, cap, (size_t)d * sizeof(Elem));
+    L *kl = static_cast<L *>(li.k), *vl = static_cast<L *>(li.v);
+    float *deg = li.deg, *score = li.score;
     // 32-bit element indices (the host checks capacity x dv fits): a 64-bit
     // division is a call with branches, which kept the loads below apart.
     const uint32_t elems = (uint32_t)T[lh] * (uint32_t)dv, w0 = (uint32_t)win * SHIFT_WINDOW;
@@ -539,8 +538,8 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 6)
             shift_stage(&vs[u][threadIdx.x], vl + (size_t)t * dv + i);
         }
         if (row_to[u] >= 0) {
-            dg[u] = merged[u] ? mdeg[base + t] : deg[base + t];
-            sc[u] = score ? (merged[u] ? mscore[base + t] : score[base + t]) : 0.0f;
+            dg[u] = merged[u] ? mdeg[base + t] : deg[t];
+            sc[u] = score ? (merged[u] ? mscore[base + t] : score[t]) : 0.0f;
         }
     }
     ckv_cp_async_commit();
@@ -574,9 +573,9 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 6)
             vl[(size_t)to[u] * dv + i] = vs[u][threadIdx.x];
         }
         if (row_to[u] >= 0) {
-            deg[base + row_to[u]] = dg[u];
+            deg[row_to[u]] = dg[u];
             if (score)
-                score[base + row_to[u]] = sc[u];
+                score[row_to[u]] = sc[u];
         }
     }
 }
@@ -593,22 +592,22 @@ __global__ void __launch_bounds__(SHIFT_THREADS, 6)
 
 // A thread per slot: its row's slot, or -1 where the slot goes; a merged
 // destination's new degree and score into its row.
-__global__ void fill_mark_kernel(int32_t *row_slot, float *deg, float *score, const float *mdeg,
+__global__ void fill_mark_kernel(int32_t *row_slot, ckv_pol_caches cs, const float *mdeg,
                                  const float *mscore, const int32_t *dest, const int32_t *run_b,
-                                 const int32_t *rmap, const int32_t *rmap_len, bool merges,
-                                 const int32_t *act, const int32_t *T, int32_t cap)
+                                 bool merges, const int32_t *act, const int32_t *T, int32_t cap)
 {
     const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
     if (!act[lh] || t >= T[lh])
         return;
     const size_t base = (size_t)lh * cap;
-    const int32_t r = ckv_row_of(rmap, rmap_len, lh, cap, t);
+    const ckv_pol_list li = ckv_pol_list_of(cs, lh, cap, 0);
+    const int32_t r = li.row_of(t);
     const bool kept = dest[base + t] == t;
     row_slot[base + r] = kept ? t : -1;
     if (kept && merges && run_b[base + t] >= 0) {
-        deg[base + r] = mdeg[base + t];
-        if (score)
-            score[base + r] = mscore[base + t];
+        li.deg[r] = mdeg[base + t];
+        if (li.score)
+            li.score[r] = mscore[base + t];
     }
 }
 
@@ -635,9 +634,9 @@ __device__ static void fill_append(FillScan::TempStorage &tmp,
 // fill_from, fill_n), and the map of every slot whose row stays. Blocked,
 // SCAN_EACH consecutive rows a thread, as apply_scan_kernel.
 __global__ void __launch_bounds__(SCAN_THREADS, 2)
-    fill_plan_kernel(int32_t *rmap, int32_t *rmap_len, int32_t *fill_to, int32_t *fill_from,
-                     int32_t *fill_n, const int32_t *row_slot, const int32_t *newslot,
-                     const int32_t *newlen, const int32_t *act, const int32_t *T, int32_t cap)
+    fill_plan_kernel(ckv_pol_caches cs, int32_t *fill_to, int32_t *fill_from, int32_t *fill_n,
+                     const int32_t *row_slot, const int32_t *newslot, const int32_t *newlen,
+                     const int32_t *act, const int32_t *T, int32_t cap)
 {
     __shared__ FillScan::TempStorage tmp;
     const int32_t lh = blockIdx.x;
@@ -645,6 +644,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 2)
         return;
     const int32_t len = T[lh], n = newlen[lh];
     const size_t base = (size_t)lh * cap;
+    const ckv_pol_list li = ckv_pol_list_of(cs, lh, cap, 0);
     int32_t holes = 0, movers = 0;
     for (int32_t r0 = 0; r0 < len; r0 += SCAN_TILE) {
         const int32_t r = r0 + (int32_t)threadIdx.x * SCAN_EACH;
@@ -655,14 +655,14 @@ __global__ void __launch_bounds__(SCAN_THREADS, 2)
             h[i] = r + i < n && sl[i] < 0;
             m[i] = r + i >= n && r + i < len && sl[i] >= 0;
             if (r + i < n && sl[i] >= 0)
-                rmap[base + newslot[base + sl[i]]] = r + i;
+                li.map[newslot[base + sl[i]]] = r + i;
         }
         fill_append(tmp, h, r, fill_to + base, holes);
         fill_append(tmp, m, r, fill_from + base, movers);
     }
     if (threadIdx.x == 0) {
         fill_n[lh] = holes;  // == movers: both are the rows below n that no survivor holds
-        rmap_len[lh] = n;
+        *li.map_len = n;
     }
 }
 
@@ -673,27 +673,28 @@ enum { FILL_THREADS = 256, FILL_LIST_BLOCKS = 16 };
 
 template <typename L>
 __global__ void __launch_bounds__(FILL_THREADS)
-    fill_move_kernel(L *k, L *v, float *deg, float *score, int32_t *rmap,
-                     const int32_t *fill_to, const int32_t *fill_from, const int32_t *fill_n,
-                     const int32_t *row_slot, const int32_t *newslot, const int32_t *act,
-                     int32_t cap, int32_t dv)
+    fill_move_kernel(ckv_pol_caches cs, const int32_t *fill_to, const int32_t *fill_from,
+                     const int32_t *fill_n, const int32_t *row_slot, const int32_t *newslot,
+                     const int32_t *act, int32_t cap, int32_t dv)
 {
     const int32_t lh = blockIdx.y;
     if (!act[lh])
         return;
     const size_t base = (size_t)lh * cap;
+    const ckv_pol_list li = ckv_pol_list_of(cs, lh, cap, sizeof(L) * dv);
+    L *k = static_cast<L *>(li.k), *v = static_cast<L *>(li.v);
     const int64_t n = (int64_t)fill_n[lh] * dv;
     for (int64_t idx = (int64_t)blockIdx.x * FILL_THREADS + threadIdx.x; idx < n;
          idx += (int64_t)gridDim.x * FILL_THREADS) {
         const int32_t j = (int32_t)(idx / dv), i = (int32_t)(idx % dv);
-        const size_t from = base + fill_from[base + j], to = base + fill_to[base + j];
-        k[to * dv + i] = k[from * dv + i];
-        v[to * dv + i] = v[from * dv + i];
+        const int32_t from = fill_from[base + j], to = fill_to[base + j];
+        k[(size_t)to * dv + i] = k[(size_t)from * dv + i];
+        v[(size_t)to * dv + i] = v[(size_t)from * dv + i];
         if (i == 0) {
-            deg[to] = deg[from];
-            if (score)
-                score[to] = score[from];
-            rmap[base + newslot[base + row_slot[from]]] = (int32_t)(to - base);
+            li.deg[to] = li.deg[from];
+            if (li.score)
+                li.score[to] = li.score[from];
+            li.map[newslot[base + row_slot[base + from]]] = to;
         }
     }
 }
@@ -718,41 +719,44 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, boo
                              ckv_error *err)
 {
     ckv_gpu_policy_ws *w = x->ws;
-    ckv_gpu_cache *c = x->c;
-    Elem *k = static_cast<Elem *>(c->k), *v = static_cast<Elem *>(c->v);
     const bool merges = max_sources > 0;
-    const int32_t *rmap = c->mapped ? c->row : nullptr;
     if (merges) {
         const unsigned per = ckv_pol_blocks(max_sources, MERGE_WARPS), most = MERGE_LIST_BLOCKS;
         const dim3 grid(per < most ? per : most, x->lists);
         apply_merge_kernel<Elem, V_MERGE><<<grid, MERGE_WARPS * 32, 0, x->s>>>(
-            k, v, c->deg, c->score, w->deg, w->score, w->ikey_out, w->run_b, w->run_e,
-            w->ival_out, rmap, c->row_len, x->act, x->seg_e, x->cap, x->d);
+            x->tab, w->deg, w->score, w->ikey_out, w->run_b, w->run_e, w->ival_out, x->act,
+            x->seg_e, x->cap, x->d);
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
     }
     if (fill) {
         typedef ShiftLanes<Elem, V_SHIFT> L;
         const dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
-        fill_mark_kernel<<<slots, 256, 0, x->s>>>(w->row_slot, c->deg, c->score, w->deg,
-                                                  w->score, w->dest, w->run_b, rmap, c->row_len,
-                                                  merges, x->act, x->T, x->cap);
+        fill_mark_kernel<<<slots, 256, 0, x->s>>>(w->row_slot, x->tab, w->deg, w->score, w->dest,
+                                                  w->run_b, merges, x->act, x->T, x->cap);
         CKV_CUDA_LAUNCHED();
-        // A list no call has mapped yet maps no slot.
-        if (!c->mapped)
-            CKV_CUDA(cudaMemsetAsync(c->row_len, 0, x->lists * sizeof(int32_t), x->s));
+        // A list no call has mapped yet maps no slot. The table keeps each
+        // cache's flag as it was (the kernels above read rows through it);
+        // a cache whose lists took no part is left as it is.
+        for (int32_t i = 0; i < x->n; i++) {
+            ckv_gpu_cache *c = x->cs[i];
+            if (!c->mapped && ckv_pol_cache_active(x, i))
+                CKV_CUDA(cudaMemsetAsync(c->row_len, 0, x->per * sizeof(int32_t), x->s));
+        }
         fill_plan_kernel<<<x->lists, SCAN_THREADS, 0, x->s>>>(
-            c->row, c->row_len, w->fill_to, w->fill_from, w->fill_n, w->row_slot, w->newslot,
-            w->newlen, x->act, x->T, x->cap);
+            x->tab, w->fill_to, w->fill_from, w->fill_n, w->row_slot, w->newslot, w->newlen,
+            x->act, x->T, x->cap);
         CKV_CUDA_LAUNCHED();
         const int32_t dv = x->d / V_SHIFT;
         const unsigned per = ckv_pol_blocks((int64_t)max_t * dv, FILL_THREADS),
                        most = FILL_LIST_BLOCKS;
         const dim3 grid(per < most ? per : most, x->lists);
         fill_move_kernel<L><<<grid, FILL_THREADS, 0, x->s>>>(
-            reinterpret_cast<L *>(k), reinterpret_cast<L *>(v), c->deg, c->score, c->row,
-            w->fill_to, w->fill_from, w->fill_n, w->row_slot, w->newslot, x->act, x->cap, dv);
+            x->tab, w->fill_to, w->fill_from, w->fill_n, w->row_slot, w->newslot, x->act, x->cap,
+            dv);
         CKV_CUDA_LAUNCHED();
-        c->mapped = true;
+        for (int32_t i = 0; i < x->n; i++)
+            if (ckv_pol_cache_active(x, i))
+                x->cs[i]->mapped = true;
         return CKV_OK;
     }
     // shift_sync holds these (ckv_pol_apply took it for one element a lane).
@@ -764,8 +768,8 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, boo
     if (st)
         return st;
     apply_shift_kernel<Elem, V_SHIFT><<<x->lists * windows, SHIFT_THREADS, 0, x->s>>>(
-        k, v, c->deg, c->score, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act, x->T,
-        w->shift_sync, windows, x->cap, x->d, merges);
+        x->tab, w->deg, w->score, w->dest, w->newslot, w->run_b, x->act, x->T, w->shift_sync,
+        windows, x->cap, x->d, merges);
     CKV_CUDA_LAUNCHED();
     return CKV_OK;
 }
@@ -809,7 +813,6 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *
                           x->cap, x->d);
     const bool merges = max_sources > 0;
     ckv_gpu_policy_ws *w = x->ws;
-    ckv_gpu_cache *c = x->c;
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
     if (max_t == 0)
         return CKV_OK;
@@ -834,7 +837,7 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *
         CKV_CUDA_LAUNCHED();
     }
     apply_scan_kernel<<<x->lists, SCAN_THREADS, 0, x->s>>>(w->dest, w->newslot, w->newlen,
-                                                          c->len_d, w->ikey, w->ival, x->seg_e,
+                                                          x->tab, w->ikey, w->ival, x->seg_e,
                                                           merges, x->act, x->T, x->cap);
     CKV_CUDA_LAUNCHED();
     if (merges &&
@@ -853,7 +856,7 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *
     CKV_CUDA(cudaStreamSynchronize(x->s));
     for (int32_t lh = 0; lh < x->lists; lh++)
         if (act[lh])
-            c->len_h[lh] = w->h_newlen[lh];
+            ckv_pol_cache_of(x, lh)->len_h[lh % x->per] = w->h_newlen[lh];
     return CKV_OK;
 }
 
@@ -883,7 +886,8 @@ __global__ void keep_mark_kernel(int32_t *dest, const double *key_out, const int
         ckv_pol_note_margin(margin + lh, key_out[pos] - key_out[pos + 1]);
 }
 
-ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err)
+ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, bool fill,
+                            ckv_error *err)
 {
     const int32_t *act = ckv_pol_h(x, PLAN_ACT), *T = ckv_pol_h(x, PLAN_T);
     int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
@@ -902,27 +906,29 @@ ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_erro
                                               x->ws->margin, x->act, x->T, x->seg_b, recent,
                                               budget - recent, x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, 0, false, err);
+    return ckv_pol_apply(x, 0, fill, err);
 }
 
 void ckv_pol_plan_over_budget(ckv_pol *x, int32_t budget)
 {
     int32_t *act = ckv_pol_h(x, PLAN_ACT), *T = ckv_pol_h(x, PLAN_T);
     for (int32_t lh = 0; lh < x->lists; lh++) {
-        T[lh] = x->c->len_h[lh];
+        T[lh] = ckv_pol_cache_of(x, lh)->len_h[lh % x->per];
         act[lh] = T[lh] > budget;
     }
 }
 
-// H2O ranks slots [0, T - recent) by their accumulated attention.
-__global__ void h2o_key_kernel(const float *score, double *key, int32_t *ival, const int32_t *act,
+// H2O ranks slots [0, T - recent) by their accumulated attention (slot t's
+// at its row).
+__global__ void h2o_key_kernel(ckv_pol_caches cs, double *key, int32_t *ival, const int32_t *act,
                                const int32_t *T, int32_t recent, int32_t cap)
 {
     const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
     if (!act[lh] || t >= T[lh] - recent)
         return;
     const size_t i = (size_t)lh * cap + t;
-    key[i] = score[i];
+    const ckv_pol_list li = ckv_pol_list_of(cs, lh, cap, 0);
+    key[i] = li.score[li.row_of(t)];
     ival[i] = t;
 }
 
@@ -933,14 +939,14 @@ ckv_status ckv_pol_h2o(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_erro
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
     if (!max_t)
         return CKV_OK;
-    ckv_status st = ckv_pol_upload_plan(x, err);
-    if (st)
+    ckv_status st = ckv_pol_take_maps(x, err);
+    if (st || (st = ckv_pol_upload_plan(x, err)))
         return st;
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
-    h2o_key_kernel<<<slots, 256, 0, x->s>>>(x->c->score, x->ws->key, x->ws->ival, x->act, x->T,
+    h2o_key_kernel<<<slots, 256, 0, x->s>>>(x->tab, x->ws->key, x->ws->ival, x->act, x->T,
                                             recent, x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_keep_top(x, recent, budget, err);
+    return ckv_pol_keep_top(x, recent, budget, true, err);
 }
 
 // StreamingLLM keeps the first `sinks` and the last budget - sinks slots.
@@ -960,12 +966,12 @@ ckv_status ckv_pol_streaming(ckv_pol *x, const ckv_policy *p, int32_t budget, ck
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
     if (!max_t)
         return CKV_OK;
-    ckv_status st = ckv_pol_upload_plan(x, err);
-    if (st)
+    ckv_status st = ckv_pol_take_maps(x, err);
+    if (st || (st = ckv_pol_upload_plan(x, err)))
         return st;
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
     streaming_dest_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->act, x->T, sinks, budget,
                                                    x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, 0, false, err);
+    return ckv_pol_apply(x, 0, true, err);
 }

@@ -14,7 +14,6 @@
 #include <math.h>
 #include <string.h>
 
-#include <type_traits>
 
 #include "cuda_async_copy.cuh"
 #include "cuda_bf16.cuh"
@@ -28,13 +27,12 @@ extern "C" {
 #include "policies/csm.h"
 }
 
+// A round's parameters; each list's cache (its keys, map and round) comes
+// from the call's table (ckv_pol_caches).
 struct csm_params {
     int32_t sinks, recent, C, partition;
     uint64_t seed;
-    int64_t round;
-    int32_t layers, heads;
-    // The cache's slot-to-row map (ckv_gpu_cache; row NULL: none).
-    const int32_t *row, *row_len;
+    int32_t layers, heads;  // a cache's
 };
 
 // A thread per slot: the identity dest (the round marks its merges on it).
@@ -62,9 +60,11 @@ __device__ static inline bool csm_is_a(const csm_params &p, const uint8_t *in_a,
 }
 
 // The random partition, one thread per chunk: in_a[slot] = 1 for sources,
-// 0 for destinations.
+// 0 for destinations; seeded by the list's cache's round and the list's
+// (layer, head) in that cache.
 __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t *act,
-                                     const int32_t *T, csm_params p, int32_t cap)
+                                     const int32_t *T, csm_params p, ckv_pol_caches cs,
+                                     int32_t cap)
 {
     const int32_t lh = blockIdx.y, chunk = blockIdx.x * blockDim.x + threadIdx.x;
     if (!act[lh])
@@ -76,8 +76,9 @@ __global__ void csm_partition_kernel(uint8_t *in_a, int32_t *perm, const int32_t
     const int32_t L = end - c0 < p.C ? (int32_t)(end - c0) : p.C, half = (L + 1) / 2;
     const size_t base = (size_t)lh * cap + c0;
     uint8_t *A = in_a + base;
-    const int32_t l = lh / p.heads, h = lh % p.heads;
-    const uint64_t idx = (((uint64_t)p.round * (uint64_t)p.layers + (uint64_t)l) *
+    const ckv_pol_list li = ckv_pol_list_of(cs, lh, cap, 0);
+    const int32_t l = li.local / p.heads, h = li.local % p.heads;
+    const uint64_t idx = (((uint64_t)li.round * (uint64_t)p.layers + (uint64_t)l) *
                               (uint64_t)p.heads +
                           (uint64_t)h) * (1ull << 20) +
                          (uint64_t)chunk;
@@ -228,17 +229,17 @@ __device__ static inline void csm_slab_row(const uint4 (&pc)[2], float (&e)[8])
 // whole load).
 template <typename Elem>
 __device__ static void csm_tile_dots(csm_warp_smem *w, csm_ring<Elem> *ring, const Elem *k,
-                                     size_t lbase, int32_t d, int32_t ns, int32_t nb, bool first,
+                                     int32_t d, int32_t ns, int32_t nb, bool first,
                                      bool aligned, int32_t g, int32_t t, int32_t lane,
                                      double (&dot)[2][4])
 {
     typedef csm_piece<Elem> P;
     constexpr int32_t S = csm_ring<Elem>::S;
     const Elem *const row[4] = {
-        g < ns ? k + (lbase + w->srow[g]) * d : nullptr,
-        g + 8 < ns ? k + (lbase + w->srow[g + 8]) * d : nullptr,
-        g < nb ? k + (lbase + w->drow[g]) * d : nullptr,
-        g + 8 < nb ? k + (lbase + w->drow[g + 8]) * d : nullptr,
+        g < ns ? k + (size_t)w->srow[g] * d : nullptr,
+        g + 8 < ns ? k + (size_t)w->srow[g + 8] * d : nullptr,
+        g < nb ? k + (size_t)w->drow[g] * d : nullptr,
+        g + 8 < nb ? k + (size_t)w->drow[g + 8] * d : nullptr,
     };
     const bool two_b = nb > 8;
     const int32_t slabs = (d + CSM_SLAB - 1) / CSM_SLAB;
@@ -324,12 +325,13 @@ __device__ static inline void csm_fold(int32_t &best, double &bs, double &second
 }
 
 // Each source's best partner in its chunk and its score (the sort key, at
-// the candidate's compacted position). Ties keep the lowest slot.
+// the candidate's compacted position). Ties keep the lowest slot. Keys
+// from the list's cache (the table).
 template <typename Elem>
 __global__ void __launch_bounds__(CSM_WARPS * 32)
-    csm_best_kernel(const Elem *k, const uint8_t *in_a, double *key,
-                    int32_t *ival, int32_t *partner, double *gap, const int32_t *act,
-                    const int32_t *T, csm_params p, int32_t cap, int32_t d)
+    csm_best_kernel(ckv_pol_caches cs, const uint8_t *in_a, double *key, int32_t *ival,
+                    int32_t *partner, double *gap, const int32_t *act, const int32_t *T,
+                    csm_params p, int32_t cap, int32_t d)
 {
     __shared__ csm_warp_smem smem[CSM_WARPS];
     __shared__ csm_ring<Elem> rings[CSM_WARPS];
@@ -351,6 +353,8 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
         return;
     const int32_t L = end - c0 < p.C ? end - c0 : p.C;
     const size_t lbase = (size_t)lh * cap;
+    const ckv_pol_list li = ckv_pol_list_of(cs, lh, cap, (size_t)d * sizeof(Elem));
+    const Elem *k = static_cast<const Elem *>(li.k);
     const bool aligned = d * sizeof(Elem) % 16 == 0 && (uintptr_t)k % 16 == 0;
     const unsigned below = (1u << lane) - 1;
     // The sources of rank t0 .. t0 + CSM_TILE - 1 among the chunk's A slots.
@@ -361,7 +365,7 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
         const int32_t r = seen + __popc(m & below) - t0;
         if (m >> lane & 1 && r >= 0 && r < CSM_TILE) {
             w->src[r] = (int32_t)c0 + w0 + lane;
-            w->srow[r] = ckv_row_of(p.row, p.row_len, lh, cap, w->src[r]);
+            w->srow[r] = li.row_of(w->src[r]);
         }
         seen += __popc(m);
     }
@@ -380,13 +384,12 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
         for (int32_t b0 = 0; b0 < nB; b0 += CSM_TILE) {
             if (m >> lane & 1 && r >= b0 && r < b0 + CSM_TILE) {
                 w->dst[r - b0] = (int32_t)c0 + w0 + lane;
-                w->drow[r - b0] = ckv_row_of(p.row, p.row_len, lh, cap, w->dst[r - b0]);
+                w->drow[r - b0] = li.row_of(w->dst[r - b0]);
             }
             __syncwarp();
             const int32_t nb = nB - b0 < CSM_TILE ? nB - b0 : CSM_TILE;
             double dot[2][4];
-            csm_tile_dots(w, &rings[warp], k, lbase, d, ns, nb, first, aligned, g, t, lane,
-                          dot);
+            csm_tile_dots(w, &rings[warp], k, d, ns, nb, first, aligned, g, t, lane, dot);
             first = false;
 #pragma unroll
             for (int32_t i = 0; i < 2; i++) {
@@ -438,22 +441,32 @@ __global__ void __launch_bounds__(CSM_WARPS * 32)
 // csm_best_kernel over `lists` lists of at most max_chunks chunks, keys
 // typed as dt says they are stored. Its rings want the largest shared-memory
 // carveout: 4 blocks of 34 KB an SM.
-static cudaError_t csm_best_launch(void *k, ckv_kv_dtype dt, const uint8_t *in_a, double *key,
-                                   int32_t *ival, int32_t *partner, double *gap,
+template <typename Elem>
+static cudaError_t csm_best_typed(ckv_pol_caches cs, const uint8_t *in_a, double *key,
+                                  int32_t *ival, int32_t *partner, double *gap,
+                                  const int32_t *act, const int32_t *T, const csm_params &cp,
+                                  int32_t cap, int32_t d, int32_t lists, int32_t max_chunks,
+                                  cudaStream_t s)
+{
+    const dim3 grid(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS), lists);
+    const cudaError_t e = ckv_allow_smem(csm_best_kernel<Elem>, 0);
+    if (e != cudaSuccess)
+        return e;
+    csm_best_kernel<Elem><<<grid, CSM_WARPS * 32, 0, s>>>(cs, in_a, key, ival, partner, gap, act,
+                                                          T, cp, cap, d);
+    return cudaGetLastError();
+}
+
+static cudaError_t csm_best_launch(ckv_pol_caches cs, ckv_kv_dtype dt, const uint8_t *in_a,
+                                   double *key, int32_t *ival, int32_t *partner, double *gap,
                                    const int32_t *act, const int32_t *T, const csm_params &cp,
                                    int32_t cap, int32_t d, int32_t lists, int32_t max_chunks,
                                    cudaStream_t s)
 {
-    const dim3 grid(ckv_pol_blocks((int64_t)max_chunks * csm_tiles(cp.C), CSM_WARPS), lists);
-    cudaError_t e = cudaSuccess;
-    ckv_pol_kv(dt, k, nullptr, [&](auto *kt, auto *) {
-        typedef std::remove_pointer_t<decltype(kt)> Elem;
-        e = ckv_allow_smem(csm_best_kernel<Elem>, 0);
-        if (e == cudaSuccess)
-            csm_best_kernel<<<grid, CSM_WARPS * 32, 0, s>>>(kt, in_a, key, ival, partner, gap,
-                                                            act, T, cp, cap, d);
-    });
-    return e != cudaSuccess ? e : cudaGetLastError();
+    return dt == CKV_KV_BF16 ? csm_best_typed<ckv_bf16>(cs, in_a, key, ival, partner, gap, act, T,
+                                                        cp, cap, d, lists, max_chunks, s)
+                             : csm_best_typed<float>(cs, in_a, key, ival, partner, gap, act, T,
+                                                     cp, cap, d, lists, max_chunks, s);
 }
 
 // The top m candidates of each list (x: m, y: candidates) merge into their
@@ -477,15 +490,14 @@ __global__ void csm_mark_kernel(int32_t *dest, const double *key_out, const int3
 
 ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err)
 {
-    ckv_gpu_cache *c = x->c;
     csm_params cp;
     cp.sinks = (int32_t)ckv_policy_param(p, "sinks", 0);
     cp.recent = (int32_t)ckv_policy_param(p, "recent", 0);
     cp.C = (int32_t)ckv_policy_param(p, "chunk", 2);
     cp.partition = (int32_t)ckv_policy_param(p, "partition", 0);
     cp.seed = (uint64_t)ckv_policy_param(p, "seed", 0);
-    cp.layers = c->n_layer;
-    cp.heads = c->n_head_kv;
+    cp.layers = x->c->n_layer;
+    cp.heads = x->c->n_head_kv;
     const int64_t r_init = ckv_policy_param(p, "r_init", 0), r_step = ckv_policy_param(p, "r_step", 0),
                   r_min = ckv_policy_param(p, "r_min", 0);
     const ckv_csm_schedule schedule = (ckv_csm_schedule)ckv_policy_param(p, "schedule", 0);
@@ -493,15 +505,16 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
     int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
     int32_t *m_of = ckv_pol_h(x, PLAN_X), *nc_of = ckv_pol_h(x, PLAN_Y);
     ckv_gpu_policy_ws *w = x->ws;
-    ckv_status st = ckv_gpu_cache_take_map(c, err);
-    if (st)
-        return st;
+    ckv_status st = CKV_OK;
+    // Rounds until no list of any cache is over budget; a cache's round
+    // counter (and so its rate) advances only with a round of its own lists,
+    // as its own call's would.
     for (;;) {
-        const int64_t rate = ckv_csm_rate(c->round, r_init, r_step, r_min, schedule);
         bool any = false;
         int32_t max_t = 0, max_chunks = 0, max_m = 0;
         for (int32_t lh = 0; lh < x->lists; lh++) {
-            T[lh] = c->len_h[lh];
+            const ckv_gpu_cache *c = ckv_pol_cache_of(x, lh);
+            T[lh] = c->len_h[lh % x->per];
             // Candidates: (L + 1) / 2 sources a chunk of L >= 2 slots.
             const int32_t mid = T[lh] - cp.recent - cp.sinks;
             int32_t nc = 0, chunks = 0;
@@ -511,7 +524,10 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
                 nc = mid / cp.C * ((cp.C + 1) / 2) + (rest >= 2 ? (rest + 1) / 2 : 0);
             }
             act[lh] = T[lh] > budget && nc > 0;
-            m_of[lh] = act[lh] ? (int32_t)ckv_csm_merges(rate, nc, T[lh] - budget) : 0;
+            m_of[lh] = act[lh] ? (int32_t)ckv_csm_merges(
+                                     ckv_csm_rate(c->round, r_init, r_step, r_min, schedule), nc,
+                                     T[lh] - budget)
+                               : 0;
             nc_of[lh] = nc;
             sb[lh] = lh * x->cap + cp.sinks;
             se[lh] = act[lh] ? sb[lh] + nc : sb[lh];
@@ -524,20 +540,19 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         }
         if (!any)
             break;
-        cp.round = c->round;
-        cp.row = c->mapped ? c->row : nullptr;  // the map as the last round's fill left it
-        cp.row_len = c->row_len;
-        if ((st = ckv_pol_upload_plan(x, err)))
+        // The maps of the caches taking part (once each); the table: each
+        // cache's round and its map as its last round's fill left it.
+        if ((st = ckv_pol_take_maps(x, err)) || (st = ckv_pol_upload_plan(x, err)))
             return st;
         csm_init_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
             w->dest, x->act, x->T, x->cap);
         CKV_CUDA_LAUNCHED();
         if (cp.partition == CKV_CSM_RANDOM) {
             csm_partition_kernel<<<dim3(ckv_pol_blocks(max_chunks, 64), x->lists), 64, 0, x->s>>>(
-                w->in_a, w->perm, x->act, x->T, cp, x->cap);
+                w->in_a, w->perm, x->act, x->T, cp, x->tab, x->cap);
             CKV_CUDA_LAUNCHED();
         }
-        CKV_CUDA(csm_best_launch(c->k, c->dtype, w->in_a, w->key, w->ival, w->partner, w->gap,
+        CKV_CUDA(csm_best_launch(x->tab, x->c->dtype, w->in_a, w->key, w->ival, w->partner, w->gap,
                                  x->act, x->T, cp, x->cap, x->d, x->lists, max_chunks, x->s));
         // csm_mark reads the top m and the next candidate's key.
         if ((st = max_m + 1 <= CKV_POL_TOP_MAX ? ckv_pol_top_desc(x, x->x, 1, err)
@@ -549,7 +564,8 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         CKV_CUDA_LAUNCHED();
         if ((st = ckv_pol_apply(x, max_m, true, err)))
             return st;
-        c->round++;
+        for (int32_t i = 0; i < x->n; i++)
+            x->cs[i]->round += ckv_pol_cache_active(x, i) ? 1 : 0;
     }
     return CKV_OK;
 }
@@ -586,10 +602,13 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
                               "at most %d", na, c0, (C + 1) / 2);
     }
     const size_t n = (size_t)T, elem = dt == CKV_KV_BF16 ? 2 : 4;
-    // One allocation: keys, key, gap, ival, partner, act and T, then the
-    // random partition's flags (the others are arithmetic).
+    // One allocation: the one-cache table, keys, key, gap, ival, partner,
+    // act and T, then the random partition's flags (the others are
+    // arithmetic).
+    const size_t tbytes = (sizeof(ckv_pol_cache) + 15) / 16 * 16;
     const size_t kbytes = (n * d * elem + 7) / 8 * 8;
-    const size_t bytes = kbytes + 2 * n * sizeof(double) + (2 * n + 2) * sizeof(int32_t) + n;
+    const size_t bytes =
+        tbytes + kbytes + 2 * n * sizeof(double) + (2 * n + 2) * sizeof(int32_t) + n;
     void *host_k = malloc(n * d * elem);
     char *dev = nullptr;
     if (!host_k)
@@ -601,13 +620,17 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
         memcpy(host_k, keys, n * d * elem);
     const int32_t head[2] = {1, T};
     cudaError_t e = cudaMalloc(&dev, bytes);
-    void *k = dev;
-    double *dkey = reinterpret_cast<double *>(dev + kbytes);
+    ckv_pol_cache *tab = reinterpret_cast<ckv_pol_cache *>(dev);
+    void *k = dev + tbytes;
+    double *dkey = reinterpret_cast<double *>(dev + tbytes + kbytes);
     double *dgap = dkey + n;
     int32_t *divl = reinterpret_cast<int32_t *>(dgap + n), *dpart = divl + n, *act = dpart + n;
     uint8_t *dflags = reinterpret_cast<uint8_t *>(act + 2);
-    const csm_params cp = {sinks, recent, C, partition, 0, 0, 1, 1, nullptr, nullptr};
+    const csm_params cp = {sinks, recent, C, partition, 0, 1, 1};
+    const ckv_pol_cache one = {k, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 0};
     const int32_t mid = T - recent - sinks, chunks = mid > 0 ? (mid + C - 1) / C : 0;
+    if (e == cudaSuccess)
+        e = cudaMemcpy(tab, &one, sizeof one, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
         e = cudaMemcpy(k, host_k, n * d * elem, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
@@ -617,8 +640,8 @@ extern "C" ckv_status ckv_gpu_csm_best(const float *keys, ckv_kv_dtype dt, int32
     if (e == cudaSuccess)
         e = cudaMemset(dkey, 0xff, 2 * n * sizeof(double) + 2 * n * sizeof(int32_t));
     if (e == cudaSuccess)
-        e = csm_best_launch(k, dt, flags ? dflags : nullptr, dkey, divl, dpart, dgap, act,
-                            act + 1, cp, T, d, 1, chunks, 0);
+        e = csm_best_launch(ckv_pol_caches{tab, 1}, dt, flags ? dflags : nullptr, dkey, divl,
+                            dpart, dgap, act, act + 1, cp, T, d, 1, chunks, 0);
     if (e == cudaSuccess)
         e = cudaMemcpy(key, dkey, n * sizeof(double), cudaMemcpyDeviceToHost);
     if (e == cudaSuccess)

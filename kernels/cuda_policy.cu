@@ -1,7 +1,8 @@
 // The GPU policies' entry points (cuda.h): checks as ckv_policy_compress
-// makes them, the scratch (one per device, taken at the first compression,
-// filled with NaN bytes once, grown for a larger cache, kept for the
-// process), the plan upload, and the dispatch to cuda_csm.cu,
+// makes them, the scratch (two a device, for calls over one cache and over
+// several: each taken at its first call, filled with NaN bytes once, grown
+// for a larger call, kept until ckv_gpu_policy_scratch_release), the plan
+// and cache table upload, and the dispatch to cuda_csm.cu,
 // cuda_kmeans.cu, cuda_snapkv.cu and the top-k / eviction policies of
 // cuda_compact.cu.
 #include <float.h>
@@ -13,20 +14,42 @@
 #include "cuda_check.h"
 #include "cuda_policy.h"
 
-static const char *const gpu_policies[] = {"full",   "streaming", "h2o",
-                                           "snapkv", "kmeans",    "centroid"};
+// The GPU policies and what their kernels take: several caches a call
+// (their lists through the call's table) and caches whose rows are mapped
+// (slots read through the map; their apply fills the rows it frees and
+// takes the map at the first call). SnapKV's and K-Means's kernels read
+// and move rows in slot order, one cache at a time.
+static const struct {
+    const char *name;
+    bool many, maps;
+} gpu_policies[] = {
+    {"full", true, false},     {"streaming", true, true}, {"h2o", true, true},
+    {"snapkv", false, false}, {"kmeans", false, false},  {"centroid", true, true},
+};
+
+static int policy_index(const ckv_policy *p)
+{
+    for (size_t i = 0; i < sizeof gpu_policies / sizeof gpu_policies[0]; i++)
+        if (!strcmp(p->ops->name, gpu_policies[i].name))
+            return (int)i;
+    return -1;
+}
 
 extern "C" bool ckv_gpu_policy_supported(const ckv_policy *p)
 {
-    for (size_t i = 0; i < sizeof gpu_policies / sizeof gpu_policies[0]; i++)
-        if (!strcmp(p->ops->name, gpu_policies[i]))
-            return true;
-    return false;
+    return policy_index(p) >= 0;
+}
+
+extern "C" bool ckv_gpu_policy_many(const ckv_policy *p)
+{
+    const int i = policy_index(p);
+    return i >= 0 && gpu_policies[i].many;
 }
 
 extern "C" int32_t ckv_gpu_policy_entry_bytes(const ckv_policy *p)
 {
-    return strcmp(p->ops->name, "centroid") ? 0 : (int32_t)sizeof(int32_t);
+    const int i = policy_index(p);
+    return i >= 0 && gpu_policies[i].maps ? (int32_t)sizeof(int32_t) : 0;
 }
 
 static void ws_free(ckv_gpu_policy_ws *ws)
@@ -37,6 +60,7 @@ static void ws_free(ckv_gpu_policy_ws *ws)
         cudaFree(ws->mem[i].p);
     free(ws->h_plan);
     free(ws->h_newlen);
+    free(ws->h_tab);
     free(ws);
 }
 
@@ -91,10 +115,17 @@ ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_er
 
 ckv_status ckv_pol_upload_plan(ckv_pol *x, ckv_error *err)
 {
-    // Pageable source: the call returns once the data is staged, so the
+    ckv_gpu_policy_ws *w = x->ws;
+    for (int32_t i = 0; i < x->n; i++) {
+        const ckv_gpu_cache *c = x->cs[i];
+        w->h_tab[i] = ckv_pol_cache{c->k,      c->v,   c->deg,   c->score,         c->len_d,
+                                    c->row,    c->row_len, c->round, c->mapped ? 1 : 0};
+    }
+    // Pageable sources: the call returns once the data is staged, so the
     // host rows may be rewritten at once.
-    CKV_CUDA(cudaMemcpyAsync(x->ws->plan, x->ws->h_plan,
-                             (size_t)PLAN_ROWS * x->lists * sizeof(int32_t),
+    CKV_CUDA(cudaMemcpyAsync(w->tab, w->h_tab, (size_t)x->n * sizeof *w->h_tab,
+                             cudaMemcpyHostToDevice, x->s));
+    CKV_CUDA(cudaMemcpyAsync(w->plan, w->h_plan, (size_t)PLAN_ROWS * x->lists * sizeof(int32_t),
                              cudaMemcpyHostToDevice, x->s));
     return CKV_OK;
 }
@@ -105,6 +136,17 @@ ckv_status ckv_pol_smem_most(size_t *bytes, ckv_error *err)
     CKV_CUDA(cudaGetDevice(&dev));
     CKV_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     *bytes = (size_t)optin;
+    return CKV_OK;
+}
+
+ckv_status ckv_pol_take_maps(ckv_pol *x, ckv_error *err)
+{
+    for (int32_t i = 0; i < x->n; i++) {
+        ckv_status st =
+            ckv_pol_cache_active(x, i) ? ckv_gpu_cache_take_map(x->cs[i], err) : CKV_OK;
+        if (st)
+            return st;
+    }
     return CKV_OK;
 }
 
@@ -167,8 +209,12 @@ static ckv_status ws_fill(ckv_gpu_policy_ws *ws, size_t lists, size_t n, size_t 
     return CKV_OK;
 }
 
+// Two scratches a device: one for the calls over one cache, one for those
+// over several. A call over n caches needs n times the slots, and K-Means's
+// and SnapKV's buffers (one cache a call) are sized to their scratch's
+// slots: in one scratch they would take n times their memory.
 enum { MAX_DEVICES = 64 };
-static ckv_gpu_policy_ws *ws_pool[MAX_DEVICES];
+static ckv_gpu_policy_ws *ws_pool[MAX_DEVICES][2];
 
 static ckv_status current_device(int *dev, ckv_error *err)
 {
@@ -179,17 +225,20 @@ static ckv_status current_device(int *dev, ckv_error *err)
     return CKV_OK;
 }
 
-// The current device's scratch, (re)made to hold cache c and every cache
-// it held before, so that alternating shapes do not reallocate.
-static ckv_status ws_for(const ckv_gpu_cache *c, ckv_gpu_policy_ws **out, ckv_error *err)
+// The current device's scratch for a call over n caches of c's shape,
+// (re)made to hold it and every call it held before, so that alternating
+// shapes do not reallocate.
+static ckv_status ws_for(const ckv_gpu_cache *c, int32_t n_caches, ckv_gpu_policy_ws **out,
+                         ckv_error *err)
 {
     int dev;
     ckv_status st = current_device(&dev, err);
     if (st)
         return st;
-    size_t lists = (size_t)c->n_layer * c->n_head_kv, n = lists * c->capacity,
+    size_t lists = (size_t)n_caches * c->n_layer * c->n_head_kv, n = lists * c->capacity,
            rows = n * c->head_dim;
-    ckv_gpu_policy_ws *old = ws_pool[dev];
+    ckv_gpu_policy_ws **pool = &ws_pool[dev][n_caches > 1];
+    ckv_gpu_policy_ws *old = *pool;
     if (old && old->lists >= lists && old->slots >= n && old->rows >= rows) {
         *out = old;
         return CKV_OK;
@@ -199,7 +248,7 @@ static ckv_status ws_for(const ckv_gpu_cache *c, ckv_gpu_policy_ws **out, ckv_er
         n = old->slots > n ? old->slots : n;
         rows = old->rows > rows ? old->rows : rows;
         ws_free(old);
-        ws_pool[dev] = NULL;
+        *pool = NULL;
     }
     ckv_gpu_policy_ws *ws = static_cast<ckv_gpu_policy_ws *>(calloc(1, sizeof *ws));
     if (!ws)
@@ -208,17 +257,25 @@ static ckv_status ws_for(const ckv_gpu_cache *c, ckv_gpu_policy_ws **out, ckv_er
         ws_free(ws);
         return st;
     }
-    *out = ws_pool[dev] = ws;
+    *out = *pool = ws;
     return CKV_OK;
 }
 
 extern "C" size_t ckv_gpu_policy_scratch_bytes(int32_t device)
 {
-    const ckv_gpu_policy_ws *ws = device >= 0 && device < MAX_DEVICES ? ws_pool[device] : NULL;
     size_t bytes = 0;
-    for (int i = 0; ws && i < ws->n_mem; i++)
-        bytes += ws->mem[i].bytes;
+    for (int k = 0; device >= 0 && device < MAX_DEVICES && k < 2; k++)
+        for (int i = 0; ws_pool[device][k] && i < ws_pool[device][k]->n_mem; i++)
+            bytes += ws_pool[device][k]->mem[i].bytes;
     return bytes;
+}
+
+extern "C" void ckv_gpu_policy_scratch_release(int32_t device)
+{
+    for (int k = 0; device >= 0 && device < MAX_DEVICES && k < 2; k++) {
+        ws_free(ws_pool[device][k]);
+        ws_pool[device][k] = NULL;
+    }
 }
 
 __global__ void fill_u32_kernel(unsigned *p, unsigned v, int32_t n)
@@ -228,22 +285,62 @@ __global__ void fill_u32_kernel(unsigned *p, unsigned v, int32_t n)
         p[i] = v;
 }
 
-extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p,
-                                              int32_t budget, const ckv_qwindow *qw,
-                                              ckv_gpu_policy_trace *trace, void *stream,
-                                              ckv_error *err)
+// The caches of a call: distinct, of c[0]'s shape.
+static ckv_status check_caches(ckv_gpu_cache *const *c, int32_t n, ckv_error *err)
+{
+    if (n < 1 || !c)
+        return ckv_errorf(err, CKV_ERR_ARG, "cuda policy: %d caches (at least 1)", n);
+    for (int32_t i = 0; i < n; i++) {
+        if (!c[i])
+            return ckv_errorf(err, CKV_ERR_ARG, "cuda policy: cache %d is NULL", i);
+        const ckv_gpu_cache *a = c[0], *b = c[i];
+        const struct {
+            const char *what;
+            int64_t want, got;
+        } same[] = {{"n_layer", a->n_layer, b->n_layer},
+                    {"n_head_kv", a->n_head_kv, b->n_head_kv},
+                    {"head_dim", a->head_dim, b->head_dim},
+                    {"capacity", a->capacity, b->capacity},
+                    {"kv dtype", a->dtype, b->dtype},
+                    {"scores", a->score != NULL, b->score != NULL}};
+        for (size_t f = 0; f < sizeof same / sizeof same[0]; f++)
+            if (same[f].want != same[f].got)
+                return ckv_errorf(err, CKV_ERR_ARG,
+                                  "cuda policy: cache %d's %s is %lld, cache 0's %lld (one call "
+                                  "takes caches of one shape)",
+                                  i, same[f].what, (long long)same[f].got,
+                                  (long long)same[f].want);
+        for (int32_t j = 0; j < i; j++)
+            if (c[j] == c[i])
+                return ckv_errorf(err, CKV_ERR_ARG, "cuda policy: caches %d and %d are one cache",
+                                  j, i);
+    }
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *caches, int32_t n,
+                                                   const ckv_policy *p, int32_t budget,
+                                                   const ckv_qwindow *qw,
+                                                   ckv_gpu_policy_trace *trace, void *stream,
+                                                   ckv_error *err)
 {
     const char *name = p->ops->name;
-    const int64_t lists = (int64_t)c->n_layer * c->n_head_kv;
     if (!ckv_gpu_policy_supported(p))
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED, "cuda: policy %s has no GPU kernels", name);
+    ckv_status st = check_caches(caches, n, err);
+    if (st)
+        return st;
+    ckv_gpu_cache *const c = caches[0];
+    if (n > 1 && !ckv_gpu_policy_many(p))
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "cuda: policy %s compresses one cache a call, not %d", name, n);
+    const int64_t per = (int64_t)c->n_layer * c->n_head_kv, lists = per * n;
     if (lists * c->capacity >= INT32_MAX || lists > 65535)
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "cuda: %lld lists of capacity %d are beyond the policy kernels' int32 "
                           "indexing",
                           (long long)lists, c->capacity);
-    ckv_status st = ckv_policy_check(p, c->score != NULL, budget, qw, err);
-    if (st)
+    if ((st = ckv_policy_check(p, c->score != NULL, budget, qw, err)))
         return st;
     if (trace && trace->margin)
         for (int64_t i = 0; i < lists; i++)
@@ -260,19 +357,34 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
         memset(trace->own_rows, 0, (size_t)lists * c->capacity);
     if (!strcmp(name, "full"))
         return CKV_OK;
-    // The other policies' kernels read and move rows in slot order.
-    if (c->mapped && strcmp(name, "centroid"))
-        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
-                          "cuda: policy %s on a cache whose rows centroid's calls mapped (reset "
-                          "or upload it first)",
-                          name);
+    // SnapKV's and K-Means's kernels read and move rows in slot order.
+    for (int32_t i = 0; i < n; i++)
+        if (caches[i]->mapped && !ckv_gpu_policy_entry_bytes(p))
+            return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                              "cuda: policy %s on a cache whose rows an earlier call mapped "
+                              "(centroid's, StreamingLLM's or H2O's; reset or upload it first)",
+                              name);
 
     ckv_pol x;
     memset(&x, 0, sizeof x);
-    st = ws_for(c, &x.ws, err);
-    if (st)
+    if ((st = ws_for(c, n, &x.ws, err)))
         return st;
+    ckv_gpu_policy_ws *const w = x.ws;
+    if ((st = ckv_pol_grow(&x, reinterpret_cast<void **>(&w->tab), &w->tab_bytes,
+                           (size_t)n * sizeof *w->tab, err)))
+        return st;
+    if (w->h_tab_n < (size_t)n) {
+        void *h = realloc(w->h_tab, (size_t)n * sizeof *w->h_tab);
+        if (!h)
+            return ckv_errorf(err, CKV_ERR_NOMEM, "cuda policy: out of host memory");
+        w->h_tab = static_cast<ckv_pol_cache *>(h);
+        w->h_tab_n = (size_t)n;
+    }
     x.c = c;
+    x.cs = caches;
+    x.n = n;
+    x.per = (int32_t)per;
+    x.tab = ckv_pol_caches{w->tab, (int32_t)per};
     x.s = static_cast<cudaStream_t>(stream);
     x.lists = (int32_t)lists;
     x.cap = c->capacity;
@@ -285,7 +397,7 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
     x.centroids = trace ? trace->centroids : NULL;
     x.poison_lazy = trace && trace->poison_lazy;
     x.lazy = trace ? trace->lazy : NULL;
-    int32_t *const plan = x.ws->plan;
+    int32_t *const plan = w->plan;
     x.act = plan + (size_t)PLAN_ACT * lists;
     x.T = plan + (size_t)PLAN_T * lists;
     x.seg_b = plan + (size_t)PLAN_SEG_B * lists;
@@ -300,12 +412,12 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
     float big = FLT_MAX;
     unsigned big_bits;
     memcpy(&big_bits, &big, sizeof big_bits);
-    fill_u32_kernel<<<ckv_pol_blocks(lists, 256), 256, 0, x.s>>>(x.ws->margin, big_bits,
+    fill_u32_kernel<<<ckv_pol_blocks(lists, 256), 256, 0, x.s>>>(w->margin, big_bits,
                                                                   (int32_t)lists);
     CKV_CUDA_LAUNCHED();
     const size_t slots = (size_t)lists * c->capacity;
     if (x.track_assign)
-        CKV_CUDA(cudaMemcpyAsync(x.ws->assign, trace->assign, slots * sizeof(int32_t),
+        CKV_CUDA(cudaMemcpyAsync(w->assign, trace->assign, slots * sizeof(int32_t),
                                  cudaMemcpyHostToDevice, x.s));
 
     if (!strcmp(name, "centroid"))
@@ -322,13 +434,21 @@ extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy
         return st;
 
     if (x.track_assign)
-        CKV_CUDA(cudaMemcpyAsync(trace->assign, x.ws->assign, slots * sizeof(int32_t),
+        CKV_CUDA(cudaMemcpyAsync(trace->assign, w->assign, slots * sizeof(int32_t),
                                  cudaMemcpyDeviceToHost, x.s));
     if (trace && trace->margin)
-        CKV_CUDA(cudaMemcpyAsync(trace->margin, x.ws->margin, lists * sizeof(float),
+        CKV_CUDA(cudaMemcpyAsync(trace->margin, w->margin, lists * sizeof(float),
                                  cudaMemcpyDeviceToHost, x.s));
     CKV_CUDA(cudaStreamSynchronize(x.s));
     return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p,
+                                              int32_t budget, const ckv_qwindow *qw,
+                                              ckv_gpu_policy_trace *trace, void *stream,
+                                              ckv_error *err)
+{
+    return ckv_gpu_policy_compress_many(&c, 1, p, budget, qw, trace, stream, err);
 }
 
 extern "C" ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p,
@@ -363,9 +483,9 @@ extern "C" ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err)
     ckv_status st = current_device(&dev, err);
     if (st)
         return st;
-    const ckv_gpu_policy_ws *ws = ws_pool[dev];
-    for (int i = 0; ws && i < ws->n_mem; i++)
-        CKV_CUDA(cudaMemset(ws->mem[i].p, 0xff, ws->mem[i].bytes));
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; ws_pool[dev][k] && i < ws_pool[dev][k]->n_mem; i++)
+            CKV_CUDA(cudaMemset(ws_pool[dev][k]->mem[i].p, 0xff, ws_pool[dev][k]->mem[i].bytes));
     CKV_CUDA(cudaDeviceSynchronize());
     return CKV_OK;
 }

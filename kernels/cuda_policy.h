@@ -1,11 +1,12 @@
 // State shared by the GPU policy files (cuda_policy.cu, cuda_compact.cu,
-// cuda_csm.cu, cuda_kmeans.cu, cuda_snapkv.cu): the scratch a GPU cache
-// keeps for them and the plan of one compression step. Internal to kernels/.
+// cuda_csm.cu, cuda_kmeans.cu, cuda_snapkv.cu): the scratch a device keeps
+// for them and the plan of one compression step. Internal to kernels/.
 //
-// A step works on every (layer, KV head) list at once: the host decides
-// per list (from the lengths it mirrors) whether the list takes part and
-// what its sort segment is, uploads that plan, and launches each kernel
-// once with blockIdx.y (or .z) the list.
+// A step works on every (layer, KV head) list of every cache of the call at
+// once: the host decides per list (from the lengths it mirrors) whether the
+// list takes part and what its sort segment is, uploads that plan with the
+// table of the caches, and launches each kernel once with blockIdx.y (or
+// .z) the list.
 #ifndef CKV_KERNELS_CUDA_POLICY_H
 #define CKV_KERNELS_CUDA_POLICY_H
 
@@ -23,12 +24,68 @@ enum { PLAN_ACT, PLAN_T, PLAN_SEG_B, PLAN_SEG_E, PLAN_X, PLAN_Y, PLAN_ROWS };
 
 enum { WS_MAX_BUFFERS = 64 };
 
-// One per device for the whole process (calls are synchronous, so caches
-// take turns), sized for the largest cache seen: at least `lists` lists,
+// One cache of a call as its kernels see it: its arrays (ckv_gpu_cache),
+// whether its rows are mapped and its CSM round. A call's lists are its
+// caches' lists in order, `per` a cache, so list lh is list lh % per of
+// cache lh / per; the table, one entry a cache, lives in the scratch and is
+// uploaded with the plan.
+struct ckv_pol_cache {
+    void *k, *v;
+    float *deg, *score;
+    int32_t *len_d, *row, *row_len;
+    int64_t round;
+    int32_t mapped;
+};
+
+struct ckv_pol_caches {
+    const ckv_pol_cache *tab;
+    int32_t per;
+};
+
+// List lh's share of its cache: every pointer at the list's own (row 0 of
+// k and v, slot 0 of deg, score and the map; its length and map length).
+struct ckv_pol_list {
+    void *k, *v;
+    float *deg, *score;  // score NULL where the cache keeps none
+    int32_t *map, *map_len, *len_d;
+    int64_t round;
+    int32_t local;  // the list's index in its cache
+    bool mapped;    // whether map holds the slot order (else each slot at its own row)
+    // Slot s's row (ckv_row_of).
+    __device__ int32_t row_of(int32_t s) const { return mapped && s < *map_len ? map[s] : s; }
+};
+
+// row_bytes: a key row's bytes (head_dim x the element's size).
+__device__ static inline ckv_pol_list ckv_pol_list_of(ckv_pol_caches cs, int32_t lh, int32_t cap,
+                                                      size_t row_bytes)
+{
+    const ckv_pol_cache &c = cs.tab[lh / cs.per];
+    const int32_t local = lh % cs.per;
+    const size_t base = (size_t)local * cap;
+    ckv_pol_list l;
+    l.k = static_cast<char *>(c.k) + base * row_bytes;
+    l.v = static_cast<char *>(c.v) + base * row_bytes;
+    l.deg = c.deg + base;
+    l.score = c.score ? c.score + base : nullptr;
+    l.map = c.row ? c.row + base : nullptr;
+    l.map_len = c.row_len ? c.row_len + local : nullptr;
+    l.len_d = c.len_d + local;
+    l.round = c.round;
+    l.local = local;
+    l.mapped = c.mapped != 0;
+    return l;
+}
+
+// Two per device (cuda_policy.cu: for calls over one cache and over several;
+// calls are synchronous, so they take turns), kept until released, sized
+// for the largest call seen: at least `lists` lists,
 // `slots` list entries (lists * capacity) and `rows` key elements (slots *
-// head_dim); indexing follows the calling cache's shape.
+// head_dim); indexing follows the calling caches' shape.
 struct ckv_gpu_policy_ws {
     size_t lists, slots, rows;
+    // The call's cache table (device and host), grown as needed.
+    ckv_pol_cache *tab, *h_tab;
+    size_t tab_bytes, h_tab_n;
     // Every device buffer, for poisoning and freeing.
     struct {
         void *p;
@@ -94,9 +151,14 @@ struct ckv_gpu_policy_ws {
     size_t q_bytes, prob_bytes, acc_bytes;
 };
 
-// One call's context.
+// One call's context: n caches of one shape, per lists each (lists = n x
+// per); c is the first, whose shape they share (the policies of one call a
+// cache, SnapKV and K-Means, take only it).
 struct ckv_pol {
     ckv_gpu_cache *c;
+    ckv_gpu_cache *const *cs;
+    int32_t n, per;
+    ckv_pol_caches tab;  // the device table
     ckv_gpu_policy_ws *ws;
     cudaStream_t s;
     int32_t lists, cap, d;
@@ -116,13 +178,34 @@ static inline int32_t *ckv_pol_h(ckv_pol *x, int row)
     return x->ws->h_plan + (size_t)row * x->lists;
 }
 
+// List lh's cache (host).
+static inline ckv_gpu_cache *ckv_pol_cache_of(const ckv_pol *x, int32_t lh)
+{
+    return x->cs[lh / x->per];
+}
+
+// Whether any list of cache i takes part (the plan's host row ACT).
+static inline bool ckv_pol_cache_active(ckv_pol *x, int32_t i)
+{
+    const int32_t *act = ckv_pol_h(x, PLAN_ACT) + (size_t)i * x->per;
+    for (int32_t j = 0; j < x->per; j++)
+        if (act[j])
+            return true;
+    return false;
+}
+
 // cuda_policy.cu
+// Uploads the plan and the cache table (the caches' rounds and maps as
+// they are now).
 ckv_status ckv_pol_upload_plan(ckv_pol *x, ckv_error *err);
 // (Re)allocates a growable scratch buffer of the cache to at least `bytes`.
 ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_error *err);
 // Allocates a fixed scratch buffer (once; *p non-NULL: kept).
 ckv_status ckv_pol_take(ckv_pol *x, void **p, size_t bytes, ckv_error *err);
 int32_t ckv_pol_max_row(ckv_pol *x, int row);  // over lists that take part
+// The slot-to-row map (ckv_gpu_cache_take_map) of every cache whose lists
+// take part by the plan's host rows, for the policies whose apply fills.
+ckv_status ckv_pol_take_maps(ckv_pol *x, ckv_error *err);
 
 // Calls f(k, v) with keys and values typed as dtype says they are stored
 // (float or ckv_bf16), so that each launch of a kernel templated on the
@@ -193,15 +276,18 @@ static __device__ inline void ckv_pol_run_mark(const int32_t *key, int64_t b, in
 }
 // Keeps the last `recent` slots and the top budget - recent of the key
 // ranking over slots [0, T - recent) (key, ival set by the caller), then
-// compacts. Twin: ckv_list_keep_top.
-ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err);
+// applies (fill: as ckv_pol_apply's). Twin: ckv_list_keep_top.
+ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, bool fill,
+                            ckv_error *err);
 // Applies dest of every list that takes part: merges (degree-weighted
 // centroids, in double, in the CPU's order), compaction, lengths, assign.
 // max_sources: at most that many slots of a list merge into another; 0:
 // dest only keeps and evicts. Twin: ckv_list_apply.
 // fill: instead of shifting the survivors left in slot order, fill the rows
 // the step frees with the list's last rows and keep the slot order in the
-// cache's map (centroid's calls; the others keep rows in slot order).
+// cache's map (the calls of centroid, StreamingLLM and H2O, which take the
+// maps first: ckv_pol_take_maps; SnapKV's and K-Means's keep rows in slot
+// order).
 ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *err);
 
 // The policies.

@@ -102,14 +102,15 @@ struct ckv_gpu_cache {
     uint64_t id;     // unique per cache made, so a captured graph never outlives its cache
     int32_t round;  // CSM round counter, kept for the host cache (policies.md)
     size_t bytes;
-    // Where a slot's entry sits once centroid's decode-time calls fill the
-    // rows their merges free with the list's last rows instead of shifting
-    // every survivor (cuda_compact.cu, the fill): slot s < row_len[list] of
-    // a list is at row row[list][s], a later slot at its own row. The
-    // attention reads rows [0, len), whose order it does not depend on;
-    // what needs the slot order (the policies, a download) goes through the
-    // map. Taken at centroid's first call (row NULL until then); mapped
-    // false: every slot at its own row (a reset, upload or random fill).
+    // Where a slot's entry sits once the calls of centroid, StreamingLLM or
+    // H2O fill the rows they free with the list's last rows instead of
+    // shifting every survivor (cuda_compact.cu, the fill): slot s <
+    // row_len[list] of a list is at row row[list][s], a later slot at its
+    // own row. The attention reads rows [0, len), whose order it does not
+    // depend on; what needs the slot order (the policies, a download) goes
+    // through the map. Taken at such a policy's first call (row NULL until
+    // then); mapped false: every slot at its own row (a reset, upload or
+    // random fill).
     int32_t *row, *row_len;
     bool mapped;
 };

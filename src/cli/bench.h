@@ -169,9 +169,10 @@ int bench_parse(int argc, char **argv, const struct option *longopts, bench_opts
     "  --kv-dtype T      how the KV caches store keys and values: f32 (default) or bf16\n"
 /* The help lines of --row-order. */
 #define BENCH_ROW_ORDER_HELP                                                                    \
-    "  --row-order O     where centroid's timed decode-time calls find each list's\n"             \
+    "  --row-order O     where the timed decode-time calls of the policies that\n"              \
+    "                    fill (centroid, streaming, h2o) find each list's\n"                    \
     "                    rows: slot (default: in slot order, as after the prefill's\n"          \
-    "                    call) or random (a random order of the slots, the far bound\n"          \
+    "                    call) or random (a random order of the slots, the far bound\n"         \
     "                    of what the fills of earlier calls leave)\n"
 
 
@@ -233,23 +234,29 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtyp
                             ckv_error *err);
 /* Degrees up to this, uniform from 1, average 1 / budget. */
 float bench_max_degree(double budget);
-/* The compression a policy runs every `interval` decode steps: one
- * sequence's cache of shape cfg and dtype holding entries + interval random entries
- * (ckv_gpu_cache_fill_random, degrees as bench_time_steps for budget) at
- * position context + interval, compressed back to `entries` by
- * ckv_gpu_policy_compress. One untimed warm-up call (it takes the policy
- * scratch), then `runs` timed calls, each on a fresh fill; SnapKV gets
- * random window queries in [-1, 1), H2O a cache with (zero) scores.
- * *median_ms: the median wall time of the calls (they return when the GPU
- * is done). Each call starts at CSM round `round` (the count the sequence
- * reached: a decode compression continues it); *rounds (may be NULL): the
- * CSM rounds of the last call. rows_random: centroid's calls run on a cache
- * whose rows are in a random order of its slots (ckv_gpu_cache_scramble,
- * after each fill; other policies take no mapped cache and ignore it). */
+/* The compression a policy runs every `interval` decode steps, for `seqs`
+ * sequences: each sequence's cache of shape cfg and dtype holding entries +
+ * interval random entries (ckv_gpu_cache_fill_random, degrees as
+ * bench_time_steps for budget) at position context + interval, compressed
+ * back to `entries` by ckv_gpu_policy_compress_many in calls of at most
+ * `group` caches (one where the policy takes one a call:
+ * ckv_gpu_policy_many), the sequences split into calls of near-equal size.
+ * Only one call's caches are held: each call's are filled afresh (untimed)
+ * before it. One untimed warm-up pass (it takes the policy scratch), then
+ * `runs` timed passes over every sequence; SnapKV gets random window
+ * queries in [-1, 1), H2O caches with (zero) scores. *median_ms: the median
+ * of a pass's summed call times (each call returns when the GPU is done).
+ * Each call starts at CSM round `round` (the count the sequence reached: a
+ * decode compression continues it); *rounds (may be NULL): the CSM rounds
+ * of the first cache's last call. rows_random: the calls of the policies
+ * that fill (ckv_gpu_policy_entry_bytes > 0: centroid, StreamingLLM, H2O)
+ * run on caches whose rows are in a random order of their slots
+ * (ckv_gpu_cache_scramble, after each fill; the others take no mapped
+ * cache and ignore it). */
 ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const ckv_policy *p,
-                               int32_t entries,
-                               int32_t interval, int64_t context, double budget, int32_t round,
-                               int32_t runs, uint64_t seed, bool rows_random, double *median_ms,
+                               int32_t entries, int32_t interval, int64_t context, double budget,
+                               int32_t round, int32_t seqs, int32_t group, int32_t runs,
+                               uint64_t seed, bool rows_random, double *median_ms,
                                int32_t *rounds, ckv_error *err);
 #endif
 

@@ -372,8 +372,9 @@ static ckv_status time_policy_gpu(const ckv_policy *p, const ckv_cache *src, int
 }
 
 /* Key elements (lists x capacity x head_dim) of the largest cache the GPU
- * policy kernels have seen in this process: their scratch is one per device,
- * grown for the largest cache and kept (kernels/cuda.h), and K-Means takes
+ * policy kernels have seen in this process: their scratch for one-cache
+ * calls (the only ones this bench makes) is one per device, grown for the
+ * largest cache and kept (kernels/cuda.h), and K-Means takes
  * 3 x 8 bytes per key element of it. */
 static double policy_rows_seen;
 
@@ -597,7 +598,7 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
             const bool csm = !strcmp(p->ops->name, "centroid");
             const int32_t round = csm ? round0 + csm_rounds(p, T, B, round0) : 0;
             ckv_status st = bench_time_compress(cfg, o->b.kv_dtype, p, r->budget, r->interval, T, frac,
-                                                round, (int32_t)o->b.repeats,
+                                                round, 1, 1, (int32_t)o->b.repeats,
                                                 (uint64_t)o->b.seed + 1000 * (uint64_t)(*n),
                                                 o->b.rows_random, &r->compress_ms, &r->rounds,
                                                 err);

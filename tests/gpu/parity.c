@@ -1513,8 +1513,10 @@ static void check_uploaded_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
     free(lg);
 }
 
-/* Centroid's GPU calls on a cache whose rows are out of slot order
- * (kernels/cuda_compact.cu, the fill), and decode over it. The uploaded
+/* The GPU calls of a policy that fills (centroid, StreamingLLM, H2O: H2O's
+ * caches track scores, which its calls read through the map) on a cache
+ * whose rows are out of slot order (kernels/cuda_compact.cu, the fill), and
+ * decode over it. The uploaded
  * cache's rows are first put in a random order of its slots
  * (ckv_gpu_cache_scramble: the hardest map a call gets), then three calls at
  * half the prompt, each followed by four decode steps, so that the second
@@ -1525,16 +1527,17 @@ static void check_uploaded_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
  * so its decisions do), and the GPU's decode over its mapped cache the
  * CPU's over the download. */
 static void check_mapped_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
-                               const int32_t *ids, int32_t len)
+                               const int32_t *ids, int32_t len, const char *policy)
 {
     const ckv_config *cf = &m->cfg;
     const int32_t V = cf->n_vocab, cap = len + 16, budget = len / 2;
+    const bool scores = !strcmp(policy, "h2o");
     ckv_cache cc;
     ckv_gpu_cache *gc;
     ckv_policy p;
-    CHECK(ckv_policy_init(&p, "centroid", err));
-    CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, false, err));
-    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, false, CKV_KV_F32, err));
+    CHECK(ckv_policy_init(&p, policy, err));
+    CHECK(ckv_cache_init(&cc, cf->n_layer, cf->n_head_kv, cf->head_dim, cap, scores, err));
+    CHECK(ckv_gpu_cache_create(&gc, gpu, cap, scores, CKV_KV_F32, err));
     CHECK(ckv_cpu_forward(cpu, &cc, ids, len, NULL, NULL, err));
     CHECK(ckv_gpu_cache_upload(gc, &cc, err));
     CHECK(ckv_gpu_cache_scramble(gc, 0x5c4a, err));
@@ -1567,7 +1570,7 @@ static void check_mapped_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
         }
     }
     char what[96];
-    snprintf(what, sizeof what, "centroid on a mapped cache (%d), 3 calls, downloaded", len);
+    snprintf(what, sizeof what, "%s on a mapped cache (%d), 3 calls, downloaded", policy, len);
     report(what, mapped ? worst_cache : INFINITY, TOL_MAPPED_CACHE);
     if (worst_cache > TOL_MAPPED_CACHE)
         printf("  (worst: layer %d, head %d, %s; or a length, position or round differs)\n",
@@ -2189,7 +2192,9 @@ static int run_e2e(const char *model_path, const char *ids_path, const int32_t *
         check_all_logits(&m, cpu, gpu, ids, side);
         check_uploaded_cache(&m, cpu, gpu, ids, side);
         if (n_ids >= side + 12)
-            check_mapped_cache(&m, cpu, gpu, ids, side);
+            for (int k = 0; k < 3; k++)
+                check_mapped_cache(&m, cpu, gpu, ids, side,
+                                   (const char *const[]){"centroid", "streaming", "h2o"}[k]);
         check_window_and_scores(&m, cpu, gpu, ids, side);
     }
     for (int dt = CKV_KV_F32; dt <= CKV_KV_BF16 && n_ids >= side + 30; dt++)

@@ -5,7 +5,9 @@
  * counter > 0, with fresh entries appended), the real dump
  * tests/fixtures/kv_small.h5, and an optional dump (--dump PATH or
  * CKV_POLICY_DUMP). Every policy, default and non-default parameters,
- * several budgets, and a second compression of each side's own result.
+ * several budgets, and a second compression of each side's own result;
+ * and ckv_gpu_policy_compress_many over caches of one shape in one call,
+ * each against its own CPU compression (check_many), and its refusals.
  *
  * For each run: the GPU cache is filled with NaN bytes before the upload,
  * then lengths, the CSM round counter and the assign map (where every input
@@ -1516,6 +1518,172 @@ static void check_kmeans_forms(int32_t d, int32_t k, int32_t M, int mode, uint64
 }
 
 /* Every source in the current kv_dtype; 1 when a dump cannot be read. */
+/* ckv_gpu_policy_compress_many: MANY caches of one shape in one call, each
+ * against its own CPU compression (as step does one). The caches: equal
+ * lengths; ragged (for the policies whose calls map rows, already
+ * compressed once on the GPU, so its rows are mapped where the others' are
+ * not); compressed once by the CPU (degrees > 1, round > 0); and one under
+ * every budget, which must come out untouched (round, map). The CPU side
+ * starts from each GPU cache as downloaded, so that a near-tie in the
+ * priming call cannot part them. */
+enum { MANY = 4 };
+
+static void many_step(source *s, ckv_gpu_cache **g, const ckv_policy *p, const char *desc,
+                      int32_t budget, ckv_cache *cpu, ckv_cache *back, int32_t **a_cpu,
+                      int32_t *a_gpu)
+{
+    const size_t lists = lists_of(&s[0].c), cap = (size_t)s[0].c.capacity;
+    float *margin = xmalloc(MANY * lists * sizeof *margin);
+    double c_ms = 0;
+    ckv_error ec[MANY], eg = {0};
+    ckv_status sc[MANY];
+    for (int i = 0; i < MANY; i++) {
+        memset(&ec[i], 0, sizeof ec[i]);
+        double c0 = cpu_ms();
+        sc[i] = ckv_policy_compress(p, &cpu[i], budget, NULL, a_cpu[i], &ec[i]);
+        c_ms += cpu_ms() - c0;
+    }
+    ckv_gpu_policy_trace tr = {.assign = a_gpu, .margin = margin};
+    double g0 = wall_ms();
+    ckv_status sg = ckv_gpu_policy_compress_many(g, MANY, p, budget, NULL, &tr, NULL, &eg);
+    double g_ms = wall_ms() - g0;
+    for (int i = 0; i < MANY; i++) {
+        verdict v;
+        memset(&v, 0, sizeof v);
+        if (sc[i] || sg) {
+            char why[800];
+            snprintf(why, sizeof why, "status cpu %d '%.300s', gpu (the call) %d '%.300s'", sc[i],
+                     ec[i].msg, sg, eg.msg);
+            fail_with(&v, why);
+        } else {
+            CHECK(ckv_gpu_cache_download(g[i], &back[i], err));
+            compare(&back[i], &cpu[i], a_gpu + i * lists * cap, a_cpu[i], margin + i * lists, &v);
+        }
+        char d[200];
+        snprintf(d, sizeof d, "many %d/%d: %s", i + 1, MANY, desc);
+        print_row(s[i].name, d, budget, lists, &v, g_ms, c_ms, 0, 0, 0, -1);
+    }
+    free(margin);
+}
+
+static void many_case(source *s, const pcase *pc, int64_t ppm)
+{
+    ckv_policy p;
+    char desc[160];
+    make_policy(&p, pc, desc, sizeof desc);
+    const size_t lists = lists_of(&s[0].c), cap = (size_t)s[0].c.capacity;
+    const int32_t budget = (int32_t)((ppm * ckv_cache_max_len(&s[0].c) + 999999) / 1000000);
+    if (budget / 2 <= p.ops->protected_count(&p))
+        return;
+    /* The last cache under budget / 2 in every list. */
+    for (size_t lh = 0; lh < lists; lh++)
+        s[MANY - 1].c.len[lh] = budget / 2 - (int32_t)(lh % 5);
+    ckv_gpu_cache *g[MANY];
+    ckv_cache cpu[MANY], back[MANY];
+    int32_t *a_cpu[MANY], *a_gpu = xmalloc(MANY * lists * cap * sizeof *a_gpu);
+    for (int i = 0; i < MANY; i++) {
+        g[i] = s[i].g;
+        CHECK(ckv_gpu_cache_poison(g[i], err));
+        CHECK(ckv_gpu_cache_upload(g[i], &s[i].c, err));
+    }
+    const bool maps = ckv_gpu_policy_entry_bytes(&p) > 0;
+    if (maps) {
+        const int32_t len = ckv_cache_max_len(&s[1].c);
+        CHECK(ckv_gpu_policy_compress(g[1], &p, budget + (len - budget) / 2, NULL, NULL, NULL,
+                                      err));
+        snprintf(desc + strlen(desc), sizeof desc - strlen(desc), " (cache 2 mapped)");
+    }
+    const size_t idle_bytes = ckv_gpu_cache_bytes(g[MANY - 1]);
+    for (int i = 0; i < MANY; i++) {
+        CHECK(ckv_cache_fork(&cpu[i], &s[i].c, s[i].c.capacity, err));
+        CHECK(ckv_cache_fork(&back[i], &s[i].c, s[i].c.capacity, err));
+        CHECK(ckv_gpu_cache_download(g[i], &cpu[i], err));
+        a_cpu[i] = xmalloc(lists * cap * sizeof *a_cpu[i]);
+        ckv_policy_assign_identity(&cpu[i], a_cpu[i]);
+        ckv_policy_assign_identity(&cpu[i], a_gpu + i * lists * cap);
+    }
+    many_step(s, g, &p, desc, budget, cpu, back, a_cpu, a_gpu);
+    if (pc->chain) {
+        char chained[200];
+        snprintf(chained, sizeof chained, "%s, again", desc);
+        many_step(s, g, &p, chained, budget / 2, cpu, back, a_cpu, a_gpu);
+    }
+    /* Its own calls would have done nothing to it: no map taken or made. */
+    if (maps) {
+        runs++;
+        if (ckv_gpu_cache_mapped(g[MANY - 1]) || ckv_gpu_cache_bytes(g[MANY - 1]) != idle_bytes) {
+            printf("%-4s %-12s many: FAIL: the cache under budget was mapped or took a map "
+                   "(%zu bytes, %zu before)\n",
+                   ckv_kv_dtype_name(kv_dtype), s[MANY - 1].name,
+                   ckv_gpu_cache_bytes(g[MANY - 1]), idle_bytes);
+            failures++;
+        }
+    }
+    for (int i = 0; i < MANY; i++) {
+        ckv_cache_free(&cpu[i]);
+        ckv_cache_free(&back[i]);
+        free(a_cpu[i]);
+    }
+    free(a_gpu);
+}
+
+/* A refused call (otherwise valid: window queries qw for SnapKV, a budget
+ * over every policy's protected entries): the status wanted, and the first
+ * cache unchanged. */
+static void many_refused(ckv_gpu_cache **g, int32_t n, const char *policy, const ckv_qwindow *qw,
+                         ckv_status want, const char *what)
+{
+    ckv_policy p;
+    CHECK(ckv_policy_init(&p, policy, err));
+    const int32_t len = ckv_gpu_cache_max_len(g[0]), round = ckv_gpu_cache_round(g[0]);
+    ckv_error e = {0};
+    const ckv_status st =
+        ckv_gpu_policy_compress_many(g, n, &p, len * 3 / 4, qw, NULL, NULL, &e);
+    const bool ok =
+        st == want && ckv_gpu_cache_max_len(g[0]) == len && ckv_gpu_cache_round(g[0]) == round;
+    printf("%-4s many: %-60s %s (status %d: %s)\n", ckv_kv_dtype_name(kv_dtype), what,
+           ok ? "ok" : "FAIL", st, e.msg);
+    runs++;
+    failures += !ok;
+}
+
+static void check_many(void)
+{
+    source s[MANY];
+    synthetic(&s[0], "many-equal", false, SYN_KV, SYN_HEADS, SYN_D, 31);
+    synthetic(&s[1], "many-ragged", true, SYN_KV, SYN_HEADS, SYN_D, 32);
+    compressed_once(&s[2]);
+    synthetic(&s[3], "many-short", true, SYN_KV, SYN_HEADS, SYN_D, 33);
+    static const int cases_many[] = {0, 3, 6, 14, 16};
+    for (size_t i = 0; i < sizeof cases_many / sizeof cases_many[0]; i++)
+        for (size_t b = 0; b < sizeof budgets_ppm / sizeof budgets_ppm[0]; b++)
+            many_case(s, &cases[cases_many[i]], budgets_ppm[b]);
+    ckv_gpu_cache *g[MANY] = {s[0].g, s[1].g, s[2].g, s[3].g};
+    for (int i = 0; i < 2; i++)
+        CHECK(ckv_gpu_cache_upload(g[i], &s[i].c, err));
+    const ckv_qwindow qw = {s[0].q, s[0].n_head, s[0].w};
+    many_refused(g, 2, "snapkv", &qw, CKV_ERR_UNSUPPORTED, "SnapKV over 2 caches");
+    many_refused(g, 2, "kmeans", NULL, CKV_ERR_UNSUPPORTED, "K-Means over 2 caches");
+    ckv_gpu_cache *twice[2] = {g[0], g[0]};
+    many_refused(twice, 2, "centroid", NULL, CKV_ERR_ARG, "one cache twice");
+    ckv_gpu_cache *other = NULL;
+    CHECK(ckv_gpu_cache_create_shape(&other, SYN_LAYERS, SYN_KV, 2 * SYN_D, s[0].c.capacity,
+                                     true, kv_dtype, err));
+    ckv_gpu_cache *mixed[2] = {g[0], other};
+    many_refused(mixed, 2, "centroid", NULL, CKV_ERR_ARG, "caches of two head_dims");
+    ckv_gpu_cache_free(other);
+    ckv_policy streaming;
+    CHECK(ckv_policy_init(&streaming, "streaming", err));
+    CHECK(ckv_gpu_policy_compress(g[0], &streaming, ckv_gpu_cache_max_len(g[0]) / 2, NULL, NULL,
+                                  NULL, err));
+    many_refused(g, 1, "snapkv", &qw, CKV_ERR_UNSUPPORTED,
+                 "SnapKV on a cache StreamingLLM mapped");
+    many_refused(g, 1, "kmeans", NULL, CKV_ERR_UNSUPPORTED,
+                 "K-Means on a cache StreamingLLM mapped");
+    for (int i = 0; i < MANY; i++)
+        source_free(&s[i]);
+}
+
 static int run_sources(const char *dump)
 {
     source s;
@@ -1582,6 +1750,7 @@ static int run_sources(const char *dump)
     compressed_once(&s);
     run_source(&s, true, NULL);
     source_free(&s);
+    check_many();
     /* The fixture under CKV_SOURCE_ROOT, else the source tree this was built
      * from, else the working directory (a build carried to another machine). */
     char fixture[4096];
