@@ -305,8 +305,8 @@ ckv_status ckv_gpu_policy_compress(ckv_gpu_cache *c, const ckv_policy *p, int32_
  * times one cache's), kept apart from the one-cache calls' scratch so that
  * those do not grow with it. SnapKV and K-Means compress one
  * cache a call (ckv_gpu_policy_many; n > 1: CKV_ERR_UNSUPPORTED, nothing
- * changed), as does a call past the kernels' int32 indexing (n x lists x
- * capacity of 2^31 - 1 or more, or more than 65,535 lists): split it. */
+ * changed), as does a call over more caches than the kernels' int32
+ * indexing takes (ckv_gpu_policy_max_caches): split it. */
 ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *c, int32_t n, const ckv_policy *p,
                                         int32_t budget, const ckv_qwindow *qw,
                                         ckv_gpu_policy_trace *trace, void *stream,
@@ -314,6 +314,9 @@ ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *c, int32_t n, cons
 /* Whether ckv_gpu_policy_compress_many takes more than one cache a call for
  * policy p. */
 bool ckv_gpu_policy_many(const ckv_policy *p);
+/* The most caches of that shape one call takes (the kernels' indexing; 0:
+ * not even one). */
+int32_t ckv_gpu_policy_max_caches(int32_t n_layer, int32_t n_head_kv, int32_t capacity);
 
 /* As ckv_policy_on_decode on the GPU cache. */
 ckv_status ckv_gpu_policy_on_decode(ckv_gpu_cache *c, const ckv_policy *p, int32_t budget,

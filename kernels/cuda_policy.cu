@@ -285,6 +285,16 @@ __global__ void fill_u32_kernel(unsigned *p, unsigned v, int32_t n)
         p[i] = v;
 }
 
+// A call's lists go to grids' y (at most 65,535) and its slots (lists x
+// capacity) to int32 positions.
+extern "C" int32_t ckv_gpu_policy_max_caches(int32_t n_layer, int32_t n_head_kv,
+                                              int32_t capacity)
+{
+    const int64_t per = (int64_t)n_layer * n_head_kv, by_lists = 65535 / per,
+                  by_slots = (INT32_MAX - 1) / (per * capacity);
+    return (int32_t)(by_lists < by_slots ? by_lists : by_slots);
+}
+
 // The caches of a call: distinct, of c[0]'s shape.
 static ckv_status check_caches(ckv_gpu_cache *const *c, int32_t n, ckv_error *err)
 {
@@ -335,7 +345,7 @@ extern "C" ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *caches,
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "cuda: policy %s compresses one cache a call, not %d", name, n);
     const int64_t per = (int64_t)c->n_layer * c->n_head_kv, lists = per * n;
-    if (lists * c->capacity >= INT32_MAX || lists > 65535)
+    if (n > ckv_gpu_policy_max_caches(c->n_layer, c->n_head_kv, c->capacity))
         return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
                           "cuda: %lld lists of capacity %d are beyond the policy kernels' int32 "
                           "indexing",

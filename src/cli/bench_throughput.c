@@ -44,11 +44,11 @@ static void help(FILE *fp)
             "entries (degrees averaging 1 / b). Sequences that fit = floor(cap / bytes of\n"
             "one sequence's cache), counting keys and values (of --kv-dtype) and fp32\n"
             "degrees as the cache stores them (and the 4-byte slot-to-row map an entry of\n"
-            "the policies whose calls fill: centroid, streaming, h2o), a compressed cache with room for the `interval` entries it grows\n"
-            "by between compressions; then at most --max-batch, and at most what free GPU\n"
-            "memory holds. That whole batch is decoded: median step time of R steps after\n"
-            "W warm-up ones (host call to the greedy next tokens on the host), tokens/s =\n"
-            "seqs / step.\n"
+            "the policies whose calls fill: centroid, streaming, h2o), a compressed cache\n"
+            "with room for the `interval` entries it grows by between compressions; then\n"
+            "at most --max-batch, and at most what free GPU memory holds. That whole\n"
+            "batch is decoded: median step time of R steps after W warm-up ones (host\n"
+            "call to the greedy next tokens on the host), tokens/s = seqs / step.\n"
             "Compression included: every sequence's cache grown by `interval` entries is\n"
             "compressed back to the budget in calls of at most --compress-group caches\n"
             "(ckv_gpu_policy_compress_many; SnapKV and K-Means one a call; the group also\n"
@@ -59,7 +59,7 @@ static void help(FILE *fp)
             "The policy scratch the calls take (about 100 bytes a slot of each cache of a\n"
             "call; K-Means several KB a slot) is outside the cap, as the decoder's\n"
             "activations are; its size is reported, and it is freed after each row. A\n"
-            "that compresses only after prefill (SnapKV with decode=off) pays nothing\n"
+            "policy that compresses only after prefill (SnapKV with decode=off) pays nothing\n"
             "per step. Policies with the same cache layout share one step timing.\n"
             "Table on stdout, with the issue's target (25%% budget >= 4x full, compression\n"
             "included) beside what the bytes allow (`ideal`: the ratio were every step at\n"
@@ -199,14 +199,12 @@ static bool tracks_score(const ckv_policy *p)
 }
 
 /* Device bytes of one sequence's batch cache (with room for the timed steps
- * or the compression's interval, the larger, and, when tracked, scores and
- * the decoder's logit scratch for the cache: one layer's logits per query
- * head), for the free-memory limit. */
+ * and, when tracked, scores and the decoder's logit scratch for the cache:
+ * one layer's logits per query head), for the free-memory limit. The
+ * compression's pass holds only one call's caches, before the steps'. */
 static double device_bytes(const ckv_config *cfg, const opts *o, const tp_row *r, bool score)
 {
-    /* The steps' caches or the compression's, grown by the interval. */
-    const double grow = (double)(o->b.warmup + o->b.repeats),
-                 e = r->entries + (grow > r->interval ? grow : r->interval);
+    const double e = r->entries + (double)(o->b.warmup + o->b.repeats);
     return bench_cache_bytes(cfg, o->b.kv_dtype, e) +
            (score ? ((double)cfg->n_layer * cfg->n_head_kv + cfg->n_head) * e * 4 : 0);
 }
@@ -346,20 +344,18 @@ static ckv_status step_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, t
 
 /* The most caches a compression call of r's pass takes: --compress-group,
  * at most the row's sequences, one where the policy takes one a call, and
- * within the policy kernels' indexing (ckv_gpu_policy_compress_many: at
- * most 65,535 lists, lists x capacity under 2^31 - 1). */
+ * at most what the policy kernels' indexing takes
+ * (ckv_gpu_policy_max_caches). */
 static int32_t group_for(const opts *o, const ckv_config *cfg, const ckv_policy *p,
                          const tp_row *r)
 {
     if (!ckv_gpu_policy_many(p))
         return 1;
-    const int64_t per = (int64_t)cfg->n_layer * cfg->n_head_kv,
-                  cap = (int64_t)r->entries + r->interval;
+    const int32_t most =
+        ckv_gpu_policy_max_caches(cfg->n_layer, cfg->n_head_kv, r->entries + r->interval);
     int64_t g = o->group < r->seqs ? o->group : r->seqs;
-    if (g > 65535 / per)
-        g = 65535 / per;
-    if (g > (INT32_MAX - 1) / (per * cap))
-        g = (INT32_MAX - 1) / (per * cap);
+    if (g > most)
+        g = most;
     return g > 1 ? (int32_t)g : 1;
 }
 

@@ -119,7 +119,7 @@ check "generate --peer none without a GPU fails too" status_is 1 \
 
 "$CKV" bench throughput --help >"$tmp/help"
 for opt in --shape --device --contexts --kv-cap --budgets --policies --interval --max-batch \
-           --warmup --repeats --seed --row-order --out; do
+           --compress-group --warmup --repeats --seed --row-order --out; do
   check "throughput --help documents $opt" grep -q -- "$opt" "$tmp/help"
 done
 check "bench --help lists throughput" grep -q throughput <<<"$("$CKV" bench --help)"
@@ -133,6 +133,9 @@ check "throughput --policies unknown is a usage error" status_is 2 \
 check "  listing the known policies" grep -q "streaming" "$tmp/err"
 check "throughput --interval 0 is a usage error" status_is 2 "$CKV" bench throughput --interval 0
 check "throughput --max-batch x is a usage error" status_is 2 "$CKV" bench throughput --max-batch x
+check "throughput --compress-group 0 is a usage error" status_is 2 \
+  "$CKV" bench throughput --compress-group 0
+check "  naming the option" grep -q -- "--compress-group" "$tmp/err"
 check "throughput --shape unknown is a usage error" status_is 2 "$CKV" bench throughput --shape x
 check "throughput --device cpu is a usage error" status_is 2 "$CKV" bench throughput --device cpu
 check "throughput without a GPU fails" status_is 1 \
