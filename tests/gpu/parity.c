@@ -1516,16 +1516,16 @@ static void check_uploaded_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
 /* The GPU calls of a policy that fills (centroid, StreamingLLM, H2O: H2O's
  * caches track scores, which its calls read through the map) on a cache
  * whose rows are out of slot order (kernels/cuda_compact.cu, the fill), and
- * decode over it. The uploaded
- * cache's rows are first put in a random order of its slots
- * (ckv_gpu_cache_scramble: the hardest map a call gets), then three calls at
- * half the prompt, each followed by four decode steps, so that the second
- * and third run on the map a call left with rows appended past it. Before
- * each call both sides start from the GPU cache's download (which puts its
- * rows back in slot order); the GPU's call, downloaded, must then equal the
- * CPU reference's on that start (CentroidKV's cosines agree bit for bit,
- * so its decisions do), and the GPU's decode over its mapped cache the
- * CPU's over the download. */
+ * decode over it. The uploaded cache's rows are first put in a random order
+ * of its slots (ckv_gpu_cache_scramble: the hardest map a call gets), then
+ * three calls at half the prompt, each followed by four decode steps, so
+ * that the second and third run on the map a call left with rows appended
+ * past it. Before each call both sides start from the GPU cache's download
+ * (which puts its rows back in slot order); the GPU's call, downloaded, must
+ * then equal the CPU reference's on that start (CentroidKV's cosines agree
+ * bit for bit, StreamingLLM decides by position, H2O ranks the downloaded
+ * scores: so their decisions do), and the GPU's decode over its mapped
+ * cache the CPU's over the download. */
 static void check_mapped_cache(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu,
                                const int32_t *ids, int32_t len, const char *policy)
 {
