@@ -715,8 +715,7 @@ static size_t shift_sync_bytes(const ckv_pol *x, int32_t windows)
 // either type: a warp per destination keeps d / 4 lanes busy), shifts
 // V_SHIFT (16 bytes when the head dimension allows).
 template <typename Elem, int V_MERGE, int V_SHIFT>
-static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, bool fill,
-                             ckv_error *err)
+static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, ckv_error *err)
 {
     ckv_gpu_policy_ws *w = x->ws;
     const bool merges = max_sources > 0;
@@ -728,7 +727,7 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, boo
             x->seg_e, x->cap, x->d);
         CKV_CUDA_LAUNCHED();  // a refused merge must not be followed by the shift
     }
-    if (fill) {
+    if (x->fill) {
         typedef ShiftLanes<Elem, V_SHIFT> L;
         const dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
         fill_mark_kernel<<<slots, 256, 0, x->s>>>(w->row_slot, x->tab, w->deg, w->score, w->dest,
@@ -775,16 +774,15 @@ static ckv_status apply_rows(ckv_pol *x, int32_t max_sources, int32_t max_t, boo
 }
 
 // The instance for the cache's type and head dimension.
-static ckv_status apply_rows_of(ckv_pol *x, int32_t max_sources, int32_t max_t, bool fill,
-                                ckv_error *err)
+static ckv_status apply_rows_of(ckv_pol *x, int32_t max_sources, int32_t max_t, ckv_error *err)
 {
     const int32_t d = x->d;
     if (x->c->dtype == CKV_KV_BF16)
-        return d % 8 == 0   ? apply_rows<ckv_bf16, 4, 8>(x, max_sources, max_t, fill, err)
-               : d % 4 == 0 ? apply_rows<ckv_bf16, 4, 1>(x, max_sources, max_t, fill, err)
-                            : apply_rows<ckv_bf16, 1, 1>(x, max_sources, max_t, fill, err);
-    return d % 4 == 0 ? apply_rows<float, 4, 4>(x, max_sources, max_t, fill, err)
-                      : apply_rows<float, 1, 1>(x, max_sources, max_t, fill, err);
+        return d % 8 == 0   ? apply_rows<ckv_bf16, 4, 8>(x, max_sources, max_t, err)
+               : d % 4 == 0 ? apply_rows<ckv_bf16, 4, 1>(x, max_sources, max_t, err)
+                            : apply_rows<ckv_bf16, 1, 1>(x, max_sources, max_t, err);
+    return d % 4 == 0 ? apply_rows<float, 4, 4>(x, max_sources, max_t, err)
+                      : apply_rows<float, 1, 1>(x, max_sources, max_t, err);
 }
 
 // assign[i] (a current slot) becomes the slot it ends in, -1 if evicted.
@@ -802,7 +800,7 @@ __global__ void apply_assign_kernel(int32_t *assign, const int32_t *dest, const 
     assign[base + i] = dd < 0 ? -1 : newslot[base + dd];
 }
 
-ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *err)
+ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
 {
     // Before anything changes the cache: the shift's element indices are
     // 32-bit (a list's capacity x head_dim, with a window's slack).
@@ -843,7 +841,7 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *
     if (merges &&
         ((st = ckv_pol_sort_int(x, x->seg_e, err)) || (st = ckv_pol_runs(x, max_sources, err))))
         return st;
-    if ((st = apply_rows_of(x, max_sources, max_t, fill, err)))
+    if ((st = apply_rows_of(x, max_sources, max_t, err)))
         return st;
     if (x->track_assign) {
         dim3 all(ckv_pol_blocks(x->cap, 256), x->lists);
@@ -886,8 +884,7 @@ __global__ void keep_mark_kernel(int32_t *dest, const double *key_out, const int
         ckv_pol_note_margin(margin + lh, key_out[pos] - key_out[pos + 1]);
 }
 
-ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, bool fill,
-                            ckv_error *err)
+ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err)
 {
     const int32_t *act = ckv_pol_h(x, PLAN_ACT), *T = ckv_pol_h(x, PLAN_T);
     int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
@@ -906,7 +903,7 @@ ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, bool fil
                                               x->ws->margin, x->act, x->T, x->seg_b, recent,
                                               budget - recent, x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, 0, fill, err);
+    return ckv_pol_apply(x, 0, err);
 }
 
 void ckv_pol_plan_over_budget(ckv_pol *x, int32_t budget)
@@ -939,14 +936,14 @@ ckv_status ckv_pol_h2o(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_erro
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
     if (!max_t)
         return CKV_OK;
-    ckv_status st = ckv_pol_take_maps(x, err);
-    if (st || (st = ckv_pol_upload_plan(x, err)))
+    ckv_status st = ckv_pol_upload_plan(x, err);
+    if (st)
         return st;
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
     h2o_key_kernel<<<slots, 256, 0, x->s>>>(x->tab, x->ws->key, x->ws->ival, x->act, x->T,
                                             recent, x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_keep_top(x, recent, budget, true, err);
+    return ckv_pol_keep_top(x, recent, budget, err);
 }
 
 // StreamingLLM keeps the first `sinks` and the last budget - sinks slots.
@@ -966,12 +963,12 @@ ckv_status ckv_pol_streaming(ckv_pol *x, const ckv_policy *p, int32_t budget, ck
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
     if (!max_t)
         return CKV_OK;
-    ckv_status st = ckv_pol_take_maps(x, err);
-    if (st || (st = ckv_pol_upload_plan(x, err)))
+    ckv_status st = ckv_pol_upload_plan(x, err);
+    if (st)
         return st;
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
     streaming_dest_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->act, x->T, sinks, budget,
                                                    x->cap);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_apply(x, 0, true, err);
+    return ckv_pol_apply(x, 0, err);
 }

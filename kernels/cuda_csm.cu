@@ -540,9 +540,9 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
         }
         if (!any)
             break;
-        // The maps of the caches taking part (once each); the table: each
-        // cache's round and its map as its last round's fill left it.
-        if ((st = ckv_pol_take_maps(x, err)) || (st = ckv_pol_upload_plan(x, err)))
+        // The table: each cache's round and its map as its last round's fill
+        // left it.
+        if ((st = ckv_pol_upload_plan(x, err)))
             return st;
         csm_init_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
             w->dest, x->act, x->T, x->cap);
@@ -562,7 +562,7 @@ ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv
             w->dest, w->key_out, w->ival_out, w->partner, w->gap, w->margin, x->act, x->seg_b,
             x->x, x->y, x->cap);
         CKV_CUDA_LAUNCHED();
-        if ((st = ckv_pol_apply(x, max_m, true, err)))
+        if ((st = ckv_pol_apply(x, max_m, err)))
             return st;
         for (int32_t i = 0; i < x->n; i++)
             x->cs[i]->round += ckv_pol_cache_active(x, i) ? 1 : 0;

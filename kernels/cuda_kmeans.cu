@@ -4577,7 +4577,7 @@ ckv_status ckv_pol_kmeans(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_e
         return st;
     if (own_rows)  // synchronized at ckv_gpu_policy_compress's end
         CKV_CUDA(cudaMemcpyAsync(x->own_rows, own_rows, own_bytes, cudaMemcpyDeviceToHost, x->s));
-    return ckv_pol_apply(x, max_m, false, err);
+    return ckv_pol_apply(x, max_m, err);
 }
 
 // The tests' entry to km_own_row and km_own_walk: a thread a triple (j, M,

@@ -113,8 +113,23 @@ ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_er
     return st;
 }
 
+// The map of every cache whose lists take part.
+static ckv_status take_maps(ckv_pol *x, ckv_error *err)
+{
+    for (int32_t i = 0; i < x->n; i++) {
+        ckv_status st =
+            ckv_pol_cache_active(x, i) ? ckv_gpu_cache_take_map(x->cs[i], err) : CKV_OK;
+        if (st)
+            return st;
+    }
+    return CKV_OK;
+}
+
 ckv_status ckv_pol_upload_plan(ckv_pol *x, ckv_error *err)
 {
+    ckv_status st = x->fill ? take_maps(x, err) : CKV_OK;
+    if (st)
+        return st;
     ckv_gpu_policy_ws *w = x->ws;
     for (int32_t i = 0; i < x->n; i++) {
         const ckv_gpu_cache *c = x->cs[i];
@@ -136,17 +151,6 @@ ckv_status ckv_pol_smem_most(size_t *bytes, ckv_error *err)
     CKV_CUDA(cudaGetDevice(&dev));
     CKV_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     *bytes = (size_t)optin;
-    return CKV_OK;
-}
-
-ckv_status ckv_pol_take_maps(ckv_pol *x, ckv_error *err)
-{
-    for (int32_t i = 0; i < x->n; i++) {
-        ckv_status st =
-            ckv_pol_cache_active(x, i) ? ckv_gpu_cache_take_map(x->cs[i], err) : CKV_OK;
-        if (st)
-            return st;
-    }
     return CKV_OK;
 }
 
@@ -407,6 +411,7 @@ extern "C" ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *caches,
     x.centroids = trace ? trace->centroids : NULL;
     x.poison_lazy = trace && trace->poison_lazy;
     x.lazy = trace ? trace->lazy : NULL;
+    x.fill = gpu_policies[policy_index(p)].maps;
     int32_t *const plan = w->plan;
     x.act = plan + (size_t)PLAN_ACT * lists;
     x.T = plan + (size_t)PLAN_T * lists;

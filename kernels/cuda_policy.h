@@ -51,8 +51,11 @@ struct ckv_pol_list {
     int64_t round;
     int32_t local;  // the list's index in its cache
     bool mapped;    // whether map holds the slot order (else each slot at its own row)
-    // Slot s's row (ckv_row_of).
-    __device__ int32_t row_of(int32_t s) const { return mapped && s < *map_len ? map[s] : s; }
+    // Slot s's row: ckv_row_of over the list's own map.
+    __device__ int32_t row_of(int32_t s) const
+    {
+        return ckv_row_of(mapped ? map : nullptr, map_len, 0, 0, s);
+    }
 };
 
 // row_bytes: a key row's bytes (head_dim x the element's size).
@@ -162,6 +165,10 @@ struct ckv_pol {
     ckv_gpu_policy_ws *ws;
     cudaStream_t s;
     int32_t lists, cap, d;
+    // The policy's apply fills the rows it frees and keeps the slot order in
+    // the caches' maps (centroid, StreamingLLM, H2O: cuda_policy.cu's table)
+    // instead of shifting the survivors left in slot order.
+    bool fill;
     bool track_assign;
     int64_t *kept, *own, *joined;  // ckv_gpu_policy_trace's, NULL where not counted
     uint8_t *own_rows;              // ckv_gpu_policy_trace's (host, slots), NULL where not reported
@@ -196,16 +203,14 @@ static inline bool ckv_pol_cache_active(ckv_pol *x, int32_t i)
 
 // cuda_policy.cu
 // Uploads the plan and the cache table (the caches' rounds and maps as
-// they are now).
+// they are now), after taking the map (ckv_gpu_cache_take_map) of every
+// cache whose lists take part by the plan's host rows where the call fills.
 ckv_status ckv_pol_upload_plan(ckv_pol *x, ckv_error *err);
 // (Re)allocates a growable scratch buffer of the cache to at least `bytes`.
 ckv_status ckv_pol_grow(ckv_pol *x, void **p, size_t *have, size_t bytes, ckv_error *err);
 // Allocates a fixed scratch buffer (once; *p non-NULL: kept).
 ckv_status ckv_pol_take(ckv_pol *x, void **p, size_t bytes, ckv_error *err);
 int32_t ckv_pol_max_row(ckv_pol *x, int row);  // over lists that take part
-// The slot-to-row map (ckv_gpu_cache_take_map) of every cache whose lists
-// take part by the plan's host rows, for the policies whose apply fills.
-ckv_status ckv_pol_take_maps(ckv_pol *x, ckv_error *err);
 
 // Calls f(k, v) with keys and values typed as dtype says they are stored
 // (float or ckv_bf16), so that each launch of a kernel templated on the
@@ -276,19 +281,16 @@ static __device__ inline void ckv_pol_run_mark(const int32_t *key, int64_t b, in
 }
 // Keeps the last `recent` slots and the top budget - recent of the key
 // ranking over slots [0, T - recent) (key, ival set by the caller), then
-// applies (fill: as ckv_pol_apply's). Twin: ckv_list_keep_top.
-ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, bool fill,
-                            ckv_error *err);
+// applies. Twin: ckv_list_keep_top.
+ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err);
 // Applies dest of every list that takes part: merges (degree-weighted
 // centroids, in double, in the CPU's order), compaction, lengths, assign.
 // max_sources: at most that many slots of a list merge into another; 0:
 // dest only keeps and evicts. Twin: ckv_list_apply.
-// fill: instead of shifting the survivors left in slot order, fill the rows
-// the step frees with the list's last rows and keep the slot order in the
-// cache's map (the calls of centroid, StreamingLLM and H2O, which take the
-// maps first: ckv_pol_take_maps; SnapKV's and K-Means's keep rows in slot
-// order).
-ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, bool fill, ckv_error *err);
+// Where the call fills (x->fill), the rows the step frees take the list's
+// last rows and the slot order goes to the cache's map, taken with the
+// plan's upload; else the survivors shift left in slot order.
+ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err);
 
 // The policies.
 ckv_status ckv_pol_centroid(ckv_pol *x, const ckv_policy *p, int32_t budget, ckv_error *err);

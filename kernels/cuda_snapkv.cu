@@ -259,5 +259,5 @@ ckv_status ckv_pol_snapkv(ckv_pol *x, const ckv_policy *p, int32_t budget, const
     sk_score_kernel<<<dim3(ckv_pol_blocks(max_t, 256), x->lists), 256, 0, x->s>>>(
         w->acc, w->key, w->ival, x->act, x->T, sp);
     CKV_CUDA_LAUNCHED();
-    return ckv_pol_keep_top(x, sp.W, budget, false, err);
+    return ckv_pol_keep_top(x, sp.W, budget, err);
 }
