@@ -240,7 +240,9 @@ float bench_max_degree(double budget);
  * bench_time_steps for budget) at position context + interval, compressed
  * back to `entries` by ckv_gpu_policy_compress_many in calls of at most
  * `group` caches (one where the policy takes one a call:
- * ckv_gpu_policy_many), the sequences split into calls of near-equal size.
+ * ckv_gpu_policy_many; at most what the kernels' indexing takes:
+ * ckv_gpu_policy_max_caches), the sequences split into calls of near-equal
+ * size; *per_call (may be NULL): the most caches a call of the pass takes.
  * Only one call's caches are held: each call's are filled afresh (untimed)
  * before it. One untimed warm-up pass (it takes the policy scratch), then
  * `runs` timed passes over every sequence; SnapKV gets random window
@@ -257,7 +259,7 @@ ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const 
                                int32_t entries, int32_t interval, int64_t context, double budget,
                                int32_t round, int32_t seqs, int32_t group, int32_t runs,
                                uint64_t seed, bool rows_random, double *median_ms,
-                               int32_t *rounds, ckv_error *err);
+                               int32_t *rounds, int32_t *per_call, ckv_error *err);
 #endif
 
 #endif

@@ -469,14 +469,23 @@ ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const 
                                int32_t entries, int32_t interval, int64_t context, double budget,
                                int32_t round, int32_t seqs, int32_t group, int32_t runs,
                                uint64_t seed, bool rows_random, double *median_ms,
-                               int32_t *rounds, ckv_error *err)
+                               int32_t *rounds, int32_t *per_call, ckv_error *err)
 {
     const int32_t grown = entries + interval;
     const int32_t W = (int32_t)ckv_policy_param(p, "window", 0);
-    /* Calls of near-equal size: a leftover call of one cache would take the
+    /* At most `group`, the sequences and what the kernels' indexing takes;
+     * calls of near-equal size: a leftover call of one cache would take the
      * one-cache scratch beside the group's. */
-    const int32_t want = ckv_gpu_policy_many(p) ? (group < seqs ? group : seqs) : 1;
+    int32_t want = 1;
+    if (ckv_gpu_policy_many(p)) {
+        const int32_t most_ix = ckv_gpu_policy_max_caches(cfg->n_layer, cfg->n_head_kv, grown);
+        want = group < seqs ? group : seqs;
+        want = want < most_ix ? want : most_ix;
+        want = want > 1 ? want : 1;
+    }
     const int32_t calls = (seqs + want - 1) / want, most = (seqs + calls - 1) / calls;
+    if (per_call)
+        *per_call = most;
     float *q = NULL;
     double *ms = malloc((size_t)runs * sizeof *ms);
     ckv_gpu_cache **c = calloc((size_t)most, sizeof *c);

@@ -601,7 +601,7 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
                                                 round, 1, 1, (int32_t)o->b.repeats,
                                                 (uint64_t)o->b.seed + 1000 * (uint64_t)(*n),
                                                 o->b.rows_random, &r->compress_ms, &r->rounds,
-                                                err);
+                                                NULL, err);
             if (st == CKV_ERR_UNSUPPORTED) {
                 snprintf(r->note, sizeof r->note, "skipped: %.180s", err->msg);
                 continue;

@@ -342,23 +342,6 @@ static ckv_status step_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, t
     return st;
 }
 
-/* The most caches a compression call of r's pass takes: --compress-group,
- * at most the row's sequences, one where the policy takes one a call, and
- * at most what the policy kernels' indexing takes
- * (ckv_gpu_policy_max_caches). */
-static int32_t group_for(const opts *o, const ckv_config *cfg, const ckv_policy *p,
-                         const tp_row *r)
-{
-    if (!ckv_gpu_policy_many(p))
-        return 1;
-    const int32_t most =
-        ckv_gpu_policy_max_caches(cfg->n_layer, cfg->n_head_kv, r->entries + r->interval);
-    int64_t g = o->group < r->seqs ? o->group : r->seqs;
-    if (g > most)
-        g = most;
-    return g > 1 ? (int32_t)g : 1;
-}
-
 /* Lowers r->seqs to what free device memory holds now. */
 static void fit_free_memory(tp_row *r, const ckv_config *cfg, const opts *o, bool score)
 {
@@ -452,14 +435,13 @@ static int run(int argc, char **argv, const opts *o)
                 continue;
             }
             const int32_t runs = o->b.repeats < 5 ? (int32_t)o->b.repeats : 5;
-            if (p && r->interval)
-                r->compress_group = group_for(o, &cfg, p, r);
             double pass_ms = NAN;
             ckv_status st = p && r->interval
                                 ? bench_time_compress(&cfg, o->b.kv_dtype, p, r->entries,
                                                       r->interval, r->context, r->budget, 0,
-                                                      r->seqs, r->compress_group, runs, seed,
-                                                      o->b.rows_random, &pass_ms, NULL, &err)
+                                                      r->seqs, (int32_t)o->group, runs, seed,
+                                                      o->b.rows_random, &pass_ms, NULL,
+                                                      &r->compress_group, &err)
                                 : CKV_OK;
             r->compress_ms = pass_ms / r->seqs;
             /* This row's scratch, freed before the steps and the next row. */
