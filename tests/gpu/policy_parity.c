@@ -1517,7 +1517,6 @@ static void check_kmeans_forms(int32_t d, int32_t k, int32_t M, int mode, uint64
     }
 }
 
-/* Every source in the current kv_dtype; 1 when a dump cannot be read. */
 /* ckv_gpu_policy_compress_many: MANY caches of one shape in one call, each
  * against its own CPU compression (as step does one). The caches: equal
  * lengths; ragged (for the policies whose calls map rows, already
@@ -1684,6 +1683,7 @@ static void check_many(void)
         source_free(&s[i]);
 }
 
+/* Every source in the current kv_dtype; 1 when a dump cannot be read. */
 static int run_sources(const char *dump)
 {
     source s;
