@@ -42,7 +42,8 @@ ckv_status ckv_pol_sort_desc(ckv_pol *x, ckv_error *err)
 // The first k = min(count[list] + extra, segment length) positions of
 // ckv_pol_sort_desc's ranking, one block per list, for rounds that use only
 // those (a decode-time CSM round ranks ~4,100 candidates a list at 32K and
-// reads 65 of them): the segmented sort took its fallback kernel, 0.146 ms
+// reads 65 of them; H2O's and SnapKV's decode-time cuts take the bottom of
+// theirs, ckv_pol_keep_top): the segmented sort took its fallback kernel, 0.146 ms
 // of the 8B's 1.57 ms call (ncu, run EG). The k-th largest key is found by
 // a radix select over an order-keeping 64-bit code of the key, 8 bits a
 // pass; the keys above it and the first of those equal to it (in segment,
@@ -858,14 +859,15 @@ ckv_status ckv_pol_apply(ckv_pol *x, int32_t max_sources, ckv_error *err)
     return CKV_OK;
 }
 
-// Eviction-only steps: dest[t] = t for the last `recent` slots, -1 before.
+// Eviction-only steps: dest[t] = t for the last `recent` slots, -1 before;
+// all: every slot kept (the bottom cut below then evicts).
 __global__ void keep_init_kernel(int32_t *dest, const int32_t *act, const int32_t *T,
-                                 int32_t recent, int32_t cap)
+                                 int32_t recent, bool all, int32_t cap)
 {
     const int32_t lh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
     if (!act[lh] || t >= T[lh])
         return;
-    dest[(size_t)lh * cap + t] = t >= T[lh] - recent ? t : -1;
+    dest[(size_t)lh * cap + t] = all || t >= T[lh] - recent ? t : -1;
 }
 
 // Keeps the first `keep` of the ranking; notes the gap at the cut.
@@ -884,24 +886,88 @@ __global__ void keep_mark_kernel(int32_t *dest, const double *key_out, const int
         ckv_pol_note_margin(margin + lh, key_out[pos] - key_out[pos + 1]);
 }
 
+// Where a call evicts few of a list's ranked slots (a decode-time call: the
+// interval's 64 of about 8,200), only the ranking's bottom is needed, not
+// the whole sort: each segment's (key, ival) pairs reversed in place with the
+// keys negated, so that ckv_pol_top_desc's order (key descending, ties by
+// position ascending) is the ranking's from its bottom (key ascending, ties
+// by the higher slot first: ckv_rank keeps the lower slot first among
+// equals). A thread per pair of positions i and n - 1 - i.
+__global__ void bottom_flip_kernel(double *key, int32_t *ival, const int32_t *act,
+                                   const int32_t *seg_b, const int32_t *seg_e)
+{
+    const int32_t lh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh])
+        return;
+    const int64_t b = seg_b[lh], n = seg_e[lh] - b, j = n - 1 - i;
+    if (i > j)
+        return;
+    const double ki = key[b + i], kj = key[b + j];
+    const int32_t vi = ival[b + i], vj = ival[b + j];
+    key[b + i] = -kj;
+    ival[b + i] = vj;
+    key[b + j] = -ki;
+    ival[b + j] = vi;
+}
+
+// Evicts the first m = m_of[list] of that bottom ranking; notes the gap at
+// the cut (the lowest kept less the highest evicted, as keep_mark_kernel's)
+// where a slot is kept.
+__global__ void bottom_mark_kernel(int32_t *dest, const double *key_out, const int32_t *ival_out,
+                                   unsigned *margin, const int32_t *act, const int32_t *T,
+                                   const int32_t *seg_b, const int32_t *m_of, int32_t recent,
+                                   int32_t cap)
+{
+    const int32_t lh = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (!act[lh])
+        return;
+    const int32_t n = T[lh] - recent, m = m_of[lh];
+    if (i >= m)
+        return;
+    const size_t pos = (size_t)seg_b[lh] + i;
+    dest[(size_t)lh * cap + ival_out[pos]] = -1;
+    if (i == m - 1 && m < n)
+        ckv_pol_note_margin(margin + lh, key_out[pos] - key_out[pos + 1]);
+}
+
 ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err)
 {
     const int32_t *act = ckv_pol_h(x, PLAN_ACT), *T = ckv_pol_h(x, PLAN_T);
     int32_t *sb = ckv_pol_h(x, PLAN_SEG_B), *se = ckv_pol_h(x, PLAN_SEG_E);
+    int32_t *m_of = ckv_pol_h(x, PLAN_X);
+    int32_t max_m = 0;
     for (int32_t lh = 0; lh < x->lists; lh++) {
         sb[lh] = lh * x->cap;
         se[lh] = act[lh] ? sb[lh] + T[lh] - recent : sb[lh];
+        m_of[lh] = act[lh] ? T[lh] - budget : 0;
+        max_m = max_m > m_of[lh] ? max_m : m_of[lh];
     }
-    ckv_status st = ckv_pol_upload_plan(x, err);
-    if (st || (st = ckv_pol_sort_desc(x, err)))
-        return st;
+    // The bottom m + 1 (the cut's gap) by selection where they fit it.
+    const bool bottom = max_m + 1 <= CKV_POL_TOP_MAX;
     const int32_t max_t = ckv_pol_max_row(x, PLAN_T);
     dim3 slots(ckv_pol_blocks(max_t, 256), x->lists);
-    keep_init_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->act, x->T, recent, x->cap);
+    ckv_status st = ckv_pol_upload_plan(x, err);
+    if (st)
+        return st;
+    if (bottom) {
+        bottom_flip_kernel<<<dim3(ckv_pol_blocks((max_t + 1) / 2, 256), x->lists), 256, 0,
+                             x->s>>>(x->ws->key, x->ws->ival, x->act, x->seg_b, x->seg_e);
+        CKV_CUDA_LAUNCHED();
+        if ((st = ckv_pol_top_desc(x, x->x, 1, err)))
+            return st;
+    } else if ((st = ckv_pol_sort_desc(x, err))) {
+        return st;
+    }
+    keep_init_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->act, x->T, recent, bottom, x->cap);
     CKV_CUDA_LAUNCHED();
-    keep_mark_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->ws->key_out, x->ws->ival_out,
-                                              x->ws->margin, x->act, x->T, x->seg_b, recent,
-                                              budget - recent, x->cap);
+    if (bottom)
+        bottom_mark_kernel<<<dim3(ckv_pol_blocks(max_m, 256), x->lists), 256, 0, x->s>>>(
+            x->ws->dest, x->ws->key_out, x->ws->ival_out, x->ws->margin, x->act, x->T, x->seg_b,
+            x->x, recent, x->cap);
+    else
+        keep_mark_kernel<<<slots, 256, 0, x->s>>>(x->ws->dest, x->ws->key_out, x->ws->ival_out,
+                                                  x->ws->margin, x->act, x->T, x->seg_b, recent,
+                                                  budget - recent, x->cap);
     CKV_CUDA_LAUNCHED();
     return ckv_pol_apply(x, 0, err);
 }

@@ -280,8 +280,8 @@ static __device__ inline void ckv_pol_run_mark(const int32_t *key, int64_t b, in
         run_e[k] = (int32_t)(i + 1);
 }
 // Keeps the last `recent` slots and the top budget - recent of the key
-// ranking over slots [0, T - recent) (key, ival set by the caller), then
-// applies. Twin: ckv_list_keep_top.
+// ranking over slots [0, T - recent) (key, ival set by the caller, in slot
+// order; left changed), then applies. Twin: ckv_list_keep_top.
 ckv_status ckv_pol_keep_top(ckv_pol *x, int32_t recent, int32_t budget, ckv_error *err);
 // Applies dest of every list that takes part: merges (degree-weighted
 // centroids, in double, in the CPU's order), compaction, lengths, assign.
