@@ -185,6 +185,13 @@ ckv_status ckv_gpu_cache_download(ckv_gpu_cache *src, ckv_cache *dst, ckv_error 
 ckv_status ckv_gpu_cache_settle(ckv_gpu_cache *c, void *stream, ckv_error *err);
 /* Whether c has masses a decode deferred that no settle has added yet. */
 bool ckv_gpu_cache_pending(const ckv_gpu_cache *c);
+/* Settles n caches (ckv_gpu_cache_settle) on the legacy stream once all
+ * work queued on the device is done, and waits for it; *ms: the GPU time
+ * from the first settle's start to the last one's end (CUDA events), what
+ * policy calls over these caches pay before their own work. For the
+ * benchmarks (ckv bench throughput, compress). */
+ckv_status ckv_gpu_caches_settle_timed(ckv_gpu_cache *const *c, int32_t n, double *ms,
+                                       ckv_error *err);
 
 /* As ckv_cpu_forward, with every option: runs n tokens at positions
  * n_pos .. n_pos + n - 1 (in passes of the prefill rows; the same code as

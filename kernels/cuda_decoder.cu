@@ -466,6 +466,35 @@ extern "C" ckv_status ckv_gpu_cache_settle(ckv_gpu_cache *c, void *stream, ckv_e
     return CKV_OK;
 }
 
+extern "C" ckv_status ckv_gpu_caches_settle_timed(ckv_gpu_cache *const *c, int32_t n, double *ms,
+                                                  ckv_error *err)
+{
+    *ms = NAN;
+    cudaEvent_t ev[2];
+    int32_t made = 0;
+    CKV_CUDA(cudaDeviceSynchronize());
+    cudaError_t e = cudaSuccess;
+    while (made < 2 && (e = cudaEventCreate(&ev[made])) == cudaSuccess)
+        made++;
+    ckv_status st = CKV_OK;
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ev[0], 0);
+    for (int32_t i = 0; i < n && e == cudaSuccess && !st; i++)
+        st = ckv_gpu_cache_settle(c[i], NULL, err);
+    if (e == cudaSuccess && !st && (e = cudaEventRecord(ev[1], 0)) == cudaSuccess &&
+        (e = cudaEventSynchronize(ev[1])) == cudaSuccess) {
+        float x = 0;
+        if ((e = cudaEventElapsedTime(&x, ev[0], ev[1])) == cudaSuccess)
+            *ms = x;
+    }
+    if (!st && e != cudaSuccess)
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: timing a settle of %d caches: %s", n,
+                        cudaGetErrorString(e));
+    for (int32_t i = 0; i < made; i++)
+        cudaEventDestroy(ev[i]);
+    return st;
+}
+
 extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer,
                                                  int32_t n_head_kv, int32_t head_dim,
                                                  int32_t capacity, bool track_score,
