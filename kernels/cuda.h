@@ -48,6 +48,17 @@ void ckv_cuda_set_pdl(bool on);
  * capability 9.0 or more (asked of the current device once). */
 bool ckv_cuda_pdl(void);
 
+/* A batch decode over caches that track scores (H2O's) adds each step's
+ * attention mass to the scores during the next step's walk over the keys
+ * (kernels/cuda_attention_decode_mma.cu), instead of storing every entry's
+ * logits for a score pass: bf16 caches, groups up to 4. Anything that reads
+ * or moves the scores (a policy call, a download, a fork) first adds what
+ * is pending (ckv_gpu_cache_settle), so the scores it sees are bit for bit
+ * those of the score pass. On by default, off when CKV_DEFER_SCORES=0 at
+ * the first use; process-wide; takes effect for the steps that follow. */
+void ckv_cuda_set_defer_scores(bool on);
+bool ckv_cuda_defer_scores(void);
+
 /* Hopper's warpgroup MMA (wgmma) instead of the warp-level mma.sync form
  * for the prefill attention over bf16 lists (kernels/cuda_attention_prefill.cu)
  * and K-Means's estimate (kernels/cuda_kmeans.cu): on by default, off when
@@ -129,7 +140,7 @@ ckv_kv_dtype ckv_gpu_cache_dtype(const ckv_gpu_cache *c);
 /* A deep copy of src (entries, degrees, scores, lengths, position, round) in
  * a new GPU cache of the given capacity (>= src's longest list), on the
  * current device. */
-ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cache *src, int32_t capacity,
+ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, ckv_gpu_cache *src, int32_t capacity,
                               ckv_error *err);
 /* Longest list and total entries, from the host mirror of the lengths. */
 int32_t ckv_gpu_cache_max_len(const ckv_gpu_cache *c);
@@ -166,7 +177,21 @@ ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *src, ckv_er
  * the longest list's capacity (a bf16 cache's keys and values widened to
  * fp32, exactly), and its dtype, so that CPU policies on the host cache
  * store as the GPU cache does. */
-ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst, ckv_error *err);
+ckv_status ckv_gpu_cache_download(ckv_gpu_cache *src, ckv_cache *dst, ckv_error *err);
+/* Adds the attention masses a batch decode deferred (ckv_cuda_set_defer_scores)
+ * to c's scores, on `stream` (NULL: the legacy stream), so that they are
+ * those of a decode that did not defer; nothing when none are pending.
+ * Download, fork and the policy calls settle the caches they read. */
+ckv_status ckv_gpu_cache_settle(ckv_gpu_cache *c, void *stream, ckv_error *err);
+/* Whether c has masses a decode deferred that no settle has added yet. */
+bool ckv_gpu_cache_pending(const ckv_gpu_cache *c);
+/* Settles n caches (ckv_gpu_cache_settle) on the legacy stream once all
+ * work queued on the device is done, and waits for it; *ms: the GPU time
+ * from the first settle's start to the last one's end (CUDA events), what
+ * policy calls over these caches pay before their own work. For the
+ * benchmarks (ckv bench throughput, compress). */
+ckv_status ckv_gpu_caches_settle_timed(ckv_gpu_cache *const *c, int32_t n, double *ms,
+                                       ckv_error *err);
 
 /* As ckv_cpu_forward, with every option: runs n tokens at positions
  * n_pos .. n_pos + n - 1 (in passes of the prefill rows; the same code as

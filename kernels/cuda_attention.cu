@@ -565,14 +565,16 @@ extern "C" ckv_k_attention_split ckv_k_attention_plan_seqs(int32_t n_seq, int32_
 
 // One launcher for every form: rows of one cache (c), one row per sequence
 // (seqs, device memory), or segments of rows each over its own cache (sg,
-// tensor-core prefill only); `scores`: some cache tracks them.
+// tensor-core prefill only); `mode`: whether some cache tracks scores, and
+// how a batch decode adds their masses (DEFER: batch decodes only).
 static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
                          int32_t n, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                          const ckv_k_kv_layer *c, const ckv_k_kv_layer *seqs,
-                         const ckv_k_segments *sg, ckv_kv_dtype dtype, bool scores, float scale,
-                         bool degree_bias, ckv_k_attention_split split, float *ws, void *stream,
-                         ckv_error *err)
+                         const ckv_k_segments *sg, ckv_kv_dtype dtype, ckv_k_scores mode,
+                         float scale, bool degree_bias, ckv_k_attention_split split, float *ws,
+                         void *stream, ckv_error *err)
 {
+    const bool scores = mode != CKV_K_SCORES_NONE, defer = mode == CKV_K_SCORES_DEFER;
     if ((out32 == NULL) == (out16 == NULL))
         return ckv_errorf(err, CKV_ERR_ARG, "attention: exactly one of out32, out16 must be set");
     if (n_head_kv <= 0 || n_head % n_head_kv)
@@ -604,10 +606,15 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
         return ckv_errorf(err, CKV_ERR_ARG,
                           "attention: a decode over a cache that tracks scores needs its logit "
                           "scratch");
+    if (defer && !(decode && seqs && ckv_k_scores_defer_fits(n_head, n_head_kv, dtype)))
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "attention: deferred scores over %d rows of %s lists, group %d (a "
+                          "batch decode over bf16 lists, groups up to 4)",
+                          n, ckv_kv_dtype_name(dtype), n_head / n_head_kv);
     if (decode)
         CKV_CUDA(ckv_attention_decode(q, q_stride, n, n_head, n_head_kv, head_dim, a.c, seqs,
-                                      scale, degree_bias, split, a.part_o, a.part_ml, scores,
-                                      dtype, st));
+                                      scale, degree_bias, split, a.part_o, a.part_ml,
+                                      static_cast<ckv_decode_scores>(mode), dtype, st));
     else if (tc) {
         const ckv_status s = ckv_attention_prefill(q, q_stride, n, n_head, n_head_kv, head_dim,
                                                    a.c, sg, dtype, scale, degree_bias, split,
@@ -643,7 +650,10 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
                                     a.ml));
     }
     if (scores) {
-        if (decode)
+        if (defer)
+            CKV_CUDA(ckv_attention_decode_save(q, q_stride, n, n_head, n_head_kv, head_dim, a.c,
+                                               seqs, a.ml, st));
+        else if (decode)
             CKV_CUDA(ckv_attention_decode_score(n, n_head, n_head_kv, a.c, seqs, split, a.ml, st));
         else if (tc)
             return ckv_attention_prefill_score(q, q_stride, n, n_head, n_head_kv, head_dim, a.c,
@@ -662,14 +672,15 @@ extern "C" ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float
                                       float *ws, void *stream, ckv_error *err)
 {
     return launch(out32, out16, q, q_stride, n, n_head, n_head_kv, head_dim, c, NULL, NULL,
-                  c->dtype, c->score != NULL, scale, degree_bias, split, ws, stream, err);
+                  c->dtype, c->score ? CKV_K_SCORES_NOW : CKV_K_SCORES_NONE, scale, degree_bias,
+                  split, ws, stream, err);
 }
 
 extern "C" ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q,
                                            int32_t q_stride, int32_t n_seq, int32_t n_head,
                                            int32_t n_head_kv, int32_t head_dim,
                                            const ckv_k_kv_layer *seqs, ckv_kv_dtype dtype,
-                                           bool scores, float scale,
+                                           ckv_k_scores scores, float scale,
                                            bool degree_bias, ckv_k_attention_split split,
                                            float *ws, void *stream, ckv_error *err)
 {
@@ -686,7 +697,48 @@ extern "C" ckv_status ckv_k_attention_segs(float *out32, ckv_bf16 *out16, const 
                                            ckv_error *err)
 {
     return launch(out32, out16, q, q_stride, n, n_head, n_head_kv, head_dim, NULL, NULL, sg,
-                  dtype, false, scale, degree_bias, split, ws, stream, err);
+                  dtype, CKV_K_SCORES_NONE, scale, degree_bias, split, ws, stream, err);
+}
+
+extern "C" bool ckv_k_scores_defer_fits(int32_t n_head, int32_t n_head_kv, ckv_kv_dtype dtype)
+{
+    return n_head_kv > 0 && n_head % n_head_kv == 0 &&
+           ckv_attention_decode_defers(n_head / n_head_kv, dtype);
+}
+
+// After a flush: nothing pending in any of the n layers (a thread per KV
+// head), once the flush's blocks, which read plen, have completed.
+__global__ void scores_flushed(const ckv_k_kv_layer *tab)
+{
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
+    const ckv_k_kv_layer c = tab[blockIdx.x];
+    if (c.score && c.pq)
+        c.plen[threadIdx.x] = 0;
+}
+
+// Entries a flush block walks: 16 steps of each of its 4 warps.
+constexpr int FLUSH_RANGE = 512;
+
+extern "C" ckv_status ckv_k_scores_flush(const ckv_k_kv_layer *tab, int32_t n, int32_t n_head,
+                                         int32_t n_head_kv, int32_t head_dim, int32_t max_len,
+                                         ckv_kv_dtype dtype, float scale, bool degree_bias,
+                                         void *stream, ckv_error *err)
+{
+    if (!ckv_k_scores_defer_fits(n_head, n_head_kv, dtype) || (head_dim != 64 && head_dim != 128))
+        return ckv_errorf(err, CKV_ERR_UNSUPPORTED,
+                          "attention: no deferred scores to flush over %s lists of %d heads, %d "
+                          "KV heads, head_dim %d",
+                          ckv_kv_dtype_name(dtype), n_head, n_head_kv, head_dim);
+    if (n <= 0 || max_len <= 0)
+        return CKV_OK;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    const ckv_k_attention_split split = {(max_len + FLUSH_RANGE - 1) / FLUSH_RANGE, FLUSH_RANGE};
+    CKV_CUDA(ckv_attention_decode(NULL, 0, n, n_head, n_head_kv, head_dim, ckv_k_kv_layer{}, tab,
+                                  scale, degree_bias, split, NULL, NULL, CKV_DECODE_FLUSH, dtype,
+                                  st));
+    CKV_CUDA(ckv_pdl_launch(scores_flushed, dim3(n), n_head_kv, 0, st, tab));
+    return CKV_OK;
 }
 
 extern "C" void ckv_k_segment_tiles(const int32_t *row, int32_t n, int32_t *tile)

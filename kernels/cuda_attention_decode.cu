@@ -275,7 +275,9 @@ __global__ void __launch_bounds__(NTH) attention_decode(DArgs a)
 // 16-byte runs but the registers of 8 heads, 2 blocks an SM, 27.0 us (FD);
 // this form 18.5 us (FE). A thread per entry
 // of the partial pass's ranges, one entry after another, was latency-bound:
-// 2.2 ms of run Z's 19-sequence 32K H2O step. The mass is the one the walk
+// 2.2 ms of run Z's 19-sequence 32K H2O step. The deferred form of
+// cuda_attention_decode_mma.cu replaces this pass where it can (its file
+// comment), with the same values. The mass is the one the walk
 // computed when it re-read the keys: the same fp32 logits (the partial
 // pass's sc), m and 1 / l of the same merged values, the same expression
 // summed over g in the same order (gpu_parity checks it against the CPU's
@@ -357,7 +359,7 @@ __device__ __forceinline__ void score_runs(const DArgs &a, const ckv_k_kv_layer 
             for (int g = 0; g < MG; g++)
                 if (g < G) {
                     const float v = SV::at(lg[u][g], i);
-                    mass += v == -INFINITY ? 0.0f : __expf(v - sm[g]) * sl[g];
+                    mass = __fadd_rn(mass, v == -INFINITY ? 0.0f : ckv_decode_mass(v, sm[g], sl[g]));
                 }
             SV::set(out, i, SV::at(old[u], i) + mass);
         }
@@ -452,12 +454,15 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                 bool logits, ckv_kv_dtype dtype, cudaStream_t stream)
+                                 ckv_decode_scores mode, ckv_kv_dtype dtype, cudaStream_t stream)
 {
     if (ckv_attention_decode_takes_mma(n_head / n_head_kv, dtype))
         return ckv_attention_decode_mma(q, q_stride, n, n_head, n_head_kv, head_dim, c, seqs,
-                                        scale, bias, split, part_o, part_ml, logits, dtype,
+                                        scale, bias, split, part_o, part_ml, mode, dtype,
                                         stream);
+    if (mode != CKV_DECODE_NONE && mode != CKV_DECODE_NOW)
+        return cudaErrorInvalidValue;  // ckv_attention_decode_defers
+    const bool logits = mode == CKV_DECODE_NOW;
     const DArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
                      scale, bias,    split.split_len, part_o, part_ml, nullptr};
     const dim3 grid(n, n_head_kv, split.splits);
@@ -486,4 +491,36 @@ cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head
     return ckv_pdl_launch(G <= 4 ? attention_decode_score<4> : attention_decode_score<MAX_GROUP>,
                           dim3(n, n_head_kv, blocks), SCORE_THREADS, 0,
                           stream, a);
+}
+
+// The save after a deferring step: a block per (sequence, query head), a
+// thread per dimension. Waits for the merge (and so the partial pass, whose
+// blocks read the values it overwrites) to complete.
+__global__ void attention_decode_save(const float *q, int32_t q_stride, int32_t H, int32_t G,
+                                      ckv_k_kv_layer c0, const ckv_k_kv_layer *seqs,
+                                      const float *ml)
+{
+    ckv_pdl_wait();
+    ckv_pdl_launch_dependents();
+    const int x = blockIdx.x, hq = blockIdx.y, d = threadIdx.x;
+    const ckv_k_kv_layer c = seqs ? seqs[x] : c0;
+    if (!c.score || !c.pq)
+        return;
+    c.pq[(size_t)hq * blockDim.x + d] = q[(size_t)x * q_stride + (size_t)hq * blockDim.x + d];
+    if (d == 0) {
+        const size_t row = ((size_t)x * H + hq) * 2;
+        c.pml[2 * hq] = ml[row];
+        c.pml[2 * hq + 1] = 1.0f / ml[row + 1];  // as the score pass inverts it
+        if (hq % G == 0)
+            c.plen[hq / G] = c.len0[hq / G] + 1;
+    }
+}
+
+cudaError_t ckv_attention_decode_save(const float *q, int32_t q_stride, int32_t n,
+                                      int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
+                                      const float *ml, cudaStream_t stream)
+{
+    return ckv_pdl_launch(attention_decode_save, dim3(n, n_head), head_dim, 0, stream, q,
+                          q_stride, n_head, n_head / n_head_kv, c, seqs, ml);
 }

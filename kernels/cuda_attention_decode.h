@@ -8,6 +8,29 @@
 
 #include "cuda_kernels.h"
 
+// What a decode's partial pass does for the sequences whose layers track
+// scores (c.score set): nothing (NONE: no sequence does); store each
+// entry's logits for the score pass after the merge (NOW); add the last
+// deferring step's masses to the scores while walking, the save after the
+// merge keeping this step's queries, merged max and 1 / sum and lengths
+// for the next (DEFER, the layers' pq, pml, plen set); or only the pending
+// masses, no attention (FLUSH). The values are ckv_k_scores' (cuda_kernels.h).
+enum ckv_decode_scores {
+    CKV_DECODE_NONE = CKV_K_SCORES_NONE,
+    CKV_DECODE_NOW = CKV_K_SCORES_NOW,
+    CKV_DECODE_DEFER = CKV_K_SCORES_DEFER,
+    CKV_DECODE_FLUSH
+};
+
+// One query head's attention mass of an entry as a decode adds it to the
+// entry's score: exp(logit - merged max) times the merged sum's inverse,
+// the logit in natural-log units. Rounded op by op, never contracted, so
+// that the score pass and the deferred masses agree bit for bit.
+__device__ __forceinline__ float ckv_decode_mass(float logit, float m, float inv_l)
+{
+    return __fmul_rn(__expf(__fsub_rn(logit, m)), inv_l);
+}
+
 // Whether the decode kernel takes this call: one query per sequence (a batch
 // of sequences, or n = 1 over one cache) and GQA groups of at most 8.
 bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_head_kv);
@@ -16,6 +39,10 @@ bool ckv_attention_decode_fits(int32_t n, bool seqs, int32_t n_head, int32_t n_h
 // lists, and over fp32 lists those of groups over 4 (where the CUDA-core
 // kernel's products, not the bytes, bound it).
 bool ckv_attention_decode_takes_mma(int32_t group, ckv_kv_dtype dtype);
+// Whether a decode may defer its masses (CKV_DECODE_DEFER, FLUSH): the
+// tensor-core kernel over bf16 lists, groups up to 4 (the last step's
+// queries take A's rows the group leaves free).
+bool ckv_attention_decode_defers(int32_t group, ckv_kv_dtype dtype);
 // Blocks of the partial pass that fit on one SM of the current device at
 // once, for head_dim 64 or 128, a group of 1..8 query heads and the lists'
 // type (the kernel ckv_attention_decode_takes_mma names); 0 when unknown.
@@ -27,10 +54,13 @@ int ckv_attention_decode_mma_resident(int32_t head_dim, ckv_kv_dtype dtype);
 // Partial pass: per (row, query head, split) the unnormalised output, the
 // running max and the sum, in the layout attention_merge reads (part_o
 // [splits][n][H][HD], part_ml [splits][n][H][2]); an empty range gives
-// m = -inf, l = 0, o = 0. logits: a score pass follows; then every
+// m = -inf, l = 0, o = 0. mode NOW: a score pass follows; then every
 // sequence whose layer has its logit scratch set gets each entry's fp32
-// logit stored there (-inf where the softmax takes none), and a step
-// without scores runs a kernel without the store. seqs (device) NULL:
+// logit stored there (-inf where the softmax takes none); NONE: a kernel
+// without the store; DEFER (where ckv_attention_decode_defers, else
+// cudaErrorInvalidValue): each sequence whose layer has score and pq set
+// gets its pending masses added (the save follows the merge); FLUSH: see
+// ckv_attention_decode_flush. seqs (device) NULL:
 // row 0 over the cache c. dtype: the keys' and values' type, c's or every
 // sequence's; the calls ckv_attention_decode_takes_mma names take the
 // tensor-core kernel of cuda_attention_decode_mma.cu. Returns the launch's
@@ -39,7 +69,7 @@ cudaError_t ckv_attention_decode(const float *q, int32_t q_stride, int32_t n, in
                                  int32_t n_head_kv, int32_t head_dim, const ckv_k_kv_layer &c,
                                  const ckv_k_kv_layer *seqs, float scale, bool bias,
                                  ckv_k_attention_split split, float *part_o, float *part_ml,
-                                 bool logits, ckv_kv_dtype dtype, cudaStream_t stream);
+                                 ckv_decode_scores mode, ckv_kv_dtype dtype, cudaStream_t stream);
 // The tensor-core form (kernels/cuda_attention_decode_mma.cu), which
 // ckv_attention_decode calls where ckv_attention_decode_takes_mma says: the
 // same partials, from tensor cores; the logits, when stored, in
@@ -48,7 +78,7 @@ cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n
                                      int32_t n_head_kv, int32_t head_dim,
                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
                                      float scale, bool bias, ckv_k_attention_split split,
-                                     float *part_o, float *part_ml, bool logits,
+                                     float *part_o, float *part_ml, ckv_decode_scores mode,
                                      ckv_kv_dtype dtype, cudaStream_t stream);
 
 // Score pass, after the partial pass (logits true) and the merge (split:
@@ -61,5 +91,14 @@ cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head
                                        const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
                                        ckv_k_attention_split split, const float *ml,
                                        cudaStream_t stream);
+
+// The save after a deferring step's merge: for every sequence whose layer
+// has score and pq set, its queries (q, as the partial pass read them) into
+// pq, the merged max and 1 / sum of ml [n][H][2] into pml, and the entries
+// the step saw (len0 + 1) into plen, for the next step's partial pass.
+cudaError_t ckv_attention_decode_save(const float *q, int32_t q_stride, int32_t n,
+                                      int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
+                                      const float *ml, cudaStream_t stream);
 
 #endif

@@ -58,6 +58,22 @@
 // of the lanes' own pieces instead of whole rows capped near 3 TB/s (AR).
 // Scores are in log2 units (log2 of the degree as the bias); the partial
 // max goes out times ln 2, as the other kernels'.
+//
+// H2O's scores, deferred (CKV_DECODE_DEFER, groups up to 4): the step adds
+// the last deferring step's attention mass to each entry's score while it
+// walks the keys anyway, instead of storing G logits an entry for a score
+// pass that reads them back (2 x 16 bytes an entry at group 4, against the
+// score's 8 read and written). Rows G .. 2G - 1 of A hold that step's
+// queries (rows G + 8 .. 2G + 7 their remainders), free under m16 at G <= 4:
+// the same products of the same split queries and keys give the same fp32
+// logits that step computed, and the mass is the score pass's expression in
+// its order over the heads, from that step's merged max and 1 / sum (the
+// save after the merge keeps them), so the scores come out bit for bit as
+// the score pass would have left them, one step later. Entries from the
+// list's start up to that step's length get it (the step's own entry and
+// any appended since do not). CKV_DECODE_FLUSH walks only those rows over
+// only the keys, to bring the scores up to date before anything reads or
+// moves them.
 #include <math.h>
 #include <stdint.h>
 
@@ -75,6 +91,7 @@ constexpr int NTH = NW * 32;
 constexpr int MAX_GROUP = 8;  // the A rows a head's hi part can take
 constexpr int STEP = 8;       // entries per warp and step
 constexpr int S = 3;          // steps in flight per warp
+constexpr int MAX_DEFER_GROUP = CKV_K_SCORES_DEFER_GROUP;
 
 struct MArgs {
     const float *q;
@@ -168,6 +185,7 @@ struct Stage {
     uint4 k[STEP][Shape<T, HD>::CR];
     uint4 v[STEP][Shape<T, HD>::CR];
     float deg[STEP];
+    float score[STEP];  // the scores the step's deferred masses add to
 };
 
 // The block's dynamic shared memory: S stages per warp during the walk,
@@ -186,13 +204,14 @@ constexpr size_t smem_bytes()
 
 // Starts the copies of the step at entry base into stage st, as one group:
 // the warp copies the step's key and value rows whole, each instruction 512
-// consecutive bytes (lane l takes chunks l, l + 32, ...), and lanes below
-// STEP the degrees under the bias. Past the range: zeros, read from entry
-// t_begin's address, which is inside the list.
-template <typename T, int HD>
+// consecutive bytes (lane l takes chunks l, l + 32, ...), lanes below STEP
+// the degrees under the bias, and lanes STEP .. 2 STEP - 1 the scores where
+// deferred masses are added (score set). A flush copies no values. Past the
+// range: zeros, read from entry t_begin's address, which is inside the list.
+template <typename T, int HD, int MODE>
 __device__ __forceinline__ void copy_step(Stage<T, HD> &st, const T *K, const T *V,
-                                          const float *deg, bool bias, int base, int t_begin,
-                                          int t_end, int lane)
+                                          const float *deg, const float *score, bool bias,
+                                          int base, int t_begin, int t_end, int lane)
 {
     constexpr int CR = Shape<T, HD>::CR, EC = Shape<T, HD>::EC;
 #pragma unroll
@@ -201,20 +220,26 @@ __device__ __forceinline__ void copy_step(Stage<T, HD> &st, const T *K, const T 
         const bool in = e < t_end;
         const size_t at = (size_t)(in ? e : t_begin) * HD + EC * c;
         ckv_cp_async16(&st.k[r][kswz<T, HD>(r, c)], K + at, in);
-        ckv_cp_async16(&st.v[r][vswz<T, HD>(r, c)], V + at, in);
+        if (MODE != CKV_DECODE_FLUSH)
+            ckv_cp_async16(&st.v[r][vswz<T, HD>(r, c)], V + at, in);
     }
     if (bias && lane < STEP && base + lane < t_end)
         ckv_cp_async4(&st.deg[lane], deg + base + lane, true);
+    if (score && lane >= STEP && lane < 2 * STEP && base + lane - STEP < t_end)
+        ckv_cp_async4(&st.score[lane - STEP], score + base + lane - STEP, true);
     ckv_cp_async_commit();
 }
 
 // bf16 lists: at least 3 blocks an SM, as the CUDA-core kernel's group-4
 // instance: 168 registers at most (head_dim 128 takes 168 and, storing
 // logits, 8 bytes of stack under nvcc 13.0; 64 takes 124-126). fp32 lists:
-// 243-246 registers at head_dim 128, 156-158 at 64, no stack.
-template <typename T, int HD, bool LOGITS>
+// 243-246 registers at head_dim 128, 156-158 at 64, no stack. MODE: a
+// ckv_decode_scores (cuda_attention_decode.h).
+template <typename T, int HD, int MODE>
 __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decode_mma(MArgs a)
 {
+    constexpr bool LOGITS = MODE == CKV_DECODE_NOW, FLUSH = MODE == CKV_DECODE_FLUSH;
+    constexpr bool DEFERRED = MODE == CKV_DECODE_DEFER || FLUSH;
     constexpr int KS = HD / 16;  // k-steps of Q K^T
     constexpr int NT = HD / 8;   // column tiles of O, and dimensions per lane of a value row
     constexpr int KQ = Shape<T, HD>::KQ, VQ = Shape<T, HD>::VQ, PC = Shape<T, HD>::PC;
@@ -226,15 +251,28 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
     const int G = a.H / a.KV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
     // By value: the address of a kernel parameter would copy it to local memory.
+    // A flush reads lengths and the last step's state that any kernel
+    // before it may have written: it waits first.
+    if (FLUSH)
+        ckv_pdl_wait();
     const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
-    const int t_begin = split * a.split_len, len0 = c.len0[h];  // len0: the step's own entry
-    const int t_end = min(t_begin + a.split_len, len0 + 1);
+    // pl: the entries the last deferring step saw, whose scores this block
+    // brings up to date (0: none pending, or no deferred scores here).
+    // Written by that step's save, which completed before the kernel before
+    // this one started, so it is read before the wait, as len0.
+    const int pl = DEFERRED && c.score && c.pq ? c.plen[h] : 0;
+    const int t_begin = split * a.split_len, len0 = FLUSH ? pl : c.len0[h];
+    // The step's own entry (len0) included; a flush walks the pending entries only.
+    const int t_end = min(t_begin + a.split_len, FLUSH ? pl : len0 + 1);
     const T *K = static_cast<const T *>(c.k) + (size_t)h * c.capacity * HD;
     const T *V = static_cast<const T *>(c.v) + (size_t)h * c.capacity * HD;
     const float *deg = c.deg + (size_t)h * c.capacity;
     float *const lg = LOGITS && c.logit && g < G
                           ? c.logit + ((size_t)h * G + g) * c.capacity
                           : nullptr;
+    // Deferred masses: this block's entries below pl take them (pl is
+    // uniform over the block). The scores are staged with the keys.
+    float *const score = pl > t_begin ? c.score + (size_t)h * c.capacity : nullptr;
 
     // Step k of this warp starts at entry first + k NW STEP; the step count
     // is uniform over the warp (mma needs every lane). Steps k + 1 .. k + S
@@ -253,34 +291,46 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
 #pragma unroll
     for (int k = 0; k < S - 1; k++)
         if (early == k && k < steps && first + k * NW * STEP + STEP <= len0) {
-            copy_step<T, HD>(stages[warp][k], K, V, deg, a.bias, first + k * NW * STEP,
-                             t_begin, t_end, lane);
+            copy_step<T, HD, MODE>(stages[warp][k], K, V, deg, score, a.bias,
+                                   first + k * NW * STEP, t_begin, t_end, lane);
             early++;
         }
-    ckv_pdl_wait();
+    if (!FLUSH)
+        ckv_pdl_wait();
     ckv_pdl_launch_dependents();
 #pragma unroll
     for (int k = 0; k < S - 1; k++) {
         if (k < early)
             continue;
         if (k < steps)
-            copy_step<T, HD>(stages[warp][k], K, V, deg, a.bias, first + k * NW * STEP,
-                             t_begin, t_end, lane);
+            copy_step<T, HD, MODE>(stages[warp][k], K, V, deg, score, a.bias,
+                                   first + k * NW * STEP, t_begin, t_end, lane);
         else
             ckv_cp_async_commit();
     }
 
     // Q as A fragments (file comment): k-step 2 i + s, registers hi and lo
-    // of k = 2t, 2t+1 and of k = 2t + 8, 2t + 9.
+    // of k = 2t, 2t+1 and of k = 2t + 8, 2t + 9. Deferred masses: rows G ..
+    // 2G - 1 hold the last deferring step's queries (none in a flush's rows
+    // below G).
+    const bool cur_row = !FLUSH && g < G, prev_row = score && g >= G && g < 2 * G;
+    // The last step's merged max and 1 / sum of this lane's head (prev_row).
+    float pm = 0.0f, pinv = 0.0f;
     uint32_t qa[KS][4];
     {
-        const float *q = a.q + (size_t)x * a.q_stride + (size_t)(h * G + g) * HD;
+        const float *q = cur_row    ? a.q + (size_t)x * a.q_stride + (size_t)(h * G + g) * HD
+                         : prev_row ? c.pq + (size_t)(h * G + g - G) * HD
+                                    : nullptr;
+        if (prev_row) {
+            pm = c.pml[2 * (h * G + g - G)];
+            pinv = c.pml[2 * (h * G + g - G) + 1];
+        }
 #pragma unroll
         for (int i = 0; i < KQ; i++) {
             float f[8];
 #pragma unroll
             for (int e = 0; e < 8; e++)
-                f[e] = g < G ? q[32 * i + 8 * t + e] * a.qscale : 0.0f;
+                f[e] = q ? q[32 * i + 8 * t + e] * a.qscale : 0.0f;
 #pragma unroll
             for (int s = 0; s < 2; s++) {
                 split_pair(f[4 * s], f[4 * s + 1], qa[2 * i + s][0], qa[2 * i + s][1]);
@@ -318,22 +368,26 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
                 raw[u] = sg.k[g][kswz<T, HD>(g, PC * (4 * i + t) + u)];
             to_pieces(raw, kq[i], kl[i], (T *)nullptr);
         }
+        if (!FLUSH)
 #pragma unroll
-        for (int r = 0; r < 2; r++)
+            for (int r = 0; r < 2; r++)
 #pragma unroll
-            for (int i = 0; i < VQ; i++) {
-                uint4 raw[PC];
+                for (int i = 0; i < VQ; i++) {
+                    uint4 raw[PC];
 #pragma unroll
-                for (int u = 0; u < PC; u++)
-                    raw[u] = sg.v[2 * t + r][vswz<T, HD>(2 * t + r, PC * (g * VQ + i) + u)];
-                to_pieces(raw, vq[r][i], vl[r][i], (T *)nullptr);
-            }
+                    for (int u = 0; u < PC; u++)
+                        raw[u] = sg.v[2 * t + r][vswz<T, HD>(2 * t + r, PC * (g * VQ + i) + u)];
+                    to_pieces(raw, vq[r][i], vl[r][i], (T *)nullptr);
+                }
         const float d0 = e0 < t_end ? (a.bias ? sg.deg[2 * t] : 1.0f) : 0.0f;
         const float d1 = e1 < t_end ? (a.bias ? sg.deg[2 * t + 1] : 1.0f) : 0.0f;
+        // The scores of entries e0, e1 (this stage is rewritten only after
+        // the next step's __syncwarp).
+        const float old0 = score ? sg.score[2 * t] : 0.0f, old1 = score ? sg.score[2 * t + 1] : 0.0f;
         const int next = k + S - 1;
         if (next < steps)
-            copy_step<T, HD>(stages[warp][next % S], K, V, deg, a.bias,
-                             first + next * NW * STEP, t_begin, t_end, lane);
+            copy_step<T, HD, MODE>(stages[warp][next % S], K, V, deg, score, a.bias,
+                                   first + next * NW * STEP, t_begin, t_end, lane);
         else
             ckv_cp_async_commit();
 
@@ -361,6 +415,38 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
             if (e1 < t_end)
                 lg[e1] = s1 * CKV_LN2;
         }
+        if (DEFERRED && score) {
+            // Row g's mass of e0, e1 as the score pass computes it from the
+            // logit that step stored (its s0 * ln 2, -inf for degree 0),
+            // then summed over the heads in their order by the lane of row
+            // G, which owns the two scores.
+            float p0 = 0.0f, p1 = 0.0f;
+            if (prev_row) {
+                if (e0 < pl && d0 > 0.0f)
+                    p0 = ckv_decode_mass(
+                        __fmul_rn(sc[0] + sc[2] + (a.bias ? log2f(d0) : 0.0f), CKV_LN2), pm,
+                        pinv);
+                if (e1 < pl && d1 > 0.0f)
+                    p1 = ckv_decode_mass(
+                        __fmul_rn(sc[1] + sc[3] + (a.bias ? log2f(d1) : 0.0f), CKV_LN2), pm,
+                        pinv);
+            }
+            float m0 = 0.0f, m1 = 0.0f;
+#pragma unroll
+            for (int j = 0; j < MAX_DEFER_GROUP; j++)
+                if (j < G) {
+                    m0 = __fadd_rn(m0, __shfl_sync(0xffffffffu, p0, 4 * (G + j) + t));
+                    m1 = __fadd_rn(m1, __shfl_sync(0xffffffffu, p1, 4 * (G + j) + t));
+                }
+            if (g == G) {
+                if (e0 < pl && e0 < t_end)
+                    score[e0] = old0 + m0;
+                if (e1 < pl && e1 < t_end)
+                    score[e1] = old1 + m1;
+            }
+        }
+        if (FLUSH)
+            continue;
         float mx = fmaxf(s0, s1);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -399,6 +485,10 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
     // natural-log units, hi and lo rows added.
     // The merge state overwrites the stages: every warp done with its own
     // (only empty groups can still be open) before any writes.
+    if (FLUSH) {
+        ckv_cp_async_wait<0>();
+        return;
+    }
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     ckv_cp_async_wait<0>();
@@ -422,32 +512,49 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
 // The stages take more than the 48 KB a launch gets without asking at head
 // dim 128 (bf16: 3 x 4 x 4,128 B), and 3 blocks an SM need the largest
 // carveout.
-template <typename T, int HD, bool LOGITS>
+template <typename T, int HD, int MODE>
 cudaError_t launch_hd(const MArgs &a, dim3 grid, cudaStream_t st)
 {
     const cudaError_t e =
-        ckv_allow_smem(attention_decode_mma<T, HD, LOGITS>, (int)smem_bytes<T, HD>());
+        ckv_allow_smem(attention_decode_mma<T, HD, MODE>, (int)smem_bytes<T, HD>());
     return e != cudaSuccess ? e
-                            : ckv_pdl_launch(attention_decode_mma<T, HD, LOGITS>, grid, NTH,
+                            : ckv_pdl_launch(attention_decode_mma<T, HD, MODE>, grid, NTH,
                                              smem_bytes<T, HD>(), st, a);
 }
 
-template <typename T>
-cudaError_t launch_t(const MArgs &a, int head_dim, bool logits, dim3 grid, cudaStream_t st)
+template <typename T, int HD>
+cudaError_t launch_mode(const MArgs &a, ckv_decode_scores mode, dim3 grid, cudaStream_t st)
 {
-    if (head_dim == 64)
-        return logits ? launch_hd<T, 64, true>(a, grid, st) : launch_hd<T, 64, false>(a, grid, st);
-    return logits ? launch_hd<T, 128, true>(a, grid, st) : launch_hd<T, 128, false>(a, grid, st);
+    switch (mode) {
+    case CKV_DECODE_NONE: return launch_hd<T, HD, CKV_DECODE_NONE>(a, grid, st);
+    case CKV_DECODE_NOW: return launch_hd<T, HD, CKV_DECODE_NOW>(a, grid, st);
+    default:
+        if constexpr (sizeof(T) == 2)
+            return mode == CKV_DECODE_DEFER ? launch_hd<T, HD, CKV_DECODE_DEFER>(a, grid, st)
+                                            : launch_hd<T, HD, CKV_DECODE_FLUSH>(a, grid, st);
+        else
+            return cudaErrorInvalidValue;
+    }
+}
+
+// Deferred masses are bf16 lists' only (ckv_attention_decode_defers).
+template <typename T>
+cudaError_t launch_t(const MArgs &a, int head_dim, ckv_decode_scores mode, dim3 grid,
+                     cudaStream_t st)
+{
+    return head_dim == 64 ? launch_mode<T, 64>(a, mode, grid, st)
+                          : launch_mode<T, 128>(a, mode, grid, st);
 }
 
 template <typename T, int HD>
 int resident()
 {
     int blocks = 0;
-    cudaError_t e = ckv_allow_smem(attention_decode_mma<T, HD, false>, (int)smem_bytes<T, HD>());
+    cudaError_t e =
+        ckv_allow_smem(attention_decode_mma<T, HD, CKV_DECODE_NONE>, (int)smem_bytes<T, HD>());
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &blocks, attention_decode_mma<T, HD, false>, NTH, smem_bytes<T, HD>());
+            &blocks, attention_decode_mma<T, HD, CKV_DECODE_NONE>, NTH, smem_bytes<T, HD>());
     if (e != cudaSuccess)
         (void)cudaGetLastError();  // not left for the next launch's check
     return e == cudaSuccess && blocks > 0 ? blocks : -1;
@@ -471,12 +578,20 @@ cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n
                                      int32_t n_head_kv, int32_t head_dim,
                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
                                      float scale, bool bias, ckv_k_attention_split split,
-                                     float *part_o, float *part_ml, bool logits,
+                                     float *part_o, float *part_ml, ckv_decode_scores mode,
                                      ckv_kv_dtype dtype, cudaStream_t stream)
 {
+    if ((mode == CKV_DECODE_DEFER || mode == CKV_DECODE_FLUSH) &&
+        !ckv_attention_decode_defers(n_head / n_head_kv, dtype))
+        return cudaErrorInvalidValue;
     const MArgs a = {q,    q_stride, n,    n_head,          n_head_kv, c,      seqs,
                      scale * CKV_LOG2E, bias, split.split_len, part_o,   part_ml};
     const dim3 grid(n, n_head_kv, split.splits);
-    return dtype == CKV_KV_BF16 ? launch_t<ckv_bf16>(a, head_dim, logits, grid, stream)
-                                : launch_t<float>(a, head_dim, logits, grid, stream);
+    return dtype == CKV_KV_BF16 ? launch_t<ckv_bf16>(a, head_dim, mode, grid, stream)
+                                : launch_t<float>(a, head_dim, mode, grid, stream);
+}
+
+bool ckv_attention_decode_defers(int32_t group, ckv_kv_dtype dtype)
+{
+    return dtype == CKV_KV_BF16 && group >= 1 && group <= MAX_DEFER_GROUP;
 }

@@ -153,7 +153,10 @@ ckv_status attn_launch(ckv_bench_gpu *b, const ckv_attn_shape *s, const AttnBufs
                          s->context,
                          NULL,
                          NULL,
-                         s->dtype};
+                         s->dtype,
+                         NULL,
+                         NULL,
+                         NULL};
     return ckv_k_attention(a->out, NULL, a->q, a->heads * s->head_dim, s->queries, a->heads,
                            a->lists, s->head_dim, &kv, 1.0f / sqrtf((float)s->head_dim),
                            s->degree_bias, a->split, a->ws, b->stream, err);

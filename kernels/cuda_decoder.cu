@@ -391,6 +391,110 @@ extern "C" ckv_status ckv_gpu_set_prefill_rows(ckv_gpu *g, int32_t rows, ckv_err
     return st;
 }
 
+// Layer l of cache c as the kernels take it. logit: the cache's part of the
+// logit scratch (NULL without scores, or where its masses are deferred).
+// defer: the batch defers them (the state of a cache that tracks scores).
+static ckv_k_kv_layer kv_layer(const ckv_gpu_cache *c, int l, float *logit, bool defer)
+{
+    const size_t lh = (size_t)l * c->n_head_kv;
+    const size_t at = lh * c->capacity * c->head_dim * ckv_kv_dtype_size(c->dtype);
+    const size_t hq = lh * CKV_K_SCORES_DEFER_GROUP;  // the layer's first query head's room
+    return {static_cast<char *>(c->k) + at,
+            static_cast<char *>(c->v) + at,
+            c->deg + lh * c->capacity,
+            c->score ? c->score + lh * c->capacity : NULL,
+            c->len_d + lh,
+            c->capacity,
+            c->pos_d,
+            c->score && !defer ? logit : NULL,
+            c->dtype,
+            defer && c->pq ? c->pq + hq * c->head_dim : NULL,
+            defer && c->pq ? c->pml + hq * 2 : NULL,
+            defer && c->pq ? c->plen + lh : NULL};
+}
+
+// The deferred scores' state of a bf16 cache that tracks scores, and the
+// table of its layers a flush reads (their pointers never change).
+static ckv_status take_deferred(ckv_gpu_cache *c, ckv_error *err)
+{
+    const size_t lists = (size_t)c->n_layer * c->n_head_kv;
+    const size_t heads = lists * CKV_K_SCORES_DEFER_GROUP;
+    ckv_status st;
+    if ((st = dalloc(&c->bytes, &c->pq, heads * c->head_dim * sizeof(float), err)) ||
+        (st = dalloc(&c->bytes, &c->pml, heads * 2 * sizeof(float), err)) ||
+        (st = dalloc(&c->bytes, &c->plen, lists * sizeof(int32_t), err)) ||
+        (st = dalloc(&c->bytes, &c->ptab, c->n_layer * sizeof(ckv_k_kv_layer), err)))
+        return st;
+    ckv_k_kv_layer *h = static_cast<ckv_k_kv_layer *>(malloc(c->n_layer * sizeof *h));
+    if (!h)
+        return ckv_errorf(err, CKV_ERR_NOMEM, "cuda: out of host memory");
+    for (int l = 0; l < c->n_layer; l++)
+        h[l] = kv_layer(c, l, NULL, true);
+    const cudaError_t e =
+        cudaMemcpy(c->ptab, h, c->n_layer * sizeof *h, cudaMemcpyHostToDevice);
+    free(h);
+    if (e != cudaSuccess)
+        return ckv_errorf(err, CKV_ERR_DEVICE, "cuda: the deferred scores' table: %s",
+                          cudaGetErrorString(e));
+    return CKV_OK;
+}
+
+ckv_status ckv_gpu_cache_drop_pending(ckv_gpu_cache *c, ckv_error *err)
+{
+    if (c->plen)
+        CKV_CUDA(cudaMemset(c->plen, 0, (size_t)c->n_layer * c->n_head_kv * sizeof(int32_t)));
+    c->pend = false;
+    return CKV_OK;
+}
+
+extern "C" bool ckv_gpu_cache_pending(const ckv_gpu_cache *c)
+{
+    return c->pend;
+}
+
+extern "C" ckv_status ckv_gpu_cache_settle(ckv_gpu_cache *c, void *stream, ckv_error *err)
+{
+    if (!c->pend)
+        return CKV_OK;
+    const int32_t mx = longest(c->len_h, (size_t)c->n_layer * c->n_head_kv);
+    const ckv_status st = ckv_k_scores_flush(
+        c->ptab, c->n_layer, c->pgroup * c->n_head_kv, c->n_head_kv, c->head_dim, mx, c->dtype,
+        1.0f / sqrtf((float)c->head_dim), c->pbias, stream, err);
+    if (st)
+        return ckv_error_prefix(err, "cuda: bringing a cache's scores up to date");
+    c->pend = false;
+    return CKV_OK;
+}
+
+extern "C" ckv_status ckv_gpu_caches_settle_timed(ckv_gpu_cache *const *c, int32_t n, double *ms,
+                                                  ckv_error *err)
+{
+    *ms = NAN;
+    cudaEvent_t ev[2];
+    int32_t made = 0;
+    CKV_CUDA(cudaDeviceSynchronize());
+    cudaError_t e = cudaSuccess;
+    while (made < 2 && (e = cudaEventCreate(&ev[made])) == cudaSuccess)
+        made++;
+    ckv_status st = CKV_OK;
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ev[0], 0);
+    for (int32_t i = 0; i < n && e == cudaSuccess && !st; i++)
+        st = ckv_gpu_cache_settle(c[i], NULL, err);
+    if (e == cudaSuccess && !st && (e = cudaEventRecord(ev[1], 0)) == cudaSuccess &&
+        (e = cudaEventSynchronize(ev[1])) == cudaSuccess) {
+        float x = 0;
+        if ((e = cudaEventElapsedTime(&x, ev[0], ev[1])) == cudaSuccess)
+            *ms = x;
+    }
+    if (!st && e != cudaSuccess)
+        st = ckv_errorf(err, CKV_ERR_DEVICE, "cuda: timing a settle of %d caches: %s", n,
+                        cudaGetErrorString(e));
+    for (int32_t i = 0; i < made; i++)
+        cudaEventDestroy(ev[i]);
+    return st;
+}
+
 extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_layer,
                                                  int32_t n_head_kv, int32_t head_dim,
                                                  int32_t capacity, bool track_score,
@@ -426,7 +530,8 @@ extern "C" ckv_status ckv_gpu_cache_create_shape(ckv_gpu_cache **out, int32_t n_
         !(st = dalloc(&c->bytes, &c->deg, lists * T * sizeof(float), err)) &&
         !(st = track_score ? dalloc(&c->bytes, &c->score, lists * T * sizeof(float), err) : CKV_OK) &&
         !(st = dalloc(&c->bytes, &c->len_d, lists * sizeof(int32_t), err)) &&
-        !(st = dalloc(&c->bytes, &c->pos_d, sizeof(int64_t), err)))
+        !(st = dalloc(&c->bytes, &c->pos_d, sizeof(int64_t), err)) &&
+        !(st = track_score && dtype == CKV_KV_BF16 ? take_deferred(c, err) : CKV_OK))
         st = ckv_gpu_cache_reset(c, err);
     if (st) {
         ckv_gpu_cache_free(c);
@@ -458,6 +563,10 @@ extern "C" void ckv_gpu_cache_free(ckv_gpu_cache *c)
     cudaFree(c->pos_d);
     cudaFree(c->row);
     cudaFree(c->row_len);
+    cudaFree(c->pq);
+    cudaFree(c->pml);
+    cudaFree(c->plen);
+    cudaFree(c->ptab);
     free(c->len_h);
     free(c);
 }
@@ -516,6 +625,9 @@ extern "C" ckv_status ckv_gpu_cache_reset(ckv_gpu_cache *c, ckv_error *err)
     memset(c->len_h, 0, lists * sizeof(int32_t));
     CKV_CUDA(cudaMemset(c->len_d, 0, lists * sizeof(int32_t)));
     CKV_CUDA(cudaMemset(c->pos_d, 0, sizeof(int64_t)));
+    ckv_status st = ckv_gpu_cache_drop_pending(c, err);
+    if (st)
+        return st;
     // The memsets are queued on the legacy stream, which the decoder's
     // non-blocking stream does not wait for: finish them before a reused
     // cache is written again.
@@ -645,7 +757,8 @@ extern "C" ckv_status ckv_gpu_cache_upload(ckv_gpu_cache *dst, const ckv_cache *
         return ckv_errorf(err, CKV_ERR_ARG, "cuda: a list of %d entries exceeds the GPU cache capacity %d",
                           mx, dst->capacity);
     ckv_status st;
-    if ((st = copy_kv(dst, dst->k, src->k, src->capacity, mx, true, err)) ||
+    if ((st = ckv_gpu_cache_drop_pending(dst, err)) ||
+        (st = copy_kv(dst, dst->k, src->k, src->capacity, mx, true, err)) ||
         (st = copy_kv(dst, dst->v, src->v, src->capacity, mx, true, err)) ||
         (st = copy_lists(dst->deg, dst->capacity, src->deg, src->capacity, sizeof(float), mx,
                          lists, cudaMemcpyHostToDevice, err)))
@@ -711,7 +824,7 @@ static ckv_status unmap_host(const ckv_gpu_cache *src, ckv_cache *dst, int32_t m
     return st;
 }
 
-extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache *dst,
+extern "C" ckv_status ckv_gpu_cache_download(ckv_gpu_cache *src, ckv_cache *dst,
                                              ckv_error *err)
 {
     const size_t lists = (size_t)src->n_layer * src->n_head_kv;
@@ -724,7 +837,8 @@ extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache
                           dst->n_layer, dst->n_head_kv, dst->head_dim, dst->capacity,
                           src->n_layer, src->n_head_kv, src->head_dim, mx);
     ckv_status st;
-    if ((st = copy_kv(src, src->k, dst->k, dst->capacity, mx, false, err)) ||
+    if ((st = ckv_gpu_cache_settle(src, NULL, err)) ||
+        (st = copy_kv(src, src->k, dst->k, dst->capacity, mx, false, err)) ||
         (st = copy_kv(src, src->v, dst->v, dst->capacity, mx, false, err)) ||
         (st = copy_lists(dst->deg, dst->capacity, src->deg, src->capacity, sizeof(float), mx,
                          lists, cudaMemcpyDeviceToHost, err)))
@@ -742,7 +856,7 @@ extern "C" ckv_status ckv_gpu_cache_download(const ckv_gpu_cache *src, ckv_cache
     return CKV_OK;
 }
 
-extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cache *src,
+extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, ckv_gpu_cache *src,
                                          int32_t capacity, ckv_error *err)
 {
     const size_t lists = (size_t)src->n_layer * src->n_head_kv;
@@ -751,8 +865,11 @@ extern "C" ckv_status ckv_gpu_cache_fork(ckv_gpu_cache **out, const ckv_gpu_cach
     if (mx > capacity)
         return ckv_errorf(err, CKV_ERR_ARG, "cuda: fork capacity %d below the longest list %d",
                           capacity, mx);
+    ckv_status st = ckv_gpu_cache_settle(src, NULL, err);
+    if (st)
+        return st;
     ckv_gpu_cache *c;
-    ckv_status st = ckv_gpu_cache_create_shape(&c, src->n_layer, src->n_head_kv, src->head_dim,
+    st = ckv_gpu_cache_create_shape(&c, src->n_layer, src->n_head_kv, src->head_dim,
                                                capacity, src->score != NULL, src->dtype, err);
     if (st)
         return st;
@@ -839,16 +956,6 @@ struct PassOut {
 
 }  // namespace
 
-// logit: the cache's part of the logit scratch (NULL without scores).
-static ckv_k_kv_layer kv_layer(const ckv_gpu_cache *c, int l, float *logit)
-{
-    const size_t lh = (size_t)l * c->n_head_kv;
-    const size_t at = lh * c->capacity * c->head_dim * ckv_kv_dtype_size(c->dtype);
-    return {static_cast<char *>(c->k) + at, static_cast<char *>(c->v) + at,
-            c->deg + lh * c->capacity, c->score ? c->score + lh * c->capacity : NULL,
-            c->len_d + lh, c->capacity, c->pos_d, c->score ? logit : NULL, c->dtype};
-}
-
 // The logit scratch floats a cache needs: one layer's logits per query head.
 static size_t logit_floats(const ckv_gpu *g, const ckv_gpu_cache *c)
 {
@@ -892,7 +999,7 @@ static ckv_status attend_segment(ckv_gpu *g, const Seg *sg, int l, bool degree_b
     const int hd = cf->head_dim, H = cf->n_head, KV = cf->n_head_kv;
     const int qkvd = (H + 2 * KV) * hd;
     const ckv_gpu_cache *c = sg->c;
-    const ckv_k_kv_layer kv = kv_layer(c, l, g->logit);
+    const ckv_k_kv_layer kv = kv_layer(c, l, g->logit, false);
     const ckv_k_qkv_params qp = qkv_params(g, l);
     float *q = g->qkv + (size_t)sg->row * qkvd;
     const int32_t max_len = longest(c->len_h + (size_t)l * KV, (size_t)KV) + sg->n;
@@ -952,8 +1059,12 @@ static ckv_status attend_batch(ckv_gpu *g, int32_t n, int l, bool degree_bias, c
     ckv_status s;
     if ((s = ckv_k_qkv_post_seqs(g->qkv, n, &qp, tab, g->stream, err)) ||
         (s = ckv_k_attention_seqs(NULL, g->att, g->qkv, (H + 2 * KV) * hd, n, H, KV, hd, tab,
-                                  g->tab_dtype, g->tab_scores, 1.0f / sqrtf((float)hd), degree_bias, split,
-                                  g->ws, g->stream, err)))
+                                  g->tab_dtype,
+                                  !g->tab_scores  ? CKV_K_SCORES_NONE
+                                  : g->tab_defer ? CKV_K_SCORES_DEFER
+                                                 : CKV_K_SCORES_NOW,
+                                  1.0f / sqrtf((float)hd), degree_bias, split, g->ws, g->stream,
+                                  err)))
         return s;
     return CKV_OK;
 }
@@ -1206,7 +1317,7 @@ static ckv_status pass_segments(ckv_gpu *g, const Seg *seg, int32_t np, int32_t 
     for (int32_t j = 0; j < np; j++) {
         row[j] = seg[j].row;
         for (int32_t l = 0; l < L; l++)
-            g->pseg_tab_h[(size_t)l * M + j] = kv_layer(seg[j].c, l, NULL);
+            g->pseg_tab_h[(size_t)l * M + j] = kv_layer(seg[j].c, l, NULL, false);
     }
     row[np] = rows;
     ckv_k_segment_tiles(row, np, tile);
@@ -1241,6 +1352,11 @@ static ckv_status prefill(ckv_gpu *g, ckv_gpu_cache *const *caches, const int32_
     if ((s = logit_room(g, scratch, err)) ||
         (last && (s = pinned_rows(g, k < g->max_batch ? k : g->max_batch, err))))
         return s;
+    // A prefill's score pass adds its masses now: a decode's deferred ones
+    // go in first, so that each score sums its masses in step order.
+    for (int32_t i = 0; i < k; i++)
+        if ((s = ckv_gpu_cache_settle(caches[i], g->stream, err)))
+            return s;
     Seg *seg = static_cast<Seg *>(malloc((size_t)most * sizeof(Seg)));
     ckv_prefill_piece *pc =
         static_cast<ckv_prefill_piece *>(malloc((size_t)most * sizeof(ckv_prefill_piece)));
@@ -1392,11 +1508,16 @@ static ckv_status capture_step(ckv_gpu *g, int32_t m, bool degree_bias, bool wan
 // batch differs from the one it holds (a graph of this batch reads it).
 static ckv_status batch_table(ckv_gpu *g, int32_t m, ckv_error *err)
 {
-    if (key_matches(&g->tab_key, g, m, 0))
+    if (key_matches(&g->tab_key, g, m, ckv_cuda_defer_scores()))
         return CKV_OK;
     const int32_t L = g->cfg.n_layer, B = g->max_batch;
+    // The batch's masses are deferred where the kernels can (bf16 lists,
+    // groups up to 4: every scoring cache then has the state), and the
+    // switch allows: no logit scratch then.
+    g->tab_defer = ckv_cuda_defer_scores() &&
+                   ckv_k_scores_defer_fits(g->cfg.n_head, g->cfg.n_head_kv, g->seg[0].c->dtype);
     size_t floats = 0;
-    for (int32_t i = 0; i < m; i++)
+    for (int32_t i = 0; i < m && !g->tab_defer; i++)
         floats += logit_floats(g, g->seg[i].c);
     ckv_status s = logit_room(g, floats, err);
     if (s)
@@ -1407,8 +1528,9 @@ static ckv_status batch_table(ckv_gpu *g, int32_t m, ckv_error *err)
     for (int32_t i = 0; i < m; i++) {
         const ckv_gpu_cache *c = g->seg[i].c;
         for (int32_t l = 0; l < L; l++)
-            g->seq_tab_h[(size_t)l * B + i] = kv_layer(c, l, g->logit + at);
-        at += logit_floats(g, c);
+            g->seq_tab_h[(size_t)l * B + i] = kv_layer(c, l, g->logit + at, g->tab_defer);
+        if (!g->tab_defer)
+            at += logit_floats(g, c);
         if (c->capacity > g->tab_capacity)
             g->tab_capacity = c->capacity;
         g->tab_scores |= c->score != NULL;
@@ -1417,7 +1539,7 @@ static ckv_status batch_table(ckv_gpu *g, int32_t m, ckv_error *err)
     CKV_CUDA(cudaMemcpy2DAsync(g->seq_tab, B * sizeof(ckv_k_kv_layer), g->seq_tab_h,
                                B * sizeof(ckv_k_kv_layer), m * sizeof(ckv_k_kv_layer), L,
                                cudaMemcpyHostToDevice, g->stream));
-    key_set(&g->tab_key, g, m, 0);
+    key_set(&g->tab_key, g, m, ckv_cuda_defer_scores());
     return CKV_OK;
 }
 
@@ -1451,7 +1573,8 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
                want_q = q_out != NULL;
     // A graph keeps the launch attributes it was captured with: one
     // captured under the other PDL setting is not replayed.
-    const int flags = bias | want_l << 1 | want_q << 2 | ckv_cuda_pdl() << 3 | want_n << 4;
+    const int flags = bias | want_l << 1 | want_q << 2 | ckv_cuda_pdl() << 3 | want_n << 4 |
+                      ckv_cuda_defer_scores() << 5;
     for (int32_t at = 0; at < n; at += g->max_batch) {
         const int32_t m = n - at < g->max_batch ? n - at : g->max_batch;
         if ((s = pinned_rows(g, m, err)))
@@ -1460,6 +1583,14 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
             g->seg[i] = {caches[at + i], i, 1};
         if ((s = batch_table(g, m, err)))
             return s;
+        // Deferred masses go in first where this step does not defer (its
+        // score pass adds its own at once: each score sums its masses in
+        // step order), or defers under the other degree bias (a flush
+        // repeats one bias for all it adds).
+        for (int32_t i = 0; i < m; i++)
+            if (caches[at + i]->pend && (!g->tab_defer || caches[at + i]->pbias != bias) &&
+                (s = ckv_gpu_cache_settle(caches[at + i], g->stream, err)))
+                return s;
         memcpy(g->pin_tok, tokens + at, (size_t)m * sizeof(int32_t));
         // A batch seen twice in a row is captured and replayed from then on;
         // one seen once runs launch by launch (a capture costs more than the
@@ -1479,6 +1610,14 @@ extern "C" ckv_status ckv_gpu_decode_batch(ckv_gpu *g, ckv_gpu_cache *const *cac
         }
         CKV_CUDA(cudaStreamSynchronize(g->stream));
         advance_host(g->seg, m);
+        for (int32_t i = 0; g->tab_defer && i < m; i++) {
+            ckv_gpu_cache *c = caches[at + i];
+            if (c->score) {
+                c->pend = true;
+                c->pbias = bias;
+                c->pgroup = cf->n_head / cf->n_head_kv;
+            }
+        }
         if (want_l)
             memcpy(logits + (size_t)at * V, g->pin_logits, (size_t)m * V * sizeof(float));
         if (want_n)

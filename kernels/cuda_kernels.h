@@ -55,7 +55,11 @@ ckv_status ckv_k_residual_rmsnorm(float *x, const float *add, const float *w, ck
  * (query head h G + g of KV head h), where the decode kernel's partial pass
  * keeps each entry's logit for its score pass; any layer may share it, as
  * layers run one after another. NULL where score is NULL; calls that are no
- * decode (ckv_k_attention_path_of) ignore it. */
+ * decode (ckv_k_attention_path_of) ignore it. pq, pml, plen: a batch
+ * decode's deferred scores (CKV_K_SCORES_DEFER; else NULL): the last
+ * deferring step's queries [n_head][head_dim], its merged max and 1 / sum
+ * [n_head][2] (natural-log units), and the entries it saw [n_head_kv],
+ * whose masses from that step are not yet in score (0: none pending). */
 typedef struct {
     void *k, *v;
     float *deg, *score;
@@ -64,7 +68,31 @@ typedef struct {
     const int64_t *pos0;
     float *logit;
     ckv_kv_dtype dtype;
+    float *pq, *pml;
+    int32_t *plen;
 } ckv_k_kv_layer;
+
+/* How a batch decode brings the scores of its sequences that track them
+ * up to date: NONE (none does), NOW (each step's masses are in the scores
+ * when the step ends: the partial pass stores each entry's logits in the
+ * layer's logit scratch, a score pass reads them), DEFER (each step adds
+ * the step before's masses while it reads the keys anyway, and keeps its
+ * own in pq, pml, plen for the next; ckv_k_scores_flush then makes the
+ * scores whole). DEFER needs ckv_k_scores_defer_fits. */
+typedef enum { CKV_K_SCORES_NONE, CKV_K_SCORES_NOW, CKV_K_SCORES_DEFER } ckv_k_scores;
+/* The largest GQA group whose last queries fit the decode mma's free rows
+ * (and the room a cache keeps for them: pq, pml). */
+#define CKV_K_SCORES_DEFER_GROUP 4
+bool ckv_k_scores_defer_fits(int32_t n_head, int32_t n_head_kv, ckv_kv_dtype dtype);
+/* Adds the pending masses of n layers (tab, device memory; those with
+ * score, pq set and plen above 0) to their scores, exactly as the steps
+ * that deferred them would have (bit for bit the score pass's values), and
+ * sets their plen to 0. max_len: at least the longest plen; scale and
+ * degree_bias: the deferring step's. Twin: ckv_attend's acc. */
+ckv_status ckv_k_scores_flush(const ckv_k_kv_layer *tab, int32_t n, int32_t n_head,
+                              int32_t n_head_kv, int32_t head_dim, int32_t max_len,
+                              ckv_kv_dtype dtype, float scale, bool degree_bias, void *stream,
+                              ckv_error *err);
 
 typedef struct {
     int32_t n_head, n_head_kv, head_dim;
@@ -168,14 +196,15 @@ ckv_status ckv_k_attention(float *out32, ckv_bf16 *out16, const float *q, int32_
                            ckv_k_attention_split split, float *ws, void *stream, ckv_error *err);
 /* A decode batch in one launch: query row x is the one new token of sequence
  * x, which attends over its own cache layer seqs[x] (device memory) exactly
- * as ckv_k_attention with n = 1 would. scores: some sequence's cache tracks
- * them (the others are skipped in the score pass); each that does must have
- * its own logit scratch when the decode kernel takes the batch. dtype: the
- * type of every sequence's keys and values (the host cannot read seqs). */
+ * as ckv_k_attention with n = 1 would. scores: NONE, or how the sequences
+ * whose caches track them (the others are skipped) get their masses: NOW,
+ * each with its own logit scratch when the decode kernel takes the batch;
+ * DEFER, each with its own pq, pml, plen. dtype: the type of every
+ * sequence's keys and values (the host cannot read seqs). */
 ckv_status ckv_k_attention_seqs(float *out32, ckv_bf16 *out16, const float *q, int32_t q_stride,
                                 int32_t n_seq, int32_t n_head, int32_t n_head_kv,
                                 int32_t head_dim, const ckv_k_kv_layer *seqs,
-                                ckv_kv_dtype dtype, bool scores,
+                                ckv_kv_dtype dtype, ckv_k_scores scores,
                                 float scale, bool degree_bias, ckv_k_attention_split split,
                                 float *ws, void *stream, ckv_error *err);
 

@@ -424,6 +424,11 @@ extern "C" ckv_status ckv_gpu_policy_compress_many(ckv_gpu_cache *const *caches,
     // (the decoder's): wait for everything queued on the device first.
     if (!stream)
         CKV_CUDA(cudaDeviceSynchronize());
+    // The policies read and move scores by row: a decode's deferred masses
+    // go in first (ckv_gpu_cache_settle).
+    for (int32_t i = 0; i < n; i++)
+        if ((st = ckv_gpu_cache_settle(caches[i], stream, err)))
+            return st;
     float big = FLT_MAX;
     unsigned big_bits;
     memcpy(&big_bits, &big, sizeof big_bits);
@@ -494,8 +499,10 @@ extern "C" ckv_status ckv_gpu_cache_poison(ckv_gpu_cache *c, ckv_error *err)
     if (c->row)
         CKV_CUDA(cudaMemset(c->row, 0xff, n * sizeof(int32_t)));
     c->mapped = false;
+    ckv_status st = ckv_gpu_cache_drop_pending(c, err);
     int dev;
-    ckv_status st = current_device(&dev, err);
+    if (!st)
+        st = current_device(&dev, err);
     if (st)
         return st;
     for (int k = 0; k < 2; k++)

@@ -72,6 +72,7 @@ struct ckv_gpu {
     ckv_gpu_step_key tab_key;
     int32_t tab_capacity;
     bool tab_scores;
+    bool tab_defer;  // the batch's scores deferred (ckv_k_attention_seqs' CKV_K_SCORES_DEFER)
     ckv_kv_dtype tab_dtype;  // every cache of the batch's (checked by ckv_gpu_decode_batch)
     // A prefill pass's segments for the one-launch kernels (ckv_k_segments;
     // passes of 2 to CKV_GPU_PASS_SEGS segments over caches of one type
@@ -113,10 +114,25 @@ struct ckv_gpu_cache {
     // random fill).
     int32_t *row, *row_len;
     bool mapped;
+    // H2O's deferred scores (ckv_k_kv_layer's pq, pml, plen; bf16 caches
+    // that track scores, else NULL): per layer, room for groups up to
+    // CKV_K_SCORES_DEFER_GROUP. ptab: the n_layer layers' table (device) a
+    // flush reads. pend: a batch decode deferred masses that no flush has
+    // added since, from a step of group pgroup and degree bias pbias (which
+    // the flush repeats).
+    float *pq, *pml;
+    int32_t *plen;
+    ckv_k_kv_layer *ptab;
+    bool pend, pbias;
+    int32_t pgroup;
 };
 
 // Allocates c's map (once; counted in its bytes), not yet mapped.
 ckv_status ckv_gpu_cache_take_map(ckv_gpu_cache *c, ckv_error *err);
+
+// Forgets c's deferred masses without adding them: for calls that write
+// every score anew (a reset, upload, random fill, poison).
+ckv_status ckv_gpu_cache_drop_pending(ckv_gpu_cache *c, ckv_error *err);
 
 // Slot s of list lh's row under the map (row NULL: the slot's own).
 __host__ __device__ static inline int32_t ckv_row_of(const int32_t *row, const int32_t *row_len,

@@ -1,11 +1,12 @@
 // The CUDA backend's process-wide switches and their C boundary (cuda.h):
 // programmatic dependent launch (cuda_pdl.cuh) and the wgmma forms of the
 // bf16 prefill attention (cuda_attention_prefill.cu) and of K-Means's
-// estimate (cuda_kmeans.cu), and K-Means's lazy features. Each reads its
-// environment variable once, at the first use (for A/B runs of whole
-// programs): the first two are on unless it is 0, and active only on a
-// device that has the feature; the lazy features' mode is OFF at 0, ON at 1,
-// else AUTO.
+// estimate (cuda_kmeans.cu), K-Means's lazy features, and the batch
+// decode's deferred scores. Each reads its environment variable once, at
+// the first use (for A/B runs of whole programs): the first two are on
+// unless it is 0, and active only on a device that has the feature; the
+// lazy features' mode is OFF at 0, ON at 1, else AUTO; the deferred scores
+// are on unless it is 0.
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +54,7 @@ private:
 };
 
 Switch pdl{"CKV_PDL", 1, false}, wgmma{"CKV_WGMMA", 1, false},
-    km_lazy{"CKV_KM_LAZY", CKV_KM_LAZY_AUTO, true};
+    km_lazy{"CKV_KM_LAZY", CKV_KM_LAZY_AUTO, true}, defer{"CKV_DEFER_SCORES", 1, false};
 
 // The current device's compute capability (10 x major + minor), asked once at
 // the first use: the GPUs of one process are one model (as the decode
@@ -88,6 +89,16 @@ extern "C" void ckv_cuda_set_pdl(bool on)
 extern "C" bool ckv_cuda_pdl(void)
 {
     return ckv_pdl_active();
+}
+
+extern "C" void ckv_cuda_set_defer_scores(bool on)
+{
+    defer.set(on);
+}
+
+extern "C" bool ckv_cuda_defer_scores(void)
+{
+    return defer.on();
 }
 
 extern "C" void ckv_cuda_set_wgmma(bool on)

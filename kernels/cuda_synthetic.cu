@@ -96,6 +96,8 @@ extern "C" ckv_status ckv_gpu_cache_fill_random(ckv_gpu_cache *c, int32_t entrie
         return st;
     if (c->score)
         CKV_CUDA(cudaMemset(c->score, 0, lists * T * sizeof(float)));
+    if ((st = ckv_gpu_cache_drop_pending(c, err)))
+        return st;
     for (size_t j = 0; j < lists; j++)
         c->len_h[j] = entries;
     CKV_CUDA(cudaMemcpy(c->len_d, c->len_h, lists * sizeof(int32_t), cudaMemcpyHostToDevice));

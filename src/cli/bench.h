@@ -214,7 +214,13 @@ const char *bench_prefill_form(ckv_kv_dtype dt);
 typedef struct {
     double median_ms, min_ms, max_ms; /* per step */
     int32_t runs;
+    /* The deferred masses a step leaves, settled over all n caches as the
+     * policy calls would before their own work (ckv_gpu_caches_settle_timed):
+     * the median of BENCH_SETTLE_RUNS, each after one more step; 0 where the
+     * steps defer nothing (ckv_cuda_set_defer_scores). */
+    double settle_ms;
 } bench_steps;
+enum { BENCH_SETTLE_RUNS = 3 };
 
 /* Makes n caches of dtype (capacity entries + warmup + repeats; scores when
  * track_score) filled with random entries: `entries` per list at position
@@ -226,7 +232,10 @@ typedef struct {
  * gives NaN mean nothing; every other step returns only the greedy next
  * tokens, as a server takes them, timed from the host call to the tokens on
  * the host (so that n rows of logits crossing to the host are not timed:
- * 39.5 MB a step for 77 rows of Llama-3.1-8B). */
+ * 39.5 MB a step for 77 rows of Llama-3.1-8B). Then, where the steps left
+ * masses pending, the settle (settle_ms), so that a compression timed on
+ * fresh caches (bench_time_compress) can be charged what it would pay
+ * after real steps. */
 ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtype, int32_t n,
                             int32_t entries,
                             int32_t context, double budget, bool track_score, int32_t warmup,
