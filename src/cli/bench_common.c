@@ -588,7 +588,7 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtyp
     }
     double settle[BENCH_SETTLE_RUNS];
     int32_t settled = 0;
-    while (!st && settled < BENCH_SETTLE_RUNS && ckv_gpu_cache_pending(c[0])) {
+    while (!st && n > 0 && settled < BENCH_SETTLE_RUNS && ckv_gpu_cache_pending(c[0])) {
         if (!(st = ckv_gpu_caches_settle_timed(c, n, &settle[settled], err)))
             settled++;
         for (int32_t i = 0; !st && i < n; i++)

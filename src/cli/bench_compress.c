@@ -265,7 +265,8 @@ typedef struct {
     int32_t rounds;       /* CSM rounds of one compression; 0 otherwise */
     double compress_ms;   /* B + interval entries back to B, settle included; 0 without
                            * decode compression */
-    double settle_ms;     /* of which the settle of the masses the steps deferred */
+    double settle_ms;     /* the settle of the masses the steps deferred (bench_steps),
+                           * in compress_ms; NaN where no step was timed */
     double step_ms;       /* one decode step, batch 1, over B entries at position T */
     double share;         /* compress / (compress + interval x step) */
     char *status;

@@ -237,7 +237,7 @@ static void init_row(decode_row *r, const opts *o, const ckv_config *cfg, int32_
     snprintf(r->note, sizeof r->note, "ok");
     ckv_cuda_device d;
     ckv_error err = {0};
-    const double steps = (double)(o->b.warmup + o->b.repeats);
+    const double steps = (double)(o->b.warmup + o->b.repeats + BENCH_SETTLE_RUNS);
     const double need = batch * bench_cache_bytes(cfg, o->b.kv_dtype, r->entries + steps);
     if (!ckv_cuda_device_query(0, &d, &err) && need + (512 << 20) > (double)d.mem_free)
         snprintf(r->note, sizeof r->note, "skipped: caches %.1f GiB, %.1f GiB free",

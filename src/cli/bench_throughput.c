@@ -175,7 +175,8 @@ typedef struct {
     double tokens_per_s;   /* seqs / median step */
     double compress_ms;    /* one sequence's share of a pass over all, settle included;
                             * NaN without one */
-    double settle_ms;      /* of which the settle of the masses the steps deferred */
+    double settle_ms;      /* one sequence's share of settling the masses the steps
+                            * deferred (bench_steps); in compress_ms where it compresses */
     int32_t compress_group; /* most caches a call of the pass takes; 0 without one */
     double scratch_mib;    /* the policy scratch the pass took (outside the cap); NaN without */
     double compress_ms_per_step, compress_share, tokens_per_s_incl;
@@ -212,7 +213,7 @@ static bool tracks_score(const ckv_policy *p)
  * compression's pass holds only one call's caches, before the steps'. */
 static double device_bytes(const ckv_config *cfg, const opts *o, const tp_row *r, bool score)
 {
-    const double e = r->entries + (double)(o->b.warmup + o->b.repeats);
+    const double e = r->entries + (double)(o->b.warmup + o->b.repeats + BENCH_SETTLE_RUNS);
     return bench_cache_bytes(cfg, o->b.kv_dtype, e) +
            (score ? ((double)cfg->n_layer * cfg->n_head_kv + cfg->n_head) * e * 4 : 0);
 }

@@ -1993,7 +1993,7 @@ static void check_deferred_scores(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu
      * pending); the third is left to the fork's. */
     double settle_ms;
     CHECK(ckv_gpu_caches_settle_timed(gc[1], 2, &settle_ms, err));
-    const bool timed_ok = isfinite(settle_ms) && settle_ms >= 0 &&
+    const bool timed_ok = isfinite(settle_ms) && settle_ms > 0 &&
                           !ckv_gpu_cache_pending(gc[1][0]) && ckv_gpu_cache_pending(gc[1][2]);
     double logit_diff = deferred ? 0 : INFINITY;
     for (size_t i = 0; i < per * STEPS; i++)
