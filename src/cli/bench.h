@@ -218,9 +218,10 @@ typedef struct {
      * policy calls would before their own work (ckv_gpu_caches_settle_timed):
      * the median of BENCH_SETTLE_RUNS, the first after the timed steps, each
      * other after one more step; 0 where the steps defer nothing
-     * (ckv_cuda_set_defer_scores). The caches then hold about entries + 15
-     * entries, not the entries + interval a compression settles: at interval
-     * 64 the settle reads 0.6% (32K) to 2.4% (8K) fewer keys than it would. */
+     * (ckv_cuda_set_defer_scores). The caches then hold entries + warmup +
+     * repeats (+ 2) entries, not the entries + interval a compression
+     * settles: with bench throughput's defaults (3 + 10) at interval 64 the
+     * settle reads 0.6% (8,192 entries) to 2.4% (2,048) fewer keys. */
     double settle_ms;
 } bench_steps;
 enum { BENCH_SETTLE_RUNS = 3 };
