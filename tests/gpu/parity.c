@@ -2033,7 +2033,6 @@ static void check_deferred_scores(const ckv_model *m, ckv_cpu *cpu, ckv_gpu *gpu
     ckv_cache_free(&want);
 }
 
-/* Logits of every token of a prompt longer than the GPU batch (two chunks). */
 /* What the caches' types forbid: one decode batch over caches of both
  * types, and a bf16 host cache uploaded into an fp32 GPU cache (its appends
  * would not round as its CPU twin's do). Both CKV_ERR_ARG, naming the types,
