@@ -59,9 +59,9 @@ int ckv_attention_decode_mma_resident(int32_t head_dim, ckv_kv_dtype dtype);
 // logit stored there (-inf where the softmax takes none); NONE: a kernel
 // without the store; DEFER (where ckv_attention_decode_defers, else
 // cudaErrorInvalidValue): each sequence whose layer has score and pq set
-// gets its pending masses added (the save follows the merge); FLUSH: see
-// ckv_attention_decode_flush. seqs (device) NULL:
-// row 0 over the cache c. dtype: the keys' and values' type, c's or every
+// gets its pending masses added (the save follows the merge); FLUSH: only
+// those (ckv_k_scores_flush, cuda_kernels.h). seqs (device) NULL: row 0
+// over the cache c. dtype: the keys' and values' type, c's or every
 // sequence's; the calls ckv_attention_decode_takes_mma names take the
 // tensor-core kernel of cuda_attention_decode_mma.cu. Returns the launch's
 // error (ckv_pdl_launch).
@@ -81,7 +81,7 @@ cudaError_t ckv_attention_decode_mma(const float *q, int32_t q_stride, int32_t n
                                      float *part_o, float *part_ml, ckv_decode_scores mode,
                                      ckv_kv_dtype dtype, cudaStream_t stream);
 
-// Score pass, after the partial pass (logits true) and the merge (split:
+// Score pass, after the partial pass (mode NOW) and the merge (split:
 // the partial pass's, whose ranges bound the entries): with the merged max
 // and sum ml [n][H][2], adds each entry's attention mass, summed over the
 // group's query heads, to the score of every sequence that tracks scores.
