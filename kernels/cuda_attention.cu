@@ -334,6 +334,42 @@ __device__ __forceinline__ void merge_store(size_t row, int lane, float M, float
     }
 }
 
+// What a deferring decode step keeps for the next (cuda_kernels.h: pq, pml,
+// plen), written by its merge: the merge runs after every block of the
+// partial pass that read the old values has completed (its PDL wait), and
+// the next step's partial pass reads them after the kernels between have
+// passed their own waits. seqs NULL: the step defers nothing.
+struct MergeSave {
+    const float *q;
+    int32_t q_stride, G;
+    const ckv_k_kv_layer *seqs;
+};
+
+// Row i, query head qh: the queries the partial pass read, the merged max
+// and 1 / sum (inverted as the score pass inverts it) and, once a KV head,
+// the entries the step saw.
+template <int V>
+__device__ __forceinline__ void merge_save(const MergeSave &sv, int i, int qh, int lane, float M,
+                                           float L)
+{
+    if (!sv.seqs)
+        return;
+    const ckv_k_kv_layer c = sv.seqs[i];
+    if (!c.score || !c.pq)
+        return;
+    constexpr int HD = 32 * V;
+#pragma unroll
+    for (int v = 0; v < V; v++)
+        c.pq[(size_t)qh * HD + V * lane + v] =
+            sv.q[(size_t)i * sv.q_stride + (size_t)qh * HD + V * lane + v];
+    if (lane == 0) {
+        c.pml[2 * qh] = M;
+        c.pml[2 * qh + 1] = 1.0f / L;
+        if (qh % sv.G == 0)
+            c.plen[qh / sv.G] = c.len0[qh / sv.G] + 1;
+    }
+}
+
 // The merge of a decode step, or of a prefill chunk of at least
 // MERGE_WIDE_MIN rows, over at most 32 ranges: a warp per (row, query head),
 // one trip to memory (merge_chunk) where the block form takes three (its
@@ -347,7 +383,7 @@ template <int V, int B>
 __global__ void __launch_bounds__(MERGE_WARPS * 32)
     attention_merge_warp(const float *__restrict__ part_o, const float *__restrict__ part_ml,
                          int32_t splits, int32_t n, int32_t H, float *out32, ckv_bf16 *out16,
-                         float *ml)
+                         float *ml, MergeSave sv)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
@@ -358,6 +394,7 @@ __global__ void __launch_bounds__(MERGE_WARPS * 32)
     float M = -INFINITY, L = 0.0f, O[V] = {};
     merge_chunk<V, B>(part_o, part_ml, per, row, 0, splits, lane, M, L, O);
     merge_store<V>(row, lane, M, L, O, out32, out16, ml);
+    merge_save<V>(sv, i, blockIdx.y, lane, M, L);
 }
 
 // The same merge over more than 32 ranges (a decode at batch 1 over a long
@@ -375,7 +412,7 @@ template <int V>
 __global__ void __launch_bounds__(MERGE_MULTI_WARPS * 32)
     attention_merge_multi(const float *__restrict__ part_o, const float *__restrict__ part_ml,
                           int32_t splits, int32_t n, int32_t H, float *out32, ckv_bf16 *out16,
-                          float *ml)
+                          float *ml, MergeSave sv)
 {
     ckv_pdl_wait();
     ckv_pdl_launch_dependents();
@@ -400,6 +437,7 @@ __global__ void __launch_bounds__(MERGE_MULTI_WARPS * 32)
     float Mx = -INFINITY, Lx = 0.0f, Ox[V] = {};
     merge_chunk<V, MERGE_MULTI_WARPS>(so, sml, 1, 0, 0, W, lane, Mx, Lx, Ox);
     merge_store<V>(row, lane, Mx, Lx, Ox, out32, out16, ml);
+    merge_save<V>(sv, blockIdx.x, blockIdx.y, lane, Mx, Lx);
 }
 
 // The attention mass each entry receives (H2O): with the merged max M and
@@ -625,6 +663,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
     } else
         CKV_CUDA(ckv_pdl_launch(bf16 ? partial_of<ckv_bf16>(head_dim) : partial_of<float>(head_dim),
                                 grid, BQ * TPQ, 0, st, a));
+    const MergeSave sv = {q, q_stride, n_head / n_head_kv, defer ? seqs : NULL};
     // With one range the tensor-core prefill wrote the merge's results itself.
     if (!(tc && split.splits == 1)) {
         if (decode || n >= MERGE_WIDE_MIN) {
@@ -634,7 +673,7 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
                 CKV_CUDA(ckv_pdl_launch(head_dim == 64 ? attention_merge_multi<2>
                                                        : attention_merge_multi<4>,
                                         dim3(n, n_head), warps * 32, 0, st, a.part_o, a.part_ml,
-                                        split.splits, n, n_head, out32, out16, a.ml));
+                                        split.splits, n, n_head, out32, out16, a.ml, sv));
             } else
                 CKV_CUDA(ckv_pdl_launch(
                     split.splits > MERGE_BATCH
@@ -643,17 +682,15 @@ static ckv_status launch(float *out32, ckv_bf16 *out16, const float *q, int32_t 
                         : (head_dim == 64 ? attention_merge_warp<2, MERGE_BATCH>
                                           : attention_merge_warp<4, MERGE_BATCH>),
                     dim3((n + MERGE_WARPS - 1) / MERGE_WARPS, n_head), MERGE_WARPS * 32, 0, st,
-                    a.part_o, a.part_ml, split.splits, n, n_head, out32, out16, a.ml));
+                    a.part_o, a.part_ml, split.splits, n, n_head, out32, out16, a.ml, sv));
         } else
             CKV_CUDA(ckv_pdl_launch(attention_merge, dim3(n, n_head), head_dim, 0, st, a.part_o,
                                     a.part_ml, split.splits, n, n_head, head_dim, out32, out16,
                                     a.ml));
     }
-    if (scores) {
-        if (defer)
-            CKV_CUDA(ckv_attention_decode_save(q, q_stride, n, n_head, n_head_kv, head_dim, a.c,
-                                               seqs, a.ml, st));
-        else if (decode)
+    // A deferring step's merge (a decode's always runs) saved what the next needs.
+    if (scores && !defer) {
+        if (decode)
             CKV_CUDA(ckv_attention_decode_score(n, n_head, n_head_kv, a.c, seqs, split, a.ml, st));
         else if (tc)
             return ckv_attention_prefill_score(q, q_stride, n, n_head, n_head_kv, head_dim, a.c,

@@ -492,35 +492,3 @@ cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head
                           dim3(n, n_head_kv, blocks), SCORE_THREADS, 0,
                           stream, a);
 }
-
-// The save after a deferring step: a block per (sequence, query head), a
-// thread per dimension. Waits for the merge (and so the partial pass, whose
-// blocks read the values it overwrites) to complete.
-__global__ void attention_decode_save(const float *q, int32_t q_stride, int32_t H, int32_t G,
-                                      ckv_k_kv_layer c0, const ckv_k_kv_layer *seqs,
-                                      const float *ml)
-{
-    ckv_pdl_wait();
-    ckv_pdl_launch_dependents();
-    const int x = blockIdx.x, hq = blockIdx.y, d = threadIdx.x;
-    const ckv_k_kv_layer c = seqs ? seqs[x] : c0;
-    if (!c.score || !c.pq)
-        return;
-    c.pq[(size_t)hq * blockDim.x + d] = q[(size_t)x * q_stride + (size_t)hq * blockDim.x + d];
-    if (d == 0) {
-        const size_t row = ((size_t)x * H + hq) * 2;
-        c.pml[2 * hq] = ml[row];
-        c.pml[2 * hq + 1] = 1.0f / ml[row + 1];  // as the score pass inverts it
-        if (hq % G == 0)
-            c.plen[hq / G] = c.len0[hq / G] + 1;
-    }
-}
-
-cudaError_t ckv_attention_decode_save(const float *q, int32_t q_stride, int32_t n,
-                                      int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
-                                      const float *ml, cudaStream_t stream)
-{
-    return ckv_pdl_launch(attention_decode_save, dim3(n, n_head), head_dim, 0, stream, q,
-                          q_stride, n_head, n_head / n_head_kv, c, seqs, ml);
-}

@@ -11,10 +11,10 @@
 // What a decode's partial pass does for the sequences whose layers track
 // scores (c.score set): nothing (NONE: no sequence does); store each
 // entry's logits for the score pass after the merge (NOW); add the last
-// deferring step's masses to the scores while walking, the save after the
-// merge keeping this step's queries, merged max and 1 / sum and lengths
-// for the next (DEFER, the layers' pq, pml, plen set); or only the pending
-// masses, no attention (FLUSH). The values are ckv_k_scores' (cuda_kernels.h).
+// deferring step's masses to the scores while walking, the merge keeping
+// this step's queries, merged max and 1 / sum and lengths for the next
+// (DEFER, the layers' pq, pml, plen set); or only the pending masses, no
+// attention (FLUSH). The values are ckv_k_scores' (cuda_kernels.h).
 enum ckv_decode_scores {
     CKV_DECODE_NONE = CKV_K_SCORES_NONE,
     CKV_DECODE_NOW = CKV_K_SCORES_NOW,
@@ -59,7 +59,7 @@ int ckv_attention_decode_mma_resident(int32_t head_dim, ckv_kv_dtype dtype);
 // logit stored there (-inf where the softmax takes none); NONE: a kernel
 // without the store; DEFER (where ckv_attention_decode_defers, else
 // cudaErrorInvalidValue): each sequence whose layer has score and pq set
-// gets its pending masses added (the save follows the merge); FLUSH: only
+// gets its pending masses added (the merge saves this step's); FLUSH: only
 // those (ckv_k_scores_flush, cuda_kernels.h). seqs (device) NULL: row 0
 // over the cache c. dtype: the keys' and values' type, c's or every
 // sequence's; the calls ckv_attention_decode_takes_mma names take the
@@ -91,14 +91,5 @@ cudaError_t ckv_attention_decode_score(int32_t n, int32_t n_head, int32_t n_head
                                        const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
                                        ckv_k_attention_split split, const float *ml,
                                        cudaStream_t stream);
-
-// The save after a deferring step's merge: for every sequence whose layer
-// has score and pq set, its queries (q, as the partial pass read them) into
-// pq, the merged max and 1 / sum of ml [n][H][2] into pml, and the entries
-// the step saw (len0 + 1) into plen, for the next step's partial pass.
-cudaError_t ckv_attention_decode_save(const float *q, int32_t q_stride, int32_t n,
-                                      int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                                      const ckv_k_kv_layer &c, const ckv_k_kv_layer *seqs,
-                                      const float *ml, cudaStream_t stream);
 
 #endif

@@ -67,8 +67,8 @@
 // queries (rows G + 8 .. 2G + 7 their remainders), free under m16 at G <= 4:
 // the same products of the same split queries and keys give the same fp32
 // logits that step computed, and the mass is the score pass's expression in
-// its order over the heads, from that step's merged max and 1 / sum (the
-// save after the merge keeps them), so the scores come out bit for bit as
+// its order over the heads, from that step's merged max and 1 / sum (its
+// merge keeps them), so the scores come out bit for bit as
 // the score pass would have left them, one step later. Entries from the
 // list's start up to that step's length get it (the step's own entry and
 // any appended since do not). CKV_DECODE_FLUSH walks only those rows over
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
     const ckv_k_kv_layer c = a.seqs ? a.seqs[x] : a.c;
     // pl: the entries the last deferring step saw, whose scores this block
     // brings up to date (0: none pending, or no deferred scores here).
-    // Written by that step's save, which completed before the kernel before
+    // Written by that step's merge, which completed before the kernel before
     // this one started, so it is read before the wait, as len0.
     const int pl = DEFERRED && c.score && c.pq ? c.plen[h] : 0;
     const int t_begin = split * a.split_len, len0 = FLUSH ? pl : c.len0[h];

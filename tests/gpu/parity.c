@@ -1394,12 +1394,14 @@ static void check_kernels(void)
     check_cache_kernels(CKV_KV_BF16);
     /* Deferred scores (bf16 decodes only, no wgmma form): groups 1 to 4,
      * both head dims, the planner's ranges and ranges whose end is where a
-     * list's pending entries end; a capacity that is not a multiple of 4
-     * entries. */
+     * list's pending entries end, more than 32 ranges (the merge of many
+     * ranges keeps the step's queries and sums too); a capacity that is
+     * not a multiple of 4 entries. */
     check_attention_seqs_deferred(128, false, 8, 0, 2048);
     check_attention_seqs_deferred(64, true, 6, 0, 2048);
     check_attention_seqs_deferred(128, true, 4, 3, 2045);
     check_attention_seqs_deferred(64, false, 2, 3, 2048);
+    check_attention_seqs_deferred(128, false, 8, 40, 2048);
     /* Where the bf16 prefill takes the wgmma form, the mma.sync form (the
      * one of builds without sm_90a) too. */
     if (ckv_cuda_wgmma()) {
