@@ -381,6 +381,14 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
                 }
         const float d0 = e0 < t_end ? (a.bias ? sg.deg[2 * t] : 1.0f) : 0.0f;
         const float d1 = e1 < t_end ? (a.bias ? sg.deg[2 * t + 1] : 1.0f) : 0.0f;
+        // Their log2 under the bias, for this step's rows and the last
+        // step's: degree 1 (every entry of an evicting policy's list, most
+        // of a merging one's; every entry without the bias) skips log2f's
+        // polynomial, 35-odd instructions an entry that the walk would
+        // otherwise issue twice a step, four times deferring. log2f(1) is 0,
+        // so the sums are the same floats.
+        const float b0 = d0 > 0.0f && d0 != 1.0f ? log2f(d0) : 0.0f;
+        const float b1 = d1 > 0.0f && d1 != 1.0f ? log2f(d1) : 0.0f;
         // The scores of entries e0, e1 (this stage is rewritten only after
         // the next step's __syncwarp).
         const float old0 = score ? sg.score[2 * t] : 0.0f, old1 = score ? sg.score[2 * t + 1] : 0.0f;
@@ -405,10 +413,8 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
         // Head g's scores of entries e0, e1: hi row plus lo row, plus
         // log2(degree); -inf past the range, for degree 0 under the bias,
         // and for the rows past the group.
-        const float s0 = g >= G || !(d0 > 0.0f) ? -INFINITY
-                                                : sc[0] + sc[2] + (a.bias ? log2f(d0) : 0.0f);
-        const float s1 = g >= G || !(d1 > 0.0f) ? -INFINITY
-                                                : sc[1] + sc[3] + (a.bias ? log2f(d1) : 0.0f);
+        const float s0 = g >= G || !(d0 > 0.0f) ? -INFINITY : sc[0] + sc[2] + b0;
+        const float s1 = g >= G || !(d1 > 0.0f) ? -INFINITY : sc[1] + sc[3] + b1;
         if (LOGITS && lg) {
             if (e0 < t_end)
                 lg[e0] = s0 * CKV_LN2;
@@ -423,13 +429,9 @@ __global__ void __launch_bounds__(NTH, Shape<T, HD>::MIN_BLOCKS) attention_decod
             float p0 = 0.0f, p1 = 0.0f;
             if (prev_row) {
                 if (e0 < pl && d0 > 0.0f)
-                    p0 = ckv_decode_mass(
-                        __fmul_rn(sc[0] + sc[2] + (a.bias ? log2f(d0) : 0.0f), CKV_LN2), pm,
-                        pinv);
+                    p0 = ckv_decode_mass(__fmul_rn(sc[0] + sc[2] + b0, CKV_LN2), pm, pinv);
                 if (e1 < pl && d1 > 0.0f)
-                    p1 = ckv_decode_mass(
-                        __fmul_rn(sc[1] + sc[3] + (a.bias ? log2f(d1) : 0.0f), CKV_LN2), pm,
-                        pinv);
+                    p1 = ckv_decode_mass(__fmul_rn(sc[1] + sc[3] + b1, CKV_LN2), pm, pinv);
             }
             float m0 = 0.0f, m1 = 0.0f;
 #pragma unroll
