@@ -232,6 +232,11 @@ bool ckv_policy_degree_bias(const ckv_policy *p)
     return ckv_policy_param(p, "degree_bias", 0) == 0;
 }
 
+bool ckv_policy_merges(const ckv_policy *p)
+{
+    return p->ops->merges;
+}
+
 ckv_status ckv_budget_parse(const char *s, ckv_budget *b, ckv_error *err)
 {
     memset(b, 0, sizeof *b);

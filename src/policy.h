@@ -58,6 +58,9 @@ typedef struct {
     /* Decode-time compression interval, 0 if the policy compresses only
      * after prefill; NULL: the `interval` parameter (0 without one). */
     int32_t (*interval)(const ckv_policy *p);
+    /* Whether compress merges entries into centroids of degree above 1;
+     * false: it only evicts, and every degree stays 1. */
+    bool merges;
     /* One compression of every list longer than budget. assign (may be NULL)
      * is [n_layer * n_head_kv * cache->capacity]: on entry, assign[i] holds
      * the current slot of input slot i of each list (-1 if gone); on return
@@ -87,6 +90,8 @@ int32_t ckv_policy_interval(const ckv_policy *p);
 void ckv_policy_describe(const ckv_policy *p, char *buf, size_t size);
 /* Whether attention adds log(degree) (false only for degree_bias=off). */
 bool ckv_policy_degree_bias(const ckv_policy *p);
+/* Whether the policy merges entries (ops->merges). */
+bool ckv_policy_merges(const ckv_policy *p);
 
 /* Budget as written by the user: a fraction/percent in parts per million,
  * or an absolute entry count (exactly one of the two is > 0). */

@@ -716,6 +716,7 @@ Test(hand, full_changes_nothing)
     hand_cache(&c, csm_keys, NULL, false);
     ckv_policy p;
     make(&p, "full", NULL);
+    cr_expect(!ckv_policy_merges(&p));
     int32_t assign[12];
     run(&p, &c, 3, NULL, assign);
     cr_expect_eq(c.len[0], 12);
@@ -788,6 +789,9 @@ Test(invariants, every_policy)
         const inv_case *ic = &inv_cases[ci];
         ckv_policy p;
         make(&p, ic->name, ic->sets);
+        /* What the policy says of itself (the bench's degrees follow it). */
+        cr_expect_eq(ckv_policy_merges(&p), ic->merges, "%s: merges %d", ic->name,
+                     ckv_policy_merges(&p));
         ckv_cache in, c, again;
         random_cache(&in, 1234 + ci);
         cr_assert_eq(ckv_cache_fork(&c, &in, in.capacity, NULL), CKV_OK);

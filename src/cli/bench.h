@@ -229,8 +229,8 @@ enum { BENCH_SETTLE_RUNS = 3 };
 /* Makes n caches of dtype (capacity entries + warmup + repeats +
  * BENCH_SETTLE_RUNS; scores when
  * track_score) filled with random entries: `entries` per list at position
- * `context`, degrees 1 for budget 1, else uniform in [1, 2 / budget - 1)
- * (mean 1 / budget, as CentroidKV leaves them). Then runs warmup + repeats
+ * `context`, degrees uniform in [1, max_degree) (1 where max_degree is 1;
+ * bench_max_degree). Then runs warmup + repeats
  * steps of ckv_gpu_decode_batch over them, one random token per cache per
  * step, and frees them. The first step returns the logits (logits: room for
  * n x n_vocab), which must be finite, since the timings of a decoder that
@@ -243,11 +243,14 @@ enum { BENCH_SETTLE_RUNS = 3 };
  * after real steps. */
 ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtype, int32_t n,
                             int32_t entries,
-                            int32_t context, double budget, bool track_score, int32_t warmup,
+                            int32_t context, float max_degree, bool track_score, int32_t warmup,
                             int32_t repeats, uint64_t seed, float *logits, bench_steps *out,
                             ckv_error *err);
-/* Degrees up to this, uniform from 1, average 1 / budget. */
-float bench_max_degree(double budget);
+/* The degrees a compressed cache of p at budget holds are taken uniform
+ * from 1 up to this: 2 / budget - 1 (mean 1 / budget, as CentroidKV leaves
+ * them) where p merges (p NULL: CentroidKV's), 1 where it only evicts (its
+ * degrees all stay 1, which the decode's log2 skips) or budget is 1. */
+float bench_max_degree(const ckv_policy *p, double budget);
 /* The compression a policy runs every `interval` decode steps, for `seqs`
  * sequences: each sequence's cache of shape cfg and dtype holding entries +
  * interval random entries (ckv_gpu_cache_fill_random, degrees as

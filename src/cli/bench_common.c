@@ -460,9 +460,9 @@ const char *bench_prefill_form(ckv_kv_dtype dt)
                                                        : CKV_ATTN_PREFILL_TF32);
 }
 
-float bench_max_degree(double budget)
+float bench_max_degree(const ckv_policy *p, double budget)
 {
-    return budget < 1 ? (float)(2.0 / budget - 1.0) : 1.0f;
+    return budget < 1 && (!p || ckv_policy_merges(p)) ? (float)(2.0 / budget - 1.0) : 1.0f;
 }
 
 ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const ckv_policy *p,
@@ -517,7 +517,7 @@ ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const 
             for (int32_t j = 0; !st && j < n; j++) {
                 const uint64_t s = seed + 7 * (uint64_t)(i + 1) + 7919 * (uint64_t)(done + j);
                 if (!(st = ckv_gpu_cache_fill_random(c[j], grown, context + interval,
-                                                     bench_max_degree(budget), s, err)) &&
+                                                     bench_max_degree(p, budget), s, err)) &&
                     scramble)
                     st = ckv_gpu_cache_scramble(c[j], s + 3, err);
                 ckv_gpu_cache_set_round(c[j], round);
@@ -547,7 +547,7 @@ ckv_status bench_time_compress(const ckv_config *cfg, ckv_kv_dtype dtype, const 
 
 ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtype, int32_t n,
                             int32_t entries,
-                            int32_t context, double budget, bool track_score, int32_t warmup,
+                            int32_t context, float max_degree, bool track_score, int32_t warmup,
                             int32_t repeats, uint64_t seed, float *logits, bench_steps *out,
                             ckv_error *err)
 {
@@ -560,7 +560,7 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtyp
     for (int32_t i = 0; !st && i < n; i++)
         if (!(st = ckv_gpu_cache_create(&c[i], g, entries + warmup + repeats + BENCH_SETTLE_RUNS,
                                         track_score, dtype, err)))
-            st = ckv_gpu_cache_fill_random(c[i], entries, context, bench_max_degree(budget),
+            st = ckv_gpu_cache_fill_random(c[i], entries, context, max_degree,
                                            seed + 3 * (uint64_t)i, err);
     uint64_t rng = seed;
     for (int32_t s = 0; !st && s < warmup + repeats; s++) {

@@ -545,13 +545,16 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
 {
     ckv_budget budget;
     ckv_budget_parse(o->budget_s, &budget, err);
-    double step[2] = {NAN, NAN}, settle[2] = {NAN, NAN}; /* without, with scores */
+    /* [scores][merges]: the step of caches without, with scores, whose
+     * degrees are 1 (an evicting policy's) or spread (a merging one's). */
+    double step[2][2] = {{NAN, NAN}, {NAN, NAN}}, settle[2][2] = {{NAN, NAN}, {NAN, NAN}};
     for (int i = 0; i < o->n_policy; i++) {
         ckv_policy *p = &pol[i];
         int64_t B;
         bool skip;
         char reason[160];
-        const bool score = (ckv_policy_needs(p) & CKV_NEEDS_SCORE) != 0;
+        const bool score = (ckv_policy_needs(p) & CKV_NEEDS_SCORE) != 0,
+                   merges = ckv_policy_merges(p);
         for (int k = 0; k < o->n_interval; k++) {
             share_row *r = &rows[(*n)++];
             *r = (share_row){.shape = (char *)shape, .policy = (char *)o->policy[i],
@@ -581,21 +584,23 @@ static ckv_status time_shares(const opts *o, ckv_policy *pol, const ckv_config *
                 continue;
             }
             const double frac = (double)B / T;
-            if (isnan(step[score])) {
+            if (isnan(step[score][merges])) {
                 bench_steps t;
-                ckv_status st = bench_time_steps(g, cfg, o->b.kv_dtype, 1, (int32_t)B, T, frac, score,
-                                                 STEP_WARMUP, STEP_REPEATS,
+                ckv_status st = bench_time_steps(g, cfg, o->b.kv_dtype, 1, (int32_t)B, T,
+                                                 bench_max_degree(p, frac), score, STEP_WARMUP,
+                                                 STEP_REPEATS,
                                                  (uint64_t)o->b.seed + 101 * (uint64_t)T, logits,
                                                  &t, err);
                 if (st)
                     return st;
-                step[score] = t.median_ms;
-                settle[score] = t.settle_ms;
-                fprintf(stderr, "ckv bench: decode step at %d tokens, %lld entries%s: %.3f ms\n",
-                        T, (long long)B, score ? " (scores)" : "", t.median_ms);
+                step[score][merges] = t.median_ms;
+                settle[score][merges] = t.settle_ms;
+                fprintf(stderr, "ckv bench: decode step at %d tokens, %lld entries%s%s: %.3f ms\n",
+                        T, (long long)B, score ? " (scores)" : "",
+                        merges ? "" : " (degrees 1)", t.median_ms);
             }
-            r->step_ms = step[score];
-            r->settle_ms = settle[score];
+            r->step_ms = step[score][merges];
+            r->settle_ms = settle[score][merges];
             kmeans_fit(p, (double)cfg->n_layer * cfg->n_head_kv, (double)B + r->interval,
                        cfg->head_dim, r->note, sizeof r->note);
             if (r->note[0]) {

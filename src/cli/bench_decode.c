@@ -292,7 +292,8 @@ static int run(int argc, char **argv, opts *o)
                 const uint64_t seed = (uint64_t)o->b.seed + 1000 * (uint64_t)(b * MAXL * MAXL +
                                                                            t * MAXL + k);
                 bench_steps t;
-                if (bench_time_steps(g, &cfg, o->b.kv_dtype, r->batch, r->entries, r->context, r->budget, false,
+                if (bench_time_steps(g, &cfg, o->b.kv_dtype, r->batch, r->entries, r->context,
+                                     bench_max_degree(NULL, r->budget), false,
                                      (int32_t)o->b.warmup, (int32_t)o->b.repeats, seed, logits, &t,
                                      &err)) {
                     rc = cli_fail("bench", &err);

@@ -41,11 +41,13 @@ static void help(FILE *fp)
             "weights of a model shape and caches of random entries (no model file), as\n"
             "`ckv bench decode`. Per context length T: the full cache (T entries per list,\n"
             "degree 1) and, per policy and budget b, compressed caches of ceil(b * T)\n"
-            "entries (degrees averaging 1 / b). Sequences that fit = floor(cap / bytes of\n"
-            "one sequence's cache), counting keys and values (of --kv-dtype) and fp32\n"
-            "degrees as the cache stores them (and the 4-byte slot-to-row map an entry of\n"
-            "the policies whose calls fill: centroid, streaming, h2o), a compressed cache\n"
-            "with room for the `interval` entries it grows by between compressions; then\n"
+            "entries (degrees averaging 1 / b for the merging policies, centroid and\n"
+            "kmeans; 1 for the evicting ones, as they leave them). Sequences that fit =\n"
+            "floor(cap / bytes of one sequence's cache), counting keys and values (of\n"
+            "--kv-dtype) and fp32 degrees as the cache stores them (and the 4-byte\n"
+            "slot-to-row map an entry of the policies whose calls fill: centroid,\n"
+            "streaming, h2o), a compressed cache with room for the `interval` entries it\n"
+            "grows by between compressions; then\n"
             "at most --max-batch, and at most what free GPU memory holds. That whole\n"
             "batch is decoded: median step time of R steps after W warm-up ones (host\n"
             "call to the greedy next tokens on the host), tokens/s = seqs / step.\n"
@@ -320,17 +322,20 @@ static void print_targets(const tp_row *rows, size_t n)
         printf("  no 25%% budget among --budgets\n");
 }
 
-/* Sets the step timing of r: a copy of an earlier row's with the same
- * context, entries and cache layout, else a new measurement. */
+/* Sets the step timing of row i: a copy of an earlier row's with the same
+ * context, entries and cache layout (scores, degrees: row_score, row_degree),
+ * else a new measurement. */
 static ckv_status step_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, tp_row *rows,
-                             size_t i, bool score, const bool *row_score, uint64_t seed,
-                             float *logits, ckv_error *err)
+                             size_t i, const bool *row_score, const float *row_degree,
+                             uint64_t seed, float *logits, ckv_error *err)
 {
     tp_row *r = &rows[i];
+    const bool score = row_score[i];
     for (size_t j = 0; j < i; j++) {
         const tp_row *s = &rows[j];
         if (s->context == r->context && s->entries == r->entries && s->budget == r->budget &&
-            s->seqs == r->seqs && row_score[j] == score && !isnan(s->median_ms)) {
+            s->seqs == r->seqs && row_score[j] == score && row_degree[j] == row_degree[i] &&
+            !isnan(s->median_ms)) {
             r->median_ms = s->median_ms;
             r->min_ms = s->min_ms;
             r->max_ms = s->max_ms;
@@ -340,7 +345,8 @@ static ckv_status step_point(ckv_gpu *g, const ckv_config *cfg, const opts *o, t
         }
     }
     bench_steps t;
-    ckv_status st = bench_time_steps(g, cfg, o->b.kv_dtype, r->seqs, r->entries, r->context, r->budget, score,
+    ckv_status st = bench_time_steps(g, cfg, o->b.kv_dtype, r->seqs, r->entries, r->context,
+                                     row_degree[i], score,
                                      (int32_t)o->b.warmup, (int32_t)o->b.repeats, seed, logits, &t,
                                      err);
     if (!st) {
@@ -381,6 +387,7 @@ static int run(int argc, char **argv, const opts *o)
     const size_t per_ctx = 1 + (size_t)o->n_policy * o->n_budget, n = per_ctx * o->n_ctx;
     tp_row *rows = calloc(n, sizeof *rows);
     bool *row_score = calloc(n, sizeof *row_score);
+    float *row_degree = calloc(n, sizeof *row_degree);
     ckv_policy *pol = calloc((size_t)o->n_policy, sizeof *pol);
     char *cmdline = bench_command_line(argc, argv);
     float *logits = NULL;
@@ -389,7 +396,7 @@ static int run(int argc, char **argv, const opts *o)
     char date[32], cap[32];
     bench_utc_now(date);
     snprintf(cap, sizeof cap, "%g", o->kv_cap_gib);
-    if (!rows || !row_score || !pol || !cmdline) {
+    if (!rows || !row_score || !row_degree || !pol || !cmdline) {
         fprintf(stderr, "ckv bench: out of memory\n");
         rc = CLI_FAIL;
         goto done;
@@ -412,6 +419,7 @@ static int run(int argc, char **argv, const opts *o)
             init_row(r, o, &cfg, k ? &pol[pk] : NULL, k ? o->policy[pk] : "full", o->ctx[t],
                      k ? o->budget[(k - 1) % o->n_budget] : 1.0);
             row_score[t * per_ctx + k] = k && tracks_score(&pol[pk]);
+            row_degree[t * per_ctx + k] = bench_max_degree(k ? &pol[pk] : NULL, r->budget);
             if (!strcmp(r->status, "ok") && r->seqs > max_batch)
                 max_batch = r->seqs;
         }
@@ -462,8 +470,8 @@ static int run(int argc, char **argv, const opts *o)
                 snprintf(r->note, sizeof r->note, "skipped: %.140s", err.msg);
                 continue;
             }
-            if (st || (st = step_point(g, &cfg, o, rows, t * per_ctx + k, tracks_score(p),
-                                       row_score, seed, logits, &err))) {
+            if (st || (st = step_point(g, &cfg, o, rows, t * per_ctx + k, row_score, row_degree,
+                                       seed, logits, &err))) {
                 rc = cli_fail("bench", &err);
                 goto done;
             }
@@ -499,6 +507,7 @@ done:
     ckv_gpu_free(g);
     free(rows);
     free(row_score);
+    free(row_degree);
     free(pol);
     free(logits);
     free(cmdline);

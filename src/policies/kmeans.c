@@ -218,5 +218,6 @@ const ckv_policy_ops ckv_policy_kmeans = {
     .params = params,
     .n_params = sizeof params / sizeof params[0],
     .protected_count = protected_count,
+    .merges = true,
     .compress = compress,
 };
