@@ -5,9 +5,10 @@ docs/performance-notes.md come from: on a small hand-written ncu source page
 reasons' order and shares, the busiest instructions, and each local load's
 first reader (a 64-bit load's second register read as a store's address;
 a predicated write passed over; none where an unpredicated write replaces
-the value first), and with ncu's executed counts the total and the
-opcodes that executed most, are the ones derived by hand,
-and bad input is refused with a message naming it."""
+the value first), the samples after each DEPBAR, and with ncu's executed
+counts the total, the opcodes that executed most and the count that
+carries the most executions with the instructions a trip, are the ones
+derived by hand, and bad input is refused with a message naming it."""
 import os
 import tempfile
 
@@ -69,6 +70,25 @@ with tempfile.TemporaryDirectory() as tmp:
     check("the local loads' readers: 80 samples, 80.0% of all" in out, "the readers' sum")
 
     check("instructions executed" not in out, "no executed counts without ncu's column")
+    check("after the 0 DEPBARs (the wait for async copies): 0 samples, 0.0% of all" in out,
+          "no DEPBAR, no copies' wait")
+
+    # A loop of three instructions (a DEPBAR, its waiter, the branch back)
+    # run 5 times in all, straight-line code 6 times: by hand, the samples
+    # after the two DEPBARs 9 + 5 = 14 of 25 (56.0%); the loop's count
+    # carries 5 x 3 = 15 executions against 6 x 2 = 12, so it is the one
+    # although 6 is larger; executed 6 + 5 + 5 + 5 + 6 + 2 = 29, 5.8 a trip.
+    loop = [("0x7f0000000000", "MOV R1, c[0x0][0x28]", 1, 0, 1),
+            ("0x7f0000000010", "DEPBAR.LE SB0, 0x1", 0, 0, 0),
+            ("0x7f0000000020", "LEA R6, R6, UR13, 0x3", 9, 0, 9),
+            ("0x7f0000000030", "@!P0  BRA 0x7f0000000010", 10, 10, 0),
+            ("0x7f0000000040", "DEPBAR.LE SB0, 0x0", 0, 0, 0),
+            ("0x7f0000000050", "EXIT", 5, 5, 0)]
+    rc, out, err = run(page(os.path.join(tmp, "loop.csv"), loop, executed=[6, 5, 5, 5, 6, 2]), "1")
+    check(rc == 0 and "after the 2 DEPBARs (the wait for async copies): 14 samples, 56.0% of all"
+          in out, f"the samples after each DEPBAR ({out.strip()[-200:]}, {err.strip()})")
+    check("the count carrying the most executions: 5 (3 instructions); "
+          "all executed / it: 5.8 a trip" in out, "the loop's count and the instructions a trip")
 
     # Executed counts, by hand: LDL 10 + 2 = 12, MOV 5 (predicated) + 4 = 9,
     # IADD3 10 + 6 = 16, LDL.LU.64 3, STG.E 7 (ncu's thousands separator):
