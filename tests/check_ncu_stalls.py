@@ -5,7 +5,7 @@ docs/performance-notes.md come from: on a small hand-written ncu source page
 reasons' order and shares, the busiest instructions, and each local load's
 first reader (a 64-bit load's second register read as a store's address;
 a predicated write passed over; none where an unpredicated write replaces
-the value first), the samples after each DEPBAR, and with ncu's executed
+the value first), the samples at each DEPBAR and after it, and with ncu's executed
 counts the total, the opcodes that executed most and the count that
 carries the most executions with the instructions a trip, are the ones
 derived by hand, and bad input is refused with a message naming it."""
@@ -70,43 +70,36 @@ with tempfile.TemporaryDirectory() as tmp:
     check("the local loads' readers: 80 samples, 80.0% of all" in out, "the readers' sum")
 
     check("instructions executed" not in out, "no executed counts without ncu's column")
-    check("after the 0 DEPBARs (the wait for async copies): 0 samples, 0.0% of all" in out,
-          "no DEPBAR, no copies' wait")
+    check("at the 0 DEPBARs and the instruction after each (the wait for async copies): 0 samples, "
+          "0.0% of all" in out, "no DEPBAR, no copies' wait")
 
-    # A loop of three instructions (a DEPBAR, its waiter, the branch back)
-    # run 5 times in all, straight-line code 6 times: by hand, the samples
-    # after the two DEPBARs 9 + 5 = 14 of 25 (56.0%); the loop's count
-    # carries 5 x 3 = 15 executions against 6 x 2 = 12, so it is the one
-    # although 6 is larger; executed 6 + 5 + 5 + 5 + 6 + 2 = 29, 5.8 a trip.
+    # One pass of straight-line code around a loop of three instructions (a
+    # DEPBAR, its waiter, the branch back) run 5 times, the last DEPBAR just
+    # before the end. By hand: the DEPBARs and the instructions after them,
+    # rows 1, 2, 4 and 5, hold 1 + 9 + 0 + 5 = 15 of 26 samples (57.7%),
+    # long_sb 9 + 5 = 14 and wait 1 of them; the loop's count 5 carries 5 x 3
+    # = 15 executions against 1 x 3 = 3; executed 18 in all, 3.6 a trip.
     loop = [("0x7f0000000000", "MOV R1, c[0x0][0x28]", 1, 0, 1),
-            ("0x7f0000000010", "DEPBAR.LE SB0, 0x1", 0, 0, 0),
-            ("0x7f0000000020", "LEA R6, R6, UR13, 0x3", 9, 0, 9),
+            ("0x7f0000000010", "DEPBAR.LE SB0, 0x1", 1, 0, 1),
+            ("0x7f0000000020", "LEA R6, R6, UR13, 0x3", 9, 9, 0),
             ("0x7f0000000030", "@!P0  BRA 0x7f0000000010", 10, 10, 0),
             ("0x7f0000000040", "DEPBAR.LE SB0, 0x0", 0, 0, 0),
             ("0x7f0000000050", "EXIT", 5, 5, 0)]
-    rc, out, err = run(page(os.path.join(tmp, "loop.csv"), loop, executed=[6, 5, 5, 5, 6, 2]), "1")
-    check(rc == 0 and "after the 2 DEPBARs (the wait for async copies): 14 samples, 56.0% of all"
-          in out, f"the samples after each DEPBAR ({out.strip()[-200:]}, {err.strip()})")
+    rc, out, err = run(page(os.path.join(tmp, "loop.csv"), loop, executed=[1, 5, 5, 5, 1, 1]), "1")
+    check(rc == 0 and "at the 2 DEPBARs and the instruction after each (the wait for async "
+          "copies): 15 samples, 57.7% of all (stall_long_sb 14, stall_wait 1)" in out,
+          f"the samples at each DEPBAR and after it, with their reasons ({out.strip()[-160:]}, "
+          f"{err.strip()})")
     check("the count carrying the most executions: 5 (3 instructions); "
-          "all executed / it: 5.8 a trip" in out, "the loop's count and the instructions a trip")
-
-    # Executed counts, by hand: LDL 10 + 2 = 12, MOV 5 (predicated) + 4 = 9,
-    # IADD3 10 + 6 = 16, LDL.LU.64 3, STG.E 7 (ncu's thousands separator):
-    # 47 in all; the top 2 IADD3 (34.0%), LDL (25.5%).
-    ex = page(os.path.join(tmp, "ex.csv"), executed=[10, 5, 10, 3, "7", 2, 4, 6])
-    rc, out, err = run(ex, "2")
-    rows = [l.split() for l in out.splitlines() if l.startswith("  ") and len(l.split()) == 3
-            and l.split()[2].endswith("%") and not l.split()[0].startswith("stall_")]
-    check(rc == 0 and "instructions executed: 47 (warp level); the 2 opcodes" in out
-          and rows == [["IADD3", "16", "34.0%"], ["LDL", "12", "25.5%"]],
-          f"the executed counts by opcode, predicates left off ({rows}, {err.strip()})")
-    big = page(os.path.join(tmp, "big.csv"), executed=[10, 5, 10, 3, "1,048,576", 2, 4, 6])
-    rc, out, _ = run(big, "1")
-    check(rc == 0 and "instructions executed: 1048616 " in out and "STG.E" in out,
-          "a count with thousands separators")
-    rc, _, err = run(page(os.path.join(tmp, "badex.csv"), executed=[1, 2, "x", 4, 5, 6, 7, 8]))
-    check(rc == 1 and "badex.csv" in err and "executed count" in err,
-          f"an executed count that is not a number is refused ({err.strip()})")
+          "all executed / it: 3.6 a trip" in out, "the loop's count and the instructions a trip")
+    # A tie, 6 x 2 = 12 against 4 x 3 = 12: the larger count, 6; 25 in all,
+    # 4.2 a trip; a DEPBAR on the last row counts its own samples.
+    tie = loop[:5] + [("0x7f0000000050", "DEPBAR.LE SB0, 0x0", 3, 3, 0)]
+    rc, out, err = run(page(os.path.join(tmp, "tie.csv"), tie, executed=[6, 6, 4, 4, 4, 1]), "1")
+    check(rc == 0 and "the count carrying the most executions: 6 (2 instructions); "
+          "all executed / it: 4.2 a trip" in out, f"a tie goes to the larger count ({err.strip()})")
+    check("at the 3 DEPBARs and the instruction after each (the wait for async copies): 13 "
+          "samples" in out, "a DEPBAR on the last row")
 
     rc, _, err = run(page(os.path.join(tmp, "plain.csv"), header=False))
     check(rc == 1 and "plain.csv" in err and "Address" in err, f"no header is refused ({err.strip()})")

@@ -253,8 +253,8 @@ ckv_status bench_time_steps(ckv_gpu *g, const ckv_config *cfg, ckv_kv_dtype dtyp
 float bench_max_degree(const ckv_policy *p, double budget);
 /* The compression a policy runs every `interval` decode steps, for `seqs`
  * sequences: each sequence's cache of shape cfg and dtype holding entries +
- * interval random entries (ckv_gpu_cache_fill_random, degrees as
- * bench_time_steps for budget) at position context + interval, compressed
+ * interval random entries (ckv_gpu_cache_fill_random, degrees up to
+ * bench_max_degree(p, budget)) at position context + interval, compressed
  * back to `entries` by ckv_gpu_policy_compress_many in calls of at most
  * `group` caches (one where the policy takes one a call:
  * ckv_gpu_policy_many; at most what the kernels' indexing takes:

@@ -73,7 +73,8 @@ static void help(FILE *fp)
             "Decode share (GPU only): per cache length T, one decode step (batch 1) of the\n"
             "model shape with random bf16 weights over a random cache of B entries (the\n"
             "budget) at position T, median of %d after %d warm-up steps, as `ckv bench\n"
-            "decode`; and per policy and interval N, the compression the policy runs every\n"
+            "decode` (degrees 1 for the evicting policies, as they leave them); and per\n"
+            "policy and interval N, the compression the policy runs every\n"
             "N decode steps: a cache of B + N random entries back to B, median of R after a\n"
             "warm-up (as `ckv bench throughput`; the policy's `interval` set to N; CSM from\n"
             "the round its compression of T tokens reached, as a decode compression\n"
@@ -535,7 +536,8 @@ static ckv_status time_cache(const opts *o, const ckv_policy *pol, const ckv_kvd
 
 #if CKV_HAVE_CUDA
 /* Decode-share rows of one cache length: one decode step per cache layout
- * (with or without scores), then each policy's decode-time compression at
+ * (with or without scores; degree 1 or CentroidKV's degrees, as the policy
+ * leaves them: bench_max_degree), then each policy's decode-time compression at
  * every interval. CSM starts where its compression of the T tokens (from
  * the cache's round round0) to the budget ends: a decode compression
  * continues the count. */
