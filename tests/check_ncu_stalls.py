@@ -5,10 +5,10 @@ docs/performance-notes.md come from: on a small hand-written ncu source page
 reasons' order and shares, the busiest instructions, and each local load's
 first reader (a 64-bit load's second register read as a store's address;
 a predicated write passed over; none where an unpredicated write replaces
-the value first), the samples at each DEPBAR and after it, and with ncu's executed
-counts the total, the opcodes that executed most and the count that
-carries the most executions with the instructions a trip, are the ones
-derived by hand, and bad input is refused with a message naming it."""
+the value first), the samples at each DEPBAR and after it, and with ncu's
+executed counts the total, the opcodes that executed most and the count
+that carries the most executions with the instructions a trip, are the
+ones derived by hand, and bad input is refused with a message naming it."""
 import os
 import tempfile
 
@@ -72,6 +72,24 @@ with tempfile.TemporaryDirectory() as tmp:
     check("instructions executed" not in out, "no executed counts without ncu's column")
     check("at the 0 DEPBARs and the instruction after each (the wait for async copies): 0 samples, "
           "0.0% of all" in out, "no DEPBAR, no copies' wait")
+
+    # Executed counts, by hand: LDL 10 + 2 = 12, MOV 5 (predicated) + 4 = 9,
+    # IADD3 10 + 6 = 16, LDL.LU.64 3, STG.E 7 (ncu's thousands separator):
+    # 47 in all; the top 2 IADD3 (34.0%), LDL (25.5%).
+    ex = page(os.path.join(tmp, "ex.csv"), executed=[10, 5, 10, 3, "7", 2, 4, 6])
+    rc, out, err = run(ex, "2")
+    rows = [l.split() for l in out.splitlines() if l.startswith("  ") and len(l.split()) == 3
+            and l.split()[2].endswith("%") and not l.split()[0].startswith("stall_")]
+    check(rc == 0 and "instructions executed: 47 (warp level); the 2 opcodes" in out
+          and rows == [["IADD3", "16", "34.0%"], ["LDL", "12", "25.5%"]],
+          f"the executed counts by opcode, predicates left off ({rows}, {err.strip()})")
+    big = page(os.path.join(tmp, "big.csv"), executed=[10, 5, 10, 3, "1,048,576", 2, 4, 6])
+    rc, out, _ = run(big, "1")
+    check(rc == 0 and "instructions executed: 1048616 " in out and "STG.E" in out,
+          "a count with thousands separators")
+    rc, _, err = run(page(os.path.join(tmp, "badex.csv"), executed=[1, 2, "x", 4, 5, 6, 7, 8]))
+    check(rc == 1 and "badex.csv" in err and "executed count" in err,
+          f"an executed count that is not a number is refused ({err.strip()})")
 
     # One pass of straight-line code around a loop of three instructions (a
     # DEPBAR, its waiter, the branch back) run 5 times, the last DEPBAR just
