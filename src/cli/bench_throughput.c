@@ -46,11 +46,12 @@ static void help(FILE *fp)
             "floor(cap / bytes of one sequence's cache), counting keys and values (of\n"
             "--kv-dtype) and fp32 degrees as the cache stores them (and the 4-byte\n"
             "slot-to-row map an entry of the policies whose calls fill: centroid,\n"
-            "streaming, h2o), a compressed cache with room for the `interval` entries it\n"
-            "grows by between compressions; then at most --max-batch, and at most what\n"
-            "free GPU memory holds. That whole batch is decoded: median step time of R\n"
-            "steps after W warm-up ones (host call to the greedy next tokens on the host),\n"
-            "tokens/s = seqs / step.\n"
+            "streaming, h2o; and H2O's 4-byte accumulated score an entry, its pending\n"
+            "queries, about 0.05%%, outside), a compressed cache with room for the\n"
+            "`interval` entries it grows by between compressions; then at most\n"
+            "--max-batch, and at most what free GPU memory holds. That whole batch is\n"
+            "decoded: median step time of R steps after W warm-up ones (host call to the\n"
+            "greedy next tokens on the host), tokens/s = seqs / step.\n"
             "Compression included: every sequence's cache grown by `interval` entries is\n"
             "compressed back to the budget in calls of at most --compress-group caches\n"
             "(ckv_gpu_policy_compress_many; SnapKV and K-Means one a call; the group also\n"
@@ -248,9 +249,11 @@ static void init_row(tp_row *r, const opts *o, const ckv_config *cfg, const ckv_
         r->interval = ckv_policy_interval(p);
     }
     const double room = r->entries + (double)r->interval;
+    /* H2O's accumulated scores are the sequence's state as its keys are. */
+    const int32_t entry_bytes =
+        p ? ckv_gpu_policy_entry_bytes(p) + (tracks_score(p) ? (int32_t)sizeof(float) : 0) : 0;
     r->seq_bytes = bench_cache_bytes(cfg, o->b.kv_dtype, room) +
-                   (p ? (double)cfg->n_layer * cfg->n_head_kv * room * ckv_gpu_policy_entry_bytes(p)
-                      : 0);
+                   (double)cfg->n_layer * cfg->n_head_kv * room * entry_bytes;
     r->cap_seqs = (int32_t)fmin(floor(o->kv_cap_gib * (1 << 30) / r->seq_bytes), INT32_MAX);
     r->seqs = r->cap_seqs;
     if (r->seqs > o->max_batch) {
