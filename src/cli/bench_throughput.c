@@ -71,8 +71,9 @@ static void help(FILE *fp)
             "per step. Policies with the same cache layout share one step timing.\n"
             "Table on stdout, with the issue's target (25%% budget >= 4x full, compression\n"
             "included) beside what the bytes allow (`ideal`: the ratio were every step at\n"
-            "its floor, the matrices' bytes plus every sequence's cache); HDF5 file with a\n"
-            "/throughput table and the date, device and command as attributes.\n\n"
+            "its floor, the matrices' bytes plus every sequence's cache, and H2O's scores\n"
+            "read and written); HDF5 file with a /throughput table and the date, device\n"
+            "and command as attributes.\n\n"
             "Options:\n"
             "  --shape NAME      llama3.1-8b (default), mistral-7b or smollm2-135m\n"
             "  --device cuda     the GPU (the only device)\n"
@@ -293,12 +294,16 @@ static void print_rows(const tp_row *rows, size_t n, double cap_gib)
  * tokens/s go as seqs / (W + seqs x cache). Where a compressed batch holds
  * more sequences than its cache shrinks (39 of 8,192 entries against 9 of
  * 32,768 at 32K under 40 GiB) its step reads more than the full one and the
- * ideal falls under the ratio of sequences (4.08x against 4.33x). */
+ * ideal falls under the ratio of sequences (4.08x against 4.33x). A policy
+ * that tracks scores also reads and writes each entry's score a step (H2O:
+ * 8 bytes an entry of each list). */
 static double bytes_ideal(const ckv_config *cfg, ckv_kv_dtype dt, const tp_row *r,
-                          const tp_row *full)
+                          const tp_row *full, bool score)
 {
     const double w = bench_matrix_bytes(cfg);
-    const double step_r = w + r->seqs * bench_cache_bytes(cfg, dt, r->entries);
+    const double scores = score ? 2.0 * sizeof(float) * cfg->n_layer * cfg->n_head_kv : 0;
+    const double step_r =
+        w + r->seqs * (bench_cache_bytes(cfg, dt, r->entries) + scores * r->entries);
     const double step_f = w + full->seqs * bench_cache_bytes(cfg, dt, full->entries);
     return (double)r->seqs / full->seqs * step_f / step_r;
 }
@@ -487,7 +492,7 @@ static int run(int argc, char **argv, const opts *o)
             if (!strcmp(full->status, "ok")) {
                 r->ratio = r->tokens_per_s / full->tokens_per_s;
                 r->ratio_incl = r->tokens_per_s_incl / full->tokens_per_s_incl;
-                r->ideal = bytes_ideal(&cfg, o->b.kv_dtype, r, full);
+                r->ideal = bytes_ideal(&cfg, o->b.kv_dtype, r, full, tracks_score(p));
             }
             fprintf(stderr, "ckv bench: %s context %d %s entries %d: %d seqs, %.3f ms/step, "
                     "compression %.3f ms/step (%d caches a call, scratch %.0f MiB; settle "
