@@ -211,6 +211,13 @@ static bool tracks_score(const ckv_policy *p)
     return p && (ckv_policy_needs(p) & CKV_NEEDS_SCORE);
 }
 
+/* Bytes of the scores of `entries` entries of every list (fp32, as a cache
+ * that tracks them stores them). */
+static double score_bytes(const ckv_config *cfg, double entries)
+{
+    return (double)cfg->n_layer * cfg->n_head_kv * entries * sizeof(float);
+}
+
 /* Device bytes of one sequence's batch cache (with room for the timed steps
  * and, when tracked, scores and the decoder's logit scratch for the cache:
  * one layer's logits per query head), for the free-memory limit. The
@@ -219,7 +226,7 @@ static double device_bytes(const ckv_config *cfg, const opts *o, const tp_row *r
 {
     const double e = r->entries + (double)(o->b.warmup + o->b.repeats + BENCH_SETTLE_RUNS);
     return bench_cache_bytes(cfg, o->b.kv_dtype, e) +
-           (score ? ((double)cfg->n_layer * cfg->n_head_kv + cfg->n_head) * e * 4 : 0);
+           (score ? score_bytes(cfg, e) + (double)cfg->n_head * e * sizeof(float) : 0);
 }
 
 /* Fills a row's counts and the sequences the cap admits; the status says
@@ -251,10 +258,10 @@ static void init_row(tp_row *r, const opts *o, const ckv_config *cfg, const ckv_
     }
     const double room = r->entries + (double)r->interval;
     /* H2O's accumulated scores are the sequence's state as its keys are. */
-    const int32_t entry_bytes =
-        p ? ckv_gpu_policy_entry_bytes(p) + (tracks_score(p) ? (int32_t)sizeof(float) : 0) : 0;
     r->seq_bytes = bench_cache_bytes(cfg, o->b.kv_dtype, room) +
-                   (double)cfg->n_layer * cfg->n_head_kv * room * entry_bytes;
+                   (p ? (double)cfg->n_layer * cfg->n_head_kv * room * ckv_gpu_policy_entry_bytes(p)
+                      : 0) +
+                   (tracks_score(p) ? score_bytes(cfg, room) : 0);
     r->cap_seqs = (int32_t)fmin(floor(o->kv_cap_gib * (1 << 30) / r->seq_bytes), INT32_MAX);
     r->seqs = r->cap_seqs;
     if (r->seqs > o->max_batch) {
@@ -301,9 +308,8 @@ static double bytes_ideal(const ckv_config *cfg, ckv_kv_dtype dt, const tp_row *
                           const tp_row *full, bool score)
 {
     const double w = bench_matrix_bytes(cfg);
-    const double scores = score ? 2.0 * sizeof(float) * cfg->n_layer * cfg->n_head_kv : 0;
-    const double step_r =
-        w + r->seqs * (bench_cache_bytes(cfg, dt, r->entries) + scores * r->entries);
+    const double step_r = w + r->seqs * (bench_cache_bytes(cfg, dt, r->entries) +
+                                         (score ? 2 * score_bytes(cfg, r->entries) : 0));
     const double step_f = w + full->seqs * bench_cache_bytes(cfg, dt, full->entries);
     return (double)r->seqs / full->seqs * step_f / step_r;
 }
@@ -451,9 +457,10 @@ static int run(int argc, char **argv, const opts *o)
             tp_row *r = &full[k];
             const ckv_policy *p = k ? &pol[(k - 1) / o->n_budget] : NULL;
             const uint64_t seed = (uint64_t)o->b.seed + 1000 * (uint64_t)(t * per_ctx + k + 1);
+            const bool score = row_score[t * per_ctx + k];
             if (strcmp(r->status, "ok"))
                 continue;
-            fit_free_memory(r, &cfg, o, tracks_score(p));
+            fit_free_memory(r, &cfg, o, score);
             if (strcmp(r->status, "ok"))
                 continue;
             if (p && !ckv_gpu_policy_supported(p)) {
@@ -492,7 +499,7 @@ static int run(int argc, char **argv, const opts *o)
             if (!strcmp(full->status, "ok")) {
                 r->ratio = r->tokens_per_s / full->tokens_per_s;
                 r->ratio_incl = r->tokens_per_s_incl / full->tokens_per_s_incl;
-                r->ideal = bytes_ideal(&cfg, o->b.kv_dtype, r, full, tracks_score(p));
+                r->ideal = bytes_ideal(&cfg, o->b.kv_dtype, r, full, score);
             }
             fprintf(stderr, "ckv bench: %s context %d %s entries %d: %d seqs, %.3f ms/step, "
                     "compression %.3f ms/step (%d caches a call, scratch %.0f MiB; settle "
